@@ -1,0 +1,450 @@
+//===- KilnOps.td - Operations of the kiln dialect ---------*- tablegen -*-===//
+//
+// The graph-level op set: what a Transformer block is made of. Each op documents its shape rules; the C++
+// verifiers enforce them and name the operand and dimension at fault, because these ops are what importers and
+// the Python tracer build from user input.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_DIALECT_KILN_KILNOPS_TD
+#define KILN_DIALECT_KILN_KILNOPS_TD
+
+include "Dialect/Kiln/KilnDialect.td"
+include "Dialect/Kiln/KilnAttrs.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/IR/CommonTypeConstraints.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Type constraints
+//===----------------------------------------------------------------------===//
+
+def Kiln_FloatTensor : StaticShapeTensorOf<[F32, F16, BF16]>;
+def Kiln_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
+def Kiln_BoolTensor : StaticShapeTensorOf<[I1]>;
+def Kiln_AnyTensor : StaticShapeTensorOf<[F32, F16, BF16, I32, I64, I1]>;
+
+//===----------------------------------------------------------------------===//
+// Constants
+//===----------------------------------------------------------------------===//
+
+def Kiln_ConstantOp : Kiln_Op<"constant", [ConstantLike, Pure]> {
+  let summary = "constant tensor or weight";
+  let description = [{
+    A tensor whose value is known at compile time: small constants inline as `dense<...>`, weights as
+    `dense_resource<...>` blobs. The result type is the type of the attribute.
+
+    ```mlir
+    %eps = kiln.constant dense<1.0e-05> : tensor<f32>
+    %w = kiln.constant dense_resource<blk0_w_qkv> : tensor<4096x6144xbf16>
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs Kiln_AnyTensor:$result);
+  let builders = [OpBuilder<(ins "::mlir::ElementsAttr":$value), [{
+    build($_builder, $_state, value.getType(), value);
+  }]>];
+  let hasCustomAssemblyFormat = 1;
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions
+//===----------------------------------------------------------------------===//
+
+def Kiln_MatmulOp : Kiln_Op<"matmul", [Pure]> {
+  let summary = "batched matrix multiplication with broadcast batch dimensions";
+  let description = [{
+    `result[..., m, n] = sum_k lhs[..., m, k] * rhs[..., k, n]`, with `transpose_lhs` / `transpose_rhs` reading
+    the operand as its last two dimensions swapped. Both operands have rank >= 2; the leading (batch) dimensions
+    broadcast as in numpy, so a weight `[K, N]` multiplies an activation `[B, S, K]`. Operands share an element
+    type; the result may be wider (f16 x f16 -> f32 accumulates and stores f32).
+
+    ```mlir
+    %y = kiln.matmul %x, %w transpose_rhs
+        : tensor<2x77x512xbf16>, tensor<1024x512xbf16> -> tensor<2x77x1024xbf16>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$lhs, Kiln_FloatTensor:$rhs,
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs (`transpose_lhs` $transpose_lhs^)? (`transpose_rhs` $transpose_rhs^)? attr-dict
+    `:` type($lhs) `,` type($rhs) `->` type($result)
+  }];
+  let builders = [
+    OpBuilder<(ins "::mlir::Value":$lhs, "::mlir::Value":$rhs,
+                   CArg<"bool", "false">:$transposeLhs, CArg<"bool", "false">:$transposeRhs)>
+  ];
+  let hasVerifier = 1;
+}
+
+def Kiln_AttentionOp : Kiln_Op<"attention", [Pure]> {
+  let summary = "scaled dot-product attention (MHA, GQA, MQA), optionally causal or masked";
+  let description = [{
+    `out = softmax(scale * q k^T + mask) v` per batch and head, in the layout `[batch, heads, seq, head_dim]`:
+
+    - `q : [B, Hq, Sq, D]`, `k : [B, Hkv, Sk, D]`, `v : [B, Hkv, Sk, Dv]`, `out : [B, Hq, Sq, Dv]`.
+    - Grouped-query attention follows from the head counts: `Hq` must be a multiple of `Hkv`; q head `h` reads
+      k/v head `h / (Hq / Hkv)` (`Hkv = 1` is multi-query attention).
+    - `scale` defaults to `1 / sqrt(D)`.
+    - `causal` masks key `j` for query `i` when `j > i + (Sk - Sq)`: the mask is aligned to the bottom right, as
+      in decoding and chunked prefill, and needs `Sq <= Sk`.
+    - `mask` is an optional additive bias broadcastable (numpy rules) to `[B, Hq, Sq, Sk]`.
+    - The optional second result is the log-sum-exp of each score row, `lse : [B, Hq, Sq]` in f32, as a
+      backward pass or a split-k merge needs it.
+
+    ```mlir
+    %o = kiln.attention %q, %k, %v causal
+        : tensor<1x32x128x128xbf16>, tensor<1x8x128x128xbf16>, tensor<1x8x128x128xbf16>
+        -> tensor<1x32x128x128xbf16>
+    %o2, %lse = kiln.attention %q, %k, %v mask(%bias : tensor<1x1x128x128xbf16>) {scale = 0.125 : f32}
+        : tensor<1x32x128x128xbf16>, tensor<1x8x128x128xbf16>, tensor<1x8x128x128xbf16>
+        -> tensor<1x32x128x128xbf16>, tensor<1x32x128xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$q, Kiln_FloatTensor:$k, Kiln_FloatTensor:$v,
+                       Optional<Kiln_FloatTensor>:$mask,
+                       OptionalAttr<F32Attr>:$scale, UnitAttr:$causal);
+  let results = (outs Kiln_FloatTensor:$out, Optional<StaticShapeTensorOf<[F32]>>:$lse);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v (`mask` `(` $mask^ `:` type($mask) `)`)? (`causal` $causal^)? attr-dict
+    `:` type($q) `,` type($k) `,` type($v) `->` type($out) (`,` type($lse)^)?
+  }];
+  let extraClassDeclaration = [{
+    /// The scale applied to q k^T: the attribute, or 1/sqrt(head_dim) when it is absent.
+    double getEffectiveScale();
+    /// Number of q heads that share one k/v head (1 for plain multi-head attention).
+    int64_t getGroupSize();
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Normalisations and reductions
+//===----------------------------------------------------------------------===//
+
+def Kiln_SoftmaxOp : Kiln_Op<"softmax", [Pure, SameOperandsAndResultType]> {
+  let summary = "softmax along one axis";
+  let description = [{
+    `result = exp(x - max(x)) / sum(exp(x - max(x)))` along `axis` (0 <= axis < rank).
+
+    ```mlir
+    %p = kiln.softmax %s axis 3 : tensor<1x8x77x77xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = "$input `axis` $axis attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def Kiln_ReduceOp : Kiln_Op<"reduce", [Pure]> {
+  let summary = "sum, mean, max or min over a set of axes";
+  let description = [{
+    Reduces `input` over `axes` (unique, in `[0, rank)`, ascending). With `keep_dims` the reduced axes stay as
+    size 1; otherwise they are dropped.
+
+    ```mlir
+    %m = kiln.reduce mean %x axes [2] keep_dims : tensor<2x77x512xf32> -> tensor<2x77x1xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_ReduceKind:$kind, Kiln_FloatTensor:$input,
+                       DenseI64ArrayAttr:$axes, UnitAttr:$keep_dims);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = [{
+    $kind $input `axes` $axes (`keep_dims` $keep_dims^)? attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kiln_RmsNormOp : Kiln_Op<"rms_norm", [Pure, AllTypesMatch<["input", "result"]>]> {
+  let summary = "RMSNorm over the last dimension";
+  let description = [{
+    `result = x / sqrt(mean(x^2, last axis) + epsilon) * weight`, with `weight : [D]` where `D` is the last
+    dimension of `x`.
+
+    ```mlir
+    %y = kiln.rms_norm %x, %w epsilon 1.0e-06 : tensor<1x77x4096xbf16>, tensor<4096xbf16>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, Kiln_FloatTensor:$weight, F32Attr:$epsilon);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `epsilon` $epsilon attr-dict `:` type($input) `,` type($weight)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kiln_LayerNormOp : Kiln_Op<"layer_norm", [Pure, AllTypesMatch<["input", "result"]>]> {
+  let summary = "LayerNorm over the last dimension, with an optional bias";
+  let description = [{
+    `result = (x - mean(x)) / sqrt(var(x) + epsilon) * weight + bias` over the last dimension `D`; `weight` and
+    `bias` are `[D]`. The variance is the biased (population) one, as in PyTorch and ONNX.
+
+    ```mlir
+    %y = kiln.layer_norm %x, %g, %b epsilon 1.0e-05
+        : tensor<1x77x768xf32>, tensor<768xf32>, tensor<768xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, Kiln_FloatTensor:$weight,
+                       Optional<Kiln_FloatTensor>:$bias, F32Attr:$epsilon);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight (`,` $bias^)? `epsilon` $epsilon attr-dict
+    `:` type($input) `,` type($weight) (`,` type($bias)^)?
+  }];
+  let hasVerifier = 1;
+}
+
+def Kiln_RopeOp : Kiln_Op<"rope", [Pure, AllTypesMatch<["input", "result"]>]> {
+  let summary = "rotary position embedding";
+  let description = [{
+    Rotates pairs of the last dimension `D` (even) of `x : [..., S, D]` by the angles whose cosines and sines are
+    `cos, sin : [S, D/2]` (one row per position, so decoding passes the rows of its positions).
+
+    - default (rotate-half, as in Llama / GPT-NeoX): pairs are `(x[i], x[i + D/2])`;
+    - `interleaved` (as in GPT-J): pairs are `(x[2i], x[2i + 1])`;
+
+    and each pair `(a, b)` becomes `(a cos - b sin, a sin + b cos)`.
+
+    ```mlir
+    %qr = kiln.rope %q, %cos, %sin : tensor<1x32x77x128xf32>, tensor<77x64xf32>, tensor<77x64xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, Kiln_FloatTensor:$cos, Kiln_FloatTensor:$sin,
+                       UnitAttr:$interleaved);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $cos `,` $sin (`interleaved` $interleaved^)? attr-dict
+    `:` type($input) `,` type($cos) `,` type($sin)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise arithmetic (numpy broadcasting)
+//===----------------------------------------------------------------------===//
+
+class Kiln_BinaryOp<string mnemonic, string what, list<Trait> traits = []>
+    : Kiln_Op<mnemonic, !listconcat([Pure], traits)> {
+  let summary = "elementwise " # what # " with numpy broadcasting";
+  let description = [{
+    Applies the operation elementwise. The operands share an element type; their shapes broadcast as in numpy
+    (right-aligned, a dimension of 1 stretches) and the result has the broadcast shape.
+
+    ```mlir
+    %y = kiln.}] # mnemonic # [{ %x, %b : tensor<2x77x512xf32>, tensor<512xf32> -> tensor<2x77x512xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$lhs, Kiln_FloatTensor:$rhs);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)";
+  let builders = [OpBuilder<(ins "::mlir::Value":$lhs, "::mlir::Value":$rhs), [{
+    build($_builder, $_state, inferBroadcastType(lhs.getType(), rhs.getType()), lhs, rhs);
+  }]>];
+  let hasVerifier = 1;
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::verify() {
+      return verifyBroadcastingElementwise(getOperation());
+    }
+  }];
+}
+
+def Kiln_AddOp : Kiln_BinaryOp<"add", "addition", [Commutative]>;
+def Kiln_SubOp : Kiln_BinaryOp<"sub", "subtraction">;
+def Kiln_MulOp : Kiln_BinaryOp<"mul", "multiplication", [Commutative]> { let hasFolder = 1; }
+def Kiln_DivOp : Kiln_BinaryOp<"div", "division"> { let hasFolder = 1; }
+def Kiln_MaxOp : Kiln_BinaryOp<"max", "maximum", [Commutative]>;
+def Kiln_MinOp : Kiln_BinaryOp<"min", "minimum", [Commutative]>;
+def Kiln_PowOp : Kiln_BinaryOp<"pow", "power">;
+
+def Kiln_SelectOp : Kiln_Op<"select", [Pure]> {
+  let summary = "elementwise choice between two tensors (ONNX Where) with numpy broadcasting";
+  let description = [{
+    `result = condition ? on_true : on_false`, elementwise; the three shapes broadcast together.
+
+    ```mlir
+    %s = kiln.select %causal, %scores, %neg_inf
+        : tensor<77x77xi1>, tensor<1x8x77x77xf32>, tensor<f32> -> tensor<1x8x77x77xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_BoolTensor:$condition, Kiln_FloatTensor:$on_true, Kiln_FloatTensor:$on_false);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = [{
+    $condition `,` $on_true `,` $on_false attr-dict
+    `:` type($condition) `,` type($on_true) `,` type($on_false) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise functions and activations
+//===----------------------------------------------------------------------===//
+
+class Kiln_UnaryOp<string mnemonic, string formula, list<Trait> traits = []>
+    : Kiln_Op<mnemonic, !listconcat([Pure, SameOperandsAndResultType], traits)> {
+  let summary = "elementwise " # mnemonic;
+  let description = "Computes `" # formula # "` for every element.\n\n```mlir\n%y = kiln." # mnemonic #
+                    " %x : tensor<4x8xf32>\n```";
+  let arguments = (ins Kiln_FloatTensor:$input);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def Kiln_NegOp : Kiln_UnaryOp<"neg", "-x"> { let hasFolder = 1; }
+def Kiln_ExpOp : Kiln_UnaryOp<"exp", "e^x">;
+def Kiln_LogOp : Kiln_UnaryOp<"log", "ln(x)">;
+def Kiln_SqrtOp : Kiln_UnaryOp<"sqrt", "sqrt(x)">;
+def Kiln_RsqrtOp : Kiln_UnaryOp<"rsqrt", "1 / sqrt(x)">;
+def Kiln_ReciprocalOp : Kiln_UnaryOp<"reciprocal", "1 / x">;
+def Kiln_AbsOp : Kiln_UnaryOp<"abs", "|x|">;
+def Kiln_TanhOp : Kiln_UnaryOp<"tanh", "tanh(x)">;
+def Kiln_ErfOp : Kiln_UnaryOp<"erf", "erf(x)">;
+def Kiln_SigmoidOp : Kiln_UnaryOp<"sigmoid", "1 / (1 + e^-x)">;
+def Kiln_ReluOp : Kiln_UnaryOp<"relu", "max(x, 0)">;
+def Kiln_SiluOp : Kiln_UnaryOp<"silu", "x * sigmoid(x)">;
+
+def Kiln_GeluOp : Kiln_Op<"gelu", [Pure, SameOperandsAndResultType]> {
+  let summary = "elementwise GELU, exact or tanh-approximated";
+  let description = [{
+    `approximate(none)` (the default) computes `x / 2 * (1 + erf(x / sqrt(2)))`; `approximate(tanh)` computes
+    `x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3)))`, as in GPT-2.
+
+    ```mlir
+    %y = kiln.gelu %x approximate(tanh) : tensor<2x77x3072xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input,
+                       DefaultValuedAttr<Kiln_GeluApproximation,
+                                         "::mlir::kiln::GeluApproximation::none">:$approximate);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = "$input (`approximate` `(` $approximate^ `)`)? attr-dict `:` type($input)";
+}
+
+def Kiln_CastOp : Kiln_Op<"cast", [Pure]> {
+  let summary = "elementwise conversion of the element type";
+  let description = [{
+    Converts every element to the result's element type (float <-> float rounds to nearest even, float -> int
+    truncates toward zero, int -> float rounds). The shape is unchanged.
+
+    ```mlir
+    %h = kiln.cast %x : tensor<2x77x512xf32> to tensor<2x77x512xbf16>
+    ```
+  }];
+  let arguments = (ins Kiln_AnyTensor:$input);
+  let results = (outs Kiln_AnyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+def Kiln_TransposeOp : Kiln_Op<"transpose", [Pure]> {
+  let summary = "permutation of dimensions";
+  let description = [{
+    `result` dimension `i` is `input` dimension `permutation[i]`.
+
+    ```mlir
+    %kt = kiln.transpose %k [0, 1, 3, 2] : tensor<1x8x77x64xf32> -> tensor<1x8x64x77xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_AnyTensor:$input, DenseI64ArrayAttr:$permutation);
+  let results = (outs Kiln_AnyTensor:$result);
+  let assemblyFormat = "$input $permutation attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Kiln_ReshapeOp : Kiln_Op<"reshape", [Pure]> {
+  let summary = "same elements in row-major order, another shape";
+  let description = [{
+    ```mlir
+    %h = kiln.reshape %x : tensor<2x77x512xf32> -> tensor<2x77x8x64xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_AnyTensor:$input);
+  let results = (outs Kiln_AnyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Kiln_BroadcastOp : Kiln_Op<"broadcast", [Pure]> {
+  let summary = "numpy-style expansion to a larger shape (ONNX Expand)";
+  let description = [{
+    The input shape is right-aligned against the result shape; each input dimension is 1 (stretched) or equal
+    to the result dimension; missing leading dimensions are added.
+
+    ```mlir
+    %kv = kiln.broadcast %k : tensor<1x8x1x77x64xf32> -> tensor<1x8x4x77x64xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_AnyTensor:$input);
+  let results = (outs Kiln_AnyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Kiln_ConcatOp : Kiln_Op<"concat", [Pure]> {
+  let summary = "concatenation along one axis";
+  let description = [{
+    All inputs have the same rank, element type and sizes except along `axis`, where the result size is the sum.
+
+    ```mlir
+    %r = kiln.concat %a, %b axis 3 : tensor<1x8x77x32xf32>, tensor<1x8x77x32xf32> -> tensor<1x8x77x64xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Kiln_AnyTensor>:$inputs, I64Attr:$axis);
+  let results = (outs Kiln_AnyTensor:$result);
+  let assemblyFormat = "$inputs `axis` $axis attr-dict `:` type($inputs) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Kiln_SliceOp : Kiln_Op<"slice", [Pure]> {
+  let summary = "strided window of a tensor";
+  let description = [{
+    `result[i...] = input[offsets + i * strides]`; the result shape gives the sizes. Offsets are non-negative,
+    strides positive, and the last element read must lie inside the input.
+
+    ```mlir
+    %lo = kiln.slice %x offsets [0, 0, 0, 0] strides [1, 1, 1, 1]
+        : tensor<1x8x77x64xf32> -> tensor<1x8x77x32xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_AnyTensor:$input, DenseI64ArrayAttr:$offsets, DenseI64ArrayAttr:$strides);
+  let results = (outs Kiln_AnyTensor:$result);
+  let assemblyFormat = [{
+    $input `offsets` $offsets `strides` $strides attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Kiln_GatherOp : Kiln_Op<"gather", [Pure]> {
+  let summary = "gather slices of a table by integer indices (embedding lookup, ONNX Gather)";
+  let description = [{
+    `result = table[:axis] ++ indices.shape ++ table[axis+1:]`; each index selects a slice of `table` along
+    `axis`. Negative indices count from the end, as in ONNX.
+
+    ```mlir
+    %e = kiln.gather %embed[%ids] axis 0 : tensor<50257x768xf32>, tensor<2x77xi64> -> tensor<2x77x768xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_AnyTensor:$table, Kiln_IndexTensor:$indices, I64Attr:$axis);
+  let results = (outs Kiln_AnyTensor:$result);
+  let assemblyFormat = [{
+    $table `[` $indices `]` `axis` $axis attr-dict `:` type($table) `,` type($indices) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // KILN_DIALECT_KILN_KILNOPS_TD

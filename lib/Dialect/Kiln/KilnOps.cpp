@@ -1,0 +1,414 @@
+//===- KilnOps.cpp - Verifiers and builders of the kiln ops ---------------===//
+//
+// The shape, dtype and attribute rules of every kiln op. Importers and the Python tracer build these ops from
+// user input, so each message names the operand and the dimension at fault and gives the sizes it saw.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Dialect/Kiln/KilnOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallSet.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::kiln;
+
+/// Renders a shape as `[2, 77, 512]` for diagnostics.
+static std::string formatShape(ArrayRef<int64_t> shape) {
+  std::string text = "[";
+  llvm::raw_string_ostream os(text);
+  llvm::interleaveComma(shape, os);
+  os << "]";
+  return text;
+}
+
+static RankedTensorType tensorType(Value value) { return cast<RankedTensorType>(value.getType()); }
+
+/// Checks that an axis attribute lies in [0, rank).
+static LogicalResult verifyAxis(Operation *op, int64_t axis, int64_t rank) {
+  if (axis < 0 || axis >= rank)
+    return op->emitOpError() << "axis " << axis << " is out of range for rank " << rank << " (expected 0 <= axis < "
+                             << rank << ")";
+  return success();
+}
+
+/// Checks that the op's result has the type its operands imply.
+static LogicalResult verifyResultType(Operation *op, Type actual, Type inferred) {
+  if (actual != inferred)
+    return op->emitOpError() << "result type " << actual << " does not match the inferred type " << inferred;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ConstantOp
+//===----------------------------------------------------------------------===//
+
+ParseResult ConstantOp::parse(OpAsmParser &parser, OperationState &result) {
+  ElementsAttr value;
+  if (parser.parseOptionalAttrDict(result.attributes) ||
+      parser.parseAttribute(value, "value", result.attributes))
+    return failure();
+  result.addTypes(value.getType());
+  return success();
+}
+
+void ConstantOp::print(OpAsmPrinter &printer) {
+  printer.printOptionalAttrDict((*this)->getAttrs(), /*elidedAttrs=*/{"value"});
+  printer << ' ';
+  printer.printAttribute(getValue());
+}
+
+LogicalResult ConstantOp::verify() {
+  if (getValue().getType() != getType())
+    return emitOpError() << "value type " << getValue().getType() << " differs from the result type " << getType();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// MatmulOp
+//===----------------------------------------------------------------------===//
+
+void MatmulOp::build(OpBuilder &builder, OperationState &state, Value lhs, Value rhs, bool transposeLhs,
+                     bool transposeRhs) {
+  RankedTensorType lhsType = tensorType(lhs);
+  Type resultType =
+      inferMatmulType(lhsType, tensorType(rhs), transposeLhs, transposeRhs, lhsType.getElementType());
+  build(builder, state, resultType, lhs, rhs, transposeLhs, transposeRhs);
+}
+
+LogicalResult MatmulOp::verify() {
+  RankedTensorType lhs = getLhs().getType(), rhs = getRhs().getType();
+  if (lhs.getRank() < 2)
+    return emitOpError() << "operand #0 (lhs) must have rank >= 2, got rank " << lhs.getRank();
+  if (rhs.getRank() < 2)
+    return emitOpError() << "operand #1 (rhs) must have rank >= 2, got rank " << rhs.getRank();
+  if (lhs.getElementType() != rhs.getElementType())
+    return emitOpError() << "lhs element type " << lhs.getElementType() << " differs from rhs element type "
+                         << rhs.getElementType();
+
+  int64_t lhsK = getTransposeLhs() ? lhs.getRank() - 2 : lhs.getRank() - 1;
+  int64_t rhsK = getTransposeRhs() ? rhs.getRank() - 1 : rhs.getRank() - 2;
+  if (lhs.getDimSize(lhsK) != rhs.getDimSize(rhsK))
+    return emitOpError() << "contraction sizes differ: lhs dimension " << lhsK << " is " << lhs.getDimSize(lhsK)
+                         << " but rhs dimension " << rhsK << " is " << rhs.getDimSize(rhsK);
+
+  auto batch = broadcastShapes(lhs.getShape().drop_back(2), rhs.getShape().drop_back(2));
+  if (auto *conflict = std::get_if<BroadcastConflict>(&batch))
+    return emitOpError() << "batch dimensions " << formatShape(lhs.getShape().drop_back(2)) << " (lhs) and "
+                         << formatShape(rhs.getShape().drop_back(2)) << " (rhs) do not broadcast: "
+                         << conflict->lhsSize << " vs " << conflict->rhsSize << " at batch dimension "
+                         << conflict->resultDim;
+
+  RankedTensorType result = getType();
+  return verifyResultType(*this, result,
+                          inferMatmulType(lhs, rhs, getTransposeLhs(), getTransposeRhs(), result.getElementType()));
+}
+
+//===----------------------------------------------------------------------===//
+// AttentionOp
+//===----------------------------------------------------------------------===//
+
+double AttentionOp::getEffectiveScale() {
+  if (std::optional<APFloat> scale = getScale())
+    return scale->convertToDouble();
+  return 1.0 / std::sqrt(static_cast<double>(getQ().getType().getDimSize(3)));
+}
+
+int64_t AttentionOp::getGroupSize() {
+  return getQ().getType().getDimSize(1) / getK().getType().getDimSize(1);
+}
+
+LogicalResult AttentionOp::verify() {
+  RankedTensorType q = getQ().getType(), k = getK().getType(), v = getV().getType();
+  for (auto [name, type] : {std::pair<StringRef, RankedTensorType>{"q", q}, {"k", k}, {"v", v}}) {
+    if (type.getRank() != 4)
+      return emitOpError() << "operand '" << name << "' must have rank 4 [batch, heads, seq, head_dim], got "
+                           << type;
+  }
+  for (auto [name, type] : {std::pair<StringRef, RankedTensorType>{"k", k}, {"v", v}}) {
+    if (type.getElementType() != q.getElementType())
+      return emitOpError() << "element type of '" << name << "' (" << type.getElementType()
+                           << ") differs from 'q' (" << q.getElementType() << ")";
+    if (type.getDimSize(0) != q.getDimSize(0))
+      return emitOpError() << "batch size of '" << name << "' (dimension 0: " << type.getDimSize(0)
+                           << ") differs from 'q' (" << q.getDimSize(0) << ")";
+  }
+  if (v.getDimSize(1) != k.getDimSize(1))
+    return emitOpError() << "head count of 'v' (dimension 1: " << v.getDimSize(1) << ") differs from 'k' ("
+                         << k.getDimSize(1) << ")";
+  if (q.getDimSize(1) % k.getDimSize(1) != 0)
+    return emitOpError() << "head count of 'q' (" << q.getDimSize(1)
+                         << ") is not a multiple of the k/v head count (" << k.getDimSize(1) << ")";
+  if (v.getDimSize(2) != k.getDimSize(2))
+    return emitOpError() << "sequence length of 'v' (dimension 2: " << v.getDimSize(2) << ") differs from 'k' ("
+                         << k.getDimSize(2) << ")";
+  if (k.getDimSize(3) != q.getDimSize(3))
+    return emitOpError() << "head dim of 'k' (dimension 3: " << k.getDimSize(3) << ") differs from 'q' ("
+                         << q.getDimSize(3) << ")";
+
+  int64_t batch = q.getDimSize(0), heads = q.getDimSize(1), seqQ = q.getDimSize(2), seqK = k.getDimSize(2);
+  if (getCausal() && seqQ > seqK)
+    return emitOpError() << "causal attention aligns the mask bottom-right and needs seq_q <= seq_k, got seq_q = "
+                         << seqQ << " and seq_k = " << seqK;
+  if (std::optional<APFloat> scale = getScale()) {
+    if (!scale->isFiniteNonZero() || scale->isNegative())
+      return emitOpError() << "scale must be a finite positive number, got " << scale->convertToDouble();
+  }
+
+  if (Value mask = getMask()) {
+    RankedTensorType maskType = tensorType(mask);
+    SmallVector<int64_t> scores{batch, heads, seqQ, seqK};
+    if (maskType.getRank() > 4)
+      return emitOpError() << "mask must have rank <= 4 to broadcast to [batch, heads, seq_q, seq_k], got "
+                           << maskType;
+    for (int64_t i = 0; i < maskType.getRank(); ++i) {
+      int64_t dim = 4 - maskType.getRank() + i, size = maskType.getDimSize(i);
+      if (size != 1 && size != scores[dim])
+        return emitOpError() << "mask dimension " << i << " (" << size << ") does not broadcast to "
+                             << formatShape(scores) << " (size " << scores[dim] << ")";
+    }
+  }
+
+  auto expected = RankedTensorType::get({batch, heads, seqQ, v.getDimSize(3)}, q.getElementType());
+  if (failed(verifyResultType(*this, getOut().getType(), expected)))
+    return failure();
+  if (Value lse = getLse()) {
+    auto expectedLse = RankedTensorType::get({batch, heads, seqQ}, Float32Type::get(getContext()));
+    if (lse.getType() != expectedLse)
+      return emitOpError() << "lse result type " << lse.getType() << " does not match the inferred type "
+                           << expectedLse;
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Normalisations and reductions
+//===----------------------------------------------------------------------===//
+
+LogicalResult SoftmaxOp::verify() { return verifyAxis(*this, getAxis(), getType().getRank()); }
+
+LogicalResult ReduceOp::verify() {
+  RankedTensorType input = getInput().getType();
+  ArrayRef<int64_t> axes = getAxes();
+  if (axes.empty())
+    return emitOpError() << "needs at least one axis";
+  for (auto [index, axis] : llvm::enumerate(axes)) {
+    if (failed(verifyAxis(*this, axis, input.getRank())))
+      return failure();
+    if (index > 0 && axis <= axes[index - 1])
+      return emitOpError() << "axes must be unique and ascending, got " << formatShape(axes);
+  }
+  SmallVector<int64_t> shape;
+  for (int64_t i = 0; i < input.getRank(); ++i) {
+    if (!llvm::is_contained(axes, i))
+      shape.push_back(input.getDimSize(i));
+    else if (getKeepDims())
+      shape.push_back(1);
+  }
+  if (getType().getElementType() != input.getElementType())
+    return emitOpError() << "result element type " << getType().getElementType()
+                         << " differs from the input element type " << input.getElementType();
+  return verifyResultType(*this, getType(), RankedTensorType::get(shape, input.getElementType()));
+}
+
+/// Checks that a per-channel parameter of a norm is `[D]` with the input's element type.
+static LogicalResult verifyChannelParameter(Operation *op, StringRef name, Value parameter,
+                                            RankedTensorType input) {
+  RankedTensorType type = tensorType(parameter);
+  int64_t channels = input.getDimSize(input.getRank() - 1);
+  if (type.getRank() != 1 || type.getDimSize(0) != channels)
+    return op->emitOpError() << "'" << name << "' must have shape [" << channels
+                             << "] (the last dimension of the input), got " << type;
+  if (type.getElementType() != input.getElementType())
+    return op->emitOpError() << "element type of '" << name << "' (" << type.getElementType()
+                             << ") differs from the input (" << input.getElementType() << ")";
+  return success();
+}
+
+/// Checks the operands and epsilon shared by RMSNorm and LayerNorm.
+static LogicalResult verifyNorm(Operation *op, RankedTensorType input, APFloat epsilon) {
+  if (input.getRank() < 1)
+    return op->emitOpError() << "input must have rank >= 1 to normalise its last dimension";
+  if (!epsilon.isFinite() || epsilon.isNegative())
+    return op->emitOpError() << "epsilon must be finite and non-negative, got " << epsilon.convertToDouble();
+  return success();
+}
+
+LogicalResult RmsNormOp::verify() {
+  RankedTensorType input = getInput().getType();
+  if (failed(verifyNorm(*this, input, getEpsilon())))
+    return failure();
+  return verifyChannelParameter(*this, "weight", getWeight(), input);
+}
+
+LogicalResult LayerNormOp::verify() {
+  RankedTensorType input = getInput().getType();
+  if (failed(verifyNorm(*this, input, getEpsilon())) ||
+      failed(verifyChannelParameter(*this, "weight", getWeight(), input)))
+    return failure();
+  if (Value bias = getBias())
+    return verifyChannelParameter(*this, "bias", bias, input);
+  return success();
+}
+
+LogicalResult RopeOp::verify() {
+  RankedTensorType input = getInput().getType();
+  if (input.getRank() < 2)
+    return emitOpError() << "input must have rank >= 2 [..., seq, head_dim], got " << input;
+  int64_t seq = input.getDimSize(input.getRank() - 2), dim = input.getDimSize(input.getRank() - 1);
+  if (dim % 2 != 0)
+    return emitOpError() << "head dim (last dimension of the input) must be even, got " << dim;
+  for (auto [name, table] : {std::pair<StringRef, Value>{"cos", getCos()}, {"sin", getSin()}}) {
+    RankedTensorType type = tensorType(table);
+    if (type.getRank() != 2 || type.getDimSize(0) != seq || type.getDimSize(1) != dim / 2)
+      return emitOpError() << "'" << name << "' must have shape [" << seq << ", " << dim / 2
+                           << "] ([seq, head_dim / 2]), got " << type;
+    if (type.getElementType() != input.getElementType())
+      return emitOpError() << "element type of '" << name << "' (" << type.getElementType()
+                           << ") differs from the input (" << input.getElementType() << ")";
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+LogicalResult SelectOp::verify() { return verifyBroadcastingElementwise(*this); }
+
+LogicalResult CastOp::verify() {
+  if (getInput().getType().getShape() != getType().getShape())
+    return emitOpError() << "changes the shape from " << formatShape(getInput().getType().getShape()) << " to "
+                         << formatShape(getType().getShape()) << "; a cast only converts elements";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+/// Checks that the op keeps the element type of its input.
+static LogicalResult verifySameElementType(Operation *op, RankedTensorType input, RankedTensorType result) {
+  if (input.getElementType() != result.getElementType())
+    return op->emitOpError() << "result element type " << result.getElementType()
+                             << " differs from the input element type " << input.getElementType();
+  return success();
+}
+
+LogicalResult TransposeOp::verify() {
+  RankedTensorType input = getInput().getType(), result = getType();
+  ArrayRef<int64_t> permutation = getPermutation();
+  if (static_cast<int64_t>(permutation.size()) != input.getRank())
+    return emitOpError() << "permutation " << formatShape(permutation) << " has " << permutation.size()
+                         << " entries but the input has rank " << input.getRank();
+  SmallVector<bool> seen(permutation.size(), false);
+  for (int64_t entry : permutation) {
+    if (entry < 0 || entry >= input.getRank() || seen[entry])
+      return emitOpError() << "permutation " << formatShape(permutation) << " is not a permutation of 0.."
+                           << input.getRank() - 1;
+    seen[entry] = true;
+  }
+  SmallVector<int64_t> shape;
+  for (int64_t entry : permutation)
+    shape.push_back(input.getDimSize(entry));
+  return verifyResultType(*this, result, RankedTensorType::get(shape, input.getElementType()));
+}
+
+LogicalResult ReshapeOp::verify() {
+  RankedTensorType input = getInput().getType(), result = getType();
+  if (failed(verifySameElementType(*this, input, result)))
+    return failure();
+  if (input.getNumElements() != result.getNumElements())
+    return emitOpError() << "cannot reshape " << formatShape(input.getShape()) << " (" << input.getNumElements()
+                         << " elements) to " << formatShape(result.getShape()) << " (" << result.getNumElements()
+                         << " elements)";
+  return success();
+}
+
+LogicalResult BroadcastOp::verify() {
+  RankedTensorType input = getInput().getType(), result = getType();
+  if (failed(verifySameElementType(*this, input, result)))
+    return failure();
+  if (input.getRank() > result.getRank())
+    return emitOpError() << "cannot broadcast rank " << input.getRank() << " to the smaller rank "
+                         << result.getRank();
+  int64_t offset = result.getRank() - input.getRank();
+  for (int64_t i = 0; i < input.getRank(); ++i) {
+    int64_t size = input.getDimSize(i), target = result.getDimSize(offset + i);
+    if (size != 1 && size != target)
+      return emitOpError() << "input dimension " << i << " (" << size << ") does not broadcast to result dimension "
+                           << offset + i << " (" << target << ")";
+  }
+  return success();
+}
+
+LogicalResult ConcatOp::verify() {
+  if (getInputs().empty())
+    return emitOpError() << "needs at least one input";
+  RankedTensorType first = tensorType(getInputs().front()), result = getType();
+  if (failed(verifyAxis(*this, getAxis(), first.getRank())))
+    return failure();
+  int64_t axis = getAxis(), total = 0;
+  for (auto [index, input] : llvm::enumerate(getInputs())) {
+    RankedTensorType type = tensorType(input);
+    if (type.getElementType() != first.getElementType())
+      return emitOpError() << "input #" << index << " has element type " << type.getElementType()
+                           << " but input #0 has " << first.getElementType();
+    if (type.getRank() != first.getRank())
+      return emitOpError() << "input #" << index << " has rank " << type.getRank() << " but input #0 has rank "
+                           << first.getRank();
+    for (int64_t d = 0; d < type.getRank(); ++d) {
+      if (d != axis && type.getDimSize(d) != first.getDimSize(d))
+        return emitOpError() << "input #" << index << " dimension " << d << " is " << type.getDimSize(d)
+                             << " but input #0 has " << first.getDimSize(d) << " (only axis " << axis
+                             << " may differ)";
+    }
+    total += type.getDimSize(axis);
+  }
+  SmallVector<int64_t> shape(first.getShape());
+  shape[axis] = total;
+  return verifyResultType(*this, result, RankedTensorType::get(shape, first.getElementType()));
+}
+
+LogicalResult SliceOp::verify() {
+  RankedTensorType input = getInput().getType(), result = getType();
+  if (failed(verifySameElementType(*this, input, result)))
+    return failure();
+  ArrayRef<int64_t> offsets = getOffsets(), strides = getStrides();
+  if (result.getRank() != input.getRank())
+    return emitOpError() << "result rank " << result.getRank() << " differs from the input rank " << input.getRank();
+  if (static_cast<int64_t>(offsets.size()) != input.getRank() ||
+      static_cast<int64_t>(strides.size()) != input.getRank())
+    return emitOpError() << "needs one offset and one stride per input dimension (" << input.getRank()
+                         << "), got " << offsets.size() << " offsets and " << strides.size() << " strides";
+  for (int64_t d = 0; d < input.getRank(); ++d) {
+    if (offsets[d] < 0)
+      return emitOpError() << "offset " << offsets[d] << " of dimension " << d << " is negative";
+    if (strides[d] <= 0)
+      return emitOpError() << "stride " << strides[d] << " of dimension " << d << " is not positive";
+    int64_t size = result.getDimSize(d);
+    if (size > 0 && offsets[d] + (size - 1) * strides[d] >= input.getDimSize(d))
+      return emitOpError() << "dimension " << d << " reads index " << offsets[d] + (size - 1) * strides[d]
+                           << " (offset " << offsets[d] << ", size " << size << ", stride " << strides[d]
+                           << ") past the input size " << input.getDimSize(d);
+  }
+  return success();
+}
+
+LogicalResult GatherOp::verify() {
+  RankedTensorType table = getTable().getType(), indices = getIndices().getType();
+  if (failed(verifyAxis(*this, getAxis(), table.getRank())))
+    return failure();
+  int64_t axis = getAxis();
+  SmallVector<int64_t> shape(table.getShape().take_front(axis));
+  llvm::append_range(shape, indices.getShape());
+  llvm::append_range(shape, table.getShape().drop_front(axis + 1));
+  return verifyResultType(*this, getType(), RankedTensorType::get(shape, table.getElementType()));
+}
+
+#define GET_OP_CLASSES
+#include "Dialect/Kiln/KilnOps.cpp.inc"
