@@ -1,29 +1,29 @@
 //===- Registration.cpp - Everything a Kiln tool registers -----------------===//
 //
-// The dialects a Kiln program passes through (kiln -> tensor/arith/math/scf -> memref/vector -> gpu/nvgpu/nvvm
-// -> llvm) and the passes that move between them.
+// Kiln's programs pass through most of upstream MLIR (tensor/linalg/bufferization for the host backend,
+// gpu/nvgpu/nvvm for the GPU backend, llvm at the end), and its pipelines need the interface models
+// (bufferization, convert-to-llvm, inlining) those dialects attach. Registering all of upstream keeps every tool
+// able to replay every stage; the tools link libMLIR.so, so this costs no binary size.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Pipelines/Registration.h"
 
+#include "Conversion/Passes.h"
 #include "Dialect/Kiln/KilnDialect.h"
+#include "Pipelines/Pipelines.h"
 
-#include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/Math/IR/Math.h"
-#include "mlir/Dialect/MemRef/IR/MemRef.h"
-#include "mlir/Dialect/SCF/IR/SCF.h"
-#include "mlir/Dialect/Tensor/IR/Tensor.h"
-#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/DialectRegistry.h"
-#include "mlir/Transforms/Passes.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/InitAllPasses.h"
 
 using namespace mlir;
 
 void kiln::registerKilnDialects(DialectRegistry &registry) {
-  registry.insert<kiln::KilnDialect, arith::ArithDialect, func::FuncDialect, math::MathDialect,
-                  memref::MemRefDialect, scf::SCFDialect, tensor::TensorDialect, vector::VectorDialect>();
+  registry.insert<kiln::KilnDialect>();
+  mlir::registerAllDialects(registry);
+  mlir::registerAllExtensions(registry);
 }
 
 void kiln::registerKilnPasses() {
@@ -31,5 +31,7 @@ void kiln::registerKilnPasses() {
   if (registered)
     return;
   registered = true;
-  mlir::registerTransformsPasses();
+  mlir::registerAllPasses();
+  kiln::registerKilnConversionPasses();
+  kiln::registerKilnPipelines();
 }

@@ -1,0 +1,38 @@
+//===- Pipelines.h - Kiln's named pass pipelines -----------------*- C++ -*-===//
+//
+// The single definition of pass order. kiln-opt registers these as named pipelines; kilnc, kiln-run and the
+// Python bindings call the same builders, so any stage replays as one kiln-opt command.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_PIPELINES_PIPELINES_H
+#define KILN_PIPELINES_PIPELINES_H
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+
+namespace mlir {
+namespace kiln {
+
+/// Options of the host (CPU) pipeline.
+struct HostPipelineOptions : public PassPipelineOptions<HostPipelineOptions> {
+  PassOptions::Option<bool> tile{*this, "tile",
+                                 llvm::cl::desc("Tile kernels (and use online softmax) before lowering; "
+                                                "false gives the untiled reference lowering"),
+                                 llvm::cl::init(true)};
+};
+
+/// Lowers tiled (or plain, with tile=false) kiln IR on tensors to loops over memrefs: kiln -> linalg ->
+/// bufferized linalg with results as out-parameters -> scf loops.
+LogicalResult buildHostLoopsPipeline(OpPassManager &pm, const HostPipelineOptions &options);
+
+/// The whole host backend: buildHostLoopsPipeline, then to the LLVM dialect, ready for the ExecutionEngine.
+LogicalResult buildHostPipeline(OpPassManager &pm, const HostPipelineOptions &options);
+
+/// Registers the pipelines above as `kiln-host-loops` and `kiln-host-pipeline`.
+void registerKilnPipelines();
+
+} // namespace kiln
+} // namespace mlir
+
+#endif // KILN_PIPELINES_PIPELINES_H

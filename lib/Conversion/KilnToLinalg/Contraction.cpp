@@ -1,0 +1,182 @@
+//===- Contraction.cpp - kiln.matmul and kiln.attention to linalg ----------===//
+//
+// The untiled, reference form of the two contractions: plain linalg.generic ops with f32 accumulation. The
+// tiled pipeline never reaches these patterns for ops it has tiled; they give `kiln-run --check` its reference
+// and lower whatever is left untiled. Loop order puts the output's innermost dimension last so that the host
+// backend's loops vectorise.
+//
+//===----------------------------------------------------------------------===//
+
+#include "LoweringUtils.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::kiln;
+using namespace mlir::kiln::lowering;
+
+namespace {
+
+/// Map of one matmul operand in the iteration space (batch..., m, k, n): the operand's own batch dimensions
+/// broadcast against the result's, then its two matrix dimensions.
+AffineMap matmulOperandMap(RankedTensorType operand, ArrayRef<int64_t> batchShape, unsigned rowDim,
+                           unsigned colDim, MLIRContext *ctx) {
+  int64_t numBatch = batchShape.size();
+  AffineMap batchMap = getBroadcastMap(operand.getShape().drop_back(2), batchShape, ctx);
+  SmallVector<AffineExpr> exprs(batchMap.getResults());
+  exprs.push_back(getAffineDimExpr(numBatch + rowDim, ctx));
+  exprs.push_back(getAffineDimExpr(numBatch + colDim, ctx));
+  return AffineMap::get(numBatch + 3, 0, exprs, ctx);
+}
+
+struct MatmulLowering : OpConversionPattern<MatmulOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(MatmulOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = rewriter.getContext();
+    RankedTensorType resultType = op.getType();
+    ArrayRef<int64_t> batchShape = resultType.getShape().drop_back(2);
+    int64_t numBatch = batchShape.size();
+    // Iteration dimensions: batch..., m (0), k (1), n (2).
+    enum { M = 0, K = 1, N = 2 };
+    AffineMap lhsMap = op.getTransposeLhs()
+                           ? matmulOperandMap(op.getLhs().getType(), batchShape, K, M, ctx)
+                           : matmulOperandMap(op.getLhs().getType(), batchShape, M, K, ctx);
+    AffineMap rhsMap = op.getTransposeRhs()
+                           ? matmulOperandMap(op.getRhs().getType(), batchShape, N, K, ctx)
+                           : matmulOperandMap(op.getRhs().getType(), batchShape, K, N, ctx);
+    SmallVector<AffineExpr> outExprs;
+    for (int64_t d = 0; d < numBatch; ++d)
+      outExprs.push_back(getAffineDimExpr(d, ctx));
+    outExprs.push_back(getAffineDimExpr(numBatch + M, ctx));
+    outExprs.push_back(getAffineDimExpr(numBatch + N, ctx));
+    AffineMap outMap = AffineMap::get(numBatch + 3, 0, outExprs, ctx);
+
+    SmallVector<utils::IteratorType> iterators(numBatch + 3, utils::IteratorType::parallel);
+    iterators[numBatch + K] = utils::IteratorType::reduction;
+    Value acc = createFilled(rewriter, loc, resultType.getShape(), rewriter.getF32Type(), 0.0);
+    auto generic = linalg::GenericOp::create(
+        rewriter, loc, TypeRange{acc.getType()}, ValueRange{adaptor.getLhs(), adaptor.getRhs()}, ValueRange{acc},
+        ArrayRef<AffineMap>{lhsMap, rhsMap, outMap}, iterators,
+        [](OpBuilder &b, Location nestedLoc, ValueRange args) {
+          Value product = arith::MulFOp::create(b, nestedLoc, widen(b, nestedLoc, args[0]),
+                                                widen(b, nestedLoc, args[1]));
+          linalg::YieldOp::create(b, nestedLoc, arith::AddFOp::create(b, nestedLoc, args[2], product).getResult());
+        });
+    Value result = generic.getResult(0);
+    if (resultType.getElementType() != rewriter.getF32Type())
+      result = buildBroadcastElementwise(rewriter, loc, resultType, result,
+                                         [](OpBuilder &, Location, ValueRange x) { return x[0]; });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+struct AttentionLowering : OpConversionPattern<AttentionOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(AttentionOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = rewriter.getContext();
+    RankedTensorType q = op.getQ().getType(), v = op.getV().getType();
+    int64_t batch = q.getDimSize(0), heads = q.getDimSize(1), seqQ = q.getDimSize(2);
+    int64_t seqK = v.getDimSize(2), valueDim = v.getDimSize(3), group = op.getGroupSize();
+    auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
+    Type f32 = rewriter.getF32Type();
+
+    // scores[b, h, i, j] = sum_d q[b, h, i, d] * k[b, h / group, j, d]; dims (b, h, i, j, d).
+    AffineMap qMap = AffineMap::get(5, 0, {d(0), d(1), d(2), d(4)}, ctx);
+    AffineMap kMap = AffineMap::get(5, 0, {d(0), d(1).floorDiv(group), d(3), d(4)}, ctx);
+    AffineMap sMap = AffineMap::get(5, 0, {d(0), d(1), d(2), d(3)}, ctx);
+    SmallVector<int64_t> scoreShape{batch, heads, seqQ, seqK};
+    Value scores = linalg::GenericOp::create(
+                       rewriter, loc, TypeRange{RankedTensorType::get(scoreShape, f32)},
+                       ValueRange{adaptor.getQ(), adaptor.getK()},
+                       ValueRange{createFilled(rewriter, loc, scoreShape, f32, 0.0)},
+                       ArrayRef<AffineMap>{qMap, kMap, sMap},
+                       {utils::IteratorType::parallel, utils::IteratorType::parallel,
+                        utils::IteratorType::parallel, utils::IteratorType::parallel,
+                        utils::IteratorType::reduction},
+                       [](OpBuilder &b, Location l, ValueRange args) {
+                         Value p = arith::MulFOp::create(b, l, widen(b, l, args[0]), widen(b, l, args[1]));
+                         linalg::YieldOp::create(b, l, arith::AddFOp::create(b, l, args[2], p).getResult());
+                       })
+                       .getResult(0);
+
+    // Scale, add the mask, apply the causal mask (aligned bottom-right).
+    double scale = op.getEffectiveScale();
+    bool causal = op.getCausal();
+    int64_t diagonal = seqK - seqQ;
+    SmallVector<Value> maskInputs{scores};
+    if (Value mask = adaptor.getMask())
+      maskInputs.push_back(mask);
+    auto scoreType = RankedTensorType::get(scoreShape, f32);
+    Value logits = buildBroadcastElementwise(
+        rewriter, loc, scoreType, maskInputs, [&](OpBuilder &b, Location l, ValueRange x) -> Value {
+          Value s = arith::MulFOp::create(b, l, x[0], floatConstant(b, l, f32, scale));
+          if (x.size() > 1)
+            s = arith::AddFOp::create(b, l, s, x[1]);
+          if (!causal)
+            return s;
+          Value i = linalg::IndexOp::create(b, l, 2), j = linalg::IndexOp::create(b, l, 3);
+          Value limit = arith::AddIOp::create(b, l, i, arith::ConstantIndexOp::create(b, l, diagonal));
+          Value masked = arith::CmpIOp::create(b, l, arith::CmpIPredicate::sgt, j, limit);
+          return arith::SelectOp::create(
+              b, l, masked, floatConstant(b, l, f32, -std::numeric_limits<double>::infinity()), s);
+        });
+
+    // Softmax along j, keeping the row max and sum for the lse.
+    AffineMap full4 = rewriter.getMultiDimIdentityMap(4);
+    AffineMap row4 = getDroppedAxesMap(4, {3}, ctx);
+    auto first = [](OpBuilder &, Location, ValueRange x) { return x[0]; };
+    Value rowMax = buildReduction(rewriter, loc, scoreShape, {3}, Combiner::Max, logits, full4, first);
+    Value probs = buildElementwise(rewriter, loc, scoreShape, f32, ValueRange{logits, rowMax}, {full4, row4},
+                                   [](OpBuilder &b, Location l, ValueRange x) -> Value {
+                                     return math::ExpOp::create(b, l, arith::SubFOp::create(b, l, x[0], x[1]));
+                                   });
+    Value rowSum = buildReduction(rewriter, loc, scoreShape, {3}, Combiner::Sum, probs, full4, first);
+
+    // out[b, h, i, e] = sum_j probs[b, h, i, j] * v[b, h / group, j, e] / rowSum; dims (b, h, i, j, e).
+    AffineMap pMap = AffineMap::get(5, 0, {d(0), d(1), d(2), d(3)}, ctx);
+    AffineMap vMap = AffineMap::get(5, 0, {d(0), d(1).floorDiv(group), d(3), d(4)}, ctx);
+    AffineMap oMap = AffineMap::get(5, 0, {d(0), d(1), d(2), d(4)}, ctx);
+    SmallVector<int64_t> outShape{batch, heads, seqQ, valueDim};
+    Value unnormalised = linalg::GenericOp::create(
+                             rewriter, loc, TypeRange{RankedTensorType::get(outShape, f32)},
+                             ValueRange{probs, adaptor.getV()},
+                             ValueRange{createFilled(rewriter, loc, outShape, f32, 0.0)},
+                             ArrayRef<AffineMap>{pMap, vMap, oMap},
+                             {utils::IteratorType::parallel, utils::IteratorType::parallel,
+                              utils::IteratorType::parallel, utils::IteratorType::reduction,
+                              utils::IteratorType::parallel},
+                             [](OpBuilder &b, Location l, ValueRange args) {
+                               Value p = arith::MulFOp::create(b, l, args[0], widen(b, l, args[1]));
+                               linalg::YieldOp::create(b, l, arith::AddFOp::create(b, l, args[2], p).getResult());
+                             })
+                             .getResult(0);
+    Value out = buildElementwise(rewriter, loc, outShape, q.getElementType(), ValueRange{unnormalised, rowSum},
+                                 {full4, row4}, [](OpBuilder &b, Location l, ValueRange x) -> Value {
+                                   return arith::DivFOp::create(b, l, x[0], x[1]);
+                                 });
+    SmallVector<Value> results{out};
+    if (op.getLse()) {
+      AffineMap id3 = rewriter.getMultiDimIdentityMap(3);
+      results.push_back(buildElementwise(rewriter, loc, {batch, heads, seqQ}, f32, ValueRange{rowMax, rowSum},
+                                         {id3, id3}, [](OpBuilder &b, Location l, ValueRange x) -> Value {
+                                           return arith::AddFOp::create(b, l, x[0],
+                                                                        math::LogOp::create(b, l, x[1]));
+                                         }));
+    }
+    rewriter.replaceOp(op, results);
+    return success();
+  }
+};
+
+} // namespace
+
+void kiln::populateContractionLoweringPatterns(RewritePatternSet &patterns) {
+  patterns.add<MatmulLowering, AttentionLowering>(patterns.getContext());
+}

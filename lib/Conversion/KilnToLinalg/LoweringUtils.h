@@ -1,0 +1,79 @@
+//===- LoweringUtils.h - Shared builders for the kiln -> linalg lowering -*- C++ -*-===//
+//
+// Every kiln op lowers to a few linalg.generic ops that broadcast their inputs, compute in f32 and store in the
+// result's element type. These builders hold that common shape so that each op's pattern says only its
+// formula.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_LIB_CONVERSION_KILNTOLINALG_LOWERINGUTILS_H
+#define KILN_LIB_CONVERSION_KILNTOLINALG_LOWERINGUTILS_H
+
+#include "Dialect/Kiln/KilnOps.h"
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/IR/AffineMap.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/Transforms/DialectConversion.h"
+
+namespace mlir {
+namespace kiln {
+namespace lowering {
+
+/// Computes a scalar of the iteration from the (f32-widened) inputs; returns an f32 (or integer/i1) value.
+using ScalarBody = llvm::function_ref<Value(OpBuilder &, Location, ValueRange)>;
+
+/// Numpy broadcast map from an iteration space of `resultShape` to an operand of `operandShape`: dimensions
+/// are right-aligned and an operand dimension of 1 that meets a larger one reads index 0.
+AffineMap getBroadcastMap(ArrayRef<int64_t> operandShape, ArrayRef<int64_t> resultShape, MLIRContext *ctx);
+
+/// Map from a rank-`rank` iteration space to the dimensions that remain after dropping `axes`.
+AffineMap getDroppedAxesMap(int64_t rank, ArrayRef<int64_t> axes, MLIRContext *ctx);
+
+/// A `tensor.empty` of the given shape and element type.
+Value createEmpty(OpBuilder &b, Location loc, ArrayRef<int64_t> shape, Type elementType);
+
+/// A tensor of the given shape filled with `value`.
+Value createFilled(OpBuilder &b, Location loc, ArrayRef<int64_t> shape, Type elementType, double value);
+
+/// A scalar float constant of type `type`.
+Value floatConstant(OpBuilder &b, Location loc, Type type, double value);
+
+/// Widens a narrow float scalar to f32; other values pass through.
+Value widen(OpBuilder &b, Location loc, Value scalar);
+
+/// Converts an f32 scalar to `type` (truncation for f16/bf16); other values pass through.
+Value narrow(OpBuilder &b, Location loc, Value scalar, Type type);
+
+/// Builds one parallel linalg.generic over `shape` whose inputs are read through `maps`; float inputs reach
+/// `body` widened to f32 and its result is stored as `resultElementType`.
+Value buildElementwise(OpBuilder &b, Location loc, ArrayRef<int64_t> shape, Type resultElementType,
+                       ValueRange inputs, ArrayRef<AffineMap> maps, ScalarBody body);
+
+/// Elementwise op over inputs that broadcast (numpy rules) to `resultType`.
+Value buildBroadcastElementwise(OpBuilder &b, Location loc, RankedTensorType resultType, ValueRange inputs,
+                                ScalarBody body);
+
+/// How a reduction combines two f32 values.
+enum class Combiner { Sum, Max, Min };
+
+/// Reduces, over `axes` of an iteration space of `shape`, the f32 value that `element` computes from the inputs
+/// (read through `maps`, widened to f32). Returns an f32 tensor of `shape` without `axes`.
+Value buildReduction(OpBuilder &b, Location loc, ArrayRef<int64_t> shape, ArrayRef<int64_t> axes,
+                     Combiner combiner, ValueRange inputs, ArrayRef<AffineMap> maps, ScalarBody element);
+
+/// Applies `combiner` to two f32 scalars.
+Value combine(OpBuilder &b, Location loc, Combiner combiner, Value lhs, Value rhs);
+
+} // namespace lowering
+
+/// Adds the patterns of each op family; each lives in its own file.
+void populateElementwiseLoweringPatterns(RewritePatternSet &patterns);
+void populateContractionLoweringPatterns(RewritePatternSet &patterns);
+void populateNormalizationLoweringPatterns(RewritePatternSet &patterns);
+void populateDataMovementLoweringPatterns(RewritePatternSet &patterns);
+
+} // namespace kiln
+} // namespace mlir
+
+#endif // KILN_LIB_CONVERSION_KILNTOLINALG_LOWERINGUTILS_H

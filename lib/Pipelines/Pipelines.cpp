@@ -1,0 +1,54 @@
+//===- Pipelines.cpp - Kiln's named pass pipelines -------------------------===//
+//
+// Pass order for each backend, written once. Upstream passes are named by their registered flags so that a
+// pipeline printed with --dump-pass-pipeline reads exactly as the kiln-opt command that replays it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Pipelines/Pipelines.h"
+
+#include "Conversion/Passes.h"
+
+#include "mlir/Pass/PassRegistry.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace mlir::kiln;
+
+/// Appends a textual pipeline; a malformed one is a bug in this file, reported with the text.
+static LogicalResult appendPipeline(OpPassManager &pm, StringRef pipeline) {
+  std::string errors;
+  llvm::raw_string_ostream errorStream(errors);
+  if (succeeded(parsePassPipeline(pipeline, pm, errorStream)))
+    return success();
+  llvm::errs() << "kiln: cannot build the pipeline '" << pipeline << "': " << errors << "\n";
+  return failure();
+}
+
+LogicalResult kiln::buildHostLoopsPipeline(OpPassManager &pm, const HostPipelineOptions &options) {
+  pm.addPass(createConvertKilnToLinalg());
+  return appendPipeline(pm, "canonicalize,cse,"
+                            "one-shot-bufferize{bufferize-function-boundaries "
+                            "function-boundary-type-conversion=identity-layout-map},"
+                            "buffer-results-to-out-params{hoist-static-allocs modify-public-functions},"
+                            "buffer-deallocation-pipeline,"
+                            "func.func(convert-linalg-to-loops),canonicalize,cse");
+}
+
+LogicalResult kiln::buildHostPipeline(OpPassManager &pm, const HostPipelineOptions &options) {
+  if (failed(buildHostLoopsPipeline(pm, options)))
+    return failure();
+  return appendPipeline(pm, "lower-affine,convert-scf-to-cf,arith-expand{include-bf16},"
+                            "convert-math-to-llvm,convert-math-to-libm,expand-strided-metadata,"
+                            "finalize-memref-to-llvm,convert-arith-to-llvm,convert-index-to-llvm,"
+                            "convert-cf-to-llvm,convert-func-to-llvm,reconcile-unrealized-casts");
+}
+
+void kiln::registerKilnPipelines() {
+  PassPipelineRegistration<HostPipelineOptions>(
+      "kiln-host-loops", "Lower kiln IR to bufferized scf loops (the host backend before LLVM)",
+      [](OpPassManager &pm, const HostPipelineOptions &options) { (void)buildHostLoopsPipeline(pm, options); });
+  PassPipelineRegistration<HostPipelineOptions>(
+      "kiln-host-pipeline", "Lower kiln IR to the LLVM dialect for CPU execution",
+      [](OpPassManager &pm, const HostPipelineOptions &options) { (void)buildHostPipeline(pm, options); });
+}
