@@ -7,9 +7,21 @@
 #ifndef KILN_DIALECT_KILN_KILNDIALECT_H
 #define KILN_DIALECT_KILN_KILNDIALECT_H
 
+#include "mlir/IR/Attributes.h"
 #include "mlir/IR/Dialect.h"
+#include "mlir/IR/DialectImplementation.h"
 
 #include "Dialect/Kiln/KilnDialect.h.inc"
 #include "Dialect/Kiln/KilnEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "Dialect/Kiln/KilnAttrs.h.inc"
+
+namespace mlir {
+namespace kiln {
+/// Name of the discardable attribute that carries an op's #kiln.config.
+inline constexpr llvm::StringLiteral kConfigAttrName = "kiln.config";
+} // namespace kiln
+} // namespace mlir
 
 #endif // KILN_DIALECT_KILN_KILNDIALECT_H

@@ -25,6 +25,7 @@ def Kiln_Dialect : Dialect {
     dimension at fault.
   }];
   let hasConstantMaterializer = 1;
+  let useDefaultAttributePrinterParser = 1;
 }
 
 class Kiln_Op<string mnemonic, list<Trait> traits = []>

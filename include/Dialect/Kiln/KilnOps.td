@@ -61,7 +61,7 @@ def Kiln_MatmulOp : Kiln_Op<"matmul", [Pure]> {
     `result[..., m, n] = sum_k lhs[..., m, k] * rhs[..., k, n]`, with `transpose_lhs` / `transpose_rhs` reading
     the operand as its last two dimensions swapped. Both operands have rank >= 2; the leading (batch) dimensions
     broadcast as in numpy, so a weight `[K, N]` multiplies an activation `[B, S, K]`. Operands share an element
-    type; the result may be wider (f16 x f16 -> f32 accumulates and stores f32).
+    type; the result has that type or f32 (f16 x f16 -> f32 accumulates and stores f32).
 
     ```mlir
     %y = kiln.matmul %x, %w transpose_rhs
@@ -93,7 +93,8 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure]> {
     - `scale` defaults to `1 / sqrt(D)`.
     - `causal` masks key `j` for query `i` when `j > i + (Sk - Sq)`: the mask is aligned to the bottom right, as
       in decoding and chunked prefill, and needs `Sq <= Sk`.
-    - `mask` is an optional additive bias broadcastable (numpy rules) to `[B, Hq, Sq, Sk]`.
+    - `mask` is an optional additive bias broadcastable (numpy rules) to `[B, Hq, Sq, Sk]`, of any float
+      element type (it is added in f32).
     - The optional second result is the log-sum-exp of each score row, `lse : [B, Hq, Sq]` in f32, as a
       backward pass or a split-k merge needs it.
 

@@ -7,17 +7,43 @@
 #include "Dialect/Kiln/KilnDialect.h"
 #include "Dialect/Kiln/KilnOps.h"
 
+#include "llvm/ADT/TypeSwitch.h"
+
 using namespace mlir;
 using namespace mlir::kiln;
 
 #include "Dialect/Kiln/KilnDialect.cpp.inc"
 #include "Dialect/Kiln/KilnEnums.cpp.inc"
 
+#define GET_ATTRDEF_CLASSES
+#include "Dialect/Kiln/KilnAttrs.cpp.inc"
+
 void KilnDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
 #include "Dialect/Kiln/KilnOps.cpp.inc"
       >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "Dialect/Kiln/KilnAttrs.cpp.inc"
+      >();
+}
+
+LogicalResult ConfigAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError, ArrayRef<int64_t> tile,
+                                 int64_t warps, int64_t stages, StringRef lowering) {
+  if (tile.empty() || tile.size() > 3)
+    return emitError() << "#kiln.config needs 1 to 3 tile sizes, got " << tile.size();
+  for (int64_t size : tile)
+    if (size <= 0)
+      return emitError() << "#kiln.config tile sizes must be positive, got " << size;
+  if (warps <= 0 || warps > 32)
+    return emitError() << "#kiln.config warps must be in [1, 32], got " << warps;
+  if (stages <= 0 || stages > 8)
+    return emitError() << "#kiln.config stages must be in [1, 8], got " << stages;
+  if (lowering != "host" && lowering != "mma_sync" && lowering != "wgmma")
+    return emitError() << "#kiln.config lowering must be \"host\", \"mma_sync\" or \"wgmma\", got \""
+                       << lowering << "\"";
+  return success();
 }
 
 Operation *KilnDialect::materializeConstant(OpBuilder &builder, Attribute value, Type type, Location loc) {

@@ -104,6 +104,9 @@ LogicalResult MatmulOp::verify() {
                          << conflict->resultDim;
 
   RankedTensorType result = getType();
+  if (result.getElementType() != lhs.getElementType() && !result.getElementType().isF32())
+    return emitOpError() << "result element type " << result.getElementType() << " must be the operands' ("
+                         << lhs.getElementType() << ") or f32";
   return verifyResultType(*this, result,
                           inferMatmulType(lhs, rhs, getTransposeLhs(), getTransposeRhs(), result.getElementType()));
 }
@@ -137,6 +140,8 @@ LogicalResult AttentionOp::verify() {
       return emitOpError() << "batch size of '" << name << "' (dimension 0: " << type.getDimSize(0)
                            << ") differs from 'q' (" << q.getDimSize(0) << ")";
   }
+  if (k.getDimSize(1) == 0)
+    return emitOpError() << "head count of 'k' (dimension 1) must be positive";
   if (v.getDimSize(1) != k.getDimSize(1))
     return emitOpError() << "head count of 'v' (dimension 1: " << v.getDimSize(1) << ") differs from 'k' ("
                          << k.getDimSize(1) << ")";
@@ -390,11 +395,11 @@ LogicalResult SliceOp::verify() {
       return emitOpError() << "offset " << offsets[d] << " of dimension " << d << " is negative";
     if (strides[d] <= 0)
       return emitOpError() << "stride " << strides[d] << " of dimension " << d << " is not positive";
-    int64_t size = result.getDimSize(d);
-    if (size > 0 && offsets[d] + (size - 1) * strides[d] >= input.getDimSize(d))
-      return emitOpError() << "dimension " << d << " reads index " << offsets[d] + (size - 1) * strides[d]
-                           << " (offset " << offsets[d] << ", size " << size << ", stride " << strides[d]
-                           << ") past the input size " << input.getDimSize(d);
+    int64_t size = result.getDimSize(d), inputSize = input.getDimSize(d);
+    // offset + (size - 1) * stride < inputSize, written so that it cannot overflow.
+    if (size > 0 && (offsets[d] >= inputSize || (size - 1) > (inputSize - 1 - offsets[d]) / strides[d]))
+      return emitOpError() << "dimension " << d << " reads past the input size " << inputSize << " (offset "
+                           << offsets[d] << ", size " << size << ", stride " << strides[d] << ")";
   }
   return success();
 }

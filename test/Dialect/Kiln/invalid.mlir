@@ -1,0 +1,1094 @@
+// RUN: kiln-opt %s -split-input-file -verify-diagnostics
+
+//===----------------------------------------------------------------------===//
+// ODS type and attribute constraints
+//===----------------------------------------------------------------------===//
+
+func.func @dynamic_shape_operand(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{'kiln.exp' op operand #0 must be statically shaped tensor of 32-bit float or 16-bit float or bfloat16 type values, but got 'tensor<?x8xf32>'}}
+  %0 = kiln.exp %x : tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}
+
+// -----
+
+func.func @unranked_operand(%x: tensor<*xf32>, %y: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'kiln.add' op operand #0 must be statically shaped tensor of 32-bit float or 16-bit float or bfloat16 type values, but got 'tensor<*xf32>'}}
+  %0 = "kiln.add"(%x, %y) : (tensor<*xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// The custom form parses its types as ranked tensors, so an unranked one is rejected by the parser.
+func.func @unranked_operand_custom(%x: tensor<*xf32>, %y: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{custom op 'kiln.add' invalid kind of type specified: expected builtin.tensor, but found 'tensor<*xf32>'}}
+  %0 = kiln.add %x, %y : tensor<*xf32>, tensor<4xf32> -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @f64_operand(%x: tensor<4xf64>) -> tensor<4xf64> {
+  // expected-error @+1 {{'kiln.relu' op operand #0 must be statically shaped tensor of 32-bit float or 16-bit float or bfloat16 type values, but got 'tensor<4xf64>'}}
+  %0 = kiln.relu %x : tensor<4xf64>
+  return %0 : tensor<4xf64>
+}
+
+// -----
+
+func.func @integer_matmul(%a: tensor<4x8xi32>, %b: tensor<8x16xi32>) -> tensor<4x16xi32> {
+  // expected-error @+1 {{'kiln.matmul' op operand #0 must be statically shaped tensor of 32-bit float or 16-bit float or bfloat16 type values, but got 'tensor<4x8xi32>'}}
+  %0 = kiln.matmul %a, %b : tensor<4x8xi32>, tensor<8x16xi32> -> tensor<4x16xi32>
+  return %0 : tensor<4x16xi32>
+}
+
+// -----
+
+func.func @f64_constant() -> tensor<2xf64> {
+  // expected-error @+1 {{'kiln.constant' op result #0 must be statically shaped tensor of 32-bit float or 16-bit float or bfloat16 type or 32-bit signless integer or 64-bit signless integer or 1-bit signless integer values, but got 'tensor<2xf64>'}}
+  %0 = kiln.constant dense<1.0> : tensor<2xf64>
+  return %0 : tensor<2xf64>
+}
+
+// -----
+
+func.func @select_i32_condition(%c: tensor<4xi32>, %a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'kiln.select' op operand #0 must be statically shaped tensor of 1-bit signless integer values, but got 'tensor<4xi32>'}}
+  %0 = kiln.select %c, %a, %b : tensor<4xi32>, tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @gather_float_indices(%t: tensor<10x4xf32>, %i: tensor<3xf32>) -> tensor<3x4xf32> {
+  // expected-error @+1 {{'kiln.gather' op operand #1 must be statically shaped tensor of 32-bit signless integer or 64-bit signless integer values, but got 'tensor<3xf32>'}}
+  %0 = kiln.gather %t[%i] axis 0 : tensor<10x4xf32>, tensor<3xf32> -> tensor<3x4xf32>
+  return %0 : tensor<3x4xf32>
+}
+
+// -----
+
+func.func @attention_lse_not_f32(%q: tensor<1x2x4x8xf16>) -> tensor<1x2x4xf16> {
+  // expected-error @+1 {{'kiln.attention' op result #1 must be statically shaped tensor of 32-bit float values, but got 'tensor<1x2x4xf16>'}}
+  %o, %lse = kiln.attention %q, %q, %q : tensor<1x2x4x8xf16>, tensor<1x2x4x8xf16>, tensor<1x2x4x8xf16>
+      -> tensor<1x2x4x8xf16>, tensor<1x2x4xf16>
+  return %lse : tensor<1x2x4xf16>
+}
+
+// -----
+
+func.func @unary_result_type(%x: tensor<4xf32>) -> tensor<4xf16> {
+  // expected-error @+1 {{'kiln.exp' op requires the same type for all operands and results}}
+  %0 = "kiln.exp"(%x) : (tensor<4xf32>) -> tensor<4xf16>
+  return %0 : tensor<4xf16>
+}
+
+// -----
+
+func.func @softmax_result_type(%x: tensor<4x8xf32>) -> tensor<8x4xf32> {
+  // expected-error @+1 {{'kiln.softmax' op requires the same type for all operands and results}}
+  %0 = "kiln.softmax"(%x) {axis = 1 : i64} : (tensor<4x8xf32>) -> tensor<8x4xf32>
+  return %0 : tensor<8x4xf32>
+}
+
+// -----
+
+func.func @rms_norm_result_type(%x: tensor<4x8xf32>, %w: tensor<8xf32>) -> tensor<4x8xbf16> {
+  // expected-error @+1 {{'kiln.rms_norm' op failed to verify that all of {input, result} have same type}}
+  %0 = "kiln.rms_norm"(%x, %w) {epsilon = 1.0e-06 : f32} : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xbf16>
+  return %0 : tensor<4x8xbf16>
+}
+
+// -----
+
+func.func @softmax_missing_axis(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'kiln.softmax' op requires attribute 'axis'}}
+  %0 = "kiln.softmax"(%x) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @attention_scale_not_f32(%q: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op attribute 'scale' failed to satisfy constraint: 32-bit float attribute}}
+  %0 = kiln.attention %q, %q, %q {scale = 0.5 : f64} : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>
+      -> tensor<1x2x4x8xf32>
+  return %0 : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// kiln.constant
+//===----------------------------------------------------------------------===//
+
+func.func @constant_type_mismatch() -> tensor<3xf32> {
+  // expected-error @+1 {{'kiln.constant' op value type 'tensor<2xf32>' differs from the result type 'tensor<3xf32>'}}
+  %0 = "kiln.constant"() {value = dense<1.0> : tensor<2xf32>} : () -> tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// kiln.matmul
+//===----------------------------------------------------------------------===//
+
+func.func @matmul_lhs_rank(%a: tensor<8xf32>, %b: tensor<8x16xf32>) -> tensor<16xf32> {
+  // expected-error @+1 {{'kiln.matmul' op operand #0 (lhs) must have rank >= 2, got rank 1}}
+  %0 = kiln.matmul %a, %b : tensor<8xf32>, tensor<8x16xf32> -> tensor<16xf32>
+  return %0 : tensor<16xf32>
+}
+
+// -----
+
+func.func @matmul_rhs_rank(%a: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'kiln.matmul' op operand #1 (rhs) must have rank >= 2, got rank 1}}
+  %0 = kiln.matmul %a, %b : tensor<4x8xf32>, tensor<8xf32> -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @matmul_element_types(%a: tensor<4x8xf16>, %b: tensor<8x16xbf16>) -> tensor<4x16xf32> {
+  // expected-error @+1 {{'kiln.matmul' op lhs element type 'f16' differs from rhs element type 'bf16'}}
+  %0 = kiln.matmul %a, %b : tensor<4x8xf16>, tensor<8x16xbf16> -> tensor<4x16xf32>
+  return %0 : tensor<4x16xf32>
+}
+
+// -----
+
+func.func @matmul_contraction(%a: tensor<4x8xf32>, %b: tensor<9x16xf32>) -> tensor<4x16xf32> {
+  // expected-error @+1 {{'kiln.matmul' op contraction sizes differ: lhs dimension 1 is 8 but rhs dimension 0 is 9}}
+  %0 = kiln.matmul %a, %b : tensor<4x8xf32>, tensor<9x16xf32> -> tensor<4x16xf32>
+  return %0 : tensor<4x16xf32>
+}
+
+// -----
+
+// transpose_rhs contracts over the last dimension of rhs: a weight stored [N, K] given without the flag is wrong.
+func.func @matmul_contraction_transposed(%x: tensor<2x77x512xbf16>, %w: tensor<1024x512xbf16>) -> tensor<2x77x1024xbf16> {
+  // expected-error @+1 {{'kiln.matmul' op contraction sizes differ: lhs dimension 2 is 512 but rhs dimension 0 is 1024}}
+  %0 = kiln.matmul %x, %w : tensor<2x77x512xbf16>, tensor<1024x512xbf16> -> tensor<2x77x1024xbf16>
+  return %0 : tensor<2x77x1024xbf16>
+}
+
+// -----
+
+func.func @matmul_contraction_transpose_lhs(%a: tensor<3x8x4xf32>, %b: tensor<3x4x16xf32>) -> tensor<3x4x16xf32> {
+  // expected-error @+1 {{'kiln.matmul' op contraction sizes differ: lhs dimension 1 is 8 but rhs dimension 1 is 4}}
+  %0 = kiln.matmul %a, %b transpose_lhs : tensor<3x8x4xf32>, tensor<3x4x16xf32> -> tensor<3x4x16xf32>
+  return %0 : tensor<3x4x16xf32>
+}
+
+// -----
+
+func.func @matmul_batch(%a: tensor<2x4x8xf32>, %b: tensor<3x8x16xf32>) -> tensor<2x4x16xf32> {
+  // expected-error @+1 {{'kiln.matmul' op batch dimensions [2] (lhs) and [3] (rhs) do not broadcast: 2 vs 3 at batch dimension 0}}
+  %0 = kiln.matmul %a, %b : tensor<2x4x8xf32>, tensor<3x8x16xf32> -> tensor<2x4x16xf32>
+  return %0 : tensor<2x4x16xf32>
+}
+
+// -----
+
+func.func @matmul_batch_rank4(%a: tensor<5x2x4x8xf32>, %b: tensor<3x8x16xf32>) -> tensor<5x2x4x16xf32> {
+  // expected-error @+1 {{'kiln.matmul' op batch dimensions [5, 2] (lhs) and [3] (rhs) do not broadcast: 2 vs 3 at batch dimension 1}}
+  %0 = kiln.matmul %a, %b : tensor<5x2x4x8xf32>, tensor<3x8x16xf32> -> tensor<5x2x4x16xf32>
+  return %0 : tensor<5x2x4x16xf32>
+}
+
+// -----
+
+func.func @matmul_result_shape(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>) -> tensor<16x4xf32> {
+  // expected-error @+1 {{'kiln.matmul' op result type 'tensor<16x4xf32>' does not match the inferred type 'tensor<4x16xf32>'}}
+  %0 = kiln.matmul %a, %b : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<16x4xf32>
+  return %0 : tensor<16x4xf32>
+}
+
+// -----
+
+func.func @matmul_result_missing_batch(%x: tensor<2x77x512xf32>, %w: tensor<512x64xf32>) -> tensor<77x64xf32> {
+  // expected-error @+1 {{'kiln.matmul' op result type 'tensor<77x64xf32>' does not match the inferred type 'tensor<2x77x64xf32>'}}
+  %0 = kiln.matmul %x, %w : tensor<2x77x512xf32>, tensor<512x64xf32> -> tensor<77x64xf32>
+  return %0 : tensor<77x64xf32>
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// kiln.attention
+//===----------------------------------------------------------------------===//
+
+func.func @attention_q_rank(%q: tensor<2x4x8xf32>, %k: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op operand 'q' must have rank 4 [batch, heads, seq, head_dim], got 'tensor<2x4x8xf32>'}}
+  %0 = kiln.attention %q, %k, %k : tensor<2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32> -> tensor<1x2x4x8xf32>
+  return %0 : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_k_rank(%q: tensor<1x2x4x8xf32>, %k: tensor<1x1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op operand 'k' must have rank 4 [batch, heads, seq, head_dim], got 'tensor<1x1x2x4x8xf32>'}}
+  %0 = kiln.attention %q, %k, %q : tensor<1x2x4x8xf32>, tensor<1x1x2x4x8xf32>, tensor<1x2x4x8xf32> -> tensor<1x2x4x8xf32>
+  return %0 : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_v_rank(%q: tensor<1x2x4x8xf32>, %v: tensor<4x8xf32>) -> tensor<1x2x4x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op operand 'v' must have rank 4 [batch, heads, seq, head_dim], got 'tensor<4x8xf32>'}}
+  %0 = kiln.attention %q, %q, %v : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<4x8xf32> -> tensor<1x2x4x8xf32>
+  return %0 : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_k_element_type(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xbf16>) -> tensor<1x2x4x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op element type of 'k' ('bf16') differs from 'q' ('f32')}}
+  %0 = kiln.attention %q, %k, %q : tensor<1x2x4x8xf32>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xf32> -> tensor<1x2x4x8xf32>
+  return %0 : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_v_element_type(%q: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x8xf16>) -> tensor<1x2x4x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op element type of 'v' ('f16') differs from 'q' ('f32')}}
+  %0 = kiln.attention %q, %q, %v : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf16> -> tensor<1x2x4x8xf32>
+  return %0 : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_k_batch(%q: tensor<2x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op batch size of 'k' (dimension 0: 1) differs from 'q' (2)}}
+  %0 = kiln.attention %q, %k, %v : tensor<2x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<2x2x4x8xf32> -> tensor<2x2x4x8xf32>
+  return %0 : tensor<2x2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_v_batch(%q: tensor<2x2x4x8xf32>, %v: tensor<3x2x4x8xf32>) -> tensor<2x2x4x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op batch size of 'v' (dimension 0: 3) differs from 'q' (2)}}
+  %0 = kiln.attention %q, %q, %v : tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>, tensor<3x2x4x8xf32> -> tensor<2x2x4x8xf32>
+  return %0 : tensor<2x2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_v_heads(%q: tensor<1x8x4x8xf32>, %k: tensor<1x4x4x8xf32>, %v: tensor<1x2x4x8xf32>) -> tensor<1x8x4x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op head count of 'v' (dimension 1: 2) differs from 'k' (4)}}
+  %0 = kiln.attention %q, %k, %v : tensor<1x8x4x8xf32>, tensor<1x4x4x8xf32>, tensor<1x2x4x8xf32> -> tensor<1x8x4x8xf32>
+  return %0 : tensor<1x8x4x8xf32>
+}
+
+// -----
+
+func.func @attention_gqa_groups(%q: tensor<1x8x4x8xf32>, %k: tensor<1x3x4x8xf32>) -> tensor<1x8x4x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op head count of 'q' (8) is not a multiple of the k/v head count (3)}}
+  %0 = kiln.attention %q, %k, %k : tensor<1x8x4x8xf32>, tensor<1x3x4x8xf32>, tensor<1x3x4x8xf32> -> tensor<1x8x4x8xf32>
+  return %0 : tensor<1x8x4x8xf32>
+}
+
+// -----
+
+// More k/v heads than q heads is not grouped-query attention either.
+func.func @attention_more_kv_heads(%q: tensor<1x2x4x8xf32>, %k: tensor<1x4x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op head count of 'q' (2) is not a multiple of the k/v head count (4)}}
+  %0 = kiln.attention %q, %k, %k : tensor<1x2x4x8xf32>, tensor<1x4x4x8xf32>, tensor<1x4x4x8xf32> -> tensor<1x2x4x8xf32>
+  return %0 : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_v_seq(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x16x8xf32>, %v: tensor<1x2x15x8xf32>) -> tensor<1x2x4x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op sequence length of 'v' (dimension 2: 15) differs from 'k' (16)}}
+  %0 = kiln.attention %q, %k, %v : tensor<1x2x4x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x15x8xf32> -> tensor<1x2x4x8xf32>
+  return %0 : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_head_dim(%q: tensor<1x2x4x64xf32>, %k: tensor<1x2x4x32xf32>) -> tensor<1x2x4x32xf32> {
+  // expected-error @+1 {{'kiln.attention' op head dim of 'k' (dimension 3: 32) differs from 'q' (64)}}
+  %0 = kiln.attention %q, %k, %k : tensor<1x2x4x64xf32>, tensor<1x2x4x32xf32>, tensor<1x2x4x32xf32> -> tensor<1x2x4x32xf32>
+  return %0 : tensor<1x2x4x32xf32>
+}
+
+// -----
+
+func.func @attention_causal_long_query(%q: tensor<1x2x16x8xf32>, %k: tensor<1x2x4x8xf32>) -> tensor<1x2x16x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op causal attention aligns the mask bottom-right and needs seq_q <= seq_k, got seq_q = 16 and seq_k = 4}}
+  %0 = kiln.attention %q, %k, %k causal : tensor<1x2x16x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32> -> tensor<1x2x16x8xf32>
+  return %0 : tensor<1x2x16x8xf32>
+}
+
+// -----
+
+func.func @attention_scale_zero(%q: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op scale must be a finite positive number, got 0.000000e+00}}
+  %0 = kiln.attention %q, %q, %q {scale = 0.0 : f32} : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>
+      -> tensor<1x2x4x8xf32>
+  return %0 : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_scale_negative(%q: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op scale must be a finite positive number, got -1.250000e-01}}
+  %0 = kiln.attention %q, %q, %q {scale = -0.125 : f32} : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>
+      -> tensor<1x2x4x8xf32>
+  return %0 : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_scale_inf(%q: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op scale must be a finite positive number, got INF}}
+  %0 = kiln.attention %q, %q, %q {scale = 0x7F800000 : f32} : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>
+      -> tensor<1x2x4x8xf32>
+  return %0 : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_scale_nan(%q: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op scale must be a finite positive number, got nan}}
+  %0 = kiln.attention %q, %q, %q {scale = 0x7FC00000 : f32} : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>
+      -> tensor<1x2x4x8xf32>
+  return %0 : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_mask_rank(%q: tensor<1x2x4x8xf32>, %m: tensor<1x1x2x4x4xf32>) -> tensor<1x2x4x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op mask must have rank <= 4 to broadcast to [batch, heads, seq_q, seq_k], got 'tensor<1x1x2x4x4xf32>'}}
+  %0 = kiln.attention %q, %q, %q mask(%m : tensor<1x1x2x4x4xf32>)
+      : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32> -> tensor<1x2x4x8xf32>
+  return %0 : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_mask_seq_k(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x16x8xf32>, %m: tensor<4x4xf32>) -> tensor<1x2x4x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op mask dimension 1 (4) does not broadcast to [1, 2, 4, 16] (size 16)}}
+  %0 = kiln.attention %q, %k, %k mask(%m : tensor<4x4xf32>)
+      : tensor<1x2x4x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32> -> tensor<1x2x4x8xf32>
+  return %0 : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+// A per-kv-head mask does not broadcast to the q heads of grouped-query attention.
+func.func @attention_mask_heads(%q: tensor<1x8x4x8xf32>, %k: tensor<1x2x4x8xf32>, %m: tensor<1x2x4x4xf32>) -> tensor<1x8x4x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op mask dimension 1 (2) does not broadcast to [1, 8, 4, 4] (size 8)}}
+  %0 = kiln.attention %q, %k, %k mask(%m : tensor<1x2x4x4xf32>)
+      : tensor<1x8x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32> -> tensor<1x8x4x8xf32>
+  return %0 : tensor<1x8x4x8xf32>
+}
+
+// -----
+
+func.func @attention_result_type(%q: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x16xf32>) -> tensor<1x2x4x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op result type 'tensor<1x2x4x8xf32>' does not match the inferred type 'tensor<1x2x4x16xf32>'}}
+  %0 = kiln.attention %q, %q, %v : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x16xf32> -> tensor<1x2x4x8xf32>
+  return %0 : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_result_element_type(%q: tensor<1x2x4x8xbf16>) -> tensor<1x2x4x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op result type 'tensor<1x2x4x8xf32>' does not match the inferred type 'tensor<1x2x4x8xbf16>'}}
+  %0 = kiln.attention %q, %q, %q : tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16> -> tensor<1x2x4x8xf32>
+  return %0 : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_lse_shape(%q: tensor<1x2x4x8xf32>) -> tensor<1x2x4x1xf32> {
+  // expected-error @+1 {{'kiln.attention' op lse result type 'tensor<1x2x4x1xf32>' does not match the inferred type 'tensor<1x2x4xf32>'}}
+  %o, %lse = kiln.attention %q, %q, %q : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>
+      -> tensor<1x2x4x8xf32>, tensor<1x2x4x1xf32>
+  return %lse : tensor<1x2x4x1xf32>
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// kiln.softmax, kiln.reduce
+//===----------------------------------------------------------------------===//
+
+func.func @softmax_axis(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'kiln.softmax' op axis 2 is out of range for rank 2 (expected 0 <= axis < 2)}}
+  %0 = kiln.softmax %x axis 2 : tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @softmax_negative_axis(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'kiln.softmax' op axis -1 is out of range for rank 2 (expected 0 <= axis < 2)}}
+  %0 = kiln.softmax %x axis -1 : tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @softmax_scalar(%x: tensor<f32>) -> tensor<f32> {
+  // expected-error @+1 {{'kiln.softmax' op axis 0 is out of range for rank 0 (expected 0 <= axis < 0)}}
+  %0 = kiln.softmax %x axis 0 : tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+func.func @reduce_no_axes(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'kiln.reduce' op needs at least one axis}}
+  %0 = kiln.reduce sum %x axes [] : tensor<4x8xf32> -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @reduce_axis_range(%x: tensor<4x8xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'kiln.reduce' op axis 2 is out of range for rank 2 (expected 0 <= axis < 2)}}
+  %0 = kiln.reduce max %x axes [2] : tensor<4x8xf32> -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @reduce_axes_descending(%x: tensor<2x4x8xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'kiln.reduce' op axes must be unique and ascending, got [2, 0]}}
+  %0 = kiln.reduce sum %x axes [2, 0] : tensor<2x4x8xf32> -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @reduce_axes_duplicate(%x: tensor<2x4x8xf32>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{'kiln.reduce' op axes must be unique and ascending, got [2, 2]}}
+  %0 = kiln.reduce min %x axes [2, 2] : tensor<2x4x8xf32> -> tensor<2x4xf32>
+  return %0 : tensor<2x4xf32>
+}
+
+// -----
+
+func.func @reduce_element_type(%x: tensor<4x8xbf16>) -> tensor<4xf32> {
+  // expected-error @+1 {{'kiln.reduce' op result element type 'f32' differs from the input element type 'bf16'}}
+  %0 = kiln.reduce mean %x axes [1] : tensor<4x8xbf16> -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @reduce_keep_dims_missing(%x: tensor<4x8xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'kiln.reduce' op result type 'tensor<4xf32>' does not match the inferred type 'tensor<4x1xf32>'}}
+  %0 = kiln.reduce mean %x axes [1] keep_dims : tensor<4x8xf32> -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @reduce_dims_kept_without_keep_dims(%x: tensor<4x8xf32>) -> tensor<4x1xf32> {
+  // expected-error @+1 {{'kiln.reduce' op result type 'tensor<4x1xf32>' does not match the inferred type 'tensor<4xf32>'}}
+  %0 = kiln.reduce sum %x axes [1] : tensor<4x8xf32> -> tensor<4x1xf32>
+  return %0 : tensor<4x1xf32>
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// kiln.rms_norm, kiln.layer_norm
+//===----------------------------------------------------------------------===//
+
+func.func @rms_norm_scalar_input(%x: tensor<f32>, %w: tensor<1xf32>) -> tensor<f32> {
+  // expected-error @+1 {{'kiln.rms_norm' op input must have rank >= 1 to normalise its last dimension}}
+  %0 = kiln.rms_norm %x, %w epsilon 1.0e-06 : tensor<f32>, tensor<1xf32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+func.func @rms_norm_negative_epsilon(%x: tensor<4x8xf32>, %w: tensor<8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'kiln.rms_norm' op epsilon must be finite and non-negative, got -1.000000e-06}}
+  %0 = kiln.rms_norm %x, %w epsilon -1.0e-06 : tensor<4x8xf32>, tensor<8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @layer_norm_infinite_epsilon(%x: tensor<4x8xf32>, %w: tensor<8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'kiln.layer_norm' op epsilon must be finite and non-negative, got INF}}
+  %0 = kiln.layer_norm %x, %w epsilon 0x7F800000 : tensor<4x8xf32>, tensor<8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @layer_norm_nan_epsilon(%x: tensor<4x8xf32>, %w: tensor<8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'kiln.layer_norm' op epsilon must be finite and non-negative, got nan}}
+  %0 = kiln.layer_norm %x, %w epsilon 0x7FC00000 : tensor<4x8xf32>, tensor<8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @rms_norm_weight_size(%x: tensor<4x8xf32>, %w: tensor<4xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'kiln.rms_norm' op 'weight' must have shape [8] (the last dimension of the input), got 'tensor<4xf32>'}}
+  %0 = kiln.rms_norm %x, %w epsilon 1.0e-06 : tensor<4x8xf32>, tensor<4xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @rms_norm_weight_rank(%x: tensor<4x8xf32>, %w: tensor<1x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'kiln.rms_norm' op 'weight' must have shape [8] (the last dimension of the input), got 'tensor<1x8xf32>'}}
+  %0 = kiln.rms_norm %x, %w epsilon 1.0e-06 : tensor<4x8xf32>, tensor<1x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @rms_norm_weight_element_type(%x: tensor<4x8xbf16>, %w: tensor<8xf32>) -> tensor<4x8xbf16> {
+  // expected-error @+1 {{'kiln.rms_norm' op element type of 'weight' ('f32') differs from the input ('bf16')}}
+  %0 = kiln.rms_norm %x, %w epsilon 1.0e-06 : tensor<4x8xbf16>, tensor<8xf32>
+  return %0 : tensor<4x8xbf16>
+}
+
+// -----
+
+func.func @layer_norm_weight_size(%x: tensor<4x8xf32>, %w: tensor<16xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'kiln.layer_norm' op 'weight' must have shape [8] (the last dimension of the input), got 'tensor<16xf32>'}}
+  %0 = kiln.layer_norm %x, %w epsilon 1.0e-05 : tensor<4x8xf32>, tensor<16xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @layer_norm_bias_size(%x: tensor<4x8xf32>, %w: tensor<8xf32>, %b: tensor<4xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'kiln.layer_norm' op 'bias' must have shape [8] (the last dimension of the input), got 'tensor<4xf32>'}}
+  %0 = kiln.layer_norm %x, %w, %b epsilon 1.0e-05 : tensor<4x8xf32>, tensor<8xf32>, tensor<4xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @layer_norm_bias_element_type(%x: tensor<4x8xf16>, %w: tensor<8xf16>, %b: tensor<8xf32>) -> tensor<4x8xf16> {
+  // expected-error @+1 {{'kiln.layer_norm' op element type of 'bias' ('f32') differs from the input ('f16')}}
+  %0 = kiln.layer_norm %x, %w, %b epsilon 1.0e-05 : tensor<4x8xf16>, tensor<8xf16>, tensor<8xf32>
+  return %0 : tensor<4x8xf16>
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// kiln.rope
+//===----------------------------------------------------------------------===//
+
+func.func @rope_rank(%x: tensor<8xf32>, %t: tensor<1x4xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'kiln.rope' op input must have rank >= 2 [..., seq, head_dim], got 'tensor<8xf32>'}}
+  %0 = kiln.rope %x, %t, %t : tensor<8xf32>, tensor<1x4xf32>, tensor<1x4xf32>
+  return %0 : tensor<8xf32>
+}
+
+// -----
+
+func.func @rope_odd_head_dim(%x: tensor<1x4x7xf32>, %t: tensor<4x3xf32>) -> tensor<1x4x7xf32> {
+  // expected-error @+1 {{'kiln.rope' op head dim (last dimension of the input) must be even, got 7}}
+  %0 = kiln.rope %x, %t, %t interleaved : tensor<1x4x7xf32>, tensor<4x3xf32>, tensor<4x3xf32>
+  return %0 : tensor<1x4x7xf32>
+}
+
+// -----
+
+func.func @rope_cos_shape(%x: tensor<1x32x77x128xf32>, %cos: tensor<77x128xf32>, %sin: tensor<77x64xf32>) -> tensor<1x32x77x128xf32> {
+  // expected-error @+1 {{'kiln.rope' op 'cos' must have shape [77, 64] ([seq, head_dim / 2]), got 'tensor<77x128xf32>'}}
+  %0 = kiln.rope %x, %cos, %sin : tensor<1x32x77x128xf32>, tensor<77x128xf32>, tensor<77x64xf32>
+  return %0 : tensor<1x32x77x128xf32>
+}
+
+// -----
+
+func.func @rope_sin_shape(%x: tensor<1x32x77x128xf32>, %cos: tensor<77x64xf32>, %sin: tensor<1x77x64xf32>) -> tensor<1x32x77x128xf32> {
+  // expected-error @+1 {{'kiln.rope' op 'sin' must have shape [77, 64] ([seq, head_dim / 2]), got 'tensor<1x77x64xf32>'}}
+  %0 = kiln.rope %x, %cos, %sin : tensor<1x32x77x128xf32>, tensor<77x64xf32>, tensor<1x77x64xf32>
+  return %0 : tensor<1x32x77x128xf32>
+}
+
+// -----
+
+func.func @rope_seq(%x: tensor<1x32x77x128xf32>, %t: tensor<76x64xf32>) -> tensor<1x32x77x128xf32> {
+  // expected-error @+1 {{'kiln.rope' op 'cos' must have shape [77, 64] ([seq, head_dim / 2]), got 'tensor<76x64xf32>'}}
+  %0 = kiln.rope %x, %t, %t : tensor<1x32x77x128xf32>, tensor<76x64xf32>, tensor<76x64xf32>
+  return %0 : tensor<1x32x77x128xf32>
+}
+
+// -----
+
+func.func @rope_cos_element_type(%x: tensor<4x8xbf16>, %cos: tensor<4x4xf32>, %sin: tensor<4x4xbf16>) -> tensor<4x8xbf16> {
+  // expected-error @+1 {{'kiln.rope' op element type of 'cos' ('f32') differs from the input ('bf16')}}
+  %0 = kiln.rope %x, %cos, %sin : tensor<4x8xbf16>, tensor<4x4xf32>, tensor<4x4xbf16>
+  return %0 : tensor<4x8xbf16>
+}
+
+// -----
+
+func.func @rope_sin_element_type(%x: tensor<4x8xbf16>, %cos: tensor<4x4xbf16>, %sin: tensor<4x4xf16>) -> tensor<4x8xbf16> {
+  // expected-error @+1 {{'kiln.rope' op element type of 'sin' ('f16') differs from the input ('bf16')}}
+  %0 = kiln.rope %x, %cos, %sin : tensor<4x8xbf16>, tensor<4x4xbf16>, tensor<4x4xf16>
+  return %0 : tensor<4x8xbf16>
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Broadcasting elementwise ops (verifyBroadcastingElementwise)
+//===----------------------------------------------------------------------===//
+
+func.func @add_lhs_element_type(%a: tensor<4xf16>, %b: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'kiln.add' op operand #0 element type 'f16' differs from the result element type 'f32'}}
+  %0 = kiln.add %a, %b : tensor<4xf16>, tensor<4xf32> -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @sub_rhs_element_type(%a: tensor<4xf32>, %b: tensor<4xbf16>) -> tensor<4xf32> {
+  // expected-error @+1 {{'kiln.sub' op operand #1 element type 'bf16' differs from the result element type 'f32'}}
+  %0 = kiln.sub %a, %b : tensor<4xf32>, tensor<4xbf16> -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @mul_result_element_type(%a: tensor<4xf32>) -> tensor<4xf16> {
+  // expected-error @+1 {{'kiln.mul' op operand #0 element type 'f32' differs from the result element type 'f16'}}
+  %0 = kiln.mul %a, %a : tensor<4xf32>, tensor<4xf32> -> tensor<4xf16>
+  return %0 : tensor<4xf16>
+}
+
+// -----
+
+func.func @div_no_broadcast(%a: tensor<4x8xf32>, %b: tensor<4x7xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'kiln.div' op operand #1 does not broadcast: size 7 meets size 8 at broadcast dimension 1}}
+  %0 = kiln.div %a, %b : tensor<4x8xf32>, tensor<4x7xf32> -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+// Broadcasting aligns on the right: a [4] bias does not fit the leading dimension of [4, 8].
+func.func @max_right_aligned(%a: tensor<4x8xf32>, %b: tensor<4xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'kiln.max' op operand #1 does not broadcast: size 4 meets size 8 at broadcast dimension 1}}
+  %0 = kiln.max %a, %b : tensor<4x8xf32>, tensor<4xf32> -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @min_result_shape(%a: tensor<4x1xf32>, %b: tensor<1x8xf32>) -> tensor<4x1xf32> {
+  // expected-error @+1 {{'kiln.min' op result type 'tensor<4x1xf32>' does not match the broadcast shape 'tensor<4x8xf32>'}}
+  %0 = kiln.min %a, %b : tensor<4x1xf32>, tensor<1x8xf32> -> tensor<4x1xf32>
+  return %0 : tensor<4x1xf32>
+}
+
+// -----
+
+func.func @pow_result_rank(%a: tensor<8xf32>, %b: tensor<f32>) -> tensor<1x8xf32> {
+  // expected-error @+1 {{'kiln.pow' op result type 'tensor<1x8xf32>' does not match the broadcast shape 'tensor<8xf32>'}}
+  %0 = kiln.pow %a, %b : tensor<8xf32>, tensor<f32> -> tensor<1x8xf32>
+  return %0 : tensor<1x8xf32>
+}
+
+// -----
+
+func.func @select_branch_element_type(%c: tensor<4xi1>, %a: tensor<4xf32>, %b: tensor<4xf16>) -> tensor<4xf32> {
+  // expected-error @+1 {{'kiln.select' op operand #2 element type 'f16' differs from the result element type 'f32'}}
+  %0 = kiln.select %c, %a, %b : tensor<4xi1>, tensor<4xf32>, tensor<4xf16> -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @select_no_broadcast(%c: tensor<3xi1>, %a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'kiln.select' op operand #1 does not broadcast: size 4 meets size 3 at broadcast dimension 0}}
+  %0 = kiln.select %c, %a, %a : tensor<3xi1>, tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @select_result_shape(%c: tensor<2x4xi1>, %a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'kiln.select' op result type 'tensor<4xf32>' does not match the broadcast shape 'tensor<2x4xf32>'}}
+  %0 = kiln.select %c, %a, %a : tensor<2x4xi1>, tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// kiln.cast, kiln.gelu
+//===----------------------------------------------------------------------===//
+
+func.func @cast_shape(%x: tensor<4x8xf32>) -> tensor<32xbf16> {
+  // expected-error @+1 {{'kiln.cast' op changes the shape from [4, 8] to [32]; a cast only converts elements}}
+  %0 = kiln.cast %x : tensor<4x8xf32> to tensor<32xbf16>
+  return %0 : tensor<32xbf16>
+}
+
+// -----
+
+func.func @gelu_unknown_approximation(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'kiln.gelu' op attribute 'approximate' failed to satisfy constraint: GELU formula}}
+  %0 = "kiln.gelu"(%x) {approximate = 7 : i32} : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// kiln.transpose
+//===----------------------------------------------------------------------===//
+
+func.func @transpose_permutation_size(%x: tensor<2x3x4xf32>) -> tensor<3x2x4xf32> {
+  // expected-error @+1 {{'kiln.transpose' op permutation [1, 0] has 2 entries but the input has rank 3}}
+  %0 = kiln.transpose %x [1, 0] : tensor<2x3x4xf32> -> tensor<3x2x4xf32>
+  return %0 : tensor<3x2x4xf32>
+}
+
+// -----
+
+func.func @transpose_duplicate_entry(%x: tensor<2x3x4xf32>) -> tensor<3x3x4xf32> {
+  // expected-error @+1 {{'kiln.transpose' op permutation [1, 1, 2] is not a permutation of 0..2}}
+  %0 = kiln.transpose %x [1, 1, 2] : tensor<2x3x4xf32> -> tensor<3x3x4xf32>
+  return %0 : tensor<3x3x4xf32>
+}
+
+// -----
+
+func.func @transpose_entry_out_of_range(%x: tensor<2x3xf32>) -> tensor<3x2xf32> {
+  // expected-error @+1 {{'kiln.transpose' op permutation [2, 0] is not a permutation of 0..1}}
+  %0 = kiln.transpose %x [2, 0] : tensor<2x3xf32> -> tensor<3x2xf32>
+  return %0 : tensor<3x2xf32>
+}
+
+// -----
+
+func.func @transpose_negative_entry(%x: tensor<2x3xf32>) -> tensor<3x2xf32> {
+  // expected-error @+1 {{'kiln.transpose' op permutation [-1, 0] is not a permutation of 0..1}}
+  %0 = kiln.transpose %x [-1, 0] : tensor<2x3xf32> -> tensor<3x2xf32>
+  return %0 : tensor<3x2xf32>
+}
+
+// -----
+
+func.func @transpose_result_type(%x: tensor<2x3x4xf32>) -> tensor<2x4x3xf32> {
+  // expected-error @+1 {{'kiln.transpose' op result type 'tensor<2x4x3xf32>' does not match the inferred type 'tensor<4x3x2xf32>'}}
+  %0 = kiln.transpose %x [2, 1, 0] : tensor<2x3x4xf32> -> tensor<2x4x3xf32>
+  return %0 : tensor<2x4x3xf32>
+}
+
+// -----
+
+func.func @transpose_element_type(%x: tensor<2x3xi32>) -> tensor<3x2xi64> {
+  // expected-error @+1 {{'kiln.transpose' op result type 'tensor<3x2xi64>' does not match the inferred type 'tensor<3x2xi32>'}}
+  %0 = kiln.transpose %x [1, 0] : tensor<2x3xi32> -> tensor<3x2xi64>
+  return %0 : tensor<3x2xi64>
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// kiln.reshape, kiln.broadcast
+//===----------------------------------------------------------------------===//
+
+func.func @reshape_element_type(%x: tensor<4x8xf32>) -> tensor<32xf16> {
+  // expected-error @+1 {{'kiln.reshape' op result element type 'f16' differs from the input element type 'f32'}}
+  %0 = kiln.reshape %x : tensor<4x8xf32> -> tensor<32xf16>
+  return %0 : tensor<32xf16>
+}
+
+// -----
+
+func.func @reshape_element_count(%x: tensor<2x77x512xf32>) -> tensor<2x77x8x32xf32> {
+  // expected-error @+1 {{'kiln.reshape' op cannot reshape [2, 77, 512] (78848 elements) to [2, 77, 8, 32] (39424 elements)}}
+  %0 = kiln.reshape %x : tensor<2x77x512xf32> -> tensor<2x77x8x32xf32>
+  return %0 : tensor<2x77x8x32xf32>
+}
+
+// -----
+
+func.func @broadcast_element_type(%x: tensor<8xi32>) -> tensor<4x8xi64> {
+  // expected-error @+1 {{'kiln.broadcast' op result element type 'i64' differs from the input element type 'i32'}}
+  %0 = kiln.broadcast %x : tensor<8xi32> -> tensor<4x8xi64>
+  return %0 : tensor<4x8xi64>
+}
+
+// -----
+
+func.func @broadcast_to_smaller_rank(%x: tensor<1x4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'kiln.broadcast' op cannot broadcast rank 3 to the smaller rank 2}}
+  %0 = kiln.broadcast %x : tensor<1x4x8xf32> -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @broadcast_dimension(%x: tensor<1x8x2x77x64xf32>) -> tensor<1x8x4x77x64xf32> {
+  // expected-error @+1 {{'kiln.broadcast' op input dimension 2 (2) does not broadcast to result dimension 2 (4)}}
+  %0 = kiln.broadcast %x : tensor<1x8x2x77x64xf32> -> tensor<1x8x4x77x64xf32>
+  return %0 : tensor<1x8x4x77x64xf32>
+}
+
+// -----
+
+func.func @broadcast_right_aligned(%x: tensor<4xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'kiln.broadcast' op input dimension 0 (4) does not broadcast to result dimension 1 (8)}}
+  %0 = kiln.broadcast %x : tensor<4xf32> -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// kiln.concat
+//===----------------------------------------------------------------------===//
+
+func.func @concat_no_inputs() -> tensor<2xf32> {
+  // expected-error @+1 {{'kiln.concat' op needs at least one input}}
+  %0 = "kiln.concat"() {axis = 0 : i64} : () -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+func.func @concat_axis(%a: tensor<4x8xf32>) -> tensor<4x16xf32> {
+  // expected-error @+1 {{'kiln.concat' op axis 2 is out of range for rank 2 (expected 0 <= axis < 2)}}
+  %0 = kiln.concat %a, %a axis 2 : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x16xf32>
+  return %0 : tensor<4x16xf32>
+}
+
+// -----
+
+func.func @concat_element_type(%a: tensor<4x8xf32>, %b: tensor<4x8xbf16>) -> tensor<4x16xf32> {
+  // expected-error @+1 {{'kiln.concat' op input #1 has element type 'bf16' but input #0 has 'f32'}}
+  %0 = kiln.concat %a, %b axis 1 : tensor<4x8xf32>, tensor<4x8xbf16> -> tensor<4x16xf32>
+  return %0 : tensor<4x16xf32>
+}
+
+// -----
+
+func.func @concat_rank(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>, %c: tensor<1x4x8xf32>) -> tensor<4x24xf32> {
+  // expected-error @+1 {{'kiln.concat' op input #2 has rank 3 but input #0 has rank 2}}
+  %0 = kiln.concat %a, %b, %c axis 1 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<1x4x8xf32> -> tensor<4x24xf32>
+  return %0 : tensor<4x24xf32>
+}
+
+// -----
+
+func.func @concat_other_dimension(%a: tensor<1x8x77x32xf32>, %b: tensor<1x4x77x32xf32>) -> tensor<1x8x77x64xf32> {
+  // expected-error @+1 {{'kiln.concat' op input #1 dimension 1 is 4 but input #0 has 8 (only axis 3 may differ)}}
+  %0 = kiln.concat %a, %b axis 3 : tensor<1x8x77x32xf32>, tensor<1x4x77x32xf32> -> tensor<1x8x77x64xf32>
+  return %0 : tensor<1x8x77x64xf32>
+}
+
+// -----
+
+func.func @concat_result_type(%a: tensor<4x8xf32>, %b: tensor<4x2xf32>) -> tensor<4x16xf32> {
+  // expected-error @+1 {{'kiln.concat' op result type 'tensor<4x16xf32>' does not match the inferred type 'tensor<4x10xf32>'}}
+  %0 = kiln.concat %a, %b axis 1 : tensor<4x8xf32>, tensor<4x2xf32> -> tensor<4x16xf32>
+  return %0 : tensor<4x16xf32>
+}
+
+// -----
+
+func.func @concat_result_element_type(%a: tensor<4xi32>) -> tensor<8xi64> {
+  // expected-error @+1 {{'kiln.concat' op result type 'tensor<8xi64>' does not match the inferred type 'tensor<8xi32>'}}
+  %0 = kiln.concat %a, %a axis 0 : tensor<4xi32>, tensor<4xi32> -> tensor<8xi64>
+  return %0 : tensor<8xi64>
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// kiln.slice
+//===----------------------------------------------------------------------===//
+
+func.func @slice_element_type(%x: tensor<8xf32>) -> tensor<4xbf16> {
+  // expected-error @+1 {{'kiln.slice' op result element type 'bf16' differs from the input element type 'f32'}}
+  %0 = kiln.slice %x offsets [0] strides [1] : tensor<8xf32> -> tensor<4xbf16>
+  return %0 : tensor<4xbf16>
+}
+
+// -----
+
+func.func @slice_rank(%x: tensor<4x8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'kiln.slice' op result rank 1 differs from the input rank 2}}
+  %0 = kiln.slice %x offsets [0, 0] strides [1, 1] : tensor<4x8xf32> -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+
+// -----
+
+func.func @slice_offsets_count(%x: tensor<4x8xf32>) -> tensor<2x8xf32> {
+  // expected-error @+1 {{'kiln.slice' op needs one offset and one stride per input dimension (2), got 1 offsets and 2 strides}}
+  %0 = kiln.slice %x offsets [0] strides [1, 1] : tensor<4x8xf32> -> tensor<2x8xf32>
+  return %0 : tensor<2x8xf32>
+}
+
+// -----
+
+func.func @slice_strides_count(%x: tensor<4x8xf32>) -> tensor<2x8xf32> {
+  // expected-error @+1 {{'kiln.slice' op needs one offset and one stride per input dimension (2), got 2 offsets and 3 strides}}
+  %0 = kiln.slice %x offsets [0, 0] strides [1, 1, 1] : tensor<4x8xf32> -> tensor<2x8xf32>
+  return %0 : tensor<2x8xf32>
+}
+
+// -----
+
+func.func @slice_negative_offset(%x: tensor<4x8xf32>) -> tensor<2x8xf32> {
+  // expected-error @+1 {{'kiln.slice' op offset -1 of dimension 0 is negative}}
+  %0 = kiln.slice %x offsets [-1, 0] strides [1, 1] : tensor<4x8xf32> -> tensor<2x8xf32>
+  return %0 : tensor<2x8xf32>
+}
+
+// -----
+
+func.func @slice_zero_stride(%x: tensor<4x8xf32>) -> tensor<4x2xf32> {
+  // expected-error @+1 {{'kiln.slice' op stride 0 of dimension 1 is not positive}}
+  %0 = kiln.slice %x offsets [0, 0] strides [1, 0] : tensor<4x8xf32> -> tensor<4x2xf32>
+  return %0 : tensor<4x2xf32>
+}
+
+// -----
+
+func.func @slice_negative_stride(%x: tensor<4x8xf32>) -> tensor<4x2xf32> {
+  // expected-error @+1 {{'kiln.slice' op stride -2 of dimension 1 is not positive}}
+  %0 = kiln.slice %x offsets [0, 7] strides [1, -2] : tensor<4x8xf32> -> tensor<4x2xf32>
+  return %0 : tensor<4x2xf32>
+}
+
+// -----
+
+func.func @slice_out_of_bounds(%x: tensor<1x8x77x64xf32>) -> tensor<1x8x77x32xf32> {
+  // expected-error @+1 {{'kiln.slice' op dimension 3 reads past the input size 64 (offset 33, size 32, stride 1)}}
+  %0 = kiln.slice %x offsets [0, 0, 0, 33] strides [1, 1, 1, 1] : tensor<1x8x77x64xf32> -> tensor<1x8x77x32xf32>
+  return %0 : tensor<1x8x77x32xf32>
+}
+
+// -----
+
+func.func @slice_strided_out_of_bounds(%x: tensor<10xi32>) -> tensor<4xi32> {
+  // expected-error @+1 {{'kiln.slice' op dimension 0 reads past the input size 10 (offset 1, size 4, stride 3)}}
+  %0 = kiln.slice %x offsets [1] strides [3] : tensor<10xi32> -> tensor<4xi32>
+  return %0 : tensor<4xi32>
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// kiln.gather
+//===----------------------------------------------------------------------===//
+
+func.func @gather_axis(%t: tensor<10x4xf32>, %i: tensor<3xi64>) -> tensor<10x3xf32> {
+  // expected-error @+1 {{'kiln.gather' op axis 2 is out of range for rank 2 (expected 0 <= axis < 2)}}
+  %0 = kiln.gather %t[%i] axis 2 : tensor<10x4xf32>, tensor<3xi64> -> tensor<10x3xf32>
+  return %0 : tensor<10x3xf32>
+}
+
+// -----
+
+func.func @gather_negative_axis(%t: tensor<10x4xf32>, %i: tensor<3xi64>) -> tensor<10x3xf32> {
+  // expected-error @+1 {{'kiln.gather' op axis -1 is out of range for rank 2 (expected 0 <= axis < 2)}}
+  %0 = kiln.gather %t[%i] axis -1 : tensor<10x4xf32>, tensor<3xi64> -> tensor<10x3xf32>
+  return %0 : tensor<10x3xf32>
+}
+
+// -----
+
+func.func @gather_result_type(%t: tensor<50257x768xf32>, %i: tensor<2x77xi64>) -> tensor<154x768xf32> {
+  // expected-error @+1 {{'kiln.gather' op result type 'tensor<154x768xf32>' does not match the inferred type 'tensor<2x77x768xf32>'}}
+  %0 = kiln.gather %t[%i] axis 0 : tensor<50257x768xf32>, tensor<2x77xi64> -> tensor<154x768xf32>
+  return %0 : tensor<154x768xf32>
+}
+
+// -----
+
+func.func @gather_result_element_type(%t: tensor<10x4xbf16>, %i: tensor<3xi32>) -> tensor<3x4xf32> {
+  // expected-error @+1 {{'kiln.gather' op result type 'tensor<3x4xf32>' does not match the inferred type 'tensor<3x4xbf16>'}}
+  %0 = kiln.gather %t[%i] axis 0 : tensor<10x4xbf16>, tensor<3xi32> -> tensor<3x4xf32>
+  return %0 : tensor<3x4xf32>
+}
+
+// -----
+
+func.func @slice_stride_overflow(%x: tensor<10xf32>) -> tensor<3xf32> {
+  // expected-error @+1 {{'kiln.slice' op dimension 0 reads past the input size 10 (offset 0, size 3, stride 4611686018427387904)}}
+  %0 = kiln.slice %x offsets [0] strides [4611686018427387904] : tensor<10xf32> -> tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
+
+// -----
+
+func.func @slice_offset_past_end(%x: tensor<10xf32>) -> tensor<1xf32> {
+  // expected-error @+1 {{'kiln.slice' op dimension 0 reads past the input size 10 (offset 10, size 1, stride 1)}}
+  %0 = kiln.slice %x offsets [10] strides [1] : tensor<10xf32> -> tensor<1xf32>
+  return %0 : tensor<1xf32>
+}
+
+// -----
+
+func.func @attention_zero_kv_heads(%q: tensor<1x2x4x8xf32>, %k: tensor<1x0x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op head count of 'k' (dimension 1) must be positive}}
+  %0 = kiln.attention %q, %k, %k : tensor<1x2x4x8xf32>, tensor<1x0x4x8xf32>, tensor<1x0x4x8xf32> -> tensor<1x2x4x8xf32>
+  return %0 : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+func.func @matmul_narrowing_result(%a: tensor<4x8xf32>, %b: tensor<8x2xf32>) -> tensor<4x2xf16> {
+  // expected-error @+1 {{'kiln.matmul' op result element type 'f16' must be the operands' ('f32') or f32}}
+  %0 = kiln.matmul %a, %b : tensor<4x8xf32>, tensor<8x2xf32> -> tensor<4x2xf16>
+  return %0 : tensor<4x2xf16>
+}
+
+// -----
+
+func.func @config_bad_lowering(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{#kiln.config lowering must be "host", "mma_sync" or "wgmma", got "simt"}}
+  %0 = kiln.softmax %x axis 1 {kiln.config = #kiln.config<tile = [4], warps = 1, stages = 1, lowering = "simt">} : tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @config_bad_tile(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{#kiln.config tile sizes must be positive, got 0}}
+  %0 = kiln.softmax %x axis 1 {kiln.config = #kiln.config<tile = [0], warps = 1, stages = 1, lowering = "host">} : tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @config_too_many_tiles(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{#kiln.config needs 1 to 3 tile sizes, got 4}}
+  %0 = kiln.softmax %x axis 1 {kiln.config = #kiln.config<tile = [1, 2, 3, 4], warps = 1, stages = 1, lowering = "host">} : tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @config_bad_warps(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{#kiln.config warps must be in [1, 32], got 64}}
+  %0 = kiln.softmax %x axis 1 {kiln.config = #kiln.config<tile = [4], warps = 64, stages = 1, lowering = "host">} : tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @config_bad_stages(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{#kiln.config stages must be in [1, 8], got 0}}
+  %0 = kiln.softmax %x axis 1 {kiln.config = #kiln.config<tile = [4], warps = 1, stages = 0, lowering = "host">} : tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
