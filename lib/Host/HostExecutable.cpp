@@ -9,6 +9,7 @@
 #include "Host/HostExecutable.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/ExecutionEngine/CRunnerUtils.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/SymbolTable.h"
@@ -41,7 +42,7 @@ FailureOr<std::unique_ptr<HostExecutable>> HostExecutable::compile(ModuleOp modu
                                                                    const HostPipelineOptions &options) {
   auto func = dyn_cast_or_null<func::FuncOp>(SymbolTable::lookupSymbolIn(module, entry));
   if (!func || func.isExternal())
-    return module.emitError() << "no function named '" << entry << "' with a body in the module";
+    return mlir::emitError(module.getLoc()) << "no function named '" << entry << "' with a body in the module";
   auto inputs = signaturesOf(func, func.getArgumentTypes(), "argument");
   auto outputs = signaturesOf(func, func.getResultTypes(), "result");
   if (failed(inputs) || failed(outputs))
@@ -71,7 +72,15 @@ FailureOr<std::unique_ptr<HostExecutable>> HostExecutable::compile(ModuleOp modu
   engineOptions.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
   auto engine = ExecutionEngine::create(*lowered, engineOptions);
   if (!engine)
-    return module.emitError() << "the host JIT failed: " << llvm::toString(engine.takeError());
+    return mlir::emitError(module.getLoc()) << "the host JIT failed: " << llvm::toString(engine.takeError());
+
+  // Copies between strided buffers call into the runner utilities; bind the symbol explicitly.
+  (*engine)->registerSymbols([](llvm::orc::MangleAndInterner interner) {
+    llvm::orc::SymbolMap symbols;
+    symbols[interner("memrefCopy")] = {llvm::orc::ExecutorAddr::fromPtr(&memrefCopy),
+                                       llvm::JITSymbolFlags::Exported};
+    return symbols;
+  });
 
   std::unique_ptr<HostExecutable> executable(new HostExecutable());
   executable->engine = std::move(*engine);

@@ -8,6 +8,9 @@
 #include "Pipelines/Pipelines.h"
 
 #include "Conversion/Passes.h"
+#include "Transforms/Passes.h"
+
+#include "mlir/Transforms/Passes.h"
 
 #include "mlir/Pass/PassRegistry.h"
 #include "llvm/Support/raw_ostream.h"
@@ -26,20 +29,26 @@ static LogicalResult appendPipeline(OpPassManager &pm, StringRef pipeline) {
 }
 
 LogicalResult kiln::buildHostLoopsPipeline(OpPassManager &pm, const HostPipelineOptions &options) {
+  if (options.tile) {
+    pm.addPass(createKilnSelectConfig(KilnSelectConfigOptions{"host"}));
+    pm.addPass(createKilnTile());
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createKilnOnlineSoftmax());
+  }
   pm.addPass(createConvertKilnToLinalg());
   return appendPipeline(pm, "canonicalize,cse,"
-                            "one-shot-bufferize{bufferize-function-boundaries "
+                            "one-shot-bufferize{bufferize-function-boundaries allow-return-allocs-from-loops "
                             "function-boundary-type-conversion=identity-layout-map},"
                             "buffer-results-to-out-params{hoist-static-allocs modify-public-functions},"
-                            "buffer-deallocation-pipeline,"
+                            "buffer-deallocation-pipeline,scf-forall-to-for,"
                             "func.func(convert-linalg-to-loops),canonicalize,cse");
 }
 
 LogicalResult kiln::buildHostPipeline(OpPassManager &pm, const HostPipelineOptions &options) {
   if (failed(buildHostLoopsPipeline(pm, options)))
     return failure();
-  return appendPipeline(pm, "lower-affine,convert-scf-to-cf,arith-expand{include-bf16},"
-                            "convert-math-to-llvm,convert-math-to-libm,expand-strided-metadata,"
+  return appendPipeline(pm, "expand-strided-metadata,lower-affine,convert-scf-to-cf,arith-expand{include-bf16},"
+                            "convert-math-to-llvm,convert-math-to-libm,"
                             "finalize-memref-to-llvm,convert-arith-to-llvm,convert-index-to-llvm,"
                             "convert-cf-to-llvm,convert-func-to-llvm,reconcile-unrealized-casts");
 }

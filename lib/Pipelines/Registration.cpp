@@ -12,6 +12,7 @@
 #include "Conversion/Passes.h"
 #include "Dialect/Kiln/KilnDialect.h"
 #include "Pipelines/Pipelines.h"
+#include "Transforms/Passes.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/InitAllDialects.h"
@@ -33,5 +34,6 @@ void kiln::registerKilnPasses() {
   registered = true;
   mlir::registerAllPasses();
   kiln::registerKilnConversionPasses();
+  kiln::registerKilnTransformsPasses();
   kiln::registerKilnPipelines();
 }

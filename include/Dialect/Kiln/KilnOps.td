@@ -143,6 +143,23 @@ def Kiln_SoftmaxOp : Kiln_Op<"softmax", [Pure, SameOperandsAndResultType]> {
   let hasVerifier = 1;
 }
 
+def Kiln_LogSumExpOp : Kiln_Op<"logsumexp", [Pure]> {
+  let summary = "log of the sum of exponentials along one axis, in f32";
+  let description = [{
+    `result = log(sum(exp(x), axis))`, computed stably as `max + log(sum(exp(x - max)))` and returned in f32
+    with `axis` dropped. It is the normaliser of a softmax over the same axis, which is why attention's `lse`
+    result is one.
+
+    ```mlir
+    %lse = kiln.logsumexp %s axis 1 : tensor<64x1024xf32> -> tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs StaticShapeTensorOf<[F32]>:$result);
+  let assemblyFormat = "$input `axis` $axis attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 def Kiln_ReduceOp : Kiln_Op<"reduce", [Pure]> {
   let summary = "sum, mean, max or min over a set of axes";
   let description = [{

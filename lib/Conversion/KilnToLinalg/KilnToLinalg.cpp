@@ -6,7 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Conversion/Passes.h"
-#include "LoweringUtils.h"
+#include "Conversion/KilnToLinalg/LinalgBuilders.h"
 
 #include "mlir/Transforms/DialectConversion.h"
 

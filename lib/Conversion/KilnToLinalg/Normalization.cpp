@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "LoweringUtils.h"
+#include "Conversion/KilnToLinalg/LinalgBuilders.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -39,6 +39,34 @@ struct SoftmaxLowering : OpConversionPattern<SoftmaxOp> {
     rewriter.replaceOp(op, buildElementwise(rewriter, loc, shape, type.getElementType(), ValueRange{exps, rowSum},
                                             {full, reduced}, [](OpBuilder &b, Location l, ValueRange x) -> Value {
                                               return arith::DivFOp::create(b, l, x[0], x[1]);
+                                            }));
+    return success();
+  }
+};
+
+/// max + log(sum(exp(x - max))) along the axis.
+struct LogSumExpLowering : OpConversionPattern<LogSumExpOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(LogSumExpOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    ArrayRef<int64_t> shape = op.getInput().getType().getShape();
+    int64_t axis = op.getAxis();
+    AffineMap full = rewriter.getMultiDimIdentityMap(shape.size());
+    AffineMap reduced = getDroppedAxesMap(shape.size(), {axis}, rewriter.getContext());
+    Value input = adaptor.getInput();
+    Value rowMax = buildReduction(rewriter, loc, shape, {axis}, Combiner::Max, input, full, identity);
+    Value sum = buildReduction(rewriter, loc, shape, {axis}, Combiner::Sum, ValueRange{input, rowMax},
+                               {full, reduced}, [](OpBuilder &b, Location l, ValueRange x) -> Value {
+                                 return math::ExpOp::create(b, l, arith::SubFOp::create(b, l, x[0], x[1]));
+                               });
+    RankedTensorType type = op.getType();
+    AffineMap id = rewriter.getMultiDimIdentityMap(type.getRank());
+    rewriter.replaceOp(op, buildElementwise(rewriter, loc, type.getShape(), type.getElementType(),
+                                            ValueRange{rowMax, sum}, {id, id},
+                                            [](OpBuilder &b, Location l, ValueRange x) -> Value {
+                                              return arith::AddFOp::create(b, l, x[0],
+                                                                           math::LogOp::create(b, l, x[1]));
                                             }));
     return success();
   }
@@ -211,6 +239,6 @@ struct RopeLowering : OpConversionPattern<RopeOp> {
 } // namespace
 
 void kiln::populateNormalizationLoweringPatterns(RewritePatternSet &patterns) {
-  patterns.add<SoftmaxLowering, ReduceLowering, RmsNormLowering, LayerNormLowering, RopeLowering>(
+  patterns.add<SoftmaxLowering, LogSumExpLowering, ReduceLowering, RmsNormLowering, LayerNormLowering, RopeLowering>(
       patterns.getContext());
 }

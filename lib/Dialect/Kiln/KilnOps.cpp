@@ -196,6 +196,15 @@ LogicalResult AttentionOp::verify() {
 
 LogicalResult SoftmaxOp::verify() { return verifyAxis(*this, getAxis(), getType().getRank()); }
 
+LogicalResult LogSumExpOp::verify() {
+  RankedTensorType input = getInput().getType();
+  if (failed(verifyAxis(*this, getAxis(), input.getRank())))
+    return failure();
+  SmallVector<int64_t> shape(input.getShape());
+  shape.erase(shape.begin() + getAxis());
+  return verifyResultType(*this, getType(), RankedTensorType::get(shape, Float32Type::get(getContext())));
+}
+
 LogicalResult ReduceOp::verify() {
   RankedTensorType input = getInput().getType();
   ArrayRef<int64_t> axes = getAxes();

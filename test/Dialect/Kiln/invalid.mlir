@@ -1092,3 +1092,27 @@ func.func @config_bad_stages(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %0 = kiln.softmax %x axis 1 {kiln.config = #kiln.config<tile = [4], warps = 1, stages = 0, lowering = "host">} : tensor<4x8xf32>
   return %0 : tensor<4x8xf32>
 }
+
+// -----
+
+func.func @logsumexp_axis(%x: tensor<4x8xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'kiln.logsumexp' op axis 2 is out of range for rank 2 (expected 0 <= axis < 2)}}
+  %0 = kiln.logsumexp %x axis 2 : tensor<4x8xf32> -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @logsumexp_result(%x: tensor<4x8xbf16>) -> tensor<4xbf16> {
+  // expected-error @+1 {{'kiln.logsumexp' op result #0 must be statically shaped tensor of 32-bit float values}}
+  %0 = kiln.logsumexp %x axis 1 : tensor<4x8xbf16> -> tensor<4xbf16>
+  return %0 : tensor<4xbf16>
+}
+
+// -----
+
+func.func @logsumexp_shape(%x: tensor<4x8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'kiln.logsumexp' op result type 'tensor<8xf32>' does not match the inferred type 'tensor<4xf32>'}}
+  %0 = kiln.logsumexp %x axis 1 : tensor<4x8xf32> -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}

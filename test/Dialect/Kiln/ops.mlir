@@ -166,6 +166,15 @@ func.func @softmax(%s: tensor<1x8x77x77xf32>, %t: tensor<16xbf16>) -> (tensor<1x
   return %0, %1, %2 : tensor<1x8x77x77xf32>, tensor<1x8x77x77xf32>, tensor<16xbf16>
 }
 
+// CHECK-LABEL: func.func @logsumexp
+// CHECK-SAME: (%[[S:[a-z0-9_]+]]: tensor<64x1024xbf16>)
+func.func @logsumexp(%s: tensor<64x1024xbf16>) -> tensor<64xf32> {
+  // CHECK: %[[L:.*]] = kiln.logsumexp %[[S]] axis 1 : tensor<64x1024xbf16> -> tensor<64xf32>
+  %0 = kiln.logsumexp %s axis 1 : tensor<64x1024xbf16> -> tensor<64xf32>
+  // CHECK: return %[[L]]
+  return %0 : tensor<64xf32>
+}
+
 // CHECK-LABEL: func.func @reduce
 // CHECK-SAME: (%[[X:[a-z0-9_]+]]: tensor<2x77x512xf32>)
 func.func @reduce(%x: tensor<2x77x512xf32>)

@@ -1,13 +1,13 @@
-//===- LoweringUtils.h - Shared builders for the kiln -> linalg lowering -*- C++ -*-===//
+//===- LinalgBuilders.h - linalg.generic builders with f32 bodies -*- C++ -*-===//
 //
 // Every kiln op lowers to a few linalg.generic ops that broadcast their inputs, compute in f32 and store in the
-// result's element type. These builders hold that common shape so that each op's pattern says only its
-// formula.
+// result's element type; the tiling transforms build their per-tile arithmetic (masks, online-softmax updates)
+// the same way. These builders hold that common shape so that each user says only its formula.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef KILN_LIB_CONVERSION_KILNTOLINALG_LOWERINGUTILS_H
-#define KILN_LIB_CONVERSION_KILNTOLINALG_LOWERINGUTILS_H
+#ifndef KILN_CONVERSION_KILNTOLINALG_LINALGBUILDERS_H
+#define KILN_CONVERSION_KILNTOLINALG_LINALGBUILDERS_H
 
 #include "Dialect/Kiln/KilnOps.h"
 
@@ -67,7 +67,7 @@ Value combine(OpBuilder &b, Location loc, Combiner combiner, Value lhs, Value rh
 
 } // namespace lowering
 
-/// Adds the patterns of each op family; each lives in its own file.
+/// Adds the lowering patterns of each op family; each lives in its own file.
 void populateElementwiseLoweringPatterns(RewritePatternSet &patterns);
 void populateContractionLoweringPatterns(RewritePatternSet &patterns);
 void populateNormalizationLoweringPatterns(RewritePatternSet &patterns);
@@ -76,4 +76,4 @@ void populateDataMovementLoweringPatterns(RewritePatternSet &patterns);
 } // namespace kiln
 } // namespace mlir
 
-#endif // KILN_LIB_CONVERSION_KILNTOLINALG_LOWERINGUTILS_H
+#endif // KILN_CONVERSION_KILNTOLINALG_LINALGBUILDERS_H

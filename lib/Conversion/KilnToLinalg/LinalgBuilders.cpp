@@ -1,11 +1,11 @@
-//===- LoweringUtils.cpp - Shared builders for the kiln -> linalg lowering -===//
+//===- LinalgBuilders.cpp - linalg.generic builders with f32 bodies --------===//
 //
 // Broadcast maps, f32 widening and the generic elementwise and reduction builders that every kiln op lowering
 // is made of.
 //
 //===----------------------------------------------------------------------===//
 
-#include "LoweringUtils.h"
+#include "Conversion/KilnToLinalg/LinalgBuilders.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"

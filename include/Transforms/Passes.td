@@ -1,0 +1,89 @@
+//===- Passes.td - Kiln transformation passes --------------*- tablegen -*-===//
+//
+// Kiln's own passes on the kiln dialect: strategy selection, tiling and online softmax (and, as they land,
+// fusion and outlining). Each pass drives a public transform declared in Transforms/Transforms.h.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_TRANSFORMS_PASSES_TD
+#define KILN_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def KilnSelectConfig : Pass<"kiln-select-config"> {
+  let summary = "Attach a #kiln.config (tiles, warps, stages, lowering) to every kernel op";
+  let description = [{
+    Chooses the strategy of each matmul, attention, softmax, rms_norm and layer_norm from the target and the
+    op's shapes, and records it as the op's `kiln.config` attribute. An op that already carries a config keeps
+    it, so tests and the autotuner can pin one.
+
+    - `host`: tiles sized for the CPU caches, clamped to the problem (a 1-row matmul gets a 1-row tile).
+    - `sm_80`: ldmatrix + mma.sync tiles (128x128x32 GEMM, 4 warps, 3 stages; 128x64 attention tiles).
+    - `sm_90a`: wgmma tiles (128x256x64 GEMM, 2 consumer warpgroups, 4 stages; 128x128 attention tiles).
+
+    GPU tiles shrink for small problems to the next power of two at or above the dimension, never below 16.
+
+    ```mlir
+    // before
+    %y = kiln.matmul %a, %b : tensor<77x512xf32>, tensor<512x64xf32> -> tensor<77x64xf32>
+    // after kiln-select-config{target=host}
+    %y = kiln.matmul %a, %b {kiln.config = #kiln.config<tile = [64, 64, 64], warps = 1, stages = 1,
+                                                          lowering = "host">} : ...
+    ```
+  }];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"host\"",
+           "Target to choose for: host, sm_80 or sm_90a">,
+  ];
+  let dependentDialects = ["::mlir::kiln::KilnDialect"];
+}
+
+def KilnTile : Pass<"kiln-tile"> {
+  let summary = "Tile kernel ops into loops over static, padded tiles";
+  let description = [{
+    Every op with a `#kiln.config` becomes explicit loops over tiles of the configured sizes:
+
+    - `kiln.matmul`: `scf.forall` over (batch..., BM rows, BN columns) of the output, an `scf.for` over BK-wide
+      slices of the contraction inside, tile-sized `kiln.matmul` ops accumulating in f32.
+    - `kiln.attention`: `scf.forall` over (batch, head, BQ query rows); an `scf.for` over BK key tiles builds the
+      row of scaled, masked scores, a `kiln.softmax` normalises it, a second `scf.for` accumulates P V. With
+      `causal`, both loops stop at the last key tile the query tile can see, and only tiles that straddle the
+      diagonal (or the end of the keys) are masked.
+    - `kiln.softmax` (last axis), `kiln.rms_norm`, `kiln.layer_norm`: `scf.forall` over blocks of rows.
+
+    Sizes that do not divide the tile are handled by padding the tiles that run past the edge (zeros for
+    contraction operands, -inf for scores) and storing only their valid part; every tile has a static shape.
+
+    ```mlir
+    // after kiln-tile, for a matmul with tile = [64, 64, 32]
+    %r = scf.forall (%i, %j) = (0, 0) to (77, 128) step (64, 64) shared_outs(%o = %empty) -> ... {
+      %acc = scf.for %k = %c0 to %c512 step %c32 iter_args(%a = %zero) -> (tensor<64x64xf32>) {
+        %p = kiln.matmul %lhs_tile, %rhs_tile : tensor<64x32xf32>, tensor<32x64xf32> -> tensor<64x64xf32>
+        %s = kiln.add %a, %p : ...
+        scf.yield %s : tensor<64x64xf32>
+      }
+      ...
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::affine::AffineDialect", "::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect", "::mlir::scf::SCFDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+def KilnOnlineSoftmax : Pass<"kiln-online-softmax"> {
+  let summary = "Fuse a tiled softmax and its consumer into the running max / running sum recurrence";
+  let description = [{
+    Rewrites the form kiln-tile gives attention — a loop writing score tiles into a row, `kiln.softmax` over
+    the row, a loop accumulating `acc + f(P_tile)` over the same tiles — into one loop that carries the running
+    row max `m`, the running sum `l` and the accumulator, rescaling the accumulator by `exp2(m_old - m_new)` at
+    every tile (the FlashAttention algorithm). Scores are kept in base 2 (`exp2`, with log2(e) folded into the
+    score scale); the result is `acc / l`, and a `kiln.logsumexp` of the row becomes `m ln 2 + ln l`.
+    The full-row softmax and the row buffer disappear. Softmaxes of any other form are left alone.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",
+                           "::mlir::math::MathDialect", "::mlir::scf::SCFDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+#endif // KILN_TRANSFORMS_PASSES_TD

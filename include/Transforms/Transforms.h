@@ -1,0 +1,52 @@
+//===- Transforms.h - Kiln's reusable transforms -----------------*- C++ -*-===//
+//
+// The transforms behind Kiln's passes, as functions that pipelines, the autotuner and tests can call on single
+// ops. Passes only walk the IR and call these.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_TRANSFORMS_TRANSFORMS_H
+#define KILN_TRANSFORMS_TRANSFORMS_H
+
+#include "Dialect/Kiln/KilnOps.h"
+
+#include "mlir/IR/PatternMatch.h"
+
+namespace mlir {
+namespace kiln {
+
+/// The compilation targets Kiln knows.
+enum class Target { Host, Sm80, Sm90a };
+
+/// Parses "host", "sm_80" or "sm_90a".
+std::optional<Target> parseTarget(llvm::StringRef name);
+
+/// True for the ops that become kernels of their own and so carry a #kiln.config.
+bool isKernelOp(Operation *op);
+
+/// The default strategy of a kernel op for `target`, derived from its shapes.
+ConfigAttr getDefaultConfig(Operation *op, Target target);
+
+/// The op's #kiln.config, if it has one.
+ConfigAttr getConfig(Operation *op);
+
+/// Tiles a matmul by its config's [BM, BN, BK] into an scf.forall of output tiles with a K loop inside.
+/// Returns the replacement value.
+FailureOr<Value> tileMatmul(RewriterBase &rewriter, MatmulOp op);
+
+/// Tiles an attention by its config's [BQ, BK]: an scf.forall of query tiles, each computing a row of scores
+/// tile by tile, a kiln.softmax over the row and a P V loop. Returns the replacements (out, and lse if any).
+FailureOr<SmallVector<Value>> tileAttention(RewriterBase &rewriter, AttentionOp op);
+
+/// Tiles a row kernel (softmax along the last axis, rms_norm, layer_norm) into blocks of config.tile[0] rows.
+FailureOr<Value> tileRowKernel(RewriterBase &rewriter, Operation *op);
+
+/// Rewrites a kiln.softmax whose row is built by one scf.for of score tiles and consumed by a matching scf.for
+/// that accumulates tile products, into a single loop carrying the running max, the running sum and the
+/// rescaled accumulator (FlashAttention). exp is computed as exp2 with log2(e) folded into the score scale.
+LogicalResult rewriteOnlineSoftmax(RewriterBase &rewriter, SoftmaxOp op);
+
+} // namespace kiln
+} // namespace mlir
+
+#endif // KILN_TRANSFORMS_TRANSFORMS_H

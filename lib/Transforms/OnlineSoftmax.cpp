@@ -1,0 +1,265 @@
+//===- OnlineSoftmax.cpp - The kiln-online-softmax pass --------------------===//
+//
+// The FlashAttention recurrence as a rewrite. kiln-tile leaves attention as: loop 1 writes score tiles into a
+// row (initialised to -inf), kiln.softmax normalises the row, loop 2 reads the probabilities tile by tile and
+// accumulates acc += f(P_tile). When both loops walk the same tiles, they fuse into one loop carrying
+//   m' = max(m, rowmax(S)),  P = exp2(S - m'),  alpha = exp2(m - m'),  l' = l alpha + rowsum(P),
+//   acc' = acc alpha + f(P)
+// and the result is acc / l (and the log-sum-exp, when asked, m ln2 + ln l). Scores are kept in base 2: log2(e)
+// is folded into the score scale when the tile is a scaled product, otherwise applied as one multiply. A row
+// whose running max is still -inf uses 0 in its place, so fully masked tiles contribute nothing instead of NaN.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Conversion/KilnToLinalg/LinalgBuilders.h"
+#include "TilingUtils.h"
+#include "Transforms/Passes.h"
+#include "Transforms/Transforms.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Matchers.h"
+
+#include <cmath>
+#include <limits>
+
+namespace mlir {
+namespace kiln {
+#define GEN_PASS_DEF_KILNONLINESOFTMAX
+#include "Transforms/Passes.h.inc"
+} // namespace kiln
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::kiln;
+using namespace mlir::kiln::lowering;
+
+static constexpr double kLog2E = 1.4426950408889634;
+static constexpr double kLn2 = 0.6931471805599453;
+
+/// True when `offsets`/`sizes` of a slice are [0, iv] / [rows, width] with unit strides.
+static bool isColumnTile(OffsetSizeAndStrideOpInterface slice, Value iv, int64_t rows, int64_t width) {
+  ArrayRef<int64_t> staticSizes = slice.getStaticSizes();
+  if (slice.getMixedOffsets().size() != 2 || !slice.hasUnitStride() || staticSizes[0] != rows ||
+      staticSizes[1] != width)
+    return false;
+  std::optional<int64_t> rowOffset = getConstantIntValue(slice.getMixedOffsets()[0]);
+  return rowOffset == 0 && dyn_cast<Value>(slice.getMixedOffsets()[1]) == iv;
+}
+
+/// True when two loops have the same bounds and step.
+static bool sameIterationSpace(scf::ForOp a, scf::ForOp b) {
+  auto same = [](Value x, Value y) {
+    if (x == y)
+      return true;
+    std::optional<int64_t> cx = getConstantIntValue(x), cy = getConstantIntValue(y);
+    return cx && cy && *cx == *cy;
+  };
+  return same(a.getLowerBound(), b.getLowerBound()) && same(a.getUpperBound(), b.getUpperBound()) &&
+         same(a.getStep(), b.getStep());
+}
+
+/// True when `value` is a linalg.fill of -inf.
+static bool isNegInfFill(Value value) {
+  auto fill = value.getDefiningOp<linalg::FillOp>();
+  FloatAttr constant;
+  return fill && matchPattern(fill.getInputs()[0], m_Constant(&constant)) &&
+         constant.getValue().isInfinity() && constant.getValue().isNegative();
+}
+
+/// Brings a score tile to base 2. When the tile is `s * c` with a scalar constant c, seen through the
+/// position masking (which commutes with a positive scale), c becomes c log2(e); otherwise one multiply.
+static Value toBase2(OpBuilder &b, Location loc, Value tile) {
+  Value v = tile;
+  while (true) {
+    if (auto ifOp = v.getDefiningOp<scf::IfOp>()) {
+      unsigned index = cast<OpResult>(v).getResultNumber();
+      Value thenValue = ifOp.thenYield().getOperand(index), elseValue = ifOp.elseYield().getOperand(index);
+      auto masking = thenValue.getDefiningOp<linalg::GenericOp>();
+      if (!masking || !masking->hasAttr("kiln.position_mask") || masking.getDpsInputs()[0] != elseValue)
+        break;
+      v = elseValue;
+      continue;
+    }
+    if (auto masking = v.getDefiningOp<linalg::GenericOp>(); masking && masking->hasAttr("kiln.position_mask")) {
+      v = masking.getDpsInputs()[0];
+      continue;
+    }
+    break;
+  }
+  if (auto mul = v.getDefiningOp<MulOp>()) {
+    DenseElementsAttr scale;
+    if (matchPattern(mul.getRhs(), m_Constant(&scale)) && scale.isSplat() &&
+        scale.getType().getElementType().isF32() && scale.getSplatValue<APFloat>().isNonZero() &&
+        !scale.getSplatValue<APFloat>().isNegative()) {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(mul);
+      double folded = scale.getSplatValue<APFloat>().convertToDouble() * kLog2E;
+      auto type = cast<RankedTensorType>(scale.getType());
+      Value constant = ConstantOp::create(
+          b, loc, DenseElementsAttr::get(type, ArrayRef<Attribute>{b.getF32FloatAttr(folded)}));
+      mul.getRhsMutable().assign(constant);
+      return tile;
+    }
+  }
+  return MulOp::create(b, loc, cast<RankedTensorType>(tile.getType()), tile, scalarConstant(b, loc, kLog2E));
+}
+
+/// max(x, -inf -> 0): the running max used as the exponent offset.
+static Value safeMax(OpBuilder &b, Location loc, Value m) {
+  Value negInf = floatConstant(b, loc, m.getType(), -std::numeric_limits<double>::infinity());
+  Value isNegInf = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, m, negInf);
+  return arith::SelectOp::create(b, loc, isNegInf, floatConstant(b, loc, m.getType(), 0.0), m);
+}
+
+LogicalResult kiln::rewriteOnlineSoftmax(RewriterBase &rewriter, SoftmaxOp softmax) {
+  RankedTensorType rowType = softmax.getType();
+  if (rowType.getRank() != 2 || softmax.getAxis() != 1 || !rowType.getElementType().isF32())
+    return rewriter.notifyMatchFailure(softmax, "expects an f32 softmax over axis 1 of a 2-D row");
+  int64_t rows = rowType.getDimSize(0);
+
+  // Loop 1 builds the row from column tiles.
+  auto producer = softmax.getInput().getDefiningOp<scf::ForOp>();
+  if (!producer || producer.getNumRegionIterArgs() != 1 || !isNegInfFill(producer.getInitArgs()[0]))
+    return rewriter.notifyMatchFailure(softmax, "the row is not built by an scf.for from a -inf row");
+  auto insert = producer.getBody()->getTerminator()->getOperand(0).getDefiningOp<tensor::InsertSliceOp>();
+  if (!insert || insert.getDest() != producer.getRegionIterArgs()[0] ||
+      !producer.getRegionIterArgs()[0].hasOneUse() || insert.getStaticSizes().size() != 2)
+    return rewriter.notifyMatchFailure(softmax, "the row loop does not insert one column tile per step");
+  int64_t width = insert.getStaticSizes()[1];
+  if (!isColumnTile(insert, producer.getInductionVar(), rows, width) ||
+      getConstantIntValue(producer.getStep()) != width)
+    return rewriter.notifyMatchFailure(softmax, "the row loop's tiles are not [rows, step] at column iv");
+
+  LogSumExpOp logSumExp;
+  for (Operation *user : producer.getResult(0).getUsers()) {
+    if (user == softmax.getOperation())
+      continue;
+    auto lse = dyn_cast<LogSumExpOp>(user);
+    if (!lse || logSumExp || lse.getAxis() != 1)
+      return rewriter.notifyMatchFailure(softmax, "the row has users other than the softmax and its logsumexp");
+    logSumExp = lse;
+  }
+
+  // Loop 2 reads the probabilities tile by tile and accumulates.
+  scf::ForOp consumer;
+  SmallVector<tensor::ExtractSliceOp> reads;
+  for (Operation *user : softmax->getUsers()) {
+    auto read = dyn_cast<tensor::ExtractSliceOp>(user);
+    auto loop = read ? dyn_cast<scf::ForOp>(read->getParentOp()) : scf::ForOp();
+    if (!loop || (consumer && loop != consumer) || !isColumnTile(read, loop.getInductionVar(), rows, width))
+      return rewriter.notifyMatchFailure(softmax, "the probabilities are not read tile by tile in one scf.for");
+    consumer = loop;
+    reads.push_back(read);
+  }
+  if (!consumer || consumer->getBlock() != producer->getBlock() || !sameIterationSpace(producer, consumer) ||
+      consumer.getNumRegionIterArgs() != 1)
+    return rewriter.notifyMatchFailure(softmax, "no accumulation loop over the same tiles");
+  Value acc = consumer.getRegionIterArgs()[0];
+  auto update = consumer.getBody()->getTerminator()->getOperand(0).getDefiningOp<AddOp>();
+  if (!update || !acc.hasOneUse() || (update.getLhs() != acc && update.getRhs() != acc))
+    return rewriter.notifyMatchFailure(softmax, "the loop does not accumulate acc + f(P)");
+  if (logSumExp && !logSumExp->isBeforeInBlock(consumer) && logSumExp->getBlock() == consumer->getBlock())
+    return rewriter.notifyMatchFailure(softmax, "the logsumexp must come before the accumulation loop");
+
+  Location loc = softmax.getLoc();
+  Type f32 = rewriter.getF32Type();
+  MLIRContext *ctx = rewriter.getContext();
+  auto accType = cast<RankedTensorType>(acc.getType());
+  AffineMap tileId = rewriter.getMultiDimIdentityMap(2), rowOfTile = getDroppedAxesMap(2, {1}, ctx);
+  AffineMap rowId = rewriter.getMultiDimIdentityMap(1);
+
+  rewriter.setInsertionPoint(consumer);
+  Value mInit = createFilled(rewriter, loc, {rows}, f32, -std::numeric_limits<double>::infinity());
+  Value lInit = createFilled(rewriter, loc, {rows}, f32, 0.0);
+  auto fused = scf::ForOp::create(
+      rewriter, loc, producer.getLowerBound(), producer.getUpperBound(), producer.getStep(),
+      ValueRange{mInit, lInit, consumer.getInitArgs()[0]},
+      [&](OpBuilder &b, Location l, Value iv, ValueRange carried) {
+        Value m = carried[0], sum = carried[1], accIn = carried[2];
+        IRMapping scoreMapping;
+        scoreMapping.map(producer.getInductionVar(), iv);
+        for (Operation &op : producer.getBody()->without_terminator())
+          if (&op != insert.getOperation())
+            b.clone(op, scoreMapping);
+        Value scores = toBase2(b, l, scoreMapping.lookup(insert.getSource()));
+
+        auto first = [](OpBuilder &, Location, ValueRange x) { return x[0]; };
+        Value tileMax = buildReduction(b, l, {rows, width}, {1}, Combiner::Max, scores, tileId, first);
+        Value mNew = buildElementwise(b, l, {rows}, f32, ValueRange{m, tileMax}, {rowId, rowId},
+                                      [](OpBuilder &nb, Location nl, ValueRange x) -> Value {
+                                        return arith::MaximumFOp::create(nb, nl, x[0], x[1]);
+                                      });
+        Value probs = buildElementwise(b, l, {rows, width}, f32, ValueRange{scores, mNew}, {tileId, rowOfTile},
+                                       [](OpBuilder &nb, Location nl, ValueRange x) -> Value {
+                                         Value shifted = arith::SubFOp::create(nb, nl, x[0], safeMax(nb, nl, x[1]));
+                                         return math::Exp2Op::create(nb, nl, shifted);
+                                       });
+        Value alpha = buildElementwise(b, l, {rows}, f32, ValueRange{m, mNew}, {rowId, rowId},
+                                       [](OpBuilder &nb, Location nl, ValueRange x) -> Value {
+                                         Value shifted = arith::SubFOp::create(nb, nl, x[0], safeMax(nb, nl, x[1]));
+                                         return math::Exp2Op::create(nb, nl, shifted);
+                                       });
+        Value tileSum = buildReduction(b, l, {rows, width}, {1}, Combiner::Sum, probs, tileId, first);
+        Value sumNew = buildElementwise(b, l, {rows}, f32, ValueRange{sum, alpha, tileSum}, {rowId, rowId, rowId},
+                                        [](OpBuilder &nb, Location nl, ValueRange x) -> Value {
+                                          Value scaled = arith::MulFOp::create(nb, nl, x[0], x[1]);
+                                          return arith::AddFOp::create(nb, nl, scaled, x[2]);
+                                        });
+        AffineMap accId = b.getMultiDimIdentityMap(accType.getRank());
+        AffineMap accRow = AffineMap::get(accType.getRank(), 0, getAffineDimExpr(0, ctx));
+        Value accScaled = buildElementwise(b, l, accType.getShape(), accType.getElementType(),
+                                           ValueRange{accIn, alpha}, {accId, accRow},
+                                           [](OpBuilder &nb, Location nl, ValueRange x) -> Value {
+                                             return arith::MulFOp::create(nb, nl, x[0], x[1]);
+                                           });
+
+        IRMapping valueMapping;
+        valueMapping.map(consumer.getInductionVar(), iv);
+        valueMapping.map(acc, accScaled);
+        for (tensor::ExtractSliceOp read : reads)
+          valueMapping.map(read.getResult(), probs);
+        for (Operation &op : consumer.getBody()->without_terminator())
+          if (!llvm::is_contained(reads, dyn_cast<tensor::ExtractSliceOp>(&op)))
+            b.clone(op, valueMapping);
+        Value accOut = valueMapping.lookup(update.getResult());
+        scf::YieldOp::create(b, l, ValueRange{mNew, sumNew, accOut});
+      });
+
+  Value finalMax = fused.getResult(0), finalSum = fused.getResult(1), finalAcc = fused.getResult(2);
+  AffineMap accId = rewriter.getMultiDimIdentityMap(accType.getRank());
+  AffineMap accRow = AffineMap::get(accType.getRank(), 0, getAffineDimExpr(0, ctx));
+  Value normalised = buildElementwise(rewriter, loc, accType.getShape(), accType.getElementType(),
+                                      ValueRange{finalAcc, finalSum}, {accId, accRow},
+                                      [](OpBuilder &b, Location l, ValueRange x) -> Value {
+                                        return arith::DivFOp::create(b, l, x[0], x[1]);
+                                      });
+  rewriter.replaceAllUsesWith(consumer.getResult(0), normalised);
+  if (logSumExp) {
+    Value lse = buildElementwise(rewriter, loc, {rows}, f32, ValueRange{finalMax, finalSum}, {rowId, rowId},
+                                 [](OpBuilder &b, Location l, ValueRange x) -> Value {
+                                   Value natural = arith::MulFOp::create(b, l, x[0], floatConstant(b, l, x[0].getType(), kLn2));
+                                   return arith::AddFOp::create(b, l, natural, math::LogOp::create(b, l, x[1]));
+                                 });
+    rewriter.replaceOp(logSumExp, lse);
+  }
+  rewriter.eraseOp(consumer);
+  rewriter.eraseOp(softmax);
+  rewriter.eraseOp(producer);
+  return success();
+}
+
+namespace {
+struct KilnOnlineSoftmaxPass : kiln::impl::KilnOnlineSoftmaxBase<KilnOnlineSoftmaxPass> {
+  void runOnOperation() override {
+    SmallVector<SoftmaxOp> candidates;
+    getOperation()->walk([&](SoftmaxOp op) { candidates.push_back(op); });
+    IRRewriter rewriter(&getContext());
+    for (SoftmaxOp op : candidates)
+      (void)rewriteOnlineSoftmax(rewriter, op);
+  }
+};
+} // namespace

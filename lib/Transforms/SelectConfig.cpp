@@ -1,0 +1,97 @@
+//===- SelectConfig.cpp - The kiln-select-config pass ----------------------===//
+//
+// Default strategies per target. The numbers are the usual starting points of hand-written kernels for each
+// architecture (CUTLASS/FlashAttention tile shapes); the autotuner refines them, and an explicit attribute always
+// wins.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Transforms/Passes.h"
+#include "Transforms/Transforms.h"
+
+#include "llvm/Support/MathExtras.h"
+
+namespace mlir {
+namespace kiln {
+#define GEN_PASS_DEF_KILNSELECTCONFIG
+#include "Transforms/Passes.h.inc"
+} // namespace kiln
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::kiln;
+
+std::optional<Target> kiln::parseTarget(StringRef name) {
+  return llvm::StringSwitch<std::optional<Target>>(name)
+      .Case("host", Target::Host)
+      .Case("sm_80", Target::Sm80)
+      .Case("sm_90a", Target::Sm90a)
+      .Default(std::nullopt);
+}
+
+bool kiln::isKernelOp(Operation *op) { return isa<MatmulOp, AttentionOp, SoftmaxOp, RmsNormOp, LayerNormOp>(op); }
+
+ConfigAttr kiln::getConfig(Operation *op) { return op->getAttrOfType<ConfigAttr>(kConfigAttrName); }
+
+/// Shrinks a default tile to fit a small dimension: to the dimension itself on the host, and to the next power
+/// of two (at least 16, the tensor-core fragment size) on the GPU.
+static int64_t fitTile(int64_t tile, int64_t dim, Target target) {
+  if (target == Target::Host)
+    return std::max<int64_t>(1, std::min(tile, dim));
+  return std::min(tile, std::max<int64_t>(16, llvm::PowerOf2Ceil(std::max<int64_t>(dim, 1))));
+}
+
+ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
+  MLIRContext *ctx = op->getContext();
+  StringRef lowering = target == Target::Host ? "host" : target == Target::Sm80 ? "mma_sync" : "wgmma";
+  auto make = [&](ArrayRef<int64_t> tile, int64_t warps, int64_t stages) {
+    return ConfigAttr::get(ctx, tile, target == Target::Host ? 1 : warps, target == Target::Host ? 1 : stages,
+                           lowering);
+  };
+  if (auto matmul = dyn_cast<MatmulOp>(op)) {
+    RankedTensorType result = matmul.getType(), lhs = matmul.getLhs().getType();
+    int64_t m = result.getDimSize(result.getRank() - 2), n = result.getDimSize(result.getRank() - 1);
+    int64_t k = matmul.getTransposeLhs() ? lhs.getDimSize(lhs.getRank() - 2) : lhs.getDimSize(lhs.getRank() - 1);
+    int64_t bm = 64, bn = 64, bk = 64, warps = 4, stages = 3;
+    if (target == Target::Sm80) {
+      bm = m <= 64 ? 64 : 128, bn = 128, bk = 32;
+    } else if (target == Target::Sm90a) {
+      bm = m <= 64 ? 64 : 128, bn = m <= 64 ? 128 : 256, bk = 64, warps = m <= 64 ? 4 : 8, stages = 4;
+    }
+    return make({fitTile(bm, m, target), fitTile(bn, n, target), fitTile(bk, k, target)}, warps, stages);
+  }
+  if (auto attention = dyn_cast<AttentionOp>(op)) {
+    RankedTensorType q = attention.getQ().getType(), k = attention.getK().getType();
+    int64_t seqQ = q.getDimSize(2), seqK = k.getDimSize(2), headDim = q.getDimSize(3);
+    int64_t bq = 64, bk = 64, warps = 4, stages = 2;
+    if (target == Target::Sm80) {
+      bq = 128, bk = headDim <= 64 ? 128 : 64;
+    } else if (target == Target::Sm90a) {
+      bq = 128, bk = 128, warps = 8;
+    }
+    return make({fitTile(bq, seqQ, target), fitTile(bk, seqK, target)}, warps, stages);
+  }
+  // Row kernels: a block of rows per program.
+  auto type = cast<RankedTensorType>(op->getResult(0).getType());
+  int64_t rows = type.getRank() >= 2 ? type.getDimSize(type.getRank() - 2) : 1;
+  return make({fitTile(target == Target::Host ? 16 : 4, rows, target == Target::Host ? target : Target::Host)},
+              4, 1);
+}
+
+namespace {
+struct KilnSelectConfigPass : kiln::impl::KilnSelectConfigBase<KilnSelectConfigPass> {
+  using KilnSelectConfigBase::KilnSelectConfigBase;
+  void runOnOperation() override {
+    std::optional<Target> parsed = parseTarget(target);
+    if (!parsed) {
+      getOperation()->emitError() << "kiln-select-config: unknown target '" << target
+                                  << "' (expected host, sm_80 or sm_90a)";
+      return signalPassFailure();
+    }
+    getOperation()->walk([&](Operation *op) {
+      if (isKernelOp(op) && !getConfig(op))
+        op->setAttr(kConfigAttrName, getDefaultConfig(op, *parsed));
+    });
+  }
+};
+} // namespace

@@ -1,0 +1,250 @@
+//===- TileAttention.cpp - Tiling kiln.attention ---------------------------===//
+//
+// Attention becomes an scf.forall over (batch, head, BQ query rows). Within a query tile, one scf.for over
+// BK-wide key tiles computes the scaled, masked score tile and places it in the row of scores; a kiln.softmax
+// normalises the row; a second scf.for over the same key tiles accumulates P V. kiln-online-softmax then fuses
+// the two loops into one with a running max and sum, so the row is never materialised.
+//
+// Masking is per tile: only tiles that straddle the causal diagonal or the end of the keys pay for it (an
+// scf.if), and with `causal` the key loops stop at the last tile any row of the query tile can see, so fully
+// masked tiles are skipped. GQA reads k/v head h / (Hq / Hkv).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Conversion/KilnToLinalg/LinalgBuilders.h"
+#include "TilingUtils.h"
+#include "Transforms/Transforms.h"
+
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::kiln;
+
+namespace {
+
+/// Everything the per-tile builders need about one attention op and the current query tile.
+struct AttentionTiling {
+  AttentionOp op;
+  int64_t batch, heads, seqQ, seqK, headDim, valueDim, group, bq, bk;
+  Value b, h, kvHead, queryStart;
+  OpFoldResult queryRows;
+};
+
+/// The additive mask tile for query rows [queryStart, +BQ) and keys [keyStart, +BK), as f32 and padded. The
+/// mask is aligned right against [B, Hq, Sq, Sk]; a row or column dimension it lacks or has as 1 stays 1 in the
+/// tile and broadcasts in the kiln.add.
+Value maskTile(OpBuilder &b, Location loc, AttentionTiling &t, Value keyStart, OpFoldResult keyCols) {
+  Value mask = t.op.getMask();
+  auto type = cast<RankedTensorType>(mask.getType());
+  int64_t rank = type.getRank();
+  SmallVector<OpFoldResult> scoreOffsets{t.b, t.h, t.queryStart, keyStart};
+  SmallVector<OpFoldResult> scoreSizes{b.getIndexAttr(1), b.getIndexAttr(1), t.queryRows, keyCols};
+  SmallVector<int64_t> tileShape{1, 1}, fullTile{t.bq, t.bk};
+  SmallVector<OpFoldResult> offsets, sizes;
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t scoreDim = 4 - rank + d;
+    bool broadcast = type.getDimSize(d) == 1;
+    offsets.push_back(broadcast ? OpFoldResult(b.getIndexAttr(0)) : scoreOffsets[scoreDim]);
+    sizes.push_back(broadcast ? OpFoldResult(b.getIndexAttr(1)) : scoreSizes[scoreDim]);
+    if (scoreDim >= 2 && !broadcast)
+      tileShape[scoreDim - 2] = fullTile[scoreDim - 2];
+  }
+  Value tile;
+  if (rank >= 2) {
+    tile = extractPaddedTile(b, loc, mask, offsets, sizes, tileShape, 0.0);
+  } else {
+    // A rank-1 mask is one row of columns and a rank-0 mask a scalar: read it and make it 2-D.
+    Value read = rank == 0 ? mask : extractPaddedTile(b, loc, mask, offsets, sizes, {tileShape[1]}, 0.0);
+    tile = ReshapeOp::create(b, loc, RankedTensorType::get(tileShape, type.getElementType()), read);
+  }
+  if (!type.getElementType().isF32())
+    tile = CastOp::create(b, loc, RankedTensorType::get(tileShape, b.getF32Type()), tile);
+  return tile;
+}
+
+/// Sets to -inf the scores of keys past the end and, with `causal`, above the bottom-right-aligned diagonal.
+Value applyPositionMask(OpBuilder &b, Location loc, AttentionTiling &t, Value scores, Value keyStart) {
+  bool causal = t.op.getCausal();
+  int64_t diagonal = t.seqK - t.seqQ, seqK = t.seqK;
+  Value queryStart = t.queryStart;
+  auto type = cast<RankedTensorType>(scores.getType());
+  AffineMap id = b.getMultiDimIdentityMap(2);
+  auto masked = linalg::GenericOp::create(
+      b, loc, TypeRange{type}, ValueRange{scores},
+      ValueRange{tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType())},
+      ArrayRef<AffineMap>{id, id}, {utils::IteratorType::parallel, utils::IteratorType::parallel},
+      [&](OpBuilder &nb, Location l, ValueRange args) {
+        Value row = arith::AddIOp::create(nb, l, queryStart, linalg::IndexOp::create(nb, l, 0));
+        Value col = arith::AddIOp::create(nb, l, keyStart, linalg::IndexOp::create(nb, l, 1));
+        Value outside = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sge, col,
+                                              arith::ConstantIndexOp::create(nb, l, seqK));
+        if (causal) {
+          Value limit = arith::AddIOp::create(nb, l, row, arith::ConstantIndexOp::create(nb, l, diagonal));
+          Value future = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sgt, col, limit);
+          outside = arith::OrIOp::create(nb, l, outside, future);
+        }
+        Value negInf = arith::ConstantOp::create(
+            nb, l, nb.getF32FloatAttr(-std::numeric_limits<float>::infinity()));
+        linalg::YieldOp::create(nb, l, arith::SelectOp::create(nb, l, outside, negInf, args[0]).getResult());
+      });
+  masked->setAttr("kiln.position_mask", b.getUnitAttr());
+  return masked.getResult(0);
+}
+
+/// Whether the key tile at `keyStart` holds any masked position for this query tile.
+Value tileNeedsMask(OpBuilder &b, Location loc, AttentionTiling &t, Value keyStart) {
+  MLIRContext *ctx = b.getContext();
+  AffineExpr j = getAffineDimExpr(0, ctx), i = getAffineDimExpr(1, ctx);
+  // Past the end of the keys: j + BK > Sk.
+  Value tileEnd = affine::makeComposedAffineApply(b, loc, AffineMap::get(1, 0, j + t.bk, ctx), {keyStart});
+  Value needs = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, tileEnd,
+                                      arith::ConstantIndexOp::create(b, loc, t.seqK));
+  if (t.op.getCausal()) {
+    // The tile's last key is beyond the first row's limit: j + BK - 1 > i + (Sk - Sq).
+    Value firstLimit = affine::makeComposedAffineApply(
+        b, loc, AffineMap::get(2, 0, i + (t.seqK - t.seqQ) - j - (t.bk - 1), ctx), {keyStart, t.queryStart});
+    Value straddles = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, firstLimit,
+                                            arith::ConstantIndexOp::create(b, loc, 0));
+    needs = arith::OrIOp::create(b, loc, needs, straddles);
+  }
+  return needs;
+}
+
+} // namespace
+
+FailureOr<SmallVector<Value>> kiln::tileAttention(RewriterBase &rewriter, AttentionOp op) {
+  ConfigAttr config = getConfig(op);
+  if (!config || config.getTile().size() != 2)
+    return rewriter.notifyMatchFailure(op, "needs a #kiln.config with tile = [BQ, BK]");
+  Location loc = op.getLoc();
+  MLIRContext *ctx = rewriter.getContext();
+  RankedTensorType qType = op.getQ().getType(), vType = op.getV().getType(), outType = op.getOut().getType();
+  AttentionTiling t;
+  t.op = op;
+  t.batch = qType.getDimSize(0), t.heads = qType.getDimSize(1), t.seqQ = qType.getDimSize(2);
+  t.headDim = qType.getDimSize(3), t.seqK = vType.getDimSize(2), t.valueDim = vType.getDimSize(3);
+  t.group = op.getGroupSize(), t.bq = config.getTile()[0], t.bk = config.getTile()[1];
+  int64_t paddedKeys = llvm::divideCeil(t.seqK, t.bk) * t.bk;
+  Type f32 = rewriter.getF32Type();
+  double scale = op.getEffectiveScale();
+  constexpr double negInf = -std::numeric_limits<double>::infinity();
+
+  SmallVector<Value> inits{tensor::EmptyOp::create(rewriter, loc, outType.getShape(), outType.getElementType())};
+  if (Value lse = op.getLse())
+    inits.push_back(tensor::EmptyOp::create(rewriter, loc, cast<RankedTensorType>(lse.getType()).getShape(), f32));
+  SmallVector<OpFoldResult> lbs(3, rewriter.getIndexAttr(0)),
+      ubs{rewriter.getIndexAttr(t.batch), rewriter.getIndexAttr(t.heads), rewriter.getIndexAttr(t.seqQ)},
+      steps{rewriter.getIndexAttr(1), rewriter.getIndexAttr(1), rewriter.getIndexAttr(t.bq)};
+  auto forall = scf::ForallOp::create(rewriter, loc, lbs, ubs, steps, inits, std::nullopt);
+
+  OpBuilder::InsertionGuard guard(rewriter);
+  rewriter.setInsertionPointToStart(forall.getBody());
+  ValueRange ivs = forall.getInductionVars();
+  t.b = ivs[0], t.h = ivs[1], t.queryStart = ivs[2];
+  t.kvHead = affine::makeComposedAffineApply(
+      rewriter, loc, AffineMap::get(1, 0, getAffineDimExpr(0, ctx).floorDiv(t.group), ctx), {t.h});
+  t.queryRows = clampedTileSize(rewriter, loc, t.queryStart, t.bq, t.seqQ);
+  OpFoldResult one = rewriter.getIndexAttr(1), zeroIndex = rewriter.getIndexAttr(0);
+  Value qTile = extractPaddedTile(rewriter, loc, op.getQ(), {t.b, t.h, t.queryStart, zeroIndex},
+                                  {one, one, t.queryRows, rewriter.getIndexAttr(t.headDim)}, {t.bq, t.headDim}, 0.0);
+
+  // Keys visible to the tile's last row: all of them, or with `causal` up to its diagonal.
+  Value keyEnd = arith::ConstantIndexOp::create(rewriter, loc, t.seqK);
+  if (op.getCausal()) {
+    AffineExpr i = getAffineDimExpr(0, ctx);
+    keyEnd = affine::AffineMinOp::create(
+        rewriter, loc,
+        AffineMap::get(1, 0, {getAffineConstantExpr(t.seqK, ctx), i + t.bq + (t.seqK - t.seqQ)}, ctx),
+        ValueRange{t.queryStart});
+  }
+  Value c0 = arith::ConstantIndexOp::create(rewriter, loc, 0);
+  Value cBK = arith::ConstantIndexOp::create(rewriter, loc, t.bk);
+
+  // Loop 1: the row of scores, tile by tile.
+  auto rowType = RankedTensorType::get({t.bq, paddedKeys}, f32);
+  Value rowInit = linalg::FillOp::create(rewriter, loc,
+                                         ValueRange{arith::ConstantOp::create(rewriter, loc, rewriter.getF32FloatAttr(
+                                                                                                 negInf))},
+                                         ValueRange{tensor::EmptyOp::create(rewriter, loc, rowType.getShape(), f32)})
+                      .getResult(0);
+  auto scoreTileType = RankedTensorType::get({t.bq, t.bk}, f32);
+  auto scoreLoop = scf::ForOp::create(
+      rewriter, loc, c0, keyEnd, cBK, ValueRange{rowInit},
+      [&](OpBuilder &b, Location l, Value keyStart, ValueRange iterArgs) {
+        OpFoldResult keyCols = clampedTileSize(b, l, keyStart, t.bk, t.seqK);
+        Value kTile = extractPaddedTile(b, l, op.getK(), {t.b, t.kvHead, keyStart, zeroIndex},
+                                        {one, one, keyCols, b.getIndexAttr(t.headDim)}, {t.bk, t.headDim}, 0.0);
+        Value scores = MatmulOp::create(b, l, scoreTileType, qTile, kTile, /*transposeLhs=*/false,
+                                        /*transposeRhs=*/true);
+        scores = MulOp::create(b, l, scoreTileType, scores, scalarConstant(b, l, scale));
+        if (op.getMask())
+          scores = AddOp::create(b, l, scoreTileType, scores, maskTile(b, l, t, keyStart, keyCols));
+        Value needsMask = tileNeedsMask(b, l, t, keyStart);
+        auto ifOp = scf::IfOp::create(
+            b, l, needsMask,
+            [&](OpBuilder &tb, Location tl) {
+              scf::YieldOp::create(tb, tl, applyPositionMask(tb, tl, t, scores, keyStart));
+            },
+            [&](OpBuilder &eb, Location el) { scf::YieldOp::create(eb, el, scores); });
+        SmallVector<OpFoldResult> offsets{zeroIndex, keyStart}, sizes{b.getIndexAttr(t.bq), b.getIndexAttr(t.bk)},
+            strides{one, one};
+        Value row = tensor::InsertSliceOp::create(b, l, ifOp.getResult(0), iterArgs[0], offsets, sizes, strides);
+        scf::YieldOp::create(b, l, row);
+      });
+
+  Value probs = SoftmaxOp::create(rewriter, loc, scoreLoop.getResult(0), rewriter.getI64IntegerAttr(1));
+  Value lse;
+  if (op.getLse())
+    lse = LogSumExpOp::create(rewriter, loc, RankedTensorType::get({t.bq}, f32), scoreLoop.getResult(0),
+                              rewriter.getI64IntegerAttr(1));
+
+  // Loop 2: P V over the same key tiles.
+  auto accType = RankedTensorType::get({t.bq, t.valueDim}, f32);
+  Value accInit = linalg::FillOp::create(rewriter, loc,
+                                         ValueRange{arith::ConstantOp::create(rewriter, loc,
+                                                                              rewriter.getF32FloatAttr(0.0))},
+                                         ValueRange{tensor::EmptyOp::create(rewriter, loc, accType.getShape(), f32)})
+                      .getResult(0);
+  auto valueLoop = scf::ForOp::create(
+      rewriter, loc, c0, keyEnd, cBK, ValueRange{accInit},
+      [&](OpBuilder &b, Location l, Value keyStart, ValueRange iterArgs) {
+        OpFoldResult keyCols = clampedTileSize(b, l, keyStart, t.bk, t.seqK);
+        Value pTile = tensor::ExtractSliceOp::create(b, l, scoreTileType, probs,
+                                                     ArrayRef<OpFoldResult>{zeroIndex, keyStart},
+                                                     ArrayRef<OpFoldResult>{b.getIndexAttr(t.bq), b.getIndexAttr(t.bk)},
+                                                     ArrayRef<OpFoldResult>{one, one});
+        Value vTile = extractPaddedTile(b, l, op.getV(), {t.b, t.kvHead, keyStart, zeroIndex},
+                                        {one, one, keyCols, b.getIndexAttr(t.valueDim)}, {t.bk, t.valueDim}, 0.0);
+        if (!vType.getElementType().isF32())
+          vTile = CastOp::create(b, l, RankedTensorType::get({t.bk, t.valueDim}, f32), vTile);
+        Value pv = MatmulOp::create(b, l, accType, pTile, vTile, false, false);
+        scf::YieldOp::create(b, l, AddOp::create(b, l, accType, iterArgs[0], pv).getResult());
+      });
+
+  Value out = valueLoop.getResult(0);
+  if (!outType.getElementType().isF32())
+    out = CastOp::create(rewriter, loc, RankedTensorType::get({t.bq, t.valueDim}, outType.getElementType()), out);
+  Value validOut = extractValidPart(rewriter, loc, out, {t.queryRows, rewriter.getIndexAttr(t.valueDim)});
+  Value validLse = lse ? extractValidPart(rewriter, loc, lse, {t.queryRows}) : Value();
+
+  rewriter.setInsertionPointToStart(forall.getTerminator().getBody());
+  tensor::ParallelInsertSliceOp::create(rewriter, loc, validOut, forall.getRegionIterArgs()[0],
+                                        ArrayRef<OpFoldResult>{t.b, t.h, t.queryStart, zeroIndex},
+                                        ArrayRef<OpFoldResult>{one, one, t.queryRows,
+                                                               rewriter.getIndexAttr(t.valueDim)},
+                                        ArrayRef<OpFoldResult>{one, one, one, one});
+  if (validLse)
+    tensor::ParallelInsertSliceOp::create(rewriter, loc, validLse, forall.getRegionIterArgs()[1],
+                                          ArrayRef<OpFoldResult>{t.b, t.h, t.queryStart},
+                                          ArrayRef<OpFoldResult>{one, one, t.queryRows},
+                                          ArrayRef<OpFoldResult>{one, one, one});
+  SmallVector<Value> results(forall.getResults());
+  rewriter.replaceOp(op, results);
+  return results;
+}

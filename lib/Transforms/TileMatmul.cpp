@@ -1,0 +1,116 @@
+//===- TileMatmul.cpp - Tiling kiln.matmul ---------------------------------===//
+//
+// A matmul becomes an scf.forall over (batch..., BM-row, BN-column) output tiles; each tile runs an scf.for over
+// BK-wide slices of the contraction, multiplying padded static tiles with a tile-sized kiln.matmul into an f32
+// accumulator, and stores the valid part of the tile. This is the loop nest every backend starts from: the host
+// lowers it to loops, the GPU maps the forall to thread blocks.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TilingUtils.h"
+#include "Transforms/Transforms.h"
+
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+using namespace mlir;
+using namespace mlir::kiln;
+
+/// Offsets and sizes of an operand tile: the operand's batch dims follow the result's (index 0 where the
+/// operand broadcasts), then its two matrix dims.
+static void operandTileRegion(OpBuilder &b, RankedTensorType operand, ArrayRef<Value> batchIvs,
+                              ArrayRef<int64_t> resultBatch, OpFoldResult rowOffset, OpFoldResult rowSize,
+                              OpFoldResult colOffset, OpFoldResult colSize, SmallVectorImpl<OpFoldResult> &offsets,
+                              SmallVectorImpl<OpFoldResult> &sizes) {
+  int64_t numBatch = operand.getRank() - 2, skip = resultBatch.size() - numBatch;
+  for (int64_t d = 0; d < numBatch; ++d) {
+    bool broadcast = operand.getDimSize(d) == 1 && resultBatch[skip + d] != 1;
+    offsets.push_back(broadcast ? OpFoldResult(b.getIndexAttr(0)) : OpFoldResult(batchIvs[skip + d]));
+    sizes.push_back(b.getIndexAttr(1));
+  }
+  offsets.append({rowOffset, colOffset});
+  sizes.append({rowSize, colSize});
+}
+
+FailureOr<Value> kiln::tileMatmul(RewriterBase &rewriter, MatmulOp op) {
+  ConfigAttr config = getConfig(op);
+  if (!config || config.getTile().size() != 3)
+    return rewriter.notifyMatchFailure(op, "needs a #kiln.config with tile = [BM, BN, BK]");
+  int64_t bm = config.getTile()[0], bn = config.getTile()[1], bk = config.getTile()[2];
+  Location loc = op.getLoc();
+  RankedTensorType resultType = op.getType(), lhsType = op.getLhs().getType(), rhsType = op.getRhs().getType();
+  int64_t rank = resultType.getRank(), numBatch = rank - 2;
+  int64_t m = resultType.getDimSize(rank - 2), n = resultType.getDimSize(rank - 1);
+  int64_t k = op.getTransposeLhs() ? lhsType.getDimSize(lhsType.getRank() - 2)
+                                   : lhsType.getDimSize(lhsType.getRank() - 1);
+  ArrayRef<int64_t> resultBatch = resultType.getShape().drop_back(2);
+  Type f32 = rewriter.getF32Type();
+
+  SmallVector<OpFoldResult> lbs(rank, rewriter.getIndexAttr(0)), ubs, steps(rank, rewriter.getIndexAttr(1));
+  for (int64_t size : resultType.getShape())
+    ubs.push_back(rewriter.getIndexAttr(size));
+  steps[rank - 2] = rewriter.getIndexAttr(bm);
+  steps[rank - 1] = rewriter.getIndexAttr(bn);
+  Value init = tensor::EmptyOp::create(rewriter, loc, resultType.getShape(), resultType.getElementType());
+  auto forall = scf::ForallOp::create(rewriter, loc, lbs, ubs, steps, ValueRange{init}, std::nullopt);
+
+  OpBuilder::InsertionGuard guard(rewriter);
+  rewriter.setInsertionPointToStart(forall.getBody());
+  ValueRange ivs = forall.getInductionVars();
+  SmallVector<Value> batchIvs(ivs.take_front(numBatch));
+  Value row = ivs[rank - 2], col = ivs[rank - 1];
+  OpFoldResult rows = clampedTileSize(rewriter, loc, row, bm, m);
+  OpFoldResult cols = clampedTileSize(rewriter, loc, col, bn, n);
+
+  Value zero = arith::ConstantOp::create(rewriter, loc, rewriter.getF32FloatAttr(0.0));
+  auto accType = RankedTensorType::get({bm, bn}, f32);
+  Value accInit = linalg::FillOp::create(rewriter, loc, ValueRange{zero},
+                                         ValueRange{tensor::EmptyOp::create(rewriter, loc, accType.getShape(), f32)})
+                      .getResult(0);
+  Value c0 = arith::ConstantIndexOp::create(rewriter, loc, 0);
+  Value cK = arith::ConstantIndexOp::create(rewriter, loc, k);
+  Value cBK = arith::ConstantIndexOp::create(rewriter, loc, bk);
+  auto kLoop = scf::ForOp::create(
+      rewriter, loc, c0, cK, cBK, ValueRange{accInit},
+      [&](OpBuilder &b, Location l, Value kIv, ValueRange iterArgs) {
+        OpFoldResult depth = clampedTileSize(b, l, kIv, bk, k);
+        SmallVector<OpFoldResult> lhsOffsets, lhsSizes, rhsOffsets, rhsSizes;
+        // The stored layout of each operand decides which tile dim is rows and which is columns.
+        if (op.getTransposeLhs())
+          operandTileRegion(b, lhsType, batchIvs, resultBatch, kIv, depth, row, rows, lhsOffsets, lhsSizes);
+        else
+          operandTileRegion(b, lhsType, batchIvs, resultBatch, row, rows, kIv, depth, lhsOffsets, lhsSizes);
+        if (op.getTransposeRhs())
+          operandTileRegion(b, rhsType, batchIvs, resultBatch, col, cols, kIv, depth, rhsOffsets, rhsSizes);
+        else
+          operandTileRegion(b, rhsType, batchIvs, resultBatch, kIv, depth, col, cols, rhsOffsets, rhsSizes);
+        SmallVector<int64_t> lhsShape = op.getTransposeLhs() ? SmallVector<int64_t>{bk, bm}
+                                                             : SmallVector<int64_t>{bm, bk};
+        SmallVector<int64_t> rhsShape = op.getTransposeRhs() ? SmallVector<int64_t>{bn, bk}
+                                                             : SmallVector<int64_t>{bk, bn};
+        Value lhsTile = extractPaddedTile(b, l, op.getLhs(), lhsOffsets, lhsSizes, lhsShape, 0.0);
+        Value rhsTile = extractPaddedTile(b, l, op.getRhs(), rhsOffsets, rhsSizes, rhsShape, 0.0);
+        Value product = MatmulOp::create(b, l, accType, lhsTile, rhsTile, op.getTransposeLhs(),
+                                         op.getTransposeRhs());
+        Value sum = AddOp::create(b, l, accType, iterArgs[0], product);
+        scf::YieldOp::create(b, l, sum);
+      });
+
+  Value tile = kLoop.getResult(0);
+  if (resultType.getElementType() != f32)
+    tile = CastOp::create(rewriter, loc, RankedTensorType::get({bm, bn}, resultType.getElementType()), tile);
+  Value valid = extractValidPart(rewriter, loc, tile, {rows, cols});
+
+  rewriter.setInsertionPointToStart(forall.getTerminator().getBody());
+  SmallVector<OpFoldResult> offsets(ivs.begin(), ivs.end()), sizes(rank, rewriter.getIndexAttr(1)),
+      strides(rank, rewriter.getIndexAttr(1));
+  sizes[rank - 2] = rows;
+  sizes[rank - 1] = cols;
+  tensor::ParallelInsertSliceOp::create(rewriter, loc, valid, forall.getRegionIterArgs()[0], offsets, sizes,
+                                        strides);
+  rewriter.replaceOp(op, forall.getResult(0));
+  return forall.getResult(0);
+}

@@ -1,0 +1,51 @@
+//===- TilingUtils.cpp - Building blocks of kiln-tile ----------------------===//
+//
+// Clamped tile sizes (affine.min, folded when the tile divides the dimension), padded tile loads
+// (tensor.extract_slice + tensor.pad) and valid-part extraction for stores.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TilingUtils.h"
+
+#include "Dialect/Kiln/KilnOps.h"
+
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Tensor/Utils/Utils.h"
+
+using namespace mlir;
+using namespace mlir::kiln;
+
+OpFoldResult kiln::clampedTileSize(OpBuilder &b, Location loc, OpFoldResult offset, int64_t tile, int64_t dim) {
+  MLIRContext *ctx = b.getContext();
+  AffineExpr d0 = getAffineDimExpr(0, ctx);
+  AffineMap map = AffineMap::get(1, 0, {getAffineConstantExpr(tile, ctx), getAffineConstantExpr(dim, ctx) - d0},
+                                 ctx);
+  return affine::makeComposedFoldedAffineMin(b, loc, map, {offset});
+}
+
+Value kiln::extractPaddedTile(OpBuilder &b, Location loc, Value source, ArrayRef<OpFoldResult> offsets,
+                              ArrayRef<OpFoldResult> sizes, ArrayRef<int64_t> tileShape, double padValue) {
+  auto sourceType = cast<RankedTensorType>(source.getType());
+  SmallVector<OpFoldResult> strides(sourceType.getRank(), b.getIndexAttr(1));
+  RankedTensorType sliceType = tensor::ExtractSliceOp::inferCanonicalRankReducedResultType(
+      tileShape.size(), sourceType, sizes);
+  Value slice = tensor::ExtractSliceOp::create(b, loc, sliceType, source, offsets, sizes, strides);
+  auto tileType = RankedTensorType::get(tileShape, sourceType.getElementType());
+  if (sliceType == tileType)
+    return slice;
+  Value pad = arith::ConstantOp::create(b, loc, b.getFloatAttr(sourceType.getElementType(), padValue));
+  return tensor::createPadHighOp(tileType, slice, pad, /*nofold=*/false, loc, b);
+}
+
+Value kiln::extractValidPart(OpBuilder &b, Location loc, Value tile, ArrayRef<OpFoldResult> validSizes) {
+  auto tileType = cast<RankedTensorType>(tile.getType());
+  SmallVector<OpFoldResult> zeros(tileType.getRank(), b.getIndexAttr(0)), ones(tileType.getRank(), b.getIndexAttr(1));
+  return tensor::ExtractSliceOp::create(b, loc, tile, zeros, validSizes, ones);
+}
+
+Value kiln::scalarConstant(OpBuilder &b, Location loc, double value) {
+  auto type = RankedTensorType::get({}, b.getF32Type());
+  return ConstantOp::create(b, loc, DenseElementsAttr::get(type, ArrayRef<Attribute>{b.getF32FloatAttr(value)}));
+}

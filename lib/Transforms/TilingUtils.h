@@ -1,0 +1,35 @@
+//===- TilingUtils.h - Building blocks of kiln-tile --------------*- C++ -*-===//
+//
+// Tiles in Kiln always have a static shape: a tile that runs past the edge of its operand is padded (zeros for
+// contraction operands, -inf for scores), and only its valid part is stored. These helpers build the clamped
+// sizes, the padded loads and the masked stores that the matmul, attention and row tilers share.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_LIB_TRANSFORMS_TILINGUTILS_H
+#define KILN_LIB_TRANSFORMS_TILINGUTILS_H
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpDefinition.h"
+
+namespace mlir {
+namespace kiln {
+
+/// min(tile, dim - offset): the valid extent of a tile that starts at `offset` (a constant when it folds).
+OpFoldResult clampedTileSize(OpBuilder &b, Location loc, OpFoldResult offset, int64_t tile, int64_t dim);
+
+/// Reads source[offsets][sizes], rank-reduced to `tileShape.size()` dimensions (every other size must be 1),
+/// and pads it at the high end to the static `tileShape` with `padValue`.
+Value extractPaddedTile(OpBuilder &b, Location loc, Value source, ArrayRef<OpFoldResult> offsets,
+                        ArrayRef<OpFoldResult> sizes, ArrayRef<int64_t> tileShape, double padValue);
+
+/// The leading `validSizes` part of a static tile.
+Value extractValidPart(OpBuilder &b, Location loc, Value tile, ArrayRef<OpFoldResult> validSizes);
+
+/// A `kiln.constant` scalar (tensor<f32>) holding `value`.
+Value scalarConstant(OpBuilder &b, Location loc, double value);
+
+} // namespace kiln
+} // namespace mlir
+
+#endif // KILN_LIB_TRANSFORMS_TILINGUTILS_H
