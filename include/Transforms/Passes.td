@@ -10,6 +10,37 @@
 
 include "mlir/Pass/PassBase.td"
 
+def KilnFuseAttention : Pass<"kiln-fuse-attention"> {
+  let summary = "Replace attention written op by op with kiln.attention";
+  let description = [{
+    Matches `matmul(softmax(mask(scale(matmul(q, k^T)))), v)` as exporters write it and replaces it with one
+    `kiln.attention`:
+
+    - `k^T` is a `kiln.transpose` of the last two dims or a `transpose_rhs` matmul;
+    - the scale is a multiply or divide by a scalar constant (any splat shape), or absent;
+    - the mask is an additive tensor (kept as the op's mask operand), an additive constant whose pattern is
+      causal (0 on and below the bottom-right-aligned diagonal, -inf or <= -1e4 above), or a
+      `kiln.select(causal, scores, -inf or <= -1e4)` with a constant causal condition; both become `causal`;
+    - the softmax is over the last (key) axis;
+    - k and v may be expanded for GQA/MQA as reshape [B, Hkv, 1, S, D] -> broadcast [B, Hkv, G, S, D] ->
+      reshape [B, Hkv * G, S, D]; the expansion is dropped and the head counts carry the grouping.
+
+    It does not fire when any part differs: a softmax over another axis, a non-scalar scale, a select mask that
+    is not causal, mismatched element types, a softmax with other users.
+
+    ```mlir
+    // before
+    %kt = kiln.transpose %k [0, 1, 3, 2] : tensor<1x8x77x64xf32> -> tensor<1x8x64x77xf32>
+    %s = kiln.matmul %q, %kt : ... -> tensor<1x8x77x77xf32>
+    %d = kiln.div %s, %c8 : tensor<1x8x77x77xf32>, tensor<f32> -> tensor<1x8x77x77xf32>
+    %p = kiln.softmax %d axis 3 : tensor<1x8x77x77xf32>
+    %o = kiln.matmul %p, %v : ... -> tensor<1x8x77x64xf32>
+    // after
+    %o = kiln.attention %q, %k, %v {scale = 1.250000e-01 : f32} : ... -> tensor<1x8x77x64xf32>
+    ```
+  }];
+}
+
 def KilnSelectConfig : Pass<"kiln-select-config"> {
   let summary = "Attach a #kiln.config (tiles, warps, stages, lowering) to every kernel op";
   let description = [{

@@ -30,6 +30,10 @@ ConfigAttr getDefaultConfig(Operation *op, Target target);
 /// The op's #kiln.config, if it has one.
 ConfigAttr getConfig(Operation *op);
 
+/// Replaces attention written out op by op and ending in `output` = matmul(softmax(scores), v) by one
+/// kiln.attention. Fails, changing nothing, when the pattern does not hold exactly.
+FailureOr<AttentionOp> fuseAttention(RewriterBase &rewriter, MatmulOp output);
+
 /// Tiles a matmul by its config's [BM, BN, BK] into an scf.forall of output tiles with a K loop inside.
 /// Returns the replacement value.
 FailureOr<Value> tileMatmul(RewriterBase &rewriter, MatmulOp op);

@@ -1,0 +1,215 @@
+//===- FuseAttention.cpp - The kiln-fuse-attention pass --------------------===//
+//
+// Recognises attention written out op by op — matmul(q, k^T), a scalar scale (multiply or divide), an additive
+// mask or a causal select/where, softmax over the keys, matmul with v — and replaces it with one
+// kiln.attention. Grouped-query attention written as an unsqueeze/expand/reshape of k and v (each kv head
+// repeated for its group of q heads) is folded into the op's head counts. Anything that does not match exactly
+// (a softmax over another axis, a non-scalar scale, a select mask that is not causal, ...) is left as it was.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Transforms/Passes.h"
+#include "Transforms/Transforms.h"
+
+#include "mlir/IR/Matchers.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+#include <cmath>
+#include <limits>
+
+namespace mlir {
+namespace kiln {
+#define GEN_PASS_DEF_KILNFUSEATTENTION
+#include "Transforms/Passes.h.inc"
+} // namespace kiln
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::kiln;
+
+/// Scores at or below this are "masked" when a mask is written with a large negative instead of -inf.
+static constexpr double kMaskedThreshold = -1.0e4;
+
+/// The value of a constant splat float tensor.
+static std::optional<double> splatValue(Value value) {
+  DenseElementsAttr attr;
+  if (!matchPattern(value, m_Constant(&attr)) || !attr.isSplat() || !isa<FloatType>(attr.getElementType()))
+    return std::nullopt;
+  return attr.getSplatValue<APFloat>().convertToDouble();
+}
+
+/// True for a value whose every element is one number (a splat constant of any broadcastable shape).
+static bool isScalarLike(Value value) { return splatValue(value).has_value(); }
+
+/// Looks through the GQA expansion reshape(broadcast(reshape(x))) of [B, Hkv, S, D] to [B, Hkv * G, S, D].
+/// Returns x and G (1 when there is no expansion).
+static std::pair<Value, int64_t> stripHeadExpansion(Value value) {
+  auto merge = value.getDefiningOp<ReshapeOp>();
+  if (!merge)
+    return {value, 1};
+  auto expand = merge.getInput().getDefiningOp<BroadcastOp>();
+  auto split = expand ? expand.getInput().getDefiningOp<ReshapeOp>() : ReshapeOp();
+  if (!split)
+    return {value, 1};
+  RankedTensorType source = split.getInput().getType(), unsqueezed = split.getType(),
+                   expanded = expand.getType(), merged = merge.getType();
+  if (source.getRank() != 4 || unsqueezed.getRank() != 5 || expanded.getRank() != 5 || merged.getRank() != 4)
+    return {value, 1};
+  ArrayRef<int64_t> s = source.getShape(), u = unsqueezed.getShape(), e = expanded.getShape(),
+                    m = merged.getShape();
+  bool unsqueezeAt2 = u[0] == s[0] && u[1] == s[1] && u[2] == 1 && u[3] == s[2] && u[4] == s[3];
+  bool expandGroup = e[0] == u[0] && e[1] == u[1] && e[3] == u[3] && e[4] == u[4];
+  bool mergeHeads = m[0] == e[0] && m[1] == e[1] * e[2] && m[2] == e[3] && m[3] == e[4];
+  if (!unsqueezeAt2 || !expandGroup || !mergeHeads)
+    return {value, 1};
+  return {split.getInput(), e[2]};
+}
+
+/// Whether a constant [.., Sq, Sk] tensor is a bottom-right-aligned causal pattern: `keep(i, j)` must hold
+/// exactly when j <= i + (Sk - Sq).
+static bool isCausalPattern(DenseElementsAttr attr, llvm::function_ref<std::optional<bool>(int64_t)> keep) {
+  auto type = cast<RankedTensorType>(attr.getType());
+  if (type.getRank() < 2)
+    return false;
+  int64_t seqQ = type.getDimSize(type.getRank() - 2), seqK = type.getDimSize(type.getRank() - 1);
+  if (type.getNumElements() != seqQ * seqK)
+    return false;
+  for (int64_t i = 0; i < seqQ; ++i)
+    for (int64_t j = 0; j < seqK; ++j) {
+      std::optional<bool> kept = keep(i * seqK + j);
+      if (!kept || *kept != (j <= i + (seqK - seqQ)))
+        return false;
+    }
+  return true;
+}
+
+namespace {
+/// What the score expression between the two matmuls turned out to be.
+struct ScoreForm {
+  double scale = 1.0;
+  bool causal = false;
+  Value mask;
+};
+} // namespace
+
+/// Parses softmax's input back to the q k^T matmul: [select(causal, ., -inf)] [add mask] [mul/div scalar].
+static std::optional<ScoreForm> parseScores(Value value, MatmulOp &scores) {
+  ScoreForm form;
+  // Causal as select/where(keep, scores, -inf or a large negative).
+  if (auto select = value.getDefiningOp<SelectOp>()) {
+    DenseElementsAttr cond;
+    std::optional<double> fill = splatValue(select.getOnFalse());
+    if (!matchPattern(select.getCondition(), m_Constant(&cond)) || !fill || *fill > kMaskedThreshold)
+      return std::nullopt;
+    auto values = cond.getValues<bool>();
+    if (!isCausalPattern(cond, [&](int64_t i) -> std::optional<bool> { return values[i]; }))
+      return std::nullopt;
+    form.causal = true;
+    value = select.getOnTrue();
+  }
+  // Additive mask: a causal constant pattern becomes `causal`, anything else stays a mask operand.
+  if (auto add = value.getDefiningOp<AddOp>()) {
+    Value lhs = add.getLhs(), rhs = add.getRhs();
+    bool lhsIsScores = lhs.getDefiningOp<MatmulOp>() || lhs.getDefiningOp<MulOp>() || lhs.getDefiningOp<DivOp>();
+    Value mask = lhsIsScores ? rhs : lhs;
+    value = lhsIsScores ? lhs : rhs;
+    DenseElementsAttr constant;
+    bool causalConstant = false;
+    if (!form.causal && matchPattern(mask, m_Constant(&constant)) && isa<FloatType>(constant.getElementType())) {
+      auto values = constant.getValues<APFloat>();
+      causalConstant = isCausalPattern(constant, [&](int64_t i) -> std::optional<bool> {
+        double v = values[i].convertToDouble();
+        if (v == 0.0)
+          return true;
+        if (v <= kMaskedThreshold)
+          return false;
+        return std::nullopt;
+      });
+    }
+    if (causalConstant)
+      form.causal = true;
+    else
+      form.mask = mask;
+  }
+  // Scale by a scalar.
+  if (auto mul = value.getDefiningOp<MulOp>()) {
+    Value factor = isScalarLike(mul.getRhs()) ? mul.getRhs() : mul.getLhs();
+    std::optional<double> c = splatValue(factor);
+    if (!c)
+      return std::nullopt;
+    form.scale = *c;
+    value = factor == mul.getRhs() ? mul.getLhs() : mul.getRhs();
+  } else if (auto div = value.getDefiningOp<DivOp>()) {
+    std::optional<double> c = splatValue(div.getRhs());
+    if (!c || *c == 0.0)
+      return std::nullopt;
+    form.scale = 1.0 / *c;
+    value = div.getLhs();
+  }
+  scores = value.getDefiningOp<MatmulOp>();
+  if (!scores || !(form.scale > 0.0) || !std::isfinite(form.scale))
+    return std::nullopt;
+  return form;
+}
+
+FailureOr<AttentionOp> kiln::fuseAttention(RewriterBase &rewriter, MatmulOp output) {
+  auto fail = [&](const char *why) { return rewriter.notifyMatchFailure(output, why); };
+  if (output.getTransposeLhs() || output.getTransposeRhs() || output.getType().getRank() != 4)
+    return fail("not a [B, H, Sq, Dv] probabilities x values matmul");
+  auto softmax = output.getLhs().getDefiningOp<SoftmaxOp>();
+  if (!softmax || softmax.getAxis() != 3 || !softmax->hasOneUse())
+    return fail("lhs is not a single-use softmax over the last axis");
+  MatmulOp scores;
+  std::optional<ScoreForm> form = parseScores(softmax.getInput(), scores);
+  if (!form)
+    return fail("the softmax input is not scale/mask applied to a q k^T matmul");
+  if (scores.getTransposeLhs() || scores.getType().getRank() != 4 ||
+      softmax.getType().getShape() != scores.getType().getShape())
+    return fail("the score matmul is not [B, H, Sq, D] x [B, H, D, Sk], or the mask broadcasts it");
+
+  // k^T: either transpose_rhs or an explicit transpose of the last two dims.
+  Value keys = scores.getRhs();
+  if (!scores.getTransposeRhs()) {
+    auto transpose = keys.getDefiningOp<TransposeOp>();
+    if (!transpose || transpose.getPermutation() != ArrayRef<int64_t>{0, 1, 3, 2})
+      return fail("the score matmul's rhs is not k transposed over its last two dims");
+    keys = transpose.getInput();
+  }
+  auto [k, keyGroup] = stripHeadExpansion(keys);
+  auto [v, valueGroup] = stripHeadExpansion(output.getRhs());
+  Value q = scores.getLhs();
+  auto qType = cast<RankedTensorType>(q.getType()), kType = cast<RankedTensorType>(k.getType()),
+       vType = cast<RankedTensorType>(v.getType());
+  if (qType.getRank() != 4 || kType.getRank() != 4 || vType.getRank() != 4 ||
+      kType.getDimSize(1) != vType.getDimSize(1) || keyGroup != valueGroup ||
+      qType.getDimSize(1) != kType.getDimSize(1) * keyGroup || qType.getDimSize(0) != kType.getDimSize(0) ||
+      qType.getDimSize(0) != vType.getDimSize(0))
+    return fail("q, k and v do not form [B, Hq, Sq, D] / [B, Hkv, Sk, D] / [B, Hkv, Sk, Dv]");
+  if (qType.getElementType() != kType.getElementType() || qType.getElementType() != vType.getElementType() ||
+      output.getType().getElementType() != qType.getElementType())
+    return fail("q, k, v and the output do not share an element type");
+  if (form->causal && qType.getDimSize(2) > kType.getDimSize(2))
+    return fail("causal with more queries than keys");
+
+  rewriter.setInsertionPoint(output);
+  FloatAttr scaleAttr = rewriter.getF32FloatAttr(form->scale);
+  auto attention = AttentionOp::create(rewriter, output.getLoc(), output.getType(), /*lse=*/Type(), q, k, v,
+                                       form->mask, scaleAttr, form->causal);
+  rewriter.replaceOp(output, attention.getOut());
+  return attention;
+}
+
+namespace {
+struct KilnFuseAttentionPass : kiln::impl::KilnFuseAttentionBase<KilnFuseAttentionPass> {
+  void runOnOperation() override {
+    SmallVector<MatmulOp> candidates;
+    getOperation()->walk([&](MatmulOp op) { candidates.push_back(op); });
+    IRRewriter rewriter(&getContext());
+    for (MatmulOp op : candidates)
+      (void)fuseAttention(rewriter, op);
+    // The unfused score chain is dead now; drop it.
+    RewritePatternSet noPatterns(&getContext());
+    (void)applyPatternsGreedily(getOperation(), std::move(noPatterns));
+  }
+};
+} // namespace
