@@ -17,13 +17,13 @@ namespace kiln {
 /// Options of the host (CPU) pipeline.
 struct HostPipelineOptions : public PassPipelineOptions<HostPipelineOptions> {
   PassOptions::Option<bool> tile{*this, "tile",
-                                 llvm::cl::desc("Tile kernels (and use online softmax) before lowering; "
-                                                "false gives the untiled reference lowering"),
+                                 llvm::cl::desc("Fuse, tile (with online softmax) before lowering; false "
+                                                "gives the unfused, untiled reference lowering"),
                                  llvm::cl::init(true)};
 };
 
-/// Lowers tiled (or plain, with tile=false) kiln IR on tensors to loops over memrefs: kiln -> linalg ->
-/// bufferized linalg with results as out-parameters -> scf loops.
+/// Lowers kiln IR on tensors to loops over memrefs: fusion, configs, tiling and online softmax (unless
+/// tile=false, the reference), then kiln -> linalg -> bufferized linalg with results as out-parameters -> scf.
 LogicalResult buildHostLoopsPipeline(OpPassManager &pm, const HostPipelineOptions &options);
 
 /// The whole host backend: buildHostLoopsPipeline, then to the LLVM dialect, ready for the ExecutionEngine.

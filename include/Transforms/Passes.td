@@ -41,6 +41,32 @@ def KilnFuseAttention : Pass<"kiln-fuse-attention"> {
   }];
 }
 
+def KilnFuseEpilogue : Pass<"kiln-fuse-epilogue"> {
+  let summary = "Fold elementwise consumers of a matmul into its epilogue";
+  let description = [{
+    Follows the single-use chain of elementwise ops after each `kiln.matmul` — bias add, scale, activations
+    (relu, gelu, silu, sigmoid, tanh, ...), residual add, a gating multiply by another tensor, and a final float
+    cast — as long as each keeps the matmul's shape, and rewrites it as the matmul's epilogue region: the f32
+    formula of each op applied to the accumulator, with the other tensors as epilogue operands. A matmul whose
+    result (or an intermediate of the chain) has other users is left alone.
+
+    ```mlir
+    // before
+    %y = kiln.matmul %x, %w : tensor<77x512xf32>, tensor<512x2048xf32> -> tensor<77x2048xf32>
+    %z = kiln.add %y, %b : tensor<77x2048xf32>, tensor<2048xf32> -> tensor<77x2048xf32>
+    %a = kiln.silu %z : tensor<77x2048xf32>
+    // after
+    %a = kiln.matmul %x, %w epilogue(%b : tensor<2048xf32>) {
+    ^bb0(%acc: f32, %bias: f32):
+      %s = arith.addf %acc, %bias : f32
+      ... silu(%s) ...
+      kiln.yield %r : f32
+    } : tensor<77x512xf32>, tensor<512x2048xf32> -> tensor<77x2048xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::math::MathDialect"];
+}
+
 def KilnSelectConfig : Pass<"kiln-select-config"> {
   let summary = "Attach a #kiln.config (tiles, warps, stages, lowering) to every kernel op";
   let description = [{

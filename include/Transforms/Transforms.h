@@ -34,6 +34,10 @@ ConfigAttr getConfig(Operation *op);
 /// kiln.attention. Fails, changing nothing, when the pattern does not hold exactly.
 FailureOr<AttentionOp> fuseAttention(RewriterBase &rewriter, MatmulOp output);
 
+/// Folds the single-use chain of elementwise consumers (and a final float cast) of `matmul` into its epilogue
+/// region. Returns the new matmul; fails, changing nothing, when the matmul has no such consumer.
+FailureOr<MatmulOp> fuseEpilogue(RewriterBase &rewriter, MatmulOp matmul);
+
 /// Tiles a matmul by its config's [BM, BN, BK] into an scf.forall of output tiles with a K loop inside.
 /// Returns the replacement value.
 FailureOr<Value> tileMatmul(RewriterBase &rewriter, MatmulOp op);

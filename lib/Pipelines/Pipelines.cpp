@@ -30,6 +30,9 @@ static LogicalResult appendPipeline(OpPassManager &pm, StringRef pipeline) {
 
 LogicalResult kiln::buildHostLoopsPipeline(OpPassManager &pm, const HostPipelineOptions &options) {
   if (options.tile) {
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createKilnFuseAttention());
+    pm.addPass(createKilnFuseEpilogue());
     pm.addPass(createKilnSelectConfig(KilnSelectConfigOptions{"host"}));
     pm.addPass(createKilnTile());
     pm.addPass(createCanonicalizerPass());

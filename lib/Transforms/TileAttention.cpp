@@ -36,35 +36,14 @@ struct AttentionTiling {
   OpFoldResult queryRows;
 };
 
-/// The additive mask tile for query rows [queryStart, +BQ) and keys [keyStart, +BK), as f32 and padded. The
-/// mask is aligned right against [B, Hq, Sq, Sk]; a row or column dimension it lacks or has as 1 stays 1 in the
-/// tile and broadcasts in the kiln.add.
+/// The additive mask tile for query rows [queryStart, +BQ) and keys [keyStart, +BK), as f32 and padded.
 Value maskTile(OpBuilder &b, Location loc, AttentionTiling &t, Value keyStart, OpFoldResult keyCols) {
-  Value mask = t.op.getMask();
-  auto type = cast<RankedTensorType>(mask.getType());
-  int64_t rank = type.getRank();
-  SmallVector<OpFoldResult> scoreOffsets{t.b, t.h, t.queryStart, keyStart};
-  SmallVector<OpFoldResult> scoreSizes{b.getIndexAttr(1), b.getIndexAttr(1), t.queryRows, keyCols};
-  SmallVector<int64_t> tileShape{1, 1}, fullTile{t.bq, t.bk};
-  SmallVector<OpFoldResult> offsets, sizes;
-  for (int64_t d = 0; d < rank; ++d) {
-    int64_t scoreDim = 4 - rank + d;
-    bool broadcast = type.getDimSize(d) == 1;
-    offsets.push_back(broadcast ? OpFoldResult(b.getIndexAttr(0)) : scoreOffsets[scoreDim]);
-    sizes.push_back(broadcast ? OpFoldResult(b.getIndexAttr(1)) : scoreSizes[scoreDim]);
-    if (scoreDim >= 2 && !broadcast)
-      tileShape[scoreDim - 2] = fullTile[scoreDim - 2];
-  }
-  Value tile;
-  if (rank >= 2) {
-    tile = extractPaddedTile(b, loc, mask, offsets, sizes, tileShape, 0.0);
-  } else {
-    // A rank-1 mask is one row of columns and a rank-0 mask a scalar: read it and make it 2-D.
-    Value read = rank == 0 ? mask : extractPaddedTile(b, loc, mask, offsets, sizes, {tileShape[1]}, 0.0);
-    tile = ReshapeOp::create(b, loc, RankedTensorType::get(tileShape, type.getElementType()), read);
-  }
+  Value tile = extractBroadcastTile(b, loc, t.op.getMask(), {t.b, t.h, t.queryStart, keyStart},
+                                    {b.getIndexAttr(1), b.getIndexAttr(1), t.queryRows, keyCols},
+                                    {t.batch, t.heads, t.seqQ, t.seqK}, {t.bq, t.bk});
+  auto type = cast<RankedTensorType>(tile.getType());
   if (!type.getElementType().isF32())
-    tile = CastOp::create(b, loc, RankedTensorType::get(tileShape, b.getF32Type()), tile);
+    tile = CastOp::create(b, loc, RankedTensorType::get(type.getShape(), b.getF32Type()), tile);
   return tile;
 }
 

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Conversion/KilnToLinalg/LinalgBuilders.h"
 #include "TilingUtils.h"
 #include "Transforms/Transforms.h"
 
@@ -100,17 +101,30 @@ FailureOr<Value> kiln::tileMatmul(RewriterBase &rewriter, MatmulOp op) {
       });
 
   Value tile = kLoop.getResult(0);
-  if (resultType.getElementType() != f32)
+  SmallVector<OpFoldResult> tileOffsets(ivs.begin(), ivs.end()), tileSizes(rank, rewriter.getIndexAttr(1));
+  tileSizes[rank - 2] = rows;
+  tileSizes[rank - 1] = cols;
+  if (op.hasEpilogue()) {
+    // The epilogue runs on the accumulator tile, reading the matching tiles of its operands.
+    SmallVector<Value> inputs{tile};
+    SmallVector<AffineMap> maps{rewriter.getMultiDimIdentityMap(2)};
+    for (Value operand : op.getEpilogueOperands()) {
+      Value operandTile = extractBroadcastTile(rewriter, loc, operand, tileOffsets, tileSizes,
+                                               resultType.getShape(), {bm, bn});
+      inputs.push_back(operandTile);
+      maps.push_back(lowering::getBroadcastMap(cast<RankedTensorType>(operandTile.getType()).getShape(), {bm, bn},
+                                               rewriter.getContext()));
+    }
+    tile = lowering::buildEpilogue(rewriter, loc, op.getEpilogue(), {bm, bn}, resultType.getElementType(), inputs,
+                                   maps);
+  } else if (resultType.getElementType() != f32) {
     tile = CastOp::create(rewriter, loc, RankedTensorType::get({bm, bn}, resultType.getElementType()), tile);
+  }
   Value valid = extractValidPart(rewriter, loc, tile, {rows, cols});
 
   rewriter.setInsertionPointToStart(forall.getTerminator().getBody());
-  SmallVector<OpFoldResult> offsets(ivs.begin(), ivs.end()), sizes(rank, rewriter.getIndexAttr(1)),
-      strides(rank, rewriter.getIndexAttr(1));
-  sizes[rank - 2] = rows;
-  sizes[rank - 1] = cols;
-  tensor::ParallelInsertSliceOp::create(rewriter, loc, valid, forall.getRegionIterArgs()[0], offsets, sizes,
-                                        strides);
+  tensor::ParallelInsertSliceOp::create(rewriter, loc, valid, forall.getRegionIterArgs()[0], tileOffsets,
+                                        tileSizes, SmallVector<OpFoldResult>(rank, rewriter.getIndexAttr(1)));
   rewriter.replaceOp(op, forall.getResult(0));
   return forall.getResult(0);
 }

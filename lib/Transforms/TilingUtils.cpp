@@ -49,3 +49,25 @@ Value kiln::scalarConstant(OpBuilder &b, Location loc, double value) {
   auto type = RankedTensorType::get({}, b.getF32Type());
   return ConstantOp::create(b, loc, DenseElementsAttr::get(type, ArrayRef<Attribute>{b.getF32FloatAttr(value)}));
 }
+
+Value kiln::extractBroadcastTile(OpBuilder &b, Location loc, Value operand, ArrayRef<OpFoldResult> resultOffsets,
+                                 ArrayRef<OpFoldResult> resultSizes, ArrayRef<int64_t> resultShape,
+                                 ArrayRef<int64_t> tileShape) {
+  auto type = cast<RankedTensorType>(operand.getType());
+  int64_t rank = type.getRank(), resultRank = resultShape.size();
+  SmallVector<int64_t> shape{1, 1};
+  SmallVector<OpFoldResult> offsets, sizes;
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t resultDim = resultRank - rank + d;
+    bool broadcast = type.getDimSize(d) == 1 && resultShape[resultDim] != 1;
+    offsets.push_back(broadcast ? OpFoldResult(b.getIndexAttr(0)) : resultOffsets[resultDim]);
+    sizes.push_back(broadcast ? OpFoldResult(b.getIndexAttr(1)) : resultSizes[resultDim]);
+    if (resultDim >= resultRank - 2 && !broadcast)
+      shape[resultDim - (resultRank - 2)] = tileShape[resultDim - (resultRank - 2)];
+  }
+  if (rank >= 2)
+    return extractPaddedTile(b, loc, operand, offsets, sizes, shape, 0.0);
+  // A rank-1 operand is one row of columns and a rank-0 operand a scalar: read it and make it 2-D.
+  Value read = rank == 0 ? operand : extractPaddedTile(b, loc, operand, offsets, sizes, {shape[1]}, 0.0);
+  return ReshapeOp::create(b, loc, RankedTensorType::get(shape, type.getElementType()), read);
+}

@@ -26,6 +26,13 @@ Value extractPaddedTile(OpBuilder &b, Location loc, Value source, ArrayRef<OpFol
 /// The leading `validSizes` part of a static tile.
 Value extractValidPart(OpBuilder &b, Location loc, Value tile, ArrayRef<OpFoldResult> validSizes);
 
+/// The 2-D tile of `operand` that broadcasts (numpy rules) onto the tile of a larger result at
+/// `resultOffsets`/`resultSizes` (one entry per result dimension; all but the last two of size 1). A dimension
+/// the operand lacks or has as 1 stays 1 in the tile; the others get `tileShape`'s static size, padded with 0.
+Value extractBroadcastTile(OpBuilder &b, Location loc, Value operand, ArrayRef<OpFoldResult> resultOffsets,
+                           ArrayRef<OpFoldResult> resultSizes, ArrayRef<int64_t> resultShape,
+                           ArrayRef<int64_t> tileShape);
+
 /// A `kiln.constant` scalar (tensor<f32>) holding `value`.
 Value scalarConstant(OpBuilder &b, Location loc, double value);
 

@@ -62,6 +62,16 @@ enum class Combiner { Sum, Max, Min };
 Value buildReduction(OpBuilder &b, Location loc, ArrayRef<int64_t> shape, ArrayRef<int64_t> axes,
                      Combiner combiner, ValueRange inputs, ArrayRef<AffineMap> maps, ScalarBody element);
 
+/// The f32 scalar formula of a kiln elementwise op (arithmetic, activations, select) applied to `args`, or a
+/// null value for any other op. Shared by the lowering and the epilogue fusion.
+Value buildScalarFormula(OpBuilder &b, Location loc, Operation *op, ValueRange args);
+
+/// Applies a matmul epilogue region elementwise: a parallel linalg.generic over `shape` whose inputs are the
+/// f32 accumulator and the epilogue operands (read through `maps`, widened to f32); the region's body is cloned
+/// with its block arguments bound to them and its yield stored as `resultElementType`.
+Value buildEpilogue(OpBuilder &b, Location loc, Region &epilogue, ArrayRef<int64_t> shape, Type resultElementType,
+                    ValueRange inputs, ArrayRef<AffineMap> maps);
+
 /// Applies `combiner` to two f32 scalars.
 Value combine(OpBuilder &b, Location loc, Combiner combiner, Value lhs, Value rhs);
 

@@ -15,6 +15,7 @@ include "mlir/IR/BuiltinAttributeInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/IR/CommonAttrConstraints.td"
 include "mlir/IR/CommonTypeConstraints.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 //===----------------------------------------------------------------------===//
@@ -56,30 +57,61 @@ def Kiln_ConstantOp : Kiln_Op<"constant", [ConstantLike, Pure]> {
 //===----------------------------------------------------------------------===//
 
 def Kiln_MatmulOp : Kiln_Op<"matmul", [Pure]> {
-  let summary = "batched matrix multiplication with broadcast batch dimensions";
+  let summary = "batched matrix multiplication with broadcast batch dimensions and an optional epilogue";
   let description = [{
     `result[..., m, n] = sum_k lhs[..., m, k] * rhs[..., k, n]`, with `transpose_lhs` / `transpose_rhs` reading
     the operand as its last two dimensions swapped. Both operands have rank >= 2; the leading (batch) dimensions
     broadcast as in numpy, so a weight `[K, N]` multiplies an activation `[B, S, K]`. Operands share an element
-    type; the result has that type or f32 (f16 x f16 -> f32 accumulates and stores f32).
+    type; without an epilogue the result has that type or f32 (f16 x f16 -> f32 accumulates and stores f32).
+
+    An `epilogue` (written by `kiln-fuse-epilogue`) is applied to every output element in registers before it
+    is stored: a region whose block arguments are the f32 accumulator and one f32 element of each epilogue
+    operand (each broadcast, numpy rules, to the result shape), ending in `kiln.yield` of the f32 value to
+    store. With an epilogue the result may have any float element type.
 
     ```mlir
     %y = kiln.matmul %x, %w transpose_rhs
         : tensor<2x77x512xbf16>, tensor<1024x512xbf16> -> tensor<2x77x1024xbf16>
+    %z = kiln.matmul %x, %w epilogue(%bias : tensor<1024xbf16>) {
+    ^bb0(%acc: f32, %b: f32):
+      %s = arith.addf %acc, %b : f32
+      kiln.yield %s : f32
+    } : tensor<2x77x512xbf16>, tensor<512x1024xbf16> -> tensor<2x77x1024xbf16>
     ```
   }];
   let arguments = (ins Kiln_FloatTensor:$lhs, Kiln_FloatTensor:$rhs,
-                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs,
+                       Variadic<Kiln_FloatTensor>:$epilogue_operands);
   let results = (outs Kiln_FloatTensor:$result);
+  let regions = (region MaxSizedRegion<1>:$epilogue);
   let assemblyFormat = [{
-    $lhs `,` $rhs (`transpose_lhs` $transpose_lhs^)? (`transpose_rhs` $transpose_rhs^)? attr-dict
+    $lhs `,` $rhs (`transpose_lhs` $transpose_lhs^)? (`transpose_rhs` $transpose_rhs^)?
+    (`epilogue` `(` ($epilogue_operands^ `:` type($epilogue_operands))? `)` $epilogue^)? attr-dict
     `:` type($lhs) `,` type($rhs) `->` type($result)
   }];
   let builders = [
     OpBuilder<(ins "::mlir::Value":$lhs, "::mlir::Value":$rhs,
-                   CArg<"bool", "false">:$transposeLhs, CArg<"bool", "false">:$transposeRhs)>
+                   CArg<"bool", "false">:$transposeLhs, CArg<"bool", "false">:$transposeRhs)>,
+    OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$lhs, "::mlir::Value":$rhs,
+                   "bool":$transposeLhs, "bool":$transposeRhs), [{
+      build($_builder, $_state, result, lhs, rhs, transposeLhs, transposeRhs, ::mlir::ValueRange{});
+    }]>
   ];
+  let extraClassDeclaration = [{
+    /// True when an epilogue has been fused into the op.
+    bool hasEpilogue() { return !getEpilogue().empty(); }
+  }];
   let hasVerifier = 1;
+  let hasRegionVerifier = 1;
+}
+
+def Kiln_YieldOp : Kiln_Op<"yield", [Pure, Terminator, ReturnLike, HasParent<"MatmulOp">]> {
+  let summary = "the value an epilogue stores";
+  let description = [{
+    Ends a `kiln.matmul` epilogue region with the f32 value to store for the current output element.
+  }];
+  let arguments = (ins Variadic<AnyType>:$values);
+  let assemblyFormat = "attr-dict ($values^ `:` type($values))?";
 }
 
 def Kiln_AttentionOp : Kiln_Op<"attention", [Pure]> {

@@ -67,7 +67,17 @@ struct MatmulLowering : OpConversionPattern<MatmulOp> {
           linalg::YieldOp::create(b, nestedLoc, arith::AddFOp::create(b, nestedLoc, args[2], product).getResult());
         });
     Value result = generic.getResult(0);
-    if (resultType.getElementType() != rewriter.getF32Type())
+    if (op.hasEpilogue()) {
+      SmallVector<Value> inputs{result};
+      SmallVector<AffineMap> maps{rewriter.getMultiDimIdentityMap(resultType.getRank())};
+      for (Value operand : adaptor.getEpilogueOperands()) {
+        inputs.push_back(operand);
+        maps.push_back(getBroadcastMap(cast<RankedTensorType>(operand.getType()).getShape(), resultType.getShape(),
+                                       ctx));
+      }
+      result = buildEpilogue(rewriter, loc, op.getEpilogue(), resultType.getShape(), resultType.getElementType(),
+                             inputs, maps);
+    } else if (resultType.getElementType() != rewriter.getF32Type())
       result = buildBroadcastElementwise(rewriter, loc, resultType, result,
                                          [](OpBuilder &, Location, ValueRange x) { return x[0]; });
     rewriter.replaceOp(op, result);

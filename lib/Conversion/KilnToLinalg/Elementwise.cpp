@@ -10,6 +10,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
 
@@ -19,63 +20,63 @@ using namespace mlir::kiln::lowering;
 
 namespace {
 
-/// f32 scalar formula of an elementwise op.
-using Formula = Value (*)(OpBuilder &, Location, ValueRange);
-
 Value sigmoid(OpBuilder &b, Location loc, Value x) {
   Value one = floatConstant(b, loc, x.getType(), 1.0);
   Value e = math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, x));
   return arith::DivFOp::create(b, loc, one, arith::AddFOp::create(b, loc, one, e));
 }
 
-template <typename Op>
-Value formulaOf(OpBuilder &b, Location loc, ValueRange x);
-
-#define KILN_BINARY_FORMULA(KilnOp, ArithOp)                                                                \
-  template <>                                                                                               \
-  Value formulaOf<KilnOp>(OpBuilder & b, Location loc, ValueRange x) {                                      \
-    return ArithOp::create(b, loc, x[0], x[1]);                                                             \
+Value gelu(OpBuilder &b, Location loc, Value x, bool tanhForm) {
+  Type type = x.getType();
+  Value half = floatConstant(b, loc, type, 0.5), one = floatConstant(b, loc, type, 1.0);
+  Value inner;
+  if (tanhForm) {
+    // tanh(sqrt(2/pi) * (x + 0.044715 x^3))
+    Value x3 = arith::MulFOp::create(b, loc, x, arith::MulFOp::create(b, loc, x, x));
+    Value cubic =
+        arith::AddFOp::create(b, loc, x, arith::MulFOp::create(b, loc, floatConstant(b, loc, type, 0.044715), x3));
+    inner = math::TanhOp::create(
+        b, loc, arith::MulFOp::create(b, loc, floatConstant(b, loc, type, std::sqrt(2.0 / M_PI)), cubic));
+  } else {
+    inner = math::ErfOp::create(b, loc, arith::MulFOp::create(b, loc, x, floatConstant(b, loc, type, M_SQRT1_2)));
   }
-KILN_BINARY_FORMULA(AddOp, arith::AddFOp)
-KILN_BINARY_FORMULA(SubOp, arith::SubFOp)
-KILN_BINARY_FORMULA(MulOp, arith::MulFOp)
-KILN_BINARY_FORMULA(DivOp, arith::DivFOp)
-KILN_BINARY_FORMULA(MaxOp, arith::MaximumFOp)
-KILN_BINARY_FORMULA(MinOp, arith::MinimumFOp)
-KILN_BINARY_FORMULA(PowOp, math::PowFOp)
-#undef KILN_BINARY_FORMULA
+  Value gate = arith::MulFOp::create(b, loc, half, arith::AddFOp::create(b, loc, one, inner));
+  return arith::MulFOp::create(b, loc, x, gate);
+}
 
-#define KILN_UNARY_FORMULA(KilnOp, MathOp)                                                                  \
-  template <>                                                                                               \
-  Value formulaOf<KilnOp>(OpBuilder & b, Location loc, ValueRange x) {                                      \
-    return MathOp::create(b, loc, x[0]);                                                                    \
-  }
-KILN_UNARY_FORMULA(NegOp, arith::NegFOp)
-KILN_UNARY_FORMULA(ExpOp, math::ExpOp)
-KILN_UNARY_FORMULA(LogOp, math::LogOp)
-KILN_UNARY_FORMULA(SqrtOp, math::SqrtOp)
-KILN_UNARY_FORMULA(RsqrtOp, math::RsqrtOp)
-KILN_UNARY_FORMULA(AbsOp, math::AbsFOp)
-KILN_UNARY_FORMULA(TanhOp, math::TanhOp)
-KILN_UNARY_FORMULA(ErfOp, math::ErfOp)
-#undef KILN_UNARY_FORMULA
+} // namespace
 
-template <>
-Value formulaOf<ReciprocalOp>(OpBuilder &b, Location loc, ValueRange x) {
-  return arith::DivFOp::create(b, loc, floatConstant(b, loc, x[0].getType(), 1.0), x[0]);
+Value lowering::buildScalarFormula(OpBuilder &b, Location loc, Operation *op, ValueRange x) {
+  return llvm::TypeSwitch<Operation *, Value>(op)
+      .Case([&](AddOp) { return arith::AddFOp::create(b, loc, x[0], x[1]); })
+      .Case([&](SubOp) { return arith::SubFOp::create(b, loc, x[0], x[1]); })
+      .Case([&](MulOp) { return arith::MulFOp::create(b, loc, x[0], x[1]); })
+      .Case([&](DivOp) { return arith::DivFOp::create(b, loc, x[0], x[1]); })
+      .Case([&](MaxOp) { return arith::MaximumFOp::create(b, loc, x[0], x[1]); })
+      .Case([&](MinOp) { return arith::MinimumFOp::create(b, loc, x[0], x[1]); })
+      .Case([&](PowOp) { return math::PowFOp::create(b, loc, x[0], x[1]); })
+      .Case([&](NegOp) { return arith::NegFOp::create(b, loc, x[0]); })
+      .Case([&](ExpOp) { return math::ExpOp::create(b, loc, x[0]); })
+      .Case([&](LogOp) { return math::LogOp::create(b, loc, x[0]); })
+      .Case([&](SqrtOp) { return math::SqrtOp::create(b, loc, x[0]); })
+      .Case([&](RsqrtOp) { return math::RsqrtOp::create(b, loc, x[0]); })
+      .Case([&](AbsOp) { return math::AbsFOp::create(b, loc, x[0]); })
+      .Case([&](TanhOp) { return math::TanhOp::create(b, loc, x[0]); })
+      .Case([&](ErfOp) { return math::ErfOp::create(b, loc, x[0]); })
+      .Case([&](ReciprocalOp) {
+        return arith::DivFOp::create(b, loc, floatConstant(b, loc, x[0].getType(), 1.0), x[0]);
+      })
+      .Case([&](SigmoidOp) { return sigmoid(b, loc, x[0]); })
+      .Case([&](ReluOp) {
+        return arith::MaximumFOp::create(b, loc, x[0], floatConstant(b, loc, x[0].getType(), 0.0));
+      })
+      .Case([&](SiluOp) { return arith::MulFOp::create(b, loc, x[0], sigmoid(b, loc, x[0])); })
+      .Case([&](GeluOp gelu) { return ::gelu(b, loc, x[0], gelu.getApproximate() == GeluApproximation::tanh); })
+      .Case([&](SelectOp) { return arith::SelectOp::create(b, loc, x[0], x[1], x[2]); })
+      .Default([](Operation *) { return Value(); });
 }
-template <>
-Value formulaOf<SigmoidOp>(OpBuilder &b, Location loc, ValueRange x) {
-  return sigmoid(b, loc, x[0]);
-}
-template <>
-Value formulaOf<ReluOp>(OpBuilder &b, Location loc, ValueRange x) {
-  return arith::MaximumFOp::create(b, loc, x[0], floatConstant(b, loc, x[0].getType(), 0.0));
-}
-template <>
-Value formulaOf<SiluOp>(OpBuilder &b, Location loc, ValueRange x) {
-  return arith::MulFOp::create(b, loc, x[0], sigmoid(b, loc, x[0]));
-}
+
+namespace {
 
 /// Lowers an elementwise op whose formula needs nothing but its operands.
 template <typename Op>
@@ -84,50 +85,11 @@ struct ElementwiseLowering : OpConversionPattern<Op> {
   LogicalResult matchAndRewrite(Op op, typename Op::Adaptor adaptor,
                                 ConversionPatternRewriter &rewriter) const override {
     auto resultType = cast<RankedTensorType>(op.getType());
+    Operation *operation = op.getOperation();
     rewriter.replaceOp(op, buildBroadcastElementwise(rewriter, op.getLoc(), resultType, adaptor.getOperands(),
-                                                     formulaOf<Op>));
-    return success();
-  }
-};
-
-struct GeluLowering : OpConversionPattern<GeluOp> {
-  using OpConversionPattern::OpConversionPattern;
-  LogicalResult matchAndRewrite(GeluOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter) const override {
-    bool tanhForm = op.getApproximate() == GeluApproximation::tanh;
-    auto body = [tanhForm](OpBuilder &b, Location loc, ValueRange args) -> Value {
-      Value x = args[0];
-      Type type = x.getType();
-      Value half = floatConstant(b, loc, type, 0.5), one = floatConstant(b, loc, type, 1.0);
-      Value inner;
-      if (tanhForm) {
-        // sqrt(2/pi) * (x + 0.044715 x^3)
-        Value x3 = arith::MulFOp::create(b, loc, x, arith::MulFOp::create(b, loc, x, x));
-        Value cubic = arith::AddFOp::create(
-            b, loc, x, arith::MulFOp::create(b, loc, floatConstant(b, loc, type, 0.044715), x3));
-        inner = math::TanhOp::create(
-            b, loc, arith::MulFOp::create(b, loc, floatConstant(b, loc, type, std::sqrt(2.0 / M_PI)), cubic));
-      } else {
-        inner = math::ErfOp::create(
-            b, loc, arith::MulFOp::create(b, loc, x, floatConstant(b, loc, type, M_SQRT1_2)));
-      }
-      Value gate = arith::MulFOp::create(b, loc, half, arith::AddFOp::create(b, loc, one, inner));
-      return arith::MulFOp::create(b, loc, x, gate);
-    };
-    rewriter.replaceOp(op, buildBroadcastElementwise(rewriter, op.getLoc(), op.getType(), adaptor.getInput(),
-                                                     body));
-    return success();
-  }
-};
-
-struct SelectLowering : OpConversionPattern<SelectOp> {
-  using OpConversionPattern::OpConversionPattern;
-  LogicalResult matchAndRewrite(SelectOp op, OpAdaptor adaptor,
-                                ConversionPatternRewriter &rewriter) const override {
-    auto body = [](OpBuilder &b, Location loc, ValueRange args) -> Value {
-      return arith::SelectOp::create(b, loc, args[0], args[1], args[2]);
-    };
-    rewriter.replaceOp(op, buildBroadcastElementwise(rewriter, op.getLoc(), op.getType(), adaptor.getOperands(),
-                                                     body));
+                                                     [operation](OpBuilder &b, Location loc, ValueRange x) {
+                                                       return buildScalarFormula(b, loc, operation, x);
+                                                     }));
     return success();
   }
 };
@@ -197,6 +159,7 @@ void kiln::populateElementwiseLoweringPatterns(RewritePatternSet &patterns) {
                ElementwiseLowering<LogOp>, ElementwiseLowering<SqrtOp>, ElementwiseLowering<RsqrtOp>,
                ElementwiseLowering<ReciprocalOp>, ElementwiseLowering<AbsOp>, ElementwiseLowering<TanhOp>,
                ElementwiseLowering<ErfOp>, ElementwiseLowering<SigmoidOp>, ElementwiseLowering<ReluOp>,
-               ElementwiseLowering<SiluOp>, GeluLowering, SelectLowering, CastLowering, ConstantLowering>(
+               ElementwiseLowering<SiluOp>, ElementwiseLowering<GeluOp>, ElementwiseLowering<SelectOp>, CastLowering,
+               ConstantLowering>(
       patterns.getContext());
 }

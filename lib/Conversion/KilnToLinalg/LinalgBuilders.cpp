@@ -9,6 +9,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/IRMapping.h"
 
 #include <limits>
 
@@ -142,4 +143,17 @@ Value lowering::buildReduction(OpBuilder &b, Location loc, ArrayRef<int64_t> sha
         linalg::YieldOp::create(nested, nestedLoc, combine(nested, nestedLoc, combiner, args.back(), value));
       });
   return generic.getResult(0);
+}
+
+Value lowering::buildEpilogue(OpBuilder &b, Location loc, Region &epilogue, ArrayRef<int64_t> shape,
+                              Type resultElementType, ValueRange inputs, ArrayRef<AffineMap> maps) {
+  Block &body = epilogue.front();
+  return buildElementwise(b, loc, shape, resultElementType, inputs, maps,
+                          [&](OpBuilder &nested, Location, ValueRange args) -> Value {
+                            IRMapping mapping;
+                            mapping.map(body.getArguments(), args);
+                            for (Operation &op : body.without_terminator())
+                              nested.clone(op, mapping);
+                            return mapping.lookup(body.getTerminator()->getOperand(0));
+                          });
 }

@@ -77,7 +77,7 @@ void MatmulOp::build(OpBuilder &builder, OperationState &state, Value lhs, Value
   RankedTensorType lhsType = tensorType(lhs);
   Type resultType =
       inferMatmulType(lhsType, tensorType(rhs), transposeLhs, transposeRhs, lhsType.getElementType());
-  build(builder, state, resultType, lhs, rhs, transposeLhs, transposeRhs);
+  build(builder, state, resultType, lhs, rhs, transposeLhs, transposeRhs, ValueRange{});
 }
 
 LogicalResult MatmulOp::verify() {
@@ -104,11 +104,41 @@ LogicalResult MatmulOp::verify() {
                          << conflict->resultDim;
 
   RankedTensorType result = getType();
-  if (result.getElementType() != lhs.getElementType() && !result.getElementType().isF32())
+  if (!hasEpilogue() && result.getElementType() != lhs.getElementType() && !result.getElementType().isF32())
     return emitOpError() << "result element type " << result.getElementType() << " must be the operands' ("
                          << lhs.getElementType() << ") or f32";
   return verifyResultType(*this, result,
                           inferMatmulType(lhs, rhs, getTransposeLhs(), getTransposeRhs(), result.getElementType()));
+}
+
+LogicalResult MatmulOp::verifyRegions() {
+  RankedTensorType result = getType();
+  if (!hasEpilogue()) {
+    if (!getEpilogueOperands().empty())
+      return emitOpError() << "has epilogue operands but no epilogue region";
+    return success();
+  }
+  Block &body = getEpilogue().front();
+  if (body.getNumArguments() != getEpilogueOperands().size() + 1)
+    return emitOpError() << "epilogue takes " << body.getNumArguments()
+                         << " block arguments but needs the accumulator plus one per epilogue operand ("
+                         << getEpilogueOperands().size() + 1 << ")";
+  for (BlockArgument argument : body.getArguments())
+    if (!argument.getType().isF32())
+      return emitOpError() << "epilogue block argument #" << argument.getArgNumber() << " must be f32, got "
+                           << argument.getType();
+  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield || yield.getValues().size() != 1 || !yield.getValues()[0].getType().isF32())
+    return emitOpError() << "epilogue must end in kiln.yield of one f32 value";
+  for (auto [index, operand] : llvm::enumerate(getEpilogueOperands())) {
+    ArrayRef<int64_t> shape = tensorType(operand).getShape();
+    auto merged = broadcastShapes(shape, result.getShape());
+    auto *dims = std::get_if<SmallVector<int64_t>>(&merged);
+    if (!dims || ArrayRef<int64_t>(*dims) != result.getShape())
+      return emitOpError() << "epilogue operand #" << index << " of shape " << formatShape(shape)
+                           << " does not broadcast to the result shape " << formatShape(result.getShape());
+  }
+  return success();
 }
 
 //===----------------------------------------------------------------------===//

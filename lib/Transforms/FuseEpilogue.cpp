@@ -1,0 +1,135 @@
+//===- FuseEpilogue.cpp - The kiln-fuse-epilogue pass ----------------------===//
+//
+// Folds the chain of elementwise ops that consumes a matmul — bias add, scale, activation, residual add, a
+// gating multiply by another tensor, a final cast — into the matmul's epilogue region, so that the output
+// tile is finished in registers and stored once. A producer whose result has other users is left alone: fusing
+// it would compute it twice or store it twice.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Conversion/KilnToLinalg/LinalgBuilders.h"
+#include "Transforms/Passes.h"
+#include "Transforms/Transforms.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/IRMapping.h"
+
+namespace mlir {
+namespace kiln {
+#define GEN_PASS_DEF_KILNFUSEEPILOGUE
+#include "Transforms/Passes.h.inc"
+} // namespace kiln
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::kiln;
+
+/// Elementwise ops an epilogue can absorb (their f32 formula exists and they keep the shape).
+static bool isFusibleElementwise(Operation *op) {
+  return isa<AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp, NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp,
+             AbsOp, TanhOp, ErfOp, SigmoidOp, ReluOp, SiluOp, GeluOp>(op);
+}
+
+/// A float-to-float cast that keeps the shape.
+static bool isFusibleCast(Operation *op) {
+  auto cast = dyn_cast<CastOp>(op);
+  return cast && isa<FloatType>(cast.getInput().getType().getElementType()) &&
+         isa<FloatType>(cast.getType().getElementType());
+}
+
+FailureOr<MatmulOp> kiln::fuseEpilogue(RewriterBase &rewriter, MatmulOp matmul) {
+  auto resultShape = matmul.getType().getShape();
+  // Walk the single-use chain of consumers that keep the matmul's shape.
+  SmallVector<Operation *> chain;
+  Value current = matmul.getResult();
+  while (current.hasOneUse()) {
+    Operation *user = *current.getUsers().begin();
+    if (user->getNumResults() != 1 || !(isFusibleElementwise(user) || isFusibleCast(user)))
+      break;
+    auto userType = cast<RankedTensorType>(user->getResult(0).getType());
+    if (userType.getShape() != resultShape)
+      break;
+    // x op x reads the chain twice; the epilogue sees each value once.
+    if (llvm::count(user->getOperands(), current) != 1)
+      break;
+    chain.push_back(user);
+    current = user->getResult(0);
+  }
+  if (chain.empty())
+    return rewriter.notifyMatchFailure(matmul, "no single-use elementwise consumer of the matmul's shape");
+
+  Operation *last = chain.back();
+  auto resultType = cast<RankedTensorType>(last->getResult(0).getType());
+  SmallVector<Value> operands(matmul.getEpilogueOperands());
+  for (Operation *op : chain)
+    for (Value operand : op->getOperands())
+      if (!llvm::is_contained(chain, operand.getDefiningOp()) && operand != matmul.getResult() &&
+          !llvm::is_contained(operands, operand))
+        operands.push_back(operand);
+
+  rewriter.setInsertionPoint(last);
+  Location loc = matmul.getLoc();
+  auto fused = MatmulOp::create(rewriter, loc, resultType, matmul.getLhs(), matmul.getRhs(),
+                                matmul.getTransposeLhs(), matmul.getTransposeRhs(), operands);
+  Type f32 = rewriter.getF32Type();
+  Block *body = rewriter.createBlock(&fused.getEpilogue(), {}, SmallVector<Type>(operands.size() + 1, f32),
+                                     SmallVector<Location>(operands.size() + 1, loc));
+  rewriter.setInsertionPointToStart(body);
+
+  // Scalar value of every tensor the chain reads: the accumulator, the epilogue operands, the chain's results.
+  IRMapping scalars;
+  Value accumulator = body->getArgument(0);
+  if (matmul.hasEpilogue()) {
+    // An existing epilogue runs first; its yield is the value the chain continues from.
+    Block &old = matmul.getEpilogue().front();
+    IRMapping inner;
+    inner.map(old.getArgument(0), body->getArgument(0));
+    for (auto [index, operand] : llvm::enumerate(matmul.getEpilogueOperands()))
+      inner.map(old.getArgument(index + 1), body->getArgument(index + 1));
+    for (Operation &op : old.without_terminator())
+      rewriter.clone(op, inner);
+    accumulator = inner.lookup(old.getTerminator()->getOperand(0));
+  }
+  scalars.map(matmul.getResult(), accumulator);
+  for (auto [index, operand] : llvm::enumerate(operands))
+    if (index >= matmul.getEpilogueOperands().size())
+      scalars.map(operand, body->getArgument(index + 1));
+  for (Operation *op : chain) {
+    Value result;
+    if (auto cast = dyn_cast<CastOp>(op)) {
+      // A cast inside the chain rounds as the unfused graph would; the last one is the store itself.
+      Value input = scalars.lookup(cast.getInput());
+      Type to = cast.getType().getElementType();
+      result = input;
+      if (op != last && to != f32) {
+        Value rounded = arith::TruncFOp::create(rewriter, loc, to, input);
+        result = arith::ExtFOp::create(rewriter, loc, f32, rounded);
+      }
+    } else {
+      SmallVector<Value> args;
+      for (Value operand : op->getOperands())
+        args.push_back(scalars.lookup(operand));
+      result = lowering::buildScalarFormula(rewriter, loc, op, args);
+    }
+    scalars.map(op->getResult(0), result);
+  }
+  YieldOp::create(rewriter, loc, scalars.lookup(last->getResult(0)));
+
+  rewriter.replaceOp(last, fused.getResult());
+  for (Operation *op : llvm::reverse(llvm::ArrayRef(chain).drop_back()))
+    rewriter.eraseOp(op);
+  rewriter.eraseOp(matmul);
+  return fused;
+}
+
+namespace {
+struct KilnFuseEpiloguePass : kiln::impl::KilnFuseEpilogueBase<KilnFuseEpiloguePass> {
+  void runOnOperation() override {
+    SmallVector<MatmulOp> candidates;
+    getOperation()->walk([&](MatmulOp op) { candidates.push_back(op); });
+    IRRewriter rewriter(&getContext());
+    for (MatmulOp op : candidates)
+      (void)fuseEpilogue(rewriter, op);
+  }
+};
+} // namespace
