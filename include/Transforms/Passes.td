@@ -67,6 +67,34 @@ def KilnFuseEpilogue : Pass<"kiln-fuse-epilogue"> {
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::math::MathDialect"];
 }
 
+def KilnOutlineKernels : Pass<"kiln-outline-kernels", "::mlir::ModuleOp"> {
+  let summary = "Split each function into kernels and a host plan that calls them";
+  let description = [{
+    Every compute op of the kiln dialect — a (fused) matmul or attention, a row kernel, and each remaining
+    elementwise or data-movement op — moves into its own private `func.func` marked `kiln.kernel`, whose
+    last arguments are destinations for its results (`bufferization.materialize_in_destination`). The original
+    function becomes the host plan: it allocates a destination for each kernel result and calls the kernels in
+    order, with explicit buffers once bufferized. Constants and reshapes (views) stay in the plan.
+
+    ```mlir
+    // after
+    func.func private @block_k0_matmul(%x: tensor<77x512xf32>, %w: tensor<512x512xf32>,
+                                       %out: tensor<77x512xf32>) -> tensor<77x512xf32> attributes {kiln.kernel} {
+      %y = kiln.matmul %x, %w : ...
+      %r = bufferization.materialize_in_destination %y in %out : ...
+      return %r : tensor<77x512xf32>
+    }
+    func.func @block(%x: tensor<77x512xf32>, %w: tensor<512x512xf32>) -> tensor<77x512xf32> {
+      %buf = tensor.empty() : tensor<77x512xf32>
+      %y = call @block_k0_matmul(%x, %w, %buf) : ...
+      return %y : tensor<77x512xf32>
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::bufferization::BufferizationDialect", "::mlir::func::FuncDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def KilnSelectConfig : Pass<"kiln-select-config"> {
   let summary = "Attach a #kiln.config (tiles, warps, stages, lowering) to every kernel op";
   let description = [{

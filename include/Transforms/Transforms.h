@@ -10,6 +10,7 @@
 
 #include "Dialect/Kiln/KilnOps.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/PatternMatch.h"
 
 namespace mlir {
@@ -37,6 +38,10 @@ FailureOr<AttentionOp> fuseAttention(RewriterBase &rewriter, MatmulOp output);
 /// Folds the single-use chain of elementwise consumers (and a final float cast) of `matmul` into its epilogue
 /// region. Returns the new matmul; fails, changing nothing, when the matmul has no such consumer.
 FailureOr<MatmulOp> fuseEpilogue(RewriterBase &rewriter, MatmulOp matmul);
+
+/// Moves one compute op into a new private kernel function `name` (marked `kiln.kernel`) that writes its
+/// results into destination arguments, and replaces the op by an allocation of those destinations and a call.
+FailureOr<func::FuncOp> outlineKernel(RewriterBase &rewriter, Operation *op, llvm::StringRef name);
 
 /// Tiles a matmul by its config's [BM, BN, BK] into an scf.forall of output tiles with a K loop inside.
 /// Returns the replacement value.

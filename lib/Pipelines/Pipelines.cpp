@@ -33,13 +33,14 @@ LogicalResult kiln::buildHostLoopsPipeline(OpPassManager &pm, const HostPipeline
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createKilnFuseAttention());
     pm.addPass(createKilnFuseEpilogue());
+    pm.addPass(createKilnOutlineKernels());
     pm.addPass(createKilnSelectConfig(KilnSelectConfigOptions{"host"}));
     pm.addPass(createKilnTile());
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createKilnOnlineSoftmax());
   }
   pm.addPass(createConvertKilnToLinalg());
-  return appendPipeline(pm, "canonicalize,cse,"
+  return appendPipeline(pm, "canonicalize,cse,eliminate-empty-tensors,"
                             "one-shot-bufferize{bufferize-function-boundaries allow-return-allocs-from-loops "
                             "function-boundary-type-conversion=identity-layout-map},"
                             "buffer-results-to-out-params{hoist-static-allocs modify-public-functions},"
