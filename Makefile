@@ -23,6 +23,7 @@ build: setup configure
 
 test: build
 	ninja -C $(BUILD_DIR) check-kiln
+	KILN_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) -m pytest test/Integration -q
 
 demo: build
 	@bash scripts/demo.sh $(BUILD_DIR)

@@ -14,6 +14,17 @@
 namespace mlir {
 namespace kiln {
 
+/// Options of the graph-to-tiled-kernels pipeline.
+struct KernelPipelineOptions : public PassPipelineOptions<KernelPipelineOptions> {
+  PassOptions::Option<std::string> target{*this, "target",
+                                          llvm::cl::desc("Target the configs are chosen for: host, sm_80, sm_90a"),
+                                          llvm::cl::init("host")};
+};
+
+/// From the graph to tiled kernels, the part every backend shares: canonicalize, fuse attention and epilogues,
+/// outline one kernel per fused group, select configs for `target`, tile, and apply online softmax.
+void buildKernelPipeline(OpPassManager &pm, const KernelPipelineOptions &options);
+
 /// Options of the host (CPU) pipeline.
 struct HostPipelineOptions : public PassPipelineOptions<HostPipelineOptions> {
   PassOptions::Option<bool> tile{*this, "tile",
@@ -29,7 +40,7 @@ LogicalResult buildHostLoopsPipeline(OpPassManager &pm, const HostPipelineOption
 /// The whole host backend: buildHostLoopsPipeline, then to the LLVM dialect, ready for the ExecutionEngine.
 LogicalResult buildHostPipeline(OpPassManager &pm, const HostPipelineOptions &options);
 
-/// Registers the pipelines above as `kiln-host-loops` and `kiln-host-pipeline`.
+/// Registers the pipelines above as `kiln-kernel-pipeline`, `kiln-host-loops` and `kiln-host-pipeline`.
 void registerKilnPipelines();
 
 } // namespace kiln

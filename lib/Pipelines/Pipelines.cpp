@@ -28,16 +28,22 @@ static LogicalResult appendPipeline(OpPassManager &pm, StringRef pipeline) {
   return failure();
 }
 
+void kiln::buildKernelPipeline(OpPassManager &pm, const KernelPipelineOptions &options) {
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createKilnFuseAttention());
+  pm.addPass(createKilnFuseEpilogue());
+  pm.addPass(createKilnOutlineKernels());
+  pm.addPass(createKilnSelectConfig(KilnSelectConfigOptions{options.target}));
+  pm.addPass(createKilnTile());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createKilnOnlineSoftmax());
+}
+
 LogicalResult kiln::buildHostLoopsPipeline(OpPassManager &pm, const HostPipelineOptions &options) {
   if (options.tile) {
-    pm.addPass(createCanonicalizerPass());
-    pm.addPass(createKilnFuseAttention());
-    pm.addPass(createKilnFuseEpilogue());
-    pm.addPass(createKilnOutlineKernels());
-    pm.addPass(createKilnSelectConfig(KilnSelectConfigOptions{"host"}));
-    pm.addPass(createKilnTile());
-    pm.addPass(createCanonicalizerPass());
-    pm.addPass(createKilnOnlineSoftmax());
+    KernelPipelineOptions kernelOptions;
+    kernelOptions.target = "host";
+    buildKernelPipeline(pm, kernelOptions);
   }
   pm.addPass(createConvertKilnToLinalg());
   return appendPipeline(pm, "canonicalize,cse,eliminate-empty-tensors,"
@@ -58,6 +64,9 @@ LogicalResult kiln::buildHostPipeline(OpPassManager &pm, const HostPipelineOptio
 }
 
 void kiln::registerKilnPipelines() {
+  PassPipelineRegistration<KernelPipelineOptions>(
+      "kiln-kernel-pipeline", "Fuse, outline, configure, tile and apply online softmax (graph to tiled kernels)",
+      buildKernelPipeline);
   PassPipelineRegistration<HostPipelineOptions>(
       "kiln-host-loops", "Lower kiln IR to bufferized scf loops (the host backend before LLVM)",
       [](OpPassManager &pm, const HostPipelineOptions &options) { (void)buildHostLoopsPipeline(pm, options); });
