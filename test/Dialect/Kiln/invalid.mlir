@@ -1116,3 +1116,63 @@ func.func @logsumexp_shape(%x: tensor<4x8xf32>) -> tensor<8xf32> {
   %0 = kiln.logsumexp %x axis 1 : tensor<4x8xf32> -> tensor<8xf32>
   return %0 : tensor<8xf32>
 }
+
+// -----
+
+func.func @epilogue_arg_count(%x: tensor<4x8xf32>, %w: tensor<8x2xf32>, %b: tensor<2xf32>) -> tensor<4x2xf32> {
+  // expected-error @+1 {{'kiln.matmul' op epilogue takes 1 block arguments but needs the accumulator plus one per epilogue operand (2)}}
+  %0 = kiln.matmul %x, %w epilogue(%b : tensor<2xf32>) {
+  ^bb0(%acc: f32):
+    kiln.yield %acc : f32
+  } : tensor<4x8xf32>, tensor<8x2xf32> -> tensor<4x2xf32>
+  return %0 : tensor<4x2xf32>
+}
+
+// -----
+
+func.func @epilogue_arg_type(%x: tensor<4x8xf32>, %w: tensor<8x2xf32>) -> tensor<4x2xf32> {
+  // expected-error @+1 {{'kiln.matmul' op epilogue block argument #0 must be f32, got 'f16'}}
+  %0 = kiln.matmul %x, %w epilogue() {
+  ^bb0(%acc: f16):
+    %e = arith.extf %acc : f16 to f32
+    kiln.yield %e : f32
+  } : tensor<4x8xf32>, tensor<8x2xf32> -> tensor<4x2xf32>
+  return %0 : tensor<4x2xf32>
+}
+
+// -----
+
+func.func @epilogue_yield(%x: tensor<4x8xf32>, %w: tensor<8x2xf32>) -> tensor<4x2xf32> {
+  // expected-error @+1 {{'kiln.matmul' op epilogue must end in kiln.yield of one f32 value}}
+  %0 = kiln.matmul %x, %w epilogue() {
+  ^bb0(%acc: f32):
+    kiln.yield %acc, %acc : f32, f32
+  } : tensor<4x8xf32>, tensor<8x2xf32> -> tensor<4x2xf32>
+  return %0 : tensor<4x2xf32>
+}
+
+// -----
+
+func.func @epilogue_operand_shape(%x: tensor<4x8xf32>, %w: tensor<8x2xf32>, %b: tensor<3xf32>) -> tensor<4x2xf32> {
+  // expected-error @+1 {{'kiln.matmul' op epilogue operand #0 of shape [3] does not broadcast to the result shape [4, 2]}}
+  %0 = kiln.matmul %x, %w epilogue(%b : tensor<3xf32>) {
+  ^bb0(%acc: f32, %v: f32):
+    kiln.yield %acc : f32
+  } : tensor<4x8xf32>, tensor<8x2xf32> -> tensor<4x2xf32>
+  return %0 : tensor<4x2xf32>
+}
+
+// -----
+
+func.func @epilogue_operands_without_region(%x: tensor<4x8xf32>, %w: tensor<8x2xf32>, %b: tensor<2xf32>) -> tensor<4x2xf32> {
+  // expected-error @+1 {{'kiln.matmul' op has epilogue operands but no epilogue region}}
+  %0 = "kiln.matmul"(%x, %w, %b) ({}) : (tensor<4x8xf32>, tensor<8x2xf32>, tensor<2xf32>) -> tensor<4x2xf32>
+  return %0 : tensor<4x2xf32>
+}
+
+// -----
+
+func.func @yield_outside_matmul() {
+  // expected-error @+1 {{'kiln.yield' op expects parent op 'kiln.matmul'}}
+  kiln.yield
+}

@@ -166,6 +166,33 @@ func.func @softmax(%s: tensor<1x8x77x77xf32>, %t: tensor<16xbf16>) -> (tensor<1x
   return %0, %1, %2 : tensor<1x8x77x77xf32>, tensor<1x8x77x77xf32>, tensor<16xbf16>
 }
 
+// CHECK-LABEL: func.func @matmul_epilogue
+// CHECK-SAME: (%[[X:[a-z0-9_]+]]: tensor<2x77x64xf32>, %[[W:[a-z0-9_]+]]: tensor<64x33xf32>, %[[B:[a-z0-9_]+]]: tensor<33xf32>, %[[R:[a-z0-9_]+]]: tensor<2x77x33xf32>)
+func.func @matmul_epilogue(%x: tensor<2x77x64xf32>, %w: tensor<64x33xf32>, %b: tensor<33xf32>, %r: tensor<2x77x33xf32>) -> (tensor<2x77x33xbf16>, tensor<2x77x33xf32>) {
+  // CHECK: kiln.matmul %[[X]], %[[W]] epilogue(%[[B]], %[[R]] : tensor<33xf32>, tensor<2x77x33xf32>) {
+  // CHECK-NEXT: ^bb0(%[[ACC:.*]]: f32, %[[BIAS:.*]]: f32, %[[RES:.*]]: f32):
+  // CHECK-NEXT: %[[S:.*]] = arith.addf %[[ACC]], %[[BIAS]] : f32
+  // CHECK-NEXT: %[[T:.*]] = arith.addf %[[S]], %[[RES]] : f32
+  // CHECK-NEXT: kiln.yield %[[T]] : f32
+  // CHECK-NEXT: } : tensor<2x77x64xf32>, tensor<64x33xf32> -> tensor<2x77x33xbf16>
+  %0 = kiln.matmul %x, %w epilogue(%b, %r : tensor<33xf32>, tensor<2x77x33xf32>) {
+  ^bb0(%acc: f32, %bias: f32, %res: f32):
+    %s = arith.addf %acc, %bias : f32
+    %t = arith.addf %s, %res : f32
+    kiln.yield %t : f32
+  } : tensor<2x77x64xf32>, tensor<64x33xf32> -> tensor<2x77x33xbf16>
+  // CHECK: kiln.matmul %[[X]], %[[W]] epilogue() {
+  // CHECK: arith.maximumf
+  // CHECK: } : tensor<2x77x64xf32>, tensor<64x33xf32> -> tensor<2x77x33xf32>
+  %1 = kiln.matmul %x, %w epilogue() {
+  ^bb0(%acc: f32):
+    %c = arith.constant 0.0 : f32
+    %m = arith.maximumf %acc, %c : f32
+    kiln.yield %m : f32
+  } : tensor<2x77x64xf32>, tensor<64x33xf32> -> tensor<2x77x33xf32>
+  return %0, %1 : tensor<2x77x33xbf16>, tensor<2x77x33xf32>
+}
+
 // CHECK-LABEL: func.func @logsumexp
 // CHECK-SAME: (%[[S:[a-z0-9_]+]]: tensor<64x1024xbf16>)
 func.func @logsumexp(%s: tensor<64x1024xbf16>) -> tensor<64xf32> {
