@@ -162,8 +162,23 @@ LogicalResult kiln::rewriteOnlineSoftmax(RewriterBase &rewriter, SoftmaxOp softm
   auto update = consumer.getBody()->getTerminator()->getOperand(0).getDefiningOp<AddOp>();
   if (!update || !acc.hasOneUse() || (update.getLhs() != acc && update.getRhs() != acc))
     return rewriter.notifyMatchFailure(softmax, "the loop does not accumulate acc + f(P)");
-  if (logSumExp && !logSumExp->isBeforeInBlock(consumer) && logSumExp->getBlock() == consumer->getBlock())
-    return rewriter.notifyMatchFailure(softmax, "the logsumexp must come before the accumulation loop");
+  // Rescaling acc by alpha and dividing by l at the end is only right when f is linear in P: each tile of P
+  // must feed a matmul whose product is the accumulated term.
+  Value term = update.getLhs() == acc ? update.getRhs() : update.getLhs();
+  for (tensor::ExtractSliceOp read : reads) {
+    for (Operation *user : read->getUsers()) {
+      auto product = dyn_cast<MatmulOp>(user);
+      if (!product || product.hasEpilogue() || product.getResult() != term)
+        return rewriter.notifyMatchFailure(softmax, "the accumulated term is not a matmul of the P tile");
+    }
+  }
+  // The log-sum-exp is rebuilt after the fused loop; everything that reads it must come after that loop.
+  if (logSumExp)
+    for (Operation *user : logSumExp->getUsers()) {
+      Operation *ancestor = consumer->getBlock()->findAncestorOpInBlock(*user);
+      if (!ancestor || !consumer->isBeforeInBlock(ancestor))
+        return rewriter.notifyMatchFailure(softmax, "the logsumexp is used before the accumulation loop");
+    }
 
   Location loc = softmax.getLoc();
   Type f32 = rewriter.getF32Type();
@@ -185,7 +200,7 @@ LogicalResult kiln::rewriteOnlineSoftmax(RewriterBase &rewriter, SoftmaxOp softm
         for (Operation &op : producer.getBody()->without_terminator())
           if (&op != insert.getOperation())
             b.clone(op, scoreMapping);
-        Value scores = toBase2(b, l, scoreMapping.lookup(insert.getSource()));
+        Value scores = toBase2(b, l, scoreMapping.lookupOrDefault(insert.getSource()));
 
         auto first = [](OpBuilder &, Location, ValueRange x) { return x[0]; };
         Value tileMax = buildReduction(b, l, {rows, width}, {1}, Combiner::Max, scores, tileId, first);

@@ -23,6 +23,17 @@ namespace kiln {
 using namespace mlir;
 using namespace mlir::kiln;
 
+/// Row kernels that can be tiled: a softmax along the last axis, rms_norm or layer_norm, of rank >= 2 (a
+/// single row, or a softmax along another axis, stays one untiled kernel).
+static bool isRowKernel(Operation *op) {
+  auto type = cast<RankedTensorType>(op->getResult(0).getType());
+  if (type.getRank() < 2)
+    return false;
+  if (auto softmax = dyn_cast<SoftmaxOp>(op))
+    return softmax.getAxis() == type.getRank() - 1;
+  return isa<RmsNormOp, LayerNormOp>(op);
+}
+
 namespace {
 struct KilnTilePass : kiln::impl::KilnTileBase<KilnTilePass> {
   void runOnOperation() override {
@@ -39,9 +50,7 @@ struct KilnTilePass : kiln::impl::KilnTileBase<KilnTilePass> {
         result = tileMatmul(rewriter, matmul);
       else if (auto attention = dyn_cast<AttentionOp>(op))
         result = tileAttention(rewriter, attention);
-      else if (getConfig(op).getTile().size() == 1 &&
-               (!isa<SoftmaxOp>(op) || cast<SoftmaxOp>(op).getAxis() == cast<SoftmaxOp>(op).getType().getRank() - 1) &&
-               cast<RankedTensorType>(op->getResult(0).getType()).getRank() >= 2)
+      else if (isRowKernel(op))
         result = tileRowKernel(rewriter, op);
       if (failed(result)) {
         op->emitError() << "kiln-tile: cannot tile this op with " << getConfig(op);

@@ -18,6 +18,9 @@ using namespace mlir;
 using namespace mlir::kiln;
 
 OpFoldResult kiln::clampedTileSize(OpBuilder &b, Location loc, OpFoldResult offset, int64_t tile, int64_t dim) {
+  // Offsets are multiples of the tile below dim, so a tile that divides dim is always whole.
+  if (dim % tile == 0)
+    return b.getIndexAttr(tile);
   MLIRContext *ctx = b.getContext();
   AffineExpr d0 = getAffineDimExpr(0, ctx);
   AffineMap map = AffineMap::get(1, 0, {getAffineConstantExpr(tile, ctx), getAffineConstantExpr(dim, ctx) - d0},

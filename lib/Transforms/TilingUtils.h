@@ -15,7 +15,8 @@
 namespace mlir {
 namespace kiln {
 
-/// min(tile, dim - offset): the valid extent of a tile that starts at `offset` (a constant when it folds).
+/// min(tile, dim - offset): the valid extent of a tile that starts at `offset`, a multiple of `tile` below
+/// `dim` (a loop induction variable stepping by the tile). A constant when the tile divides `dim`.
 OpFoldResult clampedTileSize(OpBuilder &b, Location loc, OpFoldResult offset, int64_t tile, int64_t dim);
 
 /// Reads source[offsets][sizes], rank-reduced to `tileShape.size()` dimensions (every other size must be 1),

@@ -100,9 +100,15 @@ Value convertScalar(OpBuilder &b, Location loc, Value value, Type to) {
   if (from == to)
     return value;
   auto fromFloat = dyn_cast<FloatType>(from), toFloat = dyn_cast<FloatType>(to);
-  if (fromFloat && toFloat)
+  if (fromFloat && toFloat) {
+    if (fromFloat.getWidth() == toFloat.getWidth()) {
+      // f16 <-> bf16: exact through f32, then one rounding.
+      Value wide = arith::ExtFOp::create(b, loc, b.getF32Type(), value);
+      return arith::TruncFOp::create(b, loc, to, wide);
+    }
     return fromFloat.getWidth() < toFloat.getWidth() ? Value(arith::ExtFOp::create(b, loc, to, value))
                                                      : Value(arith::TruncFOp::create(b, loc, to, value));
+  }
   if (fromFloat) {
     if (to.isInteger(1))
       return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNE, value, floatConstant(b, loc, from, 0.0));

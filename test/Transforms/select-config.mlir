@@ -1,0 +1,207 @@
+// RUN: kiln-opt %s -kiln-select-config -split-input-file | FileCheck %s --check-prefixes=CHECK,HOST
+// RUN: kiln-opt %s -kiln-select-config=target=host -split-input-file | FileCheck %s --check-prefixes=CHECK,HOST
+// RUN: kiln-opt %s -kiln-select-config=target=sm_80 -split-input-file | FileCheck %s --check-prefixes=CHECK,SM80
+// RUN: kiln-opt %s -kiln-select-config=target=sm_90a -split-input-file | FileCheck %s --check-prefixes=CHECK,SM90
+// RUN: not kiln-opt %s -kiln-select-config=target=sm_70 2>&1 | FileCheck %s --check-prefix=BADTARGET
+
+// kiln-select-config attaches a #kiln.config to every matmul, attention, softmax, rms_norm and layer_norm. The
+// CHECK prefix holds what every target agrees on; HOST, SM80 and SM90 the per-target strategies.
+
+// BADTARGET: error: kiln-select-config: unknown target 'sm_70' (expected host, sm_80 or sm_90a)
+
+//===----------------------------------------------------------------------===//
+// kiln.matmul
+//===----------------------------------------------------------------------===//
+
+// A large GEMM gets each target's full-size tile.
+// CHECK-LABEL: func.func @matmul_large
+// CHECK-SAME: (%[[A:.*]]: tensor<512x1024xf32>, %[[B:.*]]: tensor<1024x512xf32>)
+// HOST: kiln.matmul %[[A]], %[[B]] {kiln.config = #kiln.config<tile = [64, 64, 64], warps = 1, stages = 1, lowering = "host">}
+// SM80: kiln.matmul %[[A]], %[[B]] {kiln.config = #kiln.config<tile = [128, 128, 32], warps = 4, stages = 3, lowering = "mma_sync">}
+// SM90: kiln.matmul %[[A]], %[[B]] {kiln.config = #kiln.config<tile = [128, 256, 64], warps = 8, stages = 4, lowering = "wgmma">}
+func.func @matmul_large(%a: tensor<512x1024xf32>, %b: tensor<1024x512xf32>) -> tensor<512x512xf32> {
+  %0 = kiln.matmul %a, %b : tensor<512x1024xf32>, tensor<1024x512xf32> -> tensor<512x512xf32>
+  return %0 : tensor<512x512xf32>
+}
+
+// -----
+
+// A single-row GEMV: the host tile has exactly one row; GPU tiles never go below the 16-row fragment, and
+// sm_90a switches to its small-M (64x128, one warpgroup pair) strategy.
+// CHECK-LABEL: func.func @matmul_one_row
+// HOST: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [1, 64, 64], warps = 1, stages = 1, lowering = "host">}
+// SM80: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [16, 128, 32], warps = 4, stages = 3, lowering = "mma_sync">}
+// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [16, 128, 64], warps = 4, stages = 4, lowering = "wgmma">}
+func.func @matmul_one_row(%a: tensor<1x4096xf32>, %b: tensor<4096x4096xf32>) -> tensor<1x4096xf32> {
+  %0 = kiln.matmul %a, %b : tensor<1x4096xf32>, tensor<4096x4096xf32> -> tensor<1x4096xf32>
+  return %0 : tensor<1x4096xf32>
+}
+
+// -----
+
+// Every dimension smaller than the default tile: the host clamps to the dimension itself, the GPU to the next
+// power of two at or above it (M = 3 -> 16, N = 40 -> 64, K = 20 -> 32).
+// CHECK-LABEL: func.func @matmul_small
+// HOST: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [3, 40, 20], warps = 1, stages = 1, lowering = "host">}
+// SM80: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [16, 64, 32], warps = 4, stages = 3, lowering = "mma_sync">}
+// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [16, 64, 32], warps = 4, stages = 4, lowering = "wgmma">}
+func.func @matmul_small(%a: tensor<3x20xf32>, %b: tensor<20x40xf32>) -> tensor<3x40xf32> {
+  %0 = kiln.matmul %a, %b : tensor<3x20xf32>, tensor<20x40xf32> -> tensor<3x40xf32>
+  return %0 : tensor<3x40xf32>
+}
+
+// -----
+
+// With transpose_lhs the contraction size is the lhs's second-to-last dimension (K = 20), not its last (M = 128).
+// CHECK-LABEL: func.func @matmul_transpose_lhs
+// HOST: kiln.matmul {{.*}} transpose_lhs {kiln.config = #kiln.config<tile = [64, 64, 20], warps = 1, stages = 1, lowering = "host">}
+// SM80: kiln.matmul {{.*}} transpose_lhs {kiln.config = #kiln.config<tile = [128, 128, 32], warps = 4, stages = 3, lowering = "mma_sync">}
+// SM90: kiln.matmul {{.*}} transpose_lhs {kiln.config = #kiln.config<tile = [128, 256, 32], warps = 8, stages = 4, lowering = "wgmma">}
+func.func @matmul_transpose_lhs(%a: tensor<20x128xf32>, %b: tensor<20x512xf32>) -> tensor<128x512xf32> {
+  %0 = kiln.matmul %a, %b transpose_lhs : tensor<20x128xf32>, tensor<20x512xf32> -> tensor<128x512xf32>
+  return %0 : tensor<128x512xf32>
+}
+
+// -----
+
+// Batched bf16: only the matrix dimensions (M = 77, N = 1024, K = 512) decide.
+// CHECK-LABEL: func.func @matmul_batched_bf16
+// HOST: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [64, 64, 64], warps = 1, stages = 1, lowering = "host">}
+// SM80: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [128, 128, 32], warps = 4, stages = 3, lowering = "mma_sync">}
+// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [128, 256, 64], warps = 8, stages = 4, lowering = "wgmma">}
+func.func @matmul_batched_bf16(%a: tensor<2x77x512xbf16>, %b: tensor<512x1024xbf16>) -> tensor<2x77x1024xbf16> {
+  %0 = kiln.matmul %a, %b : tensor<2x77x512xbf16>, tensor<512x1024xbf16> -> tensor<2x77x1024xbf16>
+  return %0 : tensor<2x77x1024xbf16>
+}
+
+//===----------------------------------------------------------------------===//
+// kiln.attention
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// Head dim 64: sm_80 can afford 128-wide key tiles.
+// CHECK-LABEL: func.func @attention_head_dim_64
+// HOST: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [64, 64], warps = 1, stages = 1, lowering = "host">}
+// SM80: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [128, 128], warps = 4, stages = 2, lowering = "mma_sync">}
+// SM90: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [128, 128], warps = 8, stages = 2, lowering = "wgmma">}
+func.func @attention_head_dim_64(%q: tensor<1x8x256x64xf32>, %k: tensor<1x8x256x64xf32>, %v: tensor<1x8x256x64xf32>) -> tensor<1x8x256x64xf32> {
+  %0 = kiln.attention %q, %k, %v : tensor<1x8x256x64xf32>, tensor<1x8x256x64xf32>, tensor<1x8x256x64xf32> -> tensor<1x8x256x64xf32>
+  return %0 : tensor<1x8x256x64xf32>
+}
+
+// -----
+
+// Head dim 128: sm_80 halves the key tile to 64; sm_90a keeps 128x128.
+// CHECK-LABEL: func.func @attention_head_dim_128
+// HOST: kiln.attention {{.*}} causal {kiln.config = #kiln.config<tile = [64, 64], warps = 1, stages = 1, lowering = "host">}
+// SM80: kiln.attention {{.*}} causal {kiln.config = #kiln.config<tile = [128, 64], warps = 4, stages = 2, lowering = "mma_sync">}
+// SM90: kiln.attention {{.*}} causal {kiln.config = #kiln.config<tile = [128, 128], warps = 8, stages = 2, lowering = "wgmma">}
+func.func @attention_head_dim_128(%q: tensor<1x32x256x128xbf16>, %k: tensor<1x8x256x128xbf16>, %v: tensor<1x8x256x128xbf16>) -> tensor<1x32x256x128xbf16> {
+  %0 = kiln.attention %q, %k, %v causal : tensor<1x32x256x128xbf16>, tensor<1x8x256x128xbf16>, tensor<1x8x256x128xbf16> -> tensor<1x32x256x128xbf16>
+  return %0 : tensor<1x32x256x128xbf16>
+}
+
+// -----
+
+// Decoding (one query row, 300 keys): the query tile shrinks, the key tile does not.
+// CHECK-LABEL: func.func @attention_decode
+// HOST: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [1, 64], warps = 1, stages = 1, lowering = "host">}
+// SM80: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [16, 128], warps = 4, stages = 2, lowering = "mma_sync">}
+// SM90: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [16, 128], warps = 8, stages = 2, lowering = "wgmma">}
+func.func @attention_decode(%q: tensor<1x8x1x64xf32>, %k: tensor<1x8x300x64xf32>, %v: tensor<1x8x300x64xf32>) -> tensor<1x8x1x64xf32> {
+  %0 = kiln.attention %q, %k, %v : tensor<1x8x1x64xf32>, tensor<1x8x300x64xf32>, tensor<1x8x300x64xf32> -> tensor<1x8x1x64xf32>
+  return %0 : tensor<1x8x1x64xf32>
+}
+
+//===----------------------------------------------------------------------===//
+// Row kernels: kiln.softmax, kiln.rms_norm, kiln.layer_norm
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// A block of rows per program: 16 on the host, 4 (one per warp) on the GPU.
+// CHECK-LABEL: func.func @row_kernels
+// HOST: kiln.softmax {{.*}} axis 2 {kiln.config = #kiln.config<tile = [16], warps = 1, stages = 1, lowering = "host">}
+// HOST: kiln.rms_norm {{.*}} {kiln.config = #kiln.config<tile = [16], warps = 1, stages = 1, lowering = "host">}
+// HOST: kiln.layer_norm {{.*}} {kiln.config = #kiln.config<tile = [16], warps = 1, stages = 1, lowering = "host">}
+// SM80: kiln.softmax {{.*}} axis 2 {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "mma_sync">}
+// SM80: kiln.rms_norm {{.*}} {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "mma_sync">}
+// SM80: kiln.layer_norm {{.*}} {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "mma_sync">}
+// SM90: kiln.softmax {{.*}} axis 2 {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "wgmma">}
+// SM90: kiln.rms_norm {{.*}} {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "wgmma">}
+// SM90: kiln.layer_norm {{.*}} {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "wgmma">}
+func.func @row_kernels(%x: tensor<2x77x512xf32>, %w: tensor<512xf32>) -> (tensor<2x77x512xf32>, tensor<2x77x512xf32>, tensor<2x77x512xf32>) {
+  %0 = kiln.softmax %x axis 2 : tensor<2x77x512xf32>
+  %1 = kiln.rms_norm %x, %w epsilon 1.0e-06 : tensor<2x77x512xf32>, tensor<512xf32>
+  %2 = kiln.layer_norm %x, %w, %w epsilon 1.0e-05 : tensor<2x77x512xf32>, tensor<512xf32>, tensor<512xf32>
+  return %0, %1, %2 : tensor<2x77x512xf32>, tensor<2x77x512xf32>, tensor<2x77x512xf32>
+}
+
+// -----
+
+// Fewer rows than the host block: the block is clamped to the row count.
+// CHECK-LABEL: func.func @row_kernel_few_rows
+// HOST: kiln.softmax {{.*}} axis 1 {kiln.config = #kiln.config<tile = [3], warps = 1, stages = 1, lowering = "host">}
+func.func @row_kernel_few_rows(%x: tensor<3x512xf32>) -> tensor<3x512xf32> {
+  %0 = kiln.softmax %x axis 1 : tensor<3x512xf32>
+  return %0 : tensor<3x512xf32>
+}
+
+//===----------------------------------------------------------------------===//
+// Explicit configs and non-kernel ops
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// An explicit config wins on every target, even one written for another target; an op without one next to it
+// still gets the default.
+// CHECK-LABEL: func.func @explicit_config_wins
+// CHECK: kiln.matmul %{{.*}}, %{{.*}} {kiln.config = #kiln.config<tile = [32, 16, 8], warps = 2, stages = 5, lowering = "mma_sync">}
+// CHECK: kiln.softmax %{{.*}} axis 1 {kiln.config = #kiln.config<tile = [2], warps = 1, stages = 1, lowering = "host">}
+// HOST: kiln.rms_norm {{.*}} {kiln.config = #kiln.config<tile = [16], warps = 1, stages = 1, lowering = "host">}
+// SM80: kiln.rms_norm {{.*}} {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "mma_sync">}
+// SM90: kiln.rms_norm {{.*}} {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "wgmma">}
+func.func @explicit_config_wins(%a: tensor<128x128xf32>, %b: tensor<128x128xf32>, %w: tensor<128xf32>) -> tensor<128x128xf32> {
+  %0 = kiln.matmul %a, %b {kiln.config = #kiln.config<tile = [32, 16, 8], warps = 2, stages = 5, lowering = "mma_sync">} : tensor<128x128xf32>, tensor<128x128xf32> -> tensor<128x128xf32>
+  %1 = kiln.softmax %0 axis 1 {kiln.config = #kiln.config<tile = [2], warps = 1, stages = 1, lowering = "host">} : tensor<128x128xf32>
+  %2 = kiln.rms_norm %1, %w epsilon 1.0e-06 : tensor<128x128xf32>, tensor<128xf32>
+  return %2 : tensor<128x128xf32>
+}
+
+// -----
+
+// Elementwise and data-movement ops are not kernels and get no config.
+// CHECK-LABEL: func.func @not_kernels
+// CHECK-NOT: kiln.config
+// CHECK: kiln.add
+// CHECK-NOT: kiln.config
+// CHECK: kiln.transpose
+// CHECK-NOT: kiln.config
+// CHECK: kiln.reduce
+// CHECK-NOT: kiln.config
+// CHECK: return
+func.func @not_kernels(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<8xf32> {
+  %0 = kiln.add %x, %b : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>
+  %1 = kiln.transpose %0 [1, 0] : tensor<4x8xf32> -> tensor<8x4xf32>
+  %2 = kiln.reduce sum %1 axes [1] : tensor<8x4xf32> -> tensor<8xf32>
+  return %2 : tensor<8xf32>
+}
+
+// -----
+
+// Kernels nested in regions are found too.
+// CHECK-LABEL: func.func @nested_kernel
+// CHECK: scf.for
+// HOST: kiln.softmax {{.*}} {kiln.config = #kiln.config<tile = [8], warps = 1, stages = 1, lowering = "host">}
+// SM80: kiln.softmax {{.*}} {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "mma_sync">}
+// SM90: kiln.softmax {{.*}} {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "wgmma">}
+func.func @nested_kernel(%x: tensor<8x32xf32>, %n: index) -> tensor<8x32xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %0 = scf.for %i = %c0 to %n step %c1 iter_args(%acc = %x) -> (tensor<8x32xf32>) {
+    %1 = kiln.softmax %acc axis 1 : tensor<8x32xf32>
+    scf.yield %1 : tensor<8x32xf32>
+  }
+  return %0 : tensor<8x32xf32>
+}

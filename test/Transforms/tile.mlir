@@ -1,0 +1,446 @@
+// RUN: kiln-opt %s -kiln-tile -split-input-file | FileCheck %s
+// RUN: kiln-opt %s -kiln-tile -scf-for-loop-canonicalization -canonicalize -split-input-file | FileCheck %s --check-prefix=FOLD
+
+// kiln-tile on ops that carry an explicit #kiln.config, so that these tests do not depend on the defaults of
+// kiln-select-config. The FOLD run checks that once the loop bounds are known (scf-for-loop-canonicalization),
+// the tile sizes fold to constants wherever the tile divides the dimension, and a tensor.pad is left only on
+// the dimensions that do not divide.
+
+//===----------------------------------------------------------------------===//
+// kiln.matmul
+//===----------------------------------------------------------------------===//
+
+// 128x256 * 256x128 with 64x64x32 tiles: a 2x2 forall, an 8-step loop over K accumulating tile-sized matmuls
+// in f32, and each tile stored at its (i, j). Whether the tiles end up static is checked by the FOLD run.
+// CHECK-LABEL: func.func @matmul_tiles_divide
+// CHECK-SAME: (%[[A:[a-zA-Z0-9_]+]]: tensor<128x256xf32>, %[[B:[a-zA-Z0-9_]+]]: tensor<256x128xf32>)
+// CHECK: %[[INIT:[a-zA-Z0-9_]+]] = tensor.empty() : tensor<128x128xf32>
+// CHECK: %[[RESULT:[a-zA-Z0-9_]+]] = scf.forall (%[[I:[a-zA-Z0-9_]+]], %[[J:[a-zA-Z0-9_]+]]) = (0, 0) to (128, 128) step (64, 64) shared_outs(%[[OUT:[a-zA-Z0-9_]+]] = %[[INIT]]) -> (tensor<128x128xf32>) {
+// CHECK-DAG: %[[ZERO:[a-zA-Z0-9_]+]] = arith.constant 0.000000e+00 : f32
+// CHECK: %[[ACC_INIT:[a-zA-Z0-9_]+]] = linalg.fill ins(%[[ZERO]] : f32) outs(%{{.*}} : tensor<64x64xf32>) -> tensor<64x64xf32>
+// CHECK-DAG: %[[C0:[a-zA-Z0-9_]+]] = arith.constant 0 : index
+// CHECK-DAG: %[[C256:[a-zA-Z0-9_]+]] = arith.constant 256 : index
+// CHECK-DAG: %[[C32:[a-zA-Z0-9_]+]] = arith.constant 32 : index
+// CHECK: %[[ACC:[a-zA-Z0-9_]+]] = scf.for %[[K:[a-zA-Z0-9_]+]] = %[[C0]] to %[[C256]] step %[[C32]] iter_args(%[[PARTIAL:[a-zA-Z0-9_]+]] = %[[ACC_INIT]]) -> (tensor<64x64xf32>) {
+// CHECK: tensor.extract_slice %[[A]][%[[I]], %[[K]]]
+// CHECK: tensor.extract_slice %[[B]][%[[K]], %[[J]]]
+// CHECK: %[[PRODUCT:[a-zA-Z0-9_]+]] = kiln.matmul %{{.*}}, %{{.*}} : tensor<64x32xf32>, tensor<32x64xf32> -> tensor<64x64xf32>
+// CHECK: %[[SUM:[a-zA-Z0-9_]+]] = kiln.add %[[PARTIAL]], %[[PRODUCT]] : tensor<64x64xf32>, tensor<64x64xf32> -> tensor<64x64xf32>
+// CHECK: scf.yield %[[SUM]] : tensor<64x64xf32>
+// CHECK: }
+// CHECK: tensor.extract_slice %[[ACC]][0, 0]
+// CHECK: scf.forall.in_parallel {
+// CHECK: tensor.parallel_insert_slice %{{.*}} into %[[OUT]][%[[I]], %[[J]]] {{.*}} into tensor<128x128xf32>
+// CHECK: return %[[RESULT]] : tensor<128x128xf32>
+// CHECK-NOT: kiln.matmul {{.*}}tensor<128x256xf32>
+
+// Every tile is full: no padding and no clamping survive.
+// FOLD-LABEL: func.func @matmul_tiles_divide
+// FOLD-NOT: affine.min
+// FOLD-NOT: tensor.pad
+// FOLD: tensor.extract_slice %{{.*}}[%{{.*}}, %{{.*}}] [64, 32] [1, 1] : tensor<128x256xf32> to tensor<64x32xf32>
+// FOLD: tensor.extract_slice %{{.*}}[%{{.*}}, %{{.*}}] [32, 64] [1, 1] : tensor<256x128xf32> to tensor<32x64xf32>
+// FOLD: kiln.matmul %{{.*}}, %{{.*}} : tensor<64x32xf32>, tensor<32x64xf32> -> tensor<64x64xf32>
+// FOLD-NOT: tensor.pad
+// FOLD: tensor.parallel_insert_slice %{{.*}} into %{{.*}}[%{{.*}}, %{{.*}}] [64, 64] [1, 1] : tensor<64x64xf32> into tensor<128x128xf32>
+// FOLD: return
+func.func @matmul_tiles_divide(%a: tensor<128x256xf32>, %b: tensor<256x128xf32>) -> tensor<128x128xf32> {
+  %0 = kiln.matmul %a, %b {kiln.config = #kiln.config<tile = [64, 64, 32], warps = 1, stages = 1, lowering = "host">} : tensor<128x256xf32>, tensor<256x128xf32> -> tensor<128x128xf32>
+  return %0 : tensor<128x128xf32>
+}
+
+// -----
+
+// 77x512 * 512x100 with 64x64x32 tiles: M and N run past the edge (rows and columns clamped with affine.min),
+// K divides. Edge tiles are loaded padded with zeros to the static tile shape and only their valid part is
+// stored.
+// CHECK-DAG: #[[$ROWS_OF_77:.+]] = affine_map<(d0) -> (64, -d0 + 77)>
+// CHECK-DAG: #[[$COLS_OF_100:.+]] = affine_map<(d0) -> (64, -d0 + 100)>
+// CHECK-LABEL: func.func @matmul_tiles_ragged
+// CHECK-SAME: (%[[A:[a-zA-Z0-9_]+]]: tensor<77x512xf32>, %[[B:[a-zA-Z0-9_]+]]: tensor<512x100xf32>)
+// CHECK: %[[RESULT:[a-zA-Z0-9_]+]] = scf.forall (%[[I:[a-zA-Z0-9_]+]], %[[J:[a-zA-Z0-9_]+]]) = (0, 0) to (77, 100) step (64, 64) shared_outs(%[[OUT:[a-zA-Z0-9_]+]] = %{{.*}}) -> (tensor<77x100xf32>) {
+// CHECK-DAG: %[[ROWS:[a-zA-Z0-9_]+]] = affine.min #[[$ROWS_OF_77]](%[[I]])
+// CHECK-DAG: %[[COLS:[a-zA-Z0-9_]+]] = affine.min #[[$COLS_OF_100]](%[[J]])
+// CHECK: %[[ACC:[a-zA-Z0-9_]+]] = scf.for %[[K:[a-zA-Z0-9_]+]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[PARTIAL:[a-zA-Z0-9_]+]] = %{{.*}}) -> (tensor<64x64xf32>) {
+// CHECK: %[[A_SLICE:[a-zA-Z0-9_]+]] = tensor.extract_slice %[[A]][%[[I]], %[[K]]] [%[[ROWS]], {{.*}}] [1, 1]
+// CHECK: %[[A_TILE:[a-zA-Z0-9_]+]] = tensor.pad %[[A_SLICE]] low[0, 0] high[{{.*}}]
+// CHECK: tensor.yield %{{.*}} : f32
+// CHECK: } : tensor<?x{{.*}}xf32> to tensor<64x32xf32>
+// CHECK: %[[B_SLICE:[a-zA-Z0-9_]+]] = tensor.extract_slice %[[B]][%[[K]], %[[J]]] [{{.*}}, %[[COLS]]] [1, 1]
+// CHECK: %[[B_TILE:[a-zA-Z0-9_]+]] = tensor.pad %[[B_SLICE]] low[0, 0] high[{{.*}}]
+// CHECK: } : tensor<{{.*}}x?xf32> to tensor<32x64xf32>
+// CHECK: %[[PRODUCT:[a-zA-Z0-9_]+]] = kiln.matmul %[[A_TILE]], %[[B_TILE]] : tensor<64x32xf32>, tensor<32x64xf32> -> tensor<64x64xf32>
+// CHECK: %[[SUM:[a-zA-Z0-9_]+]] = kiln.add %[[PARTIAL]], %[[PRODUCT]]
+// CHECK: scf.yield %[[SUM]]
+// CHECK: %[[VALID:[a-zA-Z0-9_]+]] = tensor.extract_slice %[[ACC]][0, 0] [%[[ROWS]], %[[COLS]]] [1, 1] : tensor<64x64xf32> to tensor<?x?xf32>
+// CHECK: tensor.parallel_insert_slice %[[VALID]] into %[[OUT]][%[[I]], %[[J]]] [%[[ROWS]], %[[COLS]]] [1, 1] : tensor<?x?xf32> into tensor<77x100xf32>
+// CHECK: return %[[RESULT]]
+
+// Only the ragged dimensions keep a clamp and a pad: rows of the lhs tile, columns of the rhs tile.
+// FOLD-LABEL: func.func @matmul_tiles_ragged
+// FOLD-DAG: %[[ROWS:[a-zA-Z0-9_]+]] = affine.min
+// FOLD-DAG: %[[COLS:[a-zA-Z0-9_]+]] = affine.min
+// FOLD: scf.for
+// FOLD-NOT: affine.min
+// FOLD: tensor.extract_slice %{{.*}} [%[[ROWS]], 32] [1, 1] : tensor<77x512xf32> to tensor<?x32xf32>
+// FOLD: tensor.pad
+// FOLD: } : tensor<?x32xf32> to tensor<64x32xf32>
+// FOLD: tensor.extract_slice %{{.*}} [32, %[[COLS]]] [1, 1] : tensor<512x100xf32> to tensor<32x?xf32>
+// FOLD: tensor.pad
+// FOLD: } : tensor<32x?xf32> to tensor<32x64xf32>
+// FOLD: kiln.matmul
+func.func @matmul_tiles_ragged(%a: tensor<77x512xf32>, %b: tensor<512x100xf32>) -> tensor<77x100xf32> {
+  %0 = kiln.matmul %a, %b {kiln.config = #kiln.config<tile = [64, 64, 32], warps = 1, stages = 1, lowering = "host">} : tensor<77x512xf32>, tensor<512x100xf32> -> tensor<77x100xf32>
+  return %0 : tensor<77x100xf32>
+}
+
+// -----
+
+// Batch dimensions get a step-1 forall dimension each. An operand that broadcasts along a batch dimension (size
+// 1 against 2 or 3) always reads batch 0 there; an operand without batch dimensions reads no batch index.
+// CHECK-LABEL: func.func @matmul_batched_broadcast
+// CHECK-SAME: (%[[A:[a-zA-Z0-9_]+]]: tensor<2x1x16x8xf32>, %[[B:[a-zA-Z0-9_]+]]: tensor<1x3x8x16xf32>, %[[W:[a-zA-Z0-9_]+]]: tensor<8x16xf32>)
+// CHECK: scf.forall (%[[B0:[a-zA-Z0-9_]+]], %[[B1:[a-zA-Z0-9_]+]], %[[I:[a-zA-Z0-9_]+]], %[[J:[a-zA-Z0-9_]+]]) = (0, 0, 0, 0) to (2, 3, 16, 16) step (1, 1, 16, 16) shared_outs(%[[OUT:[a-zA-Z0-9_]+]] = %{{.*}}) -> (tensor<2x3x16x16xf32>) {
+// CHECK: scf.for %[[K:[a-z0-9]+]] =
+// CHECK: tensor.extract_slice %[[A]][%[[B0]], 0, %[[I]], %[[K]]] [1, 1, {{.*}}] [1, 1, 1, 1] : tensor<2x1x16x8xf32> to tensor<{{.*}}>
+// CHECK: tensor.extract_slice %[[B]][0, %[[B1]], %[[K]], %[[J]]] [1, 1, {{.*}}] [1, 1, 1, 1] : tensor<1x3x8x16xf32> to tensor<{{.*}}>
+// CHECK: kiln.matmul %{{.*}}, %{{.*}} : tensor<16x8xf32>, tensor<8x16xf32> -> tensor<16x16xf32>
+// CHECK: tensor.parallel_insert_slice %{{.*}} into %[[OUT]][%[[B0]], %[[B1]], %[[I]], %[[J]]] [1, 1, {{.*}}] [1, 1, 1, 1] : tensor<{{.*}}> into tensor<2x3x16x16xf32>
+// CHECK: scf.forall (%[[WB0:[a-zA-Z0-9_]+]], %[[WB1:[a-zA-Z0-9_]+]], %[[WI:[a-zA-Z0-9_]+]], %[[WJ:[a-zA-Z0-9_]+]]) = (0, 0, 0, 0) to (2, 1, 16, 16) step (1, 1, 16, 16)
+// CHECK: scf.for %[[WK:[a-z0-9]+]] =
+// CHECK: tensor.extract_slice %[[A]][%[[WB0]], %[[WB1]], %[[WI]], %[[WK]]] [1, 1, {{.*}}] [1, 1, 1, 1] : tensor<2x1x16x8xf32> to tensor<{{.*}}>
+// CHECK: tensor.extract_slice %[[W]][%[[WK]], %[[WJ]]] [{{.*}}] [1, 1] : tensor<8x16xf32> to tensor<{{.*}}>
+// CHECK: kiln.matmul %{{.*}}, %{{.*}} : tensor<16x8xf32>, tensor<8x16xf32> -> tensor<16x16xf32>
+// CHECK: return
+func.func @matmul_batched_broadcast(%a: tensor<2x1x16x8xf32>, %b: tensor<1x3x8x16xf32>, %w: tensor<8x16xf32>) -> (tensor<2x3x16x16xf32>, tensor<2x1x16x16xf32>) {
+  %0 = kiln.matmul %a, %b {kiln.config = #kiln.config<tile = [16, 16, 8], warps = 1, stages = 1, lowering = "host">} : tensor<2x1x16x8xf32>, tensor<1x3x8x16xf32> -> tensor<2x3x16x16xf32>
+  %1 = kiln.matmul %a, %w {kiln.config = #kiln.config<tile = [16, 16, 8], warps = 1, stages = 1, lowering = "host">} : tensor<2x1x16x8xf32>, tensor<8x16xf32> -> tensor<2x1x16x16xf32>
+  return %0, %1 : tensor<2x3x16x16xf32>, tensor<2x1x16x16xf32>
+}
+
+// -----
+
+// Transposed operands (every dimension ragged) are tiled in their stored layout: lhs [K, M] tiles are [BK, BM], rhs [N, K] tiles are
+// [BN, BK], and the tile-sized matmul keeps both transpose flags.
+// CHECK-LABEL: func.func @matmul_transposed_operands
+// CHECK-SAME: (%[[A:[a-zA-Z0-9_]+]]: tensor<500x100xf32>, %[[B:[a-zA-Z0-9_]+]]: tensor<90x500xf32>)
+// CHECK: scf.forall (%[[I:[a-zA-Z0-9_]+]], %[[J:[a-zA-Z0-9_]+]]) = (0, 0) to (100, 90) step (64, 32)
+// CHECK-DAG: %[[ROWS:[a-zA-Z0-9_]+]] = affine.min #{{.*}}(%[[I]])
+// CHECK-DAG: %[[COLS:[a-zA-Z0-9_]+]] = affine.min #{{.*}}(%[[J]])
+// CHECK: scf.for %[[K:[a-zA-Z0-9_]+]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<64x32xf32>)
+// CHECK: %[[DEPTH:[a-zA-Z0-9_]+]] = affine.min #{{.*}}(%[[K]])
+// CHECK: tensor.extract_slice %[[A]][%[[K]], %[[I]]] [%[[DEPTH]], %[[ROWS]]] [1, 1]
+// CHECK: } : tensor<?x?xf32> to tensor<32x64xf32>
+// CHECK: tensor.extract_slice %[[B]][%[[J]], %[[K]]] [%[[COLS]], %[[DEPTH]]] [1, 1]
+// CHECK: } : tensor<?x?xf32> to tensor<32x32xf32>
+// CHECK: kiln.matmul %{{.*}}, %{{.*}} transpose_lhs transpose_rhs : tensor<32x64xf32>, tensor<32x32xf32> -> tensor<64x32xf32>
+func.func @matmul_transposed_operands(%a: tensor<500x100xf32>, %b: tensor<90x500xf32>) -> tensor<100x90xf32> {
+  %0 = kiln.matmul %a, %b transpose_lhs transpose_rhs {kiln.config = #kiln.config<tile = [64, 32, 32], warps = 1, stages = 1, lowering = "host">} : tensor<500x100xf32>, tensor<90x500xf32> -> tensor<100x90xf32>
+  return %0 : tensor<100x90xf32>
+}
+
+// -----
+
+// bf16 operands are padded with a bf16 zero and multiplied into an f32 accumulator, which is cast back to bf16
+// once, after the K loop.
+// CHECK-LABEL: func.func @matmul_bf16
+// CHECK: scf.forall (%[[I:[a-zA-Z0-9_]+]], %[[J:[a-zA-Z0-9_]+]]) = (0, 0) to (50, 70) step (32, 32) shared_outs(%[[OUT:[a-zA-Z0-9_]+]] = %{{.*}}) -> (tensor<50x70xbf16>)
+// CHECK: %[[ACC_INIT:[a-zA-Z0-9_]+]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<32x32xf32>)
+// CHECK: %[[ACC:[a-zA-Z0-9_]+]] = scf.for {{.*}} iter_args(%[[PARTIAL:[a-zA-Z0-9_]+]] = %[[ACC_INIT]]) -> (tensor<32x32xf32>)
+// CHECK-NOT: kiln.cast
+// CHECK: %[[PAD_VALUE:[a-zA-Z0-9_]+]] = arith.constant 0.000000e+00 : bf16
+// CHECK: tensor.yield %[[PAD_VALUE]] : bf16
+// CHECK: } : tensor<?x?xbf16> to tensor<32x32xbf16>
+// CHECK: %[[PRODUCT:[a-zA-Z0-9_]+]] = kiln.matmul %{{.*}}, %{{.*}} : tensor<32x32xbf16>, tensor<32x32xbf16> -> tensor<32x32xf32>
+// CHECK: kiln.add %[[PARTIAL]], %[[PRODUCT]] : tensor<32x32xf32>, tensor<32x32xf32> -> tensor<32x32xf32>
+// CHECK: }
+// CHECK-NOT: kiln.cast
+// CHECK: %[[NARROW:[a-zA-Z0-9_]+]] = kiln.cast %[[ACC]] : tensor<32x32xf32> to tensor<32x32xbf16>
+// CHECK: %[[VALID:[a-zA-Z0-9_]+]] = tensor.extract_slice %[[NARROW]][0, 0]
+// CHECK: tensor.parallel_insert_slice %[[VALID]] into %[[OUT]]{{.*}} : tensor<?x?xbf16> into tensor<50x70xbf16>
+func.func @matmul_bf16(%a: tensor<50x40xbf16>, %b: tensor<40x70xbf16>) -> tensor<50x70xbf16> {
+  %0 = kiln.matmul %a, %b {kiln.config = #kiln.config<tile = [32, 32, 32], warps = 1, stages = 1, lowering = "host">} : tensor<50x40xbf16>, tensor<40x70xbf16> -> tensor<50x70xbf16>
+  return %0 : tensor<50x70xbf16>
+}
+
+//===----------------------------------------------------------------------===//
+// kiln.attention
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// 100 queries and keys, 64x32 tiles. Loop 1 builds the [64, 128] row of scaled scores (128 = 100 rounded up to
+// the key tile) from -inf, masking only the tile that runs past key 100; kiln.softmax normalises the row; loop 2
+// walks the same key tiles and accumulates P V.
+// CHECK-DAG: #[[$NEXT_TILE:.+]] = affine_map<(d0) -> (d0 + 32)>
+// CHECK-DAG: #[[$IDENTITY:.+]] = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-LABEL: func.func @attention
+// CHECK-SAME: (%[[Q:[a-zA-Z0-9_]+]]: tensor<1x2x100x64xf32>, %[[K:[a-zA-Z0-9_]+]]: tensor<1x2x100x64xf32>, %[[V:[a-zA-Z0-9_]+]]: tensor<1x2x100x64xf32>)
+// CHECK: %[[RESULT:[a-zA-Z0-9_]+]] = scf.forall (%[[B:[a-zA-Z0-9_]+]], %[[H:[a-zA-Z0-9_]+]], %[[I:[a-zA-Z0-9_]+]]) = (0, 0, 0) to (1, 2, 100) step (1, 1, 64) shared_outs(%[[OUT:[a-zA-Z0-9_]+]] = %{{.*}}) -> (tensor<1x2x100x64xf32>) {
+// CHECK: %[[QUERY_ROWS:[a-zA-Z0-9_]+]] = affine.min #{{.*}}(%[[I]])
+// CHECK: %[[Q_SLICE:[a-zA-Z0-9_]+]] = tensor.extract_slice %[[Q]][%[[B]], %[[H]], %[[I]], 0] [1, 1, %[[QUERY_ROWS]], 64] [1, 1, 1, 1] : tensor<1x2x100x64xf32> to tensor<?x64xf32>
+// CHECK: %[[Q_TILE:[a-zA-Z0-9_]+]] = tensor.pad %[[Q_SLICE]]
+// CHECK: } : tensor<?x64xf32> to tensor<64x64xf32>
+// CHECK-DAG: %[[C100:[a-zA-Z0-9_]+]] = arith.constant 100 : index
+// CHECK-DAG: %[[C0:[a-zA-Z0-9_]+]] = arith.constant 0 : index
+// CHECK-DAG: %[[C32:[a-zA-Z0-9_]+]] = arith.constant 32 : index
+// CHECK-DAG: %[[NEG_INF:[a-zA-Z0-9_]+]] = arith.constant 0xFF800000 : f32
+// CHECK: %[[ROW_INIT:[a-zA-Z0-9_]+]] = linalg.fill ins(%[[NEG_INF]] : f32) outs(%{{.*}} : tensor<64x128xf32>) -> tensor<64x128xf32>
+// CHECK: %[[ROW:[a-zA-Z0-9_]+]] = scf.for %[[KEY:[a-zA-Z0-9_]+]] = %[[C0]] to %[[C100]] step %[[C32]] iter_args(%[[PARTIAL_ROW:[a-zA-Z0-9_]+]] = %[[ROW_INIT]]) -> (tensor<64x128xf32>) {
+// CHECK: %[[KEY_COLS:[a-zA-Z0-9_]+]] = affine.min #{{.*}}(%[[KEY]])
+// CHECK: tensor.extract_slice %[[K]][%[[B]], %{{.*}}, %[[KEY]], 0] [1, 1, %[[KEY_COLS]], 64] [1, 1, 1, 1]
+// CHECK: %[[K_TILE:[a-zA-Z0-9_]+]] = tensor.pad
+// CHECK: } : tensor<?x64xf32> to tensor<32x64xf32>
+// CHECK: %[[QK:[a-zA-Z0-9_]+]] = kiln.matmul %[[Q_TILE]], %[[K_TILE]] transpose_rhs : tensor<64x64xf32>, tensor<32x64xf32> -> tensor<64x32xf32>
+// CHECK: %[[SCALE:[a-zA-Z0-9_]+]] = kiln.constant dense<1.250000e-01> : tensor<f32>
+// CHECK: %[[SCORES:[a-zA-Z0-9_]+]] = kiln.mul %[[QK]], %[[SCALE]] : tensor<64x32xf32>, tensor<f32> -> tensor<64x32xf32>
+// CHECK: %[[TILE_END:[a-zA-Z0-9_]+]] = affine.apply #[[$NEXT_TILE]](%[[KEY]])
+// CHECK: %[[PAST_END:[a-zA-Z0-9_]+]] = arith.cmpi sgt, %[[TILE_END]], %{{.*}} : index
+// CHECK-NOT: arith.ori
+// CHECK: %[[MASKED:[a-zA-Z0-9_]+]] = scf.if %[[PAST_END]] -> (tensor<64x32xf32>) {
+// CHECK: %[[POSITION_MASKED:[a-zA-Z0-9_]+]] = linalg.generic {indexing_maps = [#[[$IDENTITY]], #[[$IDENTITY]]], iterator_types = ["parallel", "parallel"]} ins(%[[SCORES]] : tensor<64x32xf32>) outs(%{{.*}} : tensor<64x32xf32>) attrs = {kiln.position_mask} {
+// CHECK: %[[COL_IN_TILE:[a-zA-Z0-9_]+]] = linalg.index 1 : index
+// CHECK: %[[COL:[a-zA-Z0-9_]+]] = arith.addi %[[KEY]], %[[COL_IN_TILE]] : index
+// CHECK: %[[OUTSIDE:[a-zA-Z0-9_]+]] = arith.cmpi sge, %[[COL]], %{{.*}} : index
+// CHECK-NOT: arith.ori
+// CHECK: arith.select %[[OUTSIDE]], %{{.*}}, %{{.*}} : f32
+// CHECK: scf.yield %[[POSITION_MASKED]] : tensor<64x32xf32>
+// CHECK: } else {
+// CHECK: scf.yield %[[SCORES]] : tensor<64x32xf32>
+// CHECK: }
+// CHECK: %[[NEW_ROW:[a-zA-Z0-9_]+]] = tensor.insert_slice %[[MASKED]] into %[[PARTIAL_ROW]][0, %[[KEY]]] [64, 32] [1, 1] : tensor<64x32xf32> into tensor<64x128xf32>
+// CHECK: scf.yield %[[NEW_ROW]] : tensor<64x128xf32>
+// CHECK: }
+// CHECK: %[[PROBS:[a-zA-Z0-9_]+]] = kiln.softmax %[[ROW]] axis 1 : tensor<64x128xf32>
+// CHECK: %[[ACC_INIT:[a-zA-Z0-9_]+]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<64x64xf32>) -> tensor<64x64xf32>
+// CHECK: %[[ACC:[a-zA-Z0-9_]+]] = scf.for %[[KEY2:[a-zA-Z0-9_]+]] = %[[C0]] to %[[C100]] step %[[C32]] iter_args(%[[PARTIAL:[a-zA-Z0-9_]+]] = %[[ACC_INIT]]) -> (tensor<64x64xf32>) {
+// CHECK: %[[P_TILE:[a-zA-Z0-9_]+]] = tensor.extract_slice %[[PROBS]][0, %[[KEY2]]] [64, 32] [1, 1] : tensor<64x128xf32> to tensor<64x32xf32>
+// CHECK: tensor.extract_slice %[[V]][%[[B]], %{{.*}}, %[[KEY2]], 0]
+// CHECK: %[[V_TILE:[a-zA-Z0-9_]+]] = tensor.pad
+// CHECK: } : tensor<?x64xf32> to tensor<32x64xf32>
+// CHECK: %[[PV:[a-zA-Z0-9_]+]] = kiln.matmul %[[P_TILE]], %[[V_TILE]] : tensor<64x32xf32>, tensor<32x64xf32> -> tensor<64x64xf32>
+// CHECK: %[[SUM:[a-zA-Z0-9_]+]] = kiln.add %[[PARTIAL]], %[[PV]]
+// CHECK: scf.yield %[[SUM]]
+// CHECK: }
+// CHECK: %[[VALID:[a-zA-Z0-9_]+]] = tensor.extract_slice %[[ACC]][0, 0] [%[[QUERY_ROWS]], 64] [1, 1] : tensor<64x64xf32> to tensor<?x64xf32>
+// CHECK: tensor.parallel_insert_slice %[[VALID]] into %[[OUT]][%[[B]], %[[H]], %[[I]], 0] [1, 1, %[[QUERY_ROWS]], 64] [1, 1, 1, 1] : tensor<?x64xf32> into tensor<1x2x100x64xf32>
+// CHECK: return %[[RESULT]]
+func.func @attention(%q: tensor<1x2x100x64xf32>, %k: tensor<1x2x100x64xf32>, %v: tensor<1x2x100x64xf32>) -> tensor<1x2x100x64xf32> {
+  %0 = kiln.attention %q, %k, %v {kiln.config = #kiln.config<tile = [64, 32], warps = 1, stages = 1, lowering = "host">, scale = 0.125 : f32} : tensor<1x2x100x64xf32>, tensor<1x2x100x64xf32>, tensor<1x2x100x64xf32> -> tensor<1x2x100x64xf32>
+  return %0 : tensor<1x2x100x64xf32>
+}
+
+// -----
+
+// Causal with 96 queries against 128 keys (diagonal offset 32), 32x32 tiles. Both key loops stop at the last
+// tile the query tile's last row can see, min(128, i + 32 + 32); a tile is masked when it runs past the keys or
+// its last key lies beyond the first row's diagonal: (i + 32) - j - 31 < 0. The default scale is 1/sqrt(32).
+// CHECK-DAG: #[[$KEY_END:.+]] = affine_map<(d0) -> (128, d0 + 64)>
+// CHECK-DAG: #[[$STRADDLE:.+]] = affine_map<(d0, d1) -> (-d0 + d1 + 1)>
+// CHECK-LABEL: func.func @attention_causal
+// CHECK: scf.forall (%[[B:[a-zA-Z0-9_]+]], %[[H:[a-zA-Z0-9_]+]], %[[I:[a-zA-Z0-9_]+]]) = (0, 0, 0) to (1, 1, 96) step (1, 1, 32)
+// CHECK: %[[KEY_END:[a-zA-Z0-9_]+]] = affine.min #[[$KEY_END]](%[[I]])
+// CHECK: %[[ROW:[a-zA-Z0-9_]+]] = scf.for %[[KEY:[a-zA-Z0-9_]+]] = %{{.*}} to %[[KEY_END]] step %{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<32x128xf32>) {
+// CHECK: kiln.constant dense<0.176776692> : tensor<f32>
+// CHECK: %[[PAST_END:[a-zA-Z0-9_]+]] = arith.cmpi sgt, %{{.*}}, %{{.*}} : index
+// CHECK: %[[ROOM:[a-zA-Z0-9_]+]] = affine.apply #[[$STRADDLE]](%[[KEY]], %[[I]])
+// CHECK: %[[STRADDLES:[a-zA-Z0-9_]+]] = arith.cmpi slt, %[[ROOM]], %{{.*}} : index
+// CHECK: %[[NEEDS_MASK:[a-zA-Z0-9_]+]] = arith.ori %[[PAST_END]], %[[STRADDLES]] : i1
+// CHECK: scf.if %[[NEEDS_MASK]] -> (tensor<32x32xf32>) {
+// CHECK: linalg.generic {{.*}} attrs = {kiln.position_mask} {
+// CHECK: %[[ROW_IN_TILE:[a-zA-Z0-9_]+]] = linalg.index 0 : index
+// CHECK: %[[QUERY:[a-zA-Z0-9_]+]] = arith.addi %[[I]], %[[ROW_IN_TILE]] : index
+// CHECK: %[[COL_IN_TILE:[a-zA-Z0-9_]+]] = linalg.index 1 : index
+// CHECK: %[[COL:[a-zA-Z0-9_]+]] = arith.addi %[[KEY]], %[[COL_IN_TILE]] : index
+// CHECK: %[[OUTSIDE:[a-zA-Z0-9_]+]] = arith.cmpi sge, %[[COL]], %{{.*}} : index
+// CHECK: %[[DIAGONAL:[a-zA-Z0-9_]+]] = arith.constant 32 : index
+// CHECK: %[[LIMIT:[a-zA-Z0-9_]+]] = arith.addi %[[QUERY]], %[[DIAGONAL]] : index
+// CHECK: %[[FUTURE:[a-zA-Z0-9_]+]] = arith.cmpi sgt, %[[COL]], %[[LIMIT]] : index
+// CHECK: %[[MASKED:[a-zA-Z0-9_]+]] = arith.ori %[[OUTSIDE]], %[[FUTURE]] : i1
+// CHECK: arith.select %[[MASKED]], %{{.*}}, %{{.*}} : f32
+// CHECK: kiln.softmax %[[ROW]] axis 1 : tensor<32x128xf32>
+// CHECK: scf.for %{{.*}} = %{{.*}} to %[[KEY_END]] step %{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<32x32xf32>) {
+// CHECK: kiln.matmul
+func.func @attention_causal(%q: tensor<1x1x96x32xf32>, %k: tensor<1x1x128x32xf32>, %v: tensor<1x1x128x32xf32>) -> tensor<1x1x96x32xf32> {
+  %0 = kiln.attention %q, %k, %v causal {kiln.config = #kiln.config<tile = [32, 32], warps = 1, stages = 1, lowering = "host">} : tensor<1x1x96x32xf32>, tensor<1x1x128x32xf32>, tensor<1x1x128x32xf32> -> tensor<1x1x96x32xf32>
+  return %0 : tensor<1x1x96x32xf32>
+}
+
+// -----
+
+// Grouped-query attention, 8 q heads over 2 k/v heads: q head h reads k/v head h floordiv 4.
+// CHECK-DAG: #[[$GROUP:.+]] = affine_map<(d0) -> (d0 floordiv 4)>
+// CHECK-LABEL: func.func @attention_gqa
+// CHECK-SAME: (%[[Q:[a-zA-Z0-9_]+]]: tensor<1x8x64x32xf32>, %[[K:[a-zA-Z0-9_]+]]: tensor<1x2x64x32xf32>, %[[V:[a-zA-Z0-9_]+]]: tensor<1x2x64x32xf32>)
+// CHECK: scf.forall (%[[B:[a-zA-Z0-9_]+]], %[[H:[a-zA-Z0-9_]+]], %[[I:[a-zA-Z0-9_]+]]) = (0, 0, 0) to (1, 8, 64) step (1, 1, 32)
+// CHECK: %[[KV_HEAD:[a-zA-Z0-9_]+]] = affine.apply #[[$GROUP]](%[[H]])
+// CHECK: tensor.extract_slice %[[Q]][%[[B]], %[[H]], %[[I]], 0]
+// CHECK: scf.for %[[KEY:[a-z0-9]+]] =
+// CHECK: tensor.extract_slice %[[K]][%[[B]], %[[KV_HEAD]], %[[KEY]], 0] [1, 1, {{.*}}, 32] [1, 1, 1, 1] : tensor<1x2x64x32xf32> to tensor<{{.*}}x32xf32>
+// CHECK: kiln.softmax
+// CHECK: scf.for %[[KEY2:[a-z0-9]+]] =
+// CHECK: tensor.extract_slice %[[V]][%[[B]], %[[KV_HEAD]], %[[KEY2]], 0] [1, 1, {{.*}}, 32] [1, 1, 1, 1] : tensor<1x2x64x32xf32> to tensor<{{.*}}x32xf32>
+func.func @attention_gqa(%q: tensor<1x8x64x32xf32>, %k: tensor<1x2x64x32xf32>, %v: tensor<1x2x64x32xf32>) -> tensor<1x8x64x32xf32> {
+  %0 = kiln.attention %q, %k, %v {kiln.config = #kiln.config<tile = [32, 32], warps = 1, stages = 1, lowering = "host">} : tensor<1x8x64x32xf32>, tensor<1x2x64x32xf32>, tensor<1x2x64x32xf32> -> tensor<1x8x64x32xf32>
+  return %0 : tensor<1x8x64x32xf32>
+}
+
+// -----
+
+// A bf16 mask broadcast over batch and heads: its [query, key] tile is read at (0, 0, i, j), padded with zeros,
+// widened to f32 and added to the scaled scores before the position masking. With lse, the forall has a second
+// shared output, and the logsumexp of the same row (before the softmax's consumer) gives its [BQ] tile.
+// CHECK-LABEL: func.func @attention_mask_lse
+// CHECK-SAME: %[[MASK:[a-z0-9]+]]: tensor<1x1x50x50xbf16>
+// CHECK: %[[RESULTS:[a-zA-Z0-9_]+]]:2 = scf.forall (%[[B:[a-zA-Z0-9_]+]], %[[H:[a-zA-Z0-9_]+]], %[[I:[a-zA-Z0-9_]+]]) = (0, 0, 0) to (2, 2, 50) step (1, 1, 32) shared_outs(%[[OUT:[a-zA-Z0-9_]+]] = %{{.*}}, %[[LSE_OUT:[a-zA-Z0-9_]+]] = %{{.*}}) -> (tensor<2x2x50x32xf32>, tensor<2x2x50xf32>) {
+// CHECK: %[[QUERY_ROWS:[a-zA-Z0-9_]+]] = affine.min #{{.*}}(%[[I]])
+// CHECK: %[[ROW:[a-zA-Z0-9_]+]] = scf.for %[[KEY:[a-zA-Z0-9_]+]] = {{.*}} -> (tensor<32x64xf32>) {
+// CHECK: %[[KEY_COLS:[a-zA-Z0-9_]+]] = affine.min #{{.*}}(%[[KEY]])
+// CHECK: %[[SCORES:[a-zA-Z0-9_]+]] = kiln.mul
+// CHECK: tensor.extract_slice %[[MASK]][0, 0, %[[I]], %[[KEY]]] [1, 1, %[[QUERY_ROWS]], %[[KEY_COLS]]] [1, 1, 1, 1] : tensor<1x1x50x50xbf16> to tensor<?x?xbf16>
+// CHECK: %[[MASK_TILE:[a-zA-Z0-9_]+]] = tensor.pad
+// CHECK: } : tensor<?x?xbf16> to tensor<32x32xbf16>
+// CHECK: %[[MASK_F32:[a-zA-Z0-9_]+]] = kiln.cast %[[MASK_TILE]] : tensor<32x32xbf16> to tensor<32x32xf32>
+// CHECK: %[[BIASED:[a-zA-Z0-9_]+]] = kiln.add %[[SCORES]], %[[MASK_F32]] : tensor<32x32xf32>, tensor<32x32xf32> -> tensor<32x32xf32>
+// CHECK: scf.if
+// CHECK: linalg.generic {{.*}} ins(%[[BIASED]] : tensor<32x32xf32>) {{.*}} attrs = {kiln.position_mask}
+// CHECK: } else {
+// CHECK: scf.yield %[[BIASED]]
+// CHECK: kiln.softmax %[[ROW]] axis 1 : tensor<32x64xf32>
+// CHECK: %[[LSE:[a-zA-Z0-9_]+]] = kiln.logsumexp %[[ROW]] axis 1 : tensor<32x64xf32> -> tensor<32xf32>
+// CHECK: scf.for
+// CHECK: %[[VALID:[a-zA-Z0-9_]+]] = tensor.extract_slice %{{.*}}[0, 0] [%[[QUERY_ROWS]], 32] [1, 1] : tensor<32x32xf32> to tensor<?x32xf32>
+// CHECK: %[[VALID_LSE:[a-zA-Z0-9_]+]] = tensor.extract_slice %[[LSE]][0] [%[[QUERY_ROWS]]] [1] : tensor<32xf32> to tensor<?xf32>
+// CHECK: scf.forall.in_parallel {
+// CHECK: tensor.parallel_insert_slice %[[VALID]] into %[[OUT]][%[[B]], %[[H]], %[[I]], 0] [1, 1, %[[QUERY_ROWS]], 32]
+// CHECK: tensor.parallel_insert_slice %[[VALID_LSE]] into %[[LSE_OUT]][%[[B]], %[[H]], %[[I]]] [1, 1, %[[QUERY_ROWS]]] [1, 1, 1] : tensor<?xf32> into tensor<2x2x50xf32>
+// CHECK: return %[[RESULTS]]#0, %[[RESULTS]]#1
+func.func @attention_mask_lse(%q: tensor<2x2x50x32xf32>, %k: tensor<2x2x50x32xf32>, %v: tensor<2x2x50x32xf32>, %m: tensor<1x1x50x50xbf16>) -> (tensor<2x2x50x32xf32>, tensor<2x2x50xf32>) {
+  %0, %1 = kiln.attention %q, %k, %v mask(%m : tensor<1x1x50x50xbf16>) {kiln.config = #kiln.config<tile = [32, 32], warps = 1, stages = 1, lowering = "host">} : tensor<2x2x50x32xf32>, tensor<2x2x50x32xf32>, tensor<2x2x50x32xf32> -> tensor<2x2x50x32xf32>, tensor<2x2x50xf32>
+  return %0, %1 : tensor<2x2x50x32xf32>, tensor<2x2x50xf32>
+}
+
+// -----
+
+// bf16 attention with a rank-1 (key-only) mask: scores come out of a bf16 x bf16 -> f32 matmul, the mask row is
+// read as a [BK] tile and reshaped to [1, BK] to broadcast over the query rows, v tiles are widened to f32 for
+// P V, and the output tile is cast back to bf16.
+// CHECK-LABEL: func.func @attention_bf16_key_mask
+// CHECK-SAME: %[[MASK:[a-z0-9]+]]: tensor<40xf32>
+// CHECK: scf.for %[[KEY:[a-z0-9]+]] = {{.*}} -> (tensor<16x48xf32>)
+// CHECK: %[[QK:[a-zA-Z0-9_]+]] = kiln.matmul %{{.*}}, %{{.*}} transpose_rhs : tensor<16x16xbf16>, tensor<16x16xbf16> -> tensor<16x16xf32>
+// CHECK: %[[SCORES:[a-zA-Z0-9_]+]] = kiln.mul %[[QK]], %{{.*}} : tensor<16x16xf32>, tensor<f32> -> tensor<16x16xf32>
+// CHECK: tensor.extract_slice %[[MASK]][%[[KEY]]] [%{{.*}}] [1] : tensor<40xf32> to tensor<?xf32>
+// CHECK: %[[MASK_ROW:[a-zA-Z0-9_]+]] = tensor.pad
+// CHECK: } : tensor<?xf32> to tensor<16xf32>
+// CHECK: %[[MASK_TILE:[a-zA-Z0-9_]+]] = kiln.reshape %[[MASK_ROW]] : tensor<16xf32> -> tensor<1x16xf32>
+// CHECK: kiln.add %[[SCORES]], %[[MASK_TILE]] : tensor<16x16xf32>, tensor<1x16xf32> -> tensor<16x16xf32>
+// CHECK: kiln.softmax %{{.*}} axis 1 : tensor<16x48xf32>
+// CHECK: scf.for
+// CHECK: } : tensor<?x16xbf16> to tensor<16x16xbf16>
+// CHECK: %[[V_F32:[a-zA-Z0-9_]+]] = kiln.cast %{{.*}} : tensor<16x16xbf16> to tensor<16x16xf32>
+// CHECK: kiln.matmul %{{.*}}, %[[V_F32]] : tensor<16x16xf32>, tensor<16x16xf32> -> tensor<16x16xf32>
+// CHECK: %[[OUT_TILE:[a-zA-Z0-9_]+]] = kiln.cast %{{.*}} : tensor<16x16xf32> to tensor<16x16xbf16>
+// CHECK: tensor.extract_slice %[[OUT_TILE]][0, 0]
+// CHECK: tensor.parallel_insert_slice {{.*}} : tensor<?x16xbf16> into tensor<1x1x20x16xbf16>
+func.func @attention_bf16_key_mask(%q: tensor<1x1x20x16xbf16>, %k: tensor<1x1x40x16xbf16>, %v: tensor<1x1x40x16xbf16>, %m: tensor<40xf32>) -> tensor<1x1x20x16xbf16> {
+  %0 = kiln.attention %q, %k, %v mask(%m : tensor<40xf32>) {kiln.config = #kiln.config<tile = [16, 16], warps = 1, stages = 1, lowering = "host">} : tensor<1x1x20x16xbf16>, tensor<1x1x40x16xbf16>, tensor<1x1x40x16xbf16> -> tensor<1x1x20x16xbf16>
+  return %0 : tensor<1x1x20x16xbf16>
+}
+
+//===----------------------------------------------------------------------===//
+// Row kernels
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// A 3-D softmax over its last axis: a forall over (batch, blocks of 16 rows); each block is a padded [16, 512]
+// tile softmaxed along axis 1, carrying no config.
+// CHECK-DAG: #[[$BLOCK_OF_77:.+]] = affine_map<(d0) -> (16, -d0 + 77)>
+// CHECK-LABEL: func.func @softmax_rows
+// CHECK-SAME: (%[[X:[a-zA-Z0-9_]+]]: tensor<2x77x512xf32>)
+// CHECK: %[[RESULT:[a-zA-Z0-9_]+]] = scf.forall (%[[B:[a-zA-Z0-9_]+]], %[[R:[a-zA-Z0-9_]+]]) = (0, 0) to (2, 77) step (1, 16) shared_outs(%[[OUT:[a-zA-Z0-9_]+]] = %{{.*}}) -> (tensor<2x77x512xf32>) {
+// CHECK: %[[ROWS:[a-zA-Z0-9_]+]] = affine.min #[[$BLOCK_OF_77]](%[[R]])
+// CHECK: %[[SLICE:[a-zA-Z0-9_]+]] = tensor.extract_slice %[[X]][%[[B]], %[[R]], 0] [1, %[[ROWS]], 512] [1, 1, 1] : tensor<2x77x512xf32> to tensor<?x512xf32>
+// CHECK: %[[TILE:[a-zA-Z0-9_]+]] = tensor.pad %[[SLICE]] low[0, 0] high[%{{.*}}, 0]
+// CHECK: } : tensor<?x512xf32> to tensor<16x512xf32>
+// CHECK: %[[PROBS:[a-zA-Z0-9_]+]] = kiln.softmax %[[TILE]] axis 1 : tensor<16x512xf32>
+// CHECK: %[[VALID:[a-zA-Z0-9_]+]] = tensor.extract_slice %[[PROBS]][0, 0] [%[[ROWS]], 512] [1, 1] : tensor<16x512xf32> to tensor<?x512xf32>
+// CHECK: tensor.parallel_insert_slice %[[VALID]] into %[[OUT]][%[[B]], %[[R]], 0] [1, %[[ROWS]], 512] [1, 1, 1] : tensor<?x512xf32> into tensor<2x77x512xf32>
+// CHECK: return %[[RESULT]]
+// CHECK-NOT: kiln.config
+func.func @softmax_rows(%x: tensor<2x77x512xf32>) -> tensor<2x77x512xf32> {
+  %0 = kiln.softmax %x axis 2 {kiln.config = #kiln.config<tile = [16], warps = 1, stages = 1, lowering = "host">} : tensor<2x77x512xf32>
+  return %0 : tensor<2x77x512xf32>
+}
+
+// -----
+
+// RMSNorm keeps its per-channel weight and epsilon on the tile.
+// CHECK-LABEL: func.func @rms_norm_rows
+// CHECK-SAME: (%[[X:[a-zA-Z0-9_]+]]: tensor<60x256xbf16>, %[[W:[a-zA-Z0-9_]+]]: tensor<256xbf16>)
+// CHECK: scf.forall (%[[R:[a-zA-Z0-9_]+]]) = (0) to (60) step (16) shared_outs(%[[OUT:[a-zA-Z0-9_]+]] = %{{.*}}) -> (tensor<60x256xbf16>) {
+// CHECK: %[[ROWS:[a-zA-Z0-9_]+]] = affine.min #{{.*}}(%[[R]])
+// CHECK: tensor.extract_slice %[[X]][%[[R]], 0] [%[[ROWS]], 256] [1, 1]
+// CHECK: %[[TILE:[a-zA-Z0-9_]+]] = tensor.pad
+// CHECK: } : tensor<?x256xbf16> to tensor<16x256xbf16>
+// CHECK: %[[NORMED:[a-zA-Z0-9_]+]] = kiln.rms_norm %[[TILE]], %[[W]] epsilon 9.99999997E-7 : tensor<16x256xbf16>, tensor<256xbf16>
+// CHECK-NOT: kiln.config
+// CHECK: %[[VALID:[a-zA-Z0-9_]+]] = tensor.extract_slice %[[NORMED]][0, 0] [%[[ROWS]], 256] [1, 1]
+// CHECK: tensor.parallel_insert_slice %[[VALID]] into %[[OUT]][%[[R]], 0] [%[[ROWS]], 256] [1, 1] : tensor<?x256xbf16> into tensor<60x256xbf16>
+func.func @rms_norm_rows(%x: tensor<60x256xbf16>, %w: tensor<256xbf16>) -> tensor<60x256xbf16> {
+  %0 = kiln.rms_norm %x, %w epsilon 1.0e-06 {kiln.config = #kiln.config<tile = [16], warps = 1, stages = 1, lowering = "host">} : tensor<60x256xbf16>, tensor<256xbf16>
+  return %0 : tensor<60x256xbf16>
+}
+
+// -----
+
+// LayerNorm with a bias, 10 rows in blocks of 4.
+// CHECK-LABEL: func.func @layer_norm_rows
+// CHECK-SAME: (%[[X:[a-zA-Z0-9_]+]]: tensor<10x768xf32>, %[[G:[a-zA-Z0-9_]+]]: tensor<768xf32>, %[[BIAS:[a-zA-Z0-9_]+]]: tensor<768xf32>)
+// CHECK: scf.forall (%[[R:[a-zA-Z0-9_]+]]) = (0) to (10) step (4)
+// CHECK: } : tensor<?x768xf32> to tensor<4x768xf32>
+// CHECK: kiln.layer_norm %{{.*}}, %[[G]], %[[BIAS]] epsilon 9.99999974E-6 : tensor<4x768xf32>, tensor<768xf32>, tensor<768xf32>
+// CHECK-NOT: kiln.config
+// CHECK: tensor.parallel_insert_slice {{.*}} : tensor<?x768xf32> into tensor<10x768xf32>
+func.func @layer_norm_rows(%x: tensor<10x768xf32>, %g: tensor<768xf32>, %b: tensor<768xf32>) -> tensor<10x768xf32> {
+  %0 = kiln.layer_norm %x, %g, %b epsilon 1.0e-05 {kiln.config = #kiln.config<tile = [4], warps = 1, stages = 1, lowering = "host">} : tensor<10x768xf32>, tensor<768xf32>, tensor<768xf32>
+  return %0 : tensor<10x768xf32>
+}
+
+//===----------------------------------------------------------------------===//
+// Ops that are left alone
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// Without a config nothing is tiled.
+// CHECK-LABEL: func.func @no_config
+// CHECK-NOT: scf.forall
+// CHECK: %[[PRODUCT:[a-zA-Z0-9_]+]] = kiln.matmul %{{.*}}, %{{.*}} : tensor<64x64xf32>, tensor<64x64xf32> -> tensor<64x64xf32>
+// CHECK-NOT: scf.forall
+// CHECK: %[[PROBS:[a-zA-Z0-9_]+]] = kiln.softmax %[[PRODUCT]] axis 1 : tensor<64x64xf32>
+// CHECK-NOT: scf.forall
+// CHECK: return %[[PROBS]]
+func.func @no_config(%a: tensor<64x64xf32>, %b: tensor<64x64xf32>) -> tensor<64x64xf32> {
+  %0 = kiln.matmul %a, %b : tensor<64x64xf32>, tensor<64x64xf32> -> tensor<64x64xf32>
+  %1 = kiln.softmax %0 axis 1 : tensor<64x64xf32>
+  return %1 : tensor<64x64xf32>
+}
+
+// -----
+
+// A softmax along a non-last axis is not a row kernel, nor is a rank-1 softmax (one row): both keep their op and
+// their config.
+// CHECK-LABEL: func.func @softmax_not_a_row_kernel
+// CHECK-NOT: scf.forall
+// CHECK: kiln.softmax %{{.*}} axis 0 {kiln.config = #kiln.config<tile = [4], warps = 1, stages = 1, lowering = "host">} : tensor<8x16xf32>
+// CHECK-NOT: scf.forall
+// CHECK: kiln.softmax %{{.*}} axis 0 {kiln.config = #kiln.config<tile = [1], warps = 1, stages = 1, lowering = "host">} : tensor<16xf32>
+// CHECK-NOT: scf.forall
+// CHECK: return
+func.func @softmax_not_a_row_kernel(%x: tensor<8x16xf32>, %y: tensor<16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>) {
+  %0 = kiln.softmax %x axis 0 {kiln.config = #kiln.config<tile = [4], warps = 1, stages = 1, lowering = "host">} : tensor<8x16xf32>
+  %1 = kiln.softmax %y axis 0 {kiln.config = #kiln.config<tile = [1], warps = 1, stages = 1, lowering = "host">} : tensor<16xf32>
+  return %0, %1 : tensor<8x16xf32>, tensor<16xf32>
+}
