@@ -7,7 +7,7 @@ from lit.llvm.subst import ToolSubst
 
 config.name = "KILN"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
-config.suffixes = [".mlir"]
+config.suffixes = [".mlir", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.kiln_obj_root, "test")
 config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
@@ -17,6 +17,7 @@ llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
 
 tool_dirs = [config.kiln_tools_dir, config.llvm_tools_dir]
-llvm_config.add_tool_substitutions([ToolSubst("kiln-opt", unresolved="fatal")], tool_dirs)
+llvm_config.add_tool_substitutions(
+    [ToolSubst(tool, unresolved="fatal") for tool in ("kiln-opt", "kiln-run", "kiln-runtime-check")], tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.kiln_tools_dir, append_path=True)

@@ -1,0 +1,83 @@
+/*===- runtime.h - Kiln's kernel runtime: C API -------------------*- C -*-===*
+ *
+ * Loads Kiln-generated kernels (PTX or cubin) and launches them through the CUDA driver API. libcuda is opened
+ * with dlopen at first use, so this library builds and links on machines without CUDA; on such a machine every
+ * call fails with KILN_ERROR_NO_DRIVER and a message that says so. It depends on nothing but libc and libdl:
+ * it is what ships next to the kernels.
+ *
+ * Every function returns a kiln_status; on failure kiln_last_error() describes it (the CUDA error name and
+ * text, and the call that failed). Handles are opaque.
+ *
+ *===----------------------------------------------------------------------===*/
+
+#ifndef KILN_RUNTIME_H
+#define KILN_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define KILN_RUNTIME_API __attribute__((visibility("default")))
+#else
+#define KILN_RUNTIME_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// Outcome of a runtime call.
+typedef enum kiln_status {
+  KILN_OK = 0,
+  KILN_ERROR_NO_DRIVER = 1,      /* libcuda could not be loaded */
+  KILN_ERROR_NO_DEVICE = 2,      /* the driver reports no (such) GPU */
+  KILN_ERROR_CUDA = 3,           /* a driver call failed; the message names it */
+  KILN_ERROR_INVALID_ARGUMENT = 4,
+  KILN_ERROR_NOT_FOUND = 5,      /* a file or a kernel name */
+} kiln_status;
+
+typedef struct kiln_device kiln_device;
+typedef struct kiln_module kiln_module;
+typedef struct kiln_kernel kiln_kernel;
+
+/// The message of the last failed call on this thread ("" if none).
+KILN_RUNTIME_API const char *kiln_last_error(void);
+
+/// Number of CUDA devices (0 with an error when there is no driver).
+KILN_RUNTIME_API kiln_status kiln_device_count(int *count);
+
+/// Opens device `ordinal` on its primary context and makes that context current on this thread.
+KILN_RUNTIME_API kiln_status kiln_device_open(int ordinal, kiln_device **device);
+KILN_RUNTIME_API void kiln_device_close(kiln_device *device);
+
+/// Compute capability and multiprocessor count of an open device.
+KILN_RUNTIME_API kiln_status kiln_device_info(kiln_device *device, int *major, int *minor, int *multiprocessors);
+
+/// Loads a module from PTX text (NUL-terminated) or a cubin image; the driver JIT-compiles PTX and its log is
+/// part of the error message when that fails.
+KILN_RUNTIME_API kiln_status kiln_module_load_data(kiln_device *device, const void *image, size_t size, kiln_module **module);
+/// Loads a .ptx or .cubin file.
+KILN_RUNTIME_API kiln_status kiln_module_load_file(kiln_device *device, const char *path, kiln_module **module);
+KILN_RUNTIME_API void kiln_module_unload(kiln_module *module);
+
+/// Looks a kernel up by name.
+KILN_RUNTIME_API kiln_status kiln_module_get_kernel(kiln_module *module, const char *name, kiln_kernel **kernel);
+
+/// Launches a kernel on `stream` (a CUstream; NULL for the default stream). `args` holds one pointer per kernel
+/// parameter, pointing at its value. Dynamic shared memory above the default 48 KiB limit is allowed by
+/// raising the kernel's limit first.
+KILN_RUNTIME_API kiln_status kiln_kernel_launch(kiln_kernel *kernel, const unsigned grid[3], const unsigned block[3],
+                               unsigned dynamic_shared_bytes, void *stream, void **args);
+
+/// Device memory, for tests and tools that have no framework to allocate with.
+KILN_RUNTIME_API kiln_status kiln_malloc(kiln_device *device, size_t bytes, uint64_t *pointer);
+KILN_RUNTIME_API kiln_status kiln_free(kiln_device *device, uint64_t pointer);
+KILN_RUNTIME_API kiln_status kiln_copy_to_device(kiln_device *device, uint64_t destination, const void *source, size_t bytes);
+KILN_RUNTIME_API kiln_status kiln_copy_to_host(kiln_device *device, void *destination, uint64_t source, size_t bytes);
+KILN_RUNTIME_API kiln_status kiln_synchronize(kiln_device *device);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KILN_RUNTIME_H */

@@ -1,0 +1,67 @@
+//===- CudaDriver.h - The CUDA driver API, loaded at run time ----*- C++ -*-===//
+//
+// The handful of driver entry points Kiln's runtime calls, declared here (no CUDA headers needed to build) and
+// resolved from libcuda.so.1 with dlopen/dlsym on first use.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_CUDADRIVER_H
+#define KILN_RUNTIME_CUDADRIVER_H
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace kiln::runtime {
+
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;
+using CUcontext = struct CUctx_st *;
+using CUmodule = struct CUmod_st *;
+using CUfunction = struct CUfunc_st *;
+using CUstream = struct CUstream_st *;
+
+/// Values of the driver enums that the runtime uses.
+constexpr CUresult kCudaSuccess = 0;
+constexpr int kAttributeComputeCapabilityMajor = 75;
+constexpr int kAttributeComputeCapabilityMinor = 76;
+constexpr int kAttributeMultiprocessorCount = 16;
+constexpr int kFuncAttributeMaxDynamicSharedBytes = 8;
+constexpr int kJitErrorLogBuffer = 5;
+constexpr int kJitErrorLogBufferSize = 6;
+
+/// Entry points of libcuda, resolved once.
+struct CudaDriver {
+  CUresult (*cuInit)(unsigned);
+  CUresult (*cuDeviceGetCount)(int *);
+  CUresult (*cuDeviceGet)(CUdevice *, int);
+  CUresult (*cuDeviceGetAttribute)(int *, int, CUdevice);
+  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+  CUresult (*cuDevicePrimaryCtxRelease)(CUdevice);
+  CUresult (*cuCtxSetCurrent)(CUcontext);
+  CUresult (*cuCtxSynchronize)();
+  CUresult (*cuModuleLoadDataEx)(CUmodule *, const void *, unsigned, int *, void **);
+  CUresult (*cuModuleUnload)(CUmodule);
+  CUresult (*cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
+  CUresult (*cuFuncSetAttribute)(CUfunction, int, int);
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             CUstream, void **, void **);
+  CUresult (*cuMemAlloc)(CUdeviceptr *, size_t);
+  CUresult (*cuMemFree)(CUdeviceptr);
+  CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void *, size_t);
+  CUresult (*cuMemcpyDtoH)(void *, CUdeviceptr, size_t);
+  CUresult (*cuGetErrorName)(CUresult, const char **);
+  CUresult (*cuGetErrorString)(CUresult, const char **);
+};
+
+/// The loaded driver, or null with `error` set to why it could not be loaded (no libcuda, a missing symbol,
+/// cuInit failing).
+const CudaDriver *loadCudaDriver(std::string &error);
+
+/// "CUDA_ERROR_X (text)" for a driver result.
+std::string describeCudaError(const CudaDriver &driver, CUresult result);
+
+} // namespace kiln::runtime
+
+#endif // KILN_RUNTIME_CUDADRIVER_H

@@ -1,0 +1,242 @@
+//===- Runtime.cpp - Kiln's kernel runtime: the C API ----------------------===//
+//
+// Devices on their primary context, modules loaded from PTX or cubin (with the JIT log on failure), kernels
+// launched with the dynamic shared-memory limit raised when they need more than the default. Every driver call
+// is checked; the first failure's description is kept per thread for kiln_last_error().
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/runtime.h"
+
+#include "CudaDriver.h"
+
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+using namespace kiln::runtime;
+
+struct kiln_device {
+  const CudaDriver *driver;
+  CUdevice device;
+  CUcontext context;
+};
+
+struct kiln_module {
+  kiln_device *device;
+  CUmodule module;
+};
+
+struct kiln_kernel {
+  kiln_module *module;
+  CUfunction function;
+  unsigned sharedLimit; // dynamic shared memory the kernel is currently allowed
+};
+
+namespace {
+thread_local std::string lastError;
+
+kiln_status fail(kiln_status status, std::string message) {
+  lastError = std::move(message);
+  return status;
+}
+
+/// Checks one driver call; on failure records "call: CUDA_ERROR_X (text)".
+kiln_status check(const CudaDriver &driver, CUresult result, const char *call) {
+  if (result == kCudaSuccess)
+    return KILN_OK;
+  return fail(KILN_ERROR_CUDA, std::string(call) + " failed: " + describeCudaError(driver, result));
+}
+
+#define KILN_CHECK(driver, call)                                                                               \
+  do {                                                                                                         \
+    if (kiln_status status_ = check(driver, driver.call, #call); status_ != KILN_OK)                           \
+      return status_;                                                                                          \
+  } while (false)
+
+const CudaDriver *driverOrFail(kiln_status &status) {
+  std::string error;
+  const CudaDriver *driver = loadCudaDriver(error);
+  status = driver ? KILN_OK : fail(KILN_ERROR_NO_DRIVER, error);
+  return driver;
+}
+} // namespace
+
+extern "C" {
+
+const char *kiln_last_error(void) { return lastError.c_str(); }
+
+kiln_status kiln_device_count(int *count) {
+  if (!count)
+    return fail(KILN_ERROR_INVALID_ARGUMENT, "kiln_device_count: count is null");
+  *count = 0;
+  kiln_status status;
+  const CudaDriver *driver = driverOrFail(status);
+  if (!driver)
+    return status;
+  KILN_CHECK((*driver), cuDeviceGetCount(count));
+  return KILN_OK;
+}
+
+kiln_status kiln_device_open(int ordinal, kiln_device **device) {
+  if (!device)
+    return fail(KILN_ERROR_INVALID_ARGUMENT, "kiln_device_open: device is null");
+  *device = nullptr;
+  int count = 0;
+  if (kiln_status status = kiln_device_count(&count); status != KILN_OK)
+    return status;
+  if (ordinal < 0 || ordinal >= count)
+    return fail(KILN_ERROR_NO_DEVICE, "no GPU " + std::to_string(ordinal) + ": the driver reports " +
+                                          std::to_string(count) + " device(s)");
+  kiln_status status;
+  const CudaDriver &driver = *driverOrFail(status);
+  auto opened = new kiln_device{&driver, 0, nullptr};
+  if ((status = check(driver, driver.cuDeviceGet(&opened->device, ordinal), "cuDeviceGet")) != KILN_OK ||
+      (status = check(driver, driver.cuDevicePrimaryCtxRetain(&opened->context, opened->device),
+                      "cuDevicePrimaryCtxRetain")) != KILN_OK ||
+      (status = check(driver, driver.cuCtxSetCurrent(opened->context), "cuCtxSetCurrent")) != KILN_OK) {
+    delete opened;
+    return status;
+  }
+  *device = opened;
+  return KILN_OK;
+}
+
+void kiln_device_close(kiln_device *device) {
+  if (!device)
+    return;
+  device->driver->cuDevicePrimaryCtxRelease(device->device);
+  delete device;
+}
+
+kiln_status kiln_device_info(kiln_device *device, int *major, int *minor, int *multiprocessors) {
+  if (!device || !major || !minor || !multiprocessors)
+    return fail(KILN_ERROR_INVALID_ARGUMENT, "kiln_device_info: a pointer argument is null");
+  const CudaDriver &driver = *device->driver;
+  KILN_CHECK(driver, cuDeviceGetAttribute(major, kAttributeComputeCapabilityMajor, device->device));
+  KILN_CHECK(driver, cuDeviceGetAttribute(minor, kAttributeComputeCapabilityMinor, device->device));
+  KILN_CHECK(driver, cuDeviceGetAttribute(multiprocessors, kAttributeMultiprocessorCount, device->device));
+  return KILN_OK;
+}
+
+kiln_status kiln_module_load_data(kiln_device *device, const void *image, size_t size, kiln_module **module) {
+  if (!device || !image || !size || !module)
+    return fail(KILN_ERROR_INVALID_ARGUMENT, "kiln_module_load_data: empty image or null pointer");
+  *module = nullptr;
+  const CudaDriver &driver = *device->driver;
+  KILN_CHECK(driver, cuCtxSetCurrent(device->context));
+  // PTX must be NUL-terminated for the driver; cubins are ELF and carry their size.
+  std::string text;
+  const void *data = image;
+  const char *bytes = static_cast<const char *>(image);
+  bool isElf = size >= 4 && std::memcmp(bytes, "\x7f" "ELF", 4) == 0;
+  if (!isElf && bytes[size - 1] != '\0') {
+    text.assign(bytes, size);
+    data = text.c_str();
+  }
+  char log[8192] = {0};
+  int options[] = {kJitErrorLogBuffer, kJitErrorLogBufferSize};
+  void *values[] = {log, reinterpret_cast<void *>(static_cast<uintptr_t>(sizeof(log)))};
+  CUmodule loaded = nullptr;
+  CUresult result = driver.cuModuleLoadDataEx(&loaded, data, 2, options, values);
+  if (result != kCudaSuccess)
+    return fail(KILN_ERROR_CUDA, std::string("cuModuleLoadDataEx failed: ") + describeCudaError(driver, result) +
+                                     (log[0] ? std::string("; JIT log: ") + log : std::string()));
+  *module = new kiln_module{device, loaded};
+  return KILN_OK;
+}
+
+kiln_status kiln_module_load_file(kiln_device *device, const char *path, kiln_module **module) {
+  if (!path)
+    return fail(KILN_ERROR_INVALID_ARGUMENT, "kiln_module_load_file: path is null");
+  std::ifstream file(path, std::ios::binary);
+  if (!file)
+    return fail(KILN_ERROR_NOT_FOUND, std::string("cannot open kernel file ") + path);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  if (bytes.empty())
+    return fail(KILN_ERROR_INVALID_ARGUMENT, std::string("kernel file ") + path + " is empty");
+  kiln_status status = kiln_module_load_data(device, bytes.data(), bytes.size(), module);
+  if (status != KILN_OK)
+    lastError = std::string(path) + ": " + lastError;
+  return status;
+}
+
+void kiln_module_unload(kiln_module *module) {
+  if (!module)
+    return;
+  module->device->driver->cuModuleUnload(module->module);
+  delete module;
+}
+
+kiln_status kiln_module_get_kernel(kiln_module *module, const char *name, kiln_kernel **kernel) {
+  if (!module || !name || !kernel)
+    return fail(KILN_ERROR_INVALID_ARGUMENT, "kiln_module_get_kernel: null argument");
+  *kernel = nullptr;
+  CUfunction function = nullptr;
+  CUresult result = module->device->driver->cuModuleGetFunction(&function, module->module, name);
+  if (result != kCudaSuccess)
+    return fail(KILN_ERROR_NOT_FOUND, std::string("no kernel named '") + name + "' in the module: " +
+                                          describeCudaError(*module->device->driver, result));
+  *kernel = new kiln_kernel{module, function, 48 * 1024};
+  return KILN_OK;
+}
+
+kiln_status kiln_kernel_launch(kiln_kernel *kernel, const unsigned grid[3], const unsigned block[3],
+                               unsigned dynamic_shared_bytes, void *stream, void **args) {
+  if (!kernel || !grid || !block)
+    return fail(KILN_ERROR_INVALID_ARGUMENT, "kiln_kernel_launch: null argument");
+  for (int i = 0; i < 3; ++i)
+    if (grid[i] == 0 || block[i] == 0)
+      return fail(KILN_ERROR_INVALID_ARGUMENT, "kiln_kernel_launch: grid and block dimensions must be positive");
+  const CudaDriver &driver = *kernel->module->device->driver;
+  KILN_CHECK(driver, cuCtxSetCurrent(kernel->module->device->context));
+  if (dynamic_shared_bytes > kernel->sharedLimit) {
+    KILN_CHECK(driver, cuFuncSetAttribute(kernel->function, kFuncAttributeMaxDynamicSharedBytes,
+                                          static_cast<int>(dynamic_shared_bytes)));
+    kernel->sharedLimit = dynamic_shared_bytes;
+  }
+  KILN_CHECK(driver, cuLaunchKernel(kernel->function, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                                    dynamic_shared_bytes, static_cast<CUstream>(stream), args, nullptr));
+  return KILN_OK;
+}
+
+kiln_status kiln_malloc(kiln_device *device, size_t bytes, uint64_t *pointer) {
+  if (!device || !pointer)
+    return fail(KILN_ERROR_INVALID_ARGUMENT, "kiln_malloc: null argument");
+  CUdeviceptr allocated = 0;
+  KILN_CHECK((*device->driver), cuMemAlloc(&allocated, bytes));
+  *pointer = allocated;
+  return KILN_OK;
+}
+
+kiln_status kiln_free(kiln_device *device, uint64_t pointer) {
+  if (!device)
+    return fail(KILN_ERROR_INVALID_ARGUMENT, "kiln_free: null device");
+  KILN_CHECK((*device->driver), cuMemFree(pointer));
+  return KILN_OK;
+}
+
+kiln_status kiln_copy_to_device(kiln_device *device, uint64_t destination, const void *source, size_t bytes) {
+  if (!device || !source)
+    return fail(KILN_ERROR_INVALID_ARGUMENT, "kiln_copy_to_device: null argument");
+  KILN_CHECK((*device->driver), cuMemcpyHtoD(destination, source, bytes));
+  return KILN_OK;
+}
+
+kiln_status kiln_copy_to_host(kiln_device *device, void *destination, uint64_t source, size_t bytes) {
+  if (!device || !destination)
+    return fail(KILN_ERROR_INVALID_ARGUMENT, "kiln_copy_to_host: null argument");
+  KILN_CHECK((*device->driver), cuMemcpyDtoH(destination, source, bytes));
+  return KILN_OK;
+}
+
+kiln_status kiln_synchronize(kiln_device *device) {
+  if (!device)
+    return fail(KILN_ERROR_INVALID_ARGUMENT, "kiln_synchronize: null device");
+  KILN_CHECK((*device->driver), cuCtxSynchronize());
+  return KILN_OK;
+}
+
+} // extern "C"
