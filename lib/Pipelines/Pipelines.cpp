@@ -49,7 +49,7 @@ LogicalResult kiln::buildHostLoopsPipeline(OpPassManager &pm, const HostPipeline
   return appendPipeline(pm, "canonicalize,cse,eliminate-empty-tensors,"
                             "one-shot-bufferize{bufferize-function-boundaries allow-return-allocs-from-loops "
                             "function-boundary-type-conversion=identity-layout-map},"
-                            "buffer-results-to-out-params{hoist-static-allocs modify-public-functions},"
+                            "buffer-results-to-out-params{modify-public-functions},"
                             "buffer-deallocation-pipeline,scf-forall-to-for,"
                             "func.func(convert-linalg-to-loops),canonicalize,cse");
 }

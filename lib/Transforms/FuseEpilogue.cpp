@@ -90,28 +90,30 @@ FailureOr<MatmulOp> kiln::fuseEpilogue(RewriterBase &rewriter, MatmulOp matmul) 
       rewriter.clone(op, inner);
     accumulator = inner.lookup(old.getTerminator()->getOperand(0));
   }
-  scalars.map(matmul.getResult(), accumulator);
+  // Every intermediate the unfused graph would store in f16/bf16 is rounded to that type here too; the last
+  // value is rounded by the store itself.
+  auto roundLikeStore = [&](Value scalar, Value tensor) -> Value {
+    Type element = cast<RankedTensorType>(tensor.getType()).getElementType();
+    if (tensor == last->getResult(0) || element == f32)
+      return scalar;
+    Value rounded = arith::TruncFOp::create(rewriter, loc, element, scalar);
+    return arith::ExtFOp::create(rewriter, loc, f32, rounded);
+  };
+  scalars.map(matmul.getResult(), roundLikeStore(accumulator, matmul.getResult()));
   for (auto [index, operand] : llvm::enumerate(operands))
     if (index >= matmul.getEpilogueOperands().size())
       scalars.map(operand, body->getArgument(index + 1));
   for (Operation *op : chain) {
     Value result;
     if (auto cast = dyn_cast<CastOp>(op)) {
-      // A cast inside the chain rounds as the unfused graph would; the last one is the store itself.
-      Value input = scalars.lookup(cast.getInput());
-      Type to = cast.getType().getElementType();
-      result = input;
-      if (op != last && to != f32) {
-        Value rounded = arith::TruncFOp::create(rewriter, loc, to, input);
-        result = arith::ExtFOp::create(rewriter, loc, f32, rounded);
-      }
+      result = scalars.lookup(cast.getInput());
     } else {
       SmallVector<Value> args;
       for (Value operand : op->getOperands())
         args.push_back(scalars.lookup(operand));
       result = lowering::buildScalarFormula(rewriter, loc, op, args);
     }
-    scalars.map(op->getResult(0), result);
+    scalars.map(op->getResult(0), roundLikeStore(result, op->getResult(0)));
   }
   YieldOp::create(rewriter, loc, scalars.lookup(last->getResult(0)));
 
