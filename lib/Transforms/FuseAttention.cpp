@@ -12,7 +12,6 @@
 #include "Transforms/Transforms.h"
 
 #include "mlir/IR/Matchers.h"
-#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 #include <cmath>
 #include <limits>
@@ -65,14 +64,14 @@ static std::pair<Value, int64_t> stripHeadExpansion(Value value) {
   return {split.getInput(), e[2]};
 }
 
-/// Whether a constant [.., Sq, Sk] tensor is a bottom-right-aligned causal pattern: `keep(i, j)` must hold
-/// exactly when j <= i + (Sk - Sq).
-static bool isCausalPattern(DenseElementsAttr attr, llvm::function_ref<std::optional<bool>(int64_t)> keep) {
+/// Whether a constant is exactly a [.., seqQ, seqK] bottom-right-aligned causal pattern (every leading dim 1):
+/// `keep(i, j)` must hold exactly when j <= i + (Sk - Sq). A constant that would broadcast along the query or key
+/// axis is not: its pattern is not causal over the scores.
+static bool isCausalPattern(DenseElementsAttr attr, int64_t seqQ, int64_t seqK,
+                            llvm::function_ref<std::optional<bool>(int64_t)> keep) {
   auto type = cast<RankedTensorType>(attr.getType());
-  if (type.getRank() < 2)
-    return false;
-  int64_t seqQ = type.getDimSize(type.getRank() - 2), seqK = type.getDimSize(type.getRank() - 1);
-  if (type.getNumElements() != seqQ * seqK)
+  if (type.getRank() < 2 || type.getDimSize(type.getRank() - 2) != seqQ ||
+      type.getDimSize(type.getRank() - 1) != seqK || type.getNumElements() != seqQ * seqK)
     return false;
   for (int64_t i = 0; i < seqQ; ++i)
     for (int64_t j = 0; j < seqK; ++j) {
@@ -95,6 +94,8 @@ struct ScoreForm {
 /// Parses softmax's input back to the q k^T matmul: [select(causal, ., -inf)] [add mask] [mul/div scalar].
 static std::optional<ScoreForm> parseScores(Value value, MatmulOp &scores) {
   ScoreForm form;
+  ArrayRef<int64_t> scoreShape = cast<RankedTensorType>(value.getType()).getShape();
+  int64_t seqQ = scoreShape[scoreShape.size() - 2], seqK = scoreShape.back();
   // Causal as select/where(keep, scores, -inf or a large negative).
   if (auto select = value.getDefiningOp<SelectOp>()) {
     DenseElementsAttr cond;
@@ -102,7 +103,7 @@ static std::optional<ScoreForm> parseScores(Value value, MatmulOp &scores) {
     if (!matchPattern(select.getCondition(), m_Constant(&cond)) || !fill || *fill > kMaskedThreshold)
       return std::nullopt;
     auto values = cond.getValues<bool>();
-    if (!isCausalPattern(cond, [&](int64_t i) -> std::optional<bool> { return values[i]; }))
+    if (!isCausalPattern(cond, seqQ, seqK, [&](int64_t i) -> std::optional<bool> { return values[i]; }))
       return std::nullopt;
     form.causal = true;
     value = select.getOnTrue();
@@ -117,7 +118,7 @@ static std::optional<ScoreForm> parseScores(Value value, MatmulOp &scores) {
     bool causalConstant = false;
     if (!form.causal && matchPattern(mask, m_Constant(&constant)) && isa<FloatType>(constant.getElementType())) {
       auto values = constant.getValues<APFloat>();
-      causalConstant = isCausalPattern(constant, [&](int64_t i) -> std::optional<bool> {
+      causalConstant = isCausalPattern(constant, seqQ, seqK, [&](int64_t i) -> std::optional<bool> {
         double v = values[i].convertToDouble();
         if (v == 0.0)
           return true;
@@ -152,10 +153,29 @@ static std::optional<ScoreForm> parseScores(Value value, MatmulOp &scores) {
   return form;
 }
 
+/// Erases `roots` and, transitively, the kiln ops feeding them that are left without users: the unfused score
+/// chain and the GQA expansions. Nothing else in the function is touched.
+static void eraseDeadProducers(RewriterBase &rewriter, SmallVector<Operation *> roots) {
+  while (!roots.empty()) {
+    Operation *op = roots.pop_back_val();
+    if (!op->use_empty() || !isa<KilnDialect>(op->getDialect()))
+      continue;
+    SmallVector<Operation *> producers;
+    for (Value operand : op->getOperands())
+      if (Operation *producer = operand.getDefiningOp())
+        producers.push_back(producer);
+    rewriter.eraseOp(op);
+    for (Operation *producer : producers)
+      if (llvm::find(roots, producer) == roots.end())
+        roots.push_back(producer);
+  }
+}
+
 FailureOr<AttentionOp> kiln::fuseAttention(RewriterBase &rewriter, MatmulOp output) {
   auto fail = [&](const char *why) { return rewriter.notifyMatchFailure(output, why); };
-  if (output.getTransposeLhs() || output.getTransposeRhs() || output.getType().getRank() != 4)
-    return fail("not a [B, H, Sq, Dv] probabilities x values matmul");
+  if (output.getTransposeLhs() || output.getTransposeRhs() || output.getType().getRank() != 4 ||
+      output.hasEpilogue())
+    return fail("not a [B, H, Sq, Dv] probabilities x values matmul without epilogue");
   auto softmax = output.getLhs().getDefiningOp<SoftmaxOp>();
   if (!softmax || softmax.getAxis() != 3 || !softmax->hasOneUse())
     return fail("lhs is not a single-use softmax over the last axis");
@@ -163,7 +183,7 @@ FailureOr<AttentionOp> kiln::fuseAttention(RewriterBase &rewriter, MatmulOp outp
   std::optional<ScoreForm> form = parseScores(softmax.getInput(), scores);
   if (!form)
     return fail("the softmax input is not scale/mask applied to a q k^T matmul");
-  if (scores.getTransposeLhs() || scores.getType().getRank() != 4 ||
+  if (scores.getTransposeLhs() || scores.getType().getRank() != 4 || scores.hasEpilogue() ||
       softmax.getType().getShape() != scores.getType().getShape())
     return fail("the score matmul is not [B, H, Sq, D] x [B, H, D, Sk], or the mask broadcasts it");
 
@@ -195,7 +215,11 @@ FailureOr<AttentionOp> kiln::fuseAttention(RewriterBase &rewriter, MatmulOp outp
   FloatAttr scaleAttr = rewriter.getF32FloatAttr(form->scale);
   auto attention = AttentionOp::create(rewriter, output.getLoc(), output.getType(), /*lse=*/Type(), q, k, v,
                                        form->mask, scaleAttr, form->causal);
+  SmallVector<Operation *> unfused{softmax};
+  if (Operation *values = output.getRhs().getDefiningOp())
+    unfused.push_back(values);
   rewriter.replaceOp(output, attention.getOut());
+  eraseDeadProducers(rewriter, unfused);
   return attention;
 }
 
@@ -205,11 +229,9 @@ struct KilnFuseAttentionPass : kiln::impl::KilnFuseAttentionBase<KilnFuseAttenti
     SmallVector<MatmulOp> candidates;
     getOperation()->walk([&](MatmulOp op) { candidates.push_back(op); });
     IRRewriter rewriter(&getContext());
+    // Program order: fusing an output erases only ops before it, which have been visited already.
     for (MatmulOp op : candidates)
       (void)fuseAttention(rewriter, op);
-    // The unfused score chain is dead now; drop it.
-    RewritePatternSet noPatterns(&getContext());
-    (void)applyPatternsGreedily(getOperation(), std::move(noPatterns));
   }
 };
 } // namespace

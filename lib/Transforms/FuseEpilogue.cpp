@@ -101,8 +101,7 @@ FailureOr<MatmulOp> kiln::fuseEpilogue(RewriterBase &rewriter, MatmulOp matmul) 
   };
   scalars.map(matmul.getResult(), roundLikeStore(accumulator, matmul.getResult()));
   for (auto [index, operand] : llvm::enumerate(operands))
-    if (index >= matmul.getEpilogueOperands().size())
-      scalars.map(operand, body->getArgument(index + 1));
+    scalars.map(operand, body->getArgument(index + 1));
   for (Operation *op : chain) {
     Value result;
     if (auto cast = dyn_cast<CastOp>(op)) {

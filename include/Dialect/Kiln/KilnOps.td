@@ -56,7 +56,7 @@ def Kiln_ConstantOp : Kiln_Op<"constant", [ConstantLike, Pure]> {
 // Contractions
 //===----------------------------------------------------------------------===//
 
-def Kiln_MatmulOp : Kiln_Op<"matmul", [Pure]> {
+def Kiln_MatmulOp : Kiln_Op<"matmul", [Pure, IsolatedFromAbove]> {
   let summary = "batched matrix multiplication with broadcast batch dimensions and an optional epilogue";
   let description = [{
     `result[..., m, n] = sum_k lhs[..., m, k] * rhs[..., k, n]`, with `transpose_lhs` / `transpose_rhs` reading
@@ -67,7 +67,8 @@ def Kiln_MatmulOp : Kiln_Op<"matmul", [Pure]> {
     An `epilogue` (written by `kiln-fuse-epilogue`) is applied to every output element in registers before it
     is stored: a region whose block arguments are the f32 accumulator and one f32 element of each epilogue
     operand (each broadcast, numpy rules, to the result shape), ending in `kiln.yield` of the f32 value to
-    store. With an epilogue the result may have any float element type.
+    store. The region is isolated from above: it computes from its arguments and its own constants, so the op
+    can move into a kernel of its own. With an epilogue the result may have any float element type.
 
     ```mlir
     %y = kiln.matmul %x, %w transpose_rhs
