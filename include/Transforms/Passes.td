@@ -42,13 +42,15 @@ def KilnFuseAttention : Pass<"kiln-fuse-attention"> {
 }
 
 def KilnFuseEpilogue : Pass<"kiln-fuse-epilogue"> {
-  let summary = "Fold elementwise consumers of a matmul into its epilogue";
+  let summary = "Fold elementwise consumers of a matmul or an attention into its epilogue";
   let description = [{
-    Follows the single-use chain of elementwise ops after each `kiln.matmul` — bias add, scale, activations
+    Follows the single-use chain of elementwise ops after each `kiln.matmul` and the output of each
+    `kiln.attention` — bias add, scale, activations
     (relu, gelu, silu, sigmoid, tanh, ...), residual add, a gating multiply by another tensor, and a final float
     cast — as long as each keeps the matmul's shape, and rewrites it as the matmul's epilogue region: the f32
-    formula of each op applied to the accumulator, with the other tensors as epilogue operands. A matmul whose
-    result (or an intermediate of the chain) has other users is left alone.
+    formula of each op applied to the accumulator, with the other tensors as epilogue operands. Intermediates the
+    graph holds in f16/bf16 are rounded to that type in the region too. A producer whose result (or an
+    intermediate of the chain) has other users is left alone.
 
     ```mlir
     // before

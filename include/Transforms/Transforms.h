@@ -35,9 +35,9 @@ ConfigAttr getConfig(Operation *op);
 /// kiln.attention. Fails, changing nothing, when the pattern does not hold exactly.
 FailureOr<AttentionOp> fuseAttention(RewriterBase &rewriter, MatmulOp output);
 
-/// Folds the single-use chain of elementwise consumers (and a final float cast) of `matmul` into its epilogue
-/// region. Returns the new matmul; fails, changing nothing, when the matmul has no such consumer.
-FailureOr<MatmulOp> fuseEpilogue(RewriterBase &rewriter, MatmulOp matmul);
+/// Folds the single-use chain of elementwise consumers (and float casts) of a matmul or an attention into its
+/// epilogue region. Returns the new op; fails, changing nothing, when there is no such consumer.
+FailureOr<Operation *> fuseEpilogue(RewriterBase &rewriter, Operation *producer);
 
 /// Moves one compute op into a new private kernel function `name` (marked `kiln.kernel`) that writes its
 /// results into destination arguments, and replaces the op by an allocation of those destinations and a call.

@@ -1,8 +1,8 @@
 //===- FuseEpilogue.cpp - The kiln-fuse-epilogue pass ----------------------===//
 //
-// Folds the chain of elementwise ops that consumes a matmul — bias add, scale, activation, residual add, a
-// gating multiply by another tensor, a final cast — into the matmul's epilogue region, so that the output
-// tile is finished in registers and stored once. A producer whose result has other users is left alone: fusing
+// Folds the chain of elementwise ops that consumes a matmul or an attention — bias add, scale, activation,
+// residual add, a gating multiply by another tensor, a final cast — into the producer's epilogue region, so
+// that the output tile is finished in registers and stored once. A producer whose result has other users is left alone: fusing
 // it would compute it twice or store it twice.
 //
 //===----------------------------------------------------------------------===//
@@ -13,6 +13,8 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
+#include "llvm/ADT/MapVector.h"
 
 namespace mlir {
 namespace kiln {
@@ -37,11 +39,23 @@ static bool isFusibleCast(Operation *op) {
          isa<FloatType>(cast.getType().getElementType());
 }
 
-FailureOr<MatmulOp> kiln::fuseEpilogue(RewriterBase &rewriter, MatmulOp matmul) {
-  auto resultShape = matmul.getType().getShape();
-  // Walk the single-use chain of consumers that keep the matmul's shape.
+/// The epilogue operands of a matmul or attention.
+static OperandRange epilogueOperandsOf(Operation *op) {
+  if (auto matmul = dyn_cast<MatmulOp>(op))
+    return matmul.getEpilogueOperands();
+  return cast<AttentionOp>(op).getEpilogueOperands();
+}
+
+FailureOr<Operation *> kiln::fuseEpilogue(RewriterBase &rewriter, Operation *producer) {
+  if (!isa<MatmulOp, AttentionOp>(producer))
+    return rewriter.notifyMatchFailure(producer, "only a matmul or an attention has an epilogue");
+  Value produced = producer->getResult(0);
+  auto resultShape = cast<RankedTensorType>(produced.getType()).getShape();
+  Region &oldEpilogue = producer->getRegion(0);
+  OperandRange oldOperands = epilogueOperandsOf(producer);
+  // Walk the single-use chain of consumers that keep the producer's shape.
   SmallVector<Operation *> chain;
-  Value current = matmul.getResult();
+  Value current = produced;
   while (current.hasOneUse()) {
     Operation *user = *current.getUsers().begin();
     if (user->getNumResults() != 1 || !(isFusibleElementwise(user) || isFusibleCast(user)))
@@ -56,35 +70,53 @@ FailureOr<MatmulOp> kiln::fuseEpilogue(RewriterBase &rewriter, MatmulOp matmul) 
     current = user->getResult(0);
   }
   if (chain.empty())
-    return rewriter.notifyMatchFailure(matmul, "no single-use elementwise consumer of the matmul's shape");
+    return rewriter.notifyMatchFailure(producer, "no single-use elementwise consumer of the producer's shape");
 
   Operation *last = chain.back();
   auto resultType = cast<RankedTensorType>(last->getResult(0).getType());
-  SmallVector<Value> operands(matmul.getEpilogueOperands());
+  // Tensors the chain reads become epilogue operands, except splat constants, which become scalars.
+  SmallVector<Value> operands(oldOperands);
+  llvm::MapVector<Value, APFloat> splats;
   for (Operation *op : chain)
-    for (Value operand : op->getOperands())
-      if (!llvm::is_contained(chain, operand.getDefiningOp()) && operand != matmul.getResult() &&
-          !llvm::is_contained(operands, operand))
+    for (Value operand : op->getOperands()) {
+      if (llvm::is_contained(chain, operand.getDefiningOp()) || operand == produced ||
+          llvm::is_contained(operands, operand) || splats.count(operand))
+        continue;
+      DenseElementsAttr constant;
+      if (matchPattern(operand, m_Constant(&constant)) && constant.isSplat() &&
+          isa<FloatType>(constant.getElementType()))
+        splats.insert({operand, constant.getSplatValue<APFloat>()});
+      else
         operands.push_back(operand);
+    }
 
   rewriter.setInsertionPoint(last);
-  Location loc = matmul.getLoc();
-  auto fused = MatmulOp::create(rewriter, loc, resultType, matmul.getLhs(), matmul.getRhs(),
-                                matmul.getTransposeLhs(), matmul.getTransposeRhs(), operands);
+  Location loc = producer->getLoc();
+  Operation *fused;
+  if (auto matmul = dyn_cast<MatmulOp>(producer)) {
+    fused = MatmulOp::create(rewriter, loc, resultType, matmul.getLhs(), matmul.getRhs(), matmul.getTransposeLhs(),
+                             matmul.getTransposeRhs(), operands);
+  } else {
+    auto attention = cast<AttentionOp>(producer);
+    Type lseType = attention.getLse() ? attention.getLse().getType() : Type();
+    fused = AttentionOp::create(rewriter, loc, resultType, lseType, attention.getQ(), attention.getK(),
+                                attention.getV(), attention.getMask(), attention.getScaleAttr(),
+                                attention.getCausal(), operands);
+  }
   Type f32 = rewriter.getF32Type();
-  Block *body = rewriter.createBlock(&fused.getEpilogue(), {}, SmallVector<Type>(operands.size() + 1, f32),
+  Block *body = rewriter.createBlock(&fused->getRegion(0), {}, SmallVector<Type>(operands.size() + 1, f32),
                                      SmallVector<Location>(operands.size() + 1, loc));
   rewriter.setInsertionPointToStart(body);
 
   // Scalar value of every tensor the chain reads: the accumulator, the epilogue operands, the chain's results.
   IRMapping scalars;
   Value accumulator = body->getArgument(0);
-  if (matmul.hasEpilogue()) {
+  if (!oldEpilogue.empty()) {
     // An existing epilogue runs first; its yield is the value the chain continues from.
-    Block &old = matmul.getEpilogue().front();
+    Block &old = oldEpilogue.front();
     IRMapping inner;
     inner.map(old.getArgument(0), body->getArgument(0));
-    for (auto [index, operand] : llvm::enumerate(matmul.getEpilogueOperands()))
+    for (auto [index, operand] : llvm::enumerate(oldOperands))
       inner.map(old.getArgument(index + 1), body->getArgument(index + 1));
     for (Operation &op : old.without_terminator())
       rewriter.clone(op, inner);
@@ -99,9 +131,15 @@ FailureOr<MatmulOp> kiln::fuseEpilogue(RewriterBase &rewriter, MatmulOp matmul) 
     Value rounded = arith::TruncFOp::create(rewriter, loc, element, scalar);
     return arith::ExtFOp::create(rewriter, loc, f32, rounded);
   };
-  scalars.map(matmul.getResult(), roundLikeStore(accumulator, matmul.getResult()));
+  scalars.map(produced, roundLikeStore(accumulator, produced));
   for (auto [index, operand] : llvm::enumerate(operands))
     scalars.map(operand, body->getArgument(index + 1));
+  for (auto &[operand, value] : splats) {
+    bool losesInfo;
+    APFloat single = value;
+    single.convert(llvm::APFloat::IEEEsingle(), llvm::APFloat::rmNearestTiesToEven, &losesInfo);
+    scalars.map(operand, arith::ConstantOp::create(rewriter, loc, rewriter.getF32FloatAttr(single.convertToFloat())));
+  }
   for (Operation *op : chain) {
     Value result;
     if (auto cast = dyn_cast<CastOp>(op)) {
@@ -116,20 +154,29 @@ FailureOr<MatmulOp> kiln::fuseEpilogue(RewriterBase &rewriter, MatmulOp matmul) 
   }
   YieldOp::create(rewriter, loc, scalars.lookup(last->getResult(0)));
 
-  rewriter.replaceOp(last, fused.getResult());
+  rewriter.replaceOp(last, fused->getResult(0));
   for (Operation *op : llvm::reverse(llvm::ArrayRef(chain).drop_back()))
     rewriter.eraseOp(op);
-  rewriter.eraseOp(matmul);
+  // An attention's log-sum-exp is unchanged by the epilogue.
+  if (producer->getNumResults() > 1)
+    rewriter.replaceAllUsesWith(producer->getResult(1), fused->getResult(1));
+  rewriter.eraseOp(producer);
+  for (auto &[operand, value] : splats)
+    if (operand.use_empty())
+      rewriter.eraseOp(operand.getDefiningOp());
   return fused;
 }
 
 namespace {
 struct KilnFuseEpiloguePass : kiln::impl::KilnFuseEpilogueBase<KilnFuseEpiloguePass> {
   void runOnOperation() override {
-    SmallVector<MatmulOp> candidates;
-    getOperation()->walk([&](MatmulOp op) { candidates.push_back(op); });
+    SmallVector<Operation *> candidates;
+    getOperation()->walk([&](Operation *op) {
+      if (isa<MatmulOp, AttentionOp>(op))
+        candidates.push_back(op);
+    });
     IRRewriter rewriter(&getContext());
-    for (MatmulOp op : candidates)
+    for (Operation *op : candidates)
       (void)fuseEpilogue(rewriter, op);
   }
 };

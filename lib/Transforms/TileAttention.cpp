@@ -207,8 +207,23 @@ FailureOr<SmallVector<Value>> kiln::tileAttention(RewriterBase &rewriter, Attent
       });
 
   Value out = valueLoop.getResult(0);
-  if (!outType.getElementType().isF32())
+  if (op.hasEpilogue()) {
+    // The epilogue finishes the output tile, reading the matching tiles of its operands.
+    SmallVector<Value> inputs{out};
+    SmallVector<AffineMap> maps{rewriter.getMultiDimIdentityMap(2)};
+    for (Value operand : op.getEpilogueOperands()) {
+      Value operandTile = extractBroadcastTile(
+          rewriter, loc, operand, {t.b, t.h, t.queryStart, zeroIndex},
+          {one, one, t.queryRows, rewriter.getIndexAttr(t.valueDim)}, outType.getShape(), {t.bq, t.valueDim});
+      inputs.push_back(operandTile);
+      maps.push_back(lowering::getBroadcastMap(cast<RankedTensorType>(operandTile.getType()).getShape(),
+                                               {t.bq, t.valueDim}, ctx));
+    }
+    out = lowering::buildEpilogue(rewriter, loc, op.getEpilogue(), {t.bq, t.valueDim}, outType.getElementType(),
+                                  inputs, maps);
+  } else if (!outType.getElementType().isF32()) {
     out = CastOp::create(rewriter, loc, RankedTensorType::get({t.bq, t.valueDim}, outType.getElementType()), out);
+  }
   Value validOut = extractValidPart(rewriter, loc, out, {t.queryRows, rewriter.getIndexAttr(t.valueDim)});
   Value validLse = lse ? extractValidPart(rewriter, loc, lse, {t.queryRows}) : Value();
 

@@ -28,16 +28,17 @@ func.func @bias_add(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %b: tensor<16xf32
 
 // -----
 
-// Scale by a scalar constant: the constant stays in the function and becomes an epilogue operand.
+// Scale by a scalar constant: the splat becomes an f32 constant inside the epilogue, and the tensor constant
+// goes away.
 // CHECK-LABEL: func.func @scale_by_constant
 // CHECK-SAME: (%[[X:[a-zA-Z0-9_]+]]: tensor<4x8xf32>, %[[W:[a-zA-Z0-9_]+]]: tensor<8x16xf32>)
-// CHECK-NEXT: %[[C:[a-zA-Z0-9_]+]] = kiln.constant dense<5.000000e-01> : tensor<f32>
-// CHECK-NEXT: %[[Y:[a-zA-Z0-9_]+]] = kiln.matmul %[[X]], %[[W]] epilogue(%[[C]] : tensor<f32>) {
-// CHECK-NEXT: ^bb0(%[[ACC:[a-zA-Z0-9_]+]]: f32, %[[SCALE:[a-zA-Z0-9_]+]]: f32):
+// CHECK-NOT: kiln.constant
+// CHECK-NEXT: %[[Y:[a-zA-Z0-9_]+]] = kiln.matmul %[[X]], %[[W]] epilogue() {
+// CHECK-NEXT: ^bb0(%[[ACC:[a-zA-Z0-9_]+]]: f32):
+// CHECK-NEXT: %[[SCALE:[a-zA-Z0-9_]+]] = arith.constant 5.000000e-01 : f32
 // CHECK-NEXT: %[[PROD:[a-zA-Z0-9_]+]] = arith.mulf %[[ACC]], %[[SCALE]] : f32
 // CHECK-NEXT: kiln.yield %[[PROD]] : f32
 // CHECK-NEXT: } : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
-// CHECK-NOT: kiln.mul
 // CHECK-NEXT: return %[[Y]]
 func.func @scale_by_constant(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>) -> tensor<4x16xf32> {
   %y = kiln.matmul %x, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
@@ -270,9 +271,9 @@ func.func @cast_in_middle(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %b: tensor<
 // epilogue operands are the chain's other tensors in the order the chain reads them.
 // CHECK-LABEL: func.func @chain_in_order
 // CHECK-SAME: (%[[X:[a-zA-Z0-9_]+]]: tensor<2x4x8xf32>, %[[W:[a-zA-Z0-9_]+]]: tensor<8x16xf32>, %[[B:[a-zA-Z0-9_]+]]: tensor<16xf32>, %[[R:[a-zA-Z0-9_]+]]: tensor<2x4x16xf32>)
-// CHECK-NEXT: %[[C:[a-zA-Z0-9_]+]] = kiln.constant dense<2.500000e-01> : tensor<f32>
-// CHECK-NEXT: %[[Y:[a-zA-Z0-9_]+]] = kiln.matmul %[[X]], %[[W]] epilogue(%[[B]], %[[R]], %[[C]] : tensor<16xf32>, tensor<2x4x16xf32>, tensor<f32>) {
-// CHECK-NEXT: ^bb0(%[[ACC:[a-zA-Z0-9_]+]]: f32, %[[BIAS:[a-zA-Z0-9_]+]]: f32, %[[RES:[a-zA-Z0-9_]+]]: f32, %[[SCALE:[a-zA-Z0-9_]+]]: f32):
+// CHECK-NEXT: %[[Y:[a-zA-Z0-9_]+]] = kiln.matmul %[[X]], %[[W]] epilogue(%[[B]], %[[R]] : tensor<16xf32>, tensor<2x4x16xf32>) {
+// CHECK-NEXT: ^bb0(%[[ACC:[a-zA-Z0-9_]+]]: f32, %[[BIAS:[a-zA-Z0-9_]+]]: f32, %[[RES:[a-zA-Z0-9_]+]]: f32):
+// CHECK-NEXT: %[[SCALE:[a-zA-Z0-9_]+]] = arith.constant 2.500000e-01 : f32
 // CHECK-NEXT: %[[BIASED:[a-zA-Z0-9_]+]] = arith.addf %[[ACC]], %[[BIAS]] : f32
 // CHECK: math.erf
 // CHECK: %[[GELU:[a-zA-Z0-9_]+]] = arith.mulf %[[BIASED]], %{{[a-zA-Z0-9_]+}} : f32
@@ -465,4 +466,27 @@ func.func @not_elementwise(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>) -> (tensor
   %y1 = kiln.matmul %x, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
   %i = kiln.cast %y1 : tensor<4x16xf32> to tensor<4x16xi32>
   return %p, %i : tensor<4x16xf32>, tensor<4x16xi32>
+}
+
+// -----
+
+// An attention's output chain (gate, activation, cast) folds into the attention's epilogue; its lse is kept.
+// CHECK-LABEL: func.func @attention_output_chain
+// CHECK-SAME: (%[[Q:[a-zA-Z0-9_]+]]: tensor<1x4x77x32xf32>, %[[K:[a-zA-Z0-9_]+]]: tensor<1x2x90x32xf32>, %[[V:[a-zA-Z0-9_]+]]: tensor<1x2x90x32xf32>, %[[G:[a-zA-Z0-9_]+]]: tensor<32xf32>)
+// CHECK: %[[OUT:.*]], %[[LSE:.*]] = kiln.attention %[[Q]], %[[K]], %[[V]] causal epilogue(%[[G]] : tensor<32xf32>) {
+// CHECK-NEXT: ^bb0(%[[ACC:.*]]: f32, %[[GATE:.*]]: f32):
+// CHECK-NEXT: %[[M:.*]] = arith.mulf %[[ACC]], %[[GATE]] : f32
+// CHECK: math.exp
+// CHECK: kiln.yield
+// CHECK: -> tensor<1x4x77x32xbf16>, tensor<1x4x77xf32>
+// CHECK-NOT: kiln.mul
+// CHECK-NOT: kiln.silu
+// CHECK-NOT: kiln.cast
+// CHECK: return %[[OUT]], %[[LSE]]
+func.func @attention_output_chain(%q: tensor<1x4x77x32xf32>, %k: tensor<1x2x90x32xf32>, %v: tensor<1x2x90x32xf32>, %g: tensor<32xf32>) -> (tensor<1x4x77x32xbf16>, tensor<1x4x77xf32>) {
+  %o, %lse = kiln.attention %q, %k, %v causal : tensor<1x4x77x32xf32>, tensor<1x2x90x32xf32>, tensor<1x2x90x32xf32> -> tensor<1x4x77x32xf32>, tensor<1x4x77xf32>
+  %m = kiln.mul %o, %g : tensor<1x4x77x32xf32>, tensor<32xf32> -> tensor<1x4x77x32xf32>
+  %s = kiln.silu %m : tensor<1x4x77x32xf32>
+  %c = kiln.cast %s : tensor<1x4x77x32xf32> to tensor<1x4x77x32xbf16>
+  return %c, %lse : tensor<1x4x77x32xbf16>, tensor<1x4x77xf32>
 }

@@ -106,16 +106,17 @@ def Kiln_MatmulOp : Kiln_Op<"matmul", [Pure, IsolatedFromAbove]> {
   let hasRegionVerifier = 1;
 }
 
-def Kiln_YieldOp : Kiln_Op<"yield", [Pure, Terminator, ReturnLike, HasParent<"MatmulOp">]> {
+def Kiln_YieldOp : Kiln_Op<"yield", [Pure, Terminator, ReturnLike, ParentOneOf<["MatmulOp", "AttentionOp"]>]> {
   let summary = "the value an epilogue stores";
   let description = [{
-    Ends a `kiln.matmul` epilogue region with the f32 value to store for the current output element.
+    Ends a `kiln.matmul` or `kiln.attention` epilogue region with the f32 value to store for the current
+    output element.
   }];
   let arguments = (ins Variadic<AnyType>:$values);
   let assemblyFormat = "attr-dict ($values^ `:` type($values))?";
 }
 
-def Kiln_AttentionOp : Kiln_Op<"attention", [Pure]> {
+def Kiln_AttentionOp : Kiln_Op<"attention", [Pure, IsolatedFromAbove, AttrSizedOperandSegments]> {
   let summary = "scaled dot-product attention (MHA, GQA, MQA), optionally causal or masked";
   let description = [{
     `out = softmax(scale * q k^T + mask) v` per batch and head, in the layout `[batch, heads, seq, head_dim]`:
@@ -130,6 +131,10 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure]> {
       element type (it is added in f32).
     - The optional second result is the log-sum-exp of each score row, `lse : [B, Hq, Sq]` in f32, as a
       backward pass or a split-k merge needs it.
+    - An optional `epilogue` (written by `kiln-fuse-epilogue`) finishes each output element before it is
+      stored, exactly as on `kiln.matmul`: the f32 output value and one f32 element of each epilogue operand
+      (broadcast to `[B, Hq, Sq, Dv]`) in, `kiln.yield` of the f32 value to store out. With an epilogue the
+      output may have any float element type.
 
     ```mlir
     %o = kiln.attention %q, %k, %v causal
@@ -142,19 +147,31 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure]> {
   }];
   let arguments = (ins Kiln_FloatTensor:$q, Kiln_FloatTensor:$k, Kiln_FloatTensor:$v,
                        Optional<Kiln_FloatTensor>:$mask,
-                       OptionalAttr<F32Attr>:$scale, UnitAttr:$causal);
+                       OptionalAttr<F32Attr>:$scale, UnitAttr:$causal,
+                       Variadic<Kiln_FloatTensor>:$epilogue_operands);
   let results = (outs Kiln_FloatTensor:$out, Optional<StaticShapeTensorOf<[F32]>>:$lse);
+  let regions = (region MaxSizedRegion<1>:$epilogue);
   let assemblyFormat = [{
-    $q `,` $k `,` $v (`mask` `(` $mask^ `:` type($mask) `)`)? (`causal` $causal^)? attr-dict
+    $q `,` $k `,` $v (`mask` `(` $mask^ `:` type($mask) `)`)? (`causal` $causal^)?
+    (`epilogue` `(` ($epilogue_operands^ `:` type($epilogue_operands))? `)` $epilogue^)? attr-dict
     `:` type($q) `,` type($k) `,` type($v) `->` type($out) (`,` type($lse)^)?
   }];
+  let builders = [
+    OpBuilder<(ins "::mlir::Type":$out, "::mlir::Type":$lse, "::mlir::Value":$q, "::mlir::Value":$k,
+                   "::mlir::Value":$v, "::mlir::Value":$mask, "::mlir::FloatAttr":$scale, "bool":$causal), [{
+      build($_builder, $_state, out, lse, q, k, v, mask, scale, causal, ::mlir::ValueRange{});
+    }]>
+  ];
   let extraClassDeclaration = [{
+    /// True when an epilogue has been fused into the op.
+    bool hasEpilogue() { return !getEpilogue().empty(); }
     /// The scale applied to q k^T: the attribute, or 1/sqrt(head_dim) when it is absent.
     double getEffectiveScale();
     /// Number of q heads that share one k/v head (1 for plain multi-head attention).
     int64_t getGroupSize();
   }];
   let hasVerifier = 1;
+  let hasRegionVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//

@@ -167,10 +167,24 @@ struct AttentionLowering : OpConversionPattern<AttentionOp> {
                                linalg::YieldOp::create(b, l, arith::AddFOp::create(b, l, args[2], p).getResult());
                              })
                              .getResult(0);
-    Value out = buildElementwise(rewriter, loc, outShape, q.getElementType(), ValueRange{unnormalised, rowSum},
-                                 {full4, row4}, [](OpBuilder &b, Location l, ValueRange x) -> Value {
-                                   return arith::DivFOp::create(b, l, x[0], x[1]);
-                                 });
+    RankedTensorType outType = op.getOut().getType();
+    auto normalise = [](OpBuilder &b, Location l, ValueRange x) -> Value {
+      return arith::DivFOp::create(b, l, x[0], x[1]);
+    };
+    Value out;
+    if (op.hasEpilogue()) {
+      SmallVector<Value> inputs{buildElementwise(rewriter, loc, outShape, f32, ValueRange{unnormalised, rowSum},
+                                                 {full4, row4}, normalise)};
+      SmallVector<AffineMap> maps{full4};
+      for (Value operand : adaptor.getEpilogueOperands()) {
+        inputs.push_back(operand);
+        maps.push_back(getBroadcastMap(cast<RankedTensorType>(operand.getType()).getShape(), outShape, ctx));
+      }
+      out = buildEpilogue(rewriter, loc, op.getEpilogue(), outShape, outType.getElementType(), inputs, maps);
+    } else {
+      out = buildElementwise(rewriter, loc, outShape, outType.getElementType(), ValueRange{unnormalised, rowSum},
+                             {full4, row4}, normalise);
+    }
     SmallVector<Value> results{out};
     if (op.getLse()) {
       AffineMap id3 = rewriter.getMultiDimIdentityMap(3);

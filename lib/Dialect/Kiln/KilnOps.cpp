@@ -111,34 +111,44 @@ LogicalResult MatmulOp::verify() {
                           inferMatmulType(lhs, rhs, getTransposeLhs(), getTransposeRhs(), result.getElementType()));
 }
 
-LogicalResult MatmulOp::verifyRegions() {
-  RankedTensorType result = getType();
-  if (!hasEpilogue()) {
-    if (!getEpilogueOperands().empty())
-      return emitOpError() << "has epilogue operands but no epilogue region";
+/// Checks an epilogue region against its operands and the op's result type: the accumulator plus one f32
+/// block argument per operand, a kiln.yield of one f32 value, operands broadcasting to the result.
+static LogicalResult verifyEpilogue(Operation *op, Region &epilogue, OperandRange operands,
+                                   RankedTensorType result) {
+  if (epilogue.empty()) {
+    if (!operands.empty())
+      return op->emitOpError() << "has epilogue operands but no epilogue region";
     return success();
   }
-  Block &body = getEpilogue().front();
-  if (body.getNumArguments() != getEpilogueOperands().size() + 1)
-    return emitOpError() << "epilogue takes " << body.getNumArguments()
-                         << " block arguments but needs the accumulator plus one per epilogue operand ("
-                         << getEpilogueOperands().size() + 1 << ")";
+  Block &body = epilogue.front();
+  if (body.getNumArguments() != operands.size() + 1)
+    return op->emitOpError() << "epilogue takes " << body.getNumArguments()
+                             << " block arguments but needs the accumulator plus one per epilogue operand ("
+                             << operands.size() + 1 << ")";
   for (BlockArgument argument : body.getArguments())
     if (!argument.getType().isF32())
-      return emitOpError() << "epilogue block argument #" << argument.getArgNumber() << " must be f32, got "
-                           << argument.getType();
+      return op->emitOpError() << "epilogue block argument #" << argument.getArgNumber() << " must be f32, got "
+                               << argument.getType();
   auto yield = dyn_cast<YieldOp>(body.getTerminator());
   if (!yield || yield.getValues().size() != 1 || !yield.getValues()[0].getType().isF32())
-    return emitOpError() << "epilogue must end in kiln.yield of one f32 value";
-  for (auto [index, operand] : llvm::enumerate(getEpilogueOperands())) {
+    return op->emitOpError() << "epilogue must end in kiln.yield of one f32 value";
+  for (auto [index, operand] : llvm::enumerate(operands)) {
     ArrayRef<int64_t> shape = tensorType(operand).getShape();
     auto merged = broadcastShapes(shape, result.getShape());
     auto *dims = std::get_if<SmallVector<int64_t>>(&merged);
     if (!dims || ArrayRef<int64_t>(*dims) != result.getShape())
-      return emitOpError() << "epilogue operand #" << index << " of shape " << formatShape(shape)
-                           << " does not broadcast to the result shape " << formatShape(result.getShape());
+      return op->emitOpError() << "epilogue operand #" << index << " of shape " << formatShape(shape)
+                               << " does not broadcast to the result shape " << formatShape(result.getShape());
   }
   return success();
+}
+
+LogicalResult MatmulOp::verifyRegions() {
+  return verifyEpilogue(*this, getEpilogue(), getEpilogueOperands(), getType());
+}
+
+LogicalResult AttentionOp::verifyRegions() {
+  return verifyEpilogue(*this, getEpilogue(), getEpilogueOperands(), getOut().getType());
 }
 
 //===----------------------------------------------------------------------===//
@@ -208,7 +218,9 @@ LogicalResult AttentionOp::verify() {
     }
   }
 
-  auto expected = RankedTensorType::get({batch, heads, seqQ, v.getDimSize(3)}, q.getElementType());
+  // With an epilogue the stored element type is the epilogue's choice.
+  Type outElement = hasEpilogue() ? getOut().getType().getElementType() : q.getElementType();
+  auto expected = RankedTensorType::get({batch, heads, seqQ, v.getDimSize(3)}, outElement);
   if (failed(verifyResultType(*this, getOut().getType(), expected)))
     return failure();
   if (Value lse = getLse()) {

@@ -1173,6 +1173,37 @@ func.func @epilogue_operands_without_region(%x: tensor<4x8xf32>, %w: tensor<8x2x
 // -----
 
 func.func @yield_outside_matmul() {
-  // expected-error @+1 {{'kiln.yield' op expects parent op 'kiln.matmul'}}
+  // expected-error @+1 {{'kiln.yield' op expects parent op to be one of 'kiln.matmul, kiln.attention'}}
   kiln.yield
+}
+
+// -----
+
+func.func @attention_epilogue_operand_shape(%q: tensor<1x2x4x8xf32>, %g: tensor<4xf32>) -> tensor<1x2x4x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op epilogue operand #0 of shape [4] does not broadcast to the result shape [1, 2, 4, 8]}}
+  %0 = kiln.attention %q, %q, %q epilogue(%g : tensor<4xf32>) {
+  ^bb0(%acc: f32, %x: f32):
+    kiln.yield %acc : f32
+  } : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32> -> tensor<1x2x4x8xf32>
+  return %0 : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_epilogue_yield(%q: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op epilogue must end in kiln.yield of one f32 value}}
+  %0 = kiln.attention %q, %q, %q epilogue() {
+  ^bb0(%acc: f32):
+    %h = arith.truncf %acc : f32 to f16
+    kiln.yield %h : f16
+  } : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32> -> tensor<1x2x4x8xf32>
+  return %0 : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_narrow_output_without_epilogue(%q: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xbf16> {
+  // expected-error @+1 {{'kiln.attention' op result type 'tensor<1x2x4x8xbf16>' does not match the inferred type 'tensor<1x2x4x8xf32>'}}
+  %0 = kiln.attention %q, %q, %q : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32> -> tensor<1x2x4x8xbf16>
+  return %0 : tensor<1x2x4x8xbf16>
 }

@@ -193,6 +193,22 @@ func.func @matmul_epilogue(%x: tensor<2x77x64xf32>, %w: tensor<64x33xf32>, %b: t
   return %0, %1 : tensor<2x77x33xbf16>, tensor<2x77x33xf32>
 }
 
+// CHECK-LABEL: func.func @attention_epilogue
+// CHECK-SAME: (%[[Q:[a-z0-9_]+]]: tensor<1x4x16x8xbf16>, %[[K:[a-z0-9_]+]]: tensor<1x1x16x8xbf16>, %[[G:[a-z0-9_]+]]: tensor<8xf32>)
+func.func @attention_epilogue(%q: tensor<1x4x16x8xbf16>, %k: tensor<1x1x16x8xbf16>, %g: tensor<8xf32>) -> (tensor<1x4x16x8xf32>, tensor<1x4x16xf32>) {
+  // CHECK: %{{.*}}, %{{.*}} = kiln.attention %[[Q]], %[[K]], %[[K]] causal epilogue(%[[G]] : tensor<8xf32>) {
+  // CHECK-NEXT: ^bb0(%[[ACC:.*]]: f32, %[[GATE:.*]]: f32):
+  // CHECK-NEXT: %[[M:.*]] = arith.mulf %[[ACC]], %[[GATE]] : f32
+  // CHECK-NEXT: kiln.yield %[[M]] : f32
+  // CHECK-NEXT: } : tensor<1x4x16x8xbf16>, tensor<1x1x16x8xbf16>, tensor<1x1x16x8xbf16> -> tensor<1x4x16x8xf32>, tensor<1x4x16xf32>
+  %o, %lse = kiln.attention %q, %k, %k causal epilogue(%g : tensor<8xf32>) {
+  ^bb0(%acc: f32, %gate: f32):
+    %m = arith.mulf %acc, %gate : f32
+    kiln.yield %m : f32
+  } : tensor<1x4x16x8xbf16>, tensor<1x1x16x8xbf16>, tensor<1x1x16x8xbf16> -> tensor<1x4x16x8xf32>, tensor<1x4x16xf32>
+  return %o, %lse : tensor<1x4x16x8xf32>, tensor<1x4x16xf32>
+}
+
 // CHECK-LABEL: func.func @logsumexp
 // CHECK-SAME: (%[[S:[a-z0-9_]+]]: tensor<64x1024xbf16>)
 func.func @logsumexp(%s: tensor<64x1024xbf16>) -> tensor<64xf32> {

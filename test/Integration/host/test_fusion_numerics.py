@@ -333,6 +333,33 @@ EPILOGUE_CASES = [
 ]
 
 
+def attention_epilogue(body, extra=(), out="f32", causal=True):
+    """attention(q, k, v) [causal] with GQA 2:1, then `body` on its output %o (MLIR lines, ending in a return)."""
+    Q, KV, O = ttype((1, 4, 77, 32), "f32"), ttype((1, 2, 90, 32), "f32"), ttype((1, 4, 77, 32), "f32")
+    return func_text([("q", Q), ("k", KV), ("v", KV), *extra], [ttype((1, 4, 77, 32), out)],
+                     [f"%o = kiln.attention %q, %k, %v {'causal ' if causal else ''}: {Q}, {KV}, {KV} -> {O}",
+                      *body])
+
+
+ATTENTION_OUT = ttype((1, 4, 77, 32), "f32")
+EPILOGUE_CASES += [
+    case("attention_gate_silu_cast_bf16", "fusion: attention epilogue",
+         attention_epilogue([f"%m = kiln.mul %o, %g : {ATTENTION_OUT}, tensor<32xf32> -> {ATTENTION_OUT}",
+                             f"%s = kiln.silu %m : {ATTENTION_OUT}",
+                             f"%c = kiln.cast %s : {ATTENTION_OUT} to {ttype((1, 4, 77, 32), 'bf16')}",
+                             f"return %c : {ttype((1, 4, 77, 32), 'bf16')}"],
+                            extra=[("g", "tensor<32xf32>")], out="bf16"),
+         expect=["causal epilogue(%arg3 : tensor<32xf32>)"], forbid=EPILOGUE_FORBID),
+    case("attention_residual_scale", "fusion: attention epilogue",
+         attention_epilogue(["%c = kiln.constant dense<0.5> : tensor<f32>",
+                             f"%s = kiln.mul %o, %c : {ATTENTION_OUT}, tensor<f32> -> {ATTENTION_OUT}",
+                             f"%r = kiln.add %s, %res : {ATTENTION_OUT}, {ATTENTION_OUT} -> {ATTENTION_OUT}",
+                             f"return %r : {ATTENTION_OUT}"],
+                            extra=[("res", ATTENTION_OUT)], causal=False),
+         expect=["epilogue(%arg3 : tensor<1x4x77x32xf32>)", "arith.constant 5.000000e-01"], forbid=EPILOGUE_FORBID),
+]
+
+
 @pytest.mark.parametrize("case", EPILOGUE_CASES)
 def test_epilogue_fusion(case, tmp_path, record_error):
     run_case(case, tmp_path, record_error)
