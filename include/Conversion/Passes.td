@@ -30,4 +30,21 @@ def ConvertKilnToLinalg : Pass<"convert-kiln-to-linalg"> {
                            "::mlir::math::MathDialect", "::mlir::tensor::TensorDialect"];
 }
 
+def ConvertKilnToGPU : Pass<"convert-kiln-to-gpu", "::mlir::ModuleOp"> {
+  let summary = "Build a GPU kernel for each outlined kernel function";
+  let description = [{
+    For every function marked `kiln.kernel` (see `kiln-outline-kernels`) whose kernel op carries an
+    `"mma_sync"` `#kiln.config`, emits a `gpu.func` of the same name in `gpu.module @kiln_kernels`: thread
+    blocks over BM x BN output tiles, a cp.async multi-stage pipeline through padded dynamic shared memory,
+    ldmatrix + mma.sync.m16n8k16 (bf16/f16 in, f32 accumulate), the epilogue in registers and a bounds-checked
+    store. Kernel parameters are the op's operands, its epilogue operands and the output, as flat buffers
+    (bare pointers). The function gets `kiln.gpu_kernel` (the kernel's symbol) and `kiln.launch` (grid, block,
+    dynamic shared memory). Kernel ops without a GPU lowering yet (attention, row kernels, glue) are errors.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",
+                           "::mlir::LLVM::LLVMDialect", "::mlir::memref::MemRefDialect",
+                           "::mlir::nvgpu::NVGPUDialect", "::mlir::NVVM::NVVMDialect",
+                           "::mlir::scf::SCFDialect", "::mlir::vector::VectorDialect"];
+}
+
 #endif // KILN_CONVERSION_PASSES_TD

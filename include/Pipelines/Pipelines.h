@@ -25,6 +25,25 @@ struct KernelPipelineOptions : public PassPipelineOptions<KernelPipelineOptions>
 /// outline one kernel per fused group, select configs for `target`, tile, and apply online softmax.
 void buildKernelPipeline(OpPassManager &pm, const KernelPipelineOptions &options);
 
+/// Options of the GPU (NVVM) pipeline.
+struct NvvmPipelineOptions : public PassPipelineOptions<NvvmPipelineOptions> {
+  PassOptions::Option<std::string> chip{*this, "chip", llvm::cl::desc("GPU architecture: sm_80 or sm_90a"),
+                                        llvm::cl::init("sm_90a")};
+  PassOptions::Option<std::string> libdevice{
+      *this, "libdevice", llvm::cl::desc("libdevice bitcode linked into kernels that call math functions"),
+      llvm::cl::init("")};
+};
+
+/// Graph to GPU kernels: fusion and outlining, configs for the chip, one gpu.func per kernel.
+void buildGpuKernelPipeline(OpPassManager &pm, const NvvmPipelineOptions &options);
+
+/// Lowers the gpu.module of kernels to NVVM/LLVM (kilnc's `--emit=llvm`), leaving host code untouched.
+void buildNvvmLoweringPipeline(OpPassManager &pm, const NvvmPipelineOptions &options);
+
+/// The whole GPU pipeline: buildGpuKernelPipeline, buildNvvmLoweringPipeline, then PTX (`gpu.binary` holding
+/// the assembly) through LLVM's NVPTX backend in process.
+void buildNvvmPipeline(OpPassManager &pm, const NvvmPipelineOptions &options);
+
 /// Options of the host (CPU) pipeline.
 struct HostPipelineOptions : public PassPipelineOptions<HostPipelineOptions> {
   PassOptions::Option<bool> tile{*this, "tile",
@@ -40,7 +59,8 @@ LogicalResult buildHostLoopsPipeline(OpPassManager &pm, const HostPipelineOption
 /// The whole host backend: buildHostLoopsPipeline, then to the LLVM dialect, ready for the ExecutionEngine.
 LogicalResult buildHostPipeline(OpPassManager &pm, const HostPipelineOptions &options);
 
-/// Registers the pipelines above as `kiln-kernel-pipeline`, `kiln-host-loops` and `kiln-host-pipeline`.
+/// Registers the pipelines above as `kiln-kernel-pipeline`, `kiln-gpu-kernel-pipeline`,
+/// `kiln-nvvm-pipeline`, `kiln-host-loops` and `kiln-host-pipeline`.
 void registerKilnPipelines();
 
 } // namespace kiln

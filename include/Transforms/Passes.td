@@ -105,8 +105,9 @@ def KilnSelectConfig : Pass<"kiln-select-config"> {
     it, so tests and the autotuner can pin one.
 
     - `host`: tiles sized for the CPU caches, clamped to the problem (a 1-row matmul gets a 1-row tile).
-    - `sm_80`: ldmatrix + mma.sync tiles (128x128x32 GEMM, 4 warps, 3 stages; 128x64 attention tiles).
-    - `sm_90a`: wgmma tiles (128x256x64 GEMM, 2 consumer warpgroups, 4 stages; 128x128 attention tiles).
+    - `sm_80`: ldmatrix + mma.sync tiles (128x128x32 GEMM, 64x128x32 when M <= 64; 4 warps, 3 stages;
+      128x64 attention tiles, 128x128 for head dim <= 64).
+    - `sm_90a`: the same mma_sync kernels with a 4-stage pipeline (the wgmma lowering is not there yet).
 
     GPU tiles shrink for small problems to the next power of two at or above the dimension, never below 16.
 

@@ -39,6 +39,32 @@ void kiln::buildKernelPipeline(OpPassManager &pm, const KernelPipelineOptions &o
   pm.addPass(createKilnOnlineSoftmax());
 }
 
+void kiln::buildGpuKernelPipeline(OpPassManager &pm, const NvvmPipelineOptions &options) {
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createKilnFuseAttention());
+  pm.addPass(createKilnFuseEpilogue());
+  pm.addPass(createKilnOutlineKernels());
+  pm.addPass(createKilnSelectConfig(KilnSelectConfigOptions{options.chip}));
+  pm.addPass(createConvertKilnToGPU());
+}
+
+void kiln::buildNvvmLoweringPipeline(OpPassManager &pm, const NvvmPipelineOptions &options) {
+  std::string attach = "nvvm-attach-target{chip=" + options.chip + " O=3";
+  if (!options.libdevice.empty())
+    attach += " l=" + options.libdevice;
+  attach += "}";
+  (void)appendPipeline(pm, attach + ",gpu.module(canonicalize,cse,convert-scf-to-cf,convert-nvgpu-to-nvvm,"
+                                    "convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1 index-bitwidth=64},"
+                                    "convert-vector-to-llvm,convert-arith-to-llvm,canonicalize,cse,"
+                                    "reconcile-unrealized-casts)");
+}
+
+void kiln::buildNvvmPipeline(OpPassManager &pm, const NvvmPipelineOptions &options) {
+  buildGpuKernelPipeline(pm, options);
+  buildNvvmLoweringPipeline(pm, options);
+  (void)appendPipeline(pm, "gpu-module-to-binary{format=isa}");
+}
+
 LogicalResult kiln::buildHostLoopsPipeline(OpPassManager &pm, const HostPipelineOptions &options) {
   if (options.tile) {
     KernelPipelineOptions kernelOptions;
@@ -64,6 +90,12 @@ LogicalResult kiln::buildHostPipeline(OpPassManager &pm, const HostPipelineOptio
 }
 
 void kiln::registerKilnPipelines() {
+  PassPipelineRegistration<NvvmPipelineOptions>(
+      "kiln-gpu-kernel-pipeline", "Fuse, outline, configure for a chip and build one gpu.func per kernel",
+      buildGpuKernelPipeline);
+  PassPipelineRegistration<NvvmPipelineOptions>(
+      "kiln-nvvm-pipeline", "Graph to GPU kernels in PTX (gpu.binary), the host plan left in place",
+      buildNvvmPipeline);
   PassPipelineRegistration<KernelPipelineOptions>(
       "kiln-kernel-pipeline", "Fuse, outline, configure, tile and apply online softmax (graph to tiled kernels)",
       buildKernelPipeline);

@@ -18,6 +18,8 @@
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
 #include "mlir/InitAllPasses.h"
+#include "mlir/Target/LLVM/NVVM/Target.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
 
 using namespace mlir;
 
@@ -25,6 +27,9 @@ void kiln::registerKilnDialects(DialectRegistry &registry) {
   registry.insert<kiln::KilnDialect>();
   mlir::registerAllDialects(registry);
   mlir::registerAllExtensions(registry);
+  // Serialising gpu.modules to PTX translates them to LLVM IR in process.
+  mlir::registerAllToLLVMIRTranslations(registry);
+  NVVM::registerNVVMTargetInterfaceExternalModels(registry);
 }
 
 void kiln::registerKilnPasses() {

@@ -43,7 +43,8 @@ static int64_t fitTile(int64_t tile, int64_t dim, Target target) {
 
 ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
   MLIRContext *ctx = op->getContext();
-  StringRef lowering = target == Target::Host ? "host" : target == Target::Sm80 ? "mma_sync" : "wgmma";
+  // sm_90a runs the mma_sync kernels (with a deeper pipeline) until the wgmma lowering exists.
+  StringRef lowering = target == Target::Host ? "host" : "mma_sync";
   auto make = [&](ArrayRef<int64_t> tile, int64_t warps, int64_t stages) {
     return ConfigAttr::get(ctx, tile, target == Target::Host ? 1 : warps, target == Target::Host ? 1 : stages,
                            lowering);
@@ -53,22 +54,21 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
     int64_t m = result.getDimSize(result.getRank() - 2), n = result.getDimSize(result.getRank() - 1);
     int64_t k = matmul.getTransposeLhs() ? lhs.getDimSize(lhs.getRank() - 2) : lhs.getDimSize(lhs.getRank() - 1);
     int64_t bm = 64, bn = 64, bk = 64, warps = 4, stages = 3;
-    if (target == Target::Sm80) {
-      bm = m <= 64 ? 64 : 128, bn = 128, bk = 32;
-    } else if (target == Target::Sm90a) {
-      bm = m <= 64 ? 64 : 128, bn = m <= 64 ? 128 : 256, bk = 64, warps = m <= 64 ? 4 : 8, stages = 4;
+    if (target != Target::Host) {
+      bm = m <= 64 ? 64 : 128, bn = 128, bk = 32, stages = target == Target::Sm90a ? 4 : 3;
     }
-    return make({fitTile(bm, m, target), fitTile(bn, n, target), fitTile(bk, k, target)}, warps, stages);
+    bm = fitTile(bm, m, target), bn = fitTile(bn, n, target), bk = fitTile(bk, k, target);
+    // Small tiles get fewer warps, so that every thread copies whole 16-byte chunks of each tile.
+    while (target != Target::Host && warps > 1 && ((bm * bk / 8) % (warps * 32) || (bk * bn / 8) % (warps * 32)))
+      warps /= 2;
+    return make({bm, bn, bk}, warps, stages);
   }
   if (auto attention = dyn_cast<AttentionOp>(op)) {
     RankedTensorType q = attention.getQ().getType(), k = attention.getK().getType();
     int64_t seqQ = q.getDimSize(2), seqK = k.getDimSize(2), headDim = q.getDimSize(3);
     int64_t bq = 64, bk = 64, warps = 4, stages = 2;
-    if (target == Target::Sm80) {
+    if (target != Target::Host)
       bq = 128, bk = headDim <= 64 ? 128 : 64;
-    } else if (target == Target::Sm90a) {
-      bq = 128, bk = 128, warps = 8;
-    }
     return make({fitTile(bq, seqQ, target), fitTile(bk, seqK, target)}, warps, stages);
   }
   // Row kernels: a block of rows per program.

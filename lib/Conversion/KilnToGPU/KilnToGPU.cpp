@@ -1,0 +1,66 @@
+//===- KilnToGPU.cpp - The convert-kiln-to-gpu pass ------------------------===//
+//
+// Turns each outlined kernel function (kiln-outline-kernels) into a GPU kernel in the module's
+// `gpu.module @kiln_kernels`, and records on the function how to launch it (kiln.gpu_kernel, kiln.launch), so
+// that kilnc can write the kernel and its manifest. Kernel kinds without a GPU lowering are an error that
+// names the op.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Conversion/Passes.h"
+#include "MatmulKernel.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+
+namespace mlir {
+namespace kiln {
+#define GEN_PASS_DEF_CONVERTKILNTOGPU
+#include "Conversion/Passes.h.inc"
+} // namespace kiln
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::kiln;
+
+namespace {
+struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    OpBuilder builder(&getContext());
+    gpu::GPUModuleOp gpuModule;
+    for (auto func : llvm::to_vector(module.getOps<func::FuncOp>())) {
+      if (!func->hasAttr("kiln.kernel"))
+        continue;
+      Operation *kernelOp = nullptr;
+      for (Operation &op : func.getBody().front())
+        if (isa<KilnDialect>(op.getDialect()) && !kernelOp)
+          kernelOp = &op;
+      if (!kernelOp)
+        continue;
+      auto matmul = dyn_cast<MatmulOp>(kernelOp);
+      if (!matmul) {
+        kernelOp->emitError() << "convert-kiln-to-gpu: the GPU backend has no lowering for '"
+                              << kernelOp->getName() << "' yet (only kiln.matmul kernels)";
+        return signalPassFailure();
+      }
+      if (!gpuModule) {
+        module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(), builder.getUnitAttr());
+        builder.setInsertionPointToEnd(module.getBody());
+        gpuModule = gpu::GPUModuleOp::create(builder, module.getLoc(), "kiln_kernels");
+      }
+      FailureOr<KernelLaunch> launch = buildMatmulKernel(builder, gpuModule, matmul, func.getSymName());
+      if (failed(launch))
+        return signalPassFailure();
+      func->setAttr("kiln.gpu_kernel",
+                    SymbolRefAttr::get(gpuModule.getSymNameAttr(), {FlatSymbolRefAttr::get(func.getSymNameAttr())}));
+      func->setAttr("kiln.launch",
+                    builder.getDictionaryAttr(
+                        {builder.getNamedAttr("grid", builder.getDenseI64ArrayAttr(launch->grid)),
+                         builder.getNamedAttr("block", builder.getDenseI64ArrayAttr(launch->block)),
+                         builder.getNamedAttr("dynamic_shared_bytes",
+                                              builder.getI64IntegerAttr(launch->dynamicSharedBytes))}));
+    }
+  }
+};
+} // namespace
