@@ -18,6 +18,14 @@ llvm_config.use_default_substitutions()
 
 tool_dirs = [config.kiln_tools_dir, config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(
-    [ToolSubst(tool, unresolved="fatal") for tool in ("kiln-opt", "kiln-run", "kiln-runtime-check")], tool_dirs)
+    [ToolSubst(tool, unresolved="fatal") for tool in ("kiln-opt", "kiln-run", "kiln-runtime-check", "kilnc")],
+    tool_dirs)
+
+# ptxas (CUDA toolkit) assembles the generated PTX when present; those tests are skipped without it.
+import shutil
+ptxas = shutil.which("ptxas") or ("/usr/local/cuda/bin/ptxas" if os.access("/usr/local/cuda/bin/ptxas", os.X_OK) else None)
+if ptxas:
+    config.available_features.add("ptxas")
+    config.substitutions.append(("%ptxas", ptxas))
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.kiln_tools_dir, append_path=True)

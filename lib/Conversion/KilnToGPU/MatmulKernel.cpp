@@ -62,13 +62,18 @@ Value broadcastLinearIndex(IndexMath &m, ArrayRef<int64_t> operandShape, ArrayRe
   return linear;
 }
 
-/// The four i32 registers of an A fragment, or the two of a B fragment (pairs of 16-bit values).
+/// The four registers of an A fragment, or the two of a B fragment, as nvvm.mma.sync takes them: pairs of f16
+/// as vector<2xf16>, pairs of bf16 packed into i32.
 SmallVector<Value> packFragment(OpBuilder &b, Location loc, Value fragment) {
   auto type = cast<VectorType>(fragment.getType());
   Type i32 = b.getI32Type();
   SmallVector<Value> registers;
   for (int64_t i = 0; i < type.getDimSize(0); ++i) {
     Value pair = vector::ExtractOp::create(b, loc, fragment, ArrayRef<int64_t>{i});
+    if (type.getElementType().isF16()) {
+      registers.push_back(pair);
+      continue;
+    }
     Value word = vector::BitCastOp::create(b, loc, VectorType::get({1}, i32), pair);
     registers.push_back(vector::ExtractOp::create(b, loc, word, ArrayRef<int64_t>{0}));
   }
@@ -97,13 +102,17 @@ FailureOr<KernelLaunch> kiln::buildMatmulKernel(OpBuilder &builder, gpu::GPUModu
                             << ") and, for an untransposed rhs, N (" << n << ") to be multiples of 8";
   int64_t bm = config.getTile()[0], bn = config.getTile()[1], bk = config.getTile()[2];
   int64_t warps = config.getWarps(), stages = config.getStages();
-  // Warps split the tile rows first (as many as the 16-row fragments allow), then the columns.
+  // Warps split the tile into the squarest warp tiles the fragment sizes allow (fewer shared-memory reads per
+  // mma), rows first on ties.
   int64_t warpsM = 1;
-  for (int64_t candidate : {4, 2})
-    if (warps % candidate == 0 && bm % (candidate * 16) == 0 && bn % ((warps / candidate) * 8) == 0) {
-      warpsM = candidate;
-      break;
-    }
+  int64_t bestImbalance = INT64_MAX;
+  for (int64_t candidate : {8, 4, 2, 1}) {
+    if (warps % candidate != 0 || bm % (candidate * 16) != 0 || bn % ((warps / candidate) * 8) != 0)
+      continue;
+    int64_t imbalance = std::abs(bm / candidate - bn / (warps / candidate));
+    if (imbalance < bestImbalance)
+      bestImbalance = imbalance, warpsM = candidate;
+  }
   int64_t warpsN = warps / warpsM, wm = bm / warpsM, wn = bn / warpsN, threads = warps * 32;
   if (bm % (warpsM * 16) != 0 || bn % (warpsN * 8) != 0 || bk % 16 != 0 || stages < 2 ||
       (bm * bk / 8) % threads != 0 || (bk * bn / 8) % threads != 0)

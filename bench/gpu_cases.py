@@ -1,0 +1,129 @@
+"""Kiln GPU visit, part 1 (runs here, where LLVM/MLIR is): the GEMM kernels of the GPU test and benchmark set.
+
+Why: the GPU machine has no LLVM/MLIR. Every kernel is compiled here by kilnc from a small kiln function, and the
+outputs (PTX, cubin, manifest) travel with a case list that bench/gpu_visit.py reads there. Each case names the
+graph it came from so the GPU side can compute its torch reference independently.
+"""
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+EPILOGUES = {
+    # name: (extra arguments, body lines on %y, reference expression on y and extras)
+    "none": ([], ["return %y : {Y}"]),
+    "bias_silu": ([("bias", "vec")], ["%b = kiln.add %y, %bias : {Y}, {V} -> {Y}", "%s = kiln.silu %b : {Y}",
+                                      "return %s : {Y}"]),
+    "bias_gelu_tanh": ([("bias", "vec")], ["%b = kiln.add %y, %bias : {Y}, {V} -> {Y}",
+                                           "%s = kiln.gelu %b approximate(tanh) : {Y}", "return %s : {Y}"]),
+    "residual": ([("res", "out")], ["%r = kiln.add %y, %res : {Y}, {Y} -> {Y}", "return %r : {Y}"]),
+}
+
+
+def tensor(shape, dtype):
+    return "tensor<" + "x".join(str(s) for s in shape) + f"x{dtype}>"
+
+
+def gemm_case(name, m, n, k, dtype="bf16", epilogue="none", batch=(), transpose_rhs=False, out_dtype=None,
+              config=None):
+    out_dtype = out_dtype or dtype
+    a = tensor((*batch, m, k), dtype)
+    b = tensor((n, k) if transpose_rhs else (k, n), dtype)
+    y = tensor((*batch, m, n), dtype)
+    v = tensor((n,), dtype)
+    extra, body = EPILOGUES[epilogue]
+    args = [f"%x: {a}", f"%w: {b}"] + [f"%{e}: {v if kind == 'vec' else y}" for e, kind in extra]
+    pinned = ""
+    if config:
+        tile, warps, stages = config
+        pinned = (f" {{kiln.config = #kiln.config<tile = [{', '.join(map(str, tile))}], warps = {warps}, "
+                  f"stages = {stages}, lowering = \"mma_sync\">}}")
+    lines = [f"%y = kiln.matmul %x, %w{' transpose_rhs' if transpose_rhs else ''}{pinned} : {a}, {b} -> {y}"]
+    lines += [line.format(Y=y, V=v) for line in body]
+    if out_dtype != dtype:
+        last = lines.pop()
+        value = last.split()[1]
+        lines.append(f"%o = kiln.cast {value} : {y} to {tensor((*batch, m, n), out_dtype)}")
+        lines.append(f"return %o : {tensor((*batch, m, n), out_dtype)}")
+    result = tensor((*batch, m, n), out_dtype)
+    text = f"func.func @{name}({', '.join(args)}) -> {result} {{\n  " + "\n  ".join(lines) + "\n}\n"
+    return dict(name=name, m=m, n=n, k=k, dtype=dtype, out_dtype=out_dtype, epilogue=epilogue, batch=list(batch),
+                transpose_rhs=transpose_rhs, mlir=text)
+
+
+def correctness_cases():
+    cases = []
+    for dtype in ("bf16", "f16"):
+        cases += [
+            gemm_case(f"t_{dtype}_77x200x256", 77, 200, 256, dtype),
+            gemm_case(f"t_{dtype}_1x64x64", 1, 64, 64, dtype),
+            gemm_case(f"t_{dtype}_33x72x40", 33, 72, 40, dtype),
+            gemm_case(f"t_{dtype}_300x200x256_bias_silu", 300, 200, 256, dtype, "bias_silu"),
+            gemm_case(f"t_{dtype}_129x136x264_gelu", 129, 136, 264, dtype, "bias_gelu_tanh"),
+            gemm_case(f"t_{dtype}_100x128x96_residual", 100, 128, 96, dtype, "residual"),
+            gemm_case(f"t_{dtype}_batched_2x77x96x128", 77, 96, 128, dtype, batch=(2,)),
+            gemm_case(f"t_{dtype}_transposed_200x136x128", 200, 136, 128, dtype, transpose_rhs=True),
+            gemm_case(f"t_{dtype}_1000x1000x1000_f32out", 1000, 1000, 1000, dtype, out_dtype="f32"),
+        ]
+    return cases
+
+
+BENCH_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 4096, 4096), (8192, 11008, 4096),
+                (8192, 4096, 11008), (16384, 14336, 4096), (512, 4096, 4096), (64, 4096, 4096)]
+
+
+def bench_cases():
+    cases = []
+    for dtype in ("bf16", "f16"):
+        for m, n, k in BENCH_SHAPES:
+            for epilogue in ("none", "bias_silu"):
+                cases.append(gemm_case(f"b_{dtype}_{m}x{n}x{k}_{epilogue}", m, n, k, dtype, epilogue))
+    return cases
+
+
+SWEEP = [((128, 128, 32), 4, 4), ((128, 128, 32), 4, 3), ((128, 128, 64), 4, 3), ((128, 256, 32), 8, 3),
+         ((256, 128, 32), 8, 3), ((128, 256, 64), 8, 3), ((128, 128, 64), 8, 3), ((64, 128, 64), 4, 4)]
+
+
+def sweep_cases():
+    """Config variants pinned in the graph, on two large shapes: the autotuning space, measured."""
+    cases = []
+    for m, n, k in [(4096, 4096, 4096), (8192, 11008, 4096)]:
+        for tile, warps, stages in SWEEP:
+            label = f"{tile[0]}x{tile[1]}x{tile[2]}_w{warps}_s{stages}"
+            cases.append(gemm_case(f"b_sweep_bf16_{m}x{n}x{k}_{label}", m, n, k, "bf16",
+                                   config=(tile, warps, stages)))
+    return cases
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--kilnc", default="build/bin/kilnc")
+    parser.add_argument("--target", default="sm_90a")
+    parser.add_argument("--out", default="gpu_build")
+    parser.add_argument("--bench", action="store_true", help="also compile the benchmark shapes")
+    parser.add_argument("--sweep", action="store_true", help="also compile config variants of two large shapes")
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    cases = correctness_cases() + (bench_cases() if args.bench else []) + (sweep_cases() if args.sweep else [])
+    listed = []
+    for case in cases:
+        folder = out / case["name"]
+        folder.mkdir(exist_ok=True)
+        (folder / "graph.mlir").write_text(case["mlir"])
+        result = subprocess.run([args.kilnc, str(folder / "graph.mlir"), f"--target={args.target}", "-o", str(folder)],
+                                capture_output=True, text=True)
+        if result.returncode != 0:
+            print(f"{case['name']}: kilnc failed:\n{result.stderr}", file=sys.stderr)
+            return 1
+        (folder / "kernels.ptx").unlink()  # the cubin travels; the PTX is reproducible here
+        listed.append({k: v for k, v in case.items() if k != "mlir"})
+    (out / "cases.json").write_text(json.dumps(listed, indent=1))
+    print(f"compiled {len(listed)} cases into {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,162 @@
+"""Kiln GPU visit, part 2 (runs on the GPU machine): check and time the kernels bench/gpu_cases.py compiled.
+
+Why: one script per device visit. It loads each cubin through Kiln's runtime (libkiln_runtime.so, over ctypes),
+checks every kernel against a torch float32 reference on fresh random inputs, and times the benchmark kernels
+side by side with cuBLAS (torch.matmul) and the unfused torch epilogue, with CUDA events, after warm-up, taking
+the median. Results go to --out as JSON and a markdown table.
+
+Error measure: max|out - ref| / max|ref| with ref computed in float32 from the same (rounded) inputs; limits
+1e-2 for bf16 and 5e-3 for f16, also when a bf16/f16 matmul result is cast to f32 (it is held in bf16/f16).
+"""
+import argparse
+import ctypes
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
+LIMITS = {"bf16": 1e-2, "f16": 5e-3, "f32": 1e-4}
+
+
+class Runtime:
+    """The C API of libkiln_runtime.so."""
+
+    def __init__(self, path):
+        self.lib = ctypes.CDLL(str(path))
+        self.lib.kiln_last_error.restype = ctypes.c_char_p
+        self.device = ctypes.c_void_p()
+        self.check(self.lib.kiln_device_open(0, ctypes.byref(self.device)), "kiln_device_open")
+
+    def check(self, status, what):
+        if status != 0:
+            raise RuntimeError(f"{what}: {self.lib.kiln_last_error().decode()}")
+
+    def load(self, cubin, name):
+        module, kernel = ctypes.c_void_p(), ctypes.c_void_p()
+        self.check(self.lib.kiln_module_load_file(self.device, str(cubin).encode(), ctypes.byref(module)), "load")
+        self.check(self.lib.kiln_module_get_kernel(module, name.encode(), ctypes.byref(kernel)), "get_kernel")
+        return kernel
+
+    def launch(self, kernel, launch, tensors):
+        pointers = [ctypes.c_uint64(t.data_ptr()) for t in tensors]
+        args = (ctypes.c_void_p * len(pointers))(*[ctypes.cast(ctypes.byref(p), ctypes.c_void_p) for p in pointers])
+        grid = (ctypes.c_uint * 3)(*launch["grid"])
+        block = (ctypes.c_uint * 3)(*launch["block"])
+        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+        self.check(self.lib.kiln_kernel_launch(kernel, grid, block, ctypes.c_uint(launch["dynamic_shared_bytes"]),
+                                               stream, args), "kiln_kernel_launch")
+
+
+def make_inputs(case, generator):
+    dtype = DTYPES[case["dtype"]]
+    m, n, k, batch = case["m"], case["n"], case["k"], tuple(case["batch"])
+    def rnd(*shape, scale=1.0):
+        return (torch.randn(*shape, generator=generator, device="cuda") * scale).to(dtype)
+    x = rnd(*batch, m, k)
+    w = rnd(n, k, scale=k ** -0.5) if case["transpose_rhs"] else rnd(k, n, scale=k ** -0.5)
+    extras = []
+    if case["epilogue"] in ("bias_silu", "bias_gelu_tanh"):
+        extras.append(rnd(n))
+    elif case["epilogue"] == "residual":
+        extras.append(rnd(*batch, m, n))
+    return x, w, extras
+
+
+def reference(case, x, w, extras):
+    """The graph's meaning in float32: the matmul result is held in the input dtype, the epilogue applies to it."""
+    wf = w.float().t() if case["transpose_rhs"] else w.float()
+    y = (x.float() @ wf).to(DTYPES[case["dtype"]]).float()
+    if case["epilogue"] == "bias_silu":
+        y = torch.nn.functional.silu(y + extras[0].float())
+    elif case["epilogue"] == "bias_gelu_tanh":
+        y = torch.nn.functional.gelu(y + extras[0].float(), approximate="tanh")
+    elif case["epilogue"] == "residual":
+        y = y + extras[0].float()
+    return y
+
+
+def time_ms(fn, warmup=5, reps=30):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--build", default="gpu_build")
+    parser.add_argument("--runtime", default="build/lib/libkiln_runtime.so")
+    parser.add_argument("--out", default=".")
+    parser.add_argument("--only", default="", help="comma-separated case names")
+    parser.add_argument("--no-bench", action="store_true")
+    args = parser.parse_args()
+    runtime = Runtime(args.runtime)
+    cases = json.loads((Path(args.build) / "cases.json").read_text())
+    if args.only:
+        cases = [c for c in cases if c["name"] in args.only.split(",")]
+    seed = torch.seed() % 2**31
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+    print(f"seed {seed}, device {torch.cuda.get_device_name()}")
+    results, failures = [], 0
+    for case in cases:
+        folder = Path(args.build) / case["name"]
+        manifest = json.loads((folder / "manifest.json").read_text())
+        entry = manifest["kernels"][0]
+        kernel = runtime.load(folder / manifest["cubin"], entry["name"])
+        x, w, extras = make_inputs(case, generator)
+        out = torch.full((*case["batch"], case["m"], case["n"]), float("nan"), device="cuda",
+                         dtype=DTYPES[case["out_dtype"]])
+        tensors = [x, w, *extras, out]
+        runtime.launch(kernel, entry, tensors)
+        torch.cuda.synchronize()
+        ref = reference(case, x, w, extras)
+        error = ((out.float() - ref).abs().max() / ref.abs().max()).item()
+        # A result held in bf16/f16 inside the graph keeps that precision even when stored wider.
+        limit = max(LIMITS[case["out_dtype"]], LIMITS[case["dtype"]])
+        ok = error <= limit and not torch.isnan(out).any().item()
+        failures += not ok
+        row = dict(name=case["name"], error=error, ok=ok, registers=manifest.get("ptxas", "").count("spill"))
+        if case["name"].startswith("b_") and not args.no_bench:
+            flops = 2.0 * case["m"] * case["n"] * case["k"] * max(1, len(case["batch"]))
+            kiln_ms = time_ms(lambda: runtime.launch(kernel, entry, tensors))
+            wt = w.t() if case["transpose_rhs"] else w
+            cublas_ms = time_ms(lambda: torch.matmul(x, wt))
+            row.update(kiln_ms=kiln_ms, cublas_ms=cublas_ms, kiln_tflops=flops / kiln_ms / 1e9,
+                       cublas_tflops=flops / cublas_ms / 1e9, ratio_cublas=cublas_ms / kiln_ms)
+            if case["epilogue"] == "bias_silu":
+                eager_ms = time_ms(lambda: torch.nn.functional.silu(torch.matmul(x, wt) + extras[0]))
+                row.update(eager_ms=eager_ms, ratio_eager=eager_ms / kiln_ms)
+        results.append(row)
+        status = "ok" if ok else "FAILED"
+        timing = f"  {row['kiln_tflops']:7.1f} TF/s vs cuBLAS {row['cublas_tflops']:7.1f} ({row['ratio_cublas']:.2f}x)" \
+            if "kiln_ms" in row else ""
+        print(f"{case['name']:42s} err {error:.2e} {status}{timing}", flush=True)
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "gemm_results.json").write_text(json.dumps(dict(seed=seed, device=torch.cuda.get_device_name(),
+                                                               results=results), indent=1))
+    bench = [r for r in results if "kiln_ms" in r]
+    if bench:
+        lines = ["| case | Kiln TFLOP/s | cuBLAS TFLOP/s | Kiln / cuBLAS | eager epilogue ms | Kiln vs eager |",
+                 "|---|---|---|---|---|---|"]
+        for r in bench:
+            eager = f"{r['eager_ms']:.3f} | {r['ratio_eager']:.2f}x" if "eager_ms" in r else "- | -"
+            lines.append(f"| {r['name']} | {r['kiln_tflops']:.1f} | {r['cublas_tflops']:.1f} | "
+                         f"{r['ratio_cublas']:.2f} | {eager} |")
+        (out_dir / "gemm_results.md").write_text("\n".join(lines) + "\n")
+    print(f"{len(results) - failures} passed, {failures} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

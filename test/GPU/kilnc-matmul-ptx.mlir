@@ -1,0 +1,50 @@
+// Every kernel kilnc emits assembles with ptxas for both targets it claims, with no spills.
+// REQUIRES: ptxas
+// RUN: rm -rf %t && mkdir -p %t
+// RUN: kilnc %s --target=sm_80 -o %t/sm80 | FileCheck %s --check-prefix=WROTE
+// RUN: FileCheck %s --check-prefix=MANIFEST80 < %t/sm80/manifest.json
+// RUN: FileCheck %s --check-prefix=PTX80 < %t/sm80/kernels.ptx
+// RUN: kilnc %s --target=sm_90a -o %t/sm90 | FileCheck %s --check-prefix=WROTE
+// RUN: FileCheck %s --check-prefix=MANIFEST90 < %t/sm90/manifest.json
+// RUN: FileCheck %s --check-prefix=PTX90 < %t/sm90/kernels.ptx
+// RUN: %ptxas -arch=sm_90a %t/sm90/kernels.ptx -o %t/again.cubin
+// RUN: kilnc %s --target=sm_90a --emit=ptx | FileCheck %s --check-prefix=PTX90
+
+// WROTE: kilnc: wrote {{.*}}kernels.ptx and {{.*}}manifest.json
+
+// MANIFEST80: "cubin": "kernels.sm_80.cubin"
+// MANIFEST80: "name": "ffn_k0_matmul"
+// MANIFEST80: "op": "kiln.matmul"
+// MANIFEST80: 0 bytes spill stores, 0 bytes spill loads
+// MANIFEST80-NOT: [1-9][0-9]* bytes spill stores
+// MANIFEST80: "target": "sm_80"
+
+// MANIFEST90: "cubin": "kernels.sm_90a.cubin"
+// MANIFEST90: "block": [
+// MANIFEST90-NEXT: 128,
+// MANIFEST90: "dynamic_shared_bytes": 75776
+// MANIFEST90: "grid": [
+// MANIFEST90-NEXT: 4,
+// MANIFEST90-NEXT: 1,
+// MANIFEST90-NEXT: 1
+// MANIFEST90: "dtype": "bf16"
+// MANIFEST90: "role": "output"
+// MANIFEST90: 0 bytes spill stores, 0 bytes spill loads
+// MANIFEST90: "target": "sm_90a"
+
+// PTX80: .target sm_80
+// PTX80: cp.async.cg.shared.global
+// PTX80: ldmatrix.sync.aligned.m8n8.x4.shared.b16
+// PTX80: ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16
+// PTX80: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+
+// PTX90: .target sm_90a
+// PTX90: .extern .shared .align 16 .b8 ffn_k0_matmul_smem[]
+// PTX90: cp.async.cg.shared.global
+// PTX90: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+func.func @ffn(%x: tensor<77x256xbf16>, %w: tensor<256x512xbf16>, %b: tensor<512xbf16>) -> tensor<77x512xbf16> {
+  %y = kiln.matmul %x, %w : tensor<77x256xbf16>, tensor<256x512xbf16> -> tensor<77x512xbf16>
+  %z = kiln.add %y, %b : tensor<77x512xbf16>, tensor<512xbf16> -> tensor<77x512xbf16>
+  %g = kiln.gelu %z approximate(tanh) : tensor<77x512xbf16>
+  return %g : tensor<77x512xbf16>
+}
