@@ -18,7 +18,7 @@
 // CHECK-SAME: (%[[A:.*]]: tensor<512x1024xf32>, %[[B:.*]]: tensor<1024x512xf32>)
 // HOST: kiln.matmul %[[A]], %[[B]] {kiln.config = #kiln.config<tile = [64, 64, 64], warps = 1, stages = 1, lowering = "host">}
 // SM80: kiln.matmul %[[A]], %[[B]] {kiln.config = #kiln.config<tile = [128, 128, 32], warps = 4, stages = 3, lowering = "mma_sync">}
-// SM90: kiln.matmul %[[A]], %[[B]] {kiln.config = #kiln.config<tile = [128, 256, 64], warps = 8, stages = 4, lowering = "wgmma">}
+// SM90: kiln.matmul %[[A]], %[[B]] {kiln.config = #kiln.config<tile = [128, 128, 32], warps = 4, stages = 4, lowering = "mma_sync">}
 func.func @matmul_large(%a: tensor<512x1024xf32>, %b: tensor<1024x512xf32>) -> tensor<512x512xf32> {
   %0 = kiln.matmul %a, %b : tensor<512x1024xf32>, tensor<1024x512xf32> -> tensor<512x512xf32>
   return %0 : tensor<512x512xf32>
@@ -30,8 +30,8 @@ func.func @matmul_large(%a: tensor<512x1024xf32>, %b: tensor<1024x512xf32>) -> t
 // sm_90a switches to its small-M (64x128, one warpgroup pair) strategy.
 // CHECK-LABEL: func.func @matmul_one_row
 // HOST: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [1, 64, 64], warps = 1, stages = 1, lowering = "host">}
-// SM80: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [16, 128, 32], warps = 4, stages = 3, lowering = "mma_sync">}
-// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [16, 128, 64], warps = 4, stages = 4, lowering = "wgmma">}
+// SM80: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [16, 128, 32], warps = 2, stages = 3, lowering = "mma_sync">}
+// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [16, 128, 32], warps = 2, stages = 4, lowering = "mma_sync">}
 func.func @matmul_one_row(%a: tensor<1x4096xf32>, %b: tensor<4096x4096xf32>) -> tensor<1x4096xf32> {
   %0 = kiln.matmul %a, %b : tensor<1x4096xf32>, tensor<4096x4096xf32> -> tensor<1x4096xf32>
   return %0 : tensor<1x4096xf32>
@@ -43,8 +43,8 @@ func.func @matmul_one_row(%a: tensor<1x4096xf32>, %b: tensor<4096x4096xf32>) -> 
 // power of two at or above it (M = 3 -> 16, N = 40 -> 64, K = 20 -> 32).
 // CHECK-LABEL: func.func @matmul_small
 // HOST: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [3, 40, 20], warps = 1, stages = 1, lowering = "host">}
-// SM80: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [16, 64, 32], warps = 4, stages = 3, lowering = "mma_sync">}
-// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [16, 64, 32], warps = 4, stages = 4, lowering = "wgmma">}
+// SM80: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [16, 64, 32], warps = 2, stages = 3, lowering = "mma_sync">}
+// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [16, 64, 32], warps = 2, stages = 4, lowering = "mma_sync">}
 func.func @matmul_small(%a: tensor<3x20xf32>, %b: tensor<20x40xf32>) -> tensor<3x40xf32> {
   %0 = kiln.matmul %a, %b : tensor<3x20xf32>, tensor<20x40xf32> -> tensor<3x40xf32>
   return %0 : tensor<3x40xf32>
@@ -56,7 +56,7 @@ func.func @matmul_small(%a: tensor<3x20xf32>, %b: tensor<20x40xf32>) -> tensor<3
 // CHECK-LABEL: func.func @matmul_transpose_lhs
 // HOST: kiln.matmul {{.*}} transpose_lhs {kiln.config = #kiln.config<tile = [64, 64, 20], warps = 1, stages = 1, lowering = "host">}
 // SM80: kiln.matmul {{.*}} transpose_lhs {kiln.config = #kiln.config<tile = [128, 128, 32], warps = 4, stages = 3, lowering = "mma_sync">}
-// SM90: kiln.matmul {{.*}} transpose_lhs {kiln.config = #kiln.config<tile = [128, 256, 32], warps = 8, stages = 4, lowering = "wgmma">}
+// SM90: kiln.matmul {{.*}} transpose_lhs {kiln.config = #kiln.config<tile = [128, 128, 32], warps = 4, stages = 4, lowering = "mma_sync">}
 func.func @matmul_transpose_lhs(%a: tensor<20x128xf32>, %b: tensor<20x512xf32>) -> tensor<128x512xf32> {
   %0 = kiln.matmul %a, %b transpose_lhs : tensor<20x128xf32>, tensor<20x512xf32> -> tensor<128x512xf32>
   return %0 : tensor<128x512xf32>
@@ -68,7 +68,7 @@ func.func @matmul_transpose_lhs(%a: tensor<20x128xf32>, %b: tensor<20x512xf32>) 
 // CHECK-LABEL: func.func @matmul_batched_bf16
 // HOST: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [64, 64, 64], warps = 1, stages = 1, lowering = "host">}
 // SM80: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [128, 128, 32], warps = 4, stages = 3, lowering = "mma_sync">}
-// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [128, 256, 64], warps = 8, stages = 4, lowering = "wgmma">}
+// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [128, 128, 32], warps = 4, stages = 4, lowering = "mma_sync">}
 func.func @matmul_batched_bf16(%a: tensor<2x77x512xbf16>, %b: tensor<512x1024xbf16>) -> tensor<2x77x1024xbf16> {
   %0 = kiln.matmul %a, %b : tensor<2x77x512xbf16>, tensor<512x1024xbf16> -> tensor<2x77x1024xbf16>
   return %0 : tensor<2x77x1024xbf16>
@@ -84,7 +84,7 @@ func.func @matmul_batched_bf16(%a: tensor<2x77x512xbf16>, %b: tensor<512x1024xbf
 // CHECK-LABEL: func.func @attention_head_dim_64
 // HOST: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [64, 64], warps = 1, stages = 1, lowering = "host">}
 // SM80: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [128, 128], warps = 4, stages = 2, lowering = "mma_sync">}
-// SM90: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [128, 128], warps = 8, stages = 2, lowering = "wgmma">}
+// SM90: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [128, 128], warps = 4, stages = 2, lowering = "mma_sync">}
 func.func @attention_head_dim_64(%q: tensor<1x8x256x64xf32>, %k: tensor<1x8x256x64xf32>, %v: tensor<1x8x256x64xf32>) -> tensor<1x8x256x64xf32> {
   %0 = kiln.attention %q, %k, %v : tensor<1x8x256x64xf32>, tensor<1x8x256x64xf32>, tensor<1x8x256x64xf32> -> tensor<1x8x256x64xf32>
   return %0 : tensor<1x8x256x64xf32>
@@ -96,7 +96,7 @@ func.func @attention_head_dim_64(%q: tensor<1x8x256x64xf32>, %k: tensor<1x8x256x
 // CHECK-LABEL: func.func @attention_head_dim_128
 // HOST: kiln.attention {{.*}} causal {kiln.config = #kiln.config<tile = [64, 64], warps = 1, stages = 1, lowering = "host">}
 // SM80: kiln.attention {{.*}} causal {kiln.config = #kiln.config<tile = [128, 64], warps = 4, stages = 2, lowering = "mma_sync">}
-// SM90: kiln.attention {{.*}} causal {kiln.config = #kiln.config<tile = [128, 128], warps = 8, stages = 2, lowering = "wgmma">}
+// SM90: kiln.attention {{.*}} causal {kiln.config = #kiln.config<tile = [128, 64], warps = 4, stages = 2, lowering = "mma_sync">}
 func.func @attention_head_dim_128(%q: tensor<1x32x256x128xbf16>, %k: tensor<1x8x256x128xbf16>, %v: tensor<1x8x256x128xbf16>) -> tensor<1x32x256x128xbf16> {
   %0 = kiln.attention %q, %k, %v causal : tensor<1x32x256x128xbf16>, tensor<1x8x256x128xbf16>, tensor<1x8x256x128xbf16> -> tensor<1x32x256x128xbf16>
   return %0 : tensor<1x32x256x128xbf16>
@@ -108,7 +108,7 @@ func.func @attention_head_dim_128(%q: tensor<1x32x256x128xbf16>, %k: tensor<1x8x
 // CHECK-LABEL: func.func @attention_decode
 // HOST: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [1, 64], warps = 1, stages = 1, lowering = "host">}
 // SM80: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [16, 128], warps = 4, stages = 2, lowering = "mma_sync">}
-// SM90: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [16, 128], warps = 8, stages = 2, lowering = "wgmma">}
+// SM90: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [16, 128], warps = 4, stages = 2, lowering = "mma_sync">}
 func.func @attention_decode(%q: tensor<1x8x1x64xf32>, %k: tensor<1x8x300x64xf32>, %v: tensor<1x8x300x64xf32>) -> tensor<1x8x1x64xf32> {
   %0 = kiln.attention %q, %k, %v : tensor<1x8x1x64xf32>, tensor<1x8x300x64xf32>, tensor<1x8x300x64xf32> -> tensor<1x8x1x64xf32>
   return %0 : tensor<1x8x1x64xf32>
@@ -128,9 +128,9 @@ func.func @attention_decode(%q: tensor<1x8x1x64xf32>, %k: tensor<1x8x300x64xf32>
 // SM80: kiln.softmax {{.*}} axis 2 {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "mma_sync">}
 // SM80: kiln.rms_norm {{.*}} {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "mma_sync">}
 // SM80: kiln.layer_norm {{.*}} {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "mma_sync">}
-// SM90: kiln.softmax {{.*}} axis 2 {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "wgmma">}
-// SM90: kiln.rms_norm {{.*}} {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "wgmma">}
-// SM90: kiln.layer_norm {{.*}} {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "wgmma">}
+// SM90: kiln.softmax {{.*}} axis 2 {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "mma_sync">}
+// SM90: kiln.rms_norm {{.*}} {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "mma_sync">}
+// SM90: kiln.layer_norm {{.*}} {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "mma_sync">}
 func.func @row_kernels(%x: tensor<2x77x512xf32>, %w: tensor<512xf32>) -> (tensor<2x77x512xf32>, tensor<2x77x512xf32>, tensor<2x77x512xf32>) {
   %0 = kiln.softmax %x axis 2 : tensor<2x77x512xf32>
   %1 = kiln.rms_norm %x, %w epsilon 1.0e-06 : tensor<2x77x512xf32>, tensor<512xf32>
@@ -161,7 +161,7 @@ func.func @row_kernel_few_rows(%x: tensor<3x512xf32>) -> tensor<3x512xf32> {
 // CHECK: kiln.softmax %{{.*}} axis 1 {kiln.config = #kiln.config<tile = [2], warps = 1, stages = 1, lowering = "host">}
 // HOST: kiln.rms_norm {{.*}} {kiln.config = #kiln.config<tile = [16], warps = 1, stages = 1, lowering = "host">}
 // SM80: kiln.rms_norm {{.*}} {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "mma_sync">}
-// SM90: kiln.rms_norm {{.*}} {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "wgmma">}
+// SM90: kiln.rms_norm {{.*}} {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "mma_sync">}
 func.func @explicit_config_wins(%a: tensor<128x128xf32>, %b: tensor<128x128xf32>, %w: tensor<128xf32>) -> tensor<128x128xf32> {
   %0 = kiln.matmul %a, %b {kiln.config = #kiln.config<tile = [32, 16, 8], warps = 2, stages = 5, lowering = "mma_sync">} : tensor<128x128xf32>, tensor<128x128xf32> -> tensor<128x128xf32>
   %1 = kiln.softmax %0 axis 1 {kiln.config = #kiln.config<tile = [2], warps = 1, stages = 1, lowering = "host">} : tensor<128x128xf32>
@@ -195,7 +195,7 @@ func.func @not_kernels(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<8xf32> 
 // CHECK: scf.for
 // HOST: kiln.softmax {{.*}} {kiln.config = #kiln.config<tile = [8], warps = 1, stages = 1, lowering = "host">}
 // SM80: kiln.softmax {{.*}} {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "mma_sync">}
-// SM90: kiln.softmax {{.*}} {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "wgmma">}
+// SM90: kiln.softmax {{.*}} {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "mma_sync">}
 func.func @nested_kernel(%x: tensor<8x32xf32>, %n: index) -> tensor<8x32xf32> {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
