@@ -13,11 +13,11 @@
 
 #include "MatmulKernel.h"
 
+#include "KernelBuilding.h"
+
 #include "Transforms/Transforms.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
-#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -26,61 +26,8 @@
 
 using namespace mlir;
 using namespace mlir::kiln;
+using namespace mlir::kiln::gpukernel;
 
-namespace {
-
-/// Index arithmetic with constants folded by the builder's caller (canonicalize runs afterwards).
-struct IndexMath {
-  OpBuilder &b;
-  Location loc;
-  Value c(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
-  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
-  Value add(Value x, int64_t y) { return y == 0 ? x : add(x, c(y)); }
-  Value mul(Value x, int64_t y) { return y == 1 ? x : Value(arith::MulIOp::create(b, loc, x, c(y))); }
-  Value mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
-  Value div(Value x, int64_t y) { return y == 1 ? x : Value(arith::DivUIOp::create(b, loc, x, c(y))); }
-  Value rem(Value x, int64_t y) { return arith::RemUIOp::create(b, loc, x, c(y)); }
-  Value min(Value x, Value y) { return arith::MinUIOp::create(b, loc, x, y); }
-  Value lt(Value x, Value y) { return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, x, y); }
-  Value lt(Value x, int64_t y) { return lt(x, c(y)); }
-  Value select(Value cond, Value x, Value y) { return arith::SelectOp::create(b, loc, cond, x, y); }
-  Value andi(Value x, Value y) { return arith::AndIOp::create(b, loc, x, y); }
-};
-
-/// Linear index into a row-major operand of `operandShape` that broadcasts (numpy rules) against a result of
-/// `resultShape`, at the result position `indices` (one per result dim, or nullptr for 0).
-Value broadcastLinearIndex(IndexMath &m, ArrayRef<int64_t> operandShape, ArrayRef<int64_t> resultShape,
-                           ArrayRef<Value> indices) {
-  int64_t offset = resultShape.size() - operandShape.size(), stride = 1;
-  Value linear = m.c(0);
-  for (int64_t d = operandShape.size() - 1; d >= 0; --d) {
-    int64_t resultDim = offset + d;
-    if (operandShape[d] != 1 && indices[resultDim])
-      linear = m.add(linear, m.mul(indices[resultDim], stride));
-    stride *= operandShape[d];
-  }
-  return linear;
-}
-
-/// The four registers of an A fragment, or the two of a B fragment, as nvvm.mma.sync takes them: pairs of f16
-/// as vector<2xf16>, pairs of bf16 packed into i32.
-SmallVector<Value> packFragment(OpBuilder &b, Location loc, Value fragment) {
-  auto type = cast<VectorType>(fragment.getType());
-  Type i32 = b.getI32Type();
-  SmallVector<Value> registers;
-  for (int64_t i = 0; i < type.getDimSize(0); ++i) {
-    Value pair = vector::ExtractOp::create(b, loc, fragment, ArrayRef<int64_t>{i});
-    if (type.getElementType().isF16()) {
-      registers.push_back(pair);
-      continue;
-    }
-    Value word = vector::BitCastOp::create(b, loc, VectorType::get({1}, i32), pair);
-    registers.push_back(vector::ExtractOp::create(b, loc, word, ArrayRef<int64_t>{0}));
-  }
-  return registers;
-}
-
-} // namespace
 
 FailureOr<KernelLaunch> kiln::buildMatmulKernel(OpBuilder &builder, gpu::GPUModuleOp module, MatmulOp op,
                                                 StringRef name) {
@@ -246,8 +193,6 @@ FailureOr<KernelLaunch> kiln::buildMatmulKernel(OpBuilder &builder, gpu::GPUModu
   Value zeroAcc = arith::ConstantOp::create(builder, loc, DenseElementsAttr::get(accType, 0.0f));
   SmallVector<Value> accInits(fragsM * fragsN, zeroAcc);
   auto fragA = VectorType::get({4, 2}, element), fragB = VectorType::get({2, 2}, element);
-  auto mmaResult = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(4, builder.getF32Type()));
-  NVVM::MMATypes ptxType = element.isBF16() ? NVVM::MMATypes::bf16 : NVVM::MMATypes::f16;
   Value laneRow16 = im.rem(lane, 16), laneHalf = im.mul(im.div(lane, 16), 8);
   Value laneRow8 = im.rem(lane, 8), laneKHalf = im.mul(im.rem(im.div(lane, 8), 2), 8);
 
@@ -288,18 +233,7 @@ FailureOr<KernelLaunch> kiln::buildMatmulKernel(OpBuilder &builder, gpu::GPUModu
           for (int64_t i = 0; i < fragsM; ++i)
             for (int64_t j = 0; j < fragsN; ++j) {
               Value &acc = current[i * fragsN + j];
-              SmallVector<Value> c;
-              for (int64_t e = 0; e < 4; ++e)
-                c.push_back(vector::ExtractOp::create(builder, loc, acc, ArrayRef<int64_t>{e}));
-              Value d = NVVM::MmaOp::create(builder, loc, mmaResult, aRegs[i], bRegs[j], c, {16, 8, 16},
-                                            std::nullopt, std::nullopt,
-                                            std::array<NVVM::MMATypes, 2>{ptxType, ptxType},
-                                            std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
-                                                                           NVVM::MMALayout::col});
-              SmallVector<Value> parts;
-              for (int64_t e = 0; e < 4; ++e)
-                parts.push_back(LLVM::ExtractValueOp::create(builder, loc, d, ArrayRef<int64_t>{e}));
-              acc = vector::FromElementsOp::create(builder, loc, accType, parts);
+              acc = mmaSync(builder, loc, aRegs[i], bRegs[j], acc, element.isBF16());
             }
         }
         scf::YieldOp::create(builder, loc, current);

@@ -1,0 +1,61 @@
+//===- KernelBuilding.cpp - Building blocks of Kiln's GPU kernels ----------===//
+//
+// Broadcast indexing, fragment packing and the mma.sync call shared by the kernel builders.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelBuilding.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+using namespace mlir;
+using namespace mlir::kiln;
+using namespace mlir::kiln::gpukernel;
+
+Value gpukernel::broadcastLinearIndex(IndexMath &m, ArrayRef<int64_t> operandShape, ArrayRef<int64_t> resultShape,
+                                      ArrayRef<Value> indices) {
+  int64_t offset = resultShape.size() - operandShape.size(), stride = 1;
+  Value linear = m.c(0);
+  for (int64_t d = operandShape.size() - 1; d >= 0; --d) {
+    int64_t resultDim = offset + d;
+    if (operandShape[d] != 1 && indices[resultDim])
+      linear = m.add(linear, m.mul(indices[resultDim], stride));
+    stride *= operandShape[d];
+  }
+  return linear;
+}
+
+SmallVector<Value> gpukernel::packFragment(OpBuilder &b, Location loc, Value fragment) {
+  auto type = cast<VectorType>(fragment.getType());
+  Type i32 = b.getI32Type();
+  SmallVector<Value> registers;
+  for (int64_t i = 0; i < type.getDimSize(0); ++i) {
+    Value pair = vector::ExtractOp::create(b, loc, fragment, ArrayRef<int64_t>{i});
+    if (type.getElementType().isF16()) {
+      registers.push_back(pair);
+      continue;
+    }
+    Value word = vector::BitCastOp::create(b, loc, VectorType::get({1}, i32), pair);
+    registers.push_back(vector::ExtractOp::create(b, loc, word, ArrayRef<int64_t>{0}));
+  }
+  return registers;
+}
+
+Value gpukernel::mmaSync(OpBuilder &b, Location loc, ArrayRef<Value> a, ArrayRef<Value> bFragment, Value acc,
+                         bool bf16) {
+  MLIRContext *ctx = b.getContext();
+  auto result = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(4, b.getF32Type()));
+  SmallVector<Value> c;
+  for (int64_t e = 0; e < 4; ++e)
+    c.push_back(vector::ExtractOp::create(b, loc, acc, ArrayRef<int64_t>{e}));
+  NVVM::MMATypes type = bf16 ? NVVM::MMATypes::bf16 : NVVM::MMATypes::f16;
+  Value d = NVVM::MmaOp::create(b, loc, result, a, bFragment, c, {16, 8, 16}, std::nullopt, std::nullopt,
+                                std::array<NVVM::MMATypes, 2>{type, type},
+                                std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row, NVVM::MMALayout::col});
+  SmallVector<Value> parts;
+  for (int64_t e = 0; e < 4; ++e)
+    parts.push_back(LLVM::ExtractValueOp::create(b, loc, d, ArrayRef<int64_t>{e}));
+  return vector::FromElementsOp::create(b, loc, cast<VectorType>(acc.getType()), parts);
+}

@@ -1,0 +1,54 @@
+//===- KernelBuilding.h - Building blocks of Kiln's GPU kernels ----*- C++ -*-===//
+//
+// Index arithmetic, broadcast indexing, tensor-core fragments and the mma.sync call that the matmul and
+// attention kernel builders share. Kept out of every file that does not emit GPU code, since it pulls in the
+// NVVM and LLVM dialects.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_LIB_CONVERSION_KILNTOGPU_KERNELBUILDING_H
+#define KILN_LIB_CONVERSION_KILNTOGPU_KERNELBUILDING_H
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/Builders.h"
+
+namespace mlir {
+namespace kiln {
+namespace gpukernel {
+
+/// Index arithmetic with constants folded by the builder's caller (canonicalize runs afterwards).
+struct IndexMath {
+  OpBuilder &b;
+  Location loc;
+  Value c(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
+  Value add(Value x, int64_t y) { return y == 0 ? x : add(x, c(y)); }
+  Value mul(Value x, int64_t y) { return y == 1 ? x : Value(arith::MulIOp::create(b, loc, x, c(y))); }
+  Value mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
+  Value div(Value x, int64_t y) { return y == 1 ? x : Value(arith::DivUIOp::create(b, loc, x, c(y))); }
+  Value rem(Value x, int64_t y) { return arith::RemUIOp::create(b, loc, x, c(y)); }
+  Value min(Value x, Value y) { return arith::MinUIOp::create(b, loc, x, y); }
+  Value lt(Value x, Value y) { return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, x, y); }
+  Value lt(Value x, int64_t y) { return lt(x, c(y)); }
+  Value select(Value cond, Value x, Value y) { return arith::SelectOp::create(b, loc, cond, x, y); }
+  Value andi(Value x, Value y) { return arith::AndIOp::create(b, loc, x, y); }
+};
+
+/// Linear index into a row-major operand of `operandShape` that broadcasts (numpy rules) against a result of
+/// `resultShape`, at the result position `indices` (one per result dim, or nullptr for 0).
+Value broadcastLinearIndex(IndexMath &m, ArrayRef<int64_t> operandShape, ArrayRef<int64_t> resultShape,
+                           ArrayRef<Value> indices);
+
+/// The four registers of an A fragment, or the two of a B fragment, as nvvm.mma.sync takes them: pairs of f16
+/// as vector<2xf16>, pairs of bf16 packed into i32.
+SmallVector<Value> packFragment(OpBuilder &b, Location loc, Value fragment);
+
+/// Runs one mma.sync m16n8k16 (f16 or bf16 operands as `packFragment` gives them, f32 accumulators) on the
+/// accumulator fragment `acc` (vector<4xf32>) and returns the new fragment.
+Value mmaSync(OpBuilder &b, Location loc, ArrayRef<Value> a, ArrayRef<Value> bFragment, Value acc, bool bf16);
+
+} // namespace gpukernel
+} // namespace kiln
+} // namespace mlir
+
+#endif // KILN_LIB_CONVERSION_KILNTOGPU_KERNELBUILDING_H
