@@ -48,8 +48,51 @@ def gemm_case(name, m, n, k, dtype="bf16", epilogue="none", batch=(), transpose_
         lines.append(f"return %o : {tensor((*batch, m, n), out_dtype)}")
     result = tensor((*batch, m, n), out_dtype)
     text = f"func.func @{name}({', '.join(args)}) -> {result} {{\n  " + "\n  ".join(lines) + "\n}\n"
-    return dict(name=name, m=m, n=n, k=k, dtype=dtype, out_dtype=out_dtype, epilogue=epilogue, batch=list(batch),
+    return dict(name=name, kind="gemm", m=m, n=n, k=k, dtype=dtype, out_dtype=out_dtype, epilogue=epilogue,
+                batch=list(batch),
                 transpose_rhs=transpose_rhs, mlir=text)
+
+
+def attention_case(name, batch, heads, kv_heads, seq_q, seq_k, head_dim, dtype="bf16", causal=False):
+    q = tensor((batch, heads, seq_q, head_dim), dtype)
+    kv = tensor((batch, kv_heads, seq_k, head_dim), dtype)
+    text = (f"func.func @{name}(%q: {q}, %k: {kv}, %v: {kv}) -> {q} {{\n"
+            f"  %o = kiln.attention %q, %k, %v{' causal' if causal else ''} : {q}, {kv}, {kv} -> {q}\n"
+            f"  return %o : {q}\n}}\n")
+    return dict(name=name, kind="attention", batch=batch, heads=heads, kv_heads=kv_heads, seq_q=seq_q,
+                seq_k=seq_k, head_dim=head_dim, dtype=dtype, out_dtype=dtype, causal=causal, mlir=text)
+
+
+def attention_correctness_cases():
+    cases = []
+    for dtype in ("bf16", "f16"):
+        for d in (64, 80, 96, 128):
+            for causal in (False, True):
+                cases.append(attention_case(f"ta_{dtype}_d{d}_{'causal' if causal else 'full'}_77", 1, 4, 4, 77, 77,
+                                            d, dtype, causal))
+    cases += [
+        attention_case("ta_bf16_gqa4_1000_causal", 1, 8, 2, 1000, 1000, 128, "bf16", True),
+        attention_case("ta_bf16_gqa8_1000", 1, 16, 2, 1000, 1000, 64, "bf16", False),
+        attention_case("ta_bf16_mqa_300", 2, 8, 1, 300, 300, 128, "bf16", True),
+        attention_case("ta_bf16_seq1_decode", 4, 32, 8, 1, 4096, 128, "bf16", True),
+        attention_case("ta_bf16_sq77_sk200_causal", 2, 4, 4, 77, 200, 128, "bf16", True),
+        attention_case("ta_f16_sq100_sk333", 1, 4, 2, 100, 333, 96, "f16", False),
+        attention_case("ta_bf16_seq1", 1, 2, 2, 1, 1, 64, "bf16", False),
+    ]
+    return cases
+
+
+def attention_bench_cases():
+    cases = []
+    for d, heads in ((128, 16), (64, 32)):
+        for seq in (512, 1024, 2048, 4096, 8192, 16384):
+            for causal in (False, True):
+                cases.append(attention_case(f"ba_bf16_d{d}_s{seq}_{'causal' if causal else 'full'}", 16384 // seq,
+                                            heads, heads, seq, seq, d, "bf16", causal))
+    for seq in (2048, 8192):
+        cases.append(attention_case(f"ba_bf16_gqa32x8_d128_s{seq}_causal", 16384 // seq, 32, 8, seq, seq, 128,
+                                    "bf16", True))
+    return cases
 
 
 def correctness_cases():
@@ -107,7 +150,8 @@ def main():
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    cases = correctness_cases() + (bench_cases() if args.bench else []) + (sweep_cases() if args.sweep else [])
+    cases = correctness_cases() + attention_correctness_cases() + (bench_cases() if args.bench else [])
+    cases += (attention_bench_cases() if args.bench else []) + (sweep_cases() if args.sweep else [])
     listed = []
     for case in cases:
         folder = out / case["name"]

@@ -78,6 +78,59 @@ def reference(case, x, w, extras):
     return y
 
 
+def attention_inputs(case, generator):
+    dtype = DTYPES[case["dtype"]]
+    b, h, hkv, sq, sk, d = (case[key] for key in ("batch", "heads", "kv_heads", "seq_q", "seq_k", "head_dim"))
+    def rnd(*shape):
+        return torch.randn(*shape, generator=generator, device="cuda").to(dtype)
+    return rnd(b, h, sq, d), rnd(b, hkv, sk, d), rnd(b, hkv, sk, d)
+
+
+def attention_reference(case, q, k, v):
+    """softmax(q k^T / sqrt(d) [+ causal, bottom-right]) v in float32, kv heads repeated for GQA."""
+    group = case["heads"] // case["kv_heads"]
+    qf, kf, vf = q.float(), k.float().repeat_interleave(group, 1), v.float().repeat_interleave(group, 1)
+    s = (qf @ kf.transpose(-1, -2)) / case["head_dim"] ** 0.5
+    if case["causal"]:
+        sq, sk = case["seq_q"], case["seq_k"]
+        keep = torch.ones(sq, sk, device="cuda", dtype=torch.bool).tril(sk - sq)
+        s = s.masked_fill(~keep, float("-inf"))
+    return torch.softmax(s, -1) @ vf
+
+
+def attention_flops(case):
+    b, h, sq, sk, d = (case[key] for key in ("batch", "heads", "seq_q", "seq_k", "head_dim"))
+    flops = 4.0 * b * h * sq * sk * d
+    return flops / 2 if case["causal"] and sq == sk else flops
+
+
+def run_attention(case, runtime, kernel, entry, generator, bench):
+    q, k, v = attention_inputs(case, generator)
+    out = torch.full_like(q, float("nan"))
+    runtime.launch(kernel, entry, [q, k, v, out])
+    torch.cuda.synchronize()
+    ref = attention_reference(case, q, k, v)
+    error = ((out.float() - ref).abs().max() / ref.abs().max()).item()
+    ok = error <= LIMITS[case["dtype"]] and not torch.isnan(out).any().item()
+    row = dict(name=case["name"], error=error, ok=ok)
+    if bench:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        flops = attention_flops(case)
+        group = case["heads"] // case["kv_heads"]
+        kiln_ms = time_ms(lambda: runtime.launch(kernel, entry, [q, k, v, out]))
+        row.update(kiln_ms=kiln_ms, kiln_tflops=flops / kiln_ms / 1e9)
+        for label, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+            try:
+                with sdpa_kernel(backend):
+                    fn = lambda: torch.nn.functional.scaled_dot_product_attention(
+                        q, k, v, is_causal=case["causal"], enable_gqa=group > 1)
+                    ms = time_ms(fn)
+                row.update({f"{label}_ms": ms, f"{label}_tflops": flops / ms / 1e9, f"ratio_{label}": ms / kiln_ms})
+            except RuntimeError as error:
+                row[f"{label}_error"] = str(error).splitlines()[0]
+    return row
+
+
 def time_ms(fn, warmup=5, reps=30):
     for _ in range(warmup):
         fn()
@@ -113,6 +166,19 @@ def main():
         manifest = json.loads((folder / "manifest.json").read_text())
         entry = manifest["kernels"][0]
         kernel = runtime.load(folder / manifest["cubin"], entry["name"])
+        if case["kind"] == "attention":
+            row = run_attention(case, runtime, kernel, entry, generator,
+                                case["name"].startswith("ba_") and not args.no_bench)
+            failures += not row["ok"]
+            results.append(row)
+            timing = ""
+            if "kiln_ms" in row:
+                timing = f"  {row['kiln_tflops']:6.1f} TF/s"
+                for label in ("flash", "cudnn"):
+                    if f"{label}_tflops" in row:
+                        timing += f" | {label} {row[f'{label}_tflops']:6.1f} ({row[f'ratio_{label}']:.2f}x)"
+            print(f"{case['name']:42s} err {row['error']:.2e} {'ok' if row['ok'] else 'FAILED'}{timing}", flush=True)
+            continue
         x, w, extras = make_inputs(case, generator)
         out = torch.full((*case["batch"], case["m"], case["n"]), float("nan"), device="cuda",
                          dtype=DTYPES[case["out_dtype"]])
@@ -145,7 +211,16 @@ def main():
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "gemm_results.json").write_text(json.dumps(dict(seed=seed, device=torch.cuda.get_device_name(),
                                                                results=results), indent=1))
-    bench = [r for r in results if "kiln_ms" in r]
+    attention = [r for r in results if "kiln_ms" in r and "ratio_flash" in r or "flash_error" in r]
+    if attention:
+        lines = ["| case | Kiln TFLOP/s | SDPA flash TFLOP/s | Kiln / flash | SDPA cuDNN TFLOP/s | Kiln / cuDNN |",
+                 "|---|---|---|---|---|---|"]
+        for r in attention:
+            cells = [f"{r.get(f'{label}_tflops', float('nan')):.1f} | {r.get(f'ratio_{label}', float('nan')):.2f}"
+                     for label in ("flash", "cudnn")]
+            lines.append(f"| {r['name']} | {r['kiln_tflops']:.1f} | {cells[0]} | {cells[1]} |")
+        (out_dir / "attention_results.md").write_text("\n".join(lines) + "\n")
+    bench = [r for r in results if "kiln_ms" in r and "cublas_ms" in r]
     if bench:
         lines = ["| case | Kiln TFLOP/s | cuBLAS TFLOP/s | Kiln / cuBLAS | eager epilogue ms | Kiln vs eager |",
                  "|---|---|---|---|---|---|"]

@@ -95,9 +95,55 @@ module {
 // -----
 
 module {
-  func.func private @k5_attention(%q: tensor<1x2x64x64xbf16>, %out: tensor<1x2x64x64xbf16>) -> tensor<1x2x64x64xbf16> attributes {kiln.kernel} {
-    // expected-error @+1 {{convert-kiln-to-gpu: the GPU backend has no lowering for 'kiln.attention' yet (only kiln.matmul kernels)}}
-    %o = kiln.attention %q, %q, %q : tensor<1x2x64x64xbf16>, tensor<1x2x64x64xbf16>, tensor<1x2x64x64xbf16> -> tensor<1x2x64x64xbf16>
+  func.func private @k5_softmax(%x: tensor<64x64xbf16>, %out: tensor<64x64xbf16>) -> tensor<64x64xbf16> attributes {kiln.kernel} {
+    // expected-error @+1 {{convert-kiln-to-gpu: the GPU backend has no lowering for 'kiln.softmax' yet (only kiln.matmul and kiln.attention kernels)}}
+    %p = kiln.softmax %x axis 1 : tensor<64x64xbf16>
+    %r = bufferization.materialize_in_destination %p in %out : (tensor<64x64xbf16>, tensor<64x64xbf16>) -> tensor<64x64xbf16>
+    return %r : tensor<64x64xbf16>
+  }
+}
+
+// -----
+
+// Causal GQA attention becomes the FlashAttention-2 kernel: Q kept in registers, K/V through a double-buffered
+// ring, scores scaled by scale * log2(e) (0.125 * 1.4427 = 0.180336878), quad shuffles for the row max, exp2,
+// P repacked into A fragments for P V with V read by ldmatrix.trans.
+// CHECK-LABEL: func.func private @k6_attention
+// CHECK-SAME: kiln.launch = {block = array<i64: 128, 1, 1>, dynamic_shared_bytes = 46080 : i64, grid = array<i64: 3, 8, 2>}
+// CHECK: gpu.func @k6_attention(%{{.*}}: memref<147456xbf16>, %{{.*}}: memref<36864xbf16>, %{{.*}}: memref<36864xbf16>, %{{.*}}: memref<147456xbf16>) kernel
+// CHECK: gpu.block_id y
+// CHECK: arith.divui %{{.*}}, %{{.*}} : index
+// CHECK: nvgpu.device_async_copy
+// CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false}
+// CHECK: scf.for
+// CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 2 : i32, transpose = false}
+// CHECK: nvvm.mma.sync
+// CHECK: arith.constant dense<0.180336878> : vector<4xf32>
+// CHECK: scf.if
+// CHECK: arith.select
+// CHECK: gpu.shuffle  xor
+// CHECK: math.exp2
+// CHECK: arith.truncf {{.*}} : vector<2xf32> to vector<2xbf16>
+// CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 2 : i32, transpose = true}
+// CHECK: nvvm.mma.sync
+// CHECK: scf.yield
+// CHECK: gpu.shuffle  xor
+// CHECK: arith.divf
+// CHECK: memref.store
+module {
+  func.func private @k6_attention(%q: tensor<2x8x144x64xbf16>, %k: tensor<2x2x144x64xbf16>, %v: tensor<2x2x144x64xbf16>, %out: tensor<2x8x144x64xbf16>) -> tensor<2x8x144x64xbf16> attributes {kiln.kernel} {
+    %o = kiln.attention %q, %k, %v causal : tensor<2x8x144x64xbf16>, tensor<2x2x144x64xbf16>, tensor<2x2x144x64xbf16> -> tensor<2x8x144x64xbf16>
+    %r = bufferization.materialize_in_destination %o in %out : (tensor<2x8x144x64xbf16>, tensor<2x8x144x64xbf16>) -> tensor<2x8x144x64xbf16>
+    return %r : tensor<2x8x144x64xbf16>
+  }
+}
+
+// -----
+
+module {
+  func.func private @k7_attention(%q: tensor<1x2x64x64xbf16>, %m: tensor<64x64xbf16>, %out: tensor<1x2x64x64xbf16>) -> tensor<1x2x64x64xbf16> attributes {kiln.kernel} {
+    // expected-error @+1 {{the GPU attention kernel does not take a mask, an lse result or an epilogue yet}}
+    %o = kiln.attention %q, %q, %q mask(%m : tensor<64x64xbf16>) : tensor<1x2x64x64xbf16>, tensor<1x2x64x64xbf16>, tensor<1x2x64x64xbf16> -> tensor<1x2x64x64xbf16>
     %r = bufferization.materialize_in_destination %o in %out : (tensor<1x2x64x64xbf16>, tensor<1x2x64x64xbf16>) -> tensor<1x2x64x64xbf16>
     return %r : tensor<1x2x64x64xbf16>
   }

@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Conversion/Passes.h"
-#include "MatmulKernel.h"
+#include "GpuKernels.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -38,10 +38,9 @@ struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUP
           kernelOp = &op;
       if (!kernelOp)
         continue;
-      auto matmul = dyn_cast<MatmulOp>(kernelOp);
-      if (!matmul) {
+      if (!isa<MatmulOp, AttentionOp>(kernelOp)) {
         kernelOp->emitError() << "convert-kiln-to-gpu: the GPU backend has no lowering for '"
-                              << kernelOp->getName() << "' yet (only kiln.matmul kernels)";
+                              << kernelOp->getName() << "' yet (only kiln.matmul and kiln.attention kernels)";
         return signalPassFailure();
       }
       if (!gpuModule) {
@@ -49,7 +48,10 @@ struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUP
         builder.setInsertionPointToEnd(module.getBody());
         gpuModule = gpu::GPUModuleOp::create(builder, module.getLoc(), "kiln_kernels");
       }
-      FailureOr<KernelLaunch> launch = buildMatmulKernel(builder, gpuModule, matmul, func.getSymName());
+      FailureOr<KernelLaunch> launch =
+          isa<MatmulOp>(kernelOp)
+              ? buildMatmulKernel(builder, gpuModule, cast<MatmulOp>(kernelOp), func.getSymName())
+              : buildAttentionKernel(builder, gpuModule, cast<AttentionOp>(kernelOp), func.getSymName());
       if (failed(launch))
         return signalPassFailure();
       func->setAttr("kiln.gpu_kernel",

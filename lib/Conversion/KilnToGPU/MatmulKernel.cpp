@@ -11,7 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "MatmulKernel.h"
+#include "GpuKernels.h"
 
 #include "KernelBuilding.h"
 

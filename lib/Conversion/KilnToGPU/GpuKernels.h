@@ -1,14 +1,12 @@
-//===- MatmulKernel.h - kiln.matmul as an mma.sync GPU kernel -----*- C++ -*-===//
+//===- GpuKernels.h - The GPU kernels Kiln builds ------------------*- C++ -*-===//
 //
-// Builds the gpu.func of one matmul kernel for the "mma_sync" lowering (sm_80 and later): thread blocks own
-// BM x BN output tiles, warps own sub-tiles, operands stream through a multi-stage cp.async pipeline in
-// dynamic shared memory, ldmatrix feeds mma.sync m16n8k16 with f32 accumulators, and the epilogue runs in
-// registers before a bounds-checked store.
+// The kernel builders of the "mma_sync" lowering (sm_80 and later): each emits one gpu.func for one kernel op,
+// using cp.async into dynamic shared memory, ldmatrix and mma.sync m16n8k16 with f32 accumulators.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef KILN_LIB_CONVERSION_KILNTOGPU_MATMULKERNEL_H
-#define KILN_LIB_CONVERSION_KILNTOGPU_MATMULKERNEL_H
+#ifndef KILN_LIB_CONVERSION_KILNTOGPU_GPUKERNELS_H
+#define KILN_LIB_CONVERSION_KILNTOGPU_GPUKERNELS_H
 
 #include "Dialect/Kiln/KilnOps.h"
 
@@ -31,7 +29,12 @@ struct KernelLaunch {
 FailureOr<KernelLaunch> buildMatmulKernel(OpBuilder &builder, gpu::GPUModuleOp module, MatmulOp op,
                                           StringRef name);
 
+/// Builds the FlashAttention-2 forward kernel of `op` (bf16/f16, head dims multiples of 16 up to 256, causal or
+/// not, GQA/MQA; no mask, lse or epilogue yet) as a gpu.func named `name` with parameters q, k, v, out.
+FailureOr<KernelLaunch> buildAttentionKernel(OpBuilder &builder, gpu::GPUModuleOp module, AttentionOp op,
+                                             StringRef name);
+
 } // namespace kiln
 } // namespace mlir
 
-#endif // KILN_LIB_CONVERSION_KILNTOGPU_MATMULKERNEL_H
+#endif // KILN_LIB_CONVERSION_KILNTOGPU_GPUKERNELS_H

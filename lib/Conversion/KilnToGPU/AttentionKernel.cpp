@@ -1,0 +1,339 @@
+//===- AttentionKernel.cpp - kiln.attention as a FlashAttention-2 kernel ---===//
+//
+// The forward pass of FlashAttention-2 on mma.sync, emitted op by op:
+//   - grid (ceil(Sq/BQ), Hq, B), 4 warps; each warp owns 16 query rows of the block's BQ = 64;
+//   - the Q tile is copied once (cp.async) and kept in registers as A fragments; K and V tiles of BK keys stream
+//     through a double-buffered ring in dynamic shared memory (rows padded by 16 bytes);
+//   - S = Q K^T with ldmatrix (K read as the transposed operand) and mma.sync m16n8k16, f32 accumulators;
+//   - the online softmax in registers: scores scaled by scale * log2(e), row max by quad shuffles, exp2,
+//     accumulator rescaled by exp2(m_old - m_new); a row still at -inf uses 0 as its offset;
+//   - P is rounded to the input type and repacked from accumulator fragments into A fragments, O += P V with
+//     V read through ldmatrix.trans;
+//   - keys past the end, and with `causal` keys above the bottom-right-aligned diagonal, are set to -inf, only in
+//     the tiles that need it; causal blocks stop at the last key tile their rows can see;
+//   - GQA: the block of q head h reads k/v head h / (Hq / Hkv).
+// The output is O / l, stored in the input type with rows past Sq skipped.
+//
+//===----------------------------------------------------------------------===//
+
+#include "GpuKernels.h"
+
+#include "KernelBuilding.h"
+#include "Transforms/Transforms.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::kiln;
+using namespace mlir::kiln::gpukernel;
+
+static constexpr double kLog2E = 1.4426950408889634;
+
+/// Max or sum of a value over the four lanes of a quad (lanes that share accumulator rows).
+static Value quadReduce(OpBuilder &b, Location loc, Value value, bool isMax) {
+  for (int32_t offset : {1, 2}) {
+    Value other = gpu::ShuffleOp::create(b, loc, value, offset, 32, gpu::ShuffleMode::XOR).getShuffleResult();
+    value = isMax ? Value(arith::MaximumFOp::create(b, loc, value, other))
+                  : Value(arith::AddFOp::create(b, loc, value, other));
+  }
+  return value;
+}
+
+FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUModuleOp module, AttentionOp op,
+                                                   StringRef name) {
+  RankedTensorType qType = op.getQ().getType(), kType = op.getK().getType(), outType = op.getOut().getType();
+  Type element = qType.getElementType();
+  if (!element.isBF16() && !element.isF16())
+    return op.emitOpError() << "the GPU attention kernel takes bf16 or f16 q/k/v, got " << element;
+  if (op.getMask() || op.getLse() || op.hasEpilogue())
+    return op.emitOpError() << "the GPU attention kernel does not take a mask, an lse result or an epilogue yet";
+  int64_t batch = qType.getDimSize(0), heads = qType.getDimSize(1), seqQ = qType.getDimSize(2);
+  int64_t headDim = qType.getDimSize(3), kvHeads = kType.getDimSize(1), seqK = kType.getDimSize(2);
+  int64_t valueDim = op.getV().getType().getDimSize(3), group = op.getGroupSize();
+  if (headDim % 16 != 0 || valueDim % 16 != 0 || headDim > 256 || valueDim > 256)
+    return op.emitOpError() << "the GPU attention kernel needs head dims that are multiples of 16 up to 256, got "
+                            << headDim << " and " << valueDim;
+  bool causal = op.getCausal();
+  const int64_t bq = 64, bk = 64, warps = 4, threads = warps * 32;
+  bool bf16 = element.isBF16();
+
+  // Shared memory: the Q tile, then two K and two V tiles, rows padded by 8 elements.
+  int64_t strideQ = headDim + 8, strideK = headDim + 8, strideV = valueDim + 8;
+  int64_t sizeQ = bq * strideQ, sizeK = bk * strideK, sizeV = bk * strideV;
+  int64_t sharedElements = sizeQ + 2 * sizeK + 2 * sizeV, sharedBytes = sharedElements * 2;
+
+  MLIRContext *ctx = builder.getContext();
+  Location loc = op.getLoc();
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPointToEnd(module.getBody());
+  auto workgroup = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+  std::string sharedName = (name + "_smem").str();
+  auto sharedGlobalType = MemRefType::get({0}, builder.getI8Type(), MemRefLayoutAttrInterface(), workgroup);
+  memref::GlobalOp::create(builder, loc, builder.getStringAttr(sharedName), builder.getStringAttr("public"),
+                           TypeAttr::get(sharedGlobalType), Attribute(), UnitAttr(),
+                           builder.getI64IntegerAttr(16));
+
+  auto flat = [](RankedTensorType type) { return MemRefType::get({type.getNumElements()}, type.getElementType()); };
+  SmallVector<Type> params{flat(qType), flat(kType), flat(op.getV().getType()), flat(outType)};
+  auto func = gpu::GPUFuncOp::create(builder, loc, name, builder.getFunctionType(params, {}));
+  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), builder.getUnitAttr());
+  func.setKnownBlockSizeAttr(builder.getDenseI32ArrayAttr({static_cast<int32_t>(threads), 1, 1}));
+  Block &entry = func.getBody().front();
+  builder.setInsertionPointToStart(&entry);
+  Value q = entry.getArgument(0), k = entry.getArgument(1), v = entry.getArgument(2), out = entry.getArgument(3);
+  IndexMath im{builder, loc};
+  Type f32 = builder.getF32Type();
+  auto f32c = [&](double value) { return arith::ConstantOp::create(builder, loc, builder.getF32FloatAttr(value)); };
+
+  Value raw = memref::GetGlobalOp::create(builder, loc, sharedGlobalType, sharedName);
+  auto rawType = MemRefType::get({sharedBytes}, builder.getI8Type(), MemRefLayoutAttrInterface(), workgroup);
+  Value bytes = memref::ReinterpretCastOp::create(builder, loc, rawType, raw, 0, ArrayRef<int64_t>{sharedBytes},
+                                                  ArrayRef<int64_t>{1});
+  auto view = [&](int64_t offsetElements, int64_t size) {
+    auto type = MemRefType::get({size}, element, MemRefLayoutAttrInterface(), workgroup);
+    return memref::ViewOp::create(builder, loc, type, bytes, im.c(offsetElements * 2), ValueRange{}).getResult();
+  };
+  Value sharedQ = view(0, sizeQ), sharedK = view(sizeQ, 2 * sizeK), sharedV = view(sizeQ + 2 * sizeK, 2 * sizeV);
+
+  Value tid = gpu::ThreadIdOp::create(builder, loc, gpu::Dimension::x);
+  Value qBlock = gpu::BlockIdOp::create(builder, loc, gpu::Dimension::x);
+  Value head = gpu::BlockIdOp::create(builder, loc, gpu::Dimension::y);
+  Value b = gpu::BlockIdOp::create(builder, loc, gpu::Dimension::z);
+  Value warp = im.div(tid, 32), lane = im.rem(tid, 32);
+  Value q0 = im.mul(qBlock, bq), kvHead = im.div(head, group);
+  Value qBase = im.mul(im.add(im.mul(b, heads), head), seqQ * headDim);
+  Value kBase = im.mul(im.add(im.mul(b, kvHeads), kvHead), seqK * headDim);
+  Value vBase = im.mul(im.add(im.mul(b, kvHeads), kvHead), seqK * valueDim);
+  Type tokenType = nvgpu::DeviceAsyncTokenType::get(ctx);
+
+  // Copies rows [row0, row0 + rows) of a [limit x width] matrix at `base` into `shared` (row stride `stride`),
+  // zero-filling rows past `limit`.
+  auto copyRows = [&](Value shared, Value sharedBase, int64_t stride, Value global, Value base, Value row0,
+                      int64_t rows, int64_t width, int64_t limit) {
+    int64_t chunksPerRow = width / 8, chunks = rows * chunksPerRow;
+    SmallVector<Value> tokens;
+    for (int64_t i = 0; i < llvm::divideCeil(chunks, threads); ++i) {
+      Value chunk = im.add(tid, i * threads);
+      // Threads past the last chunk repeat the last one (same bytes, same place).
+      if (chunks % threads != 0)
+        chunk = im.min(chunk, im.c(chunks - 1));
+      Value row = im.div(chunk, chunksPerRow), col = im.mul(im.rem(chunk, chunksPerRow), 8);
+      Value globalRow = im.add(row0, row);
+      Value inside = im.lt(globalRow, limit);
+      Value count = im.select(inside, im.c(8), im.c(0));
+      Value src = im.select(inside, im.add(base, im.add(im.mul(globalRow, width), col)), im.c(0));
+      tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(builder, loc, tokenType, shared,
+                                                        im.add(sharedBase, im.add(im.mul(row, stride), col)), global,
+                                                        src, builder.getIndexAttr(8), count, builder.getUnitAttr()));
+    }
+    return nvgpu::DeviceAsyncCreateGroupOp::create(builder, loc, tokenType, tokens).getResult();
+  };
+  auto loadKV = [&](Value tile, Value slot) {
+    Value row0 = im.mul(tile, bk);
+    copyRows(sharedK, im.mul(slot, sizeK), strideK, k, kBase, row0, bk, headDim, seqK);
+    return copyRows(sharedV, im.mul(slot, sizeV), strideV, v, vBase, row0, bk, valueDim, seqK);
+  };
+
+  // Key tiles this block visits: all of them, or with `causal` up to its last row's diagonal.
+  int64_t allTiles = llvm::divideCeil(seqK, bk);
+  Value numTiles = im.c(allTiles);
+  if (causal) {
+    // Last key visible to row q0 + BQ - 1 is q0 + BQ - 1 + (Sk - Sq); tiles = ceil((that + 1) / BK).
+    Value lastKey = im.add(q0, bq + (seqK - seqQ));
+    numTiles = im.min(im.div(im.add(lastKey, bk - 1), bk), im.c(allTiles));
+  }
+
+  copyRows(sharedQ, im.c(0), strideQ, q, qBase, q0, bq, headDim, seqQ);
+  Value group0 = loadKV(im.c(0), im.c(0));
+  nvgpu::DeviceAsyncWaitOp::create(builder, loc, group0, builder.getI32IntegerAttr(0));
+  gpu::BarrierOp::create(builder, loc);
+
+  // Q fragments of this warp's 16 rows, kept in registers.
+  auto fragA = VectorType::get({4, 2}, element), fragB = VectorType::get({2, 2}, element);
+  Value laneRow16 = im.rem(lane, 16), laneHalf = im.mul(im.div(lane, 16), 8);
+  Value laneRow8 = im.rem(lane, 8), laneKHalf = im.mul(im.rem(im.div(lane, 8), 2), 8);
+  Value warpRow = im.mul(warp, 16);
+  SmallVector<SmallVector<Value>> qRegs;
+  for (int64_t kk = 0; kk < headDim / 16; ++kk) {
+    Value index = im.add(im.mul(im.add(warpRow, laneRow16), strideQ), im.add(laneHalf, kk * 16));
+    qRegs.push_back(packFragment(builder, loc,
+                                 nvgpu::LdMatrixOp::create(builder, loc, fragA, sharedQ, index,
+                                                           builder.getBoolAttr(false), builder.getI32IntegerAttr(4))));
+  }
+
+  // This thread's two rows (lane / 4 and 8 below) and its column pair within each 8-wide fragment.
+  Value rowA = im.add(q0, im.add(warpRow, im.div(lane, 4))), rowB = im.add(rowA, 8);
+  Value pairCol = im.mul(im.rem(lane, 4), 2);
+  auto accType = VectorType::get({4}, f32);
+  Value zeroAcc = arith::ConstantOp::create(builder, loc, DenseElementsAttr::get(accType, 0.0f));
+  Value negInf = f32c(-std::numeric_limits<double>::infinity());
+  int64_t outFrags = valueDim / 8, scoreFrags = bk / 8;
+  SmallVector<Value> inits{negInf, negInf, f32c(0.0), f32c(0.0)};
+  inits.append(outFrags, zeroAcc);
+  double scaleLog2 = op.getEffectiveScale() * kLog2E;
+
+  auto loop = scf::ForOp::create(
+      builder, loc, im.c(0), numTiles, im.c(1), inits,
+      [&](OpBuilder &nested, Location, Value tile, ValueRange carried) {
+        OpBuilder::InsertionGuard loopGuard(builder);
+        builder.setInsertionPoint(nested.getInsertionBlock(), nested.getInsertionPoint());
+        Value slot = im.rem(tile, 2);
+        // Prefetch the next tile into the other slot (read in the previous iteration, finished by all warps).
+        gpu::BarrierOp::create(builder, loc);
+        Value next = im.add(tile, 1);
+        Value nextGroup = loadKV(im.min(next, im.c(allTiles - 1)), im.rem(next, 2));
+        nvgpu::DeviceAsyncWaitOp::create(builder, loc, nextGroup, builder.getI32IntegerAttr(1));
+        gpu::BarrierOp::create(builder, loc);
+
+        // S = Q K^T for this warp's 16 rows and the tile's BK keys.
+        Value baseK = im.mul(slot, sizeK), baseV = im.mul(slot, sizeV);
+        SmallVector<Value> scores(scoreFrags, zeroAcc);
+        for (int64_t kk = 0; kk < headDim / 16; ++kk)
+          for (int64_t j = 0; j < scoreFrags; ++j) {
+            Value index = im.add(baseK, im.add(im.mul(im.add(laneRow8, j * 8), strideK), im.add(laneKHalf, kk * 16)));
+            Value frag = nvgpu::LdMatrixOp::create(builder, loc, fragB, sharedK, index, builder.getBoolAttr(false),
+                                                   builder.getI32IntegerAttr(2));
+            scores[j] = mmaSync(builder, loc, qRegs[kk], packFragment(builder, loc, frag), scores[j], bf16);
+          }
+
+        // Scale to base 2, then mask the keys past the end (and above the diagonal) where the tile needs it.
+        Value scale = arith::ConstantOp::create(builder, loc, DenseElementsAttr::get(accType, float(scaleLog2)));
+        for (Value &s : scores)
+          s = arith::MulFOp::create(builder, loc, s, scale);
+        Value key0 = im.mul(tile, bk);
+        Value needsMask = arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::ugt, im.add(key0, bk),
+                                                im.c(seqK));
+        if (causal) {
+          // The tile's last key is beyond the first row's limit: key0 + BK - 1 > q0 + (Sk - Sq).
+          Value straddles = arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::ugt, im.add(key0, bk - 1),
+                                                  im.add(q0, seqK - seqQ));
+          needsMask = arith::OrIOp::create(builder, loc, needsMask, straddles);
+        }
+        auto masked = scf::IfOp::create(
+            builder, loc, needsMask,
+            [&](OpBuilder &thenBuilder, Location) {
+              OpBuilder::InsertionGuard thenGuard(builder);
+              builder.setInsertionPoint(thenBuilder.getInsertionBlock(), thenBuilder.getInsertionPoint());
+              SmallVector<Value> result;
+              for (int64_t j = 0; j < scoreFrags; ++j) {
+                Value s = scores[j];
+                for (int64_t e = 0; e < 4; ++e) {
+                  Value key = im.add(key0, im.add(pairCol, j * 8 + e % 2));
+                  Value row = e < 2 ? rowA : rowB;
+                  Value outside = arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::uge, key, im.c(seqK));
+                  if (causal) {
+                    Value future = arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::ugt, key,
+                                                         im.add(row, seqK - seqQ));
+                    outside = arith::OrIOp::create(builder, loc, outside, future);
+                  }
+                  Value value = vector::ExtractOp::create(builder, loc, s, ArrayRef<int64_t>{e});
+                  value = arith::SelectOp::create(builder, loc, outside, negInf, value);
+                  s = vector::InsertOp::create(builder, loc, value, s, ArrayRef<int64_t>{e});
+                }
+                result.push_back(s);
+              }
+              scf::YieldOp::create(builder, loc, result);
+            },
+            [&](OpBuilder &elseBuilder, Location) {
+              scf::YieldOp::create(elseBuilder, loc, scores);
+            });
+        for (int64_t j = 0; j < scoreFrags; ++j)
+          scores[j] = masked.getResult(j);
+
+        // Row maxima over the tile: within the thread, then across the quad that shares the rows.
+        auto element4 = [&](Value vec, int64_t e) {
+          return vector::ExtractOp::create(builder, loc, vec, ArrayRef<int64_t>{e}).getResult();
+        };
+        Value maxA = carried[0], maxB = carried[1];
+        Value tileMaxA = negInf, tileMaxB = negInf;
+        for (Value s : scores) {
+          tileMaxA = arith::MaximumFOp::create(builder, loc, tileMaxA,
+                                               arith::MaximumFOp::create(builder, loc, element4(s, 0), element4(s, 1)));
+          tileMaxB = arith::MaximumFOp::create(builder, loc, tileMaxB,
+                                               arith::MaximumFOp::create(builder, loc, element4(s, 2), element4(s, 3)));
+        }
+        Value newMaxA = arith::MaximumFOp::create(builder, loc, maxA, quadReduce(builder, loc, tileMaxA, true));
+        Value newMaxB = arith::MaximumFOp::create(builder, loc, maxB, quadReduce(builder, loc, tileMaxB, true));
+        // A row with nothing visible yet keeps -inf; exponentiate against 0 then, so nothing becomes NaN.
+        auto offsetOf = [&](Value m) {
+          Value isNegInf = arith::CmpFOp::create(builder, loc, arith::CmpFPredicate::OEQ, m, negInf);
+          return arith::SelectOp::create(builder, loc, isNegInf, f32c(0.0), m).getResult();
+        };
+        Value offA = offsetOf(newMaxA), offB = offsetOf(newMaxB);
+        Value alphaA = math::Exp2Op::create(builder, loc, arith::SubFOp::create(builder, loc, maxA, offA));
+        Value alphaB = math::Exp2Op::create(builder, loc, arith::SubFOp::create(builder, loc, maxB, offB));
+        Value offsets = vector::FromElementsOp::create(builder, loc, accType, ValueRange{offA, offA, offB, offB});
+        Value sumA = arith::MulFOp::create(builder, loc, carried[2], alphaA);
+        Value sumB = arith::MulFOp::create(builder, loc, carried[3], alphaB);
+        SmallVector<Value> probs;
+        for (Value s : scores) {
+          Value p = math::Exp2Op::create(builder, loc, arith::SubFOp::create(builder, loc, s, offsets));
+          sumA = arith::AddFOp::create(builder, loc, sumA,
+                                       arith::AddFOp::create(builder, loc, element4(p, 0), element4(p, 1)));
+          sumB = arith::AddFOp::create(builder, loc, sumB,
+                                       arith::AddFOp::create(builder, loc, element4(p, 2), element4(p, 3)));
+          probs.push_back(p);
+        }
+
+        // Rescale O, then O += P V with P repacked from accumulator into A-fragment layout.
+        Value alphas = vector::FromElementsOp::create(builder, loc, accType, ValueRange{alphaA, alphaA, alphaB, alphaB});
+        SmallVector<Value> acc(carried.drop_front(4));
+        for (Value &o : acc)
+          o = arith::MulFOp::create(builder, loc, o, alphas);
+        auto halfPair = VectorType::get({2}, f32);
+        auto pack = [&](Value p, int64_t first) {
+          Value pair = vector::FromElementsOp::create(builder, loc, halfPair,
+                                                      ValueRange{element4(p, first), element4(p, first + 1)});
+          Value narrow = arith::TruncFOp::create(builder, loc, VectorType::get({2}, element), pair);
+          if (!bf16)
+            return narrow;
+          Value word = vector::BitCastOp::create(builder, loc, VectorType::get({1}, builder.getI32Type()), narrow);
+          return vector::ExtractOp::create(builder, loc, word, ArrayRef<int64_t>{0}).getResult();
+        };
+        for (int64_t kk = 0; kk < bk / 16; ++kk) {
+          Value p0 = probs[2 * kk], p1 = probs[2 * kk + 1];
+          SmallVector<Value> pRegs{pack(p0, 0), pack(p0, 2), pack(p1, 0), pack(p1, 2)};
+          for (int64_t d = 0; d < outFrags; ++d) {
+            Value index = im.add(baseV, im.add(im.mul(im.add(laneRow16, kk * 16), strideV), im.c(d * 8)));
+            Value frag = nvgpu::LdMatrixOp::create(builder, loc, fragB, sharedV, index, builder.getBoolAttr(true),
+                                                   builder.getI32IntegerAttr(2));
+            acc[d] = mmaSync(builder, loc, pRegs, packFragment(builder, loc, frag), acc[d], bf16);
+          }
+        }
+        SmallVector<Value> yielded{newMaxA, newMaxB, sumA, sumB};
+        yielded.append(acc);
+        scf::YieldOp::create(builder, loc, yielded);
+      });
+
+  // O / l, stored in the input type; rows past Sq are skipped.
+  Value sumA = quadReduce(builder, loc, loop.getResult(2), false);
+  Value sumB = quadReduce(builder, loc, loop.getResult(3), false);
+  Value invA = arith::DivFOp::create(builder, loc, f32c(1.0), sumA);
+  Value invB = arith::DivFOp::create(builder, loc, f32c(1.0), sumB);
+  Value outBase = im.mul(im.add(im.mul(b, heads), head), seqQ * valueDim);
+  for (int64_t d = 0; d < outFrags; ++d) {
+    Value o = loop.getResult(4 + d);
+    for (int64_t e = 0; e < 4; ++e) {
+      Value row = e < 2 ? rowA : rowB;
+      Value col = im.add(pairCol, d * 8 + e % 2);
+      scf::IfOp::create(builder, loc, im.lt(row, seqQ), [&](OpBuilder &thenBuilder, Location) {
+        OpBuilder::InsertionGuard thenGuard(builder);
+        builder.setInsertionPoint(thenBuilder.getInsertionBlock(), thenBuilder.getInsertionPoint());
+        Value value = vector::ExtractOp::create(builder, loc, o, ArrayRef<int64_t>{e});
+        value = arith::MulFOp::create(builder, loc, value, e < 2 ? invA : invB);
+        value = arith::TruncFOp::create(builder, loc, outType.getElementType(), value);
+        memref::StoreOp::create(builder, loc, value, out, im.add(outBase, im.add(im.mul(row, valueDim), col)));
+        scf::YieldOp::create(builder, loc);
+      });
+    }
+  }
+  gpu::ReturnOp::create(builder, loc);
+  return KernelLaunch{{llvm::divideCeil(seqQ, bq), heads, batch}, {threads, 1, 1}, sharedBytes};
+}
