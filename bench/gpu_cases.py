@@ -53,11 +53,15 @@ def gemm_case(name, m, n, k, dtype="bf16", epilogue="none", batch=(), transpose_
                 transpose_rhs=transpose_rhs, mlir=text)
 
 
-def attention_case(name, batch, heads, kv_heads, seq_q, seq_k, head_dim, dtype="bf16", causal=False):
+def attention_case(name, batch, heads, kv_heads, seq_q, seq_k, head_dim, dtype="bf16", causal=False, tile=None):
     q = tensor((batch, heads, seq_q, head_dim), dtype)
     kv = tensor((batch, kv_heads, seq_k, head_dim), dtype)
+    pinned = ""
+    if tile:
+        pinned = (f" {{kiln.config = #kiln.config<tile = [{tile[0]}, {tile[1]}], warps = {tile[0] // 16}, "
+                  f"stages = 2, lowering = \"mma_sync\">}}")
     text = (f"func.func @{name}(%q: {q}, %k: {kv}, %v: {kv}) -> {q} {{\n"
-            f"  %o = kiln.attention %q, %k, %v{' causal' if causal else ''} : {q}, {kv}, {kv} -> {q}\n"
+            f"  %o = kiln.attention %q, %k, %v{' causal' if causal else ''}{pinned} : {q}, {kv}, {kv} -> {q}\n"
             f"  return %o : {q}\n}}\n")
     return dict(name=name, kind="attention", batch=batch, heads=heads, kv_heads=kv_heads, seq_q=seq_q,
                 seq_k=seq_k, head_dim=head_dim, dtype=dtype, out_dtype=dtype, causal=causal, mlir=text)
@@ -130,8 +134,13 @@ SWEEP = [((128, 128, 32), 4, 4), ((128, 128, 32), 4, 3), ((128, 128, 64), 4, 3),
 
 
 def sweep_cases():
-    """Config variants pinned in the graph, on two large shapes: the autotuning space, measured."""
+    """Config variants pinned in the graph, on large shapes: the autotuning space, measured."""
     cases = []
+    for d, heads in ((128, 16), (64, 32)):
+        for tile in ((64, 64), (128, 64), (128, 128), (64, 128), (128, 32)):
+            for causal in (False, True):
+                cases.append(attention_case(f"ba_sweep_d{d}_s4096_{'causal' if causal else 'full'}_{tile[0]}x{tile[1]}",
+                                            4, heads, heads, 4096, 4096, d, "bf16", causal, tile))
     for m, n, k in [(4096, 4096, 4096), (8192, 11008, 4096)]:
         for tile, warps, stages in SWEEP:
             label = f"{tile[0]}x{tile[1]}x{tile[2]}_w{warps}_s{stages}"

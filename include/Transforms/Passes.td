@@ -106,7 +106,7 @@ def KilnSelectConfig : Pass<"kiln-select-config"> {
 
     - `host`: tiles sized for the CPU caches, clamped to the problem (a 1-row matmul gets a 1-row tile).
     - `sm_80`: ldmatrix + mma.sync tiles (128x128x32 GEMM, 64x128x32 when M <= 64; 4 warps, 3 stages;
-      128x64 attention tiles, 128x128 for head dim <= 64).
+      attention 128 query rows x 128 keys, 128 x 64 for head dim <= 64, one warp per 16 rows).
     - `sm_90a`: the same mma_sync kernels with a 4-stage pipeline (the wgmma lowering is not there yet).
 
     GPU tiles shrink for small problems to the next power of two at or above the dimension, never below 16.

@@ -132,7 +132,7 @@ module {
 // CHECK: memref.store
 module {
   func.func private @k6_attention(%q: tensor<2x8x144x64xbf16>, %k: tensor<2x2x144x64xbf16>, %v: tensor<2x2x144x64xbf16>, %out: tensor<2x8x144x64xbf16>) -> tensor<2x8x144x64xbf16> attributes {kiln.kernel} {
-    %o = kiln.attention %q, %k, %v causal : tensor<2x8x144x64xbf16>, tensor<2x2x144x64xbf16>, tensor<2x2x144x64xbf16> -> tensor<2x8x144x64xbf16>
+    %o = kiln.attention %q, %k, %v causal {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "mma_sync">} : tensor<2x8x144x64xbf16>, tensor<2x2x144x64xbf16>, tensor<2x2x144x64xbf16> -> tensor<2x8x144x64xbf16>
     %r = bufferization.materialize_in_destination %o in %out : (tensor<2x8x144x64xbf16>, tensor<2x8x144x64xbf16>) -> tensor<2x8x144x64xbf16>
     return %r : tensor<2x8x144x64xbf16>
   }
@@ -143,7 +143,7 @@ module {
 module {
   func.func private @k7_attention(%q: tensor<1x2x64x64xbf16>, %m: tensor<64x64xbf16>, %out: tensor<1x2x64x64xbf16>) -> tensor<1x2x64x64xbf16> attributes {kiln.kernel} {
     // expected-error @+1 {{the GPU attention kernel does not take a mask, an lse result or an epilogue yet}}
-    %o = kiln.attention %q, %q, %q mask(%m : tensor<64x64xbf16>) : tensor<1x2x64x64xbf16>, tensor<1x2x64x64xbf16>, tensor<1x2x64x64xbf16> -> tensor<1x2x64x64xbf16>
+    %o = kiln.attention %q, %q, %q mask(%m : tensor<64x64xbf16>) {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "mma_sync">} : tensor<1x2x64x64xbf16>, tensor<1x2x64x64xbf16>, tensor<1x2x64x64xbf16> -> tensor<1x2x64x64xbf16>
     %r = bufferization.materialize_in_destination %o in %out : (tensor<1x2x64x64xbf16>, tensor<1x2x64x64xbf16>) -> tensor<1x2x64x64xbf16>
     return %r : tensor<1x2x64x64xbf16>
   }

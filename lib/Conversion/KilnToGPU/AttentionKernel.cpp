@@ -1,7 +1,7 @@
 //===- AttentionKernel.cpp - kiln.attention as a FlashAttention-2 kernel ---===//
 //
 // The forward pass of FlashAttention-2 on mma.sync, emitted op by op:
-//   - grid (ceil(Sq/BQ), Hq, B), 4 warps; each warp owns 16 query rows of the block's BQ = 64;
+//   - grid (ceil(Sq/BQ), Hq, B), BQ / 16 warps; each warp owns 16 query rows (BQ and BK from #kiln.config);
 //   - the Q tile is copied once (cp.async) and kept in registers as A fragments; K and V tiles of BK keys stream
 //     through a double-buffered ring in dynamic shared memory (rows padded by 16 bytes);
 //   - S = Q K^T with ldmatrix (K read as the transposed operand) and mma.sync m16n8k16, f32 accumulators;
@@ -61,7 +61,16 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
     return op.emitOpError() << "the GPU attention kernel needs head dims that are multiples of 16 up to 256, got "
                             << headDim << " and " << valueDim;
   bool causal = op.getCausal();
-  const int64_t bq = 64, bk = 64, warps = 4, threads = warps * 32;
+  // Tiles from the config: BQ query rows (16 per warp) and BK keys per step.
+  ConfigAttr config = getConfig(op);
+  if (!config || config.getLowering() != "mma_sync" || config.getTile().size() != 2)
+    return op.emitOpError() << "needs a #kiln.config with lowering = \"mma_sync\" and tile = [BQ, BK] for the GPU "
+                               "backend";
+  const int64_t bq = config.getTile()[0], bk = config.getTile()[1], warps = bq / 16, threads = warps * 32;
+  if (bq % 16 != 0 || bq > 256 || bk % 16 != 0 || bk > 256 || (bq * headDim / 8) % threads != 0)
+    return op.emitOpError() << "#kiln.config " << config
+                            << " does not fit the attention kernel: BQ must be a multiple of 16 (one warp per 16 "
+                               "rows) up to 256, BK a multiple of 16 up to 256";
   bool bf16 = element.isBF16();
 
   // Shared memory: the Q tile, then two K and two V tiles, rows padded by 8 elements.
