@@ -81,35 +81,16 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   MLIRContext *ctx = builder.getContext();
   Location loc = op.getLoc();
   OpBuilder::InsertionGuard guard(builder);
-  builder.setInsertionPointToEnd(module.getBody());
-  auto workgroup = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
-  std::string sharedName = (name + "_smem").str();
-  auto sharedGlobalType = MemRefType::get({0}, builder.getI8Type(), MemRefLayoutAttrInterface(), workgroup);
-  memref::GlobalOp::create(builder, loc, builder.getStringAttr(sharedName), builder.getStringAttr("public"),
-                           TypeAttr::get(sharedGlobalType), Attribute(), UnitAttr(),
-                           builder.getI64IntegerAttr(16));
-
-  auto flat = [](RankedTensorType type) { return MemRefType::get({type.getNumElements()}, type.getElementType()); };
-  SmallVector<Type> params{flat(qType), flat(kType), flat(op.getV().getType()), flat(outType)};
-  auto func = gpu::GPUFuncOp::create(builder, loc, name, builder.getFunctionType(params, {}));
-  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), builder.getUnitAttr());
-  func.setKnownBlockSizeAttr(builder.getDenseI32ArrayAttr({static_cast<int32_t>(threads), 1, 1}));
-  Block &entry = func.getBody().front();
-  builder.setInsertionPointToStart(&entry);
+  KernelFunction kernel = startKernel(builder, module, loc, name,
+                                      {qType, kType, op.getV().getType(), outType}, threads, sharedBytes);
+  Block &entry = kernel.func.getBody().front();
   Value q = entry.getArgument(0), k = entry.getArgument(1), v = entry.getArgument(2), out = entry.getArgument(3);
   IndexMath im{builder, loc};
   Type f32 = builder.getF32Type();
   auto f32c = [&](double value) { return arith::ConstantOp::create(builder, loc, builder.getF32FloatAttr(value)); };
-
-  Value raw = memref::GetGlobalOp::create(builder, loc, sharedGlobalType, sharedName);
-  auto rawType = MemRefType::get({sharedBytes}, builder.getI8Type(), MemRefLayoutAttrInterface(), workgroup);
-  Value bytes = memref::ReinterpretCastOp::create(builder, loc, rawType, raw, 0, ArrayRef<int64_t>{sharedBytes},
-                                                  ArrayRef<int64_t>{1});
-  auto view = [&](int64_t offsetElements, int64_t size) {
-    auto type = MemRefType::get({size}, element, MemRefLayoutAttrInterface(), workgroup);
-    return memref::ViewOp::create(builder, loc, type, bytes, im.c(offsetElements * 2), ValueRange{}).getResult();
-  };
-  Value sharedQ = view(0, sizeQ), sharedK = view(sizeQ, 2 * sizeK), sharedV = view(sizeQ + 2 * sizeK, 2 * sizeV);
+  Value sharedQ = sharedView(builder, loc, kernel.sharedBytes, 0, sizeQ, element);
+  Value sharedK = sharedView(builder, loc, kernel.sharedBytes, sizeQ, 2 * sizeK, element);
+  Value sharedV = sharedView(builder, loc, kernel.sharedBytes, sizeQ + 2 * sizeK, 2 * sizeV, element);
 
   Value tid = gpu::ThreadIdOp::create(builder, loc, gpu::Dimension::x);
   Value qBlock = gpu::BlockIdOp::create(builder, loc, gpu::Dimension::x);

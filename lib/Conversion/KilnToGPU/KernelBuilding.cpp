@@ -7,6 +7,7 @@
 #include "KernelBuilding.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
@@ -58,4 +59,37 @@ Value gpukernel::mmaSync(OpBuilder &b, Location loc, ArrayRef<Value> a, ArrayRef
   for (int64_t e = 0; e < 4; ++e)
     parts.push_back(LLVM::ExtractValueOp::create(b, loc, d, ArrayRef<int64_t>{e}));
   return vector::FromElementsOp::create(b, loc, cast<VectorType>(acc.getType()), parts);
+}
+
+KernelFunction gpukernel::startKernel(OpBuilder &b, gpu::GPUModuleOp module, Location loc, StringRef name,
+                                      ArrayRef<RankedTensorType> buffers, int64_t threads, int64_t sharedBytes) {
+  MLIRContext *ctx = b.getContext();
+  b.setInsertionPointToEnd(module.getBody());
+  auto workgroup = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+  std::string sharedName = (name + "_smem").str();
+  auto globalType = MemRefType::get({0}, b.getI8Type(), MemRefLayoutAttrInterface(), workgroup);
+  memref::GlobalOp::create(b, loc, b.getStringAttr(sharedName), b.getStringAttr("public"), TypeAttr::get(globalType),
+                           Attribute(), UnitAttr(), b.getI64IntegerAttr(16));
+
+  SmallVector<Type> params;
+  for (RankedTensorType buffer : buffers)
+    params.push_back(MemRefType::get({buffer.getNumElements()}, buffer.getElementType()));
+  auto func = gpu::GPUFuncOp::create(b, loc, name, b.getFunctionType(params, {}));
+  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  func.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr({static_cast<int32_t>(threads), 1, 1}));
+  b.setInsertionPointToStart(&func.getBody().front());
+
+  Value raw = memref::GetGlobalOp::create(b, loc, globalType, sharedName);
+  auto bytesType = MemRefType::get({sharedBytes}, b.getI8Type(), MemRefLayoutAttrInterface(), workgroup);
+  Value bytes = memref::ReinterpretCastOp::create(b, loc, bytesType, raw, 0, ArrayRef<int64_t>{sharedBytes},
+                                                  ArrayRef<int64_t>{1});
+  return {func, bytes};
+}
+
+Value gpukernel::sharedView(OpBuilder &b, Location loc, Value sharedBytes, int64_t offset, int64_t size,
+                            Type element) {
+  auto space = cast<MemRefType>(sharedBytes.getType()).getMemorySpace();
+  auto type = MemRefType::get({size}, element, MemRefLayoutAttrInterface(), space);
+  Value shift = arith::ConstantIndexOp::create(b, loc, offset * (element.getIntOrFloatBitWidth() / 8));
+  return memref::ViewOp::create(b, loc, type, sharedBytes, shift, ValueRange{});
 }

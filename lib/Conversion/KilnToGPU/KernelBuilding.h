@@ -10,7 +10,9 @@
 #define KILN_LIB_CONVERSION_KILNTOGPU_KERNELBUILDING_H
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
 
 namespace mlir {
 namespace kiln {
@@ -42,6 +44,21 @@ Value broadcastLinearIndex(IndexMath &m, ArrayRef<int64_t> operandShape, ArrayRe
 /// The four registers of an A fragment, or the two of a B fragment, as nvvm.mma.sync takes them: pairs of f16
 /// as vector<2xf16>, pairs of bf16 packed into i32.
 SmallVector<Value> packFragment(OpBuilder &b, Location loc, Value fragment);
+
+/// A kernel under construction: its gpu.func and its dynamic shared memory as raw bytes.
+struct KernelFunction {
+  gpu::GPUFuncOp func;
+  Value sharedBytes;
+};
+
+/// Starts kernel `name` in `module`: a gpu.func taking each of `buffers` as a flat row-major memref (bare
+/// pointers), launched with `threads` threads, with `sharedBytes` of dynamic shared memory (an extern, 16-byte
+/// aligned workgroup global). Leaves `b` at the start of the kernel body.
+KernelFunction startKernel(OpBuilder &b, gpu::GPUModuleOp module, Location loc, StringRef name,
+                           ArrayRef<RankedTensorType> buffers, int64_t threads, int64_t sharedBytes);
+
+/// A 1-D view of `size` elements of `element` at element offset `offset` of the kernel's shared memory.
+Value sharedView(OpBuilder &b, Location loc, Value sharedBytes, int64_t offset, int64_t size, Type element);
 
 /// Runs one mma.sync m16n8k16 (f16 or bf16 operands as `packFragment` gives them, f32 accumulators) on the
 /// accumulator fragment `acc` (vector<4xf32>) and returns the new fragment.

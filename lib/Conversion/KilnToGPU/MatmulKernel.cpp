@@ -77,40 +77,18 @@ FailureOr<KernelLaunch> kiln::buildMatmulKernel(OpBuilder &builder, gpu::GPUModu
   MLIRContext *ctx = builder.getContext();
   Location loc = op.getLoc();
   OpBuilder::InsertionGuard guard(builder);
-  builder.setInsertionPointToEnd(module.getBody());
-  auto workgroup = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
-  std::string sharedName = (name + "_smem").str();
-  auto sharedGlobalType = MemRefType::get({0}, builder.getI8Type(), MemRefLayoutAttrInterface(), workgroup);
-  memref::GlobalOp::create(builder, loc, builder.getStringAttr(sharedName), builder.getStringAttr("public"),
-                           TypeAttr::get(sharedGlobalType), Attribute(), UnitAttr(),
-                           builder.getI64IntegerAttr(16));
-
-  // Parameters: lhs, rhs, epilogue operands, out, each flat.
-  auto flat = [](RankedTensorType type) { return MemRefType::get({type.getNumElements()}, type.getElementType()); };
-  SmallVector<Type> params{flat(lhsType), flat(rhsType)};
+  // Parameters: lhs, rhs, epilogue operands, out.
+  SmallVector<RankedTensorType> buffers{lhsType, rhsType};
   for (Value operand : op.getEpilogueOperands())
-    params.push_back(flat(cast<RankedTensorType>(operand.getType())));
-  params.push_back(flat(outType));
-  auto func = gpu::GPUFuncOp::create(builder, loc, name, builder.getFunctionType(params, {}));
-  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), builder.getUnitAttr());
-  func.setKnownBlockSizeAttr(builder.getDenseI32ArrayAttr({static_cast<int32_t>(threads), 1, 1}));
-  Block &entry = func.getBody().front();
-  builder.setInsertionPointToStart(&entry);
+    buffers.push_back(cast<RankedTensorType>(operand.getType()));
+  buffers.push_back(outType);
+  KernelFunction kernel = startKernel(builder, module, loc, name, buffers, threads, sharedBytes);
+  Block &entry = kernel.func.getBody().front();
   Value lhs = entry.getArgument(0), rhs = entry.getArgument(1), out = entry.getArguments().back();
   ValueRange epilogueArgs = entry.getArguments().slice(2, op.getEpilogueOperands().size());
   IndexMath im{builder, loc};
-
-  // Views of dynamic shared memory.
-  Value raw = memref::GetGlobalOp::create(builder, loc, sharedGlobalType, sharedName);
-  auto rawType = MemRefType::get({sharedBytes}, builder.getI8Type(), MemRefLayoutAttrInterface(), workgroup);
-  Value bytes = memref::ReinterpretCastOp::create(builder, loc, rawType, raw, 0, ArrayRef<int64_t>{sharedBytes},
-                                                  ArrayRef<int64_t>{1});
-  auto viewType = [&](int64_t size) {
-    return MemRefType::get({size}, element, MemRefLayoutAttrInterface(), workgroup);
-  };
-  Value sharedA = memref::ViewOp::create(builder, loc, viewType(stages * stageA), bytes, im.c(0), ValueRange{});
-  Value sharedB = memref::ViewOp::create(builder, loc, viewType(stages * stageB), bytes,
-                                         im.c(stages * stageA * 2), ValueRange{});
+  Value sharedA = sharedView(builder, loc, kernel.sharedBytes, 0, stages * stageA, element);
+  Value sharedB = sharedView(builder, loc, kernel.sharedBytes, stages * stageA, stages * stageB, element);
 
   Value tid = gpu::ThreadIdOp::create(builder, loc, gpu::Dimension::x);
   Value blockN = gpu::BlockIdOp::create(builder, loc, gpu::Dimension::x);
