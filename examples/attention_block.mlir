@@ -1,4 +1,4 @@
-// A causal GQA attention block written out op by op, as an exporter emits it: q k^T, scale, causal mask,
+// A GQA attention block written out op by op, as an exporter emits it: q k^T, a scale,
 // softmax, times v, then an output projection with a bias and a residual add. `make demo` runs it through Kiln.
 func.func @attention_block(%q: tensor<1x8x77x64xf32>, %k: tensor<1x2x77x64xf32>, %v: tensor<1x2x77x64xf32>,
                            %w: tensor<512x512xf32>, %b: tensor<512xf32>, %x: tensor<1x77x512xf32>)

@@ -96,7 +96,7 @@ module {
 
 module {
   func.func private @k5_softmax(%x: tensor<64x64xbf16>, %out: tensor<64x64xbf16>) -> tensor<64x64xbf16> attributes {kiln.kernel} {
-    // expected-error @+1 {{convert-kiln-to-gpu: the GPU backend has no lowering for 'kiln.softmax' yet (only kiln.matmul and kiln.attention kernels)}}
+    // expected-error @+1 {{convert-kiln-to-gpu: the GPU backend has no lowering for 'kiln.softmax' yet (matmul, attention, elementwise and data-movement kernels only)}}
     %p = kiln.softmax %x axis 1 : tensor<64x64xbf16>
     %r = bufferization.materialize_in_destination %p in %out : (tensor<64x64xbf16>, tensor<64x64xbf16>) -> tensor<64x64xbf16>
     return %r : tensor<64x64xbf16>
@@ -146,5 +146,33 @@ module {
     %o = kiln.attention %q, %q, %q mask(%m : tensor<64x64xbf16>) {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "mma_sync">} : tensor<1x2x64x64xbf16>, tensor<1x2x64x64xbf16>, tensor<1x2x64x64xbf16> -> tensor<1x2x64x64xbf16>
     %r = bufferization.materialize_in_destination %o in %out : (tensor<1x2x64x64xbf16>, tensor<1x2x64x64xbf16>) -> tensor<1x2x64x64xbf16>
     return %r : tensor<1x2x64x64xbf16>
+  }
+}
+
+// -----
+
+// Glue kernels: one thread per output element, reading each operand at its permuted or broadcast index.
+// CHECK-LABEL: func.func private @k8_transpose
+// CHECK-SAME: kiln.launch = {block = array<i64: 256, 1, 1>, dynamic_shared_bytes = 0 : i64, grid = array<i64: 154, 1, 1>}
+// CHECK: func.func private @k9_gelu
+// CHECK: gpu.func @k8_transpose(%{{.*}}: memref<39424xbf16>, %{{.*}}: memref<39424xbf16>) kernel
+// CHECK-NOT: memref.global
+// CHECK: scf.if
+// CHECK: memref.load
+// CHECK: memref.store
+// CHECK: gpu.func @k9_gelu
+// CHECK: arith.extf {{.*}} : bf16 to f32
+// CHECK: math.tanh
+// CHECK: arith.truncf {{.*}} : f32 to bf16
+module {
+  func.func private @k8_transpose(%x: tensor<1x8x77x64xbf16>, %out: tensor<1x77x8x64xbf16>) -> tensor<1x77x8x64xbf16> attributes {kiln.kernel} {
+    %t = kiln.transpose %x [0, 2, 1, 3] : tensor<1x8x77x64xbf16> -> tensor<1x77x8x64xbf16>
+    %r = bufferization.materialize_in_destination %t in %out : (tensor<1x77x8x64xbf16>, tensor<1x77x8x64xbf16>) -> tensor<1x77x8x64xbf16>
+    return %r : tensor<1x77x8x64xbf16>
+  }
+  func.func private @k9_gelu(%x: tensor<77x300xbf16>, %out: tensor<77x300xbf16>) -> tensor<77x300xbf16> attributes {kiln.kernel} {
+    %g = kiln.gelu %x approximate(tanh) : tensor<77x300xbf16>
+    %r = bufferization.materialize_in_destination %g in %out : (tensor<77x300xbf16>, tensor<77x300xbf16>) -> tensor<77x300xbf16>
+    return %r : tensor<77x300xbf16>
   }
 }

@@ -3,7 +3,7 @@
 // RUN: not kilnc %s --target=sm_75 -o %t 2>&1 | FileCheck %s --check-prefix=TARGET
 // RUN: not kilnc %s --emit=sass -o %t 2>&1 | FileCheck %s --check-prefix=EMIT
 
-// CHECK: kilnc-errors.mlir:[[@LINE+5]]:8: error: convert-kiln-to-gpu: the GPU backend has no lowering for 'kiln.softmax' yet (only kiln.matmul and kiln.attention kernels)
+// CHECK: kilnc-errors.mlir:[[@LINE+5]]:8: error: convert-kiln-to-gpu: the GPU backend has no lowering for 'kiln.softmax' yet (matmul, attention, elementwise and data-movement kernels only)
 // CHECK: kilnc: error: the kernel stage failed
 // TARGET: kilnc: error: unsupported --target=sm_75 (expected sm_80 or sm_90a)
 // EMIT: kilnc: error: unknown --emit=sass

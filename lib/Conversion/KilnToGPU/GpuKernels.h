@@ -35,6 +35,15 @@ FailureOr<KernelLaunch> buildMatmulKernel(OpBuilder &builder, gpu::GPUModuleOp m
 FailureOr<KernelLaunch> buildAttentionKernel(OpBuilder &builder, gpu::GPUModuleOp module, AttentionOp op,
                                              StringRef name);
 
+/// True for the ops that buildElementwiseKernel handles: elementwise arithmetic, activations, select, cast,
+/// and the data movement between kernels (transpose, reshape, broadcast, slice).
+bool isElementwiseKernelOp(Operation *op);
+
+/// Builds a one-thread-per-element kernel for `op` (float tensors) as a gpu.func named `name` with parameters the
+/// op's operands and its output.
+FailureOr<KernelLaunch> buildElementwiseKernel(OpBuilder &builder, gpu::GPUModuleOp module, Operation *op,
+                                               StringRef name);
+
 } // namespace kiln
 } // namespace mlir
 

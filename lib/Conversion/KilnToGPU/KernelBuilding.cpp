@@ -68,8 +68,9 @@ KernelFunction gpukernel::startKernel(OpBuilder &b, gpu::GPUModuleOp module, Loc
   auto workgroup = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
   std::string sharedName = (name + "_smem").str();
   auto globalType = MemRefType::get({0}, b.getI8Type(), MemRefLayoutAttrInterface(), workgroup);
-  memref::GlobalOp::create(b, loc, b.getStringAttr(sharedName), b.getStringAttr("public"), TypeAttr::get(globalType),
-                           Attribute(), UnitAttr(), b.getI64IntegerAttr(16));
+  if (sharedBytes > 0)
+    memref::GlobalOp::create(b, loc, b.getStringAttr(sharedName), b.getStringAttr("public"),
+                             TypeAttr::get(globalType), Attribute(), UnitAttr(), b.getI64IntegerAttr(16));
 
   SmallVector<Type> params;
   for (RankedTensorType buffer : buffers)
@@ -78,6 +79,8 @@ KernelFunction gpukernel::startKernel(OpBuilder &b, gpu::GPUModuleOp module, Loc
   func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
   func.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr({static_cast<int32_t>(threads), 1, 1}));
   b.setInsertionPointToStart(&func.getBody().front());
+  if (sharedBytes == 0)
+    return {func, Value()};
 
   Value raw = memref::GetGlobalOp::create(b, loc, globalType, sharedName);
   auto bytesType = MemRefType::get({sharedBytes}, b.getI8Type(), MemRefLayoutAttrInterface(), workgroup);

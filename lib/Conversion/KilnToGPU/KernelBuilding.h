@@ -53,7 +53,7 @@ struct KernelFunction {
 
 /// Starts kernel `name` in `module`: a gpu.func taking each of `buffers` as a flat row-major memref (bare
 /// pointers), launched with `threads` threads, with `sharedBytes` of dynamic shared memory (an extern, 16-byte
-/// aligned workgroup global). Leaves `b` at the start of the kernel body.
+/// aligned workgroup global; none when 0). Leaves `b` at the start of the kernel body.
 KernelFunction startKernel(OpBuilder &b, gpu::GPUModuleOp module, Location loc, StringRef name,
                            ArrayRef<RankedTensorType> buffers, int64_t threads, int64_t sharedBytes);
 

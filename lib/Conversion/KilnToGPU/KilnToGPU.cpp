@@ -38,9 +38,10 @@ struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUP
           kernelOp = &op;
       if (!kernelOp)
         continue;
-      if (!isa<MatmulOp, AttentionOp>(kernelOp)) {
+      if (!isa<MatmulOp, AttentionOp>(kernelOp) && !isElementwiseKernelOp(kernelOp)) {
         kernelOp->emitError() << "convert-kiln-to-gpu: the GPU backend has no lowering for '"
-                              << kernelOp->getName() << "' yet (only kiln.matmul and kiln.attention kernels)";
+                              << kernelOp->getName()
+                              << "' yet (matmul, attention, elementwise and data-movement kernels only)";
         return signalPassFailure();
       }
       if (!gpuModule) {
@@ -49,9 +50,10 @@ struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUP
         gpuModule = gpu::GPUModuleOp::create(builder, module.getLoc(), "kiln_kernels");
       }
       FailureOr<KernelLaunch> launch =
-          isa<MatmulOp>(kernelOp)
-              ? buildMatmulKernel(builder, gpuModule, cast<MatmulOp>(kernelOp), func.getSymName())
-              : buildAttentionKernel(builder, gpuModule, cast<AttentionOp>(kernelOp), func.getSymName());
+          isa<MatmulOp>(kernelOp)      ? buildMatmulKernel(builder, gpuModule, cast<MatmulOp>(kernelOp), func.getSymName())
+          : isa<AttentionOp>(kernelOp) ? buildAttentionKernel(builder, gpuModule, cast<AttentionOp>(kernelOp),
+                                                              func.getSymName())
+                                       : buildElementwiseKernel(builder, gpuModule, kernelOp, func.getSymName());
       if (failed(launch))
         return signalPassFailure();
       func->setAttr("kiln.gpu_kernel",
