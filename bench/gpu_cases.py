@@ -99,6 +99,33 @@ def attention_bench_cases():
     return cases
 
 
+GLUE = {
+    # name: (input shapes/dtypes, result type, body)
+    "transpose_0213": ([("x", (1, 8, 77, 64), "bf16")], ((1, 77, 8, 64), "bf16"),
+                       "%r = kiln.transpose %x [0, 2, 1, 3] : {x} -> {r}"),
+    "gelu_tanh": ([("x", (77, 3000), "bf16")], ((77, 3000), "bf16"), "%r = kiln.gelu %x approximate(tanh) : {x}"),
+    "cast_f32_bf16": ([("x", (1000, 77), "f32")], ((1000, 77), "bf16"), "%r = kiln.cast %x : {x} to {r}"),
+    "add_broadcast": ([("x", (2, 77, 96), "f16"), ("y", (96,), "f16")], ((2, 77, 96), "f16"),
+                      "%r = kiln.add %x, %y : {x}, {y} -> {r}"),
+    "broadcast_gqa": ([("x", (1, 2, 1, 77, 64), "bf16")], ((1, 2, 4, 77, 64), "bf16"),
+                      "%r = kiln.broadcast %x : {x} -> {r}"),
+    "slice_half": ([("x", (4, 77, 128), "bf16")], ((4, 77, 64), "bf16"),
+                   "%r = kiln.slice %x offsets [0, 0, 64] strides [1, 1, 1] : {x} -> {r}"),
+}
+
+
+def glue_cases():
+    cases = []
+    for name, (inputs, (shape, dtype), body) in GLUE.items():
+        types = {arg: tensor(s, d) for arg, s, d in inputs}
+        result = tensor(shape, dtype)
+        text = (f"func.func @g_{name}(" + ", ".join(f"%{arg}: {types[arg]}" for arg, _, _ in inputs) +
+                f") -> {result} {{\n  " + body.format(r=result, **types) + f"\n  return %r : {result}\n}}\n")
+        cases.append(dict(name=f"g_{name}", kind="glue", op=name, inputs=[[list(s), d] for _, s, d in inputs],
+                          shape=list(shape), dtype=dtype, out_dtype=dtype, mlir=text))
+    return cases
+
+
 def correctness_cases():
     cases = []
     for dtype in ("bf16", "f16"):
@@ -159,7 +186,8 @@ def main():
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    cases = correctness_cases() + attention_correctness_cases() + (bench_cases() if args.bench else [])
+    cases = correctness_cases() + attention_correctness_cases() + glue_cases()
+    cases += bench_cases() if args.bench else []
     cases += (attention_bench_cases() if args.bench else []) + (sweep_cases() if args.sweep else [])
     listed = []
     for case in cases:

@@ -131,6 +131,28 @@ def run_attention(case, runtime, kernel, entry, generator, bench):
     return row
 
 
+GLUE_REFERENCES = {
+    "transpose_0213": lambda x: x.permute(0, 2, 1, 3),
+    "gelu_tanh": lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
+    "cast_f32_bf16": lambda x: x,
+    "add_broadcast": lambda x, y: x + y,
+    "broadcast_gqa": lambda x: x.expand(1, 2, 4, 77, 64),
+    "slice_half": lambda x: x[:, :, 64:],
+}
+
+
+def run_glue(case, runtime, kernel, entry, generator):
+    inputs = [torch.randn(*shape, generator=generator, device="cuda").to(DTYPES[dtype])
+              for shape, dtype in case["inputs"]]
+    out = torch.full(case["shape"], float("nan"), device="cuda", dtype=DTYPES[case["dtype"]])
+    runtime.launch(kernel, entry, [*inputs, out])
+    torch.cuda.synchronize()
+    ref = GLUE_REFERENCES[case["op"]](*[t.float() for t in inputs])
+    error = ((out.float() - ref).abs().max() / ref.abs().max()).item()
+    ok = error <= LIMITS[case["dtype"]] and not torch.isnan(out).any().item()
+    return dict(name=case["name"], error=error, ok=ok)
+
+
 def time_ms(fn, warmup=5, reps=30):
     for _ in range(warmup):
         fn()
@@ -166,6 +188,12 @@ def main():
         manifest = json.loads((folder / "manifest.json").read_text())
         entry = manifest["kernels"][0]
         kernel = runtime.load(folder / manifest["cubin"], entry["name"])
+        if case["kind"] == "glue":
+            row = run_glue(case, runtime, kernel, entry, generator)
+            failures += not row["ok"]
+            results.append(row)
+            print(f"{case['name']:42s} err {row['error']:.2e} {'ok' if row['ok'] else 'FAILED'}", flush=True)
+            continue
         if case["kind"] == "attention":
             row = run_attention(case, runtime, kernel, entry, generator,
                                 case["name"].startswith("ba_") and not args.no_bench)
