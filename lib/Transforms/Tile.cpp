@@ -30,7 +30,7 @@ static bool isRowKernel(Operation *op) {
   if (type.getRank() < 2)
     return false;
   if (auto softmax = dyn_cast<SoftmaxOp>(op))
-    return softmax.getAxis() == type.getRank() - 1;
+    return static_cast<int64_t>(softmax.getAxis()) == type.getRank() - 1;
   return isa<RmsNormOp, LayerNormOp>(op);
 }
 

@@ -109,7 +109,7 @@ FailureOr<SmallVector<Value>> kiln::tileAttention(RewriterBase &rewriter, Attent
   t.batch = qType.getDimSize(0), t.heads = qType.getDimSize(1), t.seqQ = qType.getDimSize(2);
   t.headDim = qType.getDimSize(3), t.seqK = vType.getDimSize(2), t.valueDim = vType.getDimSize(3);
   t.group = op.getGroupSize(), t.bq = config.getTile()[0], t.bk = config.getTile()[1];
-  int64_t paddedKeys = llvm::divideCeil(t.seqK, t.bk) * t.bk;
+  int64_t paddedKeys = llvm::divideCeilSigned(t.seqK, t.bk) * t.bk;
   Type f32 = rewriter.getF32Type();
   double scale = op.getEffectiveScale();
   constexpr double negInf = -std::numeric_limits<double>::infinity();

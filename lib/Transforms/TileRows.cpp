@@ -25,7 +25,7 @@ FailureOr<Value> kiln::tileRowKernel(RewriterBase &rewriter, Operation *op) {
   int64_t rank = type.getRank();
   if (rank < 2)
     return rewriter.notifyMatchFailure(op, "a single row has nothing to tile");
-  if (auto softmax = dyn_cast<SoftmaxOp>(op); softmax && softmax.getAxis() != rank - 1)
+  if (auto softmax = dyn_cast<SoftmaxOp>(op); softmax && static_cast<int64_t>(softmax.getAxis()) != rank - 1)
     return rewriter.notifyMatchFailure(op, "only a softmax along the last axis is a row kernel");
 
   int64_t rowsPerTile = config.getTile()[0], rows = type.getDimSize(rank - 2), width = type.getDimSize(rank - 1);

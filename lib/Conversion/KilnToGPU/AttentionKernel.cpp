@@ -109,7 +109,7 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
                       int64_t rows, int64_t width, int64_t limit) {
     int64_t chunksPerRow = width / 8, chunks = rows * chunksPerRow;
     SmallVector<Value> tokens;
-    for (int64_t i = 0; i < llvm::divideCeil(chunks, threads); ++i) {
+    for (int64_t i = 0; i < llvm::divideCeilSigned(chunks, threads); ++i) {
       Value chunk = im.add(tid, i * threads);
       // Threads past the last chunk repeat the last one (same bytes, same place).
       if (chunks % threads != 0)
@@ -132,7 +132,7 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   };
 
   // Key tiles this block visits: all of them, or with `causal` up to its last row's diagonal.
-  int64_t allTiles = llvm::divideCeil(seqK, bk);
+  int64_t allTiles = llvm::divideCeilSigned(seqK, bk);
   Value numTiles = im.c(allTiles);
   if (causal) {
     // Last key visible to row q0 + BQ - 1 is q0 + BQ - 1 + (Sk - Sq); tiles = ceil((that + 1) / BK).
@@ -325,5 +325,5 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
     }
   }
   gpu::ReturnOp::create(builder, loc);
-  return KernelLaunch{{llvm::divideCeil(seqQ, bq), heads, batch}, {threads, 1, 1}, sharedBytes};
+  return KernelLaunch{{llvm::divideCeilSigned(seqQ, bq), heads, batch}, {threads, 1, 1}, sharedBytes};
 }

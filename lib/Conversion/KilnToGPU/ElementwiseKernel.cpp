@@ -108,5 +108,5 @@ FailureOr<KernelLaunch> kiln::buildElementwiseKernel(OpBuilder &builder, gpu::GP
     scf::YieldOp::create(builder, loc);
   });
   gpu::ReturnOp::create(builder, loc);
-  return KernelLaunch{{llvm::divideCeil(count, threads), 1, 1}, {threads, 1, 1}, 0};
+  return KernelLaunch{{llvm::divideCeilSigned(count, threads), 1, 1}, {threads, 1, 1}, 0};
 }

@@ -116,7 +116,7 @@ FailureOr<KernelLaunch> kiln::buildMatmulKernel(OpBuilder &builder, gpu::GPUModu
   Value offsetA = batchOffset(lhsType), offsetB = batchOffset(rhsType);
   Value outOffset = im.mul(batch, m * n);
 
-  int64_t kTiles = llvm::divideCeil(k, bk);
+  int64_t kTiles = llvm::divideCeilSigned(k, bk);
   Type tokenType = nvgpu::DeviceAsyncTokenType::get(ctx);
   // Issues the copies of k-tile `kTile` into ring slot `stage`; out-of-range chunks copy 0 bytes (zero-fill).
   auto issueLoads = [&](Value kTile, Value stage) {
@@ -263,5 +263,5 @@ FailureOr<KernelLaunch> kiln::buildMatmulKernel(OpBuilder &builder, gpu::GPUModu
   int64_t batchCount = 1;
   for (int64_t d = 0; d < rank - 2; ++d)
     batchCount *= outShape[d];
-  return KernelLaunch{{llvm::divideCeil(n, bn), llvm::divideCeil(m, bm), batchCount}, {threads, 1, 1}, sharedBytes};
+  return KernelLaunch{{llvm::divideCeilSigned(n, bn), llvm::divideCeilSigned(m, bm), batchCount}, {threads, 1, 1}, sharedBytes};
 }
