@@ -28,3 +28,16 @@ echo "    (no kiln.softmax left: $(grep -c 'kiln.softmax' <<<"$tiled" || true) o
 section "4. Compiled for the CPU (kiln-run), checked against float64 numpy and the unfused reference"
 python3 "$here/scripts/demo_check.py" "$bin/kiln-run" "$example"
 "$bin/kiln-run" "$example" --random-inputs --check
+
+section "5. The bf16 block compiled for the H200 (kilnc --target=sm_90a): kernels, launch shapes, registers"
+out="$here/$build/demo-gpu"
+"$bin/kilnc" "$here/examples/gpu_attention_block.mlir" --target=sm_90a -o "$out"
+python3 - "$out/manifest.json" <<'PY'
+import json, sys
+manifest = json.load(open(sys.argv[1]))
+for kernel in manifest["kernels"]:
+    print(f"  {kernel['name']:40s} grid {kernel['grid']} block {kernel['block'][0]:3d} "
+          f"smem {kernel['dynamic_shared_bytes']:6d} B  {kernel.get('registers', '?')} registers, "
+          f"{kernel.get('spill_stores', '?')} B spilled")
+print(f"  cubin: {manifest['cubin']}  (bench/gpu_visit.py checks and times such kernels on a GPU)")
+PY

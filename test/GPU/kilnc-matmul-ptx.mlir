@@ -15,6 +15,9 @@
 // MANIFEST80: "cubin": "kernels.sm_80.cubin"
 // MANIFEST80: "name": "ffn_k0_matmul"
 // MANIFEST80: "op": "kiln.matmul"
+// MANIFEST80: "registers": {{[0-9]+}}
+// MANIFEST80: "spill_loads": 0,
+// MANIFEST80-NEXT: "spill_stores": 0
 // MANIFEST80: 0 bytes spill stores, 0 bytes spill loads
 // MANIFEST80-NOT: [1-9][0-9]* bytes spill stores
 // MANIFEST80: "target": "sm_80"

@@ -4,7 +4,7 @@
 //
 // Compiles a kiln module for a GPU and writes the kernels (kernels.ptx, and kernels.<target>.cubin when ptxas
 // is found) with manifest.json: for each kernel its name, parameters (buffers in order, shape, dtype), launch
-// grid and block, dynamic shared memory and config, plus ptxas' register and spill report. --emit stops at a
+// grid and block, dynamic shared memory, config, and ptxas' registers and spills. --emit stops at a
 // stage and prints its IR instead. Errors name the op and the stage that failed.
 //
 //===----------------------------------------------------------------------===//
@@ -138,6 +138,39 @@ static FailureOr<std::string> extractPtx(ModuleOp module) {
   return ptx;
 }
 
+/// Adds ptxas' per-kernel report (registers, spill stores and loads) to the manifest's kernel entries.
+static void attachPtxasReport(llvm::json::Array &kernels, StringRef log) {
+  StringRef current;
+  SmallVector<StringRef> lines;
+  log.split(lines, '\n');
+  for (StringRef line : lines) {
+    if (size_t at = line.find("Compiling entry function '"); at != StringRef::npos) {
+      current = line.drop_front(at + strlen("Compiling entry function '")).take_until([](char c) { return c == '\''; });
+      continue;
+    }
+    for (llvm::json::Value &value : kernels) {
+      llvm::json::Object &kernel = *value.getAsObject();
+      if (kernel.getString("name") != current)
+        continue;
+      int64_t number = 0;
+      if (size_t at = line.find("Used "); at != StringRef::npos &&
+                                          !line.drop_front(at + 5).take_until([](char c) { return c == ' '; })
+                                               .getAsInteger(10, number))
+        kernel["registers"] = number;
+      if (size_t at = line.find(" bytes spill stores"); at != StringRef::npos) {
+        StringRef before = line.take_front(at).rtrim();
+        StringRef stores = before.drop_front(before.find_last_of(' ') + 1);
+        if (!stores.getAsInteger(10, number))
+          kernel["spill_stores"] = number;
+        size_t loadsAt = line.find(" bytes spill loads");
+        StringRef head = line.take_front(loadsAt).rtrim();
+        if (loadsAt != StringRef::npos && !head.drop_front(head.find_last_of(' ') + 1).getAsInteger(10, number))
+          kernel["spill_loads"] = number;
+      }
+    }
+  }
+}
+
 static bool writeFile(StringRef path, StringRef contents) {
   std::string error;
   auto file = openOutputFile(path, &error);
@@ -237,6 +270,8 @@ int main(int argc, char **argv) {
       return fail("ptxas failed on " + ptxPath + ": " + (log ? (*log)->getBuffer() : StringRef(message)));
     manifest["cubin"] = "kernels." + target.getValue() + ".cubin";
     manifest["ptxas"] = log ? (*log)->getBuffer().str() : std::string();
+    if (log)
+      attachPtxasReport(*manifest.getArray("kernels"), (*log)->getBuffer());
   } else {
     manifest["cubin"] = nullptr;
     manifest["ptxas"] = "ptxas not found: the runtime JIT-compiles kernels.ptx through the driver";
