@@ -1,7 +1,7 @@
 // RUN: kiln-opt %s -convert-kiln-to-gpu -split-input-file -verify-diagnostics | FileCheck %s
 
 // A bf16 matmul kernel with a bias + SiLU epilogue becomes an mma.sync kernel: cp.async into a dynamic
-// shared-memory ring, ldmatrix fragments, nvvm.mma.sync m16n8k16 with bf16 operands packed in i32, and the
+// shared-memory ring, ldmatrix fragments (x4: two B fragments per load), nvvm.mma.sync m16n8k16 with bf16 operands packed in i32, and the
 // epilogue applied per element before a bounds-checked store.
 // CHECK-LABEL: func.func private @k0_matmul
 // CHECK-SAME: kiln.gpu_kernel = @kiln_kernels::@k0_matmul
@@ -17,7 +17,7 @@
 // CHECK: nvgpu.device_async_wait
 // CHECK: gpu.barrier
 // CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false} : memref<{{.*}}xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
-// CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 2 : i32, transpose = true} : memref<{{.*}}xbf16, #gpu.address_space<workgroup>> -> vector<2x2xbf16>
+// CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = true} : memref<{{.*}}xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
 // CHECK: vector.bitcast {{.*}} : vector<2xbf16> to vector<1xi32>
 // CHECK: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>}
 // CHECK: scf.if
@@ -49,7 +49,7 @@ module {
 // CHECK-SAME: grid = array<i64: 2, 1, 2>
 // CHECK: gpu.func @k1_matmul
 // CHECK: gpu.block_id z
-// CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 2 : i32, transpose = false} : memref<{{.*}}xf16, #gpu.address_space<workgroup>> -> vector<2x2xf16>
+// CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false} : memref<{{.*}}xf16, #gpu.address_space<workgroup>> -> vector<4x2xf16>
 // CHECK: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {{.*}} : (vector<2xf16>, vector<2xf16>, f32) -> !llvm.struct<(f32, f32, f32, f32)>
 module {
   func.func private @k1_matmul(%x: tensor<2x77x128xf16>, %w: tensor<136x128xf16>, %out: tensor<2x77x136xf32>) -> tensor<2x77x136xf32> attributes {kiln.kernel} {
@@ -116,7 +116,7 @@ module {
 // CHECK: nvgpu.device_async_copy
 // CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false}
 // CHECK: scf.for
-// CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 2 : i32, transpose = false}
+// CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false}
 // CHECK: nvvm.mma.sync
 // CHECK: arith.constant dense<0.180336878> : vector<4xf32>
 // CHECK: scf.if
@@ -124,7 +124,7 @@ module {
 // CHECK: gpu.shuffle  xor
 // CHECK: math.exp2
 // CHECK: arith.truncf {{.*}} : vector<2xf32> to vector<2xbf16>
-// CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 2 : i32, transpose = true}
+// CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = true}
 // CHECK: nvvm.mma.sync
 // CHECK: scf.yield
 // CHECK: gpu.shuffle  xor

@@ -38,7 +38,7 @@
 // PTX80: .target sm_80
 // PTX80: cp.async.cg.shared.global
 // PTX80: ldmatrix.sync.aligned.m8n8.x4.shared.b16
-// PTX80: ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16
+// PTX80: ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16
 // PTX80: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
 
 // PTX90: .target sm_90a

@@ -146,9 +146,8 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   gpu::BarrierOp::create(builder, loc);
 
   // Q fragments of this warp's 16 rows, kept in registers.
-  auto fragA = VectorType::get({4, 2}, element), fragB = VectorType::get({2, 2}, element);
+  auto fragA = VectorType::get({4, 2}, element);
   Value laneRow16 = im.rem(lane, 16), laneHalf = im.mul(im.div(lane, 16), 8);
-  Value laneRow8 = im.rem(lane, 8), laneKHalf = im.mul(im.rem(im.div(lane, 8), 2), 8);
   Value warpRow = im.mul(warp, 16);
   SmallVector<SmallVector<Value>> qRegs;
   for (int64_t kk = 0; kk < headDim / 16; ++kk) {
@@ -186,11 +185,11 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
         Value baseK = im.mul(slot, sizeK), baseV = im.mul(slot, sizeV);
         SmallVector<Value> scores(scoreFrags, zeroAcc);
         for (int64_t kk = 0; kk < headDim / 16; ++kk)
-          for (int64_t j = 0; j < scoreFrags; ++j) {
-            Value index = im.add(baseK, im.add(im.mul(im.add(laneRow8, j * 8), strideK), im.add(laneKHalf, kk * 16)));
-            Value frag = nvgpu::LdMatrixOp::create(builder, loc, fragB, sharedK, index, builder.getBoolAttr(false),
-                                                   builder.getI32IntegerAttr(2));
-            scores[j] = mmaSync(builder, loc, qRegs[kk], packFragment(builder, loc, frag), scores[j], bf16);
+          for (int64_t j = 0; j < scoreFrags; j += 2) {
+            auto [first, second] = loadBFragmentPair(builder, loc, im, sharedK, baseK, strideK, lane,
+                                                     im.c(kk * 16), im.c(j * 8), /*kMajor=*/false);
+            scores[j] = mmaSync(builder, loc, qRegs[kk], first, scores[j], bf16);
+            scores[j + 1] = mmaSync(builder, loc, qRegs[kk], second, scores[j + 1], bf16);
           }
 
         // Scale to base 2, then mask the keys past the end (and above the diagonal) where the tile needs it.
@@ -290,11 +289,11 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
         for (int64_t kk = 0; kk < bk / 16; ++kk) {
           Value p0 = probs[2 * kk], p1 = probs[2 * kk + 1];
           SmallVector<Value> pRegs{pack(p0, 0), pack(p0, 2), pack(p1, 0), pack(p1, 2)};
-          for (int64_t d = 0; d < outFrags; ++d) {
-            Value index = im.add(baseV, im.add(im.mul(im.add(laneRow16, kk * 16), strideV), im.c(d * 8)));
-            Value frag = nvgpu::LdMatrixOp::create(builder, loc, fragB, sharedV, index, builder.getBoolAttr(true),
-                                                   builder.getI32IntegerAttr(2));
-            acc[d] = mmaSync(builder, loc, pRegs, packFragment(builder, loc, frag), acc[d], bf16);
+          for (int64_t d = 0; d < outFrags; d += 2) {
+            auto [first, second] = loadBFragmentPair(builder, loc, im, sharedV, baseV, strideV, lane,
+                                                     im.c(kk * 16), im.c(d * 8), /*kMajor=*/true);
+            acc[d] = mmaSync(builder, loc, pRegs, first, acc[d], bf16);
+            acc[d + 1] = mmaSync(builder, loc, pRegs, second, acc[d + 1], bf16);
           }
         }
         SmallVector<Value> yielded{newMaxA, newMaxB, sumA, sumB};

@@ -8,6 +8,7 @@
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
@@ -95,4 +96,24 @@ Value gpukernel::sharedView(OpBuilder &b, Location loc, Value sharedBytes, int64
   auto type = MemRefType::get({size}, element, MemRefLayoutAttrInterface(), space);
   Value shift = arith::ConstantIndexOp::create(b, loc, offset * (element.getIntOrFloatBitWidth() / 8));
   return memref::ViewOp::create(b, loc, type, sharedBytes, shift, ValueRange{});
+}
+
+std::pair<SmallVector<Value>, SmallVector<Value>>
+gpukernel::loadBFragmentPair(OpBuilder &b, Location loc, IndexMath &m, Value shared, Value base, int64_t stride,
+                             Value lane, Value k0, Value n0, bool kMajor) {
+  // Lanes 8i..8i+7 address the rows of matrix i: (k 0-7, n 0-7), (k 8-15, n 0-7), (k 0-7, n 8-15), (k 8-15, n 8-15).
+  Value row, col;
+  if (kMajor) {
+    row = m.add(k0, m.rem(lane, 16));
+    col = m.add(n0, m.mul(m.div(lane, 16), 8));
+  } else {
+    row = m.add(n0, m.add(m.rem(lane, 8), m.mul(m.div(lane, 16), 8)));
+    col = m.add(k0, m.mul(m.rem(m.div(lane, 8), 2), 8));
+  }
+  Value index = m.add(base, m.add(m.mul(row, stride), col));
+  Type element = cast<MemRefType>(shared.getType()).getElementType();
+  Value fragment = nvgpu::LdMatrixOp::create(b, loc, VectorType::get({4, 2}, element), shared, index,
+                                             b.getBoolAttr(kMajor), b.getI32IntegerAttr(4));
+  SmallVector<Value> registers = packFragment(b, loc, fragment);
+  return {{registers[0], registers[1]}, {registers[2], registers[3]}};
 }

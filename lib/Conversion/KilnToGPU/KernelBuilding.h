@@ -45,6 +45,13 @@ Value broadcastLinearIndex(IndexMath &m, ArrayRef<int64_t> operandShape, ArrayRe
 /// as vector<2xf16>, pairs of bf16 packed into i32.
 SmallVector<Value> packFragment(OpBuilder &b, Location loc, Value fragment);
 
+/// The B fragments of two adjacent 8-column blocks (columns n0..n0+7 and n0+8..n0+15, rows k0..k0+15 of the
+/// K x N operand) with one ldmatrix.x4 from a shared tile stored row-major with `stride` elements per row:
+/// `kMajor` for a [K][N] tile (a transposed load), otherwise [N][K]. Returns the two packed fragments.
+std::pair<SmallVector<Value>, SmallVector<Value>> loadBFragmentPair(OpBuilder &b, Location loc, IndexMath &m,
+                                                                    Value shared, Value base, int64_t stride,
+                                                                    Value lane, Value k0, Value n0, bool kMajor);
+
 /// A kernel under construction: its gpu.func and its dynamic shared memory as raw bytes.
 struct KernelFunction {
   gpu::GPUFuncOp func;

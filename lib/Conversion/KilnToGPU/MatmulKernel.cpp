@@ -170,9 +170,8 @@ FailureOr<KernelLaunch> kiln::buildMatmulKernel(OpBuilder &builder, gpu::GPUModu
   auto accType = VectorType::get({4}, builder.getF32Type());
   Value zeroAcc = arith::ConstantOp::create(builder, loc, DenseElementsAttr::get(accType, 0.0f));
   SmallVector<Value> accInits(fragsM * fragsN, zeroAcc);
-  auto fragA = VectorType::get({4, 2}, element), fragB = VectorType::get({2, 2}, element);
+  auto fragA = VectorType::get({4, 2}, element);
   Value laneRow16 = im.rem(lane, 16), laneHalf = im.mul(im.div(lane, 16), 8);
-  Value laneRow8 = im.rem(lane, 8), laneKHalf = im.mul(im.rem(im.div(lane, 8), 2), 8);
 
   auto loop = scf::ForOp::create(
       builder, loc, im.c(0), im.c(kTiles), im.c(1), accInits,
@@ -195,18 +194,11 @@ FailureOr<KernelLaunch> kiln::buildMatmulKernel(OpBuilder &builder, gpu::GPUModu
                                                    builder.getI32IntegerAttr(4));
             aRegs.push_back(packFragment(builder, loc, frag));
           }
-          for (int64_t j = 0; j < fragsN; ++j) {
-            Value index;
-            if (transB) {
-              Value row = im.add(wn0, im.add(laneRow8, j * 8)), col = im.add(laneKHalf, kk * 16);
-              index = im.add(baseB, im.add(im.mul(row, strideB), col));
-            } else {
-              Value row = im.add(laneRow16, kk * 16), col = im.add(wn0, j * 8);
-              index = im.add(baseB, im.add(im.mul(row, strideB), col));
-            }
-            Value frag = nvgpu::LdMatrixOp::create(builder, loc, fragB, sharedB, index, builder.getBoolAttr(!transB),
-                                                   builder.getI32IntegerAttr(2));
-            bRegs.push_back(packFragment(builder, loc, frag));
+          for (int64_t j = 0; j < fragsN; j += 2) {
+            auto [first, second] = loadBFragmentPair(builder, loc, im, sharedB, baseB, strideB, lane,
+                                                     im.c(kk * 16), im.add(wn0, j * 8), /*kMajor=*/!transB);
+            bRegs.push_back(first);
+            bRegs.push_back(second);
           }
           for (int64_t i = 0; i < fragsM; ++i)
             for (int64_t j = 0; j < fragsN; ++j) {
