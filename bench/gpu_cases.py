@@ -111,6 +111,13 @@ GLUE = {
                       "%r = kiln.broadcast %x : {x} -> {r}"),
     "slice_half": ([("x", (4, 77, 128), "bf16")], ((4, 77, 64), "bf16"),
                    "%r = kiln.slice %x offsets [0, 0, 64] strides [1, 1, 1] : {x} -> {r}"),
+    "rms_norm": ([("x", (2, 77, 4096), "bf16"), ("w", (4096,), "bf16")], ((2, 77, 4096), "bf16"),
+                 "%r = kiln.rms_norm %x, %w epsilon 1.0e-06 : {x}, {w}"),
+    "layer_norm": ([("x", (3, 77, 768), "f16"), ("w", (768,), "f16"), ("b", (768,), "f16")], ((3, 77, 768), "f16"),
+                   "%r = kiln.layer_norm %x, %w, %b epsilon 1.0e-05 : {x}, {w}, {b}"),
+    "softmax": ([("x", (2, 77, 1000), "bf16")], ((2, 77, 1000), "bf16"), "%r = kiln.softmax %x axis 2 : {x}"),
+    "rope": ([("x", (1, 8, 77, 128), "bf16"), ("cos", (77, 64), "bf16"), ("sin", (77, 64), "bf16")],
+             ((1, 8, 77, 128), "bf16"), "%r = kiln.rope %x, %cos, %sin : {x}, {cos}, {sin}"),
 }
 
 

@@ -138,6 +138,11 @@ GLUE_REFERENCES = {
     "add_broadcast": lambda x, y: x + y,
     "broadcast_gqa": lambda x: x.expand(1, 2, 4, 77, 64),
     "slice_half": lambda x: x[:, :, 64:],
+    "rms_norm": lambda x, w: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w,
+    "layer_norm": lambda x, w, b: torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b, 1e-5),
+    "softmax": lambda x: torch.softmax(x, -1),
+    "rope": lambda x, cos, sin: torch.cat([x[..., :64] * cos - x[..., 64:] * sin,
+                                           x[..., 64:] * cos + x[..., :64] * sin], -1),
 }
 
 

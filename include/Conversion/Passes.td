@@ -39,7 +39,9 @@ def ConvertKilnToGPU : Pass<"convert-kiln-to-gpu", "::mlir::ModuleOp"> {
     ldmatrix + mma.sync.m16n8k16 (bf16/f16 in, f32 accumulate), the epilogue in registers and a bounds-checked
     store. Kernel parameters are the op's operands, its epilogue operands and the output, as flat buffers
     (bare pointers). The function gets `kiln.gpu_kernel` (the kernel's symbol) and `kiln.launch` (grid, block,
-    dynamic shared memory). Kernel ops without a GPU lowering yet (attention, row kernels, glue) are errors.
+    dynamic shared memory). Attention becomes a FlashAttention-2 kernel, softmax/rms_norm/layer_norm a
+    warp-per-row kernel, elementwise ops, RoPE and data movement one-thread-per-element kernels; other kernel
+    ops (reduce, concat, gather, logsumexp) are errors that name the op.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",
                            "::mlir::LLVM::LLVMDialect", "::mlir::memref::MemRefDialect",

@@ -95,11 +95,11 @@ module {
 // -----
 
 module {
-  func.func private @k5_softmax(%x: tensor<64x64xbf16>, %out: tensor<64x64xbf16>) -> tensor<64x64xbf16> attributes {kiln.kernel} {
-    // expected-error @+1 {{convert-kiln-to-gpu: the GPU backend has no lowering for 'kiln.softmax' yet (matmul, attention, elementwise and data-movement kernels only)}}
-    %p = kiln.softmax %x axis 1 : tensor<64x64xbf16>
-    %r = bufferization.materialize_in_destination %p in %out : (tensor<64x64xbf16>, tensor<64x64xbf16>) -> tensor<64x64xbf16>
-    return %r : tensor<64x64xbf16>
+  func.func private @k5_reduce(%x: tensor<64x64xbf16>, %out: tensor<64xbf16>) -> tensor<64xbf16> attributes {kiln.kernel} {
+    // expected-error @+1 {{convert-kiln-to-gpu: the GPU backend has no lowering for 'kiln.reduce' yet (matmul, attention, row, elementwise and data-movement kernels only)}}
+    %p = kiln.reduce sum %x axes [1] : tensor<64x64xbf16> -> tensor<64xbf16>
+    %r = bufferization.materialize_in_destination %p in %out : (tensor<64xbf16>, tensor<64xbf16>) -> tensor<64xbf16>
+    return %r : tensor<64xbf16>
   }
 }
 
@@ -174,5 +174,25 @@ module {
     %g = kiln.gelu %x approximate(tanh) : tensor<77x300xbf16>
     %r = bufferization.materialize_in_destination %g in %out : (tensor<77x300xbf16>, tensor<77x300xbf16>) -> tensor<77x300xbf16>
     return %r : tensor<77x300xbf16>
+  }
+}
+
+// -----
+
+// Row kernels: one warp per row, strided passes, butterfly shuffles across the warp.
+// CHECK-LABEL: func.func private @k10_rms_norm
+// CHECK-SAME: kiln.launch = {block = array<i64: 128, 1, 1>, dynamic_shared_bytes = 0 : i64, grid = array<i64: 39, 1, 1>}
+// CHECK: gpu.func @k10_rms_norm(%{{.*}}: memref<630784xbf16>, %{{.*}}: memref<4096xbf16>, %{{.*}}: memref<630784xbf16>) kernel
+// CHECK: scf.for
+// CHECK: arith.mulf
+// CHECK-COUNT-5: gpu.shuffle  xor
+// CHECK: math.rsqrt
+// CHECK: scf.for
+// CHECK: memref.store
+module {
+  func.func private @k10_rms_norm(%x: tensor<2x77x4096xbf16>, %w: tensor<4096xbf16>, %out: tensor<2x77x4096xbf16>) -> tensor<2x77x4096xbf16> attributes {kiln.kernel} {
+    %n = kiln.rms_norm %x, %w epsilon 1.0e-06 : tensor<2x77x4096xbf16>, tensor<4096xbf16>
+    %r = bufferization.materialize_in_destination %n in %out : (tensor<2x77x4096xbf16>, tensor<2x77x4096xbf16>) -> tensor<2x77x4096xbf16>
+    return %r : tensor<2x77x4096xbf16>
   }
 }

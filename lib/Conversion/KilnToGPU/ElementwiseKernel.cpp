@@ -1,7 +1,7 @@
 //===- ElementwiseKernel.cpp - Glue kernels: elementwise and data movement -===//
 //
 // The kernels between the fused matmuls and attentions — a transpose back to [B, S, H*D], a leftover
-// elementwise op, a cast, a broadcast, a slice — as one thread per output element: the thread turns its linear
+// elementwise op, a cast, a broadcast, a slice, RoPE — as one thread per output element: the thread turns its linear
 // index into a multi-index, reads each operand at the index the op implies (broadcast, permuted, strided),
 // computes the op's f32 formula (the same one the host lowering and epilogues use), and stores. They move bytes
 // rather than compute, so simplicity wins over tensor cores here.
@@ -22,7 +22,7 @@ using namespace mlir::kiln::gpukernel;
 
 /// Kernel ops this builder handles.
 bool kiln::isElementwiseKernelOp(Operation *op) {
-  if (isa<TransposeOp, ReshapeOp, BroadcastOp, SliceOp, CastOp>(op))
+  if (isa<TransposeOp, ReshapeOp, BroadcastOp, SliceOp, CastOp, RopeOp>(op))
     return true;
   return isa<AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp, NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp,
              AbsOp, TanhOp, ErfOp, SigmoidOp, ReluOp, SiluOp, GeluOp, SelectOp>(op);
@@ -95,6 +95,35 @@ FailureOr<KernelLaunch> kiln::buildElementwiseKernel(OpBuilder &builder, gpu::GP
       }
       return broadcastLinearIndex(im, operandShape, shape, index);
     };
+    if (auto rope = dyn_cast<RopeOp>(op)) {
+      // Each element reads itself, its rotation partner and the angle of its pair (as the host lowering does).
+      int64_t rank = shape.size(), half = shape.back() / 2;
+      Value c = index[rank - 1], pair, partner, isSecond;
+      if (rope.getInterleaved()) {
+        pair = im.div(c, 2);
+        isSecond = arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::eq, im.rem(c, 2), im.c(1));
+        partner = arith::XOrIOp::create(builder, loc, c, im.c(1));
+      } else {
+        isSecond = arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::uge, c, im.c(half));
+        pair = im.select(isSecond, arith::SubIOp::create(builder, loc, c, im.c(half)), c);
+        partner = im.select(isSecond, pair, im.add(c, half));
+      }
+      Value rowStart = arith::SubIOp::create(builder, loc, linear, c);
+      Value self = lowering::widen(builder, loc, memref::LoadOp::create(builder, loc, entry.getArgument(0), linear));
+      Value other = lowering::widen(
+          builder, loc, memref::LoadOp::create(builder, loc, entry.getArgument(0), im.add(rowStart, partner)));
+      Value angle = im.add(im.mul(index[rank - 2], half), pair);
+      Value cosv = lowering::widen(builder, loc, memref::LoadOp::create(builder, loc, entry.getArgument(1), angle));
+      Value sinv = lowering::widen(builder, loc, memref::LoadOp::create(builder, loc, entry.getArgument(2), angle));
+      Value selfCos = arith::MulFOp::create(builder, loc, self, cosv);
+      Value otherSin = arith::MulFOp::create(builder, loc, other, sinv);
+      Value rotated = arith::SelectOp::create(builder, loc, isSecond, arith::AddFOp::create(builder, loc, selfCos, otherSin),
+                                              arith::SubFOp::create(builder, loc, selfCos, otherSin));
+      memref::StoreOp::create(builder, loc, lowering::narrow(builder, loc, rotated, resultType.getElementType()),
+                              entry.getArguments().back(), linear);
+      scf::YieldOp::create(builder, loc);
+      return;
+    }
     SmallVector<Value> values;
     for (unsigned i = 0; i < op->getNumOperands(); ++i) {
       Value loaded = memref::LoadOp::create(builder, loc, entry.getArgument(i), sourceIndex(i));

@@ -36,13 +36,20 @@ FailureOr<KernelLaunch> buildAttentionKernel(OpBuilder &builder, gpu::GPUModuleO
                                              StringRef name);
 
 /// True for the ops that buildElementwiseKernel handles: elementwise arithmetic, activations, select, cast,
-/// and the data movement between kernels (transpose, reshape, broadcast, slice).
+/// RoPE, and the data movement between kernels (transpose, reshape, broadcast, slice).
 bool isElementwiseKernelOp(Operation *op);
 
 /// Builds a one-thread-per-element kernel for `op` (float tensors) as a gpu.func named `name` with parameters the
 /// op's operands and its output.
 FailureOr<KernelLaunch> buildElementwiseKernel(OpBuilder &builder, gpu::GPUModuleOp module, Operation *op,
                                                StringRef name);
+
+/// True for the row kernels buildRowKernel handles: softmax along the last axis, rms_norm, layer_norm.
+bool isRowKernelOp(Operation *op);
+
+/// Builds a warp-per-row kernel for a row op as a gpu.func named `name` with parameters the op's operands and
+/// its output.
+FailureOr<KernelLaunch> buildRowKernel(OpBuilder &builder, gpu::GPUModuleOp module, Operation *op, StringRef name);
 
 } // namespace kiln
 } // namespace mlir

@@ -38,10 +38,10 @@ struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUP
           kernelOp = &op;
       if (!kernelOp)
         continue;
-      if (!isa<MatmulOp, AttentionOp>(kernelOp) && !isElementwiseKernelOp(kernelOp)) {
+      if (!isa<MatmulOp, AttentionOp>(kernelOp) && !isElementwiseKernelOp(kernelOp) && !isRowKernelOp(kernelOp)) {
         kernelOp->emitError() << "convert-kiln-to-gpu: the GPU backend has no lowering for '"
                               << kernelOp->getName()
-                              << "' yet (matmul, attention, elementwise and data-movement kernels only)";
+                              << "' yet (matmul, attention, row, elementwise and data-movement kernels only)";
         return signalPassFailure();
       }
       if (!gpuModule) {
@@ -53,6 +53,7 @@ struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUP
           isa<MatmulOp>(kernelOp)      ? buildMatmulKernel(builder, gpuModule, cast<MatmulOp>(kernelOp), func.getSymName())
           : isa<AttentionOp>(kernelOp) ? buildAttentionKernel(builder, gpuModule, cast<AttentionOp>(kernelOp),
                                                               func.getSymName())
+          : isRowKernelOp(kernelOp)    ? buildRowKernel(builder, gpuModule, kernelOp, func.getSymName())
                                        : buildElementwiseKernel(builder, gpuModule, kernelOp, func.getSymName());
       if (failed(launch))
         return signalPassFailure();
