@@ -208,6 +208,17 @@ def main():
             return 1
         (folder / "kernels.ptx").unlink()  # the cubin travels; the PTX is reproducible here
         listed.append({k: v for k, v in case.items() if k != "mlir"})
+    # Whole graphs: kernels plus their run plan, checked end to end on the GPU.
+    example = Path(__file__).resolve().parent.parent / "examples" / "gpu_attention_block.mlir"
+    folder = out / "plan_gpu_attention_block"
+    folder.mkdir(exist_ok=True)
+    result = subprocess.run([args.kilnc, str(example), f"--target={args.target}", "-o", str(folder)],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        print(f"example: kilnc failed:\n{result.stderr}", file=sys.stderr)
+        return 1
+    (folder / "kernels.ptx").unlink()
+    listed.append(dict(name="plan_gpu_attention_block", kind="plan", reference="attention_block", dtype="bf16"))
     (out / "cases.json").write_text(json.dumps(listed, indent=1))
     print(f"compiled {len(listed)} cases into {out}")
     return 0

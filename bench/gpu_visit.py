@@ -17,6 +17,8 @@ from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
 DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
 LIMITS = {"bf16": 1e-2, "f16": 5e-3, "f32": 1e-4}
 
@@ -158,6 +160,29 @@ def run_glue(case, runtime, kernel, entry, generator):
     return dict(name=case["name"], error=error, ok=ok)
 
 
+def attention_block_reference(q, k, v, w, b, x):
+    """examples/gpu_attention_block.mlir in float32: GQA attention, heads merged, projection, bias, residual."""
+    group = q.shape[1] // k.shape[1]
+    kf, vf = k.float().repeat_interleave(group, 1), v.float().repeat_interleave(group, 1)
+    p = torch.softmax(q.float() @ kf.transpose(-1, -2) / q.shape[-1] ** 0.5, -1)
+    o = (p @ vf).to(q.dtype).float().transpose(1, 2).reshape(x.shape)
+    return o @ w.float() + b.float() + x.float()
+
+
+def run_plan(case, runtime, folder, generator):
+    from gpu_plan import PlanRunner
+    runner = PlanRunner(runtime, folder)
+    plan = runner.manifest["plans"][0]
+    inputs = [torch.randn(*v["shape"], generator=generator, device="cuda").to(DTYPES[v["dtype"]]) * 0.5
+              for v in plan["values"] if v["kind"] == "input"]
+    (out,) = runner.run(inputs)
+    torch.cuda.synchronize()
+    ref = attention_block_reference(*inputs)
+    error = ((out.float() - ref).abs().max() / ref.abs().max()).item()
+    ok = error <= LIMITS[case["dtype"]] and not torch.isnan(out).any().item()
+    return dict(name=case["name"], error=error, ok=ok, kernels=len(plan["steps"]))
+
+
 def time_ms(fn, warmup=5, reps=30):
     for _ in range(warmup):
         fn()
@@ -190,6 +215,13 @@ def main():
     results, failures = [], 0
     for case in cases:
         folder = Path(args.build) / case["name"]
+        if case["kind"] == "plan":
+            row = run_plan(case, runtime, folder, generator)
+            failures += not row["ok"]
+            results.append(row)
+            print(f"{case['name']:42s} err {row['error']:.2e} {'ok' if row['ok'] else 'FAILED'} "
+                  f"({row['kernels']} kernels, end to end)", flush=True)
+            continue
         manifest = json.loads((folder / "manifest.json").read_text())
         entry = manifest["kernels"][0]
         kernel = runtime.load(folder / manifest["cubin"], entry["name"])

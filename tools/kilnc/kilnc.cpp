@@ -4,7 +4,8 @@
 //
 // Compiles a kiln module for a GPU and writes the kernels (kernels.ptx, and kernels.<target>.cubin when ptxas
 // is found) with manifest.json: for each kernel its name, parameters (buffers in order, shape, dtype), launch
-// grid and block, dynamic shared memory, config, and ptxas' registers and spills. --emit stops at a
+// grid and block, dynamic shared memory, config, and ptxas' registers and spills; for each public function its
+// run plan (RunPlan.h) with constants in files beside it. --emit stops at a
 // stage and prints its IR instead. Errors name the op and the stage that failed.
 //
 //===----------------------------------------------------------------------===//
@@ -13,6 +14,7 @@
 #include "Host/HostTensor.h"
 #include "Pipelines/Pipelines.h"
 #include "Pipelines/Registration.h"
+#include "RunPlan.h"
 #include "Transforms/Transforms.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -226,6 +228,14 @@ int main(int argc, char **argv) {
     return 0;
   }
   llvm::json::Array kernels = describeKernels(*module);
+  bool writesFiles = emit == "cubin";
+  if (writesFiles)
+    if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
+      return fail("cannot create " + outputDir + ": " + ec.message());
+  FailureOr<llvm::json::Array> plans =
+      writesFiles ? describeRunPlans(*module, outputDir) : FailureOr<llvm::json::Array>(llvm::json::Array());
+  if (failed(plans))
+    return fail("the run plan stage failed (see the diagnostics above)");
   if (!runStage(*module, "NVVM lowering", [&](OpPassManager &pm) { buildNvvmLoweringPipeline(pm, options); }))
     return 1;
   if (emit == "llvm") {
@@ -246,8 +256,6 @@ int main(int argc, char **argv) {
     return 0;
   }
 
-  if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
-    return fail("cannot create " + outputDir + ": " + ec.message());
   SmallString<256> ptxPath(outputDir);
   llvm::sys::path::append(ptxPath, "kernels.ptx");
   if (!writeFile(ptxPath, *ptx))
@@ -255,7 +263,8 @@ int main(int argc, char **argv) {
   llvm::json::Object manifest{{"target", target.getValue()},
                               {"ptx", "kernels.ptx"},
                               {"abi", "parameters are device pointers to row-major buffers, in order"},
-                              {"kernels", std::move(kernels)}};
+                              {"kernels", std::move(kernels)},
+                              {"plans", std::move(*plans)}};
   if (std::optional<std::string> ptxas = findPtxas()) {
     SmallString<256> cubinPath(outputDir), logPath(outputDir);
     llvm::sys::path::append(cubinPath, "kernels." + target + ".cubin");

@@ -1,0 +1,106 @@
+//===- RunPlan.cpp - The host plan of a compiled module, as data ------------===//
+//
+// Walks a plan function in order. Every SSA value gets an id: a function argument is an input, tensor.empty a
+// fresh buffer, a kernel call's result the destination it was given, a kiln.reshape a view of its operand (same
+// bytes, new shape), a kiln.constant a constant whose bytes go to a file next to the manifest.
+//
+//===----------------------------------------------------------------------===//
+
+#include "RunPlan.h"
+
+#include "Dialect/Kiln/KilnOps.h"
+#include "Host/HostTensor.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace mlir::kiln;
+
+/// Shape and dtype of a tensor value.
+static llvm::json::Object describeType(Type type) {
+  auto tensor = cast<RankedTensorType>(type);
+  llvm::json::Array shape;
+  for (int64_t size : tensor.getShape())
+    shape.push_back(size);
+  std::optional<ElementKind> kind = elementKindOf(tensor.getElementType());
+  return llvm::json::Object{{"shape", std::move(shape)},
+                            {"dtype", kind ? elementName(*kind).str() : std::string("unknown")}};
+}
+
+/// Writes a constant's elements (splats expanded) as raw bytes; returns the file name or an empty string.
+static std::string writeConstant(ConstantOp constant, StringRef outputDir, unsigned index) {
+  auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
+  if (!dense)
+    return {};
+  std::string name = (constant->getParentOfType<func::FuncOp>().getSymName() + "_const" + Twine(index) + ".bin").str();
+  SmallString<256> path(outputDir);
+  llvm::sys::path::append(path, name);
+  std::error_code error;
+  llvm::raw_fd_ostream out(path, error, llvm::sys::fs::OF_None);
+  if (error)
+    return {};
+  ArrayRef<char> raw = dense.getRawData();
+  int64_t count = dense.getNumElements();
+  for (int64_t i = 0, copies = dense.isSplat() ? count : 1; i < copies; ++i)
+    out.write(raw.data(), raw.size());
+  return name;
+}
+
+FailureOr<llvm::json::Array> kiln::describeRunPlans(ModuleOp module, StringRef outputDir) {
+  llvm::json::Array plans;
+  for (auto func : module.getOps<func::FuncOp>()) {
+    if (!func.isPublic() || func.isExternal())
+      continue;
+    llvm::DenseMap<Value, int64_t> ids;
+    llvm::json::Array values, steps;
+    auto define = [&](Value value, llvm::json::Object description) {
+      int64_t id = values.size();
+      description["id"] = id;
+      llvm::json::Object type = describeType(value.getType());
+      description["shape"] = std::move(*type.get("shape"));
+      description["dtype"] = std::move(*type.get("dtype"));
+      values.push_back(std::move(description));
+      ids[value] = id;
+    };
+    for (BlockArgument argument : func.getArguments())
+      define(argument, llvm::json::Object{{"kind", "input"}, {"index", static_cast<int64_t>(argument.getArgNumber())}});
+    llvm::json::Array outputs;
+    unsigned constants = 0;
+    for (Operation &op : func.getBody().front()) {
+      if (auto empty = dyn_cast<tensor::EmptyOp>(op)) {
+        define(empty, llvm::json::Object{{"kind", "buffer"}});
+      } else if (auto reshape = dyn_cast<ReshapeOp>(op)) {
+        define(reshape, llvm::json::Object{{"kind", "view"}, {"of", ids.lookup(reshape.getInput())}});
+      } else if (auto constant = dyn_cast<ConstantOp>(op)) {
+        std::string file = writeConstant(constant, outputDir, constants++);
+        if (file.empty())
+          return constant.emitOpError() << "kilnc: cannot write this constant into the run plan (dense only)";
+        define(constant, llvm::json::Object{{"kind", "constant"}, {"file", file}});
+      } else if (auto call = dyn_cast<func::CallOp>(op)) {
+        llvm::json::Array args;
+        for (Value operand : call.getOperands())
+          args.push_back(ids.lookup(operand));
+        steps.push_back(llvm::json::Object{{"kernel", call.getCallee().str()}, {"args", std::move(args)}});
+        // Results are the destinations the call was given (the last operands), written in place.
+        unsigned numResults = call.getNumResults(), firstDestination = call.getNumOperands() - numResults;
+        for (unsigned i = 0; i < numResults; ++i)
+          ids[call.getResult(i)] = ids.lookup(call.getOperand(firstDestination + i));
+      } else if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+        for (Value operand : ret.getOperands())
+          outputs.push_back(ids.lookup(operand));
+      } else {
+        return op.emitOpError() << "kilnc: a run plan cannot hold this op (expected buffers, kernel calls, "
+                                   "reshapes and constants)";
+      }
+    }
+    plans.push_back(llvm::json::Object{{"function", func.getSymName().str()},
+                                       {"values", std::move(values)},
+                                       {"steps", std::move(steps)},
+                                       {"outputs", std::move(outputs)}});
+  }
+  return plans;
+}
