@@ -67,8 +67,36 @@ def attention_case(name, batch, heads, kv_heads, seq_q, seq_k, head_dim, dtype="
                 seq_k=seq_k, head_dim=head_dim, dtype=dtype, out_dtype=dtype, causal=causal, mlir=text)
 
 
+def attention_extras_case(name, mask_shape=None, lse=False, gate=False, causal=False, dtype="bf16"):
+    """Attention with an additive mask, an lse result and/or a gating multiply fused as its epilogue."""
+    b, h, hkv, sq, sk, d = 2, 4, 2, 77, 150, 64
+    q, kv = tensor((b, h, sq, d), dtype), tensor((b, hkv, sk, d), dtype)
+    m = tensor(mask_shape, dtype) if mask_shape else None
+    g = tensor((d,), dtype)
+    lse_type = tensor((b, h, sq), "f32")
+    args = [f"%q: {q}", f"%k: {kv}", f"%v: {kv}"] + ([f"%m: {m}"] if m else []) + ([f"%g: {g}"] if gate else [])
+    results = [q] + ([lse_type] if lse else [])
+    body = [f"%o{', %lse' if lse else ''} = kiln.attention %q, %k, %v{f' mask(%m : {m})' if m else ''}"
+            f"{' causal' if causal else ''} : {q}, {kv}, {kv} -> {q}{', ' + lse_type if lse else ''}"]
+    value = "%o"
+    if gate:
+        body.append(f"%y = kiln.mul %o, %g : {q}, {g} -> {q}")
+        value = "%y"
+    body.append(f"return {value}{', %lse' if lse else ''} : {', '.join(results)}")
+    text = f"func.func @{name}({', '.join(args)}) -> ({', '.join(results)}) {{\n  " + "\n  ".join(body) + "\n}\n"
+    return dict(name=name, kind="attention", batch=b, heads=h, kv_heads=hkv, seq_q=sq, seq_k=sk, head_dim=d,
+                dtype=dtype, out_dtype=dtype, causal=causal, mask=list(mask_shape) if mask_shape else None,
+                lse=lse, gate=gate, mlir=text)
+
+
 def attention_correctness_cases():
-    cases = []
+    cases = [
+        attention_extras_case("ta_mask4_bf16", mask_shape=(2, 1, 77, 150)),
+        attention_extras_case("ta_mask2_causal_bf16", mask_shape=(77, 150), causal=True),
+        attention_extras_case("ta_lse_causal_bf16", lse=True, causal=True),
+        attention_extras_case("ta_gate_epilogue_f16", gate=True, dtype="f16"),
+        attention_extras_case("ta_mask_lse_gate_bf16", mask_shape=(2, 4, 77, 150), lse=True, gate=True),
+    ]
     for dtype in ("bf16", "f16"):
         for d in (64, 80, 96, 128):
             for causal in (False, True):

@@ -88,16 +88,22 @@ def attention_inputs(case, generator):
     return rnd(b, h, sq, d), rnd(b, hkv, sk, d), rnd(b, hkv, sk, d)
 
 
-def attention_reference(case, q, k, v):
-    """softmax(q k^T / sqrt(d) [+ causal, bottom-right]) v in float32, kv heads repeated for GQA."""
+def attention_reference(case, q, k, v, mask=None, gate=None):
+    """softmax(q k^T / sqrt(d) [+ mask] [+ causal, bottom-right]) v [* gate] in float32, kv heads repeated for
+    GQA; also the log-sum-exp of each score row."""
     group = case["heads"] // case["kv_heads"]
     qf, kf, vf = q.float(), k.float().repeat_interleave(group, 1), v.float().repeat_interleave(group, 1)
     s = (qf @ kf.transpose(-1, -2)) / case["head_dim"] ** 0.5
+    if mask is not None:
+        s = s + mask.float()
     if case["causal"]:
         sq, sk = case["seq_q"], case["seq_k"]
         keep = torch.ones(sq, sk, device="cuda", dtype=torch.bool).tril(sk - sq)
         s = s.masked_fill(~keep, float("-inf"))
-    return torch.softmax(s, -1) @ vf
+    out = torch.softmax(s, -1) @ vf
+    if gate is not None:
+        out = out * gate.float()
+    return out, torch.logsumexp(s, -1)
 
 
 def attention_flops(case):
@@ -108,12 +114,23 @@ def attention_flops(case):
 
 def run_attention(case, runtime, kernel, entry, generator, bench):
     q, k, v = attention_inputs(case, generator)
+    dtype = DTYPES[case["dtype"]]
+    mask = (torch.randn(*case["mask"], generator=generator, device="cuda").to(dtype)
+            if case.get("mask") else None)
+    gate = torch.randn(case["head_dim"], generator=generator, device="cuda").to(dtype) if case.get("gate") else None
     out = torch.full_like(q, float("nan"))
-    runtime.launch(kernel, entry, [q, k, v, out])
+    lse = (torch.full((case["batch"], case["heads"], case["seq_q"]), float("nan"), device="cuda")
+           if case.get("lse") else None)
+    tensors = [q, k, v] + [t for t in (mask, gate, out, lse) if t is not None]
+    runtime.launch(kernel, entry, tensors)
     torch.cuda.synchronize()
-    ref = attention_reference(case, q, k, v)
+    ref, ref_lse = attention_reference(case, q, k, v, mask, gate)
     error = ((out.float() - ref).abs().max() / ref.abs().max()).item()
     ok = error <= LIMITS[case["dtype"]] and not torch.isnan(out).any().item()
+    if lse is not None:
+        lse_error = ((lse - ref_lse).abs().max() / ref_lse.abs().max()).item()
+        error = max(error, lse_error)
+        ok = ok and lse_error <= 1e-3 and not torch.isnan(lse).any().item()
     row = dict(name=case["name"], error=error, ok=ok)
     if bench:
         from torch.nn.attention import SDPBackend, sdpa_kernel

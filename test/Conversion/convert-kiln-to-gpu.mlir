@@ -140,12 +140,27 @@ module {
 
 // -----
 
+// An additive mask (added in base 2), an lse result (one lane per quad stores it) and an epilogue.
+// CHECK-LABEL: func.func private @k7_attention
+// CHECK: gpu.func @k7_attention(%{{.*}}: memref<8192xbf16>, %{{.*}}: memref<8192xbf16>, %{{.*}}: memref<8192xbf16>, %{{.*}}: memref<4096xbf16>, %{{.*}}: memref<64xbf16>, %{{.*}}: memref<8192xbf16>, %{{.*}}: memref<128xf32>) kernel
+// CHECK: scf.for
+// CHECK: arith.constant 1.44269502 : f32
+// CHECK: scf.yield
+// CHECK: arith.mulf
+// CHECK: memref.store {{.*}} : memref<8192xbf16>
+// CHECK: math.log2
+// CHECK: arith.constant 0.693147182 : f32
+// CHECK: memref.store {{.*}} : memref<128xf32>
 module {
-  func.func private @k7_attention(%q: tensor<1x2x64x64xbf16>, %m: tensor<64x64xbf16>, %out: tensor<1x2x64x64xbf16>) -> tensor<1x2x64x64xbf16> attributes {kiln.kernel} {
-    // expected-error @+1 {{the GPU attention kernel does not take a mask, an lse result or an epilogue yet}}
-    %o = kiln.attention %q, %q, %q mask(%m : tensor<64x64xbf16>) {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "mma_sync">} : tensor<1x2x64x64xbf16>, tensor<1x2x64x64xbf16>, tensor<1x2x64x64xbf16> -> tensor<1x2x64x64xbf16>
+  func.func private @k7_attention(%q: tensor<1x2x64x64xbf16>, %m: tensor<64x64xbf16>, %g: tensor<64xbf16>, %out: tensor<1x2x64x64xbf16>, %lse_out: tensor<1x2x64xf32>) -> (tensor<1x2x64x64xbf16>, tensor<1x2x64xf32>) attributes {kiln.kernel} {
+    %o, %lse = kiln.attention %q, %q, %q mask(%m : tensor<64x64xbf16>) epilogue(%g : tensor<64xbf16>) {
+    ^bb0(%acc: f32, %gate: f32):
+      %p = arith.mulf %acc, %gate : f32
+      kiln.yield %p : f32
+    } {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "mma_sync">} : tensor<1x2x64x64xbf16>, tensor<1x2x64x64xbf16>, tensor<1x2x64x64xbf16> -> tensor<1x2x64x64xbf16>, tensor<1x2x64xf32>
     %r = bufferization.materialize_in_destination %o in %out : (tensor<1x2x64x64xbf16>, tensor<1x2x64x64xbf16>) -> tensor<1x2x64x64xbf16>
-    return %r : tensor<1x2x64x64xbf16>
+    %l = bufferization.materialize_in_destination %lse in %lse_out : (tensor<1x2x64xf32>, tensor<1x2x64xf32>) -> tensor<1x2x64xf32>
+    return %r, %l : tensor<1x2x64x64xbf16>, tensor<1x2x64xf32>
   }
 }
 

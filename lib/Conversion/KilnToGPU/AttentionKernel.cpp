@@ -12,12 +12,14 @@
 //   - keys past the end, and with `causal` keys above the bottom-right-aligned diagonal, are set to -inf, only in
 //     the tiles that need it; causal blocks stop at the last key tile their rows can see;
 //   - GQA: the block of q head h reads k/v head h / (Hq / Hkv).
-// The output is O / l, stored in the input type with rows past Sq skipped.
+// An additive mask is added to the scores in base 2; the output O / l goes through the epilogue (if any) and is
+// stored with rows past Sq skipped; the lse, when asked for, is (m + log2 l) ln 2.
 //
 //===----------------------------------------------------------------------===//
 
 #include "GpuKernels.h"
 
+#include "Conversion/KilnToLinalg/LinalgBuilders.h"
 #include "KernelBuilding.h"
 #include "Transforms/Transforms.h"
 
@@ -27,6 +29,7 @@
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/IRMapping.h"
 
 #include <limits>
 
@@ -52,8 +55,6 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   Type element = qType.getElementType();
   if (!element.isBF16() && !element.isF16())
     return op.emitOpError() << "the GPU attention kernel takes bf16 or f16 q/k/v, got " << element;
-  if (op.getMask() || op.getLse() || op.hasEpilogue())
-    return op.emitOpError() << "the GPU attention kernel does not take a mask, an lse result or an epilogue yet";
   int64_t batch = qType.getDimSize(0), heads = qType.getDimSize(1), seqQ = qType.getDimSize(2);
   int64_t headDim = qType.getDimSize(3), kvHeads = kType.getDimSize(1), seqK = kType.getDimSize(2);
   int64_t valueDim = op.getV().getType().getDimSize(3), group = op.getGroupSize();
@@ -81,10 +82,23 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   MLIRContext *ctx = builder.getContext();
   Location loc = op.getLoc();
   OpBuilder::InsertionGuard guard(builder);
-  KernelFunction kernel = startKernel(builder, module, loc, name,
-                                      {qType, kType, op.getV().getType(), outType}, threads, sharedBytes);
+  // Parameters: q, k, v, [mask], epilogue operands..., out, [lse] — the kernel function's operands, then its
+  // destinations.
+  SmallVector<RankedTensorType> buffers{qType, kType, op.getV().getType()};
+  for (Value operand : op.getOperands().drop_front(3))
+    buffers.push_back(cast<RankedTensorType>(operand.getType()));
+  buffers.push_back(outType);
+  if (Value lse = op.getLse())
+    buffers.push_back(cast<RankedTensorType>(lse.getType()));
+  KernelFunction kernel = startKernel(builder, module, loc, name, buffers, threads, sharedBytes);
   Block &entry = kernel.func.getBody().front();
-  Value q = entry.getArgument(0), k = entry.getArgument(1), v = entry.getArgument(2), out = entry.getArgument(3);
+  Value q = entry.getArgument(0), k = entry.getArgument(1), v = entry.getArgument(2);
+  unsigned next = 3;
+  Value mask = op.getMask() ? entry.getArgument(next++) : Value();
+  ValueRange epilogueArgs = entry.getArguments().slice(next, op.getEpilogueOperands().size());
+  next += op.getEpilogueOperands().size();
+  Value out = entry.getArgument(next++);
+  Value lseOut = op.getLse() ? entry.getArgument(next) : Value();
   IndexMath im{builder, loc};
   Type f32 = builder.getF32Type();
   auto f32c = [&](double value) { return arith::ConstantOp::create(builder, loc, builder.getF32FloatAttr(value)); };
@@ -192,11 +206,30 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
             scores[j + 1] = mmaSync(builder, loc, qRegs[kk], second, scores[j + 1], bf16);
           }
 
-        // Scale to base 2, then mask the keys past the end (and above the diagonal) where the tile needs it.
+        // Scale to base 2 (and add the additive mask, also in base 2), then mask the keys past the end (and
+        // above the diagonal) where the tile needs it.
         Value scale = arith::ConstantOp::create(builder, loc, DenseElementsAttr::get(accType, float(scaleLog2)));
         for (Value &s : scores)
           s = arith::MulFOp::create(builder, loc, s, scale);
         Value key0 = im.mul(tile, bk);
+        if (mask) {
+          ArrayRef<int64_t> maskShape = cast<RankedTensorType>(op.getMask().getType()).getShape();
+          SmallVector<int64_t> scoreShape{batch, heads, seqQ, seqK};
+          for (int64_t j = 0; j < scoreFrags; ++j) {
+            SmallVector<Value> parts;
+            for (int64_t e = 0; e < 4; ++e) {
+              // Positions past the end read a clamped (valid) element; they are set to -inf below.
+              Value key = im.min(im.add(key0, im.add(pairCol, j * 8 + e % 2)), im.c(seqK - 1));
+              Value row = im.min(e < 2 ? rowA : rowB, im.c(seqQ - 1));
+              Value at = broadcastLinearIndex(im, maskShape, scoreShape, {b, head, row, key});
+              Value bias = lowering::widen(builder, loc, memref::LoadOp::create(builder, loc, mask, at));
+              bias = arith::MulFOp::create(builder, loc, bias, f32c(kLog2E));
+              Value s = vector::ExtractOp::create(builder, loc, scores[j], ArrayRef<int64_t>{e});
+              parts.push_back(arith::AddFOp::create(builder, loc, s, bias));
+            }
+            scores[j] = vector::FromElementsOp::create(builder, loc, accType, parts);
+          }
+        }
         Value needsMask = arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::ugt, im.add(key0, bk),
                                                 im.c(seqK));
         if (causal) {
@@ -301,12 +334,13 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
         scf::YieldOp::create(builder, loc, yielded);
       });
 
-  // O / l, stored in the input type; rows past Sq are skipped.
+  // O / l, through the epilogue if there is one, stored in the output type; rows past Sq are skipped.
   Value sumA = quadReduce(builder, loc, loop.getResult(2), false);
   Value sumB = quadReduce(builder, loc, loop.getResult(3), false);
   Value invA = arith::DivFOp::create(builder, loc, f32c(1.0), sumA);
   Value invB = arith::DivFOp::create(builder, loc, f32c(1.0), sumB);
   Value outBase = im.mul(im.add(im.mul(b, heads), head), seqQ * valueDim);
+  ArrayRef<int64_t> outShape = outType.getShape();
   for (int64_t d = 0; d < outFrags; ++d) {
     Value o = loop.getResult(4 + d);
     for (int64_t e = 0; e < 4; ++e) {
@@ -317,8 +351,40 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
         builder.setInsertionPoint(thenBuilder.getInsertionBlock(), thenBuilder.getInsertionPoint());
         Value value = vector::ExtractOp::create(builder, loc, o, ArrayRef<int64_t>{e});
         value = arith::MulFOp::create(builder, loc, value, e < 2 ? invA : invB);
-        value = arith::TruncFOp::create(builder, loc, outType.getElementType(), value);
+        if (op.hasEpilogue()) {
+          Block &body = op.getEpilogue().front();
+          IRMapping mapping;
+          mapping.map(body.getArgument(0), value);
+          for (auto [index, operand] : llvm::enumerate(op.getEpilogueOperands())) {
+            ArrayRef<int64_t> shape = cast<RankedTensorType>(operand.getType()).getShape();
+            Value at = broadcastLinearIndex(im, shape, outShape, {b, head, row, col});
+            Value loaded = memref::LoadOp::create(builder, loc, epilogueArgs[index], at);
+            mapping.map(body.getArgument(index + 1), lowering::widen(builder, loc, loaded));
+          }
+          for (Operation &inner : body.without_terminator())
+            builder.clone(inner, mapping);
+          value = mapping.lookup(body.getTerminator()->getOperand(0));
+        }
+        value = lowering::narrow(builder, loc, value, outType.getElementType());
         memref::StoreOp::create(builder, loc, value, out, im.add(outBase, im.add(im.mul(row, valueDim), col)));
+        scf::YieldOp::create(builder, loc);
+      });
+    }
+  }
+  if (lseOut) {
+    // lse = (m + log2 l) ln 2 (scores are in base 2); one lane of each quad stores its two rows.
+    Value firstOfQuad = arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::eq, im.rem(lane, 4), im.c(0));
+    Value lseBase = im.mul(im.add(im.mul(b, heads), head), seqQ);
+    for (auto [row, max, sum] : {std::tuple<Value, Value, Value>{rowA, loop.getResult(0), sumA},
+                                 {rowB, loop.getResult(1), sumB}}) {
+      Value store = im.andi(firstOfQuad, im.lt(row, seqQ));
+      scf::IfOp::create(builder, loc, store, [&](OpBuilder &thenBuilder, Location) {
+        OpBuilder::InsertionGuard thenGuard(builder);
+        builder.setInsertionPoint(thenBuilder.getInsertionBlock(), thenBuilder.getInsertionPoint());
+        Value log2Sum = math::Log2Op::create(builder, loc, sum);
+        Value lse = arith::MulFOp::create(builder, loc, arith::AddFOp::create(builder, loc, max, log2Sum),
+                                          f32c(0.6931471805599453));
+        memref::StoreOp::create(builder, loc, lse, lseOut, im.add(lseBase, row));
         scf::YieldOp::create(builder, loc);
       });
     }

@@ -30,8 +30,8 @@ FailureOr<KernelLaunch> buildMatmulKernel(OpBuilder &builder, gpu::GPUModuleOp m
                                           StringRef name);
 
 /// Builds the FlashAttention-2 forward kernel of `op` (bf16/f16, head dims multiples of 16 up to 256, causal or
-/// not, GQA/MQA; no mask, lse or epilogue yet) as a gpu.func named `name` with parameters q, k, v, out; the
-/// "mma_sync" #kiln.config gives tile = [BQ, BK], one warp per 16 query rows.
+/// not, GQA/MQA, additive mask, lse, epilogue) as a gpu.func named `name` with parameters q, k, v, [mask],
+/// epilogue operands, out, [lse]; the "mma_sync" #kiln.config gives tile = [BQ, BK], one warp per 16 rows.
 FailureOr<KernelLaunch> buildAttentionKernel(OpBuilder &builder, gpu::GPUModuleOp module, AttentionOp op,
                                              StringRef name);
 
