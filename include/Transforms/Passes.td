@@ -109,7 +109,9 @@ def KilnSelectConfig : Pass<"kiln-select-config"> {
       attention 128 query rows x 128 keys, 128 x 64 for head dim <= 64, one warp per 16 rows).
     - `sm_90a`: the same mma_sync kernels with a 4-stage pipeline (the wgmma lowering is not there yet).
 
-    GPU tiles shrink for small problems to the next power of two at or above the dimension, never below 16.
+    GPU tiles shrink for small problems to the next power of two at or above the dimension, never below 16; a
+    matmul with fewer tiles than the GPU has multiprocessors (small M, as in decoding) gets narrower column
+    tiles, down to 32.
 
     ```mlir
     // before

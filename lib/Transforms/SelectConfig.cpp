@@ -58,6 +58,14 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
       bm = m <= 64 ? 64 : 128, bn = 128, bk = 32, stages = target == Target::Sm90a ? 4 : 3;
     }
     bm = fitTile(bm, m, target), bn = fitTile(bn, n, target), bk = fitTile(bk, k, target);
+    if (target != Target::Host) {
+      // Too few tiles to fill the GPU (small M, as in decoding): narrower column tiles, down to 32, so that
+      // every multiprocessor gets one (108 on the A100, 132 on the H100/H200).
+      int64_t multiprocessors = target == Target::Sm90a ? 132 : 108, batch = result.getNumElements() / (m * n);
+      auto tiles = [&] { return llvm::divideCeilSigned(m, bm) * llvm::divideCeilSigned(n, bn) * batch; };
+      while (bn > 32 && tiles() < multiprocessors)
+        bn /= 2;
+    }
     // Small tiles get fewer warps, so that every thread copies whole 16-byte chunks of each tile.
     while (target != Target::Host && warps > 1 && ((bm * bk / 8) % (warps * 32) || (bk * bn / 8) % (warps * 32)))
       warps /= 2;

@@ -25,9 +25,12 @@
 // MANIFEST90: "cubin": "kernels.sm_90a.cubin"
 // MANIFEST90: "block": [
 // MANIFEST90-NEXT: 128,
-// MANIFEST90: "dynamic_shared_bytes": 75776
+// MANIFEST90: "tile": [
+// MANIFEST90-NEXT: 128,
+// MANIFEST90-NEXT: 32,
+// MANIFEST90: "dynamic_shared_bytes": 51200
 // MANIFEST90: "grid": [
-// MANIFEST90-NEXT: 4,
+// MANIFEST90-NEXT: 16,
 // MANIFEST90-NEXT: 1,
 // MANIFEST90-NEXT: 1
 // MANIFEST90: "dtype": "bf16"

@@ -13,15 +13,16 @@
 // kiln.matmul
 //===----------------------------------------------------------------------===//
 
-// A large GEMM gets each target's full-size tile.
+// A large GEMM gets each target's full-size tile. (Smaller ones below get narrower column tiles on the GPU
+// targets, until there is a tile per multiprocessor or the width reaches 32.)
 // CHECK-LABEL: func.func @matmul_large
-// CHECK-SAME: (%[[A:.*]]: tensor<512x1024xf32>, %[[B:.*]]: tensor<1024x512xf32>)
+// CHECK-SAME: (%[[A:.*]]: tensor<2048x1024xf32>, %[[B:.*]]: tensor<1024x2048xf32>)
 // HOST: kiln.matmul %[[A]], %[[B]] {kiln.config = #kiln.config<tile = [64, 64, 64], warps = 1, stages = 1, lowering = "host">}
 // SM80: kiln.matmul %[[A]], %[[B]] {kiln.config = #kiln.config<tile = [128, 128, 32], warps = 4, stages = 3, lowering = "mma_sync">}
 // SM90: kiln.matmul %[[A]], %[[B]] {kiln.config = #kiln.config<tile = [128, 128, 32], warps = 4, stages = 4, lowering = "mma_sync">}
-func.func @matmul_large(%a: tensor<512x1024xf32>, %b: tensor<1024x512xf32>) -> tensor<512x512xf32> {
-  %0 = kiln.matmul %a, %b : tensor<512x1024xf32>, tensor<1024x512xf32> -> tensor<512x512xf32>
-  return %0 : tensor<512x512xf32>
+func.func @matmul_large(%a: tensor<2048x1024xf32>, %b: tensor<1024x2048xf32>) -> tensor<2048x2048xf32> {
+  %0 = kiln.matmul %a, %b : tensor<2048x1024xf32>, tensor<1024x2048xf32> -> tensor<2048x2048xf32>
+  return %0 : tensor<2048x2048xf32>
 }
 
 // -----
@@ -30,8 +31,8 @@ func.func @matmul_large(%a: tensor<512x1024xf32>, %b: tensor<1024x512xf32>) -> t
 // sm_90a switches to its small-M (64x128, one warpgroup pair) strategy.
 // CHECK-LABEL: func.func @matmul_one_row
 // HOST: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [1, 64, 64], warps = 1, stages = 1, lowering = "host">}
-// SM80: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [16, 128, 32], warps = 2, stages = 3, lowering = "mma_sync">}
-// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [16, 128, 32], warps = 2, stages = 4, lowering = "mma_sync">}
+// SM80: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [16, 32, 32], warps = 2, stages = 3, lowering = "mma_sync">}
+// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [16, 32, 32], warps = 2, stages = 4, lowering = "mma_sync">}
 func.func @matmul_one_row(%a: tensor<1x4096xf32>, %b: tensor<4096x4096xf32>) -> tensor<1x4096xf32> {
   %0 = kiln.matmul %a, %b : tensor<1x4096xf32>, tensor<4096x4096xf32> -> tensor<1x4096xf32>
   return %0 : tensor<1x4096xf32>
@@ -43,8 +44,8 @@ func.func @matmul_one_row(%a: tensor<1x4096xf32>, %b: tensor<4096x4096xf32>) -> 
 // power of two at or above it (M = 3 -> 16, N = 40 -> 64, K = 20 -> 32).
 // CHECK-LABEL: func.func @matmul_small
 // HOST: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [3, 40, 20], warps = 1, stages = 1, lowering = "host">}
-// SM80: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [16, 64, 32], warps = 2, stages = 3, lowering = "mma_sync">}
-// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [16, 64, 32], warps = 2, stages = 4, lowering = "mma_sync">}
+// SM80: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [16, 32, 32], warps = 2, stages = 3, lowering = "mma_sync">}
+// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [16, 32, 32], warps = 2, stages = 4, lowering = "mma_sync">}
 func.func @matmul_small(%a: tensor<3x20xf32>, %b: tensor<20x40xf32>) -> tensor<3x40xf32> {
   %0 = kiln.matmul %a, %b : tensor<3x20xf32>, tensor<20x40xf32> -> tensor<3x40xf32>
   return %0 : tensor<3x40xf32>
@@ -55,8 +56,8 @@ func.func @matmul_small(%a: tensor<3x20xf32>, %b: tensor<20x40xf32>) -> tensor<3
 // With transpose_lhs the contraction size is the lhs's second-to-last dimension (K = 20), not its last (M = 128).
 // CHECK-LABEL: func.func @matmul_transpose_lhs
 // HOST: kiln.matmul {{.*}} transpose_lhs {kiln.config = #kiln.config<tile = [64, 64, 20], warps = 1, stages = 1, lowering = "host">}
-// SM80: kiln.matmul {{.*}} transpose_lhs {kiln.config = #kiln.config<tile = [128, 128, 32], warps = 4, stages = 3, lowering = "mma_sync">}
-// SM90: kiln.matmul {{.*}} transpose_lhs {kiln.config = #kiln.config<tile = [128, 128, 32], warps = 4, stages = 4, lowering = "mma_sync">}
+// SM80: kiln.matmul {{.*}} transpose_lhs {kiln.config = #kiln.config<tile = [128, 32, 32], warps = 4, stages = 3, lowering = "mma_sync">}
+// SM90: kiln.matmul {{.*}} transpose_lhs {kiln.config = #kiln.config<tile = [128, 32, 32], warps = 4, stages = 4, lowering = "mma_sync">}
 func.func @matmul_transpose_lhs(%a: tensor<20x128xf32>, %b: tensor<20x512xf32>) -> tensor<128x512xf32> {
   %0 = kiln.matmul %a, %b transpose_lhs : tensor<20x128xf32>, tensor<20x512xf32> -> tensor<128x512xf32>
   return %0 : tensor<128x512xf32>
@@ -67,8 +68,8 @@ func.func @matmul_transpose_lhs(%a: tensor<20x128xf32>, %b: tensor<20x512xf32>) 
 // Batched bf16: only the matrix dimensions (M = 77, N = 1024, K = 512) decide.
 // CHECK-LABEL: func.func @matmul_batched_bf16
 // HOST: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [64, 64, 64], warps = 1, stages = 1, lowering = "host">}
-// SM80: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [128, 128, 32], warps = 4, stages = 3, lowering = "mma_sync">}
-// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [128, 128, 32], warps = 4, stages = 4, lowering = "mma_sync">}
+// SM80: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [128, 32, 32], warps = 4, stages = 3, lowering = "mma_sync">}
+// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [128, 32, 32], warps = 4, stages = 4, lowering = "mma_sync">}
 func.func @matmul_batched_bf16(%a: tensor<2x77x512xbf16>, %b: tensor<512x1024xbf16>) -> tensor<2x77x1024xbf16> {
   %0 = kiln.matmul %a, %b : tensor<2x77x512xbf16>, tensor<512x1024xbf16> -> tensor<2x77x1024xbf16>
   return %0 : tensor<2x77x1024xbf16>
