@@ -8,18 +8,12 @@
 
 #include "Host/HostExecutable.h"
 #include "Host/Npy.h"
-#include "Pipelines/Registration.h"
+#include "Pipelines/InputModule.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/DialectRegistry.h"
-#include "mlir/IR/MLIRContext.h"
-#include "mlir/IR/Verifier.h"
-#include "mlir/Parser/Parser.h"
-#include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
-#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
@@ -77,32 +71,20 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::ParseCommandLineOptions(argc, argv, "Kiln CPU runner: execute a kiln function on .npy inputs\n");
 
-  DialectRegistry registry;
-  registerKilnDialects(registry);
-  registerKilnPasses();
-  MLIRContext context(registry);
-  context.loadAllAvailableDialects();
-
-  std::string error;
-  auto file = openInputFile(inputFile, &error);
-  if (!file)
-    return fail(error);
-  llvm::SourceMgr sourceMgr;
-  sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
-  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
-  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+  InputModule input(inputFile);
+  if (!input.openError().empty())
+    return fail(input.openError());
+  ModuleOp module = input.module();
   if (!module)
     return 1;
-  if (failed(verify(*module)))
-    return 1;
-  FailureOr<std::string> entry = pickEntry(*module);
+  FailureOr<std::string> entry = pickEntry(module);
   if (failed(entry))
     return 1;
 
   HostPipelineOptions options;
   options.tile = !noTile;
   auto compileStart = Clock::now();
-  auto executable = HostExecutable::compile(*module, *entry, options);
+  auto executable = HostExecutable::compile(module, *entry, options);
   if (failed(executable))
     return 1;
   double compileMs = millisecondsSince(compileStart);
@@ -160,7 +142,7 @@ int main(int argc, char **argv) {
   if (check) {
     HostPipelineOptions referenceOptions;
     referenceOptions.tile = false;
-    auto reference = HostExecutable::compile(*module, *entry, referenceOptions);
+    auto reference = HostExecutable::compile(module, *entry, referenceOptions);
     if (failed(reference))
       return 1;
     auto expected = (*reference)->run(inputs);

@@ -12,17 +12,14 @@
 
 #include "Dialect/Kiln/KilnOps.h"
 #include "Host/HostTensor.h"
+#include "Pipelines/InputModule.h"
 #include "Pipelines/Pipelines.h"
-#include "Pipelines/Registration.h"
 #include "RunPlan.h"
 #include "Transforms/Transforms.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
-#include "mlir/IR/MLIRContext.h"
-#include "mlir/IR/Verifier.h"
-#include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
@@ -32,7 +29,6 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
-#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 
 using namespace mlir;
@@ -194,21 +190,12 @@ int main(int argc, char **argv) {
   if (target != "sm_80" && target != "sm_90a")
     return fail("unsupported --target=" + target + " (expected sm_80 or sm_90a)");
 
-  DialectRegistry registry;
-  registerKilnDialects(registry);
-  registerKilnPasses();
-  MLIRContext context(registry);
-  context.loadAllAvailableDialects();
-  std::string error;
-  auto file = openInputFile(inputFile, &error);
-  if (!file)
-    return fail(error);
-  llvm::SourceMgr sourceMgr;
-  sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
-  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
-  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
-  if (!module || failed(verify(*module)))
+  InputModule input(inputFile);
+  if (!input.openError().empty())
+    return fail(input.openError());
+  if (!input.module())
     return 1;
+  ModuleOp module = input.module();
 
   NvvmPipelineOptions options;
   options.chip = target;
@@ -216,39 +203,39 @@ int main(int argc, char **argv) {
   if (emit == "tiled") {
     KernelPipelineOptions kernelOptions;
     kernelOptions.target = target;
-    if (!runStage(*module, "tiling", [&](OpPassManager &pm) { buildKernelPipeline(pm, kernelOptions); }))
+    if (!runStage(module, "tiling", [&](OpPassManager &pm) { buildKernelPipeline(pm, kernelOptions); }))
       return 1;
-    module->print(llvm::outs());
+    module.print(llvm::outs());
     return 0;
   }
-  if (!runStage(*module, "kernel", [&](OpPassManager &pm) { buildGpuKernelPipeline(pm, options); }))
+  if (!runStage(module, "kernel", [&](OpPassManager &pm) { buildGpuKernelPipeline(pm, options); }))
     return 1;
   if (emit == "kiln" || emit == "gpu") {
-    module->print(llvm::outs());
+    module.print(llvm::outs());
     return 0;
   }
-  llvm::json::Array kernels = describeKernels(*module);
+  llvm::json::Array kernels = describeKernels(module);
   bool writesFiles = emit == "cubin";
   if (writesFiles)
     if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
       return fail("cannot create " + outputDir + ": " + ec.message());
   FailureOr<llvm::json::Array> plans =
-      writesFiles ? describeRunPlans(*module, outputDir) : FailureOr<llvm::json::Array>(llvm::json::Array());
+      writesFiles ? describeRunPlans(module, outputDir) : FailureOr<llvm::json::Array>(llvm::json::Array());
   if (failed(plans))
     return fail("the run plan stage failed (see the diagnostics above)");
-  if (!runStage(*module, "NVVM lowering", [&](OpPassManager &pm) { buildNvvmLoweringPipeline(pm, options); }))
+  if (!runStage(module, "NVVM lowering", [&](OpPassManager &pm) { buildNvvmLoweringPipeline(pm, options); }))
     return 1;
   if (emit == "llvm") {
-    module->print(llvm::outs());
+    module.print(llvm::outs());
     return 0;
   }
-  if (!runStage(*module, "PTX emission", [&](OpPassManager &pm) {
+  if (!runStage(module, "PTX emission", [&](OpPassManager &pm) {
         GpuModuleToBinaryPassOptions binaryOptions;
         binaryOptions.compilationTarget = "isa";
         pm.addPass(createGpuModuleToBinaryPass(binaryOptions));
       }))
     return 1;
-  FailureOr<std::string> ptx = extractPtx(*module);
+  FailureOr<std::string> ptx = extractPtx(module);
   if (failed(ptx))
     return fail("the module has no GPU kernels to emit (no kiln.matmul kernel found)");
   if (emit == "ptx") {
