@@ -38,6 +38,9 @@ public:
   static FailureOr<std::unique_ptr<HostExecutable>> compile(ModuleOp module, llvm::StringRef entry,
                                                             const HostPipelineOptions &options);
 
+  /// The one public function of `module` that has a body, or an error saying why there is none to pick.
+  static llvm::Expected<std::string> defaultEntry(ModuleOp module);
+
   /// The entry's arguments and results.
   llvm::ArrayRef<TensorSignature> inputs() const { return inputSignatures; }
   llvm::ArrayRef<TensorSignature> outputs() const { return outputSignatures; }

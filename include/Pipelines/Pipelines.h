@@ -21,6 +21,9 @@ struct KernelPipelineOptions : public PassPipelineOptions<KernelPipelineOptions>
                                           llvm::cl::init("host")};
 };
 
+/// Canonicalize, then fuse attention patterns and matmul/attention epilogues: the graph as few kernels.
+void buildFusionPipeline(OpPassManager &pm);
+
 /// From the graph to tiled kernels, the part every backend shares: canonicalize, fuse attention and epilogues,
 /// outline one kernel per fused group, select configs for `target`, tile, and apply online softmax.
 void buildKernelPipeline(OpPassManager &pm, const KernelPipelineOptions &options);

@@ -38,6 +38,17 @@ static FailureOr<SmallVector<TensorSignature>> signaturesOf(func::FuncOp func, T
   return signatures;
 }
 
+llvm::Expected<std::string> HostExecutable::defaultEntry(ModuleOp module) {
+  SmallVector<func::FuncOp> candidates;
+  for (auto func : module.getOps<func::FuncOp>())
+    if (func.isPublic() && !func.isExternal())
+      candidates.push_back(func);
+  if (candidates.size() == 1)
+    return candidates.front().getSymName().str();
+  return llvm::createStringError(candidates.empty() ? "the module has no public function to run"
+                                                    : "the module has several public functions; name the entry");
+}
+
 FailureOr<std::unique_ptr<HostExecutable>> HostExecutable::compile(ModuleOp module, StringRef entry,
                                                                    const HostPipelineOptions &options) {
   auto func = dyn_cast_or_null<func::FuncOp>(SymbolTable::lookupSymbolIn(module, entry));

@@ -28,10 +28,14 @@ static LogicalResult appendPipeline(OpPassManager &pm, StringRef pipeline) {
   return failure();
 }
 
-void kiln::buildKernelPipeline(OpPassManager &pm, const KernelPipelineOptions &options) {
+void kiln::buildFusionPipeline(OpPassManager &pm) {
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createKilnFuseAttention());
   pm.addPass(createKilnFuseEpilogue());
+}
+
+void kiln::buildKernelPipeline(OpPassManager &pm, const KernelPipelineOptions &options) {
+  buildFusionPipeline(pm);
   pm.addPass(createKilnOutlineKernels());
   pm.addPass(createKilnSelectConfig(KilnSelectConfigOptions{options.target}));
   pm.addPass(createKilnTile());
@@ -40,9 +44,7 @@ void kiln::buildKernelPipeline(OpPassManager &pm, const KernelPipelineOptions &o
 }
 
 void kiln::buildGpuKernelPipeline(OpPassManager &pm, const NvvmPipelineOptions &options) {
-  pm.addPass(createCanonicalizerPass());
-  pm.addPass(createKilnFuseAttention());
-  pm.addPass(createKilnFuseEpilogue());
+  buildFusionPipeline(pm);
   pm.addPass(createKilnOutlineKernels());
   pm.addPass(createKilnSelectConfig(KilnSelectConfigOptions{options.chip}));
   pm.addPass(createConvertKilnToGPU());

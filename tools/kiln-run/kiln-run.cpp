@@ -52,14 +52,10 @@ static double millisecondsSince(Clock::time_point start) {
 static FailureOr<std::string> pickEntry(ModuleOp module) {
   if (!entryName.empty())
     return entryName.getValue();
-  SmallVector<func::FuncOp> candidates;
-  for (auto func : module.getOps<func::FuncOp>())
-    if (func.isPublic() && !func.isExternal())
-      candidates.push_back(func);
-  if (candidates.size() == 1)
-    return candidates.front().getSymName().str();
-  fail(candidates.empty() ? "the module has no public function to run"
-                          : "the module has several public functions; choose one with --entry=NAME");
+  llvm::Expected<std::string> entry = HostExecutable::defaultEntry(module);
+  if (entry)
+    return *entry;
+  fail(llvm::toString(entry.takeError()) + " (choose one with --entry=NAME)");
   return failure();
 }
 
