@@ -30,25 +30,41 @@ for pkg in "${!debian_packages[@]}"; do
   [[ -e "${debian_packages[$pkg]}" ]] || missing+=("$pkg")
 done
 
-if ((${#missing[@]})); then
+# Installs Debian packages with apt-get (through sudo when not root), or lists them and fails without apt-get.
+apt_install() {
   if ! command -v apt-get >/dev/null 2>&1; then
     echo "kiln setup: this system has no apt-get; install these Debian/Ubuntu packages (or their equivalents):" >&2
-    printf '  %s\n' "${missing[@]}" >&2
+    printf '  %s\n' "$@" >&2
     exit 1
   fi
-  sudo=""
+  local sudo=""
   if [[ $(id -u) -ne 0 ]]; then
-    command -v sudo >/dev/null 2>&1 || { echo "kiln setup: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+    command -v sudo >/dev/null 2>&1 || { echo "kiln setup: need root or sudo to install: $*" >&2; exit 1; }
     sudo=sudo
   fi
-  echo "kiln setup: installing ${missing[*]}"
+  echo "kiln setup: installing $*"
   $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+if ((${#missing[@]})); then
+  apt_install "${missing[@]}"
 fi
 
 if ! command -v "$python" >/dev/null 2>&1; then
   echo "kiln setup: no '$python' on PATH; install Python 3.9 or newer (or set PYTHON=...)" >&2
   exit 1
+fi
+
+# The Python extension (python/src) needs the interpreter's headers: python3-dev for Debian's own Python.
+python_include="$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')"
+if [[ ! -e "$python_include/Python.h" ]]; then
+  if [[ "$python_include" == /usr/include/* ]]; then
+    apt_install python3-dev
+  else
+    echo "kiln setup: $python has no development headers (no Python.h in $python_include); install them" >&2
+    exit 1
+  fi
 fi
 
 # Python packages: install from the pinned list only when an import or a version check fails.

@@ -1,4 +1,4 @@
-"""Shared fixtures of the host (CPU) execution tests: the worst-error record and its end-of-session summary.
+"""Shared fixtures of the execution tests (host binaries and the Python API): the worst-error record and its summary.
 
 Every numerical check calls the ``record_error`` fixture with its family name ("attention f32 [tiled]", ...), the
 relative error it measured, its tolerance and its seed. ``WORST_ERRORS`` keeps the worst case per family for the

@@ -1,0 +1,172 @@
+//===- KilnModule.cpp - The _kiln Python extension --------------------------===//
+//
+// The native half of the `kiln` package: it parses kiln IR, runs the same pipeline builders as kiln-opt, kilnc
+// and kiln-run, and executes host-compiled programs on numpy buffers. Every MLIR diagnostic is captured into
+// the text of a Python exception, so a bad input never reaches stderr alone and never aborts the interpreter.
+// Type checking of user arrays lives in Python (kiln/compiler.py), where argument names are known.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Host/HostExecutable.h"
+#include "Pipelines/Pipelines.h"
+#include "Pipelines/Registration.h"
+
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+
+namespace py = pybind11;
+using namespace mlir;
+using namespace mlir::kiln;
+
+namespace {
+
+/// Raised (as kiln.CompileError) when IR is malformed or a pipeline fails; the message carries the diagnostics.
+struct CompileError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// A kiln module parsed from text, with the stages of the host pipeline it can be shown at and a compiled
+/// executable of its entry function.
+class HostProgram {
+public:
+  HostProgram(const std::string &source, const std::string &entry) {
+    DialectRegistry registry;
+    registerKilnDialects(registry);
+    context = std::make_unique<MLIRContext>(registry);
+    context->loadAllAvailableDialects();
+    auto buffer = llvm::MemoryBuffer::getMemBufferCopy(source, "<kiln source>");
+    sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
+    llvm::raw_string_ostream os(diagnosticText);
+    SourceMgrDiagnosticHandler handler(sourceMgr, context.get(), os);
+    module = parseSourceFile<ModuleOp>(sourceMgr, context.get());
+    if (!module || failed(verify(*module)))
+      throw CompileError("invalid kiln IR:\n" + takeDiagnostics());
+    if (entry.empty()) {
+      llvm::Expected<std::string> found = HostExecutable::defaultEntry(*module);
+      if (!found)
+        throw CompileError(llvm::toString(found.takeError()) + "; pass entry=NAME");
+      entryName = *found;
+    } else {
+      entryName = entry;
+    }
+    HostPipelineOptions options;
+    auto compiled = HostExecutable::compile(*module, entryName, options);
+    if (failed(compiled))
+      throw CompileError("compiling '" + entryName + "' for the host failed:\n" + takeDiagnostics());
+    executable = std::move(*compiled);
+  }
+
+  /// The module printed after `stage`: kiln (as parsed), fused, tiled, loops or llvm.
+  std::string ir(const std::string &stage) {
+    if (stage == "kiln")
+      return print(*module);
+    OwningOpRef<ModuleOp> copy = module->clone();
+    PassManager pm(context.get());
+    LogicalResult built = success();
+    HostPipelineOptions hostOptions;
+    if (stage == "fused") {
+      buildFusionPipeline(pm);
+    } else if (stage == "tiled") {
+      buildKernelPipeline(pm, KernelPipelineOptions());
+    } else if (stage == "loops") {
+      built = buildHostLoopsPipeline(pm, hostOptions);
+    } else if (stage == "llvm") {
+      built = buildHostPipeline(pm, hostOptions);
+    } else {
+      throw py::value_error("unknown stage '" + stage + "' (host stages: kiln, fused, tiled, loops, llvm)");
+    }
+    llvm::raw_string_ostream os(diagnosticText);
+    SourceMgrDiagnosticHandler handler(sourceMgr, context.get(), os);
+    if (failed(built) || failed(pm.run(*copy)))
+      throw CompileError("the '" + stage + "' stage failed:\n" + takeDiagnostics());
+    return print(*copy);
+  }
+
+  /// Signatures as (dtype name, shape) pairs.
+  static py::list describe(llvm::ArrayRef<TensorSignature> signatures) {
+    py::list list;
+    for (const TensorSignature &signature : signatures)
+      list.append(py::make_tuple(elementName(signature.kind).str(),
+                                 std::vector<int64_t>(signature.shape.begin(), signature.shape.end())));
+    return list;
+  }
+  py::list inputs() const { return describe(executable->inputs()); }
+  py::list outputs() const { return describe(executable->outputs()); }
+  const std::string &entry() const { return entryName; }
+
+  /// Runs the entry on C-contiguous arrays already checked against `inputs()`; returns one array per output,
+  /// as raw bytes for Python to view with the right dtype.
+  py::list run(const std::vector<py::array> &arrays) const {
+    std::vector<HostTensor> tensors;
+    llvm::ArrayRef<TensorSignature> signatures = executable->inputs();
+    if (arrays.size() != signatures.size())
+      throw py::value_error("expected " + std::to_string(signatures.size()) + " arrays, got " +
+                            std::to_string(arrays.size()));
+    for (size_t i = 0; i < arrays.size(); ++i) {
+      HostTensor tensor = HostTensor::zeros(signatures[i].kind, signatures[i].shape);
+      if (static_cast<size_t>(arrays[i].nbytes()) != tensor.bytes.size())
+        throw py::value_error("argument " + std::to_string(i) + " has " + std::to_string(arrays[i].nbytes()) +
+                              " bytes, expected " + std::to_string(tensor.bytes.size()));
+      std::memcpy(tensor.bytes.data(), arrays[i].data(), tensor.bytes.size());
+      tensors.push_back(std::move(tensor));
+    }
+    llvm::Expected<std::vector<HostTensor>> results = [&] {
+      py::gil_scoped_release release;
+      return executable->run(tensors);
+    }();
+    if (!results)
+      throw py::value_error(llvm::toString(results.takeError()));
+    py::list list;
+    for (HostTensor &result : *results)
+      list.append(py::bytes(reinterpret_cast<const char *>(result.bytes.data()), result.bytes.size()));
+    return list;
+  }
+
+private:
+  static std::string print(ModuleOp op) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    op.print(os);
+    return text;
+  }
+  std::string takeDiagnostics() {
+    std::string text = diagnosticText.empty() ? std::string("(no diagnostic was emitted)") : diagnosticText;
+    diagnosticText.clear();
+    return text;
+  }
+
+  std::unique_ptr<MLIRContext> context;
+  llvm::SourceMgr sourceMgr;
+  std::string diagnosticText;
+  OwningOpRef<ModuleOp> module;
+  std::string entryName;
+  std::unique_ptr<HostExecutable> executable;
+};
+
+} // namespace
+
+PYBIND11_MODULE(_kiln, m) {
+  m.doc() = "Kiln's native compiler and host runtime";
+  registerKilnPasses(); // The host pipeline names upstream passes by flag.
+  py::register_exception<CompileError>(m, "CompileError", PyExc_RuntimeError);
+  py::class_<HostProgram>(m, "HostProgram")
+      .def(py::init<const std::string &, const std::string &>(), py::arg("source"), py::arg("entry") = "")
+      .def("ir", &HostProgram::ir, py::arg("stage"))
+      .def_property_readonly("inputs", &HostProgram::inputs)
+      .def_property_readonly("outputs", &HostProgram::outputs)
+      .def_property_readonly("entry", &HostProgram::entry)
+      .def("run", &HostProgram::run, py::arg("arrays"));
+}
