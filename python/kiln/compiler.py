@@ -5,6 +5,8 @@ Python exception naming the argument at fault; the native extension (``_kiln``) 
 executes, and turns MLIR diagnostics into ``CompileError`` messages.
 """
 
+import functools
+
 import ml_dtypes
 import numpy as np
 
@@ -65,10 +67,16 @@ def compile(source, target="host", entry=None):
     """Compiles kiln IR text for ``target`` and returns a callable ``Program``.
 
     ``entry`` names the function to run; by default the module's only public function. Malformed IR or a failing
-    pipeline raises ``CompileError`` carrying the MLIR diagnostics.
+    pipeline raises ``CompileError`` carrying the MLIR diagnostics. Programs are cached in memory by
+    (source, target, entry): compiling the same text again returns the same program.
     """
     if not isinstance(source, str):
         raise TypeError(f"source must be kiln IR text (str), got {type(source).__name__}")
     if target not in TARGETS:
         raise ValueError(f"unsupported target '{target}' (from Python: {', '.join(TARGETS)})")
-    return Program(_kiln.HostProgram(source, entry or ""))
+    return _compile_cached(source, target, entry or "")
+
+
+@functools.lru_cache(maxsize=256)
+def _compile_cached(source, target, entry):
+    return Program(_kiln.HostProgram(source, entry))

@@ -1,0 +1,192 @@
+"""kiln.ops on the host target: ready-made kernels on numpy arrays against float64 numpy references.
+
+Fresh seeds every run (recorded in the worst-error summary), shapes that do not divide the host tiles, f32
+inputs with tolerance 1e-4 relative in the max norm (2e-2 for the bf16 case). The error tests check that each
+bad argument is a Python exception naming the argument, raised before any IR is built.
+"""
+
+import math
+import os
+import pathlib
+import secrets
+import sys
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+BUILD_DIR = pathlib.Path(os.environ.get("KILN_BUILD_DIR", "/work/main/build"))
+sys.path.insert(0, str(BUILD_DIR / "python"))
+import kiln  # noqa: E402  (built by `make build`; a missing package must fail the run, not skip it)
+
+TOLERANCE = 1e-4
+erf = np.vectorize(math.erf)
+
+
+def fresh_rng():
+    seed = secrets.randbits(64)
+    return np.random.default_rng(seed), seed
+
+
+def randn(rng, *shape, dtype=np.float32):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def check(record_error, family, actual, reference, seed, tolerance=TOLERANCE):
+    actual = np.asarray(actual, dtype=np.float64)
+    assert actual.shape == reference.shape
+    error = float(np.max(np.abs(actual - reference)) / max(np.max(np.abs(reference)), 1e-30))
+    record_error(family, error, tolerance, seed)
+    assert error < tolerance, f"{family}: relative error {error:.3e} (seed {seed})"
+
+
+ACTIVATIONS = {
+    None: lambda x: x,
+    "relu": lambda x: np.maximum(x, 0),
+    "silu": lambda x: x / (1 + np.exp(-x)),
+    "gelu": lambda x: 0.5 * x * (1 + erf(x / math.sqrt(2))),
+    "gelu_tanh": lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))),
+}
+
+
+@pytest.mark.parametrize("activation", list(ACTIVATIONS))
+@pytest.mark.parametrize("a_shape,b_shape", [((37, 61), (61, 29)), ((3, 19, 70), (70, 33)), ((2, 1, 9, 40), (3, 40, 17))])
+def test_matmul_bias_activation(a_shape, b_shape, activation, record_error):
+    rng, seed = fresh_rng()
+    a, b, bias = randn(rng, *a_shape), randn(rng, *b_shape), randn(rng, b_shape[-1])
+    out = kiln.ops.matmul(a, b, bias=bias, activation=activation)
+    reference = ACTIVATIONS[activation](a.astype(np.float64) @ b + bias)
+    check(record_error, "ops: matmul+bias+activation f32", out, reference, seed)
+
+
+def test_matmul_bf16_without_bias(record_error):
+    rng, seed = fresh_rng()
+    a, b = randn(rng, 33, 50, dtype=ml_dtypes.bfloat16), randn(rng, 50, 21, dtype=ml_dtypes.bfloat16)
+    out = kiln.ops.matmul(a, b)
+    assert out.dtype == ml_dtypes.bfloat16
+    check(record_error, "ops: matmul bf16", out, a.astype(np.float64) @ b.astype(np.float64), seed, 2e-2)
+
+
+def attention_reference(q, k, v, causal, scale, mask):
+    q, k, v = (x.astype(np.float64) for x in (q, k, v))
+    group = q.shape[1] // k.shape[1]
+    k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
+    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    s = q @ np.swapaxes(k, -1, -2) * scale
+    if mask is not None:
+        s = s + mask
+    if causal:
+        sq, sk = s.shape[-2:]
+        s = np.where(np.arange(sk)[None, :] > np.arange(sq)[:, None] + (sk - sq), -np.inf, s)
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    return (p / p.sum(axis=-1, keepdims=True)) @ v
+
+
+@pytest.mark.parametrize("shape", [(1, 4, 4, 33, 33, 16), (2, 8, 2, 20, 70, 32), (1, 6, 1, 65, 65, 64)],
+                         ids=["mha", "gqa4_sq<sk", "mqa"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("masked", [False, True])
+def test_attention(shape, causal, masked, record_error):
+    rng, seed = fresh_rng()
+    b, hq, hk, sq, sk, d = shape
+    q, k, v = randn(rng, b, hq, sq, d), randn(rng, b, hk, sk, d), randn(rng, b, hk, sk, d)
+    mask = randn(rng, 1, 1, sq, sk) if masked else None
+    scale = 0.2 if masked else None
+    out = kiln.ops.attention(q, k, v, causal=causal, scale=scale, mask=mask)
+    check(record_error, "ops: attention f32", out, attention_reference(q, k, v, causal, scale, mask), seed)
+
+
+@pytest.mark.parametrize("axis", [-1, 0, 1])
+def test_softmax(axis, record_error):
+    rng, seed = fresh_rng()
+    x = randn(rng, 7, 130, 9) * 4
+    e = np.exp(x.astype(np.float64) - x.max(axis=axis, keepdims=True))
+    check(record_error, "ops: softmax f32", kiln.ops.softmax(x, axis=axis), e / e.sum(axis=axis, keepdims=True), seed)
+
+
+def test_rms_norm(record_error):
+    rng, seed = fresh_rng()
+    x, w = randn(rng, 3, 77, 200), randn(rng, 200)
+    x64 = x.astype(np.float64)
+    reference = x64 / np.sqrt((x64**2).mean(-1, keepdims=True) + 1e-5) * w
+    check(record_error, "ops: rms_norm f32", kiln.ops.rms_norm(x, w, eps=1e-5), reference, seed)
+
+
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_layer_norm(with_bias, record_error):
+    rng, seed = fresh_rng()
+    x, w, b = randn(rng, 45, 129) * 3 + 1, randn(rng, 129), randn(rng, 129)
+    x64 = x.astype(np.float64)
+    reference = (x64 - x64.mean(-1, keepdims=True)) / np.sqrt(x64.var(-1, keepdims=True) + 1e-5) * w
+    reference = reference + b if with_bias else reference
+    out = kiln.ops.layer_norm(x, w, b if with_bias else None)
+    check(record_error, "ops: layer_norm f32", out, reference, seed)
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_rope(interleaved, record_error):
+    rng, seed = fresh_rng()
+    x = randn(rng, 2, 3, 37, 24)
+    angles = rng.uniform(0, 2 * math.pi, (37, 12))
+    cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+    x64 = x.astype(np.float64)
+    first, second = (x64[..., 0::2], x64[..., 1::2]) if interleaved else (x64[..., :12], x64[..., 12:])
+    rotated = (first * cos - second * sin, first * sin + second * cos)
+    reference = np.empty_like(x64)
+    if interleaved:
+        reference[..., 0::2], reference[..., 1::2] = rotated
+    else:
+        reference[..., :12], reference[..., 12:] = rotated
+    check(record_error, "ops: rope f32", kiln.ops.rope(x, cos, sin, interleaved=interleaved), reference, seed)
+
+
+def test_repeated_signature_reuses_the_compiled_program():
+    x = np.ones((4, 5), np.float32)
+    kiln.ops.softmax(x)
+    before = kiln.compiler._compile_cached.cache_info().hits
+    kiln.ops.softmax(x * 2)
+    assert kiln.compiler._compile_cached.cache_info().hits == before + 1
+
+
+F = np.ones((2, 4, 8, 16), np.float32)
+KV = np.ones((2, 2, 8, 16), np.float32)
+BAD_OPS = [
+    ("matmul K mismatch", lambda: kiln.ops.matmul(np.ones((3, 4), np.float32), np.ones((5, 6), np.float32)),
+     ValueError, "'a' has K=4"),
+    ("matmul rank 1", lambda: kiln.ops.matmul(np.ones(4, np.float32), np.ones((4, 6), np.float32)),
+     ValueError, "rank >= 2"),
+    ("matmul batch mismatch", lambda: kiln.ops.matmul(np.ones((2, 3, 4), np.float32), np.ones((3, 4, 5), np.float32)),
+     ValueError, "do not broadcast"),
+    ("matmul bias shape", lambda: kiln.ops.matmul(np.ones((3, 4), np.float32), np.ones((4, 6), np.float32),
+                                                  bias=np.ones(5, np.float32)), ValueError, "'bias' has shape (5,)"),
+    ("matmul activation", lambda: kiln.ops.matmul(np.ones((3, 4), np.float32), np.ones((4, 6), np.float32),
+                                                  activation="tanhh"), ValueError, "unknown activation 'tanhh'"),
+    ("matmul dtype mix", lambda: kiln.ops.matmul(np.ones((3, 4), np.float32), np.ones((4, 6), np.float16)),
+     TypeError, "'b' has dtype float16 but 'a' has float32"),
+    ("matmul integer dtype", lambda: kiln.ops.matmul(np.ones((3, 4), np.int32), np.ones((4, 6), np.int32)),
+     TypeError, "'a' has dtype int32"),
+    ("matmul not an array", lambda: kiln.ops.matmul([[1.0]], np.ones((1, 1), np.float32)),
+     TypeError, "'a' must be a numpy array"),
+    ("attention rank", lambda: kiln.ops.attention(F[0], KV, KV), ValueError, "'q' must be [B, H, S, D]"),
+    ("attention head dim", lambda: kiln.ops.attention(F, KV[..., :8], KV[..., :8]), ValueError, "head dim of 'q' is 16"),
+    ("attention head count", lambda: kiln.ops.attention(F[:, :3], KV, KV), ValueError, "3 query heads cannot share 2"),
+    ("attention k/v mismatch", lambda: kiln.ops.attention(F, KV, KV[:, :, :5]), ValueError, "'k' (2, 2, 8, 16) and 'v'"),
+    ("attention batch", lambda: kiln.ops.attention(F, KV[:1], KV[:1]), ValueError, "batch of 'q' is 2"),
+    ("attention mask shape", lambda: kiln.ops.attention(F, KV, KV, mask=np.ones((3, 8), np.float32)),
+     ValueError, "'mask' of shape (3, 8)"),
+    ("softmax axis", lambda: kiln.ops.softmax(F, axis=4), ValueError, "axis 4 is out of range"),
+    ("rms_norm weight", lambda: kiln.ops.rms_norm(F, np.ones(8, np.float32)), ValueError, "'weight' has shape (8,)"),
+    ("layer_norm bias", lambda: kiln.ops.layer_norm(F, np.ones(16, np.float32), np.ones(3, np.float32)),
+     ValueError, "'bias' has shape (3,)"),
+    ("rope odd D", lambda: kiln.ops.rope(F[..., :15], np.ones((8, 7), np.float32), np.ones((8, 7), np.float32)),
+     ValueError, "D even"),
+    ("rope table shape", lambda: kiln.ops.rope(F, np.ones((8, 7), np.float32), np.ones((8, 8), np.float32)),
+     ValueError, "'cos' has shape (8, 7)"),
+]
+
+
+@pytest.mark.parametrize("description,call,error,text", BAD_OPS, ids=[case[0] for case in BAD_OPS])
+def test_bad_argument_raises(description, call, error, text):
+    with pytest.raises(error) as raised:
+        call()
+    assert text in str(raised.value), str(raised.value)
