@@ -1,11 +1,17 @@
 """Kiln: fused attention and GEMM kernels from an MLIR compiler, driven from Python.
 
 ``kiln.compile(source)`` turns kiln IR text into a callable program; on the host target it runs on numpy arrays
-through the CPU backend (the same fused, tiled program the GPU backend starts from). ``kiln.ops`` has
-ready-made kernels (matmul with bias and activation, attention, softmax, norms, rope) on numpy arrays.
+through the CPU backend (the same fused, tiled program the GPU backend starts from). ``@kiln.jit`` traces a
+Python function written with the ops below into kiln IR on its first call and compiles it once per signature.
+``kiln.ops`` has the same ops ready-made on numpy arrays.
 """
 
 from . import ops
 from .compiler import CompileError, Program, compile
+from .jit import JitFunction, jit
+from .trace import (Tensor, attention, exp, gelu, layer_norm, matmul, relu, reshape, rms_norm, rope, sigmoid, silu,
+                    softmax, tanh, transpose)
 
-__all__ = ["CompileError", "Program", "compile", "ops"]
+__all__ = ["CompileError", "JitFunction", "Program", "Tensor", "attention", "compile", "exp", "gelu", "jit",
+           "layer_norm", "matmul", "ops", "relu", "reshape", "rms_norm", "rope", "sigmoid", "silu", "softmax",
+           "tanh", "transpose"]

@@ -1,0 +1,311 @@
+"""Tracing: Python functions on symbolic tensors written out as kiln IR.
+
+Inside a ``@kiln.jit`` function the arguments are ``Tensor``s: they carry a shape and an element type, and every
+operation on them (``kiln.matmul``, ``kiln.attention``, arithmetic operators, activations, norms) checks its
+arguments and appends one kiln op to the function being traced. Each check names the op and the argument at
+fault, so a mistake is a Python exception before any IR exists; what the checks let through is verified again
+by the dialect when the traced text is compiled.
+"""
+
+import math
+
+import numpy as np
+
+from .compiler import DTYPES
+
+_ELEMENT_NAMES = {dtype: name for name, dtype in DTYPES.items()}
+_FLOATS = ("f32", "f16", "bf16")
+_GRAPHS = []  # the functions being traced, innermost last
+
+
+def tensor_type(shape, element):
+    """``tensor<2x3xf32>`` for shape (2, 3) and element "f32"."""
+    return "tensor<" + "".join(f"{d}x" for d in shape) + element + ">"
+
+
+def float_literal(value):
+    """A float in a form MLIR's parser accepts ("1.000000000e-06")."""
+    return f"{float(value):.9e}"
+
+
+class Graph:
+    """The body of one function being traced: its arguments and the kiln ops appended so far."""
+
+    def __init__(self):
+        self.lines = []
+        self.count = 0
+
+    def emit(self, text, shape, element):
+        """Appends ``%vN = text`` and returns its result as a Tensor."""
+        name = f"%v{self.count}"
+        self.count += 1
+        self.lines.append(f"{name} = {text}")
+        return Tensor(self, name, shape, element)
+
+    def __enter__(self):
+        _GRAPHS.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        _GRAPHS.pop()
+
+
+class Tensor:
+    """A value of the function being traced: an SSA name, a shape and an element type."""
+
+    def __init__(self, graph, name, shape, element):
+        self.graph, self.name, self.shape, self.element = graph, name, tuple(shape), element
+
+    @property
+    def dtype(self):
+        return DTYPES[self.element]
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def type(self):
+        return tensor_type(self.shape, self.element)
+
+    def __repr__(self):
+        return f"kiln.Tensor({self.name}: {self.type})"
+
+    def __add__(self, other):
+        return _binary("add", self, other)
+
+    def __radd__(self, other):
+        return _binary("add", other, self)
+
+    def __sub__(self, other):
+        return _binary("sub", self, other)
+
+    def __rsub__(self, other):
+        return _binary("sub", other, self)
+
+    def __mul__(self, other):
+        return _binary("mul", self, other)
+
+    def __rmul__(self, other):
+        return _binary("mul", other, self)
+
+    def __truediv__(self, other):
+        return _binary("div", self, other)
+
+    def __rtruediv__(self, other):
+        return _binary("div", other, self)
+
+    def __neg__(self):
+        return _unary("neg", self)
+
+    def __matmul__(self, other):
+        return matmul(self, other)
+
+
+def _graph(op):
+    if not _GRAPHS:
+        raise RuntimeError(f"kiln.{op} builds IR inside a @kiln.jit function; on numpy arrays use kiln.ops.{op}")
+    return _GRAPHS[-1]
+
+
+def check_floats(op, **tensors):
+    """Checks that the tensors share one floating element type and returns it."""
+    _graph(op)
+    element = first = None
+    for name, tensor in tensors.items():
+        if not isinstance(tensor, Tensor):
+            raise TypeError(f"{op}: '{name}' must be a tensor argument of the jitted function, got "
+                            f"{type(tensor).__name__}")
+        if tensor.element not in _FLOATS:
+            raise TypeError(f"{op}: '{name}' has dtype {tensor.dtype}; expected float32, float16 or bfloat16")
+        if element is None:
+            element, first = tensor.element, name
+        elif tensor.element != element:
+            raise TypeError(f"{op}: '{name}' has dtype {tensor.dtype} but '{first}' has {DTYPES[element]}")
+    return element
+
+
+def _constant(graph, value, element):
+    return graph.emit(f"kiln.constant dense<{float_literal(value)}> : {tensor_type((), element)}", (), element)
+
+
+def _binary(op, lhs, rhs):
+    tensor = lhs if isinstance(lhs, Tensor) else rhs
+    graph = _graph(op)
+    if isinstance(lhs, (int, float)):
+        lhs = _constant(graph, lhs, tensor.element)
+    if isinstance(rhs, (int, float)):
+        rhs = _constant(graph, rhs, tensor.element)
+    element = check_floats(op, lhs=lhs, rhs=rhs)
+    try:
+        shape = np.broadcast_shapes(lhs.shape, rhs.shape)
+    except ValueError:
+        raise ValueError(f"{op}: shapes {lhs.shape} and {rhs.shape} do not broadcast") from None
+    out = tensor_type(shape, element)
+    return graph.emit(f"kiln.{op} {lhs.name}, {rhs.name} : {lhs.type}, {rhs.type} -> {out}", shape, element)
+
+
+def _unary(op, x, suffix=""):
+    check_floats(op, x=x)
+    return _graph(op).emit(f"kiln.{op} {x.name}{suffix} : {x.type}", x.shape, x.element)
+
+
+def relu(x):
+    return _unary("relu", x)
+
+
+def silu(x):
+    return _unary("silu", x)
+
+
+def sigmoid(x):
+    return _unary("sigmoid", x)
+
+
+def exp(x):
+    return _unary("exp", x)
+
+
+def tanh(x):
+    return _unary("tanh", x)
+
+
+def gelu(x, approximate="none"):
+    """GELU, exact (``approximate="none"``) or with the tanh approximation (``"tanh"``)."""
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return _unary("gelu", x, " approximate(tanh)" if approximate == "tanh" else "")
+
+
+#: Activations matmul fuses, by name.
+ACTIVATIONS = {"relu": relu, "silu": silu, "gelu": gelu, "gelu_tanh": lambda x: gelu(x, "tanh")}
+
+
+def matmul(a, b, *, bias=None, activation=None):
+    """``activation(a @ b + bias)`` with numpy batch broadcasting; a: [..., M, K], b: [..., K, N], bias: [N]."""
+    tensors = {"a": a, "b": b} if bias is None else {"a": a, "b": b, "bias": bias}
+    element = check_floats("matmul", **tensors)
+    if a.ndim < 2 or b.ndim < 2:
+        raise ValueError(f"matmul: 'a' and 'b' need rank >= 2, got shapes {a.shape} and {b.shape}")
+    if a.shape[-1] != b.shape[-2]:
+        raise ValueError(f"matmul: 'a' has K={a.shape[-1]} (shape {a.shape}) but 'b' has K={b.shape[-2]} "
+                         f"(shape {b.shape})")
+    try:
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        raise ValueError(f"matmul: the batch dims of 'a' {a.shape[:-2]} and 'b' {b.shape[:-2]} do not broadcast") \
+            from None
+    n = b.shape[-1]
+    if bias is not None and bias.shape != (n,):
+        raise ValueError(f"matmul: 'bias' has shape {bias.shape}, expected ({n},)")
+    if activation is not None and activation not in ACTIVATIONS:
+        raise ValueError(f"matmul: unknown activation '{activation}' (one of {', '.join(ACTIVATIONS)})")
+    shape = batch + (a.shape[-2], n)
+    out = a.graph.emit(f"kiln.matmul {a.name}, {b.name} : {a.type}, {b.type} -> {tensor_type(shape, element)}",
+                       shape, element)
+    if bias is not None:
+        out = out + bias
+    return ACTIVATIONS[activation](out) if activation is not None else out
+
+
+def attention(q, k, v, *, causal=False, scale=None, mask=None):
+    """Scaled dot-product attention on [B, H, S, D]; GQA/MQA when k and v have fewer heads than q; ``causal``
+    aligned bottom-right when seq_q != seq_k; ``mask`` additive, broadcastable to [B, H, Sq, Sk]."""
+    tensors = {"q": q, "k": k, "v": v} if mask is None else {"q": q, "k": k, "v": v, "mask": mask}
+    element = check_floats("attention", **tensors)
+    for name in ("q", "k", "v"):
+        if tensors[name].ndim != 4:
+            raise ValueError(f"attention: '{name}' must be [B, H, S, D], got shape {tensors[name].shape}")
+    (b, hq, sq, d), (bk, hk, sk, dk) = q.shape, k.shape
+    if k.shape[:3] != v.shape[:3]:
+        raise ValueError(f"attention: 'k' {k.shape} and 'v' {v.shape} differ in batch, heads or sequence")
+    if d != dk:
+        raise ValueError(f"attention: head dim of 'q' is {d} but of 'k' is {dk}")
+    if bk != b:
+        raise ValueError(f"attention: batch of 'q' is {b} but of 'k' is {bk}")
+    if hk == 0 or hq % hk:
+        raise ValueError(f"attention: {hq} query heads cannot share {hk} key/value heads (not a divisor)")
+    full = (b, hq, sq, sk)
+    if mask is not None and (mask.ndim > 4 or _broadcasts_to(mask.shape, full) is False):
+        raise ValueError(f"attention: 'mask' of shape {mask.shape} does not broadcast to {full}")
+    shape = (b, hq, sq, v.shape[3])
+    masked = f" mask({mask.name} : {mask.type})" if mask is not None else ""
+    flags = (" causal" if causal else "") + (f" {{scale = {float_literal(scale)} : f32}}" if scale is not None else "")
+    return q.graph.emit(f"kiln.attention {q.name}, {k.name}, {v.name}{masked}{flags} : {q.type}, {k.type}, "
+                        f"{v.type} -> {tensor_type(shape, element)}", shape, element)
+
+
+def _broadcasts_to(shape, full):
+    try:
+        return np.broadcast_shapes(shape, full) == full
+    except ValueError:
+        return False
+
+
+def softmax(x, axis=-1):
+    """Softmax of ``x`` along ``axis``."""
+    check_floats("softmax", x=x)
+    if not -x.ndim <= axis < x.ndim:
+        raise ValueError(f"softmax: axis {axis} is out of range for 'x' of rank {x.ndim}")
+    return x.graph.emit(f"kiln.softmax {x.name} axis {axis % x.ndim} : {x.type}", x.shape, x.element)
+
+
+def _check_norm_weight(op, x, name, weight):
+    if weight is not None and weight.shape != (x.shape[-1],):
+        raise ValueError(f"{op}: '{name}' has shape {weight.shape}, expected ({x.shape[-1]},)")
+
+
+def rms_norm(x, weight, eps=1e-6):
+    """``x / sqrt(mean(x^2, -1) + eps) * weight`` over the last dimension."""
+    check_floats("rms_norm", x=x, weight=weight)
+    _check_norm_weight("rms_norm", x, "weight", weight)
+    return x.graph.emit(f"kiln.rms_norm {x.name}, {weight.name} epsilon {float_literal(eps)} : {x.type}, "
+                        f"{weight.type}", x.shape, x.element)
+
+
+def layer_norm(x, weight, bias=None, eps=1e-5):
+    """Layer normalisation over the last dimension, times ``weight``, plus ``bias`` when given."""
+    tensors = {"x": x, "weight": weight} if bias is None else {"x": x, "weight": weight, "bias": bias}
+    check_floats("layer_norm", **tensors)
+    _check_norm_weight("layer_norm", x, "weight", weight)
+    _check_norm_weight("layer_norm", x, "bias", bias)
+    operands = ", ".join(t.name for t in tensors.values())
+    types = ", ".join(t.type for t in tensors.values())
+    return x.graph.emit(f"kiln.layer_norm {operands} epsilon {float_literal(eps)} : {types}", x.shape, x.element)
+
+
+def rope(x, cos, sin, *, interleaved=False):
+    """Rotary embedding of ``x`` [..., S, D] by ``cos``, ``sin`` [S, D/2] (rotate-half, or GPT-J interleaved)."""
+    check_floats("rope", x=x, cos=cos, sin=sin)
+    if x.ndim < 2 or x.shape[-1] % 2:
+        raise ValueError(f"rope: 'x' must be [..., S, D] with D even, got shape {x.shape}")
+    expected = (x.shape[-2], x.shape[-1] // 2)
+    for name, table in (("cos", cos), ("sin", sin)):
+        if table.shape != expected:
+            raise ValueError(f"rope: '{name}' has shape {table.shape}, expected {expected}")
+    flag = " interleaved" if interleaved else ""
+    return x.graph.emit(f"kiln.rope {x.name}, {cos.name}, {sin.name}{flag} : {x.type}, {cos.type}, {sin.type}",
+                        x.shape, x.element)
+
+
+def transpose(x, permutation):
+    """``x`` with its dimensions permuted."""
+    if sorted(permutation) != list(range(x.ndim)):
+        raise ValueError(f"transpose: {list(permutation)} is not a permutation of the {x.ndim} dims of 'x'")
+    shape = tuple(x.shape[p] for p in permutation)
+    perm = ", ".join(str(p) for p in permutation)
+    return x.graph.emit(f"kiln.transpose {x.name} [{perm}] : {x.type} -> {tensor_type(shape, x.element)}",
+                        shape, x.element)
+
+
+def reshape(x, shape):
+    """``x`` with a new shape of the same element count."""
+    shape = tuple(int(d) for d in shape)
+    if math.prod(shape) != math.prod(x.shape):
+        raise ValueError(f"reshape: 'x' of shape {x.shape} cannot become {shape}")
+    return x.graph.emit(f"kiln.reshape {x.name} : {x.type} -> {tensor_type(shape, x.element)}", shape, x.element)
+
+
+def element_name(dtype):
+    """The kiln element type of a numpy dtype, or None when kiln has none."""
+    return _ELEMENT_NAMES.get(np.dtype(dtype))

@@ -1,0 +1,147 @@
+"""@kiln.jit on the host target: traced Python functions against float64 numpy references.
+
+Fresh seeds every run, shapes that do not divide the host tiles, f32 with tolerance 1e-4 relative (max norm).
+Also checks that a traced attention written op by op is fused into one kiln.attention, that the program is
+reused per signature and rebuilt for a new one, and that misuse raises an exception naming the argument.
+"""
+
+import math
+import os
+import pathlib
+import secrets
+import sys
+
+import numpy as np
+import pytest
+
+BUILD_DIR = pathlib.Path(os.environ.get("KILN_BUILD_DIR", "/work/main/build"))
+sys.path.insert(0, str(BUILD_DIR / "python"))
+import kiln  # noqa: E402  (built by `make build`; a missing package must fail the run, not skip it)
+
+TOLERANCE = 1e-4
+
+
+def fresh_rng():
+    seed = secrets.randbits(64)
+    return np.random.default_rng(seed), seed
+
+
+def check(record_error, family, actual, reference, seed):
+    actual = np.asarray(actual, dtype=np.float64)
+    assert actual.shape == reference.shape
+    error = float(np.max(np.abs(actual - reference)) / max(np.max(np.abs(reference)), 1e-30))
+    record_error(family, error, TOLERANCE, seed)
+    assert error < TOLERANCE, f"{family}: relative error {error:.3e} (seed {seed})"
+
+
+@kiln.jit
+def mlp(x, w1, b1, w2, b2, w3):
+    h = kiln.matmul(x, w1, bias=b1, activation="gelu_tanh")
+    h = kiln.silu(kiln.matmul(h, w2) + b2)
+    return kiln.matmul(h, w3) * 0.5 + 1.0
+
+
+def test_three_matmul_mlp(record_error):
+    rng, seed = fresh_rng()
+    m, d, h = 45, 70, 133
+    x = rng.standard_normal((m, d)).astype(np.float32)
+    w1, w2, w3 = (rng.standard_normal(s).astype(np.float32) / math.sqrt(s[0]) for s in [(d, h), (h, h), (h, d)])
+    b1, b2 = rng.standard_normal(h).astype(np.float32), rng.standard_normal(h).astype(np.float32)
+    x64 = x.astype(np.float64)
+    z = x64 @ w1 + b1
+    z = 0.5 * z * (1 + np.tanh(math.sqrt(2 / math.pi) * (z + 0.044715 * z**3)))
+    z = z @ w2 + b2
+    z = z / (1 + np.exp(-z))
+    check(record_error, "jit: 3-matmul mlp f32", mlp(x, w1, b1, w2, b2, w3), (z @ w3) * 0.5 + 1.0, seed)
+    fused = kiln.compile(mlp.source(x, w1, b1, w2, b2, w3)).ir("fused")
+    assert fused.count("epilogue(") == 3 and "kiln.silu" not in fused
+
+
+@kiln.jit
+def attention_by_hand(q, k, v, scale):
+    s = kiln.matmul(q, kiln.transpose(k, [0, 1, 3, 2])) * scale
+    return kiln.matmul(kiln.softmax(s, axis=3), v)
+
+
+def test_attention_written_op_by_op_fuses_and_runs(record_error):
+    rng, seed = fresh_rng()
+    q, k, v = (rng.standard_normal((2, 3, 37, 24)).astype(np.float32) for _ in range(3))
+    scale = 1 / math.sqrt(24)
+    out = attention_by_hand(q, k, v, scale)
+    s = q.astype(np.float64) @ np.swapaxes(k, -1, -2) * scale
+    p = np.exp(s - s.max(-1, keepdims=True))
+    check(record_error, "jit: attention by hand f32", out, (p / p.sum(-1, keepdims=True)) @ v, seed)
+    fused = kiln.compile(attention_by_hand.source(q, k, v, scale)).ir("fused")
+    assert "kiln.attention" in fused and "kiln.softmax" not in fused
+
+
+@kiln.jit
+def two_results(x, w):
+    y = x @ w
+    return kiln.relu(y), -y
+
+
+def test_several_results_and_operators(record_error):
+    rng, seed = fresh_rng()
+    x, w = rng.standard_normal((9, 17)).astype(np.float32), rng.standard_normal((17, 5)).astype(np.float32)
+    relu, neg = two_results(x, w)
+    y = x.astype(np.float64) @ w
+    check(record_error, "jit: operators f32", relu, np.maximum(y, 0), seed)
+    check(record_error, "jit: operators f32", neg, -y, seed)
+
+
+@kiln.jit
+def scaled_norm(x, weight, eps, flip):
+    y = kiln.rms_norm(x, weight, eps)
+    return 2.0 - y if flip else y / 4
+
+
+def test_programs_are_kept_per_signature():
+    scaled_norm.programs.clear()
+    x, w = np.ones((3, 8), np.float32), np.ones(8, np.float32)
+    scaled_norm(x, w, 1e-5, False)
+    scaled_norm(x * 3, w, 1e-5, False)
+    assert len(scaled_norm.programs) == 1
+    scaled_norm(x, w, 1e-5, True)  # a constant argument is part of the signature
+    scaled_norm(np.ones((4, 8), np.float32), w, 1e-5, False)  # so is a shape
+    assert len(scaled_norm.programs) == 3
+    assert np.allclose(scaled_norm(x, w, 1e-5, True), 2.0 - 1.0 / math.sqrt(1 + 1e-5), atol=1e-6)
+
+
+@kiln.jit
+def returns_a_number(x):
+    return 3
+
+
+@kiln.jit
+def bad_broadcast(x, y):
+    return x + y
+
+
+BAD_CALLS = [
+    ("op outside jit", lambda: kiln.matmul(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32)),
+     RuntimeError, "inside a @kiln.jit function"),
+    ("missing argument", lambda: mlp(np.ones((2, 2), np.float32)), TypeError, "mlp: missing a required argument"),
+    ("float64 argument", lambda: two_results(np.ones((2, 3)), np.ones((3, 2), np.float32)),
+     TypeError, "'x' has dtype float64"),
+    ("list argument", lambda: two_results([[1.0]], np.ones((1, 1), np.float32)),
+     TypeError, "'x' must be a numpy array or a constant"),
+    ("non-tensor result", lambda: returns_a_number(np.ones(2, np.float32)), TypeError, "must return a tensor"),
+    ("shapes do not broadcast", lambda: bad_broadcast(np.ones((2, 3), np.float32), np.ones((4, 3), np.float32)),
+     ValueError, "add: shapes (2, 3) and (4, 3) do not broadcast"),
+    ("mixed dtypes", lambda: bad_broadcast(np.ones(3, np.float32), np.ones(3, np.float16)),
+     TypeError, "'rhs' has dtype float16 but 'lhs' has float32"),
+    ("bad permutation", lambda: kiln.jit(lambda x: kiln.transpose(x, [0, 0]))(np.ones((2, 2), np.float32)),
+     ValueError, "is not a permutation"),
+    ("bad reshape", lambda: kiln.jit(lambda x: kiln.reshape(x, (3, 3)))(np.ones((2, 2), np.float32)),
+     ValueError, "cannot become (3, 3)"),
+    ("bad gelu mode", lambda: kiln.jit(lambda x: kiln.gelu(x, "fast"))(np.ones(2, np.float32)),
+     ValueError, "approximate must be 'none' or 'tanh'"),
+]
+
+
+@pytest.mark.parametrize("description,call,error,text", BAD_CALLS, ids=[case[0] for case in BAD_CALLS])
+def test_misuse_raises(description, call, error, text):
+    with pytest.raises(error) as raised:
+        call()
+    assert text in str(raised.value), str(raised.value)
