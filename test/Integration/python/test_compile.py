@@ -7,30 +7,15 @@ naming the thing at fault, with the MLIR diagnostic where there is one. The pack
 ``$KILN_BUILD_DIR/python`` (default /work/main/build/python), where the build assembles it.
 """
 
-import os
 import pathlib
-import secrets
-import sys
 
 import ml_dtypes
 import numpy as np
 import pytest
 
-BUILD_DIR = pathlib.Path(os.environ.get("KILN_BUILD_DIR", "/work/main/build"))
-sys.path.insert(0, str(BUILD_DIR / "python"))
-import kiln  # noqa: E402  (built by `make build`; a missing package must fail the run, not skip it)
+from numerics import check, fresh_rng, kiln
 
 EXAMPLE = pathlib.Path(__file__).resolve().parents[3] / "examples" / "attention_block.mlir"
-
-
-def fresh_rng():
-    seed = secrets.randbits(64)
-    return np.random.default_rng(seed), seed
-
-
-def rel_error(actual, reference):
-    actual = np.asarray(actual, dtype=np.float64)
-    return float(np.max(np.abs(actual - reference)) / max(np.max(np.abs(reference)), 1e-30))
 
 
 def t(shape, dtype="f32"):
@@ -77,9 +62,7 @@ def test_matmul_f32(m, k, n, record_error):
     b = rng.standard_normal((k, n)).astype(np.float32)
     out = kiln.compile(matmul_source(m, k, n))(a, b)
     assert out.dtype == np.float32 and out.shape == (m, n)
-    error = rel_error(out, a.astype(np.float64) @ b)
-    record_error("python: matmul f32", error, 1e-4, seed)
-    assert error < 1e-4, f"seed {seed}"
+    check(record_error, "python: matmul f32", out, a.astype(np.float64) @ b, seed, 1e-4)
 
 
 def test_matmul_bf16(record_error):
@@ -89,9 +72,7 @@ def test_matmul_bf16(record_error):
     b = rng.standard_normal((83, 38)).astype(bf16)
     out = kiln.compile(matmul_source(45, 83, 38, "bf16"))(a, b)
     assert out.dtype == bf16
-    error = rel_error(out, a.astype(np.float64) @ b.astype(np.float64))
-    record_error("python: matmul bf16", error, 2e-2, seed)
-    assert error < 2e-2, f"seed {seed}"
+    check(record_error, "python: matmul bf16", out, a.astype(np.float64) @ b.astype(np.float64), seed, 2e-2)
 
 
 @pytest.mark.parametrize("b,hq,hk,sq,sk,d", [(1, 2, 2, 33, 33, 16), (2, 4, 1, 70, 45, 32), (1, 8, 2, 5, 130, 64)])
@@ -101,9 +82,7 @@ def test_attention_gqa(b, hq, hk, sq, sk, d, record_error):
     k = rng.standard_normal((b, hk, sk, d)).astype(np.float32)
     v = rng.standard_normal((b, hk, sk, d)).astype(np.float32)
     out = kiln.compile(attention_source(b, hq, hk, sq, sk, d))(q, k, v)
-    error = rel_error(out, attention_reference(q, k, v))
-    record_error("python: attention f32", error, 1e-4, seed)
-    assert error < 1e-4, f"seed {seed}"
+    check(record_error, "python: attention f32", out, attention_reference(q, k, v), seed, 1e-4)
 
 
 def test_mlp_fuses_bias_and_activation(record_error):
@@ -119,9 +98,7 @@ def test_mlp_fuses_bias_and_activation(record_error):
     assert "kiln.add" not in fused and "kiln.silu" not in fused
     hb = x.astype(np.float64) @ w1 + b1
     reference = (hb / (1 + np.exp(-hb))) @ w2
-    error = rel_error(program(x, w1, b1, w2), reference)
-    record_error("python: mlp f32", error, 1e-4, seed)
-    assert error < 1e-4, f"seed {seed}"
+    check(record_error, "python: mlp f32", program(x, w1, b1, w2), reference, seed, 1e-4)
 
 
 def test_example_block_fuses_to_attention_and_runs(record_error):
@@ -133,9 +110,7 @@ def test_example_block_fuses_to_attention_and_runs(record_error):
     q, k, v, w, b, x = (a.astype(np.float64) for a in args)
     o = attention_reference(q, k, v)
     reference = o.transpose(0, 2, 1, 3).reshape(1, 77, 512) @ w + b + x
-    error = rel_error(program(*args), reference)
-    record_error("python: attention block f32", error, 1e-4, seed)
-    assert error < 1e-4, f"seed {seed}"
+    check(record_error, "python: attention block f32", program(*args), reference, seed, 1e-4)
 
 
 def test_every_stage_prints():

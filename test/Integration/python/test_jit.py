@@ -6,32 +6,12 @@ reused per signature and rebuilt for a new one, and that misuse raises an except
 """
 
 import math
-import os
-import pathlib
-import secrets
-import sys
 
 import numpy as np
 import pytest
 
-BUILD_DIR = pathlib.Path(os.environ.get("KILN_BUILD_DIR", "/work/main/build"))
-sys.path.insert(0, str(BUILD_DIR / "python"))
-import kiln  # noqa: E402  (built by `make build`; a missing package must fail the run, not skip it)
+from numerics import check, fresh_rng, kiln
 
-TOLERANCE = 1e-4
-
-
-def fresh_rng():
-    seed = secrets.randbits(64)
-    return np.random.default_rng(seed), seed
-
-
-def check(record_error, family, actual, reference, seed):
-    actual = np.asarray(actual, dtype=np.float64)
-    assert actual.shape == reference.shape
-    error = float(np.max(np.abs(actual - reference)) / max(np.max(np.abs(reference)), 1e-30))
-    record_error(family, error, TOLERANCE, seed)
-    assert error < TOLERANCE, f"{family}: relative error {error:.3e} (seed {seed})"
 
 
 @kiln.jit

@@ -6,38 +6,18 @@ bad argument is a Python exception naming the argument, raised before any IR is 
 """
 
 import math
-import os
-import pathlib
-import secrets
-import sys
 
 import ml_dtypes
 import numpy as np
 import pytest
 
-BUILD_DIR = pathlib.Path(os.environ.get("KILN_BUILD_DIR", "/work/main/build"))
-sys.path.insert(0, str(BUILD_DIR / "python"))
-import kiln  # noqa: E402  (built by `make build`; a missing package must fail the run, not skip it)
+from numerics import check, fresh_rng, kiln
 
-TOLERANCE = 1e-4
 erf = np.vectorize(math.erf)
-
-
-def fresh_rng():
-    seed = secrets.randbits(64)
-    return np.random.default_rng(seed), seed
 
 
 def randn(rng, *shape, dtype=np.float32):
     return rng.standard_normal(shape).astype(dtype)
-
-
-def check(record_error, family, actual, reference, seed, tolerance=TOLERANCE):
-    actual = np.asarray(actual, dtype=np.float64)
-    assert actual.shape == reference.shape
-    error = float(np.max(np.abs(actual - reference)) / max(np.max(np.abs(reference)), 1e-30))
-    record_error(family, error, tolerance, seed)
-    assert error < tolerance, f"{family}: relative error {error:.3e} (seed {seed})"
 
 
 ACTIVATIONS = {
