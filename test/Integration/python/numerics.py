@@ -1,8 +1,9 @@
 """Helpers shared by the Python API tests: the kiln package from the build, fresh seeds, and the error check.
 
 ``kiln`` is imported from ``$KILN_BUILD_DIR/python`` (default /work/main/build/python), where the build assembles
-the package, or from an installed one (`pip install .`); a missing package fails the run rather than skipping it. Errors are relative in the max norm
-(max |actual - reference| over max |reference|) against a float64 reference.
+the package, or else from an installed one (``pip install .``); a missing package fails the run rather than
+skipping it. Errors are relative in the max norm (max |actual - reference| over max |reference|) against a
+float64 reference.
 """
 
 import os
