@@ -4,6 +4,7 @@
 # Why: one command that shows what Kiln does today on a real subgraph — the fused kernels, the tiled attention
 # kernel with online softmax, and a numerical check of the compiled program against an independent float64
 # numpy reference and against Kiln's own unfused, untiled reference lowering.
+# It ends with the same block written in Python with @kiln.jit.
 set -euo pipefail
 build="${1:-build}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -41,3 +42,6 @@ for kernel in manifest["kernels"]:
           f"{kernel.get('spill_stores', '?')} B spilled")
 print(f"  cubin: {manifest['cubin']}  (bench/gpu_visit.py checks and times such kernels on a GPU)")
 PY
+
+section "6. The same block from Python: a @kiln.jit function traced, fused and run on the CPU"
+python3 "$here/scripts/demo_python.py" "$here/$build"
