@@ -17,6 +17,7 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ThreadPool.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <pybind11/numpy.h>
@@ -38,6 +39,13 @@ struct CompileError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// One thread pool for every program's context: a context would otherwise start its own threads, and a process
+/// that compiles many signatures would keep two per program alive.
+static llvm::ThreadPoolInterface &sharedThreadPool() {
+  static llvm::DefaultThreadPool pool;
+  return pool;
+}
+
 /// A kiln module parsed from text, with the stages of the host pipeline it can be shown at and a compiled
 /// executable of its entry function.
 class HostProgram {
@@ -45,7 +53,8 @@ public:
   HostProgram(const std::string &source, const std::string &entry) {
     DialectRegistry registry;
     registerKilnDialects(registry);
-    context = std::make_unique<MLIRContext>(registry);
+    context = std::make_unique<MLIRContext>(registry, MLIRContext::Threading::DISABLED);
+    context->setThreadPool(sharedThreadPool());
     context->loadAllAvailableDialects();
     auto buffer = llvm::MemoryBuffer::getMemBufferCopy(source, "<kiln source>");
     sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());

@@ -6,6 +6,7 @@ bad argument is a Python exception naming the argument, raised before any IR is 
 """
 
 import math
+import os
 
 import ml_dtypes
 import numpy as np
@@ -172,3 +173,14 @@ def test_bad_argument_raises(description, call, error, text):
     with pytest.raises(error) as raised:
         call()
     assert text in str(raised.value), str(raised.value)
+
+
+def test_many_signatures_do_not_start_threads_each():
+    """Every program's context shares one thread pool, so compiling 20 signatures leaves the thread count flat."""
+    def threads():
+        return len(os.listdir("/proc/self/task"))
+    kiln.ops.softmax(np.ones((1, 2), np.float32))
+    before = threads()
+    for n in range(2, 22):
+        kiln.ops.softmax(np.ones((n, 2), np.float32))
+    assert threads() <= before + 2
