@@ -144,6 +144,12 @@ GLUE = {
     "layer_norm": ([("x", (3, 77, 768), "f16"), ("w", (768,), "f16"), ("b", (768,), "f16")], ((3, 77, 768), "f16"),
                    "%r = kiln.layer_norm %x, %w, %b epsilon 1.0e-05 : {x}, {w}, {b}"),
     "softmax": ([("x", (2, 77, 1000), "bf16")], ((2, 77, 1000), "bf16"), "%r = kiln.softmax %x axis 2 : {x}"),
+    "reduce_sum": ([("x", (3, 77, 1000), "bf16")], ((3, 77), "bf16"), "%r = kiln.reduce sum %x axes [2] : {x} -> {r}"),
+    "reduce_mean": ([("x", (77, 4100), "f16")], ((77,), "f16"), "%r = kiln.reduce mean %x axes [1] : {x} -> {r}"),
+    "reduce_max_keep": ([("x", (5, 77, 333), "bf16")], ((5, 77, 1), "bf16"),
+                        "%r = kiln.reduce max %x axes [2] keep_dims : {x} -> {r}"),
+    "reduce_min": ([("x", (1000, 31), "f32")], ((1000,), "f32"), "%r = kiln.reduce min %x axes [1] : {x} -> {r}"),
+    "logsumexp": ([("x", (2, 8, 77, 1000), "bf16")], ((2, 8, 77), "f32"), "%r = kiln.logsumexp %x axis 3 : {x} -> {r}"),
     "rope": ([("x", (1, 8, 77, 128), "bf16"), ("cos", (77, 64), "bf16"), ("sin", (77, 64), "bf16")],
              ((1, 8, 77, 128), "bf16"), "%r = kiln.rope %x, %cos, %sin : {x}, {cos}, {sin}"),
 }

@@ -160,6 +160,11 @@ GLUE_REFERENCES = {
     "rms_norm": lambda x, w: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w,
     "layer_norm": lambda x, w, b: torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b, 1e-5),
     "softmax": lambda x: torch.softmax(x, -1),
+    "reduce_sum": lambda x: x.sum(-1),
+    "reduce_mean": lambda x: x.mean(-1),
+    "reduce_max_keep": lambda x: x.amax(-1, keepdim=True),
+    "reduce_min": lambda x: x.amin(-1),
+    "logsumexp": lambda x: torch.logsumexp(x, -1),
     "rope": lambda x, cos, sin: torch.cat([x[..., :64] * cos - x[..., 64:] * sin,
                                            x[..., 64:] * cos + x[..., :64] * sin], -1),
 }

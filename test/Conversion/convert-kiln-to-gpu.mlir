@@ -96,8 +96,9 @@ module {
 
 module {
   func.func private @k5_reduce(%x: tensor<64x64xbf16>, %out: tensor<64xbf16>) -> tensor<64xbf16> attributes {kiln.kernel} {
+    // A reduction over a leading axis is not a row kernel.
     // expected-error @+1 {{convert-kiln-to-gpu: the GPU backend has no lowering for 'kiln.reduce' yet (matmul, attention, row, elementwise and data-movement kernels only)}}
-    %p = kiln.reduce sum %x axes [1] : tensor<64x64xbf16> -> tensor<64xbf16>
+    %p = kiln.reduce sum %x axes [0] : tensor<64x64xbf16> -> tensor<64xbf16>
     %r = bufferization.materialize_in_destination %p in %out : (tensor<64xbf16>, tensor<64xbf16>) -> tensor<64xbf16>
     return %r : tensor<64xbf16>
   }
@@ -209,5 +210,45 @@ module {
     %n = kiln.rms_norm %x, %w epsilon 1.0e-06 : tensor<2x77x4096xbf16>, tensor<4096xbf16>
     %r = bufferization.materialize_in_destination %n in %out : (tensor<2x77x4096xbf16>, tensor<2x77x4096xbf16>) -> tensor<2x77x4096xbf16>
     return %r : tensor<2x77x4096xbf16>
+  }
+}
+
+// -----
+
+// Reductions along the last axis are row kernels too: two passes for logsumexp (max, then the sum of exp), one
+// for a mean, and lane 0 of each warp stores the row's value.
+// CHECK-LABEL: func.func private @k11_logsumexp
+// CHECK-SAME: grid = array<i64: 39, 1, 1>
+// CHECK: gpu.func @k11_logsumexp(%{{.*}}: memref<154000xbf16>, %{{.*}}: memref<154xf32>) kernel
+// CHECK: arith.maximumf
+// CHECK-COUNT-5: gpu.shuffle  xor
+// CHECK: math.exp
+// CHECK-COUNT-5: gpu.shuffle  xor
+// CHECK: math.log
+// CHECK: scf.if
+// CHECK: memref.store %{{.*}} : memref<154xf32>
+module {
+  func.func private @k11_logsumexp(%x: tensor<2x77x1000xbf16>, %out: tensor<2x77xf32>) -> tensor<2x77xf32> attributes {kiln.kernel} {
+    %l = kiln.logsumexp %x axis 2 : tensor<2x77x1000xbf16> -> tensor<2x77xf32>
+    %r = bufferization.materialize_in_destination %l in %out : (tensor<2x77xf32>, tensor<2x77xf32>) -> tensor<2x77xf32>
+    return %r : tensor<2x77xf32>
+  }
+}
+
+// -----
+
+// CHECK-LABEL: func.func private @k12_reduce_mean
+// CHECK: gpu.func @k12_reduce_mean(%{{.*}}: memref<7700xf16>, %{{.*}}: memref<77xf16>) kernel
+// CHECK: arith.addf
+// CHECK-COUNT-5: gpu.shuffle  xor
+// CHECK: arith.divf
+// CHECK: scf.if
+// CHECK: arith.truncf
+// CHECK: memref.store
+module {
+  func.func private @k12_reduce_mean(%x: tensor<77x100xf16>, %out: tensor<77x1xf16>) -> tensor<77x1xf16> attributes {kiln.kernel} {
+    %m = kiln.reduce mean %x axes [1] keep_dims : tensor<77x100xf16> -> tensor<77x1xf16>
+    %r = bufferization.materialize_in_destination %m in %out : (tensor<77x1xf16>, tensor<77x1xf16>) -> tensor<77x1xf16>
+    return %r : tensor<77x1xf16>
   }
 }

@@ -7,7 +7,7 @@
 // CHECK: kilnc: error: the kernel stage failed
 // TARGET: kilnc: error: unsupported --target=sm_75 (expected sm_80 or sm_90a)
 // EMIT: kilnc: error: unknown --emit=sass
-func.func @row(%x: tensor<77x512xbf16>) -> tensor<77xbf16> {
-  %p = kiln.reduce max %x axes [1] : tensor<77x512xbf16> -> tensor<77xbf16>
-  return %p : tensor<77xbf16>
+func.func @row(%x: tensor<77x512xbf16>) -> tensor<512xbf16> {
+  %p = kiln.reduce max %x axes [0] : tensor<77x512xbf16> -> tensor<512xbf16>
+  return %p : tensor<512xbf16>
 }

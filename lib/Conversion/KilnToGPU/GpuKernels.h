@@ -44,7 +44,8 @@ bool isElementwiseKernelOp(Operation *op);
 FailureOr<KernelLaunch> buildElementwiseKernel(OpBuilder &builder, gpu::GPUModuleOp module, Operation *op,
                                                StringRef name);
 
-/// True for the row kernels buildRowKernel handles: softmax along the last axis, rms_norm, layer_norm.
+/// True for the row kernels buildRowKernel handles: softmax, reduce (one axis) and logsumexp along the last
+/// axis, rms_norm, layer_norm.
 bool isRowKernelOp(Operation *op);
 
 /// Builds a warp-per-row kernel for a row op as a gpu.func named `name` with parameters the op's operands and

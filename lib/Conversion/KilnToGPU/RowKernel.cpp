@@ -1,9 +1,9 @@
-//===- RowKernel.cpp - softmax, RMSNorm and LayerNorm as GPU kernels --------===//
+//===- RowKernel.cpp - softmax, norms and last-axis reductions as GPU kernels ===//
 //
-// Row kernels normalise along the last dimension: one warp per row, four rows per block. Each lane strides over
-// the row's columns accumulating in f32, the warp combines the partial results with butterfly shuffles, and a
-// last pass writes the normalised row. Rows are re-read from global memory between passes; they are small
-// enough to stay in L1/L2.
+// Row kernels normalise or reduce along the last dimension: one warp per row, four rows per block. Each lane
+// strides over the row's columns accumulating in f32, the warp combines the partial results with butterfly
+// shuffles, and a last pass writes the normalised row (or lane 0 writes the row's one reduced value). Rows are
+// re-read from global memory between passes; they are small enough to stay in L1/L2.
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,25 +25,28 @@ using namespace mlir::kiln::gpukernel;
 bool kiln::isRowKernelOp(Operation *op) {
   if (auto softmax = dyn_cast<SoftmaxOp>(op))
     return static_cast<int64_t>(softmax.getAxis()) == softmax.getType().getRank() - 1;
+  if (auto reduce = dyn_cast<ReduceOp>(op))
+    return reduce.getAxes().size() == 1 && reduce.getAxes()[0] == reduce.getInput().getType().getRank() - 1;
+  if (auto logSumExp = dyn_cast<LogSumExpOp>(op))
+    return static_cast<int64_t>(logSumExp.getAxis()) == logSumExp.getInput().getType().getRank() - 1;
   return isa<RmsNormOp, LayerNormOp>(op);
 }
 
-/// Sum or max of a value over the 32 lanes of a warp.
-static Value warpReduce(OpBuilder &b, Location loc, Value value, bool isMax) {
-  for (int32_t offset : {16, 8, 4, 2, 1}) {
-    Value other = gpu::ShuffleOp::create(b, loc, value, offset, 32, gpu::ShuffleMode::XOR).getShuffleResult();
-    value = isMax ? Value(arith::MaximumFOp::create(b, loc, value, other))
-                  : Value(arith::AddFOp::create(b, loc, value, other));
-  }
+/// `combine` folded over the 32 lanes of a warp.
+static Value warpReduce(OpBuilder &b, Location loc, Value value, llvm::function_ref<Value(Value, Value)> combine) {
+  for (int32_t offset : {16, 8, 4, 2, 1})
+    value = combine(value, gpu::ShuffleOp::create(b, loc, value, offset, 32, gpu::ShuffleMode::XOR).getShuffleResult());
   return value;
 }
 
 FailureOr<KernelLaunch> kiln::buildRowKernel(OpBuilder &builder, gpu::GPUModuleOp module, Operation *op,
                                              StringRef name) {
   if (!isRowKernelOp(op))
-    return op->emitOpError() << "has no row GPU kernel (a softmax must be along the last axis)";
+    return op->emitOpError() << "has no row GPU kernel (softmax, reduce and logsumexp must be along the last axis)";
   auto type = cast<RankedTensorType>(op->getResult(0).getType());
-  int64_t width = type.getDimSize(type.getRank() - 1), rows = type.getNumElements() / std::max<int64_t>(width, 1);
+  auto inputType = cast<RankedTensorType>(op->getOperand(0).getType());
+  int64_t width = inputType.getDimSize(inputType.getRank() - 1);
+  int64_t rows = inputType.getNumElements() / std::max<int64_t>(width, 1);
   const int64_t warps = 4, threads = warps * 32;
   Location loc = op->getLoc();
   OpBuilder::InsertionGuard guard(builder);
@@ -92,18 +95,55 @@ FailureOr<KernelLaunch> kiln::buildRowKernel(OpBuilder &builder, gpu::GPUModuleO
                          });
     };
     Value count = f32c(static_cast<double>(width));
-    if (isa<SoftmaxOp>(op)) {
+    const double inf = std::numeric_limits<double>::infinity();
+    auto add = [&](Value x, Value y) { return arith::AddFOp::create(builder, loc, x, y).getResult(); };
+    auto maximum = [&](Value x, Value y) { return arith::MaximumFOp::create(builder, loc, x, y).getResult(); };
+    auto minimum = [&](Value x, Value y) { return arith::MinimumFOp::create(builder, loc, x, y).getResult(); };
+    // max + log(sum(exp(x - max))) over this warp's row.
+    auto logSumExp = [&]() {
+      Value max = warpReduce(builder, loc, reducePass(-inf, [&](Value acc, Value x, Value) { return maximum(acc, x); }),
+                             maximum);
+      Value sum = warpReduce(builder, loc, reducePass(0.0, [&](Value acc, Value x, Value) {
+                               Value shifted = arith::SubFOp::create(builder, loc, x, max);
+                               return add(acc, math::ExpOp::create(builder, loc, shifted));
+                             }),
+                             add);
+      return add(max, math::LogOp::create(builder, loc, sum));
+    };
+    if (isa<ReduceOp, LogSumExpOp>(op)) {
+      Value result;
+      if (auto reduce = dyn_cast<ReduceOp>(op)) {
+        ReduceKind kind = reduce.getKind();
+        llvm::function_ref<Value(Value, Value)> combine =
+            kind == ReduceKind::max ? llvm::function_ref<Value(Value, Value)>(maximum)
+            : kind == ReduceKind::min ? llvm::function_ref<Value(Value, Value)>(minimum)
+                                      : llvm::function_ref<Value(Value, Value)>(add);
+        double init = kind == ReduceKind::max ? -inf : kind == ReduceKind::min ? inf : 0.0;
+        result = warpReduce(builder, loc, reducePass(init, [&](Value acc, Value x, Value) { return combine(acc, x); }),
+                            combine);
+        if (kind == ReduceKind::mean)
+          result = arith::DivFOp::create(builder, loc, result, count);
+      } else {
+        result = logSumExp();
+      }
+      // Every lane holds the row's value; lane 0 stores it.
+      scf::IfOp::create(builder, loc, im.lt(lane, 1), [&](OpBuilder &storeBuilder, Location) {
+        Value narrowed = lowering::narrow(storeBuilder, loc, result, type.getElementType());
+        memref::StoreOp::create(storeBuilder, loc, narrowed, out, row);
+        scf::YieldOp::create(storeBuilder, loc);
+      });
+    } else if (isa<SoftmaxOp>(op)) {
       Value max = warpReduce(builder, loc,
                              reducePass(-std::numeric_limits<double>::infinity(),
                                         [&](Value acc, Value x, Value) {
                                           return arith::MaximumFOp::create(builder, loc, acc, x).getResult();
                                         }),
-                             /*isMax=*/true);
+                             maximum);
       Value sum = warpReduce(builder, loc, reducePass(0.0, [&](Value acc, Value x, Value) {
                                Value e = math::ExpOp::create(builder, loc, arith::SubFOp::create(builder, loc, x, max));
                                return arith::AddFOp::create(builder, loc, acc, e).getResult();
                              }),
-                             false);
+                             add);
       Value inv = arith::DivFOp::create(builder, loc, f32c(1.0), sum);
       writePass([&](Value x, Value) -> Value {
         Value e = math::ExpOp::create(builder, loc, arith::SubFOp::create(builder, loc, x, max));
@@ -115,7 +155,7 @@ FailureOr<KernelLaunch> kiln::buildRowKernel(OpBuilder &builder, gpu::GPUModuleO
                                                                 arith::MulFOp::create(builder, loc, x, x))
                                        .getResult();
                                  }),
-                                 false);
+                                 add);
       Value meanSquare = arith::DivFOp::create(builder, loc, squares, count);
       Value inv = math::RsqrtOp::create(
           builder, loc, arith::AddFOp::create(builder, loc, meanSquare, f32c(rms.getEpsilon().convertToDouble())));
@@ -129,7 +169,7 @@ FailureOr<KernelLaunch> kiln::buildRowKernel(OpBuilder &builder, gpu::GPUModuleO
       Value sum = warpReduce(builder, loc, reducePass(0.0, [&](Value acc, Value x, Value) {
                                return arith::AddFOp::create(builder, loc, acc, x).getResult();
                              }),
-                             false);
+                             add);
       Value mean = arith::DivFOp::create(builder, loc, sum, count);
       Value squares = warpReduce(builder, loc, reducePass(0.0, [&](Value acc, Value x, Value) {
                                    Value centred = arith::SubFOp::create(builder, loc, x, mean);
@@ -137,7 +177,7 @@ FailureOr<KernelLaunch> kiln::buildRowKernel(OpBuilder &builder, gpu::GPUModuleO
                                                                 arith::MulFOp::create(builder, loc, centred, centred))
                                        .getResult();
                                  }),
-                                 false);
+                                 add);
       Value variance = arith::DivFOp::create(builder, loc, squares, count);
       Value inv = math::RsqrtOp::create(
           builder, loc, arith::AddFOp::create(builder, loc, variance, f32c(norm.getEpsilon().convertToDouble())));
