@@ -99,16 +99,21 @@ FailureOr<KernelLaunch> kiln::buildRowKernel(OpBuilder &builder, gpu::GPUModuleO
     auto add = [&](Value x, Value y) { return arith::AddFOp::create(builder, loc, x, y).getResult(); };
     auto maximum = [&](Value x, Value y) { return arith::MaximumFOp::create(builder, loc, x, y).getResult(); };
     auto minimum = [&](Value x, Value y) { return arith::MinimumFOp::create(builder, loc, x, y).getResult(); };
-    // max + log(sum(exp(x - max))) over this warp's row.
-    auto logSumExp = [&]() {
-      Value max = warpReduce(builder, loc, reducePass(-inf, [&](Value acc, Value x, Value) { return maximum(acc, x); }),
-                             maximum);
-      Value sum = warpReduce(builder, loc, reducePass(0.0, [&](Value acc, Value x, Value) {
-                               Value shifted = arith::SubFOp::create(builder, loc, x, max);
-                               return add(acc, math::ExpOp::create(builder, loc, shifted));
-                             }),
-                             add);
-      return add(max, math::LogOp::create(builder, loc, sum));
+    // A strided pass folded by `step`, then combined across the warp by `combine`: the row's value in every lane.
+    auto rowReduce = [&](double init, llvm::function_ref<Value(Value, Value, Value)> step,
+                         llvm::function_ref<Value(Value, Value)> combine) {
+      return warpReduce(builder, loc, reducePass(init, step), combine);
+    };
+    auto rowSum = [&](llvm::function_ref<Value(Value)> term) {
+      return rowReduce(0.0, [&](Value acc, Value x, Value) { return add(acc, term(x)); }, add);
+    };
+    // The row's max, and the sum of exp(x - max): softmax's and logsumexp's two passes.
+    auto maxAndSumExp = [&]() {
+      Value max = rowReduce(-inf, [&](Value acc, Value x, Value) { return maximum(acc, x); }, maximum);
+      Value sum = rowSum([&](Value x) {
+        return math::ExpOp::create(builder, loc, arith::SubFOp::create(builder, loc, x, max));
+      });
+      return std::make_pair(max, sum);
     };
     if (isa<ReduceOp, LogSumExpOp>(op)) {
       Value result;
@@ -119,12 +124,12 @@ FailureOr<KernelLaunch> kiln::buildRowKernel(OpBuilder &builder, gpu::GPUModuleO
             : kind == ReduceKind::min ? llvm::function_ref<Value(Value, Value)>(minimum)
                                       : llvm::function_ref<Value(Value, Value)>(add);
         double init = kind == ReduceKind::max ? -inf : kind == ReduceKind::min ? inf : 0.0;
-        result = warpReduce(builder, loc, reducePass(init, [&](Value acc, Value x, Value) { return combine(acc, x); }),
-                            combine);
+        result = rowReduce(init, [&](Value acc, Value x, Value) { return combine(acc, x); }, combine);
         if (kind == ReduceKind::mean)
           result = arith::DivFOp::create(builder, loc, result, count);
       } else {
-        result = logSumExp();
+        std::pair<Value, Value> maxSum = maxAndSumExp();
+        result = add(maxSum.first, math::LogOp::create(builder, loc, maxSum.second));
       }
       // Every lane holds the row's value; lane 0 stores it.
       scf::IfOp::create(builder, loc, im.lt(lane, 1), [&](OpBuilder &storeBuilder, Location) {
@@ -133,29 +138,14 @@ FailureOr<KernelLaunch> kiln::buildRowKernel(OpBuilder &builder, gpu::GPUModuleO
         scf::YieldOp::create(storeBuilder, loc);
       });
     } else if (isa<SoftmaxOp>(op)) {
-      Value max = warpReduce(builder, loc,
-                             reducePass(-std::numeric_limits<double>::infinity(),
-                                        [&](Value acc, Value x, Value) {
-                                          return arith::MaximumFOp::create(builder, loc, acc, x).getResult();
-                                        }),
-                             maximum);
-      Value sum = warpReduce(builder, loc, reducePass(0.0, [&](Value acc, Value x, Value) {
-                               Value e = math::ExpOp::create(builder, loc, arith::SubFOp::create(builder, loc, x, max));
-                               return arith::AddFOp::create(builder, loc, acc, e).getResult();
-                             }),
-                             add);
-      Value inv = arith::DivFOp::create(builder, loc, f32c(1.0), sum);
+      std::pair<Value, Value> maxSum = maxAndSumExp();
+      Value max = maxSum.first, inv = arith::DivFOp::create(builder, loc, f32c(1.0), maxSum.second);
       writePass([&](Value x, Value) -> Value {
         Value e = math::ExpOp::create(builder, loc, arith::SubFOp::create(builder, loc, x, max));
         return arith::MulFOp::create(builder, loc, e, inv);
       });
     } else if (auto rms = dyn_cast<RmsNormOp>(op)) {
-      Value squares = warpReduce(builder, loc, reducePass(0.0, [&](Value acc, Value x, Value) {
-                                   return arith::AddFOp::create(builder, loc, acc,
-                                                                arith::MulFOp::create(builder, loc, x, x))
-                                       .getResult();
-                                 }),
-                                 add);
+      Value squares = rowSum([&](Value x) { return arith::MulFOp::create(builder, loc, x, x); });
       Value meanSquare = arith::DivFOp::create(builder, loc, squares, count);
       Value inv = math::RsqrtOp::create(
           builder, loc, arith::AddFOp::create(builder, loc, meanSquare, f32c(rms.getEpsilon().convertToDouble())));
@@ -166,18 +156,12 @@ FailureOr<KernelLaunch> kiln::buildRowKernel(OpBuilder &builder, gpu::GPUModuleO
       });
     } else {
       auto norm = cast<LayerNormOp>(op);
-      Value sum = warpReduce(builder, loc, reducePass(0.0, [&](Value acc, Value x, Value) {
-                               return arith::AddFOp::create(builder, loc, acc, x).getResult();
-                             }),
-                             add);
+      Value sum = rowSum([&](Value x) { return x; });
       Value mean = arith::DivFOp::create(builder, loc, sum, count);
-      Value squares = warpReduce(builder, loc, reducePass(0.0, [&](Value acc, Value x, Value) {
-                                   Value centred = arith::SubFOp::create(builder, loc, x, mean);
-                                   return arith::AddFOp::create(builder, loc, acc,
-                                                                arith::MulFOp::create(builder, loc, centred, centred))
-                                       .getResult();
-                                 }),
-                                 add);
+      Value squares = rowSum([&](Value x) {
+        Value centred = arith::SubFOp::create(builder, loc, x, mean);
+        return arith::MulFOp::create(builder, loc, centred, centred);
+      });
       Value variance = arith::DivFOp::create(builder, loc, squares, count);
       Value inv = math::RsqrtOp::create(
           builder, loc, arith::AddFOp::create(builder, loc, variance, f32c(norm.getEpsilon().convertToDouble())));
