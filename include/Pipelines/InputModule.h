@@ -1,7 +1,8 @@
 //===- InputModule.h - A kiln module read from a file by a tool --*- C++ -*-===//
 //
-// What every Kiln tool does first: a context with Kiln's dialects, the input file (or stdin), a diagnostic
-// handler that prints file:line:col, and the parsed, verified module. Shared so the tools cannot drift apart.
+// What every Kiln tool and the Python extension do first: a context with Kiln's dialects, the input (a file, stdin
+// or text in memory), a diagnostic handler that prints file:line:col for as long as the module lives, and the
+// parsed, verified module. Shared so that the front doors cannot drift apart.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,8 +14,13 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <memory>
+
+namespace llvm {
+class ThreadPoolInterface;
+} // namespace llvm
 #include <string>
 
 namespace mlir {
@@ -26,6 +32,10 @@ public:
   /// Reads `path` ("-" for stdin). When this fails, the diagnostics have been printed (or `openError()` says
   /// why the file could not be opened) and `module()` is null.
   explicit InputModule(llvm::StringRef path);
+  /// Parses `source` (named `bufferName` in diagnostics). Every diagnostic of the context, then and later, goes
+  /// to `diagnostics`; the context runs its passes on `threads` when given instead of starting its own.
+  InputModule(llvm::StringRef source, llvm::StringRef bufferName, llvm::raw_ostream &diagnostics,
+              llvm::ThreadPoolInterface *threads = nullptr);
 
   /// The module, or null when reading, parsing or verifying failed.
   ModuleOp module() { return parsed ? *parsed : ModuleOp(); }
@@ -35,6 +45,10 @@ public:
   const std::string &openError() const { return error; }
 
 private:
+  /// Creates the context and parses `buffer`, reporting to `diagnostics`.
+  void parse(std::unique_ptr<llvm::MemoryBuffer> buffer, llvm::raw_ostream &diagnostics,
+             llvm::ThreadPoolInterface *threads);
+
   std::unique_ptr<MLIRContext> context;
   llvm::SourceMgr sourceMgr;
   std::unique_ptr<SourceMgrDiagnosticHandler> diagnostics;

@@ -17,16 +17,28 @@ using namespace mlir;
 using namespace mlir::kiln;
 
 InputModule::InputModule(StringRef path) {
+  auto file = openInputFile(path, &error);
+  if (file)
+    parse(std::move(file), llvm::errs(), /*threads=*/nullptr);
+}
+
+InputModule::InputModule(StringRef source, StringRef bufferName, llvm::raw_ostream &diagnostics,
+                         llvm::ThreadPoolInterface *threads) {
+  parse(llvm::MemoryBuffer::getMemBufferCopy(source, bufferName), diagnostics, threads);
+}
+
+void InputModule::parse(std::unique_ptr<llvm::MemoryBuffer> buffer, llvm::raw_ostream &diagnosticStream,
+                        llvm::ThreadPoolInterface *threads) {
   DialectRegistry registry;
   registerKilnDialects(registry);
   registerKilnPasses();
-  context = std::make_unique<MLIRContext>(registry);
+  context = std::make_unique<MLIRContext>(registry, threads ? MLIRContext::Threading::DISABLED
+                                                            : MLIRContext::Threading::ENABLED);
+  if (threads)
+    context->setThreadPool(*threads);
   context->loadAllAvailableDialects();
-  auto file = openInputFile(path, &error);
-  if (!file)
-    return;
-  sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
-  diagnostics = std::make_unique<SourceMgrDiagnosticHandler>(sourceMgr, context.get());
+  sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
+  diagnostics = std::make_unique<SourceMgrDiagnosticHandler>(sourceMgr, context.get(), diagnosticStream);
   parsed = parseSourceFile<ModuleOp>(sourceMgr, context.get());
   if (parsed && failed(verify(*parsed)))
     parsed = nullptr;

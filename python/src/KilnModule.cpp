@@ -8,15 +8,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "Host/HostExecutable.h"
+#include "Pipelines/InputModule.h"
 #include "Pipelines/Pipelines.h"
-#include "Pipelines/Registration.h"
 
-#include "mlir/IR/DialectRegistry.h"
-#include "mlir/IR/MLIRContext.h"
-#include "mlir/IR/Verifier.h"
-#include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
-#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ThreadPool.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -25,7 +20,6 @@
 #include <pybind11/stl.h>
 
 #include <cstring>
-#include <map>
 #include <memory>
 
 namespace py = pybind11;
@@ -50,21 +44,13 @@ static llvm::ThreadPoolInterface &sharedThreadPool() {
 /// executable of its entry function.
 class HostProgram {
 public:
-  HostProgram(const std::string &source, const std::string &entry) {
-    DialectRegistry registry;
-    registerKilnDialects(registry);
-    context = std::make_unique<MLIRContext>(registry, MLIRContext::Threading::DISABLED);
-    context->setThreadPool(sharedThreadPool());
-    context->loadAllAvailableDialects();
-    auto buffer = llvm::MemoryBuffer::getMemBufferCopy(source, "<kiln source>");
-    sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
-    llvm::raw_string_ostream os(diagnosticText);
-    SourceMgrDiagnosticHandler handler(sourceMgr, context.get(), os);
-    module = parseSourceFile<ModuleOp>(sourceMgr, context.get());
-    if (!module || failed(verify(*module)))
+  HostProgram(const std::string &source, const std::string &entry)
+      : input(source, "<kiln source>", diagnosticStream, &sharedThreadPool()) {
+    ModuleOp module = input.module();
+    if (!module)
       throw CompileError("invalid kiln IR:\n" + takeDiagnostics());
     if (entry.empty()) {
-      llvm::Expected<std::string> found = HostExecutable::defaultEntry(*module);
+      llvm::Expected<std::string> found = HostExecutable::defaultEntry(module);
       if (!found)
         throw CompileError(llvm::toString(found.takeError()) + "; pass entry=NAME");
       entryName = *found;
@@ -72,7 +58,7 @@ public:
       entryName = entry;
     }
     HostPipelineOptions options;
-    auto compiled = HostExecutable::compile(*module, entryName, options);
+    auto compiled = HostExecutable::compile(module, entryName, options);
     if (failed(compiled))
       throw CompileError("compiling '" + entryName + "' for the host failed:\n" + takeDiagnostics());
     executable = std::move(*compiled);
@@ -81,9 +67,9 @@ public:
   /// The module printed after `stage`: kiln (as parsed), fused, tiled, loops or llvm.
   std::string ir(const std::string &stage) {
     if (stage == "kiln")
-      return print(*module);
-    OwningOpRef<ModuleOp> copy = module->clone();
-    PassManager pm(context.get());
+      return print(input.module());
+    OwningOpRef<ModuleOp> copy = input.module().clone();
+    PassManager pm(&input.getContext());
     LogicalResult built = success();
     HostPipelineOptions hostOptions;
     if (stage == "fused") {
@@ -97,8 +83,6 @@ public:
     } else {
       throw py::value_error("unknown stage '" + stage + "' (host stages: kiln, fused, tiled, loops, llvm)");
     }
-    llvm::raw_string_ostream os(diagnosticText);
-    SourceMgrDiagnosticHandler handler(sourceMgr, context.get(), os);
     if (failed(built) || failed(pm.run(*copy)))
       throw CompileError("the '" + stage + "' stage failed:\n" + takeDiagnostics());
     return print(*copy);
@@ -157,10 +141,9 @@ private:
     return text;
   }
 
-  std::unique_ptr<MLIRContext> context;
-  llvm::SourceMgr sourceMgr;
   std::string diagnosticText;
-  OwningOpRef<ModuleOp> module;
+  llvm::raw_string_ostream diagnosticStream{diagnosticText};
+  InputModule input;
   std::string entryName;
   std::unique_ptr<HostExecutable> executable;
 };
@@ -169,7 +152,6 @@ private:
 
 PYBIND11_MODULE(_kiln, m) {
   m.doc() = "Kiln's native compiler and host runtime";
-  registerKilnPasses(); // The host pipeline names upstream passes by flag.
   py::register_exception<CompileError>(m, "CompileError", PyExc_RuntimeError);
   py::class_<HostProgram>(m, "HostProgram")
       .def(py::init<const std::string &, const std::string &>(), py::arg("source"), py::arg("entry") = "")
