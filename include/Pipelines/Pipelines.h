@@ -21,7 +21,8 @@ struct KernelPipelineOptions : public PassPipelineOptions<KernelPipelineOptions>
                                           llvm::cl::init("host")};
 };
 
-/// Canonicalize, then fuse attention patterns and matmul/attention epilogues: the graph as few kernels.
+/// Canonicalize and CSE, then recognise written-out norms, RoPE, activations and attention, and fuse
+/// matmul/attention epilogues: the graph as few kernels.
 void buildFusionPipeline(OpPassManager &pm);
 
 /// From the graph to tiled kernels, the part every backend shares: canonicalize, fuse attention and epilogues,

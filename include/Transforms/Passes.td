@@ -41,6 +41,64 @@ def KilnFuseAttention : Pass<"kiln-fuse-attention"> {
   }];
 }
 
+def KilnFuseNorms : Pass<"kiln-fuse-norms"> {
+  let summary = "Replace RMSNorm and LayerNorm written op by op with kiln.rms_norm / kiln.layer_norm";
+  let description = [{
+    Matches `d / sqrt(mean(d^2, -1) + eps)` in the forms exporters write — rsqrt, reciprocal of sqrt, `1 / sqrt`,
+    `pow(., -0.5)` or a division by sqrt; the square as `d * d` or `pow(d, 2)` — where `d` is the input
+    (RMSNorm) or `x - mean(x, -1)` (LayerNorm), then an optional multiply by a `[D]` weight and, for LayerNorm,
+    an optional add of a `[D]` bias. A norm computed in f32 between a cast up from the input's type and a cast
+    back to it is matched through the casts. A missing weight becomes a constant of ones. A part of a norm whose
+    user applies the weight or bias is left for that user, so the whole formula becomes one op.
+
+    ```mlir
+    // before
+    %sq = kiln.mul %x, %x : tensor<4x64xf32>, tensor<4x64xf32> -> tensor<4x64xf32>
+    %ms = kiln.reduce mean %sq axes [1] keep_dims : tensor<4x64xf32> -> tensor<4x1xf32>
+    %a = kiln.add %ms, %eps : tensor<4x1xf32>, tensor<f32> -> tensor<4x1xf32>
+    %r = kiln.rsqrt %a : tensor<4x1xf32>
+    %n = kiln.mul %x, %r : tensor<4x64xf32>, tensor<4x1xf32> -> tensor<4x64xf32>
+    %y = kiln.mul %n, %w : tensor<4x64xf32>, tensor<64xf32> -> tensor<4x64xf32>
+    // after
+    %y = kiln.rms_norm %x, %w epsilon 9.99999997E-7 : tensor<4x64xf32>, tensor<64xf32>
+    ```
+  }];
+}
+
+def KilnFuseActivations : Pass<"kiln-fuse-activations"> {
+  let summary = "Replace SiLU and GELU written as formulas with kiln.silu / kiln.gelu";
+  let description = [{
+    Matches `x * sigmoid(x)` (SiLU), `0.5 x (1 + erf(x / sqrt(2)))` (exact GELU) and
+    `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))` (tanh GELU, with x^3 as `pow(x, 3)` or products of x).
+    Products are compared as multisets of factors with their constants multiplied out, so any order and
+    grouping of the factors matches; constants must agree to a relative 1e-3. The result then fuses into a
+    matmul's epilogue like any other activation.
+
+    ```mlir
+    // before
+    %s = kiln.sigmoid %x : tensor<8x256xf32>
+    %y = kiln.mul %x, %s : tensor<8x256xf32>, tensor<8x256xf32> -> tensor<8x256xf32>
+    // after
+    %y = kiln.silu %x : tensor<8x256xf32>
+    ```
+  }];
+}
+
+def KilnFuseRope : Pass<"kiln-fuse-rope"> {
+  let summary = "Replace rotate-half rotary embeddings written op by op with kiln.rope";
+  let description = [{
+    Matches `x * cos + concat(-x[..., D/2:], x[..., :D/2]) * sin` (in either order of the sum and the
+    products) where cos and sin are constant `[1, .., 1, S, D]` tables of x's element type whose two halves are
+    equal, and replaces it with `kiln.rope` on the `[S, D/2]` halves. Tables that are not constants, or whose
+    halves differ, are left alone.
+
+    ```mlir
+    // after
+    %y = kiln.rope %x, %cos, %sin : tensor<1x8x16x64xf32>, tensor<16x32xf32>, tensor<16x32xf32>
+    ```
+  }];
+}
+
 def KilnFuseEpilogue : Pass<"kiln-fuse-epilogue"> {
   let summary = "Fold elementwise consumers of a matmul or an attention into its epilogue";
   let description = [{

@@ -35,6 +35,19 @@ ConfigAttr getConfig(Operation *op);
 /// kiln.attention. Fails, changing nothing, when the pattern does not hold exactly.
 FailureOr<AttentionOp> fuseAttention(RewriterBase &rewriter, MatmulOp output);
 
+/// Replaces RMSNorm or LayerNorm written out op by op and ending at `root` (the bias add, the weight multiply or
+/// the normalisation itself) by one kiln.rms_norm / kiln.layer_norm. Fails, changing nothing, when the formula
+/// does not hold exactly or when `root` is only part of a larger norm (its weight or bias is applied by a user).
+FailureOr<Value> fuseNorm(RewriterBase &rewriter, Operation *root);
+
+/// Replaces SiLU (x sigmoid(x)) or GELU (erf or tanh form) written out as a product ending at `root` by one
+/// kiln.silu / kiln.gelu. Fails, changing nothing, when the product is not one of them.
+FailureOr<Value> fuseActivation(RewriterBase &rewriter, Operation *root);
+
+/// Replaces rotate-half RoPE written out (x * cos + concat(-x_hi, x_lo) * sin, constant tables with repeated
+/// halves) and ending at `root` by one kiln.rope with [S, D/2] tables.
+FailureOr<RopeOp> fuseRope(RewriterBase &rewriter, AddOp root);
+
 /// Folds the single-use chain of elementwise consumers (and float casts) of a matmul or an attention into its
 /// epilogue region. Returns the new op; fails, changing nothing, when there is no such consumer.
 FailureOr<Operation *> fuseEpilogue(RewriterBase &rewriter, Operation *producer);

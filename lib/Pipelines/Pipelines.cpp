@@ -30,6 +30,10 @@ static LogicalResult appendPipeline(OpPassManager &pm, StringRef pipeline) {
 
 void kiln::buildFusionPipeline(OpPassManager &pm) {
   pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  pm.addPass(createKilnFuseNorms());
+  pm.addPass(createKilnFuseRope());
+  pm.addPass(createKilnFuseActivations());
   pm.addPass(createKilnFuseAttention());
   pm.addPass(createKilnFuseEpilogue());
 }

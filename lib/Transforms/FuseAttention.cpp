@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Matching.h"
 #include "Transforms/Passes.h"
 #include "Transforms/Transforms.h"
 
@@ -28,14 +29,6 @@ using namespace mlir::kiln;
 
 /// Scores at or below this are "masked" when a mask is written with a large negative instead of -inf.
 static constexpr double kMaskedThreshold = -1.0e4;
-
-/// The value of a constant splat float tensor.
-static std::optional<double> splatValue(Value value) {
-  DenseElementsAttr attr;
-  if (!matchPattern(value, m_Constant(&attr)) || !attr.isSplat() || !isa<FloatType>(attr.getElementType()))
-    return std::nullopt;
-  return attr.getSplatValue<APFloat>().convertToDouble();
-}
 
 /// True for a value whose every element is one number (a splat constant of any broadcastable shape).
 static bool isScalarLike(Value value) { return splatValue(value).has_value(); }
@@ -151,24 +144,6 @@ static std::optional<ScoreForm> parseScores(Value value, MatmulOp &scores) {
   if (!scores || !(form.scale > 0.0) || !std::isfinite(form.scale))
     return std::nullopt;
   return form;
-}
-
-/// Erases `roots` and, transitively, the kiln ops feeding them that are left without users: the unfused score
-/// chain and the GQA expansions. Nothing else in the function is touched.
-static void eraseDeadProducers(RewriterBase &rewriter, SmallVector<Operation *> roots) {
-  while (!roots.empty()) {
-    Operation *op = roots.pop_back_val();
-    if (!op->use_empty() || !isa<KilnDialect>(op->getDialect()))
-      continue;
-    SmallVector<Operation *> producers;
-    for (Value operand : op->getOperands())
-      if (Operation *producer = operand.getDefiningOp())
-        producers.push_back(producer);
-    rewriter.eraseOp(op);
-    for (Operation *producer : producers)
-      if (llvm::find(roots, producer) == roots.end())
-        roots.push_back(producer);
-  }
 }
 
 FailureOr<AttentionOp> kiln::fuseAttention(RewriterBase &rewriter, MatmulOp output) {

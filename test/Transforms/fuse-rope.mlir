@@ -1,0 +1,75 @@
+// RUN: kiln-opt %s -kiln-fuse-rope -split-input-file | FileCheck %s
+
+// kiln-fuse-rope turns rotate-half rotary embeddings written out (x * cos + concat(-x_hi, x_lo) * sin) into
+// kiln.rope on the [S, D/2] halves of constant tables, and leaves tables it cannot check alone.
+
+// CHECK-LABEL: func.func @rope
+// CHECK-DAG: %[[COS:.*]] = kiln.constant dense<{{\[}}[1.000000e+00, 5.000000e-01], [2.500000e-01, 1.250000e-01]]> : tensor<2x2xf32>
+// CHECK-DAG: %[[SIN:.*]] = kiln.constant dense<{{\[}}[0.000000e+00, 7.500000e-01], [1.000000e+00, 2.000000e+00]]> : tensor<2x2xf32>
+// CHECK: %[[Y:.*]] = kiln.rope %arg0, %[[COS]], %[[SIN]] : tensor<1x3x2x4xf32>, tensor<2x2xf32>, tensor<2x2xf32>
+// CHECK-NEXT: return %[[Y]]
+func.func @rope(%x: tensor<1x3x2x4xf32>) -> tensor<1x3x2x4xf32> {
+  %cos = kiln.constant dense<[[[[1.0, 0.5, 1.0, 0.5], [0.25, 0.125, 0.25, 0.125]]]]> : tensor<1x1x2x4xf32>
+  %sin = kiln.constant dense<[[0.0, 0.75, 0.0, 0.75], [1.0, 2.0, 1.0, 2.0]]> : tensor<2x4xf32>
+  %lo = kiln.slice %x offsets [0, 0, 0, 0] strides [1, 1, 1, 1] : tensor<1x3x2x4xf32> -> tensor<1x3x2x2xf32>
+  %hi = kiln.slice %x offsets [0, 0, 0, 2] strides [1, 1, 1, 1] : tensor<1x3x2x4xf32> -> tensor<1x3x2x2xf32>
+  %nhi = kiln.neg %hi : tensor<1x3x2x2xf32>
+  %rot = kiln.concat %nhi, %lo axis 3 : tensor<1x3x2x2xf32>, tensor<1x3x2x2xf32> -> tensor<1x3x2x4xf32>
+  %a = kiln.mul %x, %cos : tensor<1x3x2x4xf32>, tensor<1x1x2x4xf32> -> tensor<1x3x2x4xf32>
+  %b = kiln.mul %sin, %rot : tensor<2x4xf32>, tensor<1x3x2x4xf32> -> tensor<1x3x2x4xf32>
+  %y = kiln.add %b, %a : tensor<1x3x2x4xf32>, tensor<1x3x2x4xf32> -> tensor<1x3x2x4xf32>
+  return %y : tensor<1x3x2x4xf32>
+}
+
+// -----
+
+// Not RoPE: the halves of the cos table differ.
+// CHECK-LABEL: func.func @halves_differ
+// CHECK-NOT: kiln.rope
+// CHECK: kiln.concat
+func.func @halves_differ(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  %cos = kiln.constant dense<[[1.0, 0.5, 1.0, 0.25], [0.25, 0.125, 0.25, 0.125]]> : tensor<2x4xf32>
+  %sin = kiln.constant dense<[[0.0, 0.75, 0.0, 0.75], [1.0, 2.0, 1.0, 2.0]]> : tensor<2x4xf32>
+  %lo = kiln.slice %x offsets [0, 0] strides [1, 1] : tensor<2x4xf32> -> tensor<2x2xf32>
+  %hi = kiln.slice %x offsets [0, 2] strides [1, 1] : tensor<2x4xf32> -> tensor<2x2xf32>
+  %nhi = kiln.neg %hi : tensor<2x2xf32>
+  %rot = kiln.concat %nhi, %lo axis 1 : tensor<2x2xf32>, tensor<2x2xf32> -> tensor<2x4xf32>
+  %a = kiln.mul %x, %cos : tensor<2x4xf32>, tensor<2x4xf32> -> tensor<2x4xf32>
+  %b = kiln.mul %rot, %sin : tensor<2x4xf32>, tensor<2x4xf32> -> tensor<2x4xf32>
+  %y = kiln.add %a, %b : tensor<2x4xf32>, tensor<2x4xf32> -> tensor<2x4xf32>
+  return %y : tensor<2x4xf32>
+}
+
+// -----
+
+// Not RoPE: the tables are runtime inputs, whose halves nothing proves equal.
+// CHECK-LABEL: func.func @runtime_tables
+// CHECK-NOT: kiln.rope
+func.func @runtime_tables(%x: tensor<2x4xf32>, %cos: tensor<2x4xf32>, %sin: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  %lo = kiln.slice %x offsets [0, 0] strides [1, 1] : tensor<2x4xf32> -> tensor<2x2xf32>
+  %hi = kiln.slice %x offsets [0, 2] strides [1, 1] : tensor<2x4xf32> -> tensor<2x2xf32>
+  %nhi = kiln.neg %hi : tensor<2x2xf32>
+  %rot = kiln.concat %nhi, %lo axis 1 : tensor<2x2xf32>, tensor<2x2xf32> -> tensor<2x4xf32>
+  %a = kiln.mul %x, %cos : tensor<2x4xf32>, tensor<2x4xf32> -> tensor<2x4xf32>
+  %b = kiln.mul %rot, %sin : tensor<2x4xf32>, tensor<2x4xf32> -> tensor<2x4xf32>
+  %y = kiln.add %a, %b : tensor<2x4xf32>, tensor<2x4xf32> -> tensor<2x4xf32>
+  return %y : tensor<2x4xf32>
+}
+
+// -----
+
+// Not RoPE: the negated half is the low one (rotation the other way).
+// CHECK-LABEL: func.func @wrong_half_negated
+// CHECK-NOT: kiln.rope
+func.func @wrong_half_negated(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  %cos = kiln.constant dense<[[1.0, 0.5, 1.0, 0.5], [0.25, 0.125, 0.25, 0.125]]> : tensor<2x4xf32>
+  %sin = kiln.constant dense<[[0.0, 0.75, 0.0, 0.75], [1.0, 2.0, 1.0, 2.0]]> : tensor<2x4xf32>
+  %lo = kiln.slice %x offsets [0, 0] strides [1, 1] : tensor<2x4xf32> -> tensor<2x2xf32>
+  %hi = kiln.slice %x offsets [0, 2] strides [1, 1] : tensor<2x4xf32> -> tensor<2x2xf32>
+  %nlo = kiln.neg %lo : tensor<2x2xf32>
+  %rot = kiln.concat %hi, %nlo axis 1 : tensor<2x2xf32>, tensor<2x2xf32> -> tensor<2x4xf32>
+  %a = kiln.mul %x, %cos : tensor<2x4xf32>, tensor<2x4xf32> -> tensor<2x4xf32>
+  %b = kiln.mul %rot, %sin : tensor<2x4xf32>, tensor<2x4xf32> -> tensor<2x4xf32>
+  %y = kiln.add %a, %b : tensor<2x4xf32>, tensor<2x4xf32> -> tensor<2x4xf32>
+  return %y : tensor<2x4xf32>
+}
