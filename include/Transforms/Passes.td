@@ -16,7 +16,8 @@ def KilnFuseAttention : Pass<"kiln-fuse-attention"> {
     Matches `matmul(softmax(mask(scale(matmul(q, k^T)))), v)` as exporters write it and replaces it with one
     `kiln.attention`:
 
-    - `k^T` is a `kiln.transpose` of the last two dims or a `transpose_rhs` matmul;
+    - `k^T` is a `transpose_rhs` matmul or a `kiln.transpose` that swaps the last two dims (any permutation of
+      the leading dims becomes a transpose producing k);
     - the scale is a multiply or divide by a scalar constant (any splat shape), or absent;
     - the mask is an additive tensor (kept as the op's mask operand), an additive constant whose pattern is
       causal (0 on and below the bottom-right-aligned diagonal, -inf or <= -1e4 above), or a

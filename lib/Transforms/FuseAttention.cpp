@@ -162,19 +162,32 @@ FailureOr<AttentionOp> kiln::fuseAttention(RewriterBase &rewriter, MatmulOp outp
       softmax.getType().getShape() != scores.getType().getShape())
     return fail("the score matmul is not [B, H, Sq, D] x [B, H, D, Sk], or the mask broadcasts it");
 
-  // k^T: either transpose_rhs or an explicit transpose of the last two dims.
+  // k^T: either transpose_rhs or a transpose whose last two dims swap. A transpose that also permutes the
+  // leading dims (canonicalization composes [B, S, H, D] -> [B, H, S, D] with the swap) leaves the rest of the
+  // permutation to a transpose that produces k, made once the whole pattern holds.
   Value keys = scores.getRhs();
+  SmallVector<int64_t> keyPermutation;
   if (!scores.getTransposeRhs()) {
     auto transpose = keys.getDefiningOp<TransposeOp>();
-    if (!transpose || transpose.getPermutation() != ArrayRef<int64_t>{0, 1, 3, 2})
+    if (!transpose || transpose.getPermutation().size() != 4)
       return fail("the score matmul's rhs is not k transposed over its last two dims");
+    SmallVector<int64_t> permutation(transpose.getPermutation());
+    std::swap(permutation[2], permutation[3]);
     keys = transpose.getInput();
+    if (permutation != SmallVector<int64_t>{0, 1, 2, 3})
+      keyPermutation = permutation;
   }
-  auto [k, keyGroup] = stripHeadExpansion(keys);
+  auto [k, keyGroup] = keyPermutation.empty() ? stripHeadExpansion(keys) : std::pair(keys, int64_t(1));
+  RankedTensorType kType = cast<RankedTensorType>(k.getType());
+  if (!keyPermutation.empty()) {
+    SmallVector<int64_t> shape;
+    for (int64_t dim : keyPermutation)
+      shape.push_back(kType.getDimSize(dim));
+    kType = RankedTensorType::get(shape, kType.getElementType());
+  }
   auto [v, valueGroup] = stripHeadExpansion(output.getRhs());
   Value q = scores.getLhs();
-  auto qType = cast<RankedTensorType>(q.getType()), kType = cast<RankedTensorType>(k.getType()),
-       vType = cast<RankedTensorType>(v.getType());
+  auto qType = cast<RankedTensorType>(q.getType()), vType = cast<RankedTensorType>(v.getType());
   if (qType.getRank() != 4 || kType.getRank() != 4 || vType.getRank() != 4 ||
       kType.getDimSize(1) != vType.getDimSize(1) || keyGroup != valueGroup ||
       qType.getDimSize(1) != kType.getDimSize(1) * keyGroup || qType.getDimSize(0) != kType.getDimSize(0) ||
@@ -187,6 +200,8 @@ FailureOr<AttentionOp> kiln::fuseAttention(RewriterBase &rewriter, MatmulOp outp
     return fail("causal with more queries than keys");
 
   rewriter.setInsertionPoint(output);
+  if (!keyPermutation.empty())
+    k = TransposeOp::create(rewriter, output.getLoc(), kType, k, rewriter.getDenseI64ArrayAttr(keyPermutation));
   FloatAttr scaleAttr = rewriter.getF32FloatAttr(form->scale);
   auto attention = AttentionOp::create(rewriter, output.getLoc(), output.getType(), /*lse=*/Type(), q, k, v,
                                        form->mask, scaleAttr, form->causal);

@@ -642,14 +642,12 @@ func.func @lhs_not_softmax(%q: tensor<1x4x8x16xf32>, %k: tensor<1x4x8x16xf32>, %
 
 // -----
 
-// k transposed over other dims ([0, 2, 1, 3] swaps heads and keys) is not k^T.
+// A score rhs transposed as [0, 2, 1, 3] is still k^T for k = transpose(k, [0, 2, 3, 1]): attention fuses and
+// that transpose produces its k.
 // CHECK-LABEL: func.func @transpose_not_last_two
 // CHECK-SAME: (%[[Q:[a-zA-Z0-9_]+]]: tensor<1x4x4x4xf32>, %[[K:[a-zA-Z0-9_]+]]: tensor<1x4x4x4xf32>, %[[V:[a-zA-Z0-9_]+]]: tensor<1x4x4x4xf32>)
-// CHECK-NOT: kiln.attention
-// CHECK: %[[KT:[a-zA-Z0-9_]+]] = kiln.transpose %[[K]] [0, 2, 1, 3]
-// CHECK-NEXT: %[[S:[a-zA-Z0-9_]+]] = kiln.matmul %[[Q]], %[[KT]]
-// CHECK-NEXT: %[[P:[a-zA-Z0-9_]+]] = kiln.softmax %[[S]] axis 3
-// CHECK-NEXT: %[[O:[a-zA-Z0-9_]+]] = kiln.matmul %[[P]], %[[V]]
+// CHECK-NEXT: %[[KK:[a-zA-Z0-9_]+]] = kiln.transpose %[[K]] [0, 2, 3, 1]
+// CHECK-NEXT: %[[O:[a-zA-Z0-9_]+]] = kiln.attention %[[Q]], %[[KK]], %[[V]]
 // CHECK-NEXT: return %[[O]]
 func.func @transpose_not_last_two(%q: tensor<1x4x4x4xf32>, %k: tensor<1x4x4x4xf32>, %v: tensor<1x4x4x4xf32>)
     -> tensor<1x4x4x4xf32> {
@@ -678,4 +676,23 @@ func.func @gqa_only_k_expanded(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x8x16xf32
   %p = kiln.softmax %s axis 3 : tensor<1x4x8x8xf32>
   %o = kiln.matmul %p, %v : tensor<1x4x8x8xf32>, tensor<1x4x8x16xf32> -> tensor<1x4x8x16xf32>
   return %o : tensor<1x4x8x16xf32>
+}
+
+// -----
+
+// k^T written as one transpose that also moves the heads ([B, S, H, D] -> [B, H, D, S], what canonicalization
+// makes of an exporter's two transposes): the head move stays as a transpose producing k.
+// CHECK-LABEL: func.func @composed_key_transpose
+// CHECK: %[[K:.*]] = kiln.transpose %arg1 [0, 2, 1, 3] : tensor<1x16x2x8xf32> -> tensor<1x2x16x8xf32>
+// CHECK: kiln.attention %arg0, %[[K]], %arg2 {scale = 5.000000e-01 : f32}
+// CHECK-NOT: kiln.softmax
+func.func @composed_key_transpose(%q: tensor<1x2x16x8xf32>, %k: tensor<1x16x2x8xf32>, %v: tensor<1x2x16x8xf32>)
+    -> tensor<1x2x16x8xf32> {
+  %kt = kiln.transpose %k [0, 2, 3, 1] : tensor<1x16x2x8xf32> -> tensor<1x2x8x16xf32>
+  %s = kiln.matmul %q, %kt : tensor<1x2x16x8xf32>, tensor<1x2x8x16xf32> -> tensor<1x2x16x16xf32>
+  %c = kiln.constant dense<0.5> : tensor<f32>
+  %m = kiln.mul %s, %c : tensor<1x2x16x16xf32>, tensor<f32> -> tensor<1x2x16x16xf32>
+  %p = kiln.softmax %m axis 3 : tensor<1x2x16x16xf32>
+  %o = kiln.matmul %p, %v : tensor<1x2x16x16xf32>, tensor<1x2x16x8xf32> -> tensor<1x2x16x8xf32>
+  return %o : tensor<1x2x16x8xf32>
 }

@@ -1,0 +1,106 @@
+"""Model: an imported graph compiled into kernels, callable like the framework module it came from.
+
+Why a class of its own: a user of an imported model thinks in the model's terms — its input names, its weights,
+how many kernels it became — not in kiln functions. ``Model`` keeps the imported text (stage "imported"), the
+compiled program behind every later stage, the weight arrays when weights are kept out of the IR, and checks
+each call's arrays by the ONNX input names.
+"""
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..compiler import TARGETS, compile
+from .onnx_import import import_onnx
+from .values import FrontendError
+
+_KERNEL = re.compile(r"func\.func private @(\w+?_k\d+_(\w+))\(.*attributes \{[^}]*kiln\.kernel")
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One kernel of a compiled model: its symbol and the kiln op it computes (matmul, attention, rms_norm...)."""
+    name: str
+    op: str
+
+
+class Model:
+    """A compiled model; call it with one numpy array per graph input (positionally or by ONNX name)."""
+
+    def __init__(self, imported, target):
+        self.imported = imported
+        self.target = target
+        self.input_names = [name for name, _, _ in imported.inputs]
+        self.output_names = [name for name, _, _ in imported.outputs]
+        missing = [name for name, _, _, array in imported.weights if array is None]
+        if missing:
+            raise FrontendError(f"weights {missing[:4]}{'...' if len(missing) > 4 else ''} have no data in the "
+                                f"file; a model to run needs them")
+        self._weights = [array for _, _, _, array in imported.weights]
+        self.program = compile(imported.text, target=target)
+        self._kernels = None
+
+    @property
+    def kernels(self):
+        """The kernels the model compiles into, in launch order."""
+        if self._kernels is None:
+            self._kernels = [Kernel(name, op) for name, op in _KERNEL.findall(self.program.ir("tiled"))]
+        return self._kernels
+
+    def ir(self, stage="fused"):
+        """The model at ``stage``: "imported" (the importer's kiln IR) or any compiler stage (kiln, fused, tiled,
+        loops, llvm)."""
+        if stage == "imported":
+            return self.imported.text
+        return self.program.ir(stage)
+
+    def __call__(self, *arrays, **named):
+        if named:
+            unknown = set(named) - set(self.input_names)
+            if unknown:
+                raise TypeError(f"unknown input(s) {sorted(unknown)}; the model's inputs are {self.input_names}")
+            if arrays:
+                raise TypeError("pass the inputs either positionally or by name, not both")
+            missing = [n for n in self.input_names if n not in named]
+            if missing:
+                raise TypeError(f"missing input(s) {missing}")
+            arrays = tuple(named[n] for n in self.input_names)
+        if len(arrays) != len(self.input_names):
+            raise TypeError(f"the model takes {len(self.input_names)} input(s) {self.input_names}, got {len(arrays)}")
+        for (name, dtype, shape), array in zip(self.imported.inputs, arrays):
+            if not isinstance(array, np.ndarray):
+                raise TypeError(f"input '{name}' must be a numpy array, got {type(array).__name__}")
+            if array.dtype != dtype:
+                raise TypeError(f"input '{name}' has dtype {array.dtype}, expected {dtype}")
+            if tuple(array.shape) != tuple(shape):
+                raise ValueError(f"input '{name}' has shape {tuple(array.shape)}, expected {tuple(shape)}")
+        return self.program(*arrays, *self._weights)
+
+
+def from_onnx(source, target="host", *, weights="constants", input_shapes=None):
+    """Imports an ONNX model (path or ModelProto) and compiles it for ``target``; returns a ``Model``."""
+    if target not in TARGETS:
+        raise ValueError(f"unsupported target '{target}' for a model run from Python (supported: "
+                         f"{', '.join(TARGETS)}); for sm_80/sm_90a compile the imported IR with kilnc")
+    return Model(import_onnx(source, weights=weights, input_shapes=input_shapes), target)
+
+
+def from_torch(module, example_inputs, target="host", *, opset=18):
+    """Exports a torch module with torch.onnx (torch.export under the dynamo exporter when it is available) at
+    the shapes of ``example_inputs`` and imports the result; returns a ``Model``."""
+    import io
+
+    import onnx
+    import torch
+
+    buffer = io.BytesIO()
+    module = module.eval()
+    with torch.no_grad():
+        try:
+            program = torch.onnx.export(module, tuple(example_inputs), dynamo=True, opset_version=opset)
+            model = program.model_proto
+        except Exception:
+            torch.onnx.export(module, tuple(example_inputs), buffer, opset_version=opset, dynamo=False)
+            model = onnx.load_from_string(buffer.getvalue())
+    return Model(import_onnx(model), target)
