@@ -24,6 +24,7 @@ class PlanRunner:
         self.manifest = json.loads((self.folder / "manifest.json").read_text())
         cubin = self.folder / self.manifest["cubin"]
         self.kernels = {k["name"]: (runtime.load(cubin, k["name"]), k) for k in self.manifest["kernels"]}
+        self.constants = {}  # (plan, value id) -> device tensor, read from its file once
 
     def run(self, inputs, plan_index=0):
         plan = self.manifest["plans"][plan_index]
@@ -40,9 +41,12 @@ class PlanRunner:
             elif value["kind"] == "view":
                 tensor = values[value["of"]].view(shape)
             elif value["kind"] == "constant":
-                raw = np.fromfile(self.folder / value["file"], dtype=NUMPY[value["dtype"]]).reshape(shape)
-                tensor = torch.from_numpy(raw.view(np.int16) if value["dtype"] == "bf16" else raw)
-                tensor = (tensor.view(torch.bfloat16) if value["dtype"] == "bf16" else tensor).to("cuda")
+                key = (plan_index, value["id"])
+                if key not in self.constants:
+                    raw = np.fromfile(self.folder / value["file"], dtype=NUMPY[value["dtype"]]).reshape(shape)
+                    tensor = torch.from_numpy(raw.view(np.int16) if value["dtype"] == "bf16" else raw)
+                    self.constants[key] = (tensor.view(torch.bfloat16) if value["dtype"] == "bf16" else tensor).to("cuda")
+                tensor = self.constants[key]
             else:
                 raise ValueError(f"unknown plan value kind {value['kind']}")
             values[value["id"]] = tensor

@@ -12,11 +12,14 @@ import math
 import sys
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 OPSET = 18
+_DTYPES = {"float32": (np.float32, TensorProto.FLOAT), "float16": (np.float16, TensorProto.FLOAT16),
+           "bfloat16": (ml_dtypes.bfloat16, TensorProto.BFLOAT16)}
 
 
 class _Builder:
@@ -57,7 +60,7 @@ def _rms_norm(b, x, weight, eps):
     mean = b.op("ReduceMean", [sq, b.ints([-1])], "ReduceMean", keepdims=1)
     std = b.op("Sqrt", [b.op("Add", [mean, b.scalar(eps)], "Add")], "Sqrt")
     normed = b.op("Mul", [x, b.op("Reciprocal", [std], "Reciprocal")], "Mul")
-    return b.op("Mul", [weight, normed], "Mul")
+    return normed if weight is None else b.op("Mul", [weight, normed], "Mul")
 
 
 def _layer_norm_written(b, x, weight, bias, eps):
@@ -101,8 +104,10 @@ def _rope_tables(seq, dim, theta=10000.0):
     return np.cos(emb), np.sin(emb)
 
 
-def llama_block(batch=2, seq=24, hidden=128, heads=4, kv_heads=2, mlp=352, eps=1e-6, seed=0):
-    """A Llama-style block (RMSNorm, RoPE, GQA, causal attention, SwiGLU) as an ONNX model and its weights."""
+def llama_block(batch=2, seq=24, hidden=128, heads=4, kv_heads=2, mlp=352, eps=1e-6, seed=0, dtype="float32"):
+    """A Llama-style block (RMSNorm, RoPE, GQA, causal attention, SwiGLU) as an ONNX model and its weights, in
+    ``dtype`` ("float32", "float16" or "bfloat16"; the norms are then computed in f32 between casts, as Llama's
+    modules do)."""
     rng = np.random.default_rng(seed)
     dim, group = hidden // heads, heads // kv_heads
     w = {
@@ -116,12 +121,20 @@ def llama_block(batch=2, seq=24, hidden=128, heads=4, kv_heads=2, mlp=352, eps=1
         "wd": rng.standard_normal((mlp, hidden)) / math.sqrt(mlp),
     }
     cos, sin = _rope_tables(seq, dim)
+    np_dtype, onnx_type = _DTYPES[dtype]
     b = _Builder("llama")
-    ids = {k: b.init(k, v.astype(np.float32)) for k, v in w.items()}
-    cos_t = b.op("Unsqueeze", [b.init("cos", cos.astype(np.float32)), b.ints([0, 1])], "Unsqueeze")
-    sin_t = b.op("Unsqueeze", [b.init("sin", sin.astype(np.float32)), b.ints([0, 1])], "Unsqueeze")
+    ids = {k: b.init(k, v.astype(np_dtype)) for k, v in w.items()}
+    cos_t = b.op("Unsqueeze", [b.init("cos", cos.astype(np_dtype)), b.ints([0, 1])], "Unsqueeze")
+    sin_t = b.op("Unsqueeze", [b.init("sin", sin.astype(np_dtype)), b.ints([0, 1])], "Unsqueeze")
 
-    h = _rms_norm(b, "x", ids["norm1"], eps)
+    def norm(t, weight):
+        if dtype == "float32":
+            return _rms_norm(b, t, weight, eps)
+        wide = b.op("Cast", [t], "Cast", to=TensorProto.FLOAT)
+        normed = _rms_norm(b, wide, None, eps)
+        return b.op("Mul", [weight, b.op("Cast", [normed], "Cast", to=onnx_type)], "Mul")
+
+    h = norm("x", ids["norm1"])
     q = _heads(b, b.op("MatMul", [h, ids["wq"]], "MatMul"), batch, seq, heads, dim)
     k = _heads(b, b.op("MatMul", [h, ids["wk"]], "MatMul"), batch, seq, kv_heads, dim)
     v = _heads(b, b.op("MatMul", [h, ids["wv"]], "MatMul"), batch, seq, kv_heads, dim)
@@ -138,22 +151,22 @@ def llama_block(batch=2, seq=24, hidden=128, heads=4, kv_heads=2, mlp=352, eps=1
     q, k = rope(q), expand(rope(k))
     v = expand(v)
     scores = b.op("MatMul", [q, b.op("Transpose", [k], "Transpose", perm=[0, 1, 3, 2])], "MatMul")
-    scores = b.op("Div", [scores, b.scalar(math.sqrt(dim))], "Div")
-    scores = b.op("Add", [scores, _causal_additive(b, seq)], "Add")
+    scores = b.op("Div", [scores, b.scalar(math.sqrt(dim), np_dtype)], "Div")
+    scores = b.op("Add", [scores, b.op("Cast", [_causal_additive(b, seq)], "Cast", to=onnx_type)], "Add")
     attn = b.op("MatMul", [b.op("Softmax", [scores], "Softmax", axis=-1), v], "MatMul")
     x1 = b.op("Add", ["x", b.op("MatMul", [_merge_heads(b, attn, batch, seq, heads * dim), ids["wo"]], "MatMul")],
               "Add")
-    h2 = _rms_norm(b, x1, ids["norm2"], eps)
+    h2 = norm(x1, ids["norm2"])
     gate = b.op("MatMul", [h2, ids["wg"]], "MatMul")
     silu = b.op("Mul", [gate, b.op("Sigmoid", [gate], "Sigmoid")], "Mul")
     up = b.op("MatMul", [h2, ids["wu"]], "MatMul")
     down = b.op("MatMul", [b.op("Mul", [silu, up], "Mul"), ids["wd"]], "MatMul")
     b.op("Add", [x1, down], "Add")
     out = b.nodes[-1].output[0]
-    model = b.model([helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, seq, hidden])],
-                    [helper.make_tensor_value_info(out, TensorProto.FLOAT, [batch, seq, hidden])])
-    config = dict(batch=batch, seq=seq, hidden=hidden, heads=heads, kv_heads=kv_heads, eps=eps)
-    return model, {k: v.astype(np.float32).astype(np.float64) for k, v in w.items()}, config
+    model = b.model([helper.make_tensor_value_info("x", onnx_type, [batch, seq, hidden])],
+                    [helper.make_tensor_value_info(out, onnx_type, [batch, seq, hidden])])
+    config = dict(batch=batch, seq=seq, hidden=hidden, heads=heads, kv_heads=kv_heads, eps=eps, dtype=dtype)
+    return model, {k: v.astype(np_dtype).astype(np.float64) for k, v in w.items()}, config
 
 
 def llama_reference(x, w, config):

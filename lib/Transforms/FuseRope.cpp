@@ -93,12 +93,17 @@ FailureOr<RopeOp> kiln::fuseRope(RewriterBase &rewriter, AddOp root) {
     if (!matchEitherOrder<MulOp>(sinTerm, rotated, sin, [](Value v) { return bool(matchRotateHalf(v)); }))
       continue;
     Value x = matchRotateHalf(rotated), cos, same;
-    if (!matchEitherOrder<MulOp>(cosTerm, same, cos, [&](Value v) { return v == x; }))
+    // A cos table of ones (position 0 alone) has been folded away: the term is x itself.
+    bool unitCos = cosTerm == x;
+    if (!unitCos && !matchEitherOrder<MulOp>(cosTerm, same, cos, [&](Value v) { return v == x; }))
       continue;
     auto type = cast<RankedTensorType>(x.getType());
     if (root.getType() != type || type.getRank() < 2 || type.getShape().back() % 2)
       continue;
-    DenseElementsAttr cosHalf = halfTable(cos, type), sinHalf = halfTable(sin, type);
+    DenseElementsAttr sinHalf = halfTable(sin, type);
+    DenseElementsAttr cosHalf =
+        unitCos && sinHalf ? DenseElementsAttr::get(sinHalf.getType(), rewriter.getFloatAttr(type.getElementType(), 1.0))
+                           : halfTable(cos, type);
     if (!cosHalf || !sinHalf)
       continue;
     Location loc = root.getLoc();

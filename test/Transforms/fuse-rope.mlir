@@ -73,3 +73,21 @@ func.func @wrong_half_negated(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
   %y = kiln.add %a, %b : tensor<2x4xf32>, tensor<2x4xf32> -> tensor<2x4xf32>
   return %y : tensor<2x4xf32>
 }
+
+// -----
+
+// One position: cos is all ones and canonicalization folded x * cos to x; the cos half is a splat of ones.
+// CHECK-LABEL: func.func @unit_cos
+// CHECK-DAG: %[[COS:.*]] = kiln.constant dense<1.000000e+00> : tensor<1x2xbf16>
+// CHECK-DAG: %[[SIN:.*]] = kiln.constant dense<{{\[}}[0.000000e+00, 5.000000e-01]]> : tensor<1x2xbf16>
+// CHECK: kiln.rope %arg0, %[[COS]], %[[SIN]] : tensor<3x1x4xbf16>, tensor<1x2xbf16>, tensor<1x2xbf16>
+func.func @unit_cos(%x: tensor<3x1x4xbf16>) -> tensor<3x1x4xbf16> {
+  %sin = kiln.constant dense<[[0.0, 0.5, 0.0, 0.5]]> : tensor<1x4xbf16>
+  %lo = kiln.slice %x offsets [0, 0, 0] strides [1, 1, 1] : tensor<3x1x4xbf16> -> tensor<3x1x2xbf16>
+  %hi = kiln.slice %x offsets [0, 0, 2] strides [1, 1, 1] : tensor<3x1x4xbf16> -> tensor<3x1x2xbf16>
+  %nhi = kiln.neg %hi : tensor<3x1x2xbf16>
+  %rot = kiln.concat %nhi, %lo axis 2 : tensor<3x1x2xbf16>, tensor<3x1x2xbf16> -> tensor<3x1x4xbf16>
+  %b = kiln.mul %rot, %sin : tensor<3x1x4xbf16>, tensor<1x4xbf16> -> tensor<3x1x4xbf16>
+  %y = kiln.add %x, %b : tensor<3x1x4xbf16>, tensor<3x1x4xbf16> -> tensor<3x1x4xbf16>
+  return %y : tensor<3x1x4xbf16>
+}

@@ -163,6 +163,8 @@ def unsupported_ops(graph):
 
 
 def _input_shape(value, overrides):
+    if value.name in overrides:
+        return overrides[value.name]
     dims = []
     for i, dim in enumerate(value.type.tensor_type.shape.dim):
         if dim.HasField("dim_value"):
@@ -171,7 +173,7 @@ def _input_shape(value, overrides):
             name = dim.dim_param or "?"
             raise FrontendError(f"input '{value.name}' has a symbolic dimension '{name}' (dim {i}); pass "
                                 f"input_shapes={{'{value.name}': (...)}} to fix it")
-    return tuple(overrides.get(value.name, dims))
+    return tuple(dims)
 
 
 def import_onnx(source, *, weights="constants", input_shapes=None, name="main"):

@@ -1,0 +1,166 @@
+"""The frontend's GPU visit: the Llama-style block compiled by Kiln against eager PyTorch and torch.compile.
+
+Why one script: the block must be checked and timed side by side in one run (METHOD.md) — same weights, same
+inputs, CUDA events after warm-up, medians. For each shape prepared by bench/frontend_prepare.py it generates
+bf16 weights, runs Kiln's plan (bench/gpu_plan.py over the runtime), eager PyTorch (examples/torch_blocks.py,
+SDPA attention as model code uses) and torch.compile of the same module; it checks Kiln against the module in
+fp32, counts the CUDA kernels each runs per forward, and times all three. It also exports the small example
+blocks to ONNX with torch.onnx, so the importer can be tested on a real exporter's output.
+
+    python3 bench/frontend_visit.py --plans frontend_build --runtime build/lib/libkiln_runtime.so --out $OUT
+"""
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "examples")]
+
+from gpu_plan import PlanRunner  # noqa: E402
+from gpu_visit import Runtime, time_ms  # noqa: E402
+import torch_blocks  # noqa: E402
+
+
+def cuda_kernels(fn):
+    """Kernels (not memcpy/memset) one call launches, from the profiler."""
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    return len([n for n in names if not n.startswith(("Memcpy", "Memset"))])
+
+
+def kernel_times_us(fn):
+    """Device time per kernel of one call, in launch order, from the profiler."""
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return [(e.name, e.device_time) for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+
+
+def kiln_weights(module):
+    """The plan's weight inputs in the ONNX graph's layout (matrices [in, out])."""
+    return {
+        "norm1": module.norm1.weight, "norm2": module.norm2.weight,
+        "wq": module.q_proj.weight.t(), "wk": module.k_proj.weight.t(), "wv": module.v_proj.weight.t(),
+        "wo": module.o_proj.weight.t(), "wg": module.gate_proj.weight.t(), "wu": module.up_proj.weight.t(),
+        "wd": module.down_proj.weight.t(),
+    }
+
+
+def run_shape(name, folder, runtime, log):
+    meta = json.loads((folder / "block.json").read_text())
+    c = meta["config"]
+    torch.manual_seed(0)
+    module = torch_blocks.LlamaBlock(hidden=c["hidden"], heads=c["heads"], kv_heads=c["kv_heads"], mlp=14336,
+                                     seq=c["seq"], eps=c["eps"], sdpa=True)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.copy_(torch.randn_like(p) / (p.shape[-1] ** 0.5) if p.dim() == 2 else 1 + 0.1 * torch.randn_like(p))
+    module = module.to("cuda", torch.bfloat16).eval()
+    x = torch.randn(c["batch"], c["seq"], c["hidden"], device="cuda", dtype=torch.bfloat16)
+    weights = kiln_weights(module)
+    inputs = [x] + [weights[k].contiguous() for k in meta["weights"]]
+    runner = PlanRunner(runtime, folder)
+    row = dict(shape=name, batch=c["batch"], seq=c["seq"], kiln_kernels=len(runner.manifest["plans"][0]["steps"]),
+               import_s=meta["import_s"], kilnc_s=meta["compile_s"])
+    with torch.no_grad():
+        (out,) = runner.run(inputs)
+        torch.cuda.synchronize()
+        reference = torch_blocks.LlamaBlock(hidden=c["hidden"], heads=c["heads"], kv_heads=c["kv_heads"], mlp=14336,
+                                            seq=c["seq"], eps=c["eps"], sdpa=True)
+        reference.load_state_dict({k: v.float() for k, v in module.state_dict().items()})
+        ref = reference.to("cuda").eval()(x.float())
+        eager_out = module(x)
+        row["kiln_rel_err"] = ((out.float() - ref).abs().max() / ref.abs().max()).item()
+        row["eager_rel_err"] = ((eager_out.float() - ref).abs().max() / ref.abs().max()).item()
+        row["kiln_nan"] = bool(torch.isnan(out).any().item())
+        del reference, ref
+        compiled = torch.compile(module)
+        start = time.perf_counter()
+        compiled(x)
+        torch.cuda.synchronize()
+        row["torch_compile_s"] = time.perf_counter() - start
+        row["eager_kernels"] = cuda_kernels(lambda: module(x))
+        row["compile_kernels"] = cuda_kernels(lambda: compiled(x))
+        row["kiln_kernel_us"] = kernel_times_us(lambda: runner.run(inputs))
+        row["kiln_ms"] = time_ms(lambda: runner.run(inputs), warmup=10, reps=50)
+        row["eager_ms"] = time_ms(lambda: module(x), warmup=10, reps=50)
+        row["compile_ms"] = time_ms(lambda: compiled(x), warmup=10, reps=50)
+    log.write(json.dumps(row) + "\n")
+    return row
+
+
+def export_examples(out, log):
+    """The small example blocks through torch.onnx (TorchScript exporter, then dynamo), as test inputs."""
+    import onnx_blocks
+    results = {}
+    for name, build, make in (("llama_block", onnx_blocks.llama_block, torch_blocks.LlamaBlock),
+                              ("gpt2_block", onnx_blocks.gpt2_block, torch_blocks.GPT2Block)):
+        _, w, config = build()
+        kwargs = {k: config[k] for k in ("hidden", "heads", "seq", "eps")}
+        if name == "llama_block":
+            kwargs.update(kv_heads=config["kv_heads"], mlp=352)
+        module = make(**kwargs).float().load_numpy({k: v.astype("float32") for k, v in w.items()}).eval()
+        x = torch.randn(config["batch"], config["seq"], config["hidden"])
+        for exporter, dynamo in (("torchscript", False), ("dynamo", True)):
+            path = out / f"{name}.{exporter}.onnx"
+            try:
+                torch.onnx.export(module, (x,), str(path), opset_version=18, dynamo=dynamo, input_names=["x"],
+                                  output_names=["y"])
+                results[f"{name}.{exporter}"] = "ok"
+            except Exception as error:  # keep going: the other exporter may work
+                results[f"{name}.{exporter}"] = f"{type(error).__name__}: {str(error)[:300]}"
+        # The graph's kernel counts under torch for the small block too.
+        cuda_module, cuda_x = module.to("cuda"), x.to("cuda")
+        with torch.no_grad():
+            results[f"{name}.eager_kernels"] = cuda_kernels(lambda: cuda_module(cuda_x))
+            compiled = torch.compile(cuda_module)
+            results[f"{name}.compile_kernels"] = cuda_kernels(lambda: compiled(cuda_x))
+    log.write(json.dumps(results) + "\n")
+    return results
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--plans", default="frontend_build")
+    parser.add_argument("--runtime", default="build/lib/libkiln_runtime.so")
+    parser.add_argument("--out", default="frontend_results")
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    runtime = Runtime(args.runtime)
+    rows = []
+    with open(out / "frontend_visit.jsonl", "w") as log:
+        log.write(json.dumps(dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__)) + "\n")
+        exports = export_examples(out, log)
+        for folder in sorted(Path(args.plans).iterdir()):
+            if (folder / "block.json").exists():
+                rows.append(run_shape(folder.name, folder, runtime, log))
+    print(json.dumps(exports, indent=1))
+    print(f"{'shape':16} {'kernels K/E/C':>14} {'kiln ms':>8} {'eager ms':>9} {'compile ms':>10} {'C/K':>6} "
+          f"{'rel err K':>10} {'rel err E':>10}")
+    for r in rows:
+        print(f"{r['shape']:16} {r['kiln_kernels']:>4}/{r['eager_kernels']:>3}/{r['compile_kernels']:>3}  "
+              f"{r['kiln_ms']:8.3f} {r['eager_ms']:9.3f} {r['compile_ms']:10.3f} {r['compile_ms'] / r['kiln_ms']:6.2f} "
+              f"{r['kiln_rel_err']:10.2e} {r['eager_rel_err']:10.2e}")
+    for r in rows:
+        total = sum(us for _, us in r["kiln_kernel_us"])
+        print(f"{r['shape']}: Kiln's kernels, device time {total:.1f} us of {r['kiln_ms'] * 1000:.1f} us")
+        for name, us in r["kiln_kernel_us"]:
+            print(f"  {name:28} {us:9.1f} us")
+
+
+if __name__ == "__main__":
+    main()

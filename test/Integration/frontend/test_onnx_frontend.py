@@ -1,0 +1,282 @@
+"""The ONNX frontend on the host backend: import, fusion into few kernels, end-to-end numerics, bad input.
+
+Blocks come from two sources: examples/onnx_blocks.py (graphs written node by node as exporters write them, at
+odd sizes and fresh seeds) and Inputs/*.torch.onnx (examples/torch_blocks.py exported by torch 2.11's
+TorchScript exporter on the GPU machine). Numerics are checked against a float64 numpy reference (relative max
+norm: 1e-4 for f32, 5e-3 for f16, 2e-2 for bf16) and, for f32, against onnxruntime on the same input. The
+kernel-count tests pin what each block fuses into. Every bad input must raise an exception naming the file,
+input or node at fault.
+"""
+
+import pathlib
+import subprocess
+import sys
+
+import ml_dtypes
+import numpy as np
+import onnx
+import onnxruntime
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent / "python"), str(HERE.parents[2] / "examples")]
+from numerics import BUILD_DIR, check, fresh_rng  # noqa: E402
+import onnx_blocks  # noqa: E402
+from kiln import frontend  # noqa: E402
+from kiln.frontend import FrontendError  # noqa: E402
+
+TOLERANCES = {"float32": 1e-4, "float16": 5e-3, "bfloat16": 2e-2}
+NUMPY = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
+LLAMA_KERNELS = ["rms_norm", "matmul", "transpose", "matmul", "transpose", "matmul", "transpose", "rope", "rope",
+                 "attention", "transpose", "matmul", "rms_norm", "matmul", "matmul", "matmul"]
+GPT2_KERNELS = ["layer_norm", "matmul", "slice", "slice", "slice", "transpose", "transpose", "transpose",
+                "attention", "transpose", "matmul", "layer_norm", "matmul", "matmul"]
+
+
+def ort_run(model, x):
+    data = model if isinstance(model, (str, pathlib.Path)) else model.SerializeToString()
+    session = onnxruntime.InferenceSession(str(data) if isinstance(data, pathlib.Path) else data)
+    return session.run(None, {session.get_inputs()[0].name: x})[0]
+
+
+# --- numerics -------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_llama_block(dtype, record_error):
+    rng, seed = fresh_rng()
+    model, weights, config = onnx_blocks.llama_block(batch=2, seq=13, hidden=96, heads=6, kv_heads=2, mlp=200,
+                                                      seed=int(rng.integers(1 << 30)), dtype=dtype)
+    compiled = frontend.from_onnx(model)
+    assert [k.op for k in compiled.kernels] == LLAMA_KERNELS
+    x = rng.standard_normal((2, 13, 96)).astype(NUMPY[dtype])
+    out = compiled(x)
+    reference = onnx_blocks.llama_reference(x.astype(np.float64), weights, config)
+    check(record_error, f"llama block {dtype}", out, reference, seed, TOLERANCES[dtype])
+    if dtype == "float32":
+        check(record_error, "llama block f32 vs onnxruntime", out, ort_run(model, x).astype(np.float64), seed)
+
+
+@pytest.mark.parametrize("layer_norm_op", [False, True], ids=["written-out", "LayerNormalization"])
+def test_gpt2_block(layer_norm_op, record_error):
+    rng, seed = fresh_rng()
+    model, weights, config = onnx_blocks.gpt2_block(batch=3, seq=11, hidden=72, heads=3, layer_norm_op=layer_norm_op,
+                                                     seed=int(rng.integers(1 << 30)))
+    compiled = frontend.from_onnx(model)
+    assert [k.op for k in compiled.kernels] == GPT2_KERNELS
+    x = rng.standard_normal((3, 11, 72)).astype(np.float32)
+    out = compiled(x)
+    check(record_error, "gpt2 block f32", out, onnx_blocks.gpt2_reference(x.astype(np.float64), weights, config), seed)
+    check(record_error, "gpt2 block f32 vs onnxruntime", out, ort_run(model, x).astype(np.float64), seed)
+
+
+@pytest.mark.parametrize("name, kernels", [("llama_block", LLAMA_KERNELS), ("gpt2_block", GPT2_KERNELS)])
+def test_torch_exported_block(name, kernels, record_error):
+    """The same blocks as torch.onnx.export (torch 2.11, TorchScript exporter, opset 18) writes them."""
+    path = HERE / "Inputs" / f"{name}.torch.onnx"
+    rng, seed = fresh_rng()
+    compiled = frontend.from_onnx(path)
+    assert [k.op for k in compiled.kernels] == kernels
+    (_, dtype, shape), = compiled.imported.inputs
+    x = rng.standard_normal(shape).astype(dtype)
+    check(record_error, f"{name} (torch export) vs onnxruntime", compiled(x), ort_run(path, x).astype(np.float64),
+          seed)
+
+
+def test_weights_as_arguments_match_constants():
+    model, _, _ = onnx_blocks.llama_block(batch=1, seq=7, hidden=64, heads=4, kv_heads=1, mlp=96)
+    as_constants = frontend.from_onnx(model)
+    as_arguments = frontend.from_onnx(model, weights="arguments")
+    assert "%w0" in as_arguments.ir("imported") and "%w0" not in as_constants.ir("imported")
+    assert [w[0].split("/")[-1].rsplit("_", 1)[0] for w in as_arguments.imported.weights] == \
+        ["norm1", "wq", "wk", "wv", "wo", "norm2", "wg", "wu", "wd"]
+    x = np.random.default_rng(3).standard_normal((1, 7, 64)).astype(np.float32)
+    np.testing.assert_allclose(as_arguments(x), as_constants(x), rtol=1e-5, atol=1e-6)
+
+
+def test_stages_and_named_inputs():
+    model, _, _ = onnx_blocks.llama_block(batch=1, seq=5, hidden=32, heads=2, kv_heads=1, mlp=48)
+    compiled = frontend.from_onnx(model)
+    imported, fused = compiled.ir("imported"), compiled.ir("fused")
+    assert "kiln.reduce mean" in imported and "kiln.softmax" in imported and 'loc("/llama/' in imported
+    for op in ("kiln.rms_norm", "kiln.rope", "kiln.attention", "epilogue"):
+        assert op in fused, op
+    for op in ("kiln.softmax", "kiln.reduce", "kiln.concat", "kiln.sigmoid", "kiln.silu", "kiln.add"):
+        assert op not in fused, op  # SiLU, the gate and the residuals live in matmul epilogues
+    x = np.ones((1, 5, 32), np.float32)
+    np.testing.assert_array_equal(compiled(x=x), compiled(x))
+
+
+# --- the command line -------------------------------------------------------------------------------------------------
+
+def run_cli(*args):
+    env = {"PYTHONPATH": str(BUILD_DIR / "python"), "PATH": "/usr/bin:/bin"}
+    return subprocess.run([sys.executable, "-m", "kiln.frontend.cli", *args], capture_output=True, text=True,
+                          env=env)
+
+
+def test_cli_writes_ir(tmp_path):
+    out = tmp_path / "block.mlir"
+    result = run_cli(str(HERE / "Inputs" / "gpt2_block.torch.onnx"), "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    text = out.read_text()
+    assert text.startswith("func.func @main(%arg0: tensor<2x20x96xf32>)") and "kiln.matmul" in text
+
+
+def test_cli_reports_bad_file(tmp_path):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x08\x07garbage that is not a model\xff\xff")
+    result = run_cli(str(bad))
+    assert result.returncode == 1
+    assert result.stderr.startswith("kiln-import: error:") and "bad.onnx" in result.stderr
+
+
+# --- bad input --------------------------------------------------------------------------------------------------------
+
+def graph_model(nodes, inputs, outputs, inits=(), opset=18, domains=()):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
+    opsets = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, 1) for d in domains]
+    return helper.make_model(graph, opset_imports=opsets)
+
+
+def value(name, shape, elem=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def test_missing_file():
+    with pytest.raises(FrontendError, match="nope.onnx: no such file"):
+        frontend.from_onnx("/nonexistent/nope.onnx")
+
+
+def test_corrupt_file(tmp_path):
+    path = tmp_path / "corrupt.onnx"
+    path.write_bytes(bytes(range(256)) * 4)
+    with pytest.raises(FrontendError, match="corrupt.onnx: not a readable ONNX model"):
+        frontend.from_onnx(path)
+
+
+def test_truncated_file(tmp_path):
+    model, _, _ = onnx_blocks.gpt2_block(batch=1, seq=4, hidden=16, heads=2)
+    data = model.SerializeToString()
+    path = tmp_path / "truncated.onnx"
+    path.write_bytes(data[: len(data) // 3])
+    with pytest.raises(FrontendError, match="truncated.onnx"):
+        frontend.from_onnx(path)
+
+
+def test_every_unsupported_op_listed():
+    model = graph_model([helper.make_node("Relu", ["x"], ["a"], name="ok"),
+                         helper.make_node("LSTM", ["a"], ["b"], name="rnn"),
+                         helper.make_node("Conv", ["b"], ["c"], name="conv1"),
+                         helper.make_node("FancyOp", ["c"], ["y"], name="custom", domain="my.domain")],
+                        [value("x", [2, 3])], [value("y", [2, 3])], domains=["my.domain"])
+    with pytest.raises(FrontendError) as error:
+        frontend.import_onnx(model)
+    message = str(error.value)
+    assert message.startswith("3 unsupported operator(s)")
+    for part in ("LSTM (node 'rnn')", "Conv (node 'conv1')", "my.domain.FancyOp (node 'custom')"):
+        assert part in message
+
+
+def test_old_opset():
+    model = graph_model([helper.make_node("Relu", ["x"], ["y"])], [value("x", [2])], [value("y", [2])], opset=11)
+    with pytest.raises(FrontendError, match="opset 11 is not supported"):
+        frontend.import_onnx(model)
+
+
+def test_symbolic_dimension_needs_a_shape():
+    model = graph_model([helper.make_node("Relu", ["x"], ["y"])], [value("x", ["batch", 8])], [value("y", ["batch", 8])])
+    with pytest.raises(FrontendError, match="input 'x' has a symbolic dimension 'batch' \\(dim 0\\)"):
+        frontend.import_onnx(model)
+    compiled = frontend.from_onnx(model, input_shapes={"x": (3, 8)})
+    x = np.linspace(-1, 1, 24, dtype=np.float32).reshape(3, 8)
+    np.testing.assert_array_equal(compiled(x), np.maximum(x, 0))
+    with pytest.raises(FrontendError, match="input_shapes names \\['z'\\]"):
+        frontend.import_onnx(model, input_shapes={"x": (3, 8), "z": (1,)})
+
+
+def test_runtime_reshape_shape():
+    model = graph_model([helper.make_node("Reshape", ["x", "s"], ["y"], name="dyn")],
+                        [value("x", [2, 3]), value("s", [2], TensorProto.INT64)], [value("y", [3, 2])])
+    with pytest.raises(FrontendError, match="Reshape node 'dyn': shape must be a constant"):
+        frontend.import_onnx(model)
+
+
+def test_matmul_shape_mismatch():
+    w = numpy_helper.from_array(np.zeros((5, 4), np.float32), "w")
+    model = graph_model([helper.make_node("MatMul", ["x", "w"], ["y"], name="proj")], [value("x", [2, 3])],
+                        [value("y", [2, 4])], [w])
+    with pytest.raises(FrontendError, match="MatMul node 'proj': inner dimensions differ"):
+        frontend.import_onnx(model)
+
+
+def test_undefined_input():
+    model = graph_model([helper.make_node("Add", ["x", "ghost"], ["y"], name="add")], [value("x", [2])],
+                        [value("y", [2])])
+    with pytest.raises(FrontendError, match="Add node 'add': input 'ghost' is not defined"):
+        frontend.import_onnx(model)
+
+
+def test_fold_only_op_on_runtime_input():
+    model = graph_model([helper.make_node("Cos", ["x"], ["y"], name="cos")], [value("x", [2])], [value("y", [2])])
+    with pytest.raises(FrontendError, match="Cos node 'cos': Cos is supported on constants only"):
+        frontend.import_onnx(model)
+
+
+def test_layer_norm_over_other_axis():
+    g = numpy_helper.from_array(np.ones((2, 3), np.float32), "g")
+    model = graph_model([helper.make_node("LayerNormalization", ["x", "g"], ["y"], name="ln", axis=1)],
+                        [value("x", [4, 2, 3])], [value("y", [4, 2, 3])], [g])
+    with pytest.raises(FrontendError, match="LayerNormalization node 'ln': normalisation over axis 1"):
+        frontend.import_onnx(model)
+
+
+def test_mismatched_element_types():
+    model = graph_model([helper.make_node("Add", ["x", "z"], ["y"], name="mixed")],
+                        [value("x", [2]), value("z", [2], TensorProto.FLOAT16)], [value("y", [2])])
+    with pytest.raises(FrontendError, match="Add node 'mixed': inputs have different types \\(f32 and f16\\)"):
+        frontend.import_onnx(model)
+
+
+def test_unsupported_input_dtype():
+    model = graph_model([helper.make_node("Relu", ["x"], ["y"])], [value("x", [2], TensorProto.DOUBLE)],
+                        [value("y", [2], TensorProto.DOUBLE)])
+    with pytest.raises(FrontendError, match="input 'x' has dtype float64"):
+        frontend.import_onnx(model)
+
+
+def test_missing_weight_data(tmp_path):
+    model, _, _ = onnx_blocks.gpt2_block(batch=1, seq=4, hidden=16, heads=2)
+    onnx.save(model, tmp_path / "ext.onnx", save_as_external_data=True, all_tensors_to_one_file=True,
+              location="ext.data", size_threshold=1024)
+    (tmp_path / "ext.data").unlink()
+    imported = frontend.import_onnx(tmp_path / "ext.onnx", weights="arguments")
+    assert any(w[3] is None for w in imported.weights)
+    with pytest.raises(FrontendError, match="have no data in the file"):
+        frontend.Model(imported, "host")
+    with pytest.raises(FrontendError, match="cannot read its data"):
+        frontend.import_onnx(tmp_path / "ext.onnx")
+
+
+def test_gpu_target_from_python():
+    model, _, _ = onnx_blocks.gpt2_block(batch=1, seq=4, hidden=16, heads=2)
+    with pytest.raises(ValueError, match="unsupported target 'sm_90a'"):
+        frontend.from_onnx(model, target="sm_90a")
+
+
+def test_bad_calls():
+    model, _, _ = onnx_blocks.gpt2_block(batch=1, seq=4, hidden=16, heads=2)
+    compiled = frontend.from_onnx(model)
+    x = np.zeros((1, 4, 16), np.float32)
+    with pytest.raises(TypeError, match="takes 1 input\\(s\\) \\['x'\\], got 2"):
+        compiled(x, x)
+    with pytest.raises(TypeError, match="input 'x' has dtype float64, expected float32"):
+        compiled(x.astype(np.float64))
+    with pytest.raises(ValueError, match="input 'x' has shape \\(1, 4, 8\\), expected \\(1, 4, 16\\)"):
+        compiled(x[..., :8])
+    with pytest.raises(TypeError, match="input 'x' must be a numpy array, got list"):
+        compiled([0.0] * 64)
+    with pytest.raises(TypeError, match="unknown input\\(s\\) \\['y'\\]"):
+        compiled(y=x)
+    with pytest.raises(ValueError, match="weights must be 'constants' or 'arguments'"):
+        frontend.import_onnx(model, weights="inline")
