@@ -4,7 +4,7 @@
 # Why: one command that shows what Kiln does today on a real subgraph — the fused kernels, the tiled attention
 # kernel with online softmax, and a numerical check of the compiled program against an independent float64
 # numpy reference and against Kiln's own unfused, untiled reference lowering.
-# It ends with the same block written in Python with @kiln.jit.
+# It ends with the same block written in Python with @kiln.jit, and a Llama-style block imported from ONNX.
 set -euo pipefail
 build="${1:-build}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -45,3 +45,6 @@ PY
 
 section "6. The same block from Python: a @kiln.jit function traced, fused and run on the CPU"
 python3 "$here/scripts/demo_python.py" "$here/$build"
+
+section "7. A Llama-style block exported from PyTorch to ONNX: imported, fused into kernels, run, checked"
+python3 "$here/scripts/demo_frontend.py" "$here/$build"

@@ -1,7 +1,7 @@
 """The ONNX frontend on the host backend: import, fusion into few kernels, end-to-end numerics, bad input.
 
 Blocks come from two sources: examples/onnx_blocks.py (graphs written node by node as exporters write them, at
-odd sizes and fresh seeds) and Inputs/*.torch.onnx (examples/torch_blocks.py exported by torch 2.11's
+odd sizes and fresh seeds) and examples/onnx/*.torch.onnx (examples/torch_blocks.py exported by torch 2.11's
 TorchScript exporter on the GPU machine). Numerics are checked against a float64 numpy reference (relative max
 norm: 1e-4 for f32, 5e-3 for f16, 2e-2 for bf16) and, for f32, against onnxruntime on the same input. The
 kernel-count tests pin what each block fuses into. Every bad input must raise an exception naming the file,
@@ -26,6 +26,7 @@ import onnx_blocks  # noqa: E402
 from kiln import frontend  # noqa: E402
 from kiln.frontend import FrontendError  # noqa: E402
 
+EXPORTS = HERE.parents[2] / "examples" / "onnx"
 TOLERANCES = {"float32": 1e-4, "float16": 5e-3, "bfloat16": 2e-2}
 NUMPY = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 LLAMA_KERNELS = ["rms_norm", "matmul", "transpose", "matmul", "transpose", "matmul", "transpose", "rope", "rope",
@@ -73,7 +74,7 @@ def test_gpt2_block(layer_norm_op, record_error):
 @pytest.mark.parametrize("name, kernels", [("llama_block", LLAMA_KERNELS), ("gpt2_block", GPT2_KERNELS)])
 def test_torch_exported_block(name, kernels, record_error):
     """The same blocks as torch.onnx.export (torch 2.11, TorchScript exporter, opset 18) writes them."""
-    path = HERE / "Inputs" / f"{name}.torch.onnx"
+    path = EXPORTS / f"{name}.torch.onnx"
     rng, seed = fresh_rng()
     compiled = frontend.from_onnx(path)
     assert [k.op for k in compiled.kernels] == kernels
@@ -117,7 +118,7 @@ def run_cli(*args):
 
 def test_cli_writes_ir(tmp_path):
     out = tmp_path / "block.mlir"
-    result = run_cli(str(HERE / "Inputs" / "gpt2_block.torch.onnx"), "-o", str(out))
+    result = run_cli(str(EXPORTS / "gpt2_block.torch.onnx"), "-o", str(out))
     assert result.returncode == 0, result.stderr
     text = out.read_text()
     assert text.startswith("func.func @main(%arg0: tensor<2x20x96xf32>)") and "kiln.matmul" in text
