@@ -22,7 +22,7 @@ struct KernelPipelineOptions : public PassPipelineOptions<KernelPipelineOptions>
 };
 
 /// Canonicalize and CSE, then recognise written-out norms, RoPE, activations and attention, and fuse
-/// matmul/attention epilogues: the graph as few kernels.
+/// matmul/attention epilogues, and run batched projections as one GEMM: the graph as few kernels.
 void buildFusionPipeline(OpPassManager &pm);
 
 /// From the graph to tiled kernels, the part every backend shares: canonicalize, fuse attention and epilogues,

@@ -128,6 +128,26 @@ def KilnFuseEpilogue : Pass<"kiln-fuse-epilogue"> {
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::math::MathDialect"];
 }
 
+def KilnFoldMatmulBatch : Pass<"kiln-fold-matmul-batch"> {
+  let summary = "Run a batched lhs against a 2-D weight as one GEMM of all its rows";
+  let description = [{
+    `x @ W` with x [B, S, K] and W [K, N] is one [B*S, K] x [K, N] GEMM: as a batched matmul every batch would
+    re-read W (decode shapes: B=32, S=1 means 32 M=1 GEMMs). The lhs is reshaped (a view), the matmul keeps its
+    epilogue and config, and the result is reshaped back. Epilogue operands of the full result shape become
+    [B*S, N] views; row vectors and scalars are kept. A matmul with a batched rhs, transpose_lhs, or an epilogue
+    operand that broadcasts over the batch is left alone.
+
+    ```mlir
+    // before
+    %y = kiln.matmul %x, %w : tensor<32x1x4096xbf16>, tensor<4096x1024xbf16> -> tensor<32x1x1024xbf16>
+    // after
+    %x2 = kiln.reshape %x : tensor<32x1x4096xbf16> -> tensor<32x4096xbf16>
+    %y2 = kiln.matmul %x2, %w : tensor<32x4096xbf16>, tensor<4096x1024xbf16> -> tensor<32x1024xbf16>
+    %y = kiln.reshape %y2 : tensor<32x1024xbf16> -> tensor<32x1x1024xbf16>
+    ```
+  }];
+}
+
 def KilnOutlineKernels : Pass<"kiln-outline-kernels", "::mlir::ModuleOp"> {
   let summary = "Split each function into kernels and a host plan that calls them";
   let description = [{

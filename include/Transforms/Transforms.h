@@ -52,6 +52,11 @@ FailureOr<RopeOp> fuseRope(RewriterBase &rewriter, AddOp root);
 /// epilogue region. Returns the new op; fails, changing nothing, when there is no such consumer.
 FailureOr<Operation *> fuseEpilogue(RewriterBase &rewriter, Operation *producer);
 
+/// Rewrites a matmul of a batched lhs [..., M, K] and a 2-D rhs as one [rows, K] x [K, N] matmul between
+/// reshapes (rows = the product of the lhs dims but the last), keeping its epilogue. Fails when an epilogue
+/// operand broadcasts over the batch dims in a way a [rows, N] view cannot keep.
+FailureOr<MatmulOp> foldMatmulBatch(RewriterBase &rewriter, MatmulOp op);
+
 /// Moves one compute op into a new private kernel function `name` (marked `kiln.kernel`) that writes its
 /// results into destination arguments, and replaces the op by an allocation of those destinations and a call.
 FailureOr<func::FuncOp> outlineKernel(RewriterBase &rewriter, Operation *op, llvm::StringRef name);

@@ -36,6 +36,7 @@ void kiln::buildFusionPipeline(OpPassManager &pm) {
   pm.addPass(createKilnFuseActivations());
   pm.addPass(createKilnFuseAttention());
   pm.addPass(createKilnFuseEpilogue());
+  pm.addPass(createKilnFoldMatmulBatch());
 }
 
 void kiln::buildKernelPipeline(OpPassManager &pm, const KernelPipelineOptions &options) {
