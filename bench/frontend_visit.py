@@ -86,7 +86,6 @@ def run_shape(name, folder, runtime, log):
         row["kiln_rel_err"] = ((out.float() - ref).abs().max() / ref.abs().max()).item()
         row["eager_rel_err"] = ((eager_out.float() - ref).abs().max() / ref.abs().max()).item()
         row["kiln_nan"] = bool(torch.isnan(out).any().item())
-        del reference, ref
         compiled = torch.compile(module)
         start = time.perf_counter()
         compiled(x)
@@ -96,8 +95,19 @@ def run_shape(name, folder, runtime, log):
         row["compile_kernels"] = cuda_kernels(lambda: compiled(x))
         row["kiln_kernel_us"] = kernel_times_us(lambda: runner.run(inputs))
         row["kiln_ms"] = time_ms(lambda: runner.run(inputs), warmup=10, reps=50)
+        prepared = runner.prepare(inputs)
+        row["kiln_prepared_ms"] = time_ms(prepared.launch, warmup=10, reps=50)
+        prepared.capture()
+        (replayed,) = prepared.replay()
+        torch.cuda.synchronize()
+        row["kiln_graph_rel_err"] = ((replayed.float() - ref).abs().max() / ref.abs().max()).item()
+        row["kiln_graph_ms"] = time_ms(prepared.replay, warmup=10, reps=50)
         row["eager_ms"] = time_ms(lambda: module(x), warmup=10, reps=50)
         row["compile_ms"] = time_ms(lambda: compiled(x), warmup=10, reps=50)
+        graphed = torch.compile(module, mode="reduce-overhead")
+        for _ in range(3):
+            graphed(x)
+        row["compile_graphs_ms"] = time_ms(lambda: graphed(x), warmup=10, reps=50)
     log.write(json.dumps(row) + "\n")
     return row
 
@@ -149,12 +159,13 @@ def main():
             if (folder / "block.json").exists():
                 rows.append(run_shape(folder.name, folder, runtime, log))
     print(json.dumps(exports, indent=1))
-    print(f"{'shape':16} {'kernels K/E/C':>14} {'kiln ms':>8} {'eager ms':>9} {'compile ms':>10} {'C/K':>6} "
-          f"{'rel err K':>10} {'rel err E':>10}")
+    print(f"{'shape':16} {'kernels K/E/C':>14} {'kiln ms':>8} {'prepared':>9} {'graph':>7} {'eager ms':>9} "
+          f"{'compile':>8} {'compile+graphs':>15} {'rel err K':>10} {'K graph':>9} {'rel err E':>10}")
     for r in rows:
         print(f"{r['shape']:16} {r['kiln_kernels']:>4}/{r['eager_kernels']:>3}/{r['compile_kernels']:>3}  "
-              f"{r['kiln_ms']:8.3f} {r['eager_ms']:9.3f} {r['compile_ms']:10.3f} {r['compile_ms'] / r['kiln_ms']:6.2f} "
-              f"{r['kiln_rel_err']:10.2e} {r['eager_rel_err']:10.2e}")
+              f"{r['kiln_ms']:8.3f} {r['kiln_prepared_ms']:9.3f} {r['kiln_graph_ms']:7.3f} {r['eager_ms']:9.3f} "
+              f"{r['compile_ms']:8.3f} {r['compile_graphs_ms']:15.3f} {r['kiln_rel_err']:10.2e} "
+              f"{r['kiln_graph_rel_err']:9.2e} {r['eager_rel_err']:10.2e}")
     for r in rows:
         total = sum(us for _, us in r["kiln_kernel_us"])
         print(f"{r['shape']}: Kiln's kernels, device time {total:.1f} us of {r['kiln_ms'] * 1000:.1f} us")

@@ -27,6 +27,24 @@ class PlanRunner:
         self.constants = {}  # (plan, value id) -> device tensor, read from its file once
 
     def run(self, inputs, plan_index=0):
+        values, plan = self._values(inputs, plan_index)
+        for step in plan["steps"]:
+            kernel, entry = self.kernels[step["kernel"]]
+            self.runtime.launch(kernel, entry, [values[i] for i in step["args"]])
+        return [values[i] for i in plan["outputs"]]
+
+    def prepare(self, inputs, plan_index=0):
+        """The plan bound to these input tensors: buffers allocated and launch arguments packed once, so that a
+        call is only the launches (or one CUDA graph replay). Refill the inputs in place between calls; the
+        outputs are the same tensors every time."""
+        values, plan = self._values(inputs, plan_index)
+        launches = []
+        for step in plan["steps"]:
+            kernel, entry = self.kernels[step["kernel"]]
+            launches.append(self.runtime.packed_launch(kernel, entry, [values[i] for i in step["args"]]))
+        return PreparedPlan(launches, [values[i] for i in plan["outputs"]])
+
+    def _values(self, inputs, plan_index):
         plan = self.manifest["plans"][plan_index]
         values = {}
         for value in plan["values"]:
@@ -50,7 +68,32 @@ class PlanRunner:
             else:
                 raise ValueError(f"unknown plan value kind {value['kind']}")
             values[value["id"]] = tensor
-        for step in plan["steps"]:
-            kernel, entry = self.kernels[step["kernel"]]
-            self.runtime.launch(kernel, entry, [values[i] for i in step["args"]])
-        return [values[i] for i in plan["outputs"]]
+        return values, plan
+
+
+class PreparedPlan:
+    """A plan bound to its tensors: ``launch()`` issues its kernels on the current stream; ``capture()`` records
+    them once into a CUDA graph that ``replay()`` then issues with one call."""
+
+    def __init__(self, launches, outputs):
+        self.launches, self.outputs, self.graph = launches, outputs, None
+
+    def launch(self):
+        for launch in self.launches:
+            launch()
+        return self.outputs
+
+    def capture(self):
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            self.launch()  # warm: the first launch of a kernel may set its shared-memory limit
+        torch.cuda.current_stream().wait_stream(stream)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.launch()
+        return self
+
+    def replay(self):
+        self.graph.replay()
+        return self.outputs

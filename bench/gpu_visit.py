@@ -43,13 +43,22 @@ class Runtime:
         return kernel
 
     def launch(self, kernel, launch, tensors):
+        self.packed_launch(kernel, launch, tensors)()
+
+    def packed_launch(self, kernel, launch, tensors):
+        """A launch with its arguments packed once: calling it issues the kernel on the current stream."""
         pointers = [ctypes.c_uint64(t.data_ptr()) for t in tensors]
         args = (ctypes.c_void_p * len(pointers))(*[ctypes.cast(ctypes.byref(p), ctypes.c_void_p) for p in pointers])
         grid = (ctypes.c_uint * 3)(*launch["grid"])
         block = (ctypes.c_uint * 3)(*launch["block"])
-        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-        self.check(self.lib.kiln_kernel_launch(kernel, grid, block, ctypes.c_uint(launch["dynamic_shared_bytes"]),
-                                               stream, args), "kiln_kernel_launch")
+        shared = ctypes.c_uint(launch["dynamic_shared_bytes"])
+        keep = (tensors, pointers)  # the tensors and the pointer cells must outlive the packed arguments
+
+        def issue():
+            stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+            self.check(self.lib.kiln_kernel_launch(kernel, grid, block, shared, stream, args), "kiln_kernel_launch")
+            return keep
+        return issue
 
 
 def make_inputs(case, generator):

@@ -27,12 +27,12 @@ func.func @matmul_large(%a: tensor<2048x1024xf32>, %b: tensor<1024x2048xf32>) ->
 
 // -----
 
-// A single-row GEMV: the host tile has exactly one row; GPU tiles never go below the 16-row fragment, and
-// sm_90a switches to its small-M (64x128, one warpgroup pair) strategy.
+// A single-row GEMV: the host tile has exactly one row; GPU tiles never go below the 16-row fragment, narrow
+// their columns to fill the multiprocessors and take deep K steps (BK = 128) to keep the weight streaming.
 // CHECK-LABEL: func.func @matmul_one_row
 // HOST: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [1, 64, 64], warps = 1, stages = 1, lowering = "host">}
-// SM80: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [16, 32, 32], warps = 2, stages = 3, lowering = "mma_sync">}
-// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [16, 32, 32], warps = 2, stages = 4, lowering = "mma_sync">}
+// SM80: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [16, 32, 128], warps = 4, stages = 3, lowering = "mma_sync">}
+// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [16, 32, 128], warps = 4, stages = 4, lowering = "mma_sync">}
 func.func @matmul_one_row(%a: tensor<1x4096xf32>, %b: tensor<4096x4096xf32>) -> tensor<1x4096xf32> {
   %0 = kiln.matmul %a, %b : tensor<1x4096xf32>, tensor<4096x4096xf32> -> tensor<1x4096xf32>
   return %0 : tensor<1x4096xf32>

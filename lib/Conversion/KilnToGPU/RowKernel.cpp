@@ -1,9 +1,10 @@
 //===- RowKernel.cpp - softmax, norms and last-axis reductions as GPU kernels ===//
 //
 // Row kernels normalise or reduce along the last dimension: one warp per row, four rows per block. Each lane
-// strides over the row's columns accumulating in f32, the warp combines the partial results with butterfly
-// shuffles, and a last pass writes the normalised row (or lane 0 writes the row's one reduced value). Rows are
-// re-read from global memory between passes; they are small enough to stay in L1/L2.
+// strides over the row's columns, several independent loads in flight per step, accumulating in f32; the warp
+// combines the partial results with butterfly shuffles, and a last pass writes the normalised row (or lane 0
+// writes the row's one reduced value). Rows are re-read from global memory between passes; they are small
+// enough to stay in L1/L2.
 //
 //===----------------------------------------------------------------------===//
 
@@ -70,29 +71,51 @@ FailureOr<KernelLaunch> kiln::buildRowKernel(OpBuilder &builder, gpu::GPUModuleO
     auto load = [&](Value buffer, Value index) {
       return lowering::widen(builder, loc, memref::LoadOp::create(builder, loc, buffer, index));
     };
+    // Each lane walks its columns (lane, lane + 32, ...) `unroll` at a time, issuing that many independent loads
+    // before using them, so that a wide row keeps several loads in flight per lane instead of waiting on one
+    // load per iteration. `unroll` divides width / 32, so every unrolled column is inside the row.
+    int64_t unroll = 1;
+    for (int64_t candidate : {8, 4, 2})
+      if (width % (32 * candidate) == 0) {
+        unroll = candidate;
+        break;
+      }
+    // The loop over this lane's groups of `unroll` columns; `body` gets the group's columns and loaded values.
+    auto forEachGroup = [&](ValueRange init,
+                            llvm::function_ref<SmallVector<Value>(ArrayRef<Value>, ArrayRef<Value>, ValueRange)>
+                                body) {
+      return scf::ForOp::create(builder, loc, lane, im.c(width), im.c(32 * unroll), init,
+                                [&](OpBuilder &nested, Location, Value first, ValueRange acc) {
+                                  OpBuilder::InsertionGuard loopGuard(builder);
+                                  builder.setInsertionPoint(nested.getInsertionBlock(), nested.getInsertionPoint());
+                                  SmallVector<Value> columns, values;
+                                  for (int64_t j = 0; j < unroll; ++j)
+                                    columns.push_back(j ? im.add(first, im.c(32 * j)) : first);
+                                  for (Value column : columns)
+                                    values.push_back(load(input, im.add(rowBase, column)));
+                                  scf::YieldOp::create(builder, loc, body(columns, values, acc));
+                                });
+    };
     // One strided pass over this lane's columns, folding `step(acc, x, column)` into an f32 accumulator.
     auto reducePass = [&](double init, llvm::function_ref<Value(Value, Value, Value)> step) {
-      auto loop = scf::ForOp::create(builder, loc, lane, im.c(width), im.c(32), ValueRange{f32c(init)},
-                                     [&](OpBuilder &nested, Location, Value column, ValueRange acc) {
-                                       OpBuilder::InsertionGuard loopGuard(builder);
-                                       builder.setInsertionPoint(nested.getInsertionBlock(),
-                                                                 nested.getInsertionPoint());
-                                       Value x = load(input, im.add(rowBase, column));
-                                       scf::YieldOp::create(builder, loc, step(acc[0], x, column));
-                                     });
+      auto loop = forEachGroup(ValueRange{f32c(init)}, [&](ArrayRef<Value> columns, ArrayRef<Value> values,
+                                                            ValueRange acc) -> SmallVector<Value> {
+        Value folded = acc[0];
+        for (auto [column, x] : llvm::zip(columns, values))
+          folded = step(folded, x, column);
+        return {folded};
+      });
       return loop.getResult(0);
     };
     // The final pass writing `f(x, column)` for each of this lane's columns.
     auto writePass = [&](llvm::function_ref<Value(Value, Value)> f) {
-      scf::ForOp::create(builder, loc, lane, im.c(width), im.c(32), ValueRange{},
-                         [&](OpBuilder &nested, Location, Value column, ValueRange) {
-                           OpBuilder::InsertionGuard loopGuard(builder);
-                           builder.setInsertionPoint(nested.getInsertionBlock(), nested.getInsertionPoint());
-                           Value x = load(input, im.add(rowBase, column));
-                           Value y = lowering::narrow(builder, loc, f(x, column), type.getElementType());
-                           memref::StoreOp::create(builder, loc, y, out, im.add(rowBase, column));
-                           scf::YieldOp::create(builder, loc);
-                         });
+      forEachGroup(ValueRange{}, [&](ArrayRef<Value> columns, ArrayRef<Value> values, ValueRange) {
+        for (auto [column, x] : llvm::zip(columns, values)) {
+          Value y = lowering::narrow(builder, loc, f(x, column), type.getElementType());
+          memref::StoreOp::create(builder, loc, y, out, im.add(rowBase, column));
+        }
+        return SmallVector<Value>{};
+      });
     };
     Value count = f32c(static_cast<double>(width));
     const double inf = std::numeric_limits<double>::infinity();
