@@ -12,6 +12,7 @@ blocks to ONNX with torch.onnx, so the importer can be tested on a real exporter
 
 import argparse
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -94,20 +95,25 @@ def run_shape(name, folder, runtime, log):
         row["eager_kernels"] = cuda_kernels(lambda: module(x))
         row["compile_kernels"] = cuda_kernels(lambda: compiled(x))
         row["kiln_kernel_us"] = kernel_times_us(lambda: runner.run(inputs))
-        row["kiln_ms"] = time_ms(lambda: runner.run(inputs), warmup=10, reps=50)
         prepared = runner.prepare(inputs)
-        row["kiln_prepared_ms"] = time_ms(prepared.launch, warmup=10, reps=50)
         prepared.capture()
         (replayed,) = prepared.replay()
         torch.cuda.synchronize()
         row["kiln_graph_rel_err"] = ((replayed.float() - ref).abs().max() / ref.abs().max()).item()
-        row["kiln_graph_ms"] = time_ms(prepared.replay, warmup=10, reps=50)
-        row["eager_ms"] = time_ms(lambda: module(x), warmup=10, reps=50)
-        row["compile_ms"] = time_ms(lambda: compiled(x), warmup=10, reps=50)
         graphed = torch.compile(module, mode="reduce-overhead")
         for _ in range(3):
             graphed(x)
-        row["compile_graphs_ms"] = time_ms(lambda: graphed(x), warmup=10, reps=50)
+        variants = {"kiln_ms": lambda: runner.run(inputs), "kiln_prepared_ms": prepared.launch,
+                    "kiln_graph_ms": prepared.replay, "eager_ms": lambda: module(x), "compile_ms": lambda: compiled(x),
+                    "compile_graphs_ms": lambda: graphed(x)}
+        # Interleaved rounds, so that a slow spell of the host does not land on one variant only.
+        rounds = {name: [] for name in variants}
+        for _ in range(5):
+            for name, fn in variants.items():
+                rounds[name].append(time_ms(fn, warmup=5, reps=40))
+        for name, times in rounds.items():
+            row[name] = statistics.median(times)
+            row[name.replace("_ms", "_rounds_ms")] = times
     log.write(json.dumps(row) + "\n")
     return row
 

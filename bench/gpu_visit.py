@@ -169,6 +169,8 @@ GLUE_REFERENCES = {
     "rms_norm": lambda x, w: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w,
     "layer_norm": lambda x, w, b: torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b, 1e-5),
     "softmax": lambda x: torch.softmax(x, -1),
+    "softmax_wide": lambda x: torch.softmax(x, -1),
+    "layer_norm_wide": lambda x, w, b: torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b, 1e-5),
     "reduce_sum": lambda x: x.sum(-1),
     "reduce_mean": lambda x: x.mean(-1),
     "reduce_max_keep": lambda x: x.amax(-1, keepdim=True),

@@ -195,13 +195,20 @@ module {
 
 // -----
 
-// Row kernels: one warp per row, strided passes, butterfly shuffles across the warp.
+// Row kernels on wide rows (4096 columns): a block of eight warps per row (154 rows, 154 blocks), strided
+// passes with eight loads in flight per thread, butterfly shuffles across each warp, then the warps' partials
+// through 32 bytes of shared memory between barriers.
 // CHECK-LABEL: func.func private @k10_rms_norm
-// CHECK-SAME: kiln.launch = {block = array<i64: 128, 1, 1>, dynamic_shared_bytes = 0 : i64, grid = array<i64: 39, 1, 1>}
+// CHECK-SAME: kiln.launch = {block = array<i64: 256, 1, 1>, dynamic_shared_bytes = 32 : i64, grid = array<i64: 154, 1, 1>}
 // CHECK: gpu.func @k10_rms_norm(%{{.*}}: memref<630784xbf16>, %{{.*}}: memref<4096xbf16>, %{{.*}}: memref<630784xbf16>) kernel
 // CHECK: scf.for
+// CHECK-COUNT-8: memref.load
 // CHECK: arith.mulf
 // CHECK-COUNT-5: gpu.shuffle  xor
+// CHECK: memref.store {{.*}} : memref<8xf32, #gpu.address_space<workgroup>>
+// CHECK: gpu.barrier
+// CHECK-COUNT-8: memref.load {{.*}} : memref<8xf32, #gpu.address_space<workgroup>>
+// CHECK: gpu.barrier
 // CHECK: math.rsqrt
 // CHECK: scf.for
 // CHECK: memref.store

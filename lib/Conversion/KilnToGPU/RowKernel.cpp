@@ -1,9 +1,10 @@
 //===- RowKernel.cpp - softmax, norms and last-axis reductions as GPU kernels ===//
 //
-// Row kernels normalise or reduce along the last dimension: one warp per row, four rows per block. Each lane
-// strides over the row's columns, several independent loads in flight per step, accumulating in f32; the warp
-// combines the partial results with butterfly shuffles, and a last pass writes the normalised row (or lane 0
-// writes the row's one reduced value). Rows are re-read from global memory between passes; they are small
+// Row kernels normalise or reduce along the last dimension: one warp per row, four rows per block (a block of
+// eight warps per row for rows of 1024 columns and more). Each thread strides over the row's columns, several
+// independent loads in flight per step, accumulating in f32; warps combine their partial results with butterfly
+// shuffles (and wide rows through shared memory), and a last pass writes the normalised row (or the row's first
+// thread writes its one reduced value). Rows are re-read from global memory between passes; they are small
 // enough to stay in L1/L2.
 //
 //===----------------------------------------------------------------------===//
@@ -48,22 +49,29 @@ FailureOr<KernelLaunch> kiln::buildRowKernel(OpBuilder &builder, gpu::GPUModuleO
   auto inputType = cast<RankedTensorType>(op->getOperand(0).getType());
   int64_t width = inputType.getDimSize(inputType.getRank() - 1);
   int64_t rows = inputType.getNumElements() / std::max<int64_t>(width, 1);
-  const int64_t warps = 4, threads = warps * 32;
+  // Narrow rows: one warp per row, four rows per block. Wide rows (1024 columns and more, as in the hidden
+  // dimension of a Transformer): a block of eight warps per row, so that a few rows (decoding) still spread
+  // over many multiprocessors and each thread walks a short stretch; the warps combine through shared memory.
+  const bool wide = width >= 1024;
+  const int64_t warps = wide ? 8 : 4, threads = warps * 32, rowThreads = wide ? threads : 32;
+  const int64_t rowsPerBlock = threads / rowThreads, sharedBytes = wide ? warps * 4 : 0;
   Location loc = op->getLoc();
   OpBuilder::InsertionGuard guard(builder);
   SmallVector<RankedTensorType> buffers;
   for (Type operand : op->getOperandTypes())
     buffers.push_back(cast<RankedTensorType>(operand));
   buffers.push_back(type);
-  KernelFunction kernel = startKernel(builder, module, loc, name, buffers, threads, /*sharedBytes=*/0);
+  KernelFunction kernel = startKernel(builder, module, loc, name, buffers, threads, sharedBytes);
   Block &entry = kernel.func.getBody().front();
   Value input = entry.getArgument(0), out = entry.getArguments().back();
   IndexMath im{builder, loc};
   auto f32c = [&](double value) { return arith::ConstantOp::create(builder, loc, builder.getF32FloatAttr(value)); };
+  Value partials = wide ? sharedView(builder, loc, kernel.sharedBytes, 0, warps, builder.getF32Type()) : Value();
 
   Value tid = gpu::ThreadIdOp::create(builder, loc, gpu::Dimension::x);
   Value block = gpu::BlockIdOp::create(builder, loc, gpu::Dimension::x);
-  Value lane = im.rem(tid, 32), row = im.add(im.mul(block, warps), im.div(tid, 32));
+  // `lane` is the thread's place among the row's threads; the row is the block's (wide) or the warp's.
+  Value lane = im.rem(tid, rowThreads), row = im.add(im.mul(block, rowsPerBlock), im.div(tid, rowThreads));
   scf::IfOp::create(builder, loc, im.lt(row, rows), [&](OpBuilder &thenBuilder, Location) {
     OpBuilder::InsertionGuard thenGuard(builder);
     builder.setInsertionPoint(thenBuilder.getInsertionBlock(), thenBuilder.getInsertionPoint());
@@ -71,12 +79,12 @@ FailureOr<KernelLaunch> kiln::buildRowKernel(OpBuilder &builder, gpu::GPUModuleO
     auto load = [&](Value buffer, Value index) {
       return lowering::widen(builder, loc, memref::LoadOp::create(builder, loc, buffer, index));
     };
-    // Each lane walks its columns (lane, lane + 32, ...) `unroll` at a time, issuing that many independent loads
-    // before using them, so that a wide row keeps several loads in flight per lane instead of waiting on one
-    // load per iteration. `unroll` divides width / 32, so every unrolled column is inside the row.
+    // Each thread walks its columns (lane, lane + rowThreads, ...) `unroll` at a time, issuing that many
+    // independent loads before using them, so that it keeps several loads in flight instead of waiting on one
+    // load per iteration. `unroll` divides width / rowThreads, so every unrolled column is inside the row.
     int64_t unroll = 1;
     for (int64_t candidate : {8, 4, 2})
-      if (width % (32 * candidate) == 0) {
+      if (width % (rowThreads * candidate) == 0) {
         unroll = candidate;
         break;
       }
@@ -84,13 +92,13 @@ FailureOr<KernelLaunch> kiln::buildRowKernel(OpBuilder &builder, gpu::GPUModuleO
     auto forEachGroup = [&](ValueRange init,
                             llvm::function_ref<SmallVector<Value>(ArrayRef<Value>, ArrayRef<Value>, ValueRange)>
                                 body) {
-      return scf::ForOp::create(builder, loc, lane, im.c(width), im.c(32 * unroll), init,
+      return scf::ForOp::create(builder, loc, lane, im.c(width), im.c(rowThreads * unroll), init,
                                 [&](OpBuilder &nested, Location, Value first, ValueRange acc) {
                                   OpBuilder::InsertionGuard loopGuard(builder);
                                   builder.setInsertionPoint(nested.getInsertionBlock(), nested.getInsertionPoint());
                                   SmallVector<Value> columns, values;
                                   for (int64_t j = 0; j < unroll; ++j)
-                                    columns.push_back(j ? im.add(first, im.c(32 * j)) : first);
+                                    columns.push_back(j ? im.add(first, im.c(rowThreads * j)) : first);
                                   for (Value column : columns)
                                     values.push_back(load(input, im.add(rowBase, column)));
                                   scf::YieldOp::create(builder, loc, body(columns, values, acc));
@@ -125,7 +133,22 @@ FailureOr<KernelLaunch> kiln::buildRowKernel(OpBuilder &builder, gpu::GPUModuleO
     // A strided pass folded by `step`, then combined across the warp by `combine`: the row's value in every lane.
     auto rowReduce = [&](double init, llvm::function_ref<Value(Value, Value, Value)> step,
                          llvm::function_ref<Value(Value, Value)> combine) {
-      return warpReduce(builder, loc, reducePass(init, step), combine);
+      Value value = warpReduce(builder, loc, reducePass(init, step), combine);
+      if (!wide)
+        return value;
+      // Each warp's lane 0 posts its partial; every thread folds the posted partials. The barriers keep a
+      // second reduction's posts from overwriting partials still being read.
+      Value warp = im.div(tid, 32);
+      scf::IfOp::create(builder, loc, im.lt(im.rem(tid, 32), 1), [&](OpBuilder &postBuilder, Location) {
+        memref::StoreOp::create(postBuilder, loc, value, partials, warp);
+        scf::YieldOp::create(postBuilder, loc);
+      });
+      gpu::BarrierOp::create(builder, loc);
+      Value folded = memref::LoadOp::create(builder, loc, partials, im.c(0));
+      for (int64_t w = 1; w < warps; ++w)
+        folded = combine(folded, memref::LoadOp::create(builder, loc, partials, im.c(w)));
+      gpu::BarrierOp::create(builder, loc);
+      return folded;
     };
     auto rowSum = [&](llvm::function_ref<Value(Value)> term) {
       return rowReduce(0.0, [&](Value acc, Value x, Value) { return add(acc, term(x)); }, add);
@@ -199,5 +222,5 @@ FailureOr<KernelLaunch> kiln::buildRowKernel(OpBuilder &builder, gpu::GPUModuleO
     scf::YieldOp::create(builder, loc);
   });
   gpu::ReturnOp::create(builder, loc);
-  return KernelLaunch{{llvm::divideCeilSigned(rows, warps), 1, 1}, {threads, 1, 1}, 0};
+  return KernelLaunch{{llvm::divideCeilSigned(rows, rowsPerBlock), 1, 1}, {threads, 1, 1}, sharedBytes};
 }
