@@ -3,15 +3,17 @@
 ``kiln.compile(source)`` turns kiln IR text into a callable program; on the host target it runs on numpy arrays
 through the CPU backend (the same fused, tiled program the GPU backend starts from). ``@kiln.jit`` traces a
 Python function written with the ops below into kiln IR on its first call and compiles it once per signature.
-``kiln.ops`` has the same ops ready-made on numpy arrays.
+``kiln.ops`` has the same ops ready-made on numpy arrays. ``kiln.compile(source, target="sm_90a")`` compiles for
+the GPU (programs on torch CUDA tensors, kept in the disk cache); ``kiln.load(folder)`` runs what kilnc wrote.
 """
 
 from . import ops
 from .compiler import CompileError, Program, compile
+from .gpu import GpuProgram, load
 from .jit import JitFunction, jit
 from .trace import (Tensor, attention, exp, gelu, layer_norm, matmul, relu, reshape, rms_norm, rope, sigmoid, silu,
                     softmax, tanh, transpose)
 
-__all__ = ["CompileError", "JitFunction", "Program", "Tensor", "attention", "compile", "exp", "gelu", "jit",
-           "layer_norm", "matmul", "ops", "relu", "reshape", "rms_norm", "rope", "sigmoid", "silu", "softmax",
-           "tanh", "transpose"]
+__all__ = ["CompileError", "GpuProgram", "JitFunction", "Program", "Tensor", "attention", "compile", "exp", "gelu",
+           "jit", "layer_norm", "load", "matmul", "ops", "relu", "reshape", "rms_norm", "rope", "sigmoid", "silu",
+           "softmax", "tanh", "transpose"]

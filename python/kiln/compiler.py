@@ -1,18 +1,35 @@
-"""kiln.compile: kiln IR text to a callable program.
+"""kiln.compile: kiln IR text to a callable program, for the CPU host backend or a GPU.
 
 Argument checking happens here, where the names of the entry's arguments are known, so that every mistake is a
 Python exception naming the argument at fault; the native extension (``_kiln``) parses, runs the pipelines and
-executes, and turns MLIR diagnostics into ``CompileError`` messages.
+executes, and turns MLIR diagnostics into ``CompileError`` messages. GPU programs go through the disk cache
+(kiln/cache.py): a program found there loads without the extension, so a machine with only the runtime can run
+what another compiled.
 """
 
 import functools
+import importlib
 
 import ml_dtypes
 import numpy as np
 
-from . import _kiln
+from . import cache
+from .gpu import GpuProgram
 
-CompileError = _kiln.CompileError
+try:
+    from ._kiln import CompileError
+except ImportError:  # no compiler for this Python: cached GPU programs still run
+    class CompileError(RuntimeError):
+        """Malformed kiln IR or a failing pipeline (the message carries the MLIR diagnostics)."""
+
+
+def native():
+    """The compiler extension, or an ImportError that says what is missing."""
+    try:
+        return importlib.import_module("._kiln", __package__)
+    except ImportError as error:
+        raise ImportError(f"Kiln's compiler extension is not built for this Python ({error}); programs can still "
+                          f"be loaded from compiled files or the disk cache") from None
 
 #: numpy dtype of each element type the host backend supports.
 DTYPES = {
@@ -25,7 +42,7 @@ DTYPES = {
 }
 
 #: Targets kiln.compile accepts.
-TARGETS = ("host",)
+TARGETS = ("host", "sm_80", "sm_90a")
 
 
 class Program:
@@ -64,11 +81,13 @@ class Program:
 
 
 def compile(source, target="host", entry=None):
-    """Compiles kiln IR text for ``target`` and returns a callable ``Program``.
+    """Compiles kiln IR text for ``target`` and returns a callable program.
 
-    ``entry`` names the function to run; by default the module's only public function. Malformed IR or a failing
-    pipeline raises ``CompileError`` carrying the MLIR diagnostics. Programs are cached in memory by
-    (source, target, entry): compiling the same text again returns the same program.
+    ``target="host"`` gives a ``Program`` on numpy arrays (the CPU backend); ``"sm_80"`` or ``"sm_90a"`` a
+    ``GpuProgram`` on torch CUDA tensors, with ``.ptx``, ``.manifest`` and ``.kernels``. ``entry`` names the
+    function to run; by default the module's only public function. Malformed IR or a failing pipeline raises
+    ``CompileError`` carrying the MLIR diagnostics. Programs are cached in memory by (source, target, entry), and
+    GPU programs on disk too (``KILN_CACHE_DIR``).
     """
     if not isinstance(source, str):
         raise TypeError(f"source must be kiln IR text (str), got {type(source).__name__}")
@@ -79,4 +98,10 @@ def compile(source, target="host", entry=None):
 
 @functools.lru_cache(maxsize=256)
 def _compile_cached(source, target, entry):
-    return Program(_kiln.HostProgram(source, entry))
+    if target == "host":
+        return Program(native().HostProgram(source, entry))
+    entry_key = cache.key(source, target, entry)
+    folder = cache.lookup(entry_key)
+    if folder is None:
+        folder = cache.store(entry_key, lambda staging: native().compile_gpu(source, target, staging))
+    return GpuProgram(folder, entry or None, source)

@@ -3,8 +3,9 @@
 The signature is the dtype and shape of every array argument plus the value of every other argument (None,
 bool, int, float or str: these are baked into the IR, as Triton's constexprs are). The first call with a new
 signature traces the function on symbolic tensors (kiln/trace.py), compiles the traced module through
-``kiln.compile`` (fusion, tiling, the host backend) and keeps the program; later calls with that signature check
-their arrays and go straight to the run.
+``kiln.compile`` and keeps the program; later calls with that signature check their arrays and go straight to
+the run. numpy arrays run on the CPU host backend; torch CUDA tensors on the GPU, for the target their device's
+compute capability calls for (sm_90a on Hopper, sm_80 on Ampere and later), unless ``target`` names one.
 """
 
 import functools
@@ -16,12 +17,19 @@ from . import trace
 from .compiler import compile
 
 _STATIC_TYPES = (type(None), bool, int, float, str)
+_TORCH_ELEMENTS = {"torch.float32": "f32", "torch.float16": "f16", "torch.bfloat16": "bf16", "torch.int64": "i64",
+                   "torch.int32": "i32", "torch.bool": "i1"}
+_GPU_TARGETS = ("sm_80", "sm_90a")
+
+
+def _is_torch_tensor(value):
+    return type(value).__module__.startswith("torch") and hasattr(value, "is_cuda")
 
 
 class JitFunction:
     """A Python function compiled per signature; call it with numpy arrays."""
 
-    def __init__(self, fn, target="host"):
+    def __init__(self, fn, target=None):
         self.fn, self.target = fn, target
         self.name = fn.__name__
         self.signature = inspect.signature(fn)
@@ -34,41 +42,77 @@ class JitFunction:
         except TypeError as error:
             raise TypeError(f"{self.name}: {error}") from None
         bound.apply_defaults()
-        key, arrays = self._signature_of(bound.arguments)
+        key, arrays, target, elements = self._signature_of(bound.arguments)
         program = self.programs.get(key)
         if program is None:
-            program = self.programs[key] = self._compile(bound.arguments)
+            program = self.programs[key] = compile(self._trace(bound.arguments, elements), target=target)
         return program(*arrays)
 
     def source(self, *args, **kwargs):
         """The kiln IR traced for these arguments (without compiling it)."""
         bound = self.signature.bind(*args, **kwargs)
         bound.apply_defaults()
-        self._signature_of(bound.arguments)
-        return self._trace(bound.arguments)
+        elements = self._signature_of(bound.arguments)[3]
+        return self._trace(bound.arguments, elements)
+
+    def _target_for(self, cuda_tensors):
+        if not cuda_tensors:
+            if self.target not in (None, "host"):
+                raise TypeError(f"{self.name}: target {self.target} takes torch CUDA tensors, got numpy arrays")
+            return "host"
+        if self.target == "host":
+            raise TypeError(f"{self.name}: target host takes numpy arrays, got torch CUDA tensors")
+        if self.target is not None:
+            return self.target
+        import torch
+        from .gpu import chip_for
+        capability = torch.cuda.get_device_capability(cuda_tensors[0].device)
+        chip = chip_for(capability)
+        if chip is None:
+            raise RuntimeError(f"{self.name}: Kiln has no GPU target for compute capability "
+                               f"{capability[0]}.{capability[1]} (it needs 8.0 or later)")
+        return chip
 
     def _signature_of(self, arguments):
-        key, arrays = [], []
+        key, arrays, numpy_arrays, cuda_tensors, elements = [], [], [], [], {}
         for name, value in arguments.items():
             if isinstance(value, np.ndarray):
-                if trace.element_name(value.dtype) is None:
+                element = trace.element_name(value.dtype)
+                if element is None:
                     raise TypeError(f"{self.name}: '{name}' has dtype {value.dtype}; kiln takes float32, float16, "
                                     f"bfloat16, int64, int32 and bool")
                 key.append((name, value.dtype.str, value.shape))
-                arrays.append(value)
+                numpy_arrays.append(value)
+            elif _is_torch_tensor(value):
+                element = _TORCH_ELEMENTS.get(str(value.dtype))
+                if element is None:
+                    raise TypeError(f"{self.name}: '{name}' has dtype {value.dtype}; kiln takes float32, float16, "
+                                    f"bfloat16, int64, int32 and bool")
+                if not value.is_cuda:
+                    raise TypeError(f"{self.name}: '{name}' is a CPU torch tensor; pass a numpy array for the host "
+                                    f"backend or a CUDA tensor for the GPU")
+                key.append((name, str(value.dtype), tuple(value.shape), str(value.device)))
+                cuda_tensors.append(value)
             elif isinstance(value, _STATIC_TYPES):
                 key.append((name, type(value).__name__, value))
+                continue
             else:
-                raise TypeError(f"{self.name}: '{name}' must be a numpy array or a constant (None, bool, int, float, "
-                                f"str), got {type(value).__name__}")
-        return tuple(key), arrays
+                raise TypeError(f"{self.name}: '{name}' must be a numpy array, a torch CUDA tensor or a constant "
+                                f"(None, bool, int, float, str), got {type(value).__name__}")
+            elements[name] = (tuple(value.shape), element)
+            arrays.append(value)
+        if numpy_arrays and cuda_tensors:
+            raise TypeError(f"{self.name}: numpy arrays and torch CUDA tensors cannot be mixed in one call")
+        target = self._target_for(cuda_tensors)
+        return tuple(key) + (target,), arrays, target, elements
 
-    def _trace(self, arguments):
+    def _trace(self, arguments, elements):
         with trace.Graph() as graph:
             values, params = {}, []
             for name, value in arguments.items():
-                if isinstance(value, np.ndarray):
-                    tensor = trace.Tensor(graph, f"%{name}", value.shape, trace.element_name(value.dtype))
+                if name in elements:
+                    shape, element = elements[name]
+                    tensor = trace.Tensor(graph, f"%{name}", shape, element)
                     params.append(f"{tensor.name}: {tensor.type}")
                     values[name] = tensor
                 else:
@@ -83,12 +127,9 @@ class JitFunction:
         return (f"func.func @{self.name}({', '.join(params)}) -> ({types}) {{\n{body}"
                 f"  return {', '.join(r.name for r in results)} : {types}\n}}\n")
 
-    def _compile(self, arguments):
-        return compile(self._trace(arguments), target=self.target)
 
-
-def jit(fn=None, *, target="host"):
-    """Decorator: ``@kiln.jit`` or ``@kiln.jit(target="host")``."""
+def jit(fn=None, *, target=None):
+    """Decorator: ``@kiln.jit`` (numpy -> host, CUDA tensors -> their GPU) or ``@kiln.jit(target="sm_90a")``."""
     if fn is None:
         return lambda f: JitFunction(f, target)
     return JitFunction(fn, target)

@@ -1,12 +1,14 @@
 //===- KilnModule.cpp - The _kiln Python extension --------------------------===//
 //
 // The native half of the `kiln` package: it parses kiln IR, runs the same pipeline builders as kiln-opt, kilnc
-// and kiln-run, and executes host-compiled programs on numpy buffers. Every MLIR diagnostic is captured into
+// and kiln-run, executes host-compiled programs on numpy buffers, and compiles GPU kernels and their manifest
+// (Driver/GpuCompiler.h) for the Python runtime to launch. Every MLIR diagnostic is captured into
 // the text of a Python exception, so a bad input never reaches stderr alone and never aborts the interpreter.
 // Type checking of user arrays lives in Python (kiln/compiler.py), where argument names are known.
 //
 //===----------------------------------------------------------------------===//
 
+#include "Driver/GpuCompiler.h"
 #include "Host/HostExecutable.h"
 #include "Pipelines/InputModule.h"
 #include "Pipelines/Pipelines.h"
@@ -148,6 +150,47 @@ private:
   std::unique_ptr<HostExecutable> executable;
 };
 
+/// A kiln module parsed into its own context, its diagnostics captured for the exception message.
+struct ParsedSource {
+  explicit ParsedSource(const std::string &source)
+      : input(source, "<kiln source>", diagnosticStream, &sharedThreadPool()) {
+    if (!input.module())
+      throw CompileError("invalid kiln IR:\n" + diagnosticText);
+  }
+  std::string diagnosticText;
+  llvm::raw_string_ostream diagnosticStream{diagnosticText};
+  InputModule input;
+};
+
+/// Compiles kiln IR for a GPU (`chip` sm_80 or sm_90a) into `outputDir`: kernels.ptx, a cubin when ptxas is
+/// installed, constant files and manifest.json, exactly as kilnc writes them.
+static void compileGpu(const std::string &source, const std::string &chip, const std::string &outputDir) {
+  ParsedSource parsed(source);
+  std::string error;
+  LogicalResult result = [&] {
+    py::gil_scoped_release release;
+    return compileForGpu(parsed.input.module(), chip, outputDir, error);
+  }();
+  if (failed(result))
+    throw CompileError("compiling for " + chip + " failed: " + error + "\n" + parsed.diagnosticText);
+}
+
+/// The module after the GPU kernel stage ("gpu") or after NVVM lowering ("llvm") for `chip`.
+static std::string gpuIr(const std::string &source, const std::string &chip, const std::string &stage) {
+  if (stage != "gpu" && stage != "llvm")
+    throw py::value_error("unknown stage '" + stage + "' (GPU stages: gpu, llvm)");
+  ParsedSource parsed(source);
+  std::string error;
+  ModuleOp module = parsed.input.module();
+  if (failed(runGpuKernelStage(module, chip, error)) ||
+      (stage == "llvm" && failed(runNvvmLowering(module, chip, error))))
+    throw CompileError("the '" + stage + "' stage for " + chip + " failed: " + error + "\n" + parsed.diagnosticText);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  module.print(os);
+  return text;
+}
+
 } // namespace
 
 PYBIND11_MODULE(_kiln, m) {
@@ -160,4 +203,6 @@ PYBIND11_MODULE(_kiln, m) {
       .def_property_readonly("outputs", &HostProgram::outputs)
       .def_property_readonly("entry", &HostProgram::entry)
       .def("run", &HostProgram::run, py::arg("arrays"));
+  m.def("compile_gpu", &compileGpu, py::arg("source"), py::arg("chip"), py::arg("output_dir"));
+  m.def("gpu_ir", &gpuIr, py::arg("source"), py::arg("chip"), py::arg("stage"));
 }

@@ -1,5 +1,8 @@
 """Model: an imported graph compiled into kernels, callable like the framework module it came from.
 
+On the host target a Model takes numpy arrays; on sm_80/sm_90a torch CUDA tensors (the weights are copied to the
+inputs' device on first use).
+
 Why a class of its own: a user of an imported model thinks in the model's terms — its input names, its weights,
 how many kernels it became — not in kiln functions. ``Model`` keeps the imported text (stage "imported"), the
 compiled program behind every later stage, the weight arrays when weights are kept out of the IR, and checks
@@ -38,6 +41,7 @@ class Model:
             raise FrontendError(f"weights {missing[:4]}{'...' if len(missing) > 4 else ''} have no data in the "
                                 f"file; a model to run needs them")
         self._weights = [array for _, _, _, array in imported.weights]
+        self._device_weights = {}
         self.program = compile(imported.text, target=target)
         self._kernels = None
 
@@ -45,7 +49,11 @@ class Model:
     def kernels(self):
         """The kernels the model compiles into, in launch order."""
         if self._kernels is None:
-            self._kernels = [Kernel(name, op) for name, op in _KERNEL.findall(self.program.ir("tiled"))]
+            if self.target == "host":
+                self._kernels = [Kernel(name, op) for name, op in _KERNEL.findall(self.program.ir("tiled"))]
+            else:
+                self._kernels = [Kernel(k["name"], k["op"].removeprefix("kiln.") if "op" in k else
+                                        k["name"].rsplit("_", 1)[-1]) for k in self.program.kernels]
         return self._kernels
 
     def ir(self, stage="fused"):
@@ -68,6 +76,8 @@ class Model:
             arrays = tuple(named[n] for n in self.input_names)
         if len(arrays) != len(self.input_names):
             raise TypeError(f"the model takes {len(self.input_names)} input(s) {self.input_names}, got {len(arrays)}")
+        if self.target != "host":
+            return self.program(*arrays, *self._weights_on(arrays))
         for (name, dtype, shape), array in zip(self.imported.inputs, arrays):
             if not isinstance(array, np.ndarray):
                 raise TypeError(f"input '{name}' must be a numpy array, got {type(array).__name__}")
@@ -77,12 +87,26 @@ class Model:
                 raise ValueError(f"input '{name}' has shape {tuple(array.shape)}, expected {tuple(shape)}")
         return self.program(*arrays, *self._weights)
 
+    def _weights_on(self, tensors):
+        """The weights as torch tensors on the device of the inputs, copied there on first use."""
+        import torch
+        device = tensors[0].device if tensors and isinstance(tensors[0], torch.Tensor) else torch.device("cuda")
+        if device not in self._device_weights:
+            moved = []
+            for array in self._weights:
+                if array.dtype.name == "bfloat16":
+                    moved.append(torch.from_numpy(array.view(np.int16)).view(torch.bfloat16).to(device))
+                else:
+                    moved.append(torch.from_numpy(np.ascontiguousarray(array)).to(device))
+            self._device_weights[device] = moved
+        return self._device_weights[device]
+
 
 def from_onnx(source, target="host", *, weights="constants", input_shapes=None):
-    """Imports an ONNX model (path or ModelProto) and compiles it for ``target``; returns a ``Model``."""
+    """Imports an ONNX model (path or ModelProto) and compiles it for ``target`` ("host", "sm_80" or "sm_90a";
+    GPU kernels take bf16/f16 models); returns a ``Model``."""
     if target not in TARGETS:
-        raise ValueError(f"unsupported target '{target}' for a model run from Python (supported: "
-                         f"{', '.join(TARGETS)}); for sm_80/sm_90a compile the imported IR with kilnc")
+        raise ValueError(f"unsupported target '{target}' (supported: {', '.join(TARGETS)})")
     return Model(import_onnx(source, weights=weights, input_shapes=input_shapes), target)
 
 

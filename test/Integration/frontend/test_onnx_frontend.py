@@ -25,6 +25,7 @@ from numerics import BUILD_DIR, check, fresh_rng  # noqa: E402
 import onnx_blocks  # noqa: E402
 from kiln import frontend  # noqa: E402
 from kiln.frontend import FrontendError  # noqa: E402
+import kiln  # noqa: E402
 
 EXPORTS = HERE.parents[2] / "examples" / "onnx"
 TOLERANCES = {"float32": 1e-4, "float16": 5e-3, "bfloat16": 2e-2}
@@ -259,10 +260,21 @@ def test_missing_weight_data(tmp_path):
         frontend.import_onnx(tmp_path / "ext.onnx")
 
 
-def test_gpu_target_from_python():
+def test_gpu_target_needs_half_precision():
     model, _, _ = onnx_blocks.gpt2_block(batch=1, seq=4, hidden=16, heads=2)
-    with pytest.raises(ValueError, match="unsupported target 'sm_90a'"):
+    with pytest.raises(kiln.CompileError, match="loc\\(\"/gpt2/MatMul_.*takes bf16 or f16 operands, got 'f32'"):
         frontend.from_onnx(model, target="sm_90a")
+    with pytest.raises(ValueError, match="unsupported target 'sm_70'"):
+        frontend.from_onnx(model, target="sm_70")
+
+
+def test_bf16_block_compiles_for_the_gpu(tmp_path, monkeypatch):
+    """Compiled here (no GPU): the kernels and plan the H200 suite runs (test/GPU/python)."""
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
+    model, _, _ = onnx_blocks.llama_block(dtype="bfloat16")
+    compiled = frontend.from_onnx(model, target="sm_90a", weights="arguments")
+    assert [k.op for k in compiled.kernels] == LLAMA_KERNELS
+    assert compiled.program.manifest["target"] == "sm_90a" and ".target sm_90a" in compiled.program.ptx
 
 
 def test_bad_calls():

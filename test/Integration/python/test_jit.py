@@ -105,7 +105,7 @@ BAD_CALLS = [
     ("float64 argument", lambda: two_results(np.ones((2, 3)), np.ones((3, 2), np.float32)),
      TypeError, "'x' has dtype float64"),
     ("list argument", lambda: two_results([[1.0]], np.ones((1, 1), np.float32)),
-     TypeError, "'x' must be a numpy array or a constant"),
+     TypeError, "'x' must be a numpy array, a torch CUDA tensor or a constant"),
     ("non-tensor result", lambda: returns_a_number(np.ones(2, np.float32)), TypeError, "must return a tensor"),
     ("shapes do not broadcast", lambda: bad_broadcast(np.ones((2, 3), np.float32), np.ones((4, 3), np.float32)),
      ValueError, "add: shapes (2, 3) and (4, 3) do not broadcast"),

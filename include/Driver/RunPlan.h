@@ -5,8 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef KILN_TOOLS_KILNC_RUNPLAN_H
-#define KILN_TOOLS_KILNC_RUNPLAN_H
+#ifndef KILN_DRIVER_RUNPLAN_H
+#define KILN_DRIVER_RUNPLAN_H
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/JSON.h"
@@ -22,4 +22,4 @@ FailureOr<llvm::json::Array> describeRunPlans(ModuleOp module, llvm::StringRef o
 } // namespace kiln
 } // namespace mlir
 
-#endif // KILN_TOOLS_KILNC_RUNPLAN_H
+#endif // KILN_DRIVER_RUNPLAN_H

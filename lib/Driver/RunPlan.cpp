@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "RunPlan.h"
+#include "Driver/RunPlan.h"
 
 #include "Dialect/Kiln/KilnOps.h"
 #include "Host/HostTensor.h"

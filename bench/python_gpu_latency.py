@@ -1,0 +1,130 @@
+"""Kiln's Python JIT latency: cold compile here, and cold start plus per-call overhead on the GPU machine.
+
+Why two halves: the GPU machine has no compiler, so a cold JIT compile cannot happen there. ``--prepare`` (here)
+traces and compiles the same programs as bench/jit_latency_baseline.py measures for Triton — a matmul+bias+SiLU,
+a second specialisation, a 3-matmul MLP, an attention, tiny calls for the per-call overhead — for sm_90a into a
+cache folder, timing each cold compile on this machine. Without ``--prepare`` (on the GPU machine, with that
+cache as KILN_CACHE_DIR) it times, in a fresh process after ``import kiln``: the first call of each program
+(trace, cache lookup, module load, launch, synchronize) and the warm per-call host time over many calls, the
+same way the Triton baseline does, and checks every result against torch float32.
+
+    python3 bench/python_gpu_latency.py --prepare --build build --cache gpu_python/latency_cache
+    KILN_CACHE_DIR=gpu_python/latency_cache PYTHONPATH=gpu_python python3 bench/python_gpu_latency.py --out $OUT
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+
+def programs(kiln):
+    @kiln.jit
+    def mlp(x, w1, b1, w2, b2, w3, b3):
+        h = kiln.matmul(x, w1, bias=b1, activation="silu")
+        h = kiln.matmul(h, w2, bias=b2, activation="silu")
+        return kiln.matmul(h, w3, bias=b3)
+
+    return {
+        "matmul+bias+silu 1000^3": (kiln.ops.matmul, [(1000, 1000), (1000, 1000)], {"bias": (1000,),
+                                                                                     "activation": "silu"}),
+        "matmul+bias 1000^3 (second specialisation)": (kiln.ops.matmul, [(1000, 1000), (1000, 1000)],
+                                                       {"bias": (1000,)}),
+        "3-matmul MLP 77x512": (mlp, [(77, 512), (512, 1536), (1536,), (1536, 1024), (1024,), (1024, 512),
+                                      (512,)], {}),
+        "attention 1x8x128x64": (kiln.ops.attention, [(1, 8, 128, 64)] * 3, {}),
+        "tiny matmul 16x16": (kiln.ops.matmul, [(16, 16), (16, 16)], {"bias": (16,)}),
+        "tiny attention 1x1x16x64": (kiln.ops.attention, [(1, 1, 16, 64)] * 3, {}),
+    }
+
+
+def prepare(args):
+    os.environ["KILN_CACHE_DIR"] = str(Path(args.cache).resolve())
+    sys.path.insert(0, str(Path(args.build).resolve() / "python"))
+    import ml_dtypes
+    import numpy as np
+
+    import kiln
+    for name, (fn, shapes, constants) in programs(kiln).items():
+        arrays = [np.zeros(s, ml_dtypes.bfloat16) for s in shapes]
+        kw = {k: (np.zeros(v, ml_dtypes.bfloat16) if isinstance(v, tuple) else v) for k, v in constants.items()}
+        start = time.perf_counter()
+        kiln.compile(fn.source(*arrays, **kw), target="sm_90a")
+        print(f"cold compile here (trace + sm_90a, 2-core build machine): {name:44s} "
+              f"{(time.perf_counter() - start) * 1e3:7.1f} ms")
+
+
+def per_call_us(torch, fn, calls=2000):
+    for _ in range(50):
+        fn()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(calls):
+        start = time.perf_counter_ns()
+        fn()
+        samples.append(time.perf_counter_ns() - start)
+    torch.cuda.synchronize()
+    return statistics.median(samples) / 1e3
+
+
+def measure(args):
+    import torch
+    import torch.nn.functional as F
+
+    import kiln
+    torch.empty(1, device="cuda")  # the CUDA context is not part of any latency
+    rows, errors = {}, {}
+    made = {}
+    for name, (fn, shapes, constants) in programs(kiln).items():
+        scale = [1.0] + [1 / 30] * (len(shapes) - 1) if "matmul" in name or "MLP" in name else [1.0] * len(shapes)
+        tensors = [torch.randn(s, device="cuda", dtype=torch.bfloat16) * c for s, c in zip(shapes, scale)]
+        kw = {k: (torch.randn(v, device="cuda", dtype=torch.bfloat16) if isinstance(v, tuple) else v)
+              for k, v in constants.items()}
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        out = fn(*tensors, **kw)
+        torch.cuda.synchronize()
+        if not name.startswith("tiny"):
+            rows[f"cold start (disk cache, no compile): {name}"] = (time.perf_counter() - start) * 1e3
+        made[name] = (fn, tensors, kw)
+        f = [t.float() for t in tensors]
+        if "attention" in name:
+            ref = F.scaled_dot_product_attention(*f)
+        elif "MLP" in name:
+            ref = F.silu(f[0] @ f[1] + f[2])
+            ref = F.silu(ref @ f[3] + f[4])
+            ref = ref @ f[5] + f[6]
+        else:
+            ref = f[0] @ f[1] + kw["bias"].float()
+            ref = F.silu(ref) if kw.get("activation") == "silu" else ref
+        errors[name] = ((out.float() - ref).abs().max() / ref.abs().max()).item()
+    for name in ("tiny matmul 16x16", "tiny attention 1x1x16x64", "3-matmul MLP 77x512"):
+        fn, tensors, kw = made[name]
+        rows[f"warm us/call: {name}"] = per_call_us(torch, lambda: fn(*tensors, **kw),
+                                                    calls=500 if "MLP" in name else 2000)
+    ok = all(e < 2e-2 for e in errors.values())
+    print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}")
+    for name, value in rows.items():
+        print(f"  {name:70s} {value:9.2f}")
+    print("  correctness vs torch float32 (bf16, limit 2e-2): " +
+          ", ".join(f"{k} {v:.1e}" for k, v in errors.items()) + (" ok" if ok else " FAILED"))
+    with open(os.path.join(args.out, "python_gpu_latency.json"), "w") as f:
+        json.dump({"torch": torch.__version__, "rows": rows, "errors": errors}, f, indent=1)
+    return 0 if ok else 1
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--prepare", action="store_true")
+    parser.add_argument("--build", default="build")
+    parser.add_argument("--cache", default="gpu_python/latency_cache")
+    parser.add_argument("--out", default=".")
+    args = parser.parse_args()
+    return prepare(args) if args.prepare else measure(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

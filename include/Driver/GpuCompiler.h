@@ -1,0 +1,48 @@
+//===- GpuCompiler.h - kiln IR to GPU kernels, a manifest and run plans --*- C++ -*-===//
+//
+// The GPU half of Kiln's driver, shared by kilnc and the Python extension: the kernel stage (outlining,
+// configs, kiln-to-gpu), NVVM lowering, PTX emission, ptxas, and the manifest that describes every kernel and
+// every public function's run plan. Stages report failures as MLIR diagnostics on the module's context and name
+// themselves in `error`.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_DRIVER_GPUCOMPILER_H
+#define KILN_DRIVER_GPUCOMPILER_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/JSON.h"
+
+#include <optional>
+#include <string>
+
+namespace mlir {
+namespace kiln {
+
+/// libdevice from the CUDA toolkit (CUDA_HOME, CUDA_PATH or /usr/local/cuda), or "" when there is none.
+std::string findLibdevice();
+
+/// ptxas on PATH or in /usr/local/cuda/bin.
+std::optional<std::string> findPtxas();
+
+/// Runs the kernel stage for `chip` ("sm_80" or "sm_90a"): kernels outlined, configured and written as gpu.func
+/// kernels beside their host functions.
+LogicalResult runGpuKernelStage(ModuleOp module, llvm::StringRef chip, std::string &error);
+
+/// Lowers the kernels of a module after the kernel stage to the NVVM/LLVM dialects.
+LogicalResult runNvvmLowering(ModuleOp module, llvm::StringRef chip, std::string &error);
+
+/// Emits the PTX of a lowered module through LLVM's NVPTX backend.
+FailureOr<std::string> emitPtx(ModuleOp module, std::string &error);
+
+/// One manifest entry per kernel of a module after the kernel stage: name, parameters, launch, config.
+llvm::json::Array describeKernels(ModuleOp module);
+
+/// The whole compile of a kiln module (modified in place) for `chip` into `outputDir`: kernels.ptx,
+/// kernels.<chip>.cubin when ptxas is found, the run plans' constant files, and manifest.json.
+LogicalResult compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::StringRef outputDir, std::string &error);
+
+} // namespace kiln
+} // namespace mlir
+
+#endif // KILN_DRIVER_GPUCOMPILER_H

@@ -1,0 +1,91 @@
+"""The disk cache of compiled GPU programs (KILN_CACHE_DIR).
+
+Why on disk: compiling a GPU program takes from a fraction of a second to seconds, and the same kernels are asked
+for again by every process that runs the same model. An entry is a folder named by the SHA-256 of (compiler id,
+target, entry, source) holding what the compiler wrote (manifest, PTX, cubin, constants) and, written last,
+``checksums.json`` with the SHA-256 of every file. An entry is built in a private temporary folder and renamed
+into place in one step, so readers never see half an entry; when two processes build the same entry, the first
+rename wins and the other process uses it. An entry whose checksums do not match (truncated, edited, partly
+deleted) is removed and rebuilt.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+_CHECKSUMS = "checksums.json"
+
+
+def directory():
+    """KILN_CACHE_DIR, or kiln/ under XDG_CACHE_HOME (default ~/.cache)."""
+    if os.environ.get("KILN_CACHE_DIR"):
+        return Path(os.environ["KILN_CACHE_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kiln"
+
+
+def compiler_id():
+    """The build of the compiler the entries come from (written next to the package at build time)."""
+    try:
+        from ._build_info import COMPILER_ID
+    except ImportError:
+        return "unknown-build"
+    return COMPILER_ID
+
+
+def key(source, target, entry):
+    text = "\0".join((compiler_id(), target, entry or "", source))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _digest(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _valid(folder):
+    try:
+        recorded = json.loads((folder / _CHECKSUMS).read_text())
+        files = sorted(p.name for p in folder.iterdir() if p.name != _CHECKSUMS)
+        return sorted(recorded) == files and all(_digest(folder / name) == digest for name, digest in recorded.items())
+    except (OSError, ValueError):
+        return False
+
+
+def lookup(entry_key):
+    """The folder of a valid entry, or None (an invalid one is removed)."""
+    folder = directory() / entry_key
+    if not folder.exists():
+        return None
+    if _valid(folder):
+        return folder
+    shutil.rmtree(folder, ignore_errors=True)
+    return None
+
+
+def store(entry_key, build):
+    """Builds an entry with ``build(folder)`` in a private folder, seals it with checksums and renames it into
+    place; returns the entry's folder (another process's, when it got there first)."""
+    root = directory()
+    root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{entry_key[:16]}.", dir=root))
+    try:
+        build(str(staging))
+        checksums = {p.name: _digest(p) for p in sorted(staging.iterdir())}
+        (staging / _CHECKSUMS).write_text(json.dumps(checksums, indent=1))
+        final = root / entry_key
+        try:
+            os.rename(staging, final)
+        except OSError:
+            if not _valid(final):  # a corrupt leftover: replace it
+                shutil.rmtree(final, ignore_errors=True)
+                try:
+                    os.rename(staging, final)
+                except OSError:
+                    pass
+            if not _valid(final):
+                raise RuntimeError(f"the cache entry {final} could not be written") from None
+        return final
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

@@ -1,0 +1,60 @@
+"""What the GPU Python suite compiles, shared by test_gpu_api.py (on the GPU) and prepare.py (here).
+
+Why shared: the GPU machine has no compiler, so its tests run programs from the disk cache. prepare.py compiles
+exactly these sources and traced functions for sm_90a into a cache folder that travels with the package; on the
+GPU the same calls find them there. Each entry is (name, jitted function or ops function, argument specs), an
+argument spec being (shape, dtype name) for a tensor or a plain value for a constant.
+"""
+
+import pathlib
+
+import kiln
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+
+
+@kiln.jit
+def mlp(x, w1, w2, w3):
+    """A 3-matmul MLP: SiLU after the first two projections, residual after the last."""
+    h = kiln.silu(kiln.matmul(x, w1))
+    h = kiln.silu(kiln.matmul(h, w2))
+    return kiln.matmul(h, w3) + x
+
+
+@kiln.jit
+def attention_block(q, k, v, w, b, x):
+    o = kiln.attention(q, k, v, causal=True)
+    h = kiln.reshape(kiln.transpose(o, [0, 2, 1, 3]), x.shape)
+    return kiln.matmul(h, w) + b + x
+
+
+#: (name, function, argument specs, keyword constants)
+JIT_CASES = [
+    ("matmul_bias_gelu", kiln.ops.matmul, [((200, 264), "bfloat16"), ((264, 136), "bfloat16")],
+     {"bias": ((136,), "bfloat16"), "activation": "gelu"}),
+    ("matmul_batched_f16", kiln.ops.matmul, [((3, 77, 96), "float16"), ((96, 40), "float16")], {}),
+    ("attention_gqa_causal", kiln.ops.attention, [((1, 8, 77, 64), "bfloat16"), ((1, 2, 77, 64), "bfloat16"),
+                                                   ((1, 2, 77, 64), "bfloat16")], {"causal": True}),
+    ("attention_d128", kiln.ops.attention, [((2, 4, 130, 128), "float16"), ((2, 4, 200, 128), "float16"),
+                                             ((2, 4, 200, 128), "float16")], {"causal": True}),
+    ("softmax_wide", kiln.ops.softmax, [((3, 5000), "float16")], {}),
+    ("rms_norm", kiln.ops.rms_norm, [((5, 4096), "bfloat16"), ((4096,), "bfloat16")], {"eps": 1e-6}),
+    ("layer_norm", kiln.ops.layer_norm, [((7, 768), "float16"), ((768,), "float16"), ((768,), "float16")], {}),
+    ("rope", kiln.ops.rope, [((1, 4, 33, 64), "bfloat16"), ((33, 32), "bfloat16"), ((33, 32), "bfloat16")], {}),
+    ("mlp", mlp, [((64, 256), "bfloat16"), ((256, 512), "bfloat16"), ((512, 512), "bfloat16"),
+                  ((512, 256), "bfloat16")], {}),
+    ("attention_block", attention_block, [((1, 8, 77, 64), "bfloat16"), ((1, 2, 77, 64), "bfloat16"),
+                                          ((1, 2, 77, 64), "bfloat16"), ((512, 512), "bfloat16"),
+                                          ((512,), "bfloat16"), ((1, 77, 512), "bfloat16")], {}),
+]
+
+#: kiln IR files compiled with kiln.compile(text, target="sm_90a").
+SOURCE_CASES = [("gpu_attention_block", ROOT / "examples" / "gpu_attention_block.mlir")]
+
+
+def llama_model():
+    """The small Llama-style block (examples/onnx_blocks.py) in bf16 with its weights and reference config."""
+    import sys
+    sys.path.insert(0, str(ROOT / "examples"))
+    import onnx_blocks
+    return onnx_blocks, onnx_blocks.llama_block(dtype="bfloat16")

@@ -1,0 +1,171 @@
+"""The Python API on the GPU: kiln.ops, @kiln.jit, kiln.compile and kiln.frontend on torch CUDA tensors.
+
+Run on the GPU machine (see prepare.py): every program comes from the disk cache that prepare.py filled, since
+that machine has no compiler; a cache miss would fail with "compiler extension is not built", which makes a
+stale cache visible. Inputs are fresh random tensors (seed printed on failure) at shapes that do not divide the
+tiles; references are torch in float32; tolerances are relative in the max norm: 2e-2 for bf16 and 5e-3 for
+f16 (outputs are rounded to those types). Bad inputs must raise exceptions that name the argument.
+"""
+
+import math
+import secrets
+
+import numpy as np
+
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA GPU", allow_module_level=True)
+
+import gpu_cases  # noqa: E402
+import kiln  # noqa: E402
+from kiln import frontend  # noqa: E402
+
+TOLERANCE = {torch.bfloat16: 2e-2, torch.float16: 5e-3, torch.float32: 1e-4}
+WORST = {}
+
+
+def fresh(seed_holder):
+    seed = secrets.randbits(32)
+    seed_holder.append(seed)
+    return torch.Generator(device="cuda").manual_seed(seed)
+
+
+def tensor(spec, generator, scale=1.0):
+    shape, dtype = spec
+    return (torch.randn(shape, generator=generator, device="cuda") * scale).to(getattr(torch, dtype))
+
+
+def check(name, out, reference, seed):
+    error = ((out.float() - reference).abs().max() / reference.abs().max()).item()
+    WORST[name] = error
+    tolerance = TOLERANCE[out.dtype]
+    assert error <= tolerance and not torch.isnan(out).any(), f"{name}: error {error:.3e} (seed {seed})"
+
+
+def reference(name, args, constants):
+    f = [a.float() for a in args]
+    if name.startswith("matmul"):
+        y = f[0] @ f[1]
+        if "bias" in constants:
+            y = y + constants["bias"].float()
+        return torch.nn.functional.gelu(y) if constants.get("activation") == "gelu" else y
+    if name.startswith("attention_block"):
+        q, k, v, w, b, x = f
+        group = q.shape[1] // k.shape[1]
+        o = torch.nn.functional.scaled_dot_product_attention(q, k.repeat_interleave(group, 1),
+                                                             v.repeat_interleave(group, 1), is_causal=True)
+        return o.transpose(1, 2).reshape(x.shape) @ w + b + x
+    if name.startswith("attention"):
+        q, k, v = f
+        group = q.shape[1] // k.shape[1]
+        k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+        sq, sk = q.shape[2], k.shape[2]
+        s = q @ k.transpose(2, 3) / math.sqrt(q.shape[3])
+        keep = torch.ones(sq, sk, dtype=torch.bool, device="cuda").tril(sk - sq)
+        return torch.softmax(s.masked_fill(~keep, float("-inf")), -1) @ v
+    if name.startswith("softmax"):
+        return torch.softmax(f[0], -1)
+    if name == "rms_norm":
+        x, w = f
+        return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6) * w
+    if name == "layer_norm":
+        return torch.nn.functional.layer_norm(f[0], (f[0].shape[-1],), f[1], f[2], 1e-5)
+    if name == "rope":
+        x, cos, sin = f
+        cos, sin = torch.cat([cos, cos], -1), torch.cat([sin, sin], -1)
+        half = x.shape[-1] // 2
+        return x * cos + torch.cat([-x[..., half:], x[..., :half]], -1) * sin
+    if name == "mlp":
+        x, w1, w2, w3 = f
+        h = torch.nn.functional.silu(torch.nn.functional.silu(x @ w1) @ w2)
+        return h @ w3 + x
+    raise KeyError(name)
+
+
+@pytest.mark.parametrize("case", gpu_cases.JIT_CASES, ids=[c[0] for c in gpu_cases.JIT_CASES])
+def test_jit_and_ops_on_cuda_tensors(case):
+    name, fn, arguments, constants = case
+    seeds = []
+    generator = fresh(seeds)
+    scale = 0.5 if name in ("mlp",) else 1.0
+    args = [tensor(a, generator, scale) for a in arguments]
+    kwargs = {k: (tensor(v, generator) if isinstance(v, tuple) else v) for k, v in constants.items()}
+    out = fn(*args, **kwargs)
+    torch.cuda.synchronize()
+    assert out.device == args[0].device and out.dtype == args[0].dtype
+    check(name, out, reference(name, args, kwargs), seeds[0])
+
+
+def test_compile_source_end_to_end():
+    (name, path), = gpu_cases.SOURCE_CASES
+    program = kiln.compile(path.read_text(), target="sm_90a")
+    assert [k["name"].rsplit("_", 1)[-1] for k in program.kernels] == ["attention", "transpose", "matmul"]
+    seeds = []
+    generator = fresh(seeds)
+    args = [tensor((shape, "bfloat16"), generator, 0.5) for _, shape in program.inputs]
+    out = program(*args)
+    q, k, v, w, b, x = [a.float() for a in args]
+    o = torch.nn.functional.scaled_dot_product_attention(q, k.repeat_interleave(4, 1), v.repeat_interleave(4, 1))
+    check(name, out, o.transpose(1, 2).reshape(x.shape) @ w + b + x, seeds[0])
+
+
+def test_current_stream_is_used():
+    (_, fn, arguments, constants) = gpu_cases.JIT_CASES[0]
+    seeds = []
+    generator = fresh(seeds)
+    args = [tensor(a, generator) for a in arguments]
+    kwargs = {k: (tensor(v, generator) if isinstance(v, tuple) else v) for k, v in constants.items()}
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        out = fn(*args, **kwargs)
+    stream.synchronize()
+    check("matmul on a side stream", out, reference("matmul_bias_gelu", args, kwargs), seeds[0])
+
+
+def test_llama_block_from_onnx():
+    onnx_blocks, (model, weights, config) = gpu_cases.llama_model()
+    compiled = frontend.from_onnx(model, target="sm_90a")
+    assert len(compiled.kernels) == 16
+    seeds = []
+    generator = fresh(seeds)
+    x = torch.randn(config["batch"], config["seq"], config["hidden"], generator=generator, device="cuda")
+    x = x.to(torch.bfloat16)
+    out = compiled(x)
+    expected = onnx_blocks.llama_reference(x.float().cpu().double().numpy(), weights, config)
+    check("llama block (onnx, bf16)", out, torch.from_numpy(expected).float().cuda(), seeds[0])
+
+
+def bad_calls():
+    program = kiln.compile(gpu_cases.SOURCE_CASES[0][1].read_text(), target="sm_90a")
+    good = [torch.zeros(shape, dtype=torch.bfloat16, device="cuda") for _, shape in program.inputs]
+    return [
+        ("cpu tensor", lambda: program(good[0].cpu(), *good[1:]), ValueError, "argument 0 of 'gpu_attention_block' is on cpu"),
+        ("numpy array", lambda: program(good[0].cpu().float().numpy(), *good[1:]), TypeError, "must be a torch CUDA tensor"),
+        ("wrong dtype", lambda: program(good[0].half(), *good[1:]), TypeError, "has dtype torch.float16, expected torch.bfloat16"),
+        ("wrong shape", lambda: program(good[0][:, :4], *good[1:]), ValueError, "has shape (1, 4, 77, 64)"),
+        ("not contiguous", lambda: program(good[0].transpose(2, 3).contiguous().transpose(2, 3), *good[1:]),
+         ValueError, "is not contiguous"),
+        ("too few", lambda: program(*good[:2]), TypeError, "takes 6 arguments, got 2"),
+        ("cpu torch into jit", lambda: gpu_cases.mlp(*[torch.zeros(s, dtype=torch.bfloat16) for s, _ in
+                                                       gpu_cases.JIT_CASES[8][2]]), TypeError, "is a CPU torch tensor"),
+        ("mixed numpy and cuda", lambda: gpu_cases.mlp(np.zeros((64, 256), np.float32), good[3], good[3], good[3]),
+         TypeError, "cannot be mixed"),
+    ]
+
+
+@pytest.mark.parametrize("index", range(8))
+def test_bad_input(index):
+    description, call, error, text = bad_calls()[index]
+    with pytest.raises(error) as raised:
+        call()
+    assert text in str(raised.value), f"{description}: {raised.value}"
+
+
+def test_summary(capsys):
+    with capsys.disabled():
+        for name, error in sorted(WORST.items()):
+            print(f"\n  {name:32} max rel err {error:.3e}", end="")
+        print()
