@@ -19,7 +19,8 @@
 namespace mlir {
 namespace kiln {
 
-/// libdevice from the CUDA toolkit (CUDA_HOME, CUDA_PATH or /usr/local/cuda), or "" when there is none.
+/// libdevice: KILN_LIBDEVICE, else from the CUDA toolkit (CUDA_HOME, CUDA_PATH or /usr/local/cuda), or "" when
+/// there is none.
 std::string findLibdevice();
 
 /// ptxas on PATH or in /usr/local/cuda/bin.

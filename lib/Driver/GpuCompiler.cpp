@@ -30,6 +30,8 @@ using namespace mlir;
 using namespace mlir::kiln;
 
 std::string kiln::findLibdevice() {
+  if (const char *path = std::getenv("KILN_LIBDEVICE"); path && llvm::sys::fs::exists(path))
+    return path;
   for (const char *variable : {"CUDA_HOME", "CUDA_PATH"})
     if (const char *root = std::getenv(variable)) {
       std::string path = std::string(root) + "/nvvm/libdevice/libdevice.10.bc";

@@ -22,6 +22,12 @@ _NUMPY = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16, "i64": np.int
 CAPABILITIES = {"sm_80": (8, 0), "sm_90a": (9, 0)}
 
 
+def _current_stream(torch, device):
+    """The current CUDA stream of ``device`` as a raw handle (torch's fast accessor when it has one)."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return raw(device.index) if raw is not None else torch.cuda.current_stream(device).cuda_stream
+
+
 def chip_for(capability):
     """The Kiln GPU target for a device's compute capability, or None when Kiln has none."""
     if capability == (9, 0):
@@ -55,6 +61,19 @@ class GpuProgram:
         self.outputs = [(values[i]["dtype"], tuple(values[i]["shape"])) for i in self.plan["outputs"]]
         self._source = source
         self._loaded = {}
+        self._expected = None
+        # Every plan value gets a slot in a flat list: inputs first (by argument index), then the rest in order.
+        self._slots = {v["id"]: v["index"] for v in inputs}
+        self._layout = []
+        for value in self.plan["values"]:
+            if value["kind"] == "input":
+                continue
+            if value["kind"] not in ("buffer", "view", "constant"):
+                raise ValueError(f"unknown plan value kind '{value['kind']}' in {self.folder / 'manifest.json'}")
+            self._slots[value["id"]] = len(self._slots)
+            self._layout.append((self._slots[value["id"]], value))
+        self._value_count = len(self._slots)
+        self._output_slots = [self._slots[i] for i in self.plan["outputs"]]
 
     @property
     def ptx(self):
@@ -82,66 +101,80 @@ class GpuProgram:
         import torch
         if len(tensors) != len(self.inputs):
             raise TypeError(f"'{self.entry}' takes {len(self.inputs)} arguments, got {len(tensors)}")
+        expected = self._expected or self._prepare_checks(torch)
         device = None
-        for index, (tensor, (dtype, shape)) in enumerate(zip(tensors, self.inputs)):
-            name = f"argument {index} of '{self.entry}'"
-            if not isinstance(tensor, torch.Tensor):
-                raise TypeError(f"{name} must be a torch CUDA tensor, got {type(tensor).__name__}")
-            if tensor.device.type != "cuda":
-                raise ValueError(f"{name} is on {tensor.device}; a {self.target} program takes CUDA tensors")
-            if device is not None and tensor.device != device:
-                raise ValueError(f"{name} is on {tensor.device} but argument 0 is on {device}")
+        for index, tensor in enumerate(tensors):
+            dtype, shape = expected[index]
+            if not (isinstance(tensor, torch.Tensor) and tensor.is_cuda and tensor.dtype is dtype
+                    and tensor.shape == shape and tensor.is_contiguous() and (device is None or tensor.device == device)):
+                self._reject(torch, index, tensor, device)
             device = tensor.device
-            if tensor.dtype != getattr(torch, TORCH_DTYPES[dtype]):
-                raise TypeError(f"{name} has dtype {tensor.dtype}, expected torch.{TORCH_DTYPES[dtype]}")
-            if tuple(tensor.shape) != shape:
-                raise ValueError(f"{name} has shape {tuple(tensor.shape)}, expected {shape}")
-            if not tensor.is_contiguous():
-                raise ValueError(f"{name} is not contiguous; call .contiguous() first")
         if device is None:
             device = torch.device("cuda", torch.cuda.current_device())
-        kernels, constants = self._load(device)
-        values = {}
-        for value in self.plan["values"]:
+        steps, constants, buffers = self._load(device)
+        values = list(tensors) + [None] * (self._value_count - len(tensors))
+        for slot, value in self._layout:
             kind = value["kind"]
-            if kind == "input":
-                values[value["id"]] = tensors[value["index"]]
-            elif kind == "buffer":
-                values[value["id"]] = torch.empty(value["shape"], dtype=getattr(torch, TORCH_DTYPES[value["dtype"]]),
-                                                  device=device)
+            if kind == "buffer":
+                shape, dtype = buffers[slot]
+                values[slot] = torch.empty(shape, dtype=dtype, device=device)
             elif kind == "view":
-                values[value["id"]] = values[value["of"]].view(value["shape"])
-            elif kind == "constant":
-                values[value["id"]] = constants[value["id"]]
+                values[slot] = values[self._slots[value["of"]]].view(value["shape"])
             else:
-                raise RuntimeError(f"unknown plan value kind '{kind}' in {self.folder / 'manifest.json'}")
-        stream = torch.cuda.current_stream(device).cuda_stream
-        for step in self.plan["steps"]:
-            kernel, launch = kernels[step["kernel"]]
-            runtime.packed_launch(kernel, launch, [values[i].data_ptr() for i in step["args"]])(stream)
-        results = [values[i] for i in self.plan["outputs"]]
+                values[slot] = constants[slot]
+        stream = _current_stream(torch, device)
+        for launch, slots in steps:
+            launch([values[s].data_ptr() for s in slots], stream)
+        results = [values[s] for s in self._output_slots]
         return results[0] if len(results) == 1 else tuple(results)
 
+    def _prepare_checks(self, torch):
+        """Per input, the torch dtype and shape to compare against (built once)."""
+        self._expected = [(getattr(torch, TORCH_DTYPES[dtype]), torch.Size(shape)) for dtype, shape in self.inputs]
+        return self._expected
+
+    def _reject(self, torch, index, tensor, device):
+        """Raises the error that says what is wrong with argument ``index``."""
+        dtype, shape = self.inputs[index]
+        name = f"argument {index} of '{self.entry}'"
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"{name} must be a torch CUDA tensor, got {type(tensor).__name__}")
+        if not tensor.is_cuda:
+            raise ValueError(f"{name} is on {tensor.device}; a {self.target} program takes CUDA tensors")
+        if device is not None and tensor.device != device:
+            raise ValueError(f"{name} is on {tensor.device} but argument 0 is on {device}")
+        if tensor.dtype != getattr(torch, TORCH_DTYPES[dtype]):
+            raise TypeError(f"{name} has dtype {tensor.dtype}, expected torch.{TORCH_DTYPES[dtype]}")
+        if tuple(tensor.shape) != shape:
+            raise ValueError(f"{name} has shape {tuple(tensor.shape)}, expected {shape}")
+        raise ValueError(f"{name} is not contiguous; call .contiguous() first")
+
     def _load(self, device):
-        """Kernels and constants on ``device``, loaded on its first call."""
-        if device.index in self._loaded:
-            return self._loaded[device.index]
+        """Launches, constants and buffer shapes on ``device``, prepared on its first call."""
+        loaded = self._loaded.get(device.index)
+        if loaded is not None:
+            return loaded
         import torch
         gpu = runtime.device(device.index)
-        image = self._image(gpu.capability)
-        module = gpu.load(image)
-        by_name = {k["name"]: k for k in self.manifest["kernels"]}
-        kernels = {name: (gpu.kernel(module, name), entry) for name, entry in by_name.items()}
-        constants = {}
-        for value in self.plan["values"]:
+        module = gpu.load(self._image(gpu.capability))
+        entries = {k["name"]: k for k in self.manifest["kernels"]}
+        steps = []
+        for step in self.plan["steps"]:
+            kernel = gpu.kernel(module, step["kernel"])
+            launch = runtime.Launch(kernel, entries[step["kernel"]], len(step["args"]))
+            steps.append((launch, [self._slots[i] for i in step["args"]]))
+        constants, buffers = {}, {}
+        for slot, value in self._layout:
             if value["kind"] == "constant":
                 raw = np.fromfile(self.folder / value["file"], dtype=_NUMPY[value["dtype"]]).reshape(value["shape"])
                 tensor = torch.from_numpy(raw.view(np.int16) if value["dtype"] == "bf16" else raw)
                 if value["dtype"] == "bf16":
                     tensor = tensor.view(torch.bfloat16)
-                constants[value["id"]] = tensor.to(device)
-        self._loaded[device.index] = (kernels, constants)
-        return kernels, constants
+                constants[slot] = tensor.to(device)
+            elif value["kind"] == "buffer":
+                buffers[slot] = (value["shape"], getattr(torch, TORCH_DTYPES[value["dtype"]]))
+        loaded = self._loaded[device.index] = (steps, constants, buffers)
+        return loaded
 
     def _image(self, capability):
         needed = CAPABILITIES[self.target]

@@ -10,6 +10,7 @@ compute capability calls for (sm_90a on Hopper, sm_80 on Ampere and later), unle
 
 import functools
 import inspect
+import sys
 
 import numpy as np
 
@@ -26,6 +27,28 @@ def _is_torch_tensor(value):
     return type(value).__module__.startswith("torch") and hasattr(value, "is_cuda")
 
 
+def _argument_key(value):
+    """What a cached call must match of one argument, cheaply: dtype, shape (and device) of an array, the type
+    and value of a constant; None for anything else (the full path then checks and reports it)."""
+    if isinstance(value, np.ndarray):
+        return (value.dtype, value.shape)
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        return (value.dtype, value.shape, value.device) if value.is_cuda else None
+    if isinstance(value, _STATIC_TYPES):
+        return (type(value), value)
+    return None
+
+
+def _fast_key(args, kwargs):
+    keys = [_argument_key(a) for a in args]
+    keys += [(name, _argument_key(v)) for name, v in sorted(kwargs.items())]
+    if any(k is None or (isinstance(k, tuple) and len(k) == 2 and isinstance(k[0], str) and k[1] is None)
+           for k in keys):
+        return None
+    return (len(args), tuple(keys))
+
+
 class JitFunction:
     """A Python function compiled per signature; call it with numpy arrays."""
 
@@ -34,9 +57,15 @@ class JitFunction:
         self.name = fn.__name__
         self.signature = inspect.signature(fn)
         self.programs = {}
+        self._fast = {}  # the argument types as passed -> (program, where each array argument sits)
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
+        fast = _fast_key(args, kwargs)
+        hit = self._fast.get(fast) if fast is not None else None
+        if hit is not None:
+            program, positions = hit
+            return program(*[args[p] if isinstance(p, int) else kwargs[p] for p in positions])
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as error:
@@ -46,6 +75,10 @@ class JitFunction:
         program = self.programs.get(key)
         if program is None:
             program = self.programs[key] = compile(self._trace(bound.arguments, elements), target=target)
+        if fast is not None:
+            names = list(self.signature.parameters)
+            positions = [names.index(name) if names.index(name) < len(args) else name for name in elements]
+            self._fast[fast] = (program, positions)
         return program(*arrays)
 
     def source(self, *args, **kwargs):

@@ -63,16 +63,25 @@ def device(ordinal=0):
     return _DEVICES[ordinal]
 
 
-def packed_launch(kernel, launch, pointers):
-    """A launch whose arguments (device addresses) are packed once: calling it issues the kernel on ``stream``."""
-    lib = _library()
-    cells = [ctypes.c_uint64(p) for p in pointers]
-    args = (ctypes.c_void_p * len(cells))(*[ctypes.cast(ctypes.byref(c), ctypes.c_void_p) for c in cells])
-    grid = (ctypes.c_uint * 3)(*launch["grid"])
-    block = (ctypes.c_uint * 3)(*launch["block"])
-    shared = ctypes.c_uint(launch["dynamic_shared_bytes"])
+class Launch:
+    """One kernel launch with its argument block built once: a call fills in the device addresses of this call's
+    tensors and issues the kernel (the driver copies the arguments at launch, so the block can be reused)."""
 
-    def issue(stream):
-        check(lib.kiln_kernel_launch(kernel, grid, block, shared, ctypes.c_void_p(stream), args), "kiln_kernel_launch")
-        return cells
-    return issue
+    def __init__(self, kernel, launch, count):
+        self.lib = _library()
+        self.kernel = kernel
+        self.cells = (ctypes.c_uint64 * count)()
+        base = ctypes.addressof(self.cells)
+        self.args = (ctypes.c_void_p * count)(*[base + 8 * i for i in range(count)])
+        self.grid = (ctypes.c_uint * 3)(*launch["grid"])
+        self.block = (ctypes.c_uint * 3)(*launch["block"])
+        self.shared = ctypes.c_uint(launch["dynamic_shared_bytes"])
+
+    def __call__(self, pointers, stream):
+        cells = self.cells
+        for index, pointer in enumerate(pointers):
+            cells[index] = pointer
+        status = self.lib.kiln_kernel_launch(self.kernel, self.grid, self.block, self.shared,
+                                             ctypes.c_void_p(stream), self.args)
+        if status != 0:
+            check(status, "kiln_kernel_launch")

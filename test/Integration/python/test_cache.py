@@ -1,0 +1,148 @@
+"""The disk cache of GPU programs and loading compiled programs, on a machine without a GPU.
+
+Compiling for sm_90a needs no GPU, so CI checks what the cache promises: a second process finds the program
+without compiling, a corrupt, truncated or incomplete entry is detected and rebuilt, processes compiling the
+same program at the same time end up with one valid entry and no leftovers, and a different compiler build
+never reads another build's entries. Running the programs is the GPU suite's job (test/GPU/python).
+"""
+
+import json
+import multiprocessing
+import os
+import subprocess
+import sys
+
+import pytest
+
+from numerics import BUILD_DIR, kiln
+from kiln import cache, compiler
+
+SOURCE = """func.func @mm(%a: tensor<40x64xbf16>, %b: tensor<64x72xbf16>) -> tensor<40x72xbf16> {
+  %c = kiln.matmul %a, %b : tensor<40x64xbf16>, tensor<64x72xbf16> -> tensor<40x72xbf16>
+  return %c : tensor<40x72xbf16>
+}
+"""
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
+    compiler._compile_cached.cache_clear()
+    yield tmp_path
+    compiler._compile_cached.cache_clear()
+
+
+class NoCompiler:
+    """Stands in for the extension where a test asserts that nothing is compiled."""
+
+    def compile_gpu(self, *args):
+        raise AssertionError("compiled although the cache had the program")
+
+
+def entries(root):
+    return [p for p in root.iterdir() if not p.name.startswith(".")]
+
+
+def test_entry_is_sealed(cache_dir):
+    program = kiln.compile(SOURCE, target="sm_90a")
+    (entry,) = entries(cache_dir)
+    assert program.folder == entry and entry.name == cache.key(SOURCE, "sm_90a", "")
+    checksums = json.loads((entry / "checksums.json").read_text())
+    assert {"manifest.json", "kernels.ptx"} <= set(checksums)
+    assert program.entry == "mm" and program.inputs == [("bf16", (40, 64)), ("bf16", (64, 72))]
+    assert ".target sm_90a" in program.ptx and program.kernels[0]["op"] == "kiln.matmul"
+    assert "nvvm.mma.sync" in program.ir("llvm") or "mma" in program.ir("llvm")
+
+
+def test_second_process_reads_the_cache(cache_dir):
+    kiln.compile(SOURCE, target="sm_90a")
+    code = ("import sys, time; sys.path.insert(0, sys.argv[1]); import kiln\n"
+            "from kiln import compiler\n"
+            "class No:\n    def compile_gpu(self, *a): raise SystemExit('compiled')\n"
+            "compiler.native = lambda: No()\n"
+            "p = kiln.compile(open(sys.argv[2]).read(), target='sm_90a'); print(p.entry)")
+    source = cache_dir / "mm.mlir"
+    source.write_text(SOURCE)
+    result = subprocess.run([sys.executable, "-c", code, str(BUILD_DIR / "python"), str(source)],
+                            capture_output=True, text=True, env=dict(os.environ))
+    assert result.returncode == 0 and result.stdout.strip() == "mm", result.stderr
+
+
+@pytest.mark.parametrize("damage", ["truncate ptx", "edit manifest", "drop checksums", "extra file",
+                                    "empty checksums"])
+def test_damaged_entry_is_rebuilt(cache_dir, monkeypatch, damage):
+    entry = kiln.compile(SOURCE, target="sm_90a").folder
+    ptx = (entry / "kernels.ptx").read_text()
+    if damage == "truncate ptx":
+        (entry / "kernels.ptx").write_text(ptx[: len(ptx) // 2])
+    elif damage == "edit manifest":
+        (entry / "manifest.json").write_text((entry / "manifest.json").read_text().replace("sm_90a", "sm_80"))
+    elif damage == "drop checksums":
+        (entry / "checksums.json").unlink()
+    elif damage == "extra file":
+        (entry / "stray.bin").write_bytes(b"\0")
+    else:
+        (entry / "checksums.json").write_text("")
+    compiler._compile_cached.cache_clear()
+    rebuilt = kiln.compile(SOURCE, target="sm_90a")
+    assert rebuilt.folder == entry and (entry / "kernels.ptx").read_text() == ptx
+    assert cache.lookup(entry.name) == entry
+    # And a valid entry is used as it is.
+    compiler._compile_cached.cache_clear()
+    monkeypatch.setattr(compiler, "native", lambda: NoCompiler())
+    assert kiln.compile(SOURCE, target="sm_90a").folder == entry
+
+
+def _compile_in_child(cache_root, build_python, queue):
+    os.environ["KILN_CACHE_DIR"] = cache_root
+    sys.path.insert(0, build_python)
+    import kiln as child_kiln
+    queue.put(str(child_kiln.compile(SOURCE, target="sm_90a").folder))
+
+
+def test_processes_compiling_at_once(cache_dir):
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    children = [context.Process(target=_compile_in_child, args=(str(cache_dir), str(BUILD_DIR / "python"), queue))
+                for _ in range(4)]
+    for child in children:
+        child.start()
+    folders = {queue.get(timeout=120) for _ in children}
+    for child in children:
+        child.join(timeout=120)
+        assert child.exitcode == 0
+    (entry,) = entries(cache_dir)
+    assert folders == {str(entry)} and cache.lookup(entry.name) == entry
+    assert not [p for p in cache_dir.iterdir() if p.name.startswith(".")], "a staging folder was left behind"
+
+
+def test_compiler_build_is_part_of_the_key(cache_dir, monkeypatch):
+    first = kiln.compile(SOURCE, target="sm_90a").folder
+    compiler._compile_cached.cache_clear()
+    monkeypatch.setattr(cache, "compiler_id", lambda: "another-build")
+    second = kiln.compile(SOURCE, target="sm_90a").folder
+    assert first != second and len(entries(cache_dir)) == 2
+    assert cache.key(SOURCE, "sm_80", "") != cache.key(SOURCE, "sm_90a", "")
+
+
+def test_load_what_kilnc_wrote(tmp_path):
+    source = tmp_path / "mm.mlir"
+    source.write_text(SOURCE)
+    subprocess.run([str(BUILD_DIR / "bin" / "kilnc"), str(source), "--target=sm_80", "-o", str(tmp_path / "out")],
+                   check=True, capture_output=True)
+    program = kiln.load(tmp_path / "out")
+    assert program.target == "sm_80" and program.entry == "mm" and program.outputs == [("bf16", (40, 72))]
+    with pytest.raises(ValueError, match="only its 'ptx' stage"):
+        program.ir("fused")
+    with pytest.raises(FileNotFoundError, match="no manifest.json"):
+        kiln.load(tmp_path)
+    with pytest.raises(ValueError, match="no function 'other'"):
+        kiln.load(tmp_path / "out", entry="other")
+
+
+def test_gpu_compile_errors(cache_dir):
+    with pytest.raises(kiln.CompileError, match="takes bf16 or f16 operands, got 'f32'"):
+        kiln.compile(SOURCE.replace("bf16", "f32"), target="sm_90a")
+    assert not entries(cache_dir) and not list(cache_dir.iterdir()), "a failed compile left files in the cache"
+    with pytest.raises(ValueError, match="unsupported target 'sm_75'"):
+        kiln.compile(SOURCE, target="sm_75")
