@@ -39,6 +39,10 @@ FailureOr<std::string> emitPtx(ModuleOp module, std::string &error);
 /// One manifest entry per kernel of a module after the kernel stage: name, parameters, launch, config.
 llvm::json::Array describeKernels(ModuleOp module);
 
+/// Runs the fusion stage on `module` and returns the ops that become tunable kernels (matmuls and attentions),
+/// in kernel order: what the autotuner attaches a #kiln.config to before the rest of the compile.
+FailureOr<SmallVector<Operation *>> fuseAndListTunableKernels(ModuleOp module, std::string &error);
+
 /// The whole compile of a kiln module (modified in place) for `chip` into `outputDir`: kernels.ptx,
 /// kernels.<chip>.cubin when ptxas is found, the run plans' constant files, and manifest.json.
 LogicalResult compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::StringRef outputDir, std::string &error);

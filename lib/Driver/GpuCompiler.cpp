@@ -9,6 +9,7 @@
 
 #include "Driver/GpuCompiler.h"
 
+#include "Dialect/Kiln/KilnOps.h"
 #include "Driver/RunPlan.h"
 #include "Host/HostTensor.h"
 #include "Pipelines/Pipelines.h"
@@ -66,6 +67,17 @@ static LogicalResult runStage(ModuleOp module, llvm::StringRef stage, std::strin
 static void setNvvmOptions(NvvmPipelineOptions &options, llvm::StringRef chip) {
   options.chip = chip.str();
   options.libdevice = findLibdevice();
+}
+
+FailureOr<SmallVector<Operation *>> kiln::fuseAndListTunableKernels(ModuleOp module, std::string &error) {
+  if (failed(runStage(module, "fusion", error, [](OpPassManager &pm) { buildFusionPipeline(pm); })))
+    return failure();
+  SmallVector<Operation *> ops;
+  module.walk([&](Operation *op) {
+    if (isa<MatmulOp, AttentionOp>(op))
+      ops.push_back(op);
+  });
+  return ops;
 }
 
 LogicalResult kiln::runGpuKernelStage(ModuleOp module, llvm::StringRef chip, std::string &error) {

@@ -80,28 +80,34 @@ class Program:
         return np.ascontiguousarray(array)
 
 
-def compile(source, target="host", entry=None):
+def compile(source, target="host", entry=None, configs=None):
     """Compiles kiln IR text for ``target`` and returns a callable program.
 
     ``target="host"`` gives a ``Program`` on numpy arrays (the CPU backend); ``"sm_80"`` or ``"sm_90a"`` a
     ``GpuProgram`` on torch CUDA tensors, with ``.ptx``, ``.manifest`` and ``.kernels``. ``entry`` names the
     function to run; by default the module's only public function. Malformed IR or a failing pipeline raises
     ``CompileError`` carrying the MLIR diagnostics. Programs are cached in memory by (source, target, entry), and
-    GPU programs on disk too (``KILN_CACHE_DIR``).
+    GPU programs on disk too (``KILN_CACHE_DIR``). ``configs`` (GPU targets; what ``kiln.autotune`` finds) pins
+    the #kiln.config of each tunable kernel: one (tile, warps, stages) or None per kernel, in kernel order.
     """
     if not isinstance(source, str):
         raise TypeError(f"source must be kiln IR text (str), got {type(source).__name__}")
     if target not in TARGETS:
         raise ValueError(f"unsupported target '{target}' (from Python: {', '.join(TARGETS)})")
-    return _compile_cached(source, target, entry or "")
+    if configs is not None and target == "host":
+        raise ValueError("configs pin GPU kernel strategies; the host target has none to pin")
+    pinned = None if configs is None else tuple(
+        None if c is None else (tuple(int(t) for t in c[0]), int(c[1]), int(c[2])) for c in configs)
+    return _compile_cached(source, target, entry or "", pinned)
 
 
 @functools.lru_cache(maxsize=256)
-def _compile_cached(source, target, entry):
+def _compile_cached(source, target, entry, configs=None):
     if target == "host":
         return Program(native().HostProgram(source, entry))
-    entry_key = cache.key(source, target, entry)
+    entry_key = cache.key(source + (f"\0configs={configs}" if configs else ""), target, entry)
     folder = cache.lookup(entry_key)
     if folder is None:
-        folder = cache.store(entry_key, lambda staging: native().compile_gpu(source, target, staging))
+        as_lists = None if configs is None else [None if c is None else (list(c[0]), c[1], c[2]) for c in configs]
+        folder = cache.store(entry_key, lambda staging: native().compile_gpu(source, target, staging, as_lists))
     return GpuProgram(folder, entry or None, source)

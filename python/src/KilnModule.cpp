@@ -12,6 +12,7 @@
 #include "Host/HostExecutable.h"
 #include "Pipelines/InputModule.h"
 #include "Pipelines/Pipelines.h"
+#include "Transforms/Transforms.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/ThreadPool.h"
@@ -162,14 +163,59 @@ struct ParsedSource {
   InputModule input;
 };
 
-/// Compiles kiln IR for a GPU (`chip` sm_80 or sm_90a) into `outputDir`: kernels.ptx, a cubin when ptxas is
-/// installed, constant files and manifest.json, exactly as kilnc writes them.
-static void compileGpu(const std::string &source, const std::string &chip, const std::string &outputDir) {
+/// One kernel's strategy as Python sees it: (tile, warps, stages).
+using KernelConfig = std::tuple<std::vector<int64_t>, int64_t, int64_t>;
+
+/// The tunable kernels (matmuls and attentions, in kernel order) of `source` and the config `chip` would give
+/// each by default: a list of (op name, tile, warps, stages).
+static py::list tunableKernels(const std::string &source, const std::string &chip) {
+  std::optional<Target> target = parseTarget(chip);
+  if (!target || *target == Target::Host)
+    throw py::value_error("unsupported GPU target '" + chip + "' (expected sm_80 or sm_90a)");
   ParsedSource parsed(source);
   std::string error;
+  FailureOr<SmallVector<Operation *>> ops = fuseAndListTunableKernels(parsed.input.module(), error);
+  if (failed(ops))
+    throw CompileError(error + "\n" + parsed.diagnosticText);
+  py::list list;
+  for (Operation *op : *ops) {
+    ConfigAttr config = getDefaultConfig(op, *target);
+    list.append(py::make_tuple(op->getName().getStringRef().str(), std::vector<int64_t>(config.getTile()),
+                               config.getWarps(), config.getStages()));
+  }
+  return list;
+}
+
+/// Compiles kiln IR for a GPU (`chip` sm_80 or sm_90a) into `outputDir`: kernels.ptx, a cubin when ptxas is
+/// installed, constant files and manifest.json, exactly as kilnc writes them. `configs`, when given, holds one
+/// entry per tunable kernel (None keeps the default) and pins that kernel's #kiln.config.
+static void compileGpu(const std::string &source, const std::string &chip, const std::string &outputDir,
+                       const std::optional<std::vector<std::optional<KernelConfig>>> &configs) {
+  ParsedSource parsed(source);
+  std::string error;
+  ModuleOp module = parsed.input.module();
+  if (configs) {
+    FailureOr<SmallVector<Operation *>> ops = fuseAndListTunableKernels(module, error);
+    if (failed(ops))
+      throw CompileError(error + "\n" + parsed.diagnosticText);
+    if (ops->size() != configs->size())
+      throw py::value_error("configs has " + std::to_string(configs->size()) + " entries but the program has " +
+                            std::to_string(ops->size()) + " tunable kernels");
+    for (auto [op, config] : llvm::zip(*ops, *configs)) {
+      if (!config)
+        continue;
+      auto &[tile, warps, stages] = *config;
+      auto emitError = [&] { return op->emitError("invalid config: "); };
+      ConfigAttr attr = ConfigAttr::getChecked(emitError, op->getContext(), llvm::ArrayRef<int64_t>(tile), warps,
+                                               stages, llvm::StringRef("mma_sync"));
+      if (!attr)
+        throw CompileError("invalid kernel config:\n" + parsed.diagnosticText);
+      op->setAttr(kConfigAttrName, attr);
+    }
+  }
   LogicalResult result = [&] {
     py::gil_scoped_release release;
-    return compileForGpu(parsed.input.module(), chip, outputDir, error);
+    return compileForGpu(module, chip, outputDir, error);
   }();
   if (failed(result))
     throw CompileError("compiling for " + chip + " failed: " + error + "\n" + parsed.diagnosticText);
@@ -203,6 +249,8 @@ PYBIND11_MODULE(_kiln, m) {
       .def_property_readonly("outputs", &HostProgram::outputs)
       .def_property_readonly("entry", &HostProgram::entry)
       .def("run", &HostProgram::run, py::arg("arrays"));
-  m.def("compile_gpu", &compileGpu, py::arg("source"), py::arg("chip"), py::arg("output_dir"));
+  m.def("compile_gpu", &compileGpu, py::arg("source"), py::arg("chip"), py::arg("output_dir"),
+        py::arg("configs") = py::none());
+  m.def("tunable_kernels", &tunableKernels, py::arg("source"), py::arg("chip"));
   m.def("gpu_ir", &gpuIr, py::arg("source"), py::arg("chip"), py::arg("stage"));
 }

@@ -50,6 +50,9 @@ def main():
         start = time.perf_counter()
         kiln.compile(path.read_text(), target="sm_90a")
         timings[name] = time.perf_counter() - start
+    start = time.perf_counter()
+    kiln.autotune(gpu_cases.SOURCE_CASES[0][1].read_text(), "sm_90a", prepare=True)
+    timings["autotune space of gpu_attention_block"] = time.perf_counter() - start
     _, (model, _, _) = gpu_cases.llama_model()
     start = time.perf_counter()
     frontend.from_onnx(model, target="sm_90a")

@@ -7,6 +7,7 @@ tiles; references are torch in float32; tolerances are relative in the max norm:
 f16 (outputs are rounded to those types). Bad inputs must raise exceptions that name the argument.
 """
 
+import json
 import math
 import secrets
 
@@ -20,6 +21,7 @@ if not torch.cuda.is_available():
 
 import gpu_cases  # noqa: E402
 import kiln  # noqa: E402
+import kiln.cache  # noqa: E402
 from kiln import frontend  # noqa: E402
 
 TOLERANCE = {torch.bfloat16: 2e-2, torch.float16: 5e-3, torch.float32: 1e-4}
@@ -136,6 +138,25 @@ def test_llama_block_from_onnx():
     out = compiled(x)
     expected = onnx_blocks.llama_reference(x.float().cpu().double().numpy(), weights, config)
     check("llama block (onnx, bf16)", out, torch.from_numpy(expected).float().cuda(), seeds[0])
+
+
+def test_autotune_keeps_the_fastest_correct_config(capfd):
+    (name, path), = gpu_cases.SOURCE_CASES
+    source = path.read_text()
+    tuned = kiln.autotune(source, "sm_90a", retune=True)
+    assert "kiln.autotune: kernel 2/2 (kiln.matmul)" in capfd.readouterr().err
+    record_path = kiln.cache.directory() / "tuned" / f"{kiln.cache.key(source, 'sm_90a', None)}.json"
+    record = json.loads(record_path.read_text())
+    assert len(record["configs"]) == 2 and record["best_ms"] > 0
+    assert all(t.get("correct") is False or "error" in t or t["ms"] > 0 for t in record["trials"])
+    seeds = []
+    generator = fresh(seeds)
+    args = [tensor((shape, "bfloat16"), generator, 0.5) for _, shape in tuned.inputs]
+    q, k, v, w, b, x = [a.float() for a in args]
+    o = torch.nn.functional.scaled_dot_product_attention(q, k.repeat_interleave(4, 1), v.repeat_interleave(4, 1))
+    check("autotuned attention block", tuned(*args), o.transpose(1, 2).reshape(x.shape) @ w + b + x, seeds[0])
+    again = kiln.autotune(source, "sm_90a")  # the recorded choice, without measuring
+    assert again.folder == tuned.folder and capfd.readouterr().err == ""
 
 
 def bad_calls():

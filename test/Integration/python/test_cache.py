@@ -1,4 +1,4 @@
-"""The disk cache of GPU programs and loading compiled programs, on a machine without a GPU.
+"""The disk cache of GPU programs, pinned kernel configs and autotuning's compile half, without a GPU.
 
 Compiling for sm_90a needs no GPU, so CI checks what the cache promises: a second process finds the program
 without compiling, a corrupt, truncated or incomplete entry is detected and rebuilt, processes compiling the
@@ -16,6 +16,9 @@ import pytest
 
 from numerics import BUILD_DIR, kiln
 from kiln import cache, compiler
+from kiln.autotune import default_space
+
+EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples", "gpu_attention_block.mlir")
 
 SOURCE = """func.func @mm(%a: tensor<40x64xbf16>, %b: tensor<64x72xbf16>) -> tensor<40x72xbf16> {
   %c = kiln.matmul %a, %b : tensor<40x64xbf16>, tensor<64x72xbf16> -> tensor<40x72xbf16>
@@ -40,7 +43,8 @@ class NoCompiler:
 
 
 def entries(root):
-    return [p for p in root.iterdir() if not p.name.startswith(".")]
+    """The program entries (the autotuner keeps its records in space/ and tuned/ beside them)."""
+    return [p for p in root.iterdir() if not p.name.startswith(".") and p.name not in ("space", "tuned")]
 
 
 def test_entry_is_sealed(cache_dir):
@@ -146,3 +150,32 @@ def test_gpu_compile_errors(cache_dir):
     assert not entries(cache_dir) and not list(cache_dir.iterdir()), "a failed compile left files in the cache"
     with pytest.raises(ValueError, match="unsupported target 'sm_75'"):
         kiln.compile(SOURCE, target="sm_75")
+
+
+def test_pinned_configs(cache_dir):
+    source = open(EXAMPLE).read()
+    kernels = compiler.native().tunable_kernels(source, "sm_90a")
+    assert [k[0] for k in kernels] == ["kiln.attention", "kiln.matmul"]
+    program = kiln.compile(source, target="sm_90a", configs=[((64, 64), 4, 2), ((64, 64, 64), 4, 3)])
+    configs = [k["config"] for k in program.kernels if "config" in k]
+    assert configs == [{"tile": [64, 64], "warps": 4, "stages": 2, "lowering": "mma_sync"},
+                       {"tile": [64, 64, 64], "warps": 4, "stages": 3, "lowering": "mma_sync"}]
+    default = kiln.compile(source, target="sm_90a")
+    assert default.folder != program.folder
+    with pytest.raises(ValueError, match="configs has 1 entries but the program has 2 tunable kernels"):
+        kiln.compile(source, target="sm_90a", configs=[None])
+    with pytest.raises(kiln.CompileError, match="does not fit the mma_sync kernel"):
+        kiln.compile(source, target="sm_90a", configs=[None, ((48, 40, 24), 4, 3)])
+    with pytest.raises(ValueError, match="the host target has none to pin"):
+        kiln.compile(source, configs=[None, None])
+
+
+def test_autotune_prepare_compiles_the_space(cache_dir):
+    source = open(EXAMPLE).read()
+    assert kiln.autotune(source, "sm_90a", prepare=True) is None
+    kernels = compiler.native().tunable_kernels(source, "sm_90a")
+    expected = sum(len(default_space(op, (tile, warps, stages)))
+                   for op, tile, warps, stages in kernels)
+    built = entries(cache_dir)
+    assert 1 < len(built) <= expected  # candidates that do not fit the kernels are skipped
+    assert all(cache.lookup(entry.name) == entry for entry in built)
