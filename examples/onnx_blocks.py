@@ -5,7 +5,8 @@ Why by hand: the build machine and CI have onnx and onnxruntime but no torch, so
 graphs that exist without an exporter. These follow what torch.onnx emits for the blocks in
 examples/torch_blocks.py — norms and GELU written out, RoPE as slice/neg/concat, GQA as unsqueeze/expand/reshape,
 the causal mask computed from Range/Less, attention as MatMul/Div/Add/Softmax/MatMul — so they exercise the
-same import and fusion paths as a real export. ``python3 examples/onnx_blocks.py out/`` writes both as files.
+same import and fusion paths as a real export. ``python3 examples/onnx_blocks.py out/ [bfloat16]`` writes both as
+files (the Llama block in the given type).
 """
 
 import math
@@ -279,8 +280,9 @@ def gpt2_reference(x, w, config):
 
 if __name__ == "__main__":
     out = Path(sys.argv[1] if len(sys.argv) > 1 else ".")
+    dtype = sys.argv[2] if len(sys.argv) > 2 else "float32"
     out.mkdir(parents=True, exist_ok=True)
-    for name, (model, _, _) in (("llama_block", llama_block()), ("gpt2_block", gpt2_block())):
+    for name, (model, _, _) in (("llama_block", llama_block(dtype=dtype)), ("gpt2_block", gpt2_block())):
         onnx.checker.check_model(model)
         onnx.save(model, out / f"{name}.onnx")
         print(f"wrote {out / name}.onnx ({len(model.graph.node)} nodes)")

@@ -13,6 +13,8 @@ config.test_exec_root = os.path.join(config.kiln_obj_root, "test")
 config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
+# The Python the build found (with onnx, numpy): for tests that make inputs or drive the Python importer.
+config.substitutions.append(("%python", config.python_executable))
 llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
 

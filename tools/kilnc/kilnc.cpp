@@ -1,13 +1,15 @@
 //===- kilnc.cpp - Kiln's ahead-of-time compiler driver ---------------------===//
 //
 // kilnc in.mlir --target=sm_90a -o outdir [--emit=kiln|tiled|gpu|llvm|ptx|cubin]
+// kilnc model.onnx --target=sm_90a -o outdir [--weights=constants|arguments]
 //
 // Compiles a kiln module for a GPU and writes the kernels (kernels.ptx, and kernels.<target>.cubin when ptxas
 // is found) with manifest.json: for each kernel its name, parameters (buffers in order, shape, dtype), launch
 // grid and block, dynamic shared memory, config, and ptxas' registers and spills; for each public function its
 // run plan (Driver/RunPlan.h) with constants in files beside it. --emit stops at a stage and prints its IR
 // instead. Errors name the op and the stage that failed. The stages live in Driver/GpuCompiler.h, shared with
-// the Python extension.
+// the Python extension. An .onnx input is imported first by kiln.frontend (the Python importer of this build,
+// run as `python3 -m kiln.frontend.cli`); its errors are kilnc's.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,8 +19,13 @@
 
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+
+#include <unistd.h>
 
 using namespace mlir;
 using namespace mlir::kiln;
@@ -30,9 +37,47 @@ static cl::opt<std::string> outputDir("o", cl::desc("Output directory for kernel
 static cl::opt<std::string> emit("emit", cl::desc("Stop at a stage and print it: kiln, tiled, gpu, llvm, ptx, cubin"),
                                  cl::init("cubin"));
 
+static cl::opt<std::string> weights("weights",
+                                    cl::desc("For an .onnx input: initializers as constants or as arguments"),
+                                    cl::init("constants"));
+
 static int fail(const llvm::Twine &message) {
   llvm::errs() << "kilnc: error: " << message << "\n";
   return 1;
+}
+
+/// Imports an ONNX model with kiln.frontend into a temporary .mlir file; returns its path, or "" after printing
+/// the importer's error.
+static std::string importOnnx(llvm::StringRef model) {
+  llvm::SmallString<128> output, log;
+  if (llvm::sys::fs::createTemporaryFile("kilnc-import", "mlir", output) ||
+      llvm::sys::fs::createTemporaryFile("kilnc-import", "log", log)) {
+    fail("cannot create a temporary file for the imported model");
+    return "";
+  }
+  std::string pythonPath = std::string("PYTHONPATH=") + KILN_PYTHON_PACKAGE_ROOT;
+  if (const char *existing = std::getenv("PYTHONPATH"))
+    pythonPath += std::string(":") + existing;
+  std::vector<std::string> environment{pythonPath};
+  for (char **entry = environ; *entry; ++entry)
+    if (!llvm::StringRef(*entry).starts_with("PYTHONPATH="))
+      environment.push_back(*entry);
+  llvm::SmallVector<llvm::StringRef> env(environment.begin(), environment.end());
+  std::string weightsFlag = "--weights=" + weights;
+  llvm::SmallVector<llvm::StringRef> args{KILN_PYTHON_EXECUTABLE, "-m", "kiln.frontend.cli", model, "-o", output,
+                                          weightsFlag};
+  std::optional<llvm::StringRef> redirects[] = {std::nullopt, llvm::StringRef(log), llvm::StringRef(log)};
+  std::string message;
+  int status = llvm::sys::ExecuteAndWait(KILN_PYTHON_EXECUTABLE, args, env, redirects, 0, 0, &message);
+  auto text = llvm::MemoryBuffer::getFile(log);
+  llvm::sys::fs::remove(log);
+  if (status != 0) {
+    llvm::errs() << (text ? (*text)->getBuffer() : llvm::StringRef(message));
+    fail("importing " + model + " failed");
+    llvm::sys::fs::remove(output);
+    return "";
+  }
+  return output.str().str();
 }
 
 int main(int argc, char **argv) {
@@ -44,7 +89,13 @@ int main(int argc, char **argv) {
   if (target != "sm_80" && target != "sm_90a")
     return fail("unsupported --target=" + target + " (expected sm_80 or sm_90a)");
 
-  InputModule input(inputFile);
+  std::string source = inputFile;
+  bool onnx = llvm::StringRef(inputFile).ends_with(".onnx");
+  if (onnx && (source = importOnnx(inputFile)).empty())
+    return 1;
+  InputModule input(source);
+  if (onnx)
+    llvm::sys::fs::remove(source);
   if (!input.openError().empty())
     return fail(input.openError());
   if (!input.module())
