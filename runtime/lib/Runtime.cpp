@@ -9,6 +9,7 @@
 #include "kiln/runtime.h"
 
 #include "CudaDriver.h"
+#include "Errors.h"
 
 #include <cstring>
 #include <fstream>
@@ -37,12 +38,14 @@ struct kiln_kernel {
 
 namespace {
 thread_local std::string lastError;
+} // namespace
 
-kiln_status fail(kiln_status status, std::string message) {
+kiln_status kiln::runtime::fail(kiln_status status, std::string message) {
   lastError = std::move(message);
   return status;
 }
 
+namespace {
 /// Checks one driver call; on failure records "call: CUDA_ERROR_X (text)".
 kiln_status check(const CudaDriver &driver, CUresult result, const char *call) {
   if (result == kCudaSuccess)

@@ -76,6 +76,26 @@ KILN_RUNTIME_API kiln_status kiln_copy_to_device(kiln_device *device, uint64_t d
 KILN_RUNTIME_API kiln_status kiln_copy_to_host(kiln_device *device, void *destination, uint64_t source, size_t bytes);
 KILN_RUNTIME_API kiln_status kiln_synchronize(kiln_device *device);
 
+/* Run plans: a compiled folder (manifest.json, kernels, constant files) executed without Python or MLIR. */
+typedef struct kiln_plan kiln_plan;
+
+/// Loads the plan of `function` (NULL: the manifest's only plan) from `folder`: the kernels (the cubin when it
+/// matches the GPU, else the PTX), device buffers for every intermediate, and the constants copied to the GPU.
+KILN_RUNTIME_API kiln_status kiln_plan_load(kiln_device *device, const char *folder, const char *function,
+                                            kiln_plan **plan);
+KILN_RUNTIME_API void kiln_plan_free(kiln_plan *plan);
+/// How many inputs (device pointers, in order) and outputs the plan has.
+KILN_RUNTIME_API int kiln_plan_num_inputs(const kiln_plan *plan);
+KILN_RUNTIME_API int kiln_plan_num_outputs(const kiln_plan *plan);
+/// The dtype name ("f32", "f16", "bf16", "i64", "i32", "i1"), rank and shape (up to 8 dims) of input or output
+/// `index`.
+KILN_RUNTIME_API kiln_status kiln_plan_tensor_info(const kiln_plan *plan, int is_output, int index,
+                                                   const char **dtype, int *rank, int64_t shape[8]);
+/// Runs the plan on `stream` over row-major device buffers `inputs`; `outputs` receives the device pointers of
+/// the results, which stay valid until the next run or kiln_plan_free.
+KILN_RUNTIME_API kiln_status kiln_plan_run(kiln_plan *plan, const uint64_t *inputs, uint64_t *outputs,
+                                           void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,209 @@
+//===- kiln-plan-run.cpp - Run a compiled graph from .npy files, no Python ---===//
+//
+// kiln-plan-run FOLDER [--function NAME] [--repeat N] -o PREFIX INPUT.npy...
+//
+// Loads the run plan kilnc wrote into FOLDER through the runtime's C API, copies the inputs (.npy, C order,
+// little endian; bf16 as uint16) to the GPU, runs the plan and writes each output to PREFIX<i>.npy. With
+// --repeat N it runs N more times and prints the median wall time of a run (launches plus synchronize). Every
+// mismatch between a file and the plan (dtype, shape, count) is an error naming the file.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/runtime.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+namespace {
+const char *const kDescrs[][2] = {{"f32", "<f4"}, {"f16", "<f2"}, {"bf16", "<u2"},
+                                  {"i64", "<i8"}, {"i32", "<i4"}, {"i1", "|b1"}};
+
+std::string descrOf(const std::string &dtype) {
+  for (auto &pair : kDescrs)
+    if (dtype == pair[0])
+      return pair[1];
+  return "";
+}
+
+/// Bytes per element of a .npy descr.
+int64_t elementBytes(const std::string &descr) {
+  return descr == "<f4" || descr == "<i4" ? 4 : descr == "<i8" ? 8 : descr == "|b1" ? 1 : 2;
+}
+
+int fail(const std::string &message) {
+  std::fprintf(stderr, "kiln-plan-run: error: %s\n", message.c_str());
+  return 1;
+}
+
+struct Array {
+  std::string descr;
+  std::vector<int64_t> shape;
+  std::string data;
+};
+
+/// Reads a .npy file; on failure returns false with `error` set.
+bool readNpy(const std::string &path, Array &array, std::string &error) {
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in.good() && bytes.empty())
+    return error = path + ": cannot read it", false;
+  if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0)
+    return error = path + ": not a .npy file", false;
+  size_t headerLength = static_cast<unsigned char>(bytes[8]) | (static_cast<unsigned char>(bytes[9]) << 8);
+  size_t start = 10;
+  if (bytes[6] >= 2) {
+    if (bytes.size() < 12)
+      return error = path + ": truncated header", false;
+    headerLength |= (static_cast<size_t>(static_cast<unsigned char>(bytes[10])) << 16) |
+                    (static_cast<size_t>(static_cast<unsigned char>(bytes[11])) << 24);
+    start = 12;
+  }
+  if (bytes.size() < start + headerLength)
+    return error = path + ": truncated header", false;
+  std::string header = bytes.substr(start, headerLength);
+  size_t d = header.find("'descr':"), f = header.find("'fortran_order':"), s = header.find("'shape':");
+  if (d == std::string::npos || f == std::string::npos || s == std::string::npos)
+    return error = path + ": header without descr, fortran_order or shape", false;
+  size_t q1 = header.find('\'', d + 8), q2 = header.find('\'', q1 + 1);
+  array.descr = header.substr(q1 + 1, q2 - q1 - 1);
+  if (header.compare(header.find_first_not_of(' ', f + 16), 4, "True") == 0)
+    return error = path + ": Fortran order is not supported (save a C-contiguous array)", false;
+  size_t open = header.find('(', s), close = header.find(')', open);
+  std::string dims = header.substr(open + 1, close - open - 1);
+  for (size_t at = 0; at < dims.size();) {
+    size_t comma = dims.find(',', at);
+    std::string token = dims.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    if (token.find_first_not_of(' ') != std::string::npos)
+      array.shape.push_back(std::stoll(token));
+    if (comma == std::string::npos)
+      break;
+    at = comma + 1;
+  }
+  array.data = bytes.substr(start + headerLength);
+  return true;
+}
+
+bool writeNpy(const std::string &path, const std::string &descr, const std::vector<int64_t> &shape,
+              const std::string &data) {
+  std::string dims;
+  for (int64_t d : shape)
+    dims += std::to_string(d) + ", ";
+  if (shape.size() > 1)
+    dims.resize(dims.size() - 1);
+  std::string header = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (" + dims + "), }";
+  while ((10 + header.size() + 1) % 64)
+    header += ' ';
+  header += '\n';
+  std::ofstream out(path, std::ios::binary);
+  out.write("\x93NUMPY\x01\x00", 8);
+  char length[2] = {static_cast<char>(header.size() & 0xff), static_cast<char>(header.size() >> 8)};
+  out.write(length, 2);
+  out << header;
+  out.write(data.data(), static_cast<std::streamsize>(data.size()));
+  return out.good();
+}
+
+int64_t elements(const std::vector<int64_t> &shape) {
+  int64_t count = 1;
+  for (int64_t d : shape)
+    count *= d;
+  return count;
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  std::string folder, prefix, function;
+  int repeat = 0;
+  std::vector<std::string> inputs;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if ((arg == "-o" || arg == "--function" || arg == "--repeat") && i + 1 >= argc)
+      return fail(arg + " needs a value");
+    if (arg == "-o")
+      prefix = argv[++i];
+    else if (arg == "--function")
+      function = argv[++i];
+    else if (arg == "--repeat")
+      repeat = std::atoi(argv[++i]);
+    else if (folder.empty())
+      folder = arg;
+    else
+      inputs.push_back(arg);
+  }
+  if (folder.empty() || prefix.empty())
+    return fail("usage: kiln-plan-run FOLDER [--function NAME] [--repeat N] -o PREFIX INPUT.npy...");
+
+  kiln_device *device = nullptr;
+  kiln_plan *plan = nullptr;
+  if (kiln_device_open(0, &device) != KILN_OK ||
+      kiln_plan_load(device, folder.c_str(), function.empty() ? nullptr : function.c_str(), &plan) != KILN_OK)
+    return fail(kiln_last_error());
+  int numInputs = kiln_plan_num_inputs(plan), numOutputs = kiln_plan_num_outputs(plan);
+  if (static_cast<int>(inputs.size()) != numInputs)
+    return fail("the plan takes " + std::to_string(numInputs) + " inputs, got " + std::to_string(inputs.size()) +
+                " files");
+  std::vector<uint64_t> inputPointers(numInputs), outputPointers(numOutputs);
+  for (int i = 0; i < numInputs; ++i) {
+    const char *dtype = nullptr;
+    int rank = 0;
+    int64_t shape[8];
+    kiln_plan_tensor_info(plan, 0, i, &dtype, &rank, shape);
+    std::vector<int64_t> expected(shape, shape + rank);
+    Array array;
+    std::string error;
+    if (!readNpy(inputs[i], array, error))
+      return fail(error);
+    if (array.descr != descrOf(dtype) || array.shape != expected)
+      return fail(inputs[i] + ": input " + std::to_string(i) + " must be " + dtype + " (" + descrOf(dtype) +
+                  ") of the plan's shape; the file holds " + array.descr + " of another shape or type");
+    if (static_cast<int64_t>(array.data.size()) != elements(expected) * elementBytes(array.descr))
+      return fail(inputs[i] + ": the file holds " + std::to_string(array.data.size()) + " bytes of data, expected " +
+                  std::to_string(elements(expected) * elementBytes(array.descr)));
+    if (kiln_malloc(device, std::max<size_t>(array.data.size(), 1), &inputPointers[i]) != KILN_OK ||
+        kiln_copy_to_device(device, inputPointers[i], array.data.data(), array.data.size()) != KILN_OK)
+      return fail(inputs[i] + ": " + kiln_last_error());
+  }
+  auto run = [&] {
+    return kiln_plan_run(plan, inputPointers.data(), outputPointers.data(), nullptr) == KILN_OK &&
+           kiln_synchronize(device) == KILN_OK;
+  };
+  if (!run())
+    return fail(kiln_last_error());
+  std::vector<double> times;
+  for (int r = 0; r < repeat; ++r) {
+    auto start = std::chrono::steady_clock::now();
+    if (!run())
+      return fail(kiln_last_error());
+    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  for (int o = 0; o < numOutputs; ++o) {
+    const char *dtype = nullptr;
+    int rank = 0;
+    int64_t shape[8];
+    kiln_plan_tensor_info(plan, 1, o, &dtype, &rank, shape);
+    std::vector<int64_t> dims(shape, shape + rank);
+    int64_t bytes = elements(dims) * elementBytes(descrOf(dtype));
+    std::string data(static_cast<size_t>(bytes), '\0');
+    std::string path = prefix + std::to_string(o) + ".npy";
+    if (kiln_copy_to_host(device, data.data(), outputPointers[o], data.size()) != KILN_OK)
+      return fail(kiln_last_error());
+    if (!writeNpy(path, descrOf(dtype), dims, data))
+      return fail(path + ": cannot write it");
+    std::printf("kiln-plan-run: wrote %s\n", path.c_str());
+  }
+  if (!times.empty()) {
+    std::sort(times.begin(), times.end());
+    std::printf("kiln-plan-run: median of %d runs %.3f ms\n", repeat, times[times.size() / 2]);
+  }
+  for (uint64_t pointer : inputPointers)
+    kiln_free(device, pointer);
+  kiln_plan_free(plan);
+  kiln_device_close(device);
+  return 0;
+}
