@@ -170,6 +170,10 @@ GLUE_REFERENCES = {
     "layer_norm": lambda x, w, b: torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b, 1e-5),
     "softmax": lambda x: torch.softmax(x, -1),
     "softmax_wide": lambda x: torch.softmax(x, -1),
+    "concat3": lambda a, b, c: torch.cat([a, b, c], dim=2),
+    "gather_rows": lambda t, i: t[i.long()],
+    "reduce_sum_axis0": lambda x: x.sum(0),
+    "reduce_max_axes02": lambda x: x.amax(dim=(0, 2), keepdim=True),
     "layer_norm_wide": lambda x, w, b: torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b, 1e-5),
     "reduce_sum": lambda x: x.sum(-1),
     "reduce_mean": lambda x: x.mean(-1),
@@ -182,12 +186,13 @@ GLUE_REFERENCES = {
 
 
 def run_glue(case, runtime, kernel, entry, generator):
-    inputs = [torch.randn(*shape, generator=generator, device="cuda").to(DTYPES[dtype])
+    inputs = [torch.randint(-1000, 1000, shape, generator=generator, device="cuda") if dtype == "i64" else
+              torch.randn(*shape, generator=generator, device="cuda").to(DTYPES[dtype])
               for shape, dtype in case["inputs"]]
     out = torch.full(case["shape"], float("nan"), device="cuda", dtype=DTYPES[case["dtype"]])
     runtime.launch(kernel, entry, [*inputs, out])
     torch.cuda.synchronize()
-    ref = GLUE_REFERENCES[case["op"]](*[t.float() for t in inputs])
+    ref = GLUE_REFERENCES[case["op"]](*[t if t.dtype == torch.int64 else t.float() for t in inputs])
     error = ((out.float() - ref).abs().max() / ref.abs().max()).item()
     ok = error <= LIMITS[case["dtype"]] and not torch.isnan(out).any().item()
     return dict(name=case["name"], error=error, ok=ok)

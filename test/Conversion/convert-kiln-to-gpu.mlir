@@ -95,12 +95,58 @@ module {
 // -----
 
 module {
+  func.func private @k5_softmax(%x: tensor<64x64xbf16>, %out: tensor<64x64xbf16>) -> tensor<64x64xbf16> attributes {kiln.kernel} {
+    // A softmax over a leading axis is neither a row kernel nor a glue kernel.
+    // expected-error @+1 {{convert-kiln-to-gpu: the GPU backend has no lowering for 'kiln.softmax' yet (matmul, attention, row, elementwise and data-movement kernels only)}}
+    %p = kiln.softmax %x axis 0 : tensor<64x64xbf16>
+    %r = bufferization.materialize_in_destination %p in %out : (tensor<64x64xbf16>, tensor<64x64xbf16>) -> tensor<64x64xbf16>
+    return %r : tensor<64x64xbf16>
+  }
+}
+
+// -----
+
+// A reduction over a leading axis is not a row kernel: one thread per output element loops over the column.
+// CHECK-LABEL: gpu.func @k5_reduce
+// CHECK: scf.for %{{.*}} = %{{.*}} to %c64{{.*}} step
+// CHECK: arith.addf
+// CHECK: memref.store
+module {
   func.func private @k5_reduce(%x: tensor<64x64xbf16>, %out: tensor<64xbf16>) -> tensor<64xbf16> attributes {kiln.kernel} {
-    // A reduction over a leading axis is not a row kernel.
-    // expected-error @+1 {{convert-kiln-to-gpu: the GPU backend has no lowering for 'kiln.reduce' yet (matmul, attention, row, elementwise and data-movement kernels only)}}
     %p = kiln.reduce sum %x axes [0] : tensor<64x64xbf16> -> tensor<64xbf16>
     %r = bufferization.materialize_in_destination %p in %out : (tensor<64xbf16>, tensor<64xbf16>) -> tensor<64xbf16>
     return %r : tensor<64xbf16>
+  }
+}
+
+// -----
+
+// Concat: each input read at the position clamped into its extent, the one holding it selected.
+// CHECK-LABEL: gpu.func @k6_concat
+// CHECK-COUNT-2: memref.load
+// CHECK: arith.select
+// CHECK: memref.store
+module {
+  func.func private @k6_concat(%a: tensor<4x24xf16>, %b: tensor<4x40xf16>, %out: tensor<4x64xf16>) -> tensor<4x64xf16> attributes {kiln.kernel} {
+    %c = kiln.concat %a, %b axis 1 : tensor<4x24xf16>, tensor<4x40xf16> -> tensor<4x64xf16>
+    %r = bufferization.materialize_in_destination %c in %out : (tensor<4x64xf16>, tensor<4x64xf16>) -> tensor<4x64xf16>
+    return %r : tensor<4x64xf16>
+  }
+}
+
+// -----
+
+// Gather: the index (i64) picks the table row, wrapped when negative and clamped into range.
+// CHECK-LABEL: gpu.func @k7_gather
+// CHECK: memref.load {{.*}} : memref<6xi64>
+// CHECK: arith.maxsi
+// CHECK: arith.minsi
+// CHECK: memref.load {{.*}} : memref<6400xbf16>
+module {
+  func.func private @k7_gather(%t: tensor<100x64xbf16>, %i: tensor<2x3xi64>, %out: tensor<2x3x64xbf16>) -> tensor<2x3x64xbf16> attributes {kiln.kernel} {
+    %g = kiln.gather %t[%i] axis 0 : tensor<100x64xbf16>, tensor<2x3xi64> -> tensor<2x3x64xbf16>
+    %r = bufferization.materialize_in_destination %g in %out : (tensor<2x3x64xbf16>, tensor<2x3x64xbf16>) -> tensor<2x3x64xbf16>
+    return %r : tensor<2x3x64xbf16>
   }
 }
 

@@ -1,8 +1,9 @@
 //===- ElementwiseKernel.cpp - Glue kernels: elementwise and data movement -===//
 //
 // The kernels between the fused matmuls and attentions — a transpose back to [B, S, H*D], a leftover
-// elementwise op, a cast, a broadcast, a slice, RoPE — as one thread per output element: the thread turns its linear
-// index into a multi-index, reads each operand at the index the op implies (broadcast, permuted, strided),
+// elementwise op, a cast, a broadcast, a slice, a concat, a gather, RoPE, a reduction over axes the row kernels do
+// not take — as one thread per output element: the thread turns its linear index into a multi-index, reads each
+// operand at the index the op implies (broadcast, permuted, strided, selected, looked up, or looped over),
 // computes the op's f32 formula (the same one the host lowering and epilogues use), and stores. They move bytes
 // rather than compute, so simplicity wins over tensor cores here.
 //
@@ -16,14 +17,19 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
+#include <limits>
+
 using namespace mlir;
 using namespace mlir::kiln;
 using namespace mlir::kiln::gpukernel;
 
 /// Kernel ops this builder handles.
 bool kiln::isElementwiseKernelOp(Operation *op) {
-  if (isa<TransposeOp, ReshapeOp, BroadcastOp, SliceOp, CastOp, RopeOp>(op))
+  if (isa<TransposeOp, ReshapeOp, BroadcastOp, SliceOp, CastOp, RopeOp, ConcatOp, GatherOp>(op))
     return true;
+  // Reductions the row kernels do not take (other axes, several axes): one thread per output element.
+  if (isa<ReduceOp>(op))
+    return !isRowKernelOp(op);
   return isa<AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp, NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp,
              AbsOp, TanhOp, ErfOp, SigmoidOp, ReluOp, SiluOp, GeluOp, SelectOp>(op);
 }
@@ -44,10 +50,12 @@ FailureOr<KernelLaunch> kiln::buildElementwiseKernel(OpBuilder &builder, gpu::GP
   if (!isElementwiseKernelOp(op))
     return op->emitOpError() << "has no elementwise GPU kernel";
   auto resultType = cast<RankedTensorType>(op->getResult(0).getType());
-  for (Type type : op->getOperandTypes())
-    if (!isa<FloatType>(cast<RankedTensorType>(type).getElementType()) &&
-        !cast<RankedTensorType>(type).getElementType().isInteger(1))
-      return op->emitOpError() << "the GPU glue kernels take float (and i1 condition) tensors only";
+  for (auto [index, type] : llvm::enumerate(op->getOperandTypes())) {
+    Type element = cast<RankedTensorType>(type).getElementType();
+    bool gatherIndices = isa<GatherOp>(op) && index == 1 && (element.isInteger(64) || element.isInteger(32));
+    if (!isa<FloatType>(element) && !element.isInteger(1) && !gatherIndices)
+      return op->emitOpError() << "the GPU glue kernels take float (and i1 condition, i32/i64 index) tensors only";
+  }
   if (!isa<FloatType>(resultType.getElementType()))
     return op->emitOpError() << "the GPU glue kernels produce float tensors only";
 
@@ -95,6 +103,92 @@ FailureOr<KernelLaunch> kiln::buildElementwiseKernel(OpBuilder &builder, gpu::GP
       }
       return broadcastLinearIndex(im, operandShape, shape, index);
     };
+    auto load = [&](unsigned operand, Value at) {
+      return lowering::widen(builder, loc, memref::LoadOp::create(builder, loc, entry.getArgument(operand), at));
+    };
+    auto store = [&](Value result) {
+      memref::StoreOp::create(builder, loc, lowering::narrow(builder, loc, result, resultType.getElementType()),
+                              entry.getArguments().back(), linear);
+      scf::YieldOp::create(builder, loc);
+    };
+    if (auto concat = dyn_cast<ConcatOp>(op)) {
+      // Every input is read at this position clamped into its own extent; the one that holds it is selected.
+      int64_t axis = concat.getAxis(), offset = 0;
+      Value result;
+      for (unsigned i = 0; i < op->getNumOperands(); ++i) {
+        ArrayRef<int64_t> inputShape = buffers[i].getShape();
+        int64_t size = inputShape[axis];
+        Value local = arith::SubIOp::create(builder, loc, index[axis], im.c(offset));
+        Value inside = arith::AndIOp::create(
+            builder, loc, arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::sge, local, im.c(0)),
+            im.lt(local, size));
+        SmallVector<Value> source(index.begin(), index.end());
+        source[axis] = im.select(inside, local, im.c(0));
+        Value value = load(i, linearize(im, inputShape, source));
+        result = result ? arith::SelectOp::create(builder, loc, inside, value, result).getResult() : value;
+        offset += size;
+      }
+      return store(result);
+    }
+    if (auto gather = dyn_cast<GatherOp>(op)) {
+      // The index tensor's element at this position picks the table row (negative counts from the end; out of
+      // range is clamped, so that no index reads outside the table).
+      int64_t axis = gather.getAxis();
+      ArrayRef<int64_t> tableShape = buffers[0].getShape(), indexShape = buffers[1].getShape();
+      int64_t indexRank = indexShape.size(), size = tableShape[axis];
+      Value raw = memref::LoadOp::create(builder, loc, entry.getArgument(1),
+                                         linearize(im, indexShape, ArrayRef<Value>(index).slice(axis, indexRank)));
+      Value row = arith::IndexCastOp::create(builder, loc, builder.getIndexType(), raw);
+      Value negative = arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::slt, row, im.c(0));
+      row = im.select(negative, im.add(row, size), row);
+      row = arith::MaxSIOp::create(builder, loc, row, im.c(0));
+      row = arith::MinSIOp::create(builder, loc, row, im.c(size - 1));
+      SmallVector<Value> source(index.begin(), index.begin() + axis);
+      source.push_back(row);
+      source.append(index.begin() + axis + indexRank, index.end());
+      return store(load(0, linearize(im, tableShape, source)));
+    }
+    if (auto reduce = dyn_cast<ReduceOp>(op)) {
+      // Loop over the reduced positions of this output element's slice, folding in f32.
+      ArrayRef<int64_t> inputShape = buffers[0].getShape(), axes = reduce.getAxes();
+      int64_t reduced = 1;
+      for (int64_t axis : axes)
+        reduced *= inputShape[axis];
+      ReduceKind kind = reduce.getKind();
+      const double inf = std::numeric_limits<double>::infinity();
+      double init = kind == ReduceKind::max ? -inf : kind == ReduceKind::min ? inf : 0.0;
+      Value start = arith::ConstantOp::create(builder, loc, builder.getF32FloatAttr(init));
+      auto loop = scf::ForOp::create(
+          builder, loc, im.c(0), im.c(reduced), im.c(1), ValueRange{start},
+          [&](OpBuilder &nested, Location, Value r, ValueRange acc) {
+            OpBuilder::InsertionGuard loopGuard(builder);
+            builder.setInsertionPoint(nested.getInsertionBlock(), nested.getInsertionPoint());
+            SmallVector<Value> source(inputShape.size());
+            Value rest = r;
+            for (auto it = axes.rbegin(); it != axes.rend(); ++it) {
+              source[*it] = im.rem(rest, inputShape[*it]);
+              rest = im.div(rest, inputShape[*it]);
+            }
+            for (int64_t d = 0, out = 0, rank = inputShape.size(); d < rank; ++d) {
+              bool isReduced = llvm::is_contained(axes, d);
+              if (!isReduced)
+                source[d] = index[out];
+              if (!isReduced || reduce.getKeepDims())
+                ++out;
+            }
+            Value x = load(0, linearize(im, inputShape, source));
+            Value folded = kind == ReduceKind::max   ? arith::MaximumFOp::create(builder, loc, acc[0], x).getResult()
+                           : kind == ReduceKind::min ? arith::MinimumFOp::create(builder, loc, acc[0], x).getResult()
+                                                     : arith::AddFOp::create(builder, loc, acc[0], x).getResult();
+            scf::YieldOp::create(builder, loc, folded);
+          });
+      Value result = loop.getResult(0);
+      if (kind == ReduceKind::mean)
+        result = arith::DivFOp::create(builder, loc, result,
+                                       arith::ConstantOp::create(builder, loc,
+                                                                 builder.getF32FloatAttr(static_cast<double>(reduced))));
+      return store(result);
+    }
     if (auto rope = dyn_cast<RopeOp>(op)) {
       // Each element reads itself, its rotation partner and the angle of its pair (as the host lowering does).
       int64_t rank = shape.size(), half = shape.back() / 2;
