@@ -161,6 +161,8 @@ GLUE = {
                          "%r = kiln.reduce sum %x axes [0] : {x} -> {r}"),
     "reduce_max_axes02": ([("x", (5, 7, 33), "f16")], ((1, 7, 1), "f16"),
                           "%r = kiln.reduce max %x axes [0, 2] keep_dims : {x} -> {r}"),
+    "softmax_axis0": ([("x", (300, 37), "bf16")], ((300, 37), "bf16"), "%r = kiln.softmax %x axis 0 : {x}"),
+    "logsumexp_axis1": ([("x", (3, 77, 5), "f16")], ((3, 5), "f32"), "%r = kiln.logsumexp %x axis 1 : {x} -> {r}"),
     "rope": ([("x", (1, 8, 77, 128), "bf16"), ("cos", (77, 64), "bf16"), ("sin", (77, 64), "bf16")],
              ((1, 8, 77, 128), "bf16"), "%r = kiln.rope %x, %cos, %sin : {x}, {cos}, {sin}"),
 }

@@ -171,6 +171,8 @@ GLUE_REFERENCES = {
     "softmax": lambda x: torch.softmax(x, -1),
     "softmax_wide": lambda x: torch.softmax(x, -1),
     "concat3": lambda a, b, c: torch.cat([a, b, c], dim=2),
+    "softmax_axis0": lambda x: torch.softmax(x, 0),
+    "logsumexp_axis1": lambda x: torch.logsumexp(x, 1),
     "gather_rows": lambda t, i: t[i.long()],
     "reduce_sum_axis0": lambda x: x.sum(0),
     "reduce_max_axes02": lambda x: x.amax(dim=(0, 2), keepdim=True),

@@ -95,9 +95,26 @@ module {
 // -----
 
 module {
+  func.func private @k5_gather(%t: tensor<64x8xi64>, %i: tensor<4xi64>, %out: tensor<4x8xi64>) -> tensor<4x8xi64> attributes {kiln.kernel} {
+    // An integer table: the glue kernels move float tensors (and take integer indices) only.
+    // expected-error @+1 {{'kiln.gather' op the GPU glue kernels take float (and i1 condition, i32/i64 index) tensors only}}
+    %g = kiln.gather %t[%i] axis 0 : tensor<64x8xi64>, tensor<4xi64> -> tensor<4x8xi64>
+    %r = bufferization.materialize_in_destination %g in %out : (tensor<4x8xi64>, tensor<4x8xi64>) -> tensor<4x8xi64>
+    return %r : tensor<4x8xi64>
+  }
+}
+
+// -----
+
+// Softmax over a leading axis: one thread per element, a max pass and a sum-of-exp pass along the axis.
+// CHECK-LABEL: gpu.func @k5_softmax
+// CHECK: scf.for
+// CHECK: arith.maximumf
+// CHECK: scf.for
+// CHECK: math.exp
+// CHECK: arith.divf
+module {
   func.func private @k5_softmax(%x: tensor<64x64xbf16>, %out: tensor<64x64xbf16>) -> tensor<64x64xbf16> attributes {kiln.kernel} {
-    // A softmax over a leading axis is neither a row kernel nor a glue kernel.
-    // expected-error @+1 {{convert-kiln-to-gpu: the GPU backend has no lowering for 'kiln.softmax' yet (matmul, attention, row, elementwise and data-movement kernels only)}}
     %p = kiln.softmax %x axis 0 : tensor<64x64xbf16>
     %r = bufferization.materialize_in_destination %p in %out : (tensor<64x64xbf16>, tensor<64x64xbf16>) -> tensor<64x64xbf16>
     return %r : tensor<64x64xbf16>

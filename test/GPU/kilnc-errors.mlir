@@ -1,13 +1,14 @@
-// kilnc names the op and the stage when a graph cannot become GPU kernels, and rejects unknown options.
+// kilnc names the op and the stage when a graph cannot become GPU kernels (here: an integer table to gather
+// from), and rejects unknown options.
 // RUN: not kilnc %s --target=sm_90a -o %t 2>&1 | FileCheck %s
 // RUN: not kilnc %s --target=sm_75 -o %t 2>&1 | FileCheck %s --check-prefix=TARGET
 // RUN: not kilnc %s --emit=sass -o %t 2>&1 | FileCheck %s --check-prefix=EMIT
 
-// CHECK: kilnc-errors.mlir:[[@LINE+5]]:8: error: convert-kiln-to-gpu: the GPU backend has no lowering for 'kiln.softmax' yet (matmul, attention, row, elementwise and data-movement kernels only)
+// CHECK: kilnc-errors.mlir:[[@LINE+5]]:8: error: 'kiln.gather' op the GPU glue kernels take float (and i1 condition, i32/i64 index) tensors only
 // CHECK: kilnc: error: the kernel stage failed
 // TARGET: kilnc: error: unsupported --target=sm_75 (expected sm_80 or sm_90a)
 // EMIT: kilnc: error: unknown --emit=sass
-func.func @row(%x: tensor<77x512xbf16>) -> tensor<77x512xbf16> {
-  %p = kiln.softmax %x axis 0 : tensor<77x512xbf16>
-  return %p : tensor<77x512xbf16>
+func.func @row(%t: tensor<77x512xi64>, %i: tensor<3xi64>) -> tensor<3x512xi64> {
+  %p = kiln.gather %t[%i] axis 0 : tensor<77x512xi64>, tensor<3xi64> -> tensor<3x512xi64>
+  return %p : tensor<3x512xi64>
 }

@@ -1,8 +1,8 @@
 //===- ElementwiseKernel.cpp - Glue kernels: elementwise and data movement -===//
 //
 // The kernels between the fused matmuls and attentions — a transpose back to [B, S, H*D], a leftover
-// elementwise op, a cast, a broadcast, a slice, a concat, a gather, RoPE, a reduction over axes the row kernels do
-// not take — as one thread per output element: the thread turns its linear index into a multi-index, reads each
+// elementwise op, a cast, a broadcast, a slice, a concat, a gather, RoPE, a reduction, softmax or logsumexp over
+// axes the row kernels do not take — as one thread per output element: the thread turns its linear index into a multi-index, reads each
 // operand at the index the op implies (broadcast, permuted, strided, selected, looked up, or looped over),
 // computes the op's f32 formula (the same one the host lowering and epilogues use), and stores. They move bytes
 // rather than compute, so simplicity wins over tensor cores here.
@@ -14,6 +14,7 @@
 #include "Conversion/KilnToLinalg/LinalgBuilders.h"
 #include "KernelBuilding.h"
 
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
@@ -27,8 +28,9 @@ using namespace mlir::kiln::gpukernel;
 bool kiln::isElementwiseKernelOp(Operation *op) {
   if (isa<TransposeOp, ReshapeOp, BroadcastOp, SliceOp, CastOp, RopeOp, ConcatOp, GatherOp>(op))
     return true;
-  // Reductions the row kernels do not take (other axes, several axes): one thread per output element.
-  if (isa<ReduceOp>(op))
+  // Reductions, softmax and logsumexp the row kernels do not take (other axes, several axes): one thread per
+  // output element.
+  if (isa<ReduceOp, SoftmaxOp, LogSumExpOp>(op))
     return !isRowKernelOp(op);
   return isa<AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp, NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp,
              AbsOp, TanhOp, ErfOp, SigmoidOp, ReluOp, SiluOp, GeluOp, SelectOp>(op);
@@ -188,6 +190,42 @@ FailureOr<KernelLaunch> kiln::buildElementwiseKernel(OpBuilder &builder, gpu::GP
                                        arith::ConstantOp::create(builder, loc,
                                                                  builder.getF32FloatAttr(static_cast<double>(reduced))));
       return store(result);
+    }
+    if (isa<SoftmaxOp, LogSumExpOp>(op)) {
+      // Two passes along the axis — the max, then the sum of exp(x - max) — in f32.
+      bool isSoftmax = isa<SoftmaxOp>(op);
+      int64_t axis = isSoftmax ? static_cast<int64_t>(cast<SoftmaxOp>(op).getAxis())
+                               : static_cast<int64_t>(cast<LogSumExpOp>(op).getAxis());
+      ArrayRef<int64_t> inputShape = buffers[0].getShape();
+      auto at = [&](Value j) {
+        SmallVector<Value> source(index.begin(), index.end());
+        if (isSoftmax)
+          source[axis] = j;
+        else
+          source.insert(source.begin() + axis, j);
+        return linearize(im, inputShape, source);
+      };
+      auto pass = [&](double init, llvm::function_ref<Value(Value, Value)> step) {
+        Value start = arith::ConstantOp::create(builder, loc, builder.getF32FloatAttr(init));
+        return scf::ForOp::create(builder, loc, im.c(0), im.c(inputShape[axis]), im.c(1), ValueRange{start},
+                                  [&](OpBuilder &nested, Location, Value j, ValueRange acc) {
+                                    OpBuilder::InsertionGuard loopGuard(builder);
+                                    builder.setInsertionPoint(nested.getInsertionBlock(), nested.getInsertionPoint());
+                                    scf::YieldOp::create(builder, loc, step(acc[0], load(0, at(j))));
+                                  })
+            .getResult(0);
+      };
+      Value max = pass(-std::numeric_limits<double>::infinity(), [&](Value acc, Value x) {
+        return arith::MaximumFOp::create(builder, loc, acc, x).getResult();
+      });
+      Value sum = pass(0.0, [&](Value acc, Value x) {
+        Value e = math::ExpOp::create(builder, loc, arith::SubFOp::create(builder, loc, x, max));
+        return arith::AddFOp::create(builder, loc, acc, e).getResult();
+      });
+      if (!isSoftmax)
+        return store(arith::AddFOp::create(builder, loc, max, math::LogOp::create(builder, loc, sum)));
+      Value self = math::ExpOp::create(builder, loc, arith::SubFOp::create(builder, loc, load(0, linear), max));
+      return store(arith::DivFOp::create(builder, loc, self, sum));
     }
     if (auto rope = dyn_cast<RopeOp>(op)) {
       // Each element reads itself, its rotation partner and the angle of its pair (as the host lowering does).

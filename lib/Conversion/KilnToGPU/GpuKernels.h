@@ -37,7 +37,7 @@ FailureOr<KernelLaunch> buildAttentionKernel(OpBuilder &builder, gpu::GPUModuleO
 
 /// True for the ops that buildElementwiseKernel handles: elementwise arithmetic, activations, select, cast,
 /// RoPE, the data movement between kernels (transpose, reshape, broadcast, slice, concat, gather), and the
-/// reductions the row kernels do not take (over other or several axes).
+/// reductions, softmax and logsumexp the row kernels do not take (over other or several axes).
 bool isElementwiseKernelOp(Operation *op);
 
 /// Builds a one-thread-per-element kernel for `op` (float tensors) as a gpu.func named `name` with parameters the
