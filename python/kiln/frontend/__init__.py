@@ -4,9 +4,9 @@
 kernels and returns a ``Model``: call it on numpy arrays (host target), read ``.kernels`` and ``.ir(stage)``.
 """
 
-from .model import Kernel, Model, from_onnx, from_torch
+from .model import Kernel, Model, export_torch, from_onnx, from_torch
 from .onnx_import import ImportedGraph, import_onnx, unsupported_ops
 from .values import FrontendError
 
-__all__ = ["FrontendError", "ImportedGraph", "Kernel", "Model", "from_onnx", "from_torch", "import_onnx",
-           "unsupported_ops"]
+__all__ = ["FrontendError", "ImportedGraph", "Kernel", "Model", "export_torch", "from_onnx", "from_torch",
+           "import_onnx", "unsupported_ops"]

@@ -110,21 +110,24 @@ def from_onnx(source, target="host", *, weights="constants", input_shapes=None):
     return Model(import_onnx(source, weights=weights, input_shapes=input_shapes), target)
 
 
-def from_torch(module, example_inputs, target="host", *, opset=18):
-    """Exports a torch module with torch.onnx (torch.export under the dynamo exporter when it is available) at
-    the shapes of ``example_inputs`` and imports the result; returns a ``Model``."""
+def export_torch(module, example_inputs, *, opset=18):
+    """A torch module as an ONNX ModelProto at the shapes of ``example_inputs``: torch.onnx.export with the
+    dynamo exporter (torch.export), or the TorchScript exporter where that one is missing or fails."""
     import io
 
     import onnx
     import torch
 
-    buffer = io.BytesIO()
     module = module.eval()
     with torch.no_grad():
         try:
-            program = torch.onnx.export(module, tuple(example_inputs), dynamo=True, opset_version=opset)
-            model = program.model_proto
-        except Exception:
+            return torch.onnx.export(module, tuple(example_inputs), dynamo=True, opset_version=opset).model_proto
+        except Exception:  # no onnxscript, or a graph torch.export cannot capture
+            buffer = io.BytesIO()
             torch.onnx.export(module, tuple(example_inputs), buffer, opset_version=opset, dynamo=False)
-            model = onnx.load_from_string(buffer.getvalue())
-    return Model(import_onnx(model), target)
+            return onnx.load_from_string(buffer.getvalue())
+
+
+def from_torch(module, example_inputs, target="host", *, opset=18, weights="constants"):
+    """Exports a torch module (``export_torch``) and imports and compiles the result; returns a ``Model``."""
+    return Model(import_onnx(export_torch(module, example_inputs, opset=opset), weights=weights), target)

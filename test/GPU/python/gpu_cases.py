@@ -55,6 +55,7 @@ SOURCE_CASES = [("gpu_attention_block", ROOT / "examples" / "gpu_attention_block
 def llama_model():
     """The small Llama-style block (examples/onnx_blocks.py) in bf16 with its weights and reference config."""
     import sys
-    sys.path.insert(0, str(ROOT / "examples"))
+    if str(ROOT / "examples") not in sys.path:
+        sys.path.insert(0, str(ROOT / "examples"))
     import onnx_blocks
     return onnx_blocks, onnx_blocks.llama_block(dtype="bfloat16")

@@ -159,6 +159,26 @@ def test_autotune_keeps_the_fastest_correct_config(capfd):
     assert again.folder == tuned.folder and capfd.readouterr().err == ""
 
 
+def test_torch_export_imports():
+    """from_torch's export half on real torch: both example blocks import, and the graph passes see what they
+    expect (the compile half needs the compiler, which this machine has not)."""
+    import torch_blocks
+    onnx_blocks, (_, weights, config) = gpu_cases.llama_model()
+    llama = torch_blocks.LlamaBlock(hidden=config["hidden"], heads=config["heads"], kv_heads=config["kv_heads"],
+                                    mlp=352, seq=config["seq"], eps=config["eps"]).float()
+    llama.load_numpy({k: v.astype("float32") for k, v in weights.items()})
+    x = torch.randn(config["batch"], config["seq"], config["hidden"])
+    imported = frontend.import_onnx(frontend.export_torch(llama, [x]))
+    text = imported.text
+    assert imported.inputs[0][2] == tuple(x.shape) and text.count("kiln.matmul") == 9
+    assert "kiln.softmax" in text and "kiln.reduce mean" in text and "kiln.concat" in text
+    _, gpt_weights, gpt_config = onnx_blocks.gpt2_block()
+    gpt2 = torch_blocks.GPT2Block(hidden=gpt_config["hidden"], heads=gpt_config["heads"], seq=gpt_config["seq"])
+    gpt2.load_numpy({k: v.astype("float32") for k, v in gpt_weights.items()})
+    y = torch.randn(gpt_config["batch"], gpt_config["seq"], gpt_config["hidden"])
+    assert frontend.import_onnx(frontend.export_torch(gpt2, [y])).text.count("kiln.matmul") == 6
+
+
 def bad_calls():
     program = kiln.compile(gpu_cases.SOURCE_CASES[0][1].read_text(), target="sm_90a")
     good = [torch.zeros(shape, dtype=torch.bfloat16, device="cuda") for _, shape in program.inputs]
