@@ -130,9 +130,12 @@ def test_compiler_build_is_part_of_the_key(cache_dir, monkeypatch):
 
 
 def test_load_what_kilnc_wrote(tmp_path):
+    kilnc = BUILD_DIR / "bin" / "kilnc"
+    if not kilnc.exists():
+        pytest.skip(f"no kilnc at {kilnc} (testing an installed package without a build tree)")
     source = tmp_path / "mm.mlir"
     source.write_text(SOURCE)
-    subprocess.run([str(BUILD_DIR / "bin" / "kilnc"), str(source), "--target=sm_80", "-o", str(tmp_path / "out")],
+    subprocess.run([str(kilnc), str(source), "--target=sm_80", "-o", str(tmp_path / "out")],
                    check=True, capture_output=True)
     program = kiln.load(tmp_path / "out")
     assert program.target == "sm_80" and program.entry == "mm" and program.outputs == [("bf16", (40, 72))]
