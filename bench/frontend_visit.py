@@ -2,12 +2,12 @@
 
 Why one script: the block must be checked and timed side by side in one run (METHOD.md) — same weights, same
 inputs, CUDA events after warm-up, medians. For each shape prepared by bench/frontend_prepare.py it generates
-bf16 weights, runs Kiln's plan (bench/gpu_plan.py over the runtime), eager PyTorch (examples/torch_blocks.py,
-SDPA attention as model code uses) and torch.compile of the same module; it checks Kiln against the module in
-fp32, counts the CUDA kernels each runs per forward, and times all three. It also exports the small example
+bf16 weights, runs Kiln's plan (kiln.load: the package's plan runner over the runtime), eager PyTorch
+(examples/torch_blocks.py, SDPA attention as model code uses) and torch.compile of the same module; it checks
+Kiln against the module in fp32, counts the CUDA kernels each runs per forward, and times them all. It also exports the small example
 blocks to ONNX with torch.onnx, so the importer can be tested on a real exporter's output.
 
-    python3 bench/frontend_visit.py --plans frontend_build --runtime build/lib/libkiln_runtime.so --out $OUT
+    PYTHONPATH=build/python python3 bench/frontend_visit.py --plans frontend_build --out $OUT
 """
 
 import argparse
@@ -22,8 +22,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "examples")]
 
-from gpu_plan import PlanRunner  # noqa: E402
-from gpu_visit import Runtime, time_ms  # noqa: E402
+import kiln  # noqa: E402
+from gpu_visit import time_ms  # noqa: E402
 import torch_blocks  # noqa: E402
 
 
@@ -60,7 +60,7 @@ def kiln_weights(module):
     }
 
 
-def run_shape(name, folder, runtime, log):
+def run_shape(name, folder, log):
     meta = json.loads((folder / "block.json").read_text())
     c = meta["config"]
     torch.manual_seed(0)
@@ -73,11 +73,11 @@ def run_shape(name, folder, runtime, log):
     x = torch.randn(c["batch"], c["seq"], c["hidden"], device="cuda", dtype=torch.bfloat16)
     weights = kiln_weights(module)
     inputs = [x] + [weights[k].contiguous() for k in meta["weights"]]
-    runner = PlanRunner(runtime, folder)
-    row = dict(shape=name, batch=c["batch"], seq=c["seq"], kiln_kernels=len(runner.manifest["plans"][0]["steps"]),
+    runner = kiln.load(folder)
+    row = dict(shape=name, batch=c["batch"], seq=c["seq"], kiln_kernels=len(runner.plan["steps"]),
                import_s=meta["import_s"], kilnc_s=meta["compile_s"])
     with torch.no_grad():
-        (out,) = runner.run(inputs)
+        out = runner(*inputs)
         torch.cuda.synchronize()
         reference = torch_blocks.LlamaBlock(hidden=c["hidden"], heads=c["heads"], kv_heads=c["kv_heads"], mlp=14336,
                                             seq=c["seq"], eps=c["eps"], sdpa=True)
@@ -94,8 +94,8 @@ def run_shape(name, folder, runtime, log):
         row["torch_compile_s"] = time.perf_counter() - start
         row["eager_kernels"] = cuda_kernels(lambda: module(x))
         row["compile_kernels"] = cuda_kernels(lambda: compiled(x))
-        row["kiln_kernel_us"] = kernel_times_us(lambda: runner.run(inputs))
-        prepared = runner.prepare(inputs)
+        row["kiln_kernel_us"] = kernel_times_us(lambda: runner(*inputs))
+        prepared = runner.bind(*inputs)
         prepared.capture()
         (replayed,) = prepared.replay()
         torch.cuda.synchronize()
@@ -103,7 +103,7 @@ def run_shape(name, folder, runtime, log):
         graphed = torch.compile(module, mode="reduce-overhead")
         for _ in range(3):
             graphed(x)
-        variants = {"kiln_ms": lambda: runner.run(inputs), "kiln_prepared_ms": prepared.launch,
+        variants = {"kiln_ms": lambda: runner(*inputs), "kiln_prepared_ms": prepared.launch,
                     "kiln_graph_ms": prepared.replay, "eager_ms": lambda: module(x), "compile_ms": lambda: compiled(x),
                     "compile_graphs_ms": lambda: graphed(x)}
         # Interleaved rounds, so that a slow spell of the host does not land on one variant only.
@@ -151,19 +151,17 @@ def export_examples(out, log):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--plans", default="frontend_build")
-    parser.add_argument("--runtime", default="build/lib/libkiln_runtime.so")
     parser.add_argument("--out", default="frontend_results")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    runtime = Runtime(args.runtime)
     rows = []
     with open(out / "frontend_visit.jsonl", "w") as log:
         log.write(json.dumps(dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__)) + "\n")
         exports = export_examples(out, log)
         for folder in sorted(Path(args.plans).iterdir()):
             if (folder / "block.json").exists():
-                rows.append(run_shape(folder.name, folder, runtime, log))
+                rows.append(run_shape(folder.name, folder, log))
     print(json.dumps(exports, indent=1))
     print(f"{'shape':16} {'kernels K/E/C':>14} {'kiln ms':>8} {'prepared':>9} {'graph':>7} {'eager ms':>9} "
           f"{'compile':>8} {'compile+graphs':>15} {'rel err K':>10} {'K graph':>9} {'rel err E':>10}")

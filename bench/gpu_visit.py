@@ -210,12 +210,12 @@ def attention_block_reference(q, k, v, w, b, x):
 
 
 def run_plan(case, runtime, folder, generator):
-    from gpu_plan import PlanRunner
-    runner = PlanRunner(runtime, folder)
-    plan = runner.manifest["plans"][0]
-    inputs = [torch.randn(*v["shape"], generator=generator, device="cuda").to(DTYPES[v["dtype"]]) * 0.5
-              for v in plan["values"] if v["kind"] == "input"]
-    (out,) = runner.run(inputs)
+    import kiln  # the package's plan runner (build/python on PYTHONPATH; the compiler extension is not needed)
+    program = kiln.load(folder)
+    plan = program.plan
+    inputs = [torch.randn(*shape, generator=generator, device="cuda").to(DTYPES[dtype]) * 0.5
+              for dtype, shape in program.inputs]
+    out = program(*inputs)
     torch.cuda.synchronize()
     ref = attention_block_reference(*inputs)
     error = ((out.float() - ref).abs().max() / ref.abs().max()).item()

@@ -99,6 +99,24 @@ class GpuProgram:
 
     def __call__(self, *tensors):
         import torch
+        device, steps, values = self._bind(torch, tensors)
+        stream = _current_stream(torch, device)
+        for launch, slots in steps:
+            launch([values[s].data_ptr() for s in slots], stream)
+        results = [values[s] for s in self._output_slots]
+        return results[0] if len(results) == 1 else tuple(results)
+
+    def bind(self, *tensors):
+        """The program bound to these input tensors, with its buffers allocated once: ``launch()`` issues the
+        kernels (refill the inputs in place between calls; the outputs are the same tensors every time), and
+        ``capture()`` records them into a CUDA graph that ``replay()`` issues with one call."""
+        import torch
+        device, steps, values = self._bind(torch, tensors)
+        launches = [(launch, [values[s].data_ptr() for s in slots]) for launch, slots in steps]
+        return BoundProgram(device, launches, [values[s] for s in self._output_slots], values)
+
+    def _bind(self, torch, tensors):
+        """Checks the arguments and lays out every plan value for a call on their device."""
         if len(tensors) != len(self.inputs):
             raise TypeError(f"'{self.entry}' takes {len(self.inputs)} arguments, got {len(tensors)}")
         expected = self._expected or self._prepare_checks(torch)
@@ -122,11 +140,7 @@ class GpuProgram:
                 values[slot] = values[self._slots[value["of"]]].view(value["shape"])
             else:
                 values[slot] = constants[slot]
-        stream = _current_stream(torch, device)
-        for launch, slots in steps:
-            launch([values[s].data_ptr() for s in slots], stream)
-        results = [values[s] for s in self._output_slots]
-        return results[0] if len(results) == 1 else tuple(results)
+        return device, steps, values
 
     def _prepare_checks(self, torch):
         """Per input, the torch dtype and shape to compare against (built once)."""
@@ -188,6 +202,39 @@ class GpuProgram:
         if cubin and capability[0] == needed[0]:
             return (self.folder / cubin).read_bytes()
         return (self.folder / self.manifest["ptx"]).read_bytes()  # the driver JIT-compiles it for this GPU
+
+
+class BoundProgram:
+    """A GpuProgram bound to fixed tensors (``GpuProgram.bind``): launches with nothing left to decide."""
+
+    def __init__(self, device, launches, outputs, values):
+        self.device, self.launches, self.outputs = device, launches, outputs
+        self._values = values  # keeps the buffers alive while the launches point at them
+        self.graph = None
+
+    def launch(self):
+        import torch
+        stream = _current_stream(torch, self.device)
+        for launch, pointers in self.launches:
+            launch(pointers, stream)
+        return self.outputs
+
+    def capture(self):
+        """Records the launches into a CUDA graph (after one warm launch on a side stream)."""
+        import torch
+        side = torch.cuda.Stream(self.device)
+        side.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(side):
+            self.launch()
+        torch.cuda.current_stream(self.device).wait_stream(side)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.launch()
+        return self
+
+    def replay(self):
+        self.graph.replay()
+        return self.outputs
 
 
 def load(folder, entry=None):
