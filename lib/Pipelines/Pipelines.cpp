@@ -33,10 +33,12 @@ void kiln::buildFusionPipeline(OpPassManager &pm) {
   pm.addPass(createCSEPass());
   pm.addPass(createKilnFuseNorms());
   pm.addPass(createKilnFuseRope());
+  pm.addPass(createCSEPass()); // one copy of the rope tables q and k share
   pm.addPass(createKilnFuseActivations());
   pm.addPass(createKilnFuseAttention());
   pm.addPass(createKilnFuseEpilogue());
   pm.addPass(createKilnFoldMatmulBatch());
+  pm.addPass(createCanonicalizerPass()); // reshape chains the batch folding leaves become one view
 }
 
 void kiln::buildKernelPipeline(OpPassManager &pm, const KernelPipelineOptions &options) {

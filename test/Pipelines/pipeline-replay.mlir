@@ -1,8 +1,8 @@
 // The named pipelines are exactly their passes run one by one: each stage replays as individual kiln-opt
 // passes with identical output.
 // RUN: kiln-opt %s --kiln-kernel-pipeline > %t.named
-// RUN: kiln-opt %s -canonicalize -cse -kiln-fuse-norms -kiln-fuse-rope -kiln-fuse-activations -kiln-fuse-attention \
-// RUN:   -kiln-fuse-epilogue -kiln-fold-matmul-batch -kiln-outline-kernels \
+// RUN: kiln-opt %s -canonicalize -cse -kiln-fuse-norms -kiln-fuse-rope -cse -kiln-fuse-activations -kiln-fuse-attention \
+// RUN:   -kiln-fuse-epilogue -kiln-fold-matmul-batch -canonicalize -kiln-outline-kernels \
 // RUN:   -kiln-select-config=target=host -kiln-tile -canonicalize -kiln-online-softmax > %t.passes
 // RUN: diff %t.named %t.passes
 // RUN: kiln-opt %s --kiln-host-pipeline | FileCheck %s
