@@ -119,26 +119,11 @@ def run_shape(name, folder, log):
 
 
 def export_examples(out, log):
-    """The small example blocks through torch.onnx (TorchScript exporter, then dynamo), as test inputs."""
-    import onnx_blocks
-    results = {}
-    for name, build, make in (("llama_block", onnx_blocks.llama_block, torch_blocks.LlamaBlock),
-                              ("gpt2_block", onnx_blocks.gpt2_block, torch_blocks.GPT2Block)):
-        _, w, config = build()
-        kwargs = {k: config[k] for k in ("hidden", "heads", "seq", "eps")}
-        if name == "llama_block":
-            kwargs.update(kv_heads=config["kv_heads"], mlp=352)
-        module = make(**kwargs).float().load_numpy({k: v.astype("float32") for k, v in w.items()}).eval()
-        x = torch.randn(config["batch"], config["seq"], config["hidden"])
-        for exporter, dynamo in (("torchscript", False), ("dynamo", True)):
-            path = out / f"{name}.{exporter}.onnx"
-            try:
-                torch.onnx.export(module, (x,), str(path), opset_version=18, dynamo=dynamo, input_names=["x"],
-                                  output_names=["y"])
-                results[f"{name}.{exporter}"] = "ok"
-            except Exception as error:  # keep going: the other exporter may work
-                results[f"{name}.{exporter}"] = f"{type(error).__name__}: {str(error)[:300]}"
-        # The graph's kernel counts under torch for the small block too.
+    """The small example blocks through torch.onnx (examples/export_torch_blocks.py), and their kernel counts
+    under eager torch and torch.compile."""
+    import export_torch_blocks
+    results = export_torch_blocks.export(out)
+    for name, module, x in export_torch_blocks.example_modules():
         cuda_module, cuda_x = module.to("cuda"), x.to("cuda")
         with torch.no_grad():
             results[f"{name}.eager_kernels"] = cuda_kernels(lambda: cuda_module(cuda_x))
