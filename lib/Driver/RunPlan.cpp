@@ -43,8 +43,14 @@ static std::string writeConstant(ConstantOp constant, StringRef outputDir, unsig
   llvm::raw_fd_ostream out(path, error, llvm::sys::fs::OF_None);
   if (error)
     return {};
-  ArrayRef<char> raw = dense.getRawData();
   int64_t count = dense.getNumElements();
+  if (dense.getElementType().isInteger(1)) {
+    // MLIR packs i1 into bits; the plan's buffers hold one byte (0 or 1) per element.
+    for (bool bit : dense.getValues<bool>())
+      out << static_cast<char>(bit ? 1 : 0);
+    return name;
+  }
+  ArrayRef<char> raw = dense.getRawData();
   for (int64_t i = 0, copies = dense.isSplat() ? count : 1; i < copies; ++i)
     out.write(raw.data(), raw.size());
   return name;

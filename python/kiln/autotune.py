@@ -112,11 +112,12 @@ def autotune(source, target="sm_90a", inputs=None, entry=None, space=default_spa
         try:
             record = json.loads(path.read_text())
             return compile(source, target, entry, configs=[tuple(c) if c else None for c in record["configs"]])
-        except (ValueError, KeyError, CompileError):
+        except (ValueError, KeyError, TypeError, CompileError):
             pass  # an unreadable or stale record: tune again
     kernels = _tunable_kernels(source, target, entry)
     candidates = [space(op, (tile, warps, stages)) for op, tile, warps, stages in kernels]
     if prepare:
+        compile(source, target, entry)
         for index, options in enumerate(candidates):
             for option in options:
                 configs = [None] * len(kernels)

@@ -96,7 +96,7 @@ def compile(source, target="host", entry=None, configs=None):
         raise ValueError(f"unsupported target '{target}' (from Python: {', '.join(TARGETS)})")
     if configs is not None and target == "host":
         raise ValueError("configs pin GPU kernel strategies; the host target has none to pin")
-    pinned = None if configs is None else tuple(
+    pinned = None if configs is None or all(c is None for c in configs) else tuple(
         None if c is None else (tuple(int(t) for t in c[0]), int(c[1]), int(c[2])) for c in configs)
     return _compile_cached(source, target, entry or "", pinned)
 

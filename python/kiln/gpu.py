@@ -74,6 +74,14 @@ class GpuProgram:
             self._layout.append((self._slots[value["id"]], value))
         self._value_count = len(self._slots)
         self._output_slots = [self._slots[i] for i in self.plan["outputs"]]
+        # Outputs that are (views of) inputs or constants are copied, so that a caller's result never aliases an
+        # argument or the program's own constants.
+        kinds = {self._slots[v["id"]]: v for v in self.plan["values"]}
+        def root(slot):
+            value = kinds.get(slot)
+            return root(self._slots[value["of"]]) if value and value["kind"] == "view" else value
+        self._copied_outputs = {slot for slot in self._output_slots
+                                if root(slot) is None or root(slot)["kind"] in ("input", "constant")}
 
     @property
     def ptx(self):
@@ -103,7 +111,7 @@ class GpuProgram:
         stream = _current_stream(torch, device)
         for launch, slots in steps:
             launch([values[s].data_ptr() for s in slots], stream)
-        results = [values[s] for s in self._output_slots]
+        results = [values[s].clone() if s in self._copied_outputs else values[s] for s in self._output_slots]
         return results[0] if len(results) == 1 else tuple(results)
 
     def bind(self, *tensors):

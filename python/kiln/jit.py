@@ -76,9 +76,19 @@ class JitFunction:
         if program is None:
             program = self.programs[key] = compile(self._trace(bound.arguments, elements), target=target)
         if fast is not None:
-            names = list(self.signature.parameters)
-            positions = [names.index(name) if names.index(name) < len(args) else name for name in elements]
-            self._fast[fast] = (program, positions)
+            # Where each array argument sits in the call; an array that came from a default is not in the call,
+            # so such signatures always take the full path.
+            names, positions = list(self.signature.parameters), []
+            for name in elements:
+                position = names.index(name)
+                if position < len(args):
+                    positions.append(position)
+                elif name in kwargs:
+                    positions.append(name)
+                else:
+                    break
+            else:
+                self._fast[fast] = (program, positions)
         return program(*arrays)
 
     def source(self, *args, **kwargs):

@@ -8,6 +8,7 @@ Every failing call raises ``RuntimeError`` with the runtime's message (the CUDA 
 
 import ctypes
 import os
+import threading
 from pathlib import Path
 
 _LIBRARY = None
@@ -65,7 +66,8 @@ def device(ordinal=0):
 
 class Launch:
     """One kernel launch with its argument block built once: a call fills in the device addresses of this call's
-    tensors and issues the kernel (the driver copies the arguments at launch, so the block can be reused)."""
+    tensors and issues the kernel (the driver copies the arguments at launch, so the block can be reused). A lock
+    keeps two threads from filling the block at once (ctypes releases the GIL during the launch)."""
 
     def __init__(self, kernel, launch, count):
         self.lib = _library()
@@ -76,12 +78,14 @@ class Launch:
         self.grid = (ctypes.c_uint * 3)(*launch["grid"])
         self.block = (ctypes.c_uint * 3)(*launch["block"])
         self.shared = ctypes.c_uint(launch["dynamic_shared_bytes"])
+        self.lock = threading.Lock()
 
     def __call__(self, pointers, stream):
         cells = self.cells
-        for index, pointer in enumerate(pointers):
-            cells[index] = pointer
-        status = self.lib.kiln_kernel_launch(self.kernel, self.grid, self.block, self.shared,
-                                             ctypes.c_void_p(stream), self.args)
+        with self.lock:
+            for index, pointer in enumerate(pointers):
+                cells[index] = pointer
+            status = self.lib.kiln_kernel_launch(self.kernel, self.grid, self.block, self.shared,
+                                                 ctypes.c_void_p(stream), self.args)
         if status != 0:
             check(status, "kiln_kernel_launch")

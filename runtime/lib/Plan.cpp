@@ -80,6 +80,16 @@ struct kiln_plan {
   std::vector<Step> steps;
   std::vector<uint64_t> argumentCells;
   std::vector<void *> argumentPointers;
+
+  /// Frees what the plan holds, also when loading stopped half way.
+  ~kiln_plan() {
+    for (Step &step : steps)
+      kiln_kernel_free(step.kernel);
+    for (Slot &slot : slots)
+      if (slot.owned && slot.pointer)
+        kiln_free(device, slot.pointer);
+    kiln_module_unload(module);
+  }
 };
 
 namespace {
@@ -125,10 +135,17 @@ kiln_status kiln_plan_load(kiln_device *device, const char *folder, const char *
 
   auto owned = std::make_unique<kiln_plan>();
   owned->device = device;
-  // The cubin when the manifest has one (it was built for this GPU's target), else the PTX.
-  const Json *cubin = manifest.find("cubin"), *ptx = manifest.find("ptx");
-  std::string image = root + "/" + (cubin && cubin->kind == Json::Kind::String ? cubin->string
-                                                                                 : (ptx ? ptx->string : ""));
+  // The cubin when it was built for this GPU (sm_90a: exactly 9.0; sm_80: an 8.x device), else the PTX for
+  // the driver to compile.
+  const Json *cubin = manifest.find("cubin"), *ptx = manifest.find("ptx"), *target = manifest.find("target");
+  int major = 0, minor = 0, multiprocessors = 0;
+  if (kiln_status status = kiln_device_info(device, &major, &minor, &multiprocessors); status != KILN_OK)
+    return status;
+  std::string chip = target ? target->string : "";
+  bool cubinFits = (chip == "sm_90a" && major == 9 && minor == 0) || (chip == "sm_80" && major == 8);
+  std::string image = root + "/" + (cubin && cubin->kind == Json::Kind::String && cubinFits
+                                        ? cubin->string
+                                        : (ptx ? ptx->string : ""));
   if (kiln_status status = kiln_module_load_file(device, image.c_str(), &owned->module); status != KILN_OK)
     return status;
   std::map<std::string, const Json *> launches;
@@ -157,19 +174,25 @@ kiln_status kiln_plan_load(kiln_device *device, const char *folder, const char *
       slot.owned = true;
       int64_t bytes = std::max<int64_t>(bytesOf(slot), 1);
       if (kiln_status status = kiln_malloc(device, static_cast<size_t>(bytes), &slot.pointer); status != KILN_OK)
-        return kiln_plan_free(owned.release()), status;
+        return status;
       if (slot.kind == "constant") {
         const Json *file = value.find("file");
         std::string data;
-        if (!file || !readFile(root + "/" + file->string, data) || static_cast<int64_t>(data.size()) != bytesOf(slot))
-          return kiln_plan_free(owned.release()),
-                 invalid(manifestPath, "constant file " + (file ? file->string : "?") + " is missing or has the "
+        bool read = file && readFile(root + "/" + file->string, data) &&
+                    static_cast<int64_t>(data.size()) == bytesOf(slot);
+        uint64_t pointer = slot.pointer;  // not in the plan yet: freed here on failure
+        if (!read) {
+          kiln_free(device, pointer);
+          return invalid(manifestPath, "constant file " + (file ? file->string : "?") + " is missing or has the "
                                        "wrong size");
-        if (kiln_status status = kiln_copy_to_device(device, slot.pointer, data.data(), data.size()); status != KILN_OK)
-          return kiln_plan_free(owned.release()), status;
+        }
+        if (kiln_status status = kiln_copy_to_device(device, pointer, data.data(), data.size()); status != KILN_OK) {
+          kiln_free(device, pointer);
+          return status;
+        }
       }
     } else {
-      return kiln_plan_free(owned.release()), invalid(manifestPath, "unknown plan value kind '" + slot.kind + "'");
+      return invalid(manifestPath, "unknown plan value kind '" + slot.kind + "'");
     }
     slotOf[static_cast<int64_t>(id->number)] = static_cast<int>(owned->slots.size());
     owned->slots.push_back(std::move(slot));
@@ -177,27 +200,32 @@ kiln_status kiln_plan_load(kiln_device *device, const char *folder, const char *
   for (size_t i = 0; i < owned->slots.size(); ++i)
     if (owned->slots[i].kind == "input") {
       int index = owned->slots[i].index;
-      if (index < 0)
-        return kiln_plan_free(owned.release()), invalid(manifestPath, "an input without an index");
+      if (index < 0 || index >= static_cast<int>(owned->slots.size()))
+        return invalid(manifestPath, "an input without a valid index");
       if (owned->inputs.size() <= static_cast<size_t>(index))
         owned->inputs.resize(index + 1, -1);
+      if (owned->inputs[index] != -1)
+        return invalid(manifestPath, "two inputs with index " + std::to_string(index));
       owned->inputs[index] = static_cast<int>(i);
     }
+  for (size_t i = 0; i < owned->inputs.size(); ++i)
+    if (owned->inputs[i] == -1)
+      return invalid(manifestPath, "no input with index " + std::to_string(i));
   for (const Json &output : plan->find("outputs") ? plan->find("outputs")->array : std::vector<Json>()) {
     auto it = slotOf.find(static_cast<int64_t>(output.number));
     if (it == slotOf.end())
-      return kiln_plan_free(owned.release()), invalid(manifestPath, "an output that is not a plan value");
+      return invalid(manifestPath, "an output that is not a plan value");
     owned->outputs.push_back(it->second);
   }
   size_t cells = 0;
   for (const Json &step : plan->find("steps") ? plan->find("steps")->array : std::vector<Json>()) {
-    Step s;
     const Json *kernel = step.find("kernel"), *args = step.find("args");
     if (!kernel || !args || !launches.count(kernel->string))
-      return kiln_plan_free(owned.release()), invalid(manifestPath, "a step names no known kernel");
+      return invalid(manifestPath, "a step names no known kernel");
+    Step &s = owned->steps.emplace_back();  // in the plan before its kernel handle exists: freed with it
     if (kiln_status status = kiln_module_get_kernel(owned->module, kernel->string.c_str(), &s.kernel);
         status != KILN_OK)
-      return kiln_plan_free(owned.release()), status;
+      return status;
     const Json &launch = *launches[kernel->string];
     for (size_t d = 0; d < 3; ++d)
       s.grid[d] = dim(launch.find("grid"), d), s.block[d] = dim(launch.find("block"), d);
@@ -206,11 +234,10 @@ kiln_status kiln_plan_load(kiln_device *device, const char *folder, const char *
     for (const Json &arg : args->array) {
       auto it = slotOf.find(static_cast<int64_t>(arg.number));
       if (it == slotOf.end())
-        return kiln_plan_free(owned.release()), invalid(manifestPath, "a step argument that is not a plan value");
+        return invalid(manifestPath, "a step argument that is not a plan value");
       s.args.push_back(it->second);
     }
     cells = std::max(cells, s.args.size());
-    owned->steps.push_back(std::move(s));
   }
   owned->argumentCells.resize(cells);
   for (uint64_t &cell : owned->argumentCells)
@@ -219,15 +246,7 @@ kiln_status kiln_plan_load(kiln_device *device, const char *folder, const char *
   return KILN_OK;
 }
 
-void kiln_plan_free(kiln_plan *plan) {
-  if (!plan)
-    return;
-  for (Slot &slot : plan->slots)
-    if (slot.owned && slot.pointer)
-      kiln_free(plan->device, slot.pointer);
-  kiln_module_unload(plan->module);
-  delete plan;
-}
+void kiln_plan_free(kiln_plan *plan) { delete plan; }
 
 int kiln_plan_num_inputs(const kiln_plan *plan) { return plan ? static_cast<int>(plan->inputs.size()) : 0; }
 int kiln_plan_num_outputs(const kiln_plan *plan) { return plan ? static_cast<int>(plan->outputs.size()) : 0; }

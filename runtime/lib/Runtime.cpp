@@ -186,6 +186,8 @@ kiln_status kiln_module_get_kernel(kiln_module *module, const char *name, kiln_k
   return KILN_OK;
 }
 
+void kiln_kernel_free(kiln_kernel *kernel) { delete kernel; }
+
 kiln_status kiln_kernel_launch(kiln_kernel *kernel, const unsigned grid[3], const unsigned block[3],
                                unsigned dynamic_shared_bytes, void *stream, void **args) {
   if (!kernel || !grid || !block)

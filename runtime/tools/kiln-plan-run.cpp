@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -70,17 +71,25 @@ bool readNpy(const std::string &path, Array &array, std::string &error) {
   size_t d = header.find("'descr':"), f = header.find("'fortran_order':"), s = header.find("'shape':");
   if (d == std::string::npos || f == std::string::npos || s == std::string::npos)
     return error = path + ": header without descr, fortran_order or shape", false;
-  size_t q1 = header.find('\'', d + 8), q2 = header.find('\'', q1 + 1);
+  size_t q1 = header.find('\'', d + 8), q2 = q1 == std::string::npos ? q1 : header.find('\'', q1 + 1);
+  size_t order = header.find_first_not_of(' ', f + 16);
+  size_t open = header.find('(', s), close = open == std::string::npos ? open : header.find(')', open);
+  if (q2 == std::string::npos || order == std::string::npos || close == std::string::npos)
+    return error = path + ": malformed header", false;
   array.descr = header.substr(q1 + 1, q2 - q1 - 1);
-  if (header.compare(header.find_first_not_of(' ', f + 16), 4, "True") == 0)
+  if (header.compare(order, 4, "True") == 0)
     return error = path + ": Fortran order is not supported (save a C-contiguous array)", false;
-  size_t open = header.find('(', s), close = header.find(')', open);
   std::string dims = header.substr(open + 1, close - open - 1);
   for (size_t at = 0; at < dims.size();) {
     size_t comma = dims.find(',', at);
     std::string token = dims.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
-    if (token.find_first_not_of(' ') != std::string::npos)
-      array.shape.push_back(std::stoll(token));
+    if (token.find_first_not_of(' ') != std::string::npos) {
+      char *end = nullptr;
+      long long dim = std::strtoll(token.c_str(), &end, 10);
+      if (end == token.c_str() || dim < 0)
+        return error = path + ": malformed shape in the header", false;
+      array.shape.push_back(dim);
+    }
     if (comma == std::string::npos)
       break;
     at = comma + 1;
@@ -153,7 +162,8 @@ int main(int argc, char **argv) {
     const char *dtype = nullptr;
     int rank = 0;
     int64_t shape[8];
-    kiln_plan_tensor_info(plan, 0, i, &dtype, &rank, shape);
+    if (kiln_plan_tensor_info(plan, 0, i, &dtype, &rank, shape) != KILN_OK)
+      return fail(kiln_last_error());
     std::vector<int64_t> expected(shape, shape + rank);
     Array array;
     std::string error;
@@ -186,7 +196,8 @@ int main(int argc, char **argv) {
     const char *dtype = nullptr;
     int rank = 0;
     int64_t shape[8];
-    kiln_plan_tensor_info(plan, 1, o, &dtype, &rank, shape);
+    if (kiln_plan_tensor_info(plan, 1, o, &dtype, &rank, shape) != KILN_OK)
+      return fail(kiln_last_error());
     std::vector<int64_t> dims(shape, shape + rank);
     int64_t bytes = elements(dims) * elementBytes(descrOf(dtype));
     std::string data(static_cast<size_t>(bytes), '\0');

@@ -56,7 +56,7 @@ class _Context:
         self.weights_as_arguments = weights_as_arguments
         self.node = None
         self.arguments = []       # weight arguments, in order of first use
-        self._materialized = {}   # id(Const) -> Tensor
+        self._materialized = {}   # id(Const) -> (Const, Tensor)
 
     def attr(self, name, default=_REQUIRED):
         if name in self.node.attributes:
@@ -81,8 +81,9 @@ class _Context:
         if isinstance(value, trace.Tensor):
             return value
         key = id(value)
-        if key in self._materialized:
-            return self._materialized[key]
+        cached = self._materialized.get(key)
+        if cached is not None and cached[0] is value:
+            return cached[1]
         if isinstance(value, Weight):
             if value.element is None:
                 raise FrontendError(f"initializer '{value.name}' has dtype {value.dtype}, which kiln has no type for")
@@ -96,7 +97,7 @@ class _Context:
             if element is None:
                 raise FrontendError(f"{self.node.describe()}: a constant of dtype {array.dtype} has no kiln type")
             tensor = self.emit(constant_text(array, element), array.shape, element)
-        self._materialized[key] = tensor
+        self._materialized[key] = (value, tensor)  # holding the value keeps its id from being reused
         return tensor
 
     def float_tensor(self, value, what):

@@ -301,7 +301,10 @@ def _squeeze(ctx, x, axes=None):
 
 def _flatten(ctx, x):
     source = _shape(x)
-    axis = _axis(ctx.attr("axis", 1), len(source) + 1, ctx.node)
+    axis = ctx.attr("axis", 1)
+    axis = axis + len(source) if axis < 0 else axis
+    if not 0 <= axis <= len(source):
+        raise FrontendError(f"{ctx.node.describe()}: axis {ctx.attr('axis', 1)} is out of range for rank {len(source)}")
     return [_reshape_to(ctx, x, (math.prod(source[:axis]), math.prod(source[axis:])))]
 
 

@@ -62,6 +62,8 @@ KILN_RUNTIME_API void kiln_module_unload(kiln_module *module);
 
 /// Looks a kernel up by name.
 KILN_RUNTIME_API kiln_status kiln_module_get_kernel(kiln_module *module, const char *name, kiln_kernel **kernel);
+/// Releases a kernel handle (the module keeps the code).
+KILN_RUNTIME_API void kiln_kernel_free(kiln_kernel *kernel);
 
 /// Launches a kernel on `stream` (a CUstream; NULL for the default stream). `args` holds one pointer per kernel
 /// parameter, pointing at its value. Dynamic shared memory above the default 48 KiB limit is allowed by
@@ -80,7 +82,7 @@ KILN_RUNTIME_API kiln_status kiln_synchronize(kiln_device *device);
 typedef struct kiln_plan kiln_plan;
 
 /// Loads the plan of `function` (NULL: the manifest's only plan) from `folder`: the kernels (the cubin when it
-/// matches the GPU, else the PTX), device buffers for every intermediate, and the constants copied to the GPU.
+/// matches the GPU's compute capability, else the PTX for the driver to compile), device buffers for every intermediate, and the constants copied to the GPU.
 KILN_RUNTIME_API kiln_status kiln_plan_load(kiln_device *device, const char *folder, const char *function,
                                             kiln_plan **plan);
 KILN_RUNTIME_API void kiln_plan_free(kiln_plan *plan);
@@ -92,7 +94,7 @@ KILN_RUNTIME_API int kiln_plan_num_outputs(const kiln_plan *plan);
 KILN_RUNTIME_API kiln_status kiln_plan_tensor_info(const kiln_plan *plan, int is_output, int index,
                                                    const char **dtype, int *rank, int64_t shape[8]);
 /// Runs the plan on `stream` over row-major device buffers `inputs`; `outputs` receives the device pointers of
-/// the results, which stay valid until the next run or kiln_plan_free.
+/// the results, which stay valid until the next run or kiln_plan_free. A plan runs on one thread at a time.
 KILN_RUNTIME_API kiln_status kiln_plan_run(kiln_plan *plan, const uint64_t *inputs, uint64_t *outputs,
                                            void *stream);
 

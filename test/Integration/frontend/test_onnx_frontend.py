@@ -109,6 +109,31 @@ def test_stages_and_named_inputs():
     np.testing.assert_array_equal(compiled(x=x), compiled(x))
 
 
+def test_many_distinct_scalar_constants(record_error):
+    """Thirty ops, each with its own scalar: every constant must reach the program (none reused by mistake)."""
+    rng, seed = fresh_rng()
+    nodes, inits, previous = [], [], "x"
+    for i in range(30):
+        inits.append(numpy_helper.from_array(np.asarray(1.0 + 0.01 * i, np.float32), f"c{i}"))
+        op = ("Mul", "Add", "Sub", "Div")[i % 4]
+        nodes.append(helper.make_node(op, [previous, f"c{i}"], [f"t{i}"], name=f"op{i}"))
+        previous = f"t{i}"
+    nodes.append(helper.make_node("Identity", [previous], ["y"]))
+    model = graph_model(nodes, [value("x", [3, 5])], [value("y", [3, 5])], inits)
+    x = rng.standard_normal((3, 5)).astype(np.float32)
+    check(record_error, "30 scalar constants vs onnxruntime", frontend.from_onnx(model)(x),
+          ort_run(model, x).astype(np.float64), seed)
+
+
+@pytest.mark.parametrize("axis", [-1, -2, 0, 1, 3])
+def test_flatten_axes(axis):
+    model = graph_model([helper.make_node("Flatten", ["x"], ["y"], axis=axis)], [value("x", [2, 3, 4])],
+                        [value("y", None)])
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    out = frontend.from_onnx(model)(x)
+    np.testing.assert_array_equal(out, ort_run(model, x))
+
+
 # --- the command line -------------------------------------------------------------------------------------------------
 
 def run_cli(*args):

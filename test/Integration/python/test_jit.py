@@ -125,3 +125,17 @@ def test_misuse_raises(description, call, error, text):
     with pytest.raises(error) as raised:
         call()
     assert text in str(raised.value), str(raised.value)
+
+
+def test_array_default_argument_calls_twice():
+    """An array argument left at its default is not in the call: the cached fast path must not expect it."""
+    weight = np.linspace(-1, 1, 24, dtype=np.float32).reshape(4, 6)
+
+    @kiln.jit
+    def project(x, w=weight):
+        return kiln.matmul(x, w)
+
+    x = np.ones((3, 4), np.float32)
+    first, second = project(x), project(x)
+    np.testing.assert_allclose(first, x @ weight, rtol=1e-6)
+    np.testing.assert_array_equal(first, second)
