@@ -343,6 +343,8 @@ def _expand(ctx, x, shape):
 
 def _concat(ctx, *inputs):
     inputs = [v for v in inputs if math.prod(_shape(v)) or len(_shape(v)) != 1]  # torch emits empty 1-D inputs
+    if not inputs:
+        raise FrontendError(f"{ctx.node.describe()}: every input is empty")
     axis = _axis(ctx.attr("axis"), len(_shape(inputs[0])), ctx.node)
     if all(isinstance(v, Const) for v in inputs):
         return [Const(np.concatenate([v.array for v in inputs], axis=axis))]
@@ -421,7 +423,11 @@ def _gather(ctx, data, indices):
         return [Const(np.take(data.array, indices.array, axis=axis))]
     if isinstance(indices, Const) and indices.array.ndim == 0:
         # One index: a slice of width 1 with the axis dropped.
-        index = int(indices.array) % source[axis]
+        index = int(indices.array)
+        if not -source[axis] <= index < source[axis]:
+            raise FrontendError(f"{ctx.node.describe()}: index {index} is out of range for axis {axis} of size "
+                                f"{source[axis]}")
+        index %= source[axis]
         window = [1 if i == axis else d for i, d in enumerate(source)]
         sliced = _slice_window(ctx, data, [index if i == axis else 0 for i in range(len(source))], window,
                                [1] * len(source))

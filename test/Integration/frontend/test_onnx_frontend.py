@@ -250,6 +250,14 @@ def test_fold_only_op_on_runtime_input():
         frontend.import_onnx(model)
 
 
+def test_constant_gather_index_out_of_range():
+    index = numpy_helper.from_array(np.asarray(7, np.int64), "i")
+    model = graph_model([helper.make_node("Gather", ["x", "i"], ["y"], name="pick", axis=1)], [value("x", [2, 5])],
+                        [value("y", [2])], [index])
+    with pytest.raises(FrontendError, match="Gather node 'pick': index 7 is out of range for axis 1 of size 5"):
+        frontend.import_onnx(model)
+
+
 def test_layer_norm_over_other_axis():
     g = numpy_helper.from_array(np.ones((2, 3), np.float32), "g")
     model = graph_model([helper.make_node("LayerNormalization", ["x", "g"], ["y"], name="ln", axis=1)],
