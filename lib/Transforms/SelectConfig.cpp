@@ -58,8 +58,13 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
       bm = m <= 64 ? 64 : 128, bn = 128, bk = 32, stages = target == Target::Sm90a ? 4 : 3;
       // Small M (decoding) streams the weight: with a few thin tiles per multiprocessor, only deep K steps keep
       // enough bytes in flight (at BK = 32, 128 blocks x 4 stages hold ~1 MB, ~1 TB/s on the H200).
-      if (m <= 64)
+      if (m <= 64) {
         bk = 128;
+        // Hopper's 227 KB of shared memory holds six such stages: more of the weight in flight per block, when K
+        // is long enough to fill them.
+        if (target == Target::Sm90a && k >= 6 * 128)
+          stages = 6;
+      }
     }
     bm = fitTile(bm, m, target), bn = fitTile(bn, n, target), bk = fitTile(bk, k, target);
     if (target != Target::Host) {
