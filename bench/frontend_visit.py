@@ -50,6 +50,18 @@ def kernel_times_us(fn):
     return [(e.name, e.device_time) for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
 
 
+def seeded_block(config):
+    """The Llama-style block of a prepared shape (fp32, on the CPU) with seeded random weights: projections
+    scaled by 1/sqrt(fan-in), norm weights near 1."""
+    torch.manual_seed(0)
+    module = torch_blocks.LlamaBlock(hidden=config["hidden"], heads=config["heads"], kv_heads=config["kv_heads"],
+                                     mlp=14336, seq=config["seq"], eps=config["eps"], sdpa=True)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.copy_(torch.randn_like(p) / (p.shape[-1] ** 0.5) if p.dim() == 2 else 1 + 0.1 * torch.randn_like(p))
+    return module
+
+
 def kiln_weights(module):
     """The plan's weight inputs in the ONNX graph's layout (matrices [in, out])."""
     return {
@@ -63,13 +75,7 @@ def kiln_weights(module):
 def run_shape(name, folder, log):
     meta = json.loads((folder / "block.json").read_text())
     c = meta["config"]
-    torch.manual_seed(0)
-    module = torch_blocks.LlamaBlock(hidden=c["hidden"], heads=c["heads"], kv_heads=c["kv_heads"], mlp=14336,
-                                     seq=c["seq"], eps=c["eps"], sdpa=True)
-    with torch.no_grad():
-        for p in module.parameters():
-            p.copy_(torch.randn_like(p) / (p.shape[-1] ** 0.5) if p.dim() == 2 else 1 + 0.1 * torch.randn_like(p))
-    module = module.to("cuda", torch.bfloat16).eval()
+    module = seeded_block(c).to("cuda", torch.bfloat16).eval()
     x = torch.randn(c["batch"], c["seq"], c["hidden"], device="cuda", dtype=torch.bfloat16)
     weights = kiln_weights(module)
     inputs = [x] + [weights[k].contiguous() for k in meta["weights"]]

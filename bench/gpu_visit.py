@@ -1,18 +1,19 @@
 """Kiln GPU visit, part 2 (runs on the GPU machine): check and time the kernels bench/gpu_cases.py compiled.
 
-Why: one script per device visit. It loads each cubin through Kiln's runtime (libkiln_runtime.so, over ctypes),
-checks every kernel against a torch float32 reference on fresh random inputs, and times the benchmark kernels
-side by side with cuBLAS (torch.matmul) and the unfused torch epilogue, with CUDA events, after warm-up, taking
-the median. Results go to --out as JSON and a markdown table.
+Why: one script per device visit. It loads each cubin through Kiln's runtime (libkiln_runtime.so, through the
+kiln package's ctypes bindings), checks every kernel against a torch float32 reference on fresh random inputs,
+and times the benchmark kernels side by side with cuBLAS (torch.matmul) and the unfused torch epilogue, with
+CUDA events, after warm-up, taking the median. Results go to --out as JSON and a markdown table.
 
 Error measure: max|out - ref| / max|ref| with ref computed in float32 from the same (rounded) inputs; limits
 1e-2 for bf16 and 5e-3 for f16, also when a bf16/f16 matmul result is cast to f32 (it is held in bf16/f16).
 """
 import argparse
-import ctypes
 import json
+import os
 import statistics
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -24,41 +25,24 @@ LIMITS = {"bf16": 1e-2, "f16": 5e-3, "f32": 1e-4}
 
 
 class Runtime:
-    """The C API of libkiln_runtime.so."""
+    """Loads and launches single kernels through the kiln package's bindings of libkiln_runtime.so
+    (kiln/runtime.py; build/python on PYTHONPATH, no compiler needed)."""
 
     def __init__(self, path):
-        self.lib = ctypes.CDLL(str(path))
-        self.lib.kiln_last_error.restype = ctypes.c_char_p
-        self.device = ctypes.c_void_p()
-        self.check(self.lib.kiln_device_open(0, ctypes.byref(self.device)), "kiln_device_open")
-
-    def check(self, status, what):
-        if status != 0:
-            raise RuntimeError(f"{what}: {self.lib.kiln_last_error().decode()}")
+        os.environ.setdefault("KILN_RUNTIME", str(Path(path).resolve()))
+        from kiln import runtime
+        self.gpu = runtime.device(0)
+        self.launches = {}  # kernel handle -> its Launch (argument block built once)
+        self.Launch = runtime.Launch
 
     def load(self, cubin, name):
-        module, kernel = ctypes.c_void_p(), ctypes.c_void_p()
-        self.check(self.lib.kiln_module_load_file(self.device, str(cubin).encode(), ctypes.byref(module)), "load")
-        self.check(self.lib.kiln_module_get_kernel(module, name.encode(), ctypes.byref(kernel)), "get_kernel")
-        return kernel
+        return self.gpu.kernel(self.gpu.load(Path(cubin).read_bytes()), name)
 
     def launch(self, kernel, launch, tensors):
-        self.packed_launch(kernel, launch, tensors)()
-
-    def packed_launch(self, kernel, launch, tensors):
-        """A launch with its arguments packed once: calling it issues the kernel on the current stream."""
-        pointers = [ctypes.c_uint64(t.data_ptr()) for t in tensors]
-        args = (ctypes.c_void_p * len(pointers))(*[ctypes.cast(ctypes.byref(p), ctypes.c_void_p) for p in pointers])
-        grid = (ctypes.c_uint * 3)(*launch["grid"])
-        block = (ctypes.c_uint * 3)(*launch["block"])
-        shared = ctypes.c_uint(launch["dynamic_shared_bytes"])
-        keep = (tensors, pointers)  # the tensors and the pointer cells must outlive the packed arguments
-
-        def issue():
-            stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-            self.check(self.lib.kiln_kernel_launch(kernel, grid, block, shared, stream, args), "kiln_kernel_launch")
-            return keep
-        return issue
+        key = (kernel.value, len(tensors))
+        if key not in self.launches:
+            self.launches[key] = self.Launch(kernel, launch, len(tensors))
+        self.launches[key]([t.data_ptr() for t in tensors], torch.cuda.current_stream().cuda_stream)
 
 
 def make_inputs(case, generator):
@@ -221,6 +205,20 @@ def run_plan(case, runtime, folder, generator):
     error = ((out.float() - ref).abs().max() / ref.abs().max()).item()
     ok = error <= LIMITS[case["dtype"]] and not torch.isnan(out).any().item()
     return dict(name=case["name"], error=error, ok=ok, kernels=len(plan["steps"]))
+
+
+def per_call_us(fn, calls=2000):
+    """Median host time of one call in microseconds, after 50 warm-up calls (launch overhead, not GPU time)."""
+    for _ in range(50):
+        fn()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(calls):
+        start = time.perf_counter_ns()
+        fn()
+        samples.append(time.perf_counter_ns() - start)
+    torch.cuda.synchronize()
+    return statistics.median(samples) / 1e3
 
 
 def time_ms(fn, warmup=5, reps=30):

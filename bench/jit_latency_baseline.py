@@ -15,7 +15,6 @@ Measured (one process, fresh Triton cache directory):
 import argparse
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -23,6 +22,7 @@ import time
 os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="triton-cold-")
 
 import torch  # noqa: E402
+from gpu_visit import per_call_us  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
@@ -74,19 +74,6 @@ def timed_ms(fn):
 
 def rel_error(out, ref):
     return ((out.float() - ref).abs().max() / ref.abs().max().clamp_min(1e-30)).item()
-
-
-def per_call_us(fn, calls=2000):
-    for _ in range(50):
-        fn()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(calls):
-        start = time.perf_counter_ns()
-        fn()
-        samples.append(time.perf_counter_ns() - start)
-    torch.cuda.synchronize()
-    return statistics.median(samples) / 1e3
 
 
 def main():

@@ -19,8 +19,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "examples")]
-import torch_blocks  # noqa: E402
-from frontend_visit import kiln_weights  # noqa: E402
+from frontend_visit import kiln_weights, seeded_block  # noqa: E402
 
 
 def to_npy(path, tensor):
@@ -43,12 +42,7 @@ def main():
     for folder in sorted(Path(args.plans).iterdir()):
         meta = json.loads((folder / "block.json").read_text())
         c = meta["config"]
-        torch.manual_seed(0)
-        module = torch_blocks.LlamaBlock(hidden=c["hidden"], heads=c["heads"], kv_heads=c["kv_heads"], mlp=14336,
-                                         seq=c["seq"], eps=c["eps"], sdpa=True)
-        with torch.no_grad():
-            for p in module.parameters():
-                p.copy_(torch.randn_like(p) / (p.shape[-1] ** 0.5) if p.dim() == 2 else 1 + 0.1 * torch.randn_like(p))
+        module = seeded_block(c)
         x = torch.randn(c["batch"], c["seq"], c["hidden"]).to(torch.bfloat16)
         bf16 = module.to(torch.bfloat16)
         weights = kiln_weights(bf16)

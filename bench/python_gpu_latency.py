@@ -15,7 +15,6 @@ same way the Triton baseline does, and checks every result against torch float32
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -57,22 +56,11 @@ def prepare(args):
               f"{(time.perf_counter() - start) * 1e3:7.1f} ms")
 
 
-def per_call_us(torch, fn, calls=2000):
-    for _ in range(50):
-        fn()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(calls):
-        start = time.perf_counter_ns()
-        fn()
-        samples.append(time.perf_counter_ns() - start)
-    torch.cuda.synchronize()
-    return statistics.median(samples) / 1e3
-
-
 def measure(args):
     import torch
     import torch.nn.functional as F
+
+    from gpu_visit import per_call_us
 
     import kiln
     torch.empty(1, device="cuda")  # the CUDA context is not part of any latency
@@ -103,7 +91,7 @@ def measure(args):
         errors[name] = ((out.float() - ref).abs().max() / ref.abs().max()).item()
     for name in ("tiny matmul 16x16", "tiny attention 1x1x16x64", "3-matmul MLP 77x512"):
         fn, tensors, kw = made[name]
-        rows[f"warm us/call: {name}"] = per_call_us(torch, lambda: fn(*tensors, **kw),
+        rows[f"warm us/call: {name}"] = per_call_us(lambda: fn(*tensors, **kw),
                                                     calls=500 if "MLP" in name else 2000)
     ok = all(e < 2e-2 for e in errors.values())
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}")

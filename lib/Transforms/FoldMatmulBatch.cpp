@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Matching.h"
 #include "Transforms/Passes.h"
 #include "Transforms/Transforms.h"
 
@@ -63,11 +64,8 @@ FailureOr<MatmulOp> kiln::foldMatmulBatch(RewriterBase &rewriter, MatmulOp op) {
 namespace {
 struct KilnFoldMatmulBatchPass : kiln::impl::KilnFoldMatmulBatchBase<KilnFoldMatmulBatchPass> {
   void runOnOperation() override {
-    SmallVector<MatmulOp> candidates;
-    getOperation()->walk([&](MatmulOp op) { candidates.push_back(op); });
-    IRRewriter rewriter(&getContext());
-    for (MatmulOp op : candidates)
-      (void)foldMatmulBatch(rewriter, op);
+    forEachInProgramOrder<MatmulOp>(
+        getOperation(), [](IRRewriter &rewriter, Operation *op) { (void)foldMatmulBatch(rewriter, cast<MatmulOp>(op)); });
   }
 };
 } // namespace

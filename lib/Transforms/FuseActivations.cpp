@@ -92,15 +92,8 @@ FailureOr<Value> kiln::fuseActivation(RewriterBase &rewriter, Operation *root) {
 namespace {
 struct KilnFuseActivationsPass : kiln::impl::KilnFuseActivationsBase<KilnFuseActivationsPass> {
   void runOnOperation() override {
-    SmallVector<Operation *> candidates;
-    getOperation()->walk([&](Operation *op) {
-      if (isa<MulOp, DivOp>(op))
-        candidates.push_back(op);
-    });
-    IRRewriter rewriter(&getContext());
-    // Program order: a rewrite erases only producers of its root, which come earlier and have been visited.
-    for (Operation *op : candidates)
-      (void)fuseActivation(rewriter, op);
+    forEachInProgramOrder<MulOp, DivOp>(
+        getOperation(), [](IRRewriter &rewriter, Operation *op) { (void)fuseActivation(rewriter, op); });
   }
 };
 } // namespace

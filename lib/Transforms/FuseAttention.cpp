@@ -216,12 +216,8 @@ FailureOr<AttentionOp> kiln::fuseAttention(RewriterBase &rewriter, MatmulOp outp
 namespace {
 struct KilnFuseAttentionPass : kiln::impl::KilnFuseAttentionBase<KilnFuseAttentionPass> {
   void runOnOperation() override {
-    SmallVector<MatmulOp> candidates;
-    getOperation()->walk([&](MatmulOp op) { candidates.push_back(op); });
-    IRRewriter rewriter(&getContext());
-    // Program order: fusing an output erases only ops before it, which have been visited already.
-    for (MatmulOp op : candidates)
-      (void)fuseAttention(rewriter, op);
+    forEachInProgramOrder<MatmulOp>(
+        getOperation(), [](IRRewriter &rewriter, Operation *op) { (void)fuseAttention(rewriter, cast<MatmulOp>(op)); });
   }
 };
 } // namespace

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Conversion/KilnToLinalg/LinalgBuilders.h"
+#include "Matching.h"
 #include "Transforms/Passes.h"
 #include "Transforms/Transforms.h"
 
@@ -170,14 +171,8 @@ FailureOr<Operation *> kiln::fuseEpilogue(RewriterBase &rewriter, Operation *pro
 namespace {
 struct KilnFuseEpiloguePass : kiln::impl::KilnFuseEpilogueBase<KilnFuseEpiloguePass> {
   void runOnOperation() override {
-    SmallVector<Operation *> candidates;
-    getOperation()->walk([&](Operation *op) {
-      if (isa<MatmulOp, AttentionOp>(op))
-        candidates.push_back(op);
-    });
-    IRRewriter rewriter(&getContext());
-    for (Operation *op : candidates)
-      (void)fuseEpilogue(rewriter, op);
+    forEachInProgramOrder<MatmulOp, AttentionOp>(
+        getOperation(), [](IRRewriter &rewriter, Operation *op) { (void)fuseEpilogue(rewriter, op); });
   }
 };
 } // namespace

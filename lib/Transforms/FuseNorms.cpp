@@ -170,15 +170,8 @@ FailureOr<Value> kiln::fuseNorm(RewriterBase &rewriter, Operation *root) {
 namespace {
 struct KilnFuseNormsPass : kiln::impl::KilnFuseNormsBase<KilnFuseNormsPass> {
   void runOnOperation() override {
-    SmallVector<Operation *> candidates;
-    getOperation()->walk([&](Operation *op) {
-      if (isa<MulOp, DivOp, AddOp>(op))
-        candidates.push_back(op);
-    });
-    IRRewriter rewriter(&getContext());
-    // Program order: a rewrite erases only producers of its root, which come earlier and have been visited.
-    for (Operation *op : candidates)
-      (void)fuseNorm(rewriter, op);
+    forEachInProgramOrder<MulOp, DivOp, AddOp>(
+        getOperation(), [](IRRewriter &rewriter, Operation *op) { (void)fuseNorm(rewriter, op); });
   }
 };
 } // namespace

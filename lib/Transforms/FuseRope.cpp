@@ -120,12 +120,8 @@ FailureOr<RopeOp> kiln::fuseRope(RewriterBase &rewriter, AddOp root) {
 namespace {
 struct KilnFuseRopePass : kiln::impl::KilnFuseRopeBase<KilnFuseRopePass> {
   void runOnOperation() override {
-    SmallVector<AddOp> candidates;
-    getOperation()->walk([&](AddOp op) { candidates.push_back(op); });
-    IRRewriter rewriter(&getContext());
-    // Program order: a rewrite erases only producers of its root, which come earlier and have been visited.
-    for (AddOp op : candidates)
-      (void)fuseRope(rewriter, op);
+    forEachInProgramOrder<AddOp>(getOperation(),
+                                 [](IRRewriter &rewriter, Operation *op) { (void)fuseRope(rewriter, cast<AddOp>(op)); });
   }
 };
 } // namespace

@@ -58,6 +58,21 @@ bool matchEitherOrder(Value value, Value &first, Value &second, Pred pred) {
 /// True for `kiln.reduce mean %x axes [last] keep_dims`; sets `input` to %x.
 bool isMeanOverLastAxis(Value value, Value &input);
 
+/// Calls `rewrite` on every op of one of the types `OpTs` under `root`, in program order. A rewrite may replace
+/// its op and erase ops around it (its producers come earlier and have been visited), but no candidate that
+/// comes after it.
+template <typename... OpTs>
+void forEachInProgramOrder(Operation *root, llvm::function_ref<void(IRRewriter &, Operation *)> rewrite) {
+  SmallVector<Operation *> candidates;
+  root->walk([&](Operation *op) {
+    if (isa<OpTs...>(op))
+      candidates.push_back(op);
+  });
+  IRRewriter rewriter(root->getContext());
+  for (Operation *op : candidates)
+    rewrite(rewriter, op);
+}
+
 /// Erases `roots` and, transitively, the kiln ops feeding them that are left without users. Nothing else in
 /// the function is touched.
 void eraseDeadProducers(RewriterBase &rewriter, SmallVector<Operation *> roots);

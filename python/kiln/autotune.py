@@ -20,6 +20,7 @@ import tempfile
 
 from . import cache
 from .compiler import CompileError, compile, native
+from .gpu import TORCH_DTYPES
 
 #: Relative tolerance (max norm) of a candidate against the default program, by output element type.
 TOLERANCES = {"f32": 1e-4, "f16": 5e-3, "bf16": 2e-2}
@@ -66,8 +67,8 @@ def _record(path, record):
 
 def _random_inputs(program):
     import torch
-    dtypes = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
-    return [torch.randn(shape, device="cuda").to(dtypes[dtype]) for dtype, shape in program.inputs]
+    return [torch.randn(shape, device="cuda").to(getattr(torch, TORCH_DTYPES[dtype]))
+            for dtype, shape in program.inputs]
 
 
 def _time_ms(program, inputs, warmup, reps):

@@ -15,11 +15,11 @@ import sys
 import numpy as np
 
 from . import trace
+from .gpu import TORCH_DTYPES
 from .compiler import compile
 
 _STATIC_TYPES = (type(None), bool, int, float, str)
-_TORCH_ELEMENTS = {"torch.float32": "f32", "torch.float16": "f16", "torch.bfloat16": "bf16", "torch.int64": "i64",
-                   "torch.int32": "i32", "torch.bool": "i1"}
+_TORCH_ELEMENTS = {f"torch.{name}": element for element, name in TORCH_DTYPES.items()}
 _GPU_TARGETS = ("sm_80", "sm_90a")
 
 

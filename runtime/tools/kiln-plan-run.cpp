@@ -118,6 +118,18 @@ bool writeNpy(const std::string &path, const std::string &descr, const std::vect
   return out.good();
 }
 
+/// The dtype (as a .npy descr) and shape of the plan's input or output `index`; false with the runtime's error.
+bool tensorInfo(const kiln_plan *plan, bool isOutput, int index, std::string &descr, std::vector<int64_t> &shape) {
+  const char *dtype = nullptr;
+  int rank = 0;
+  int64_t dims[8];
+  if (kiln_plan_tensor_info(plan, isOutput, index, &dtype, &rank, dims) != KILN_OK)
+    return false;
+  descr = descrOf(dtype);
+  shape.assign(dims, dims + rank);
+  return true;
+}
+
 int64_t elements(const std::vector<int64_t> &shape) {
   int64_t count = 1;
   for (int64_t d : shape)
@@ -159,19 +171,17 @@ int main(int argc, char **argv) {
                 " files");
   std::vector<uint64_t> inputPointers(numInputs), outputPointers(numOutputs);
   for (int i = 0; i < numInputs; ++i) {
-    const char *dtype = nullptr;
-    int rank = 0;
-    int64_t shape[8];
-    if (kiln_plan_tensor_info(plan, 0, i, &dtype, &rank, shape) != KILN_OK)
+    std::string descr;
+    std::vector<int64_t> expected;
+    if (!tensorInfo(plan, false, i, descr, expected))
       return fail(kiln_last_error());
-    std::vector<int64_t> expected(shape, shape + rank);
     Array array;
     std::string error;
     if (!readNpy(inputs[i], array, error))
       return fail(error);
-    if (array.descr != descrOf(dtype) || array.shape != expected)
-      return fail(inputs[i] + ": input " + std::to_string(i) + " must be " + dtype + " (" + descrOf(dtype) +
-                  ") of the plan's shape; the file holds " + array.descr + " of another shape or type");
+    if (array.descr != descr || array.shape != expected)
+      return fail(inputs[i] + ": input " + std::to_string(i) + " must be " + descr +
+                  " of the plan's shape; the file holds " + array.descr + " of another shape or type");
     if (static_cast<int64_t>(array.data.size()) != elements(expected) * elementBytes(array.descr))
       return fail(inputs[i] + ": the file holds " + std::to_string(array.data.size()) + " bytes of data, expected " +
                   std::to_string(elements(expected) * elementBytes(array.descr)));
@@ -193,18 +203,16 @@ int main(int argc, char **argv) {
     times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   }
   for (int o = 0; o < numOutputs; ++o) {
-    const char *dtype = nullptr;
-    int rank = 0;
-    int64_t shape[8];
-    if (kiln_plan_tensor_info(plan, 1, o, &dtype, &rank, shape) != KILN_OK)
+    std::string descr;
+    std::vector<int64_t> dims;
+    if (!tensorInfo(plan, true, o, descr, dims))
       return fail(kiln_last_error());
-    std::vector<int64_t> dims(shape, shape + rank);
-    int64_t bytes = elements(dims) * elementBytes(descrOf(dtype));
+    int64_t bytes = elements(dims) * elementBytes(descr);
     std::string data(static_cast<size_t>(bytes), '\0');
     std::string path = prefix + std::to_string(o) + ".npy";
     if (kiln_copy_to_host(device, data.data(), outputPointers[o], data.size()) != KILN_OK)
       return fail(kiln_last_error());
-    if (!writeNpy(path, descrOf(dtype), dims, data))
+    if (!writeNpy(path, descr, dims, data))
       return fail(path + ": cannot write it");
     std::printf("kiln-plan-run: wrote %s\n", path.c_str());
   }

@@ -107,9 +107,6 @@ def _where(ctx, cond, a, b):
                      shape, a.element)]
 
 
-_ONNX_TO_NUMPY = None
-
-
 def _cast(ctx, x):
     from onnx import helper
     dtype = np.dtype(helper.tensor_dtype_to_np_dtype(ctx.attr("to")))
@@ -443,7 +440,6 @@ def _gather(ctx, data, indices):
 # --- constants and shapes (fold only) ------------------------------------------------------------------------------
 
 def _constant(ctx):
-    from onnx import numpy_helper
     attrs = ctx.node.attributes
     if "value" in attrs:
         return [Const(ctx.tensor_proto_array(attrs["value"]))]

@@ -6,20 +6,13 @@ arrays (``Const``) until an op needs them as tensors of the program, at which po
 arguments (``Weight``). Everything else is a ``trace.Tensor`` of the function being built.
 """
 
-import ml_dtypes
 import numpy as np
 
 from .. import trace
+from ..compiler import DTYPES
 
 #: kiln element type of each numpy dtype a tensor of the program may have.
-ELEMENTS = {
-    np.dtype(np.float32): "f32",
-    np.dtype(np.float16): "f16",
-    np.dtype(ml_dtypes.bfloat16): "bf16",
-    np.dtype(np.int64): "i64",
-    np.dtype(np.int32): "i32",
-    np.dtype(np.bool_): "i1",
-}
+ELEMENTS = {dtype: name for name, dtype in DTYPES.items()}
 
 
 class FrontendError(ValueError):
