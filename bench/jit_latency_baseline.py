@@ -1,15 +1,15 @@
-"""JIT latency baselines on the GPU machine: what Kiln's Python JIT will be measured against.
+"""JIT latency baselines on the GPU machine: Triton's and torch's side of Kiln's Python JIT figures.
 
 Why: the Python API's goals are a cold compile of one kernel in <= 150 ms and <= 20 us per warm call, next to
-Triton's figures for a comparable kernel in the same run. Kiln's GPU path from Python needs the compiler on the
-GPU machine, which it does not have yet; this script records the Triton and torch side now, so the Kiln side
-can be measured against a committed baseline from the same machine.
+Triton's figures for a comparable kernel in the same run. bench/python_gpu_latency.py measures Kiln's side of the
+same programs (with --cold-jit, compiling on the GPU machine through the packed JIT); a visit runs both.
 
 Measured (one process, fresh Triton cache directory):
 - cold: first call of a Triton matmul + bias + SiLU kernel (compile + launch, synchronised), then a second,
-  differently specialised kernel, then a 3-matmul MLP whose three shapes each compile;
+  differently specialised kernel, then a 3-matmul MLP whose three shapes each compile, then a flash-attention
+  forward kernel;
 - warm: host time per call on a cache hit (median of 2000 calls on tiny inputs, no synchronisation inside the
-  loop) for that Triton kernel, torch.matmul and SDPA;
+  loop) for those Triton kernels, torch.matmul and SDPA;
 - correctness of every Triton result against torch float32, in the same run.
 """
 import argparse
@@ -57,6 +57,40 @@ def triton_linear(a, b, bias, silu=True, block=(64, 64, 32)):
     matmul_bias_act[grid](a, b, bias, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
                           c.stride(0), c.stride(1), BM=bm, BN=bn, BK=bk, SILU=silu)
     return c
+
+
+@triton.jit
+def attention_fwd(q_ptr, k_ptr, v_ptr, o_ptr, seq, scale, D: tl.constexpr, BLOCK_M: tl.constexpr,
+                  BLOCK_N: tl.constexpr):
+    """Flash-attention forward for contiguous [B, H, S, D] q, k, v: one program per (query block, head)."""
+    base = tl.program_id(1) * seq * D
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    dims = tl.arange(0, D)
+    q = tl.load(q_ptr + base + rows[:, None] * D + dims[None, :], mask=rows[:, None] < seq, other=0.0)
+    m = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, D], tl.float32)
+    for start in range(0, seq, BLOCK_N):
+        cols = start + tl.arange(0, BLOCK_N)
+        k = tl.load(k_ptr + base + cols[:, None] * D + dims[None, :], mask=cols[:, None] < seq, other=0.0)
+        s = tl.where(cols[None, :] < seq, tl.dot(q, tl.trans(k)) * scale, float("-inf"))
+        m_new = tl.maximum(m, tl.max(s, 1))
+        p = tl.exp(s - m_new[:, None])
+        alpha = tl.exp(m - m_new)
+        l = l * alpha + tl.sum(p, 1)
+        v = tl.load(v_ptr + base + cols[:, None] * D + dims[None, :], mask=cols[:, None] < seq, other=0.0)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        m = m_new
+    tl.store(o_ptr + base + rows[:, None] * D + dims[None, :], (acc / l[:, None]).to(o_ptr.dtype.element_ty),
+             mask=rows[:, None] < seq)
+
+
+def triton_attention(q, k, v, block=(64, 64)):
+    b, h, seq, d = q.shape
+    out = torch.empty_like(q)
+    attention_fwd[(triton.cdiv(seq, block[0]), b * h)](q, k, v, out, seq, d ** -0.5, D=d, BLOCK_M=block[0],
+                                                       BLOCK_N=block[1])
+    return out
 
 
 def reference_linear(a, b, bias, silu=True):
@@ -110,10 +144,15 @@ def main():
         h = reference_linear(h, wi, bi, silu=i < 2)
     errors["mlp"] = rel_error(out, h)
 
+    qkv = [torch.randn(1, 8, 128, 64, device=dev, dtype=dt) for _ in range(3)]
+    rows["cold: Triton attention 1x8x128x64 (flash forward)"], out = timed_ms(lambda: triton_attention(*qkv))
+    errors["attention"] = rel_error(out, F.scaled_dot_product_attention(*[t.float() for t in qkv]))
+
     tiny = [torch.randn(s, device=dev, dtype=dt) for s in [(16, 16), (16, 16), (16,)]]
     q = torch.randn(1, 1, 16, 64, device=dev, dtype=dt)
     rows["warm us/call: Triton kernel (cache hit)"] = per_call_us(lambda: triton_linear(*tiny))
     rows["warm us/call: Triton 3-matmul MLP"] = per_call_us(lambda: mlp((32, 128, 64)), calls=500)
+    rows["warm us/call: Triton attention 1x1x16x64"] = per_call_us(lambda: triton_attention(q, q, q))
     rows["warm us/call: torch.matmul"] = per_call_us(lambda: torch.matmul(tiny[0], tiny[1]))
     rows["warm us/call: SDPA"] = per_call_us(lambda: F.scaled_dot_product_attention(q, q, q))
 

@@ -1,21 +1,27 @@
-"""Kiln's Python JIT latency: cold compile here, and cold start plus per-call overhead on the GPU machine.
+"""Kiln's Python JIT latency on the GPU machine: cold JIT compile, cold start from the disk cache, per-call overhead.
 
-Why two halves: the GPU machine has no compiler, so a cold JIT compile cannot happen there. ``--prepare`` (here)
-traces and compiles the same programs as bench/jit_latency_baseline.py measures for Triton — a matmul+bias+SiLU,
-a second specialisation, a 3-matmul MLP, an attention, tiny calls for the per-call overhead — for sm_90a into a
-cache folder, timing each cold compile on this machine. Without ``--prepare`` (on the GPU machine, with that
-cache as KILN_CACHE_DIR) it times, in a fresh process after ``import kiln``: the first call of each program
-(trace, cache lookup, module load, launch, synchronize) and the warm per-call host time over many calls, the
-same way the Triton baseline does, and checks every result against torch float32.
+Three modes, for the same programs as bench/jit_latency_baseline.py measures for Triton — a matmul+bias+SiLU, a
+second specialisation, a 3-matmul MLP, an attention, tiny calls for the per-call overhead:
+
+- ``--prepare`` (on a machine with the full build) compiles them for sm_90a into a cache folder, timing each;
+- ``--cold-jit`` (on the GPU machine with the packed JIT, scripts/pack_gpu_jit.sh) starts from an empty cache, so
+  each first call traces, compiles (MLIR pipelines, PTX, ptxas), loads and launches there;
+- neither (with the prepared cache as KILN_CACHE_DIR) times the first call as a cold start from the disk cache.
+
+Each mode times, in a fresh process after ``import kiln`` and CUDA initialisation, the first call of each program
+(synchronised) and the warm per-call host time over many calls, the same way the Triton baseline does, and
+checks every result against torch float32.
 
     python3 bench/python_gpu_latency.py --prepare --build build --cache gpu_python/latency_cache
     KILN_CACHE_DIR=gpu_python/latency_cache PYTHONPATH=gpu_python python3 bench/python_gpu_latency.py --out $OUT
+    PYTHONPATH=kiln_gpu_jit python3 bench/python_gpu_latency.py --cold-jit --out $OUT
 """
 
 import argparse
 import json
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -57,12 +63,17 @@ def prepare(args):
 
 
 def measure(args):
+    if args.cold_jit:
+        os.environ["KILN_CACHE_DIR"] = tempfile.mkdtemp(prefix="kiln-cold-")
     import torch
     import torch.nn.functional as F
 
     from gpu_visit import per_call_us
 
     import kiln
+    if args.cold_jit:
+        kiln.compiler.native()  # the compiler must be here: an ImportError says why not
+    first_call = "cold JIT (trace, compile, load, launch)" if args.cold_jit else "cold start (disk cache, no compile)"
     torch.empty(1, device="cuda")  # the CUDA context is not part of any latency
     rows, errors = {}, {}
     made = {}
@@ -76,7 +87,7 @@ def measure(args):
         out = fn(*tensors, **kw)
         torch.cuda.synchronize()
         if not name.startswith("tiny"):
-            rows[f"cold start (disk cache, no compile): {name}"] = (time.perf_counter() - start) * 1e3
+            rows[f"{first_call}: {name}"] = (time.perf_counter() - start) * 1e3
         made[name] = (fn, tensors, kw)
         f = [t.float() for t in tensors]
         if "attention" in name:
@@ -99,14 +110,17 @@ def measure(args):
         print(f"  {name:70s} {value:9.2f}")
     print("  correctness vs torch float32 (bf16, limit 2e-2): " +
           ", ".join(f"{k} {v:.1e}" for k, v in errors.items()) + (" ok" if ok else " FAILED"))
-    with open(os.path.join(args.out, "python_gpu_latency.json"), "w") as f:
+    name = "python_gpu_cold_jit.json" if args.cold_jit else "python_gpu_latency.json"
+    with open(os.path.join(args.out, name), "w") as f:
         json.dump({"torch": torch.__version__, "rows": rows, "errors": errors}, f, indent=1)
     return 0 if ok else 1
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--prepare", action="store_true")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--prepare", action="store_true", help="compile the programs into --cache (full build)")
+    mode.add_argument("--cold-jit", action="store_true", help="compile on this machine from an empty cache")
     parser.add_argument("--build", default="build")
     parser.add_argument("--cache", default="gpu_python/latency_cache")
     parser.add_argument("--out", default=".")

@@ -31,6 +31,15 @@ def native():
         raise ImportError(f"Kiln's compiler extension is not built for this Python ({error}); programs can still "
                           f"be loaded from compiled files or the disk cache") from None
 
+
+def native_host():
+    """The host backend extension, or an ImportError that says what is missing."""
+    try:
+        return importlib.import_module("._kiln_host", __package__)
+    except ImportError as error:
+        raise ImportError(f"Kiln's CPU host backend is not part of this install ({error}); the packed GPU JIT "
+                          f"compiles for sm_80 and sm_90a only") from None
+
 #: numpy dtype of each element type the host backend supports.
 DTYPES = {
     "f32": np.dtype(np.float32),
@@ -104,7 +113,7 @@ def compile(source, target="host", entry=None, configs=None):
 @functools.lru_cache(maxsize=256)
 def _compile_cached(source, target, entry, configs=None):
     if target == "host":
-        return Program(native().HostProgram(source, entry))
+        return Program(native_host().HostProgram(source, entry))
     entry_key = cache.key(source + (f"\0configs={configs}" if configs else ""), target, entry)
     folder = cache.lookup(entry_key)
     if folder is None:

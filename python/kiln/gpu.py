@@ -103,7 +103,7 @@ class GpuProgram:
         from .compiler import native
         if stage in ("gpu", "llvm"):
             return native().gpu_ir(self._source, self.target, stage)
-        return native().HostProgram(self._source, self.entry).ir(stage)
+        return native().source_ir(self._source, stage)
 
     def __call__(self, *tensors):
         import torch

@@ -1,8 +1,8 @@
 """The Python API on the GPU: kiln.ops, @kiln.jit, kiln.compile and kiln.frontend on torch CUDA tensors.
 
-Run on the GPU machine (see prepare.py): every program comes from the disk cache that prepare.py filled, since
-that machine has no compiler; a cache miss would fail with "compiler extension is not built", which makes a
-stale cache visible. Inputs are fresh random tensors (seed printed on failure) at shapes that do not divide the
+Run on the GPU machine in one of two ways: with the packed JIT (scripts/gpu_jit/run_on_gpu.sh), which compiles
+every program there from an empty cache; or with only the package and the disk cache that prepare.py filled here,
+where a cache miss fails with "compiler extension is not built", which makes a stale cache visible. Inputs are fresh random tensors (seed printed on failure) at shapes that do not divide the
 tiles; references are torch in float32; tolerances are relative in the max norm: 2e-2 for bf16 and 5e-3 for
 f16 (outputs are rounded to those types). Bad inputs must raise exceptions that name the argument.
 """

@@ -1,0 +1,112 @@
+//===- Compiler.cpp - Kiln's compiler behind a plain C++ interface ---------===//
+//
+// The GPU compiler and the target-independent stages for the Python extension (see Api/Compiler.h): each call
+// parses its source into a fresh context, runs the same pipeline builders as kiln-opt and kilnc, and turns a
+// failure into a CompileError that carries the diagnostics.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Api/Compiler.h"
+
+#include "ParsedSource.h"
+
+#include "Dialect/Kiln/KilnDialect.h"
+#include "Driver/GpuCompiler.h"
+#include "Pipelines/Pipelines.h"
+#include "Transforms/Transforms.h"
+
+#include "mlir/Pass/PassManager.h"
+
+using namespace mlir;
+using namespace mlir::kiln;
+
+namespace kiln {
+namespace api {
+
+std::string sourceIr(const std::string &source, const std::string &stage) {
+  ParsedSource parsed(source);
+  if (stage == "kiln")
+    return printModule(parsed.module());
+  PassManager pm(&parsed.context());
+  if (stage == "fused")
+    buildFusionPipeline(pm);
+  else if (stage == "tiled")
+    buildKernelPipeline(pm, KernelPipelineOptions());
+  else
+    throw InvalidArgument("unknown stage '" + stage + "' (target-independent stages: kiln, fused, tiled)");
+  if (failed(pm.run(parsed.module())))
+    throw CompileError("the '" + stage + "' stage failed:\n" + parsed.takeDiagnostics());
+  return printModule(parsed.module());
+}
+
+/// The GPU target named `chip`, or InvalidArgument.
+static void checkGpuTarget(const std::string &chip) {
+  std::optional<Target> target = parseTarget(chip);
+  if (!target || *target == Target::Host)
+    throw InvalidArgument("unsupported GPU target '" + chip + "' (expected sm_80 or sm_90a)");
+}
+
+std::string gpuIr(const std::string &source, const std::string &chip, const std::string &stage) {
+  if (stage != "gpu" && stage != "llvm")
+    throw InvalidArgument("unknown stage '" + stage + "' (GPU stages: gpu, llvm)");
+  checkGpuTarget(chip);
+  ParsedSource parsed(source);
+  std::string error;
+  ModuleOp module = parsed.module();
+  if (failed(runGpuKernelStage(module, chip, error)) ||
+      (stage == "llvm" && failed(runNvvmLowering(module, chip, error))))
+    throw CompileError("the '" + stage + "' stage for " + chip + " failed: " + error + "\n" +
+                       parsed.takeDiagnostics());
+  return printModule(module);
+}
+
+/// The tunable kernel ops of the fused `parsed` module.
+static SmallVector<Operation *> listTunable(ParsedSource &parsed) {
+  std::string error;
+  FailureOr<SmallVector<Operation *>> ops = fuseAndListTunableKernels(parsed.module(), error);
+  if (failed(ops))
+    throw CompileError(error + "\n" + parsed.takeDiagnostics());
+  return *ops;
+}
+
+std::vector<TunableKernel> tunableKernels(const std::string &source,
+                                                                const std::string &chip) {
+  checkGpuTarget(chip);
+  Target target = *parseTarget(chip);
+  ParsedSource parsed(source);
+  std::vector<TunableKernel> kernels;
+  for (Operation *op : listTunable(parsed)) {
+    ConfigAttr config = getDefaultConfig(op, target);
+    kernels.push_back({op->getName().getStringRef().str(),
+                       {std::vector<int64_t>(config.getTile()), config.getWarps(), config.getStages()}});
+  }
+  return kernels;
+}
+
+void compileGpu(const std::string &source, const std::string &chip, const std::string &outputDir,
+                           const std::vector<std::optional<KernelConfig>> *configs) {
+  checkGpuTarget(chip);
+  ParsedSource parsed(source);
+  if (configs) {
+    SmallVector<Operation *> ops = listTunable(parsed);
+    if (ops.size() != configs->size())
+      throw InvalidArgument("configs has " + std::to_string(configs->size()) + " entries but the program has " +
+                            std::to_string(ops.size()) + " tunable kernels");
+    for (auto [op, config] : llvm::zip(ops, *configs)) {
+      if (!config)
+        continue;
+      auto emitError = [op = op] { return op->emitError("invalid config: "); };
+      ConfigAttr attr = ConfigAttr::getChecked(emitError, op->getContext(), llvm::ArrayRef<int64_t>(config->tile),
+                                               config->warps, config->stages, llvm::StringRef("mma_sync"));
+      if (!attr)
+        throw CompileError("invalid kernel config:\n" + parsed.takeDiagnostics());
+      op->setAttr(kConfigAttrName, attr);
+    }
+  }
+  std::string error;
+  if (failed(compileForGpu(parsed.module(), chip, outputDir, error)))
+    throw CompileError("compiling for " + chip + " failed: " + error + "\n" + parsed.takeDiagnostics());
+}
+
+} // namespace api
+} // namespace kiln
