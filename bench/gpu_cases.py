@@ -53,18 +53,22 @@ def gemm_case(name, m, n, k, dtype="bf16", epilogue="none", batch=(), transpose_
                 transpose_rhs=transpose_rhs, mlir=text)
 
 
-def attention_case(name, batch, heads, kv_heads, seq_q, seq_k, head_dim, dtype="bf16", causal=False, tile=None):
-    q = tensor((batch, heads, seq_q, head_dim), dtype)
-    kv = tensor((batch, kv_heads, seq_k, head_dim), dtype)
-    pinned = ""
+def attention_case(name, batch, heads, kv_heads, seq_q, seq_k, head_dim, dtype="bf16", causal=False, tile=None,
+                   seq_major=False):
+    """seq_major: q, k, v and out are [B, S, H, D] (layout = "bshd")."""
+    q = tensor((batch, seq_q, heads, head_dim) if seq_major else (batch, heads, seq_q, head_dim), dtype)
+    kv = tensor((batch, seq_k, kv_heads, head_dim) if seq_major else (batch, kv_heads, seq_k, head_dim), dtype)
+    attributes = ['layout = "bshd"'] if seq_major else []
     if tile:
-        pinned = (f" {{kiln.config = #kiln.config<tile = [{tile[0]}, {tile[1]}], warps = {tile[0] // 16}, "
-                  f"stages = 2, lowering = \"mma_sync\">}}")
+        attributes.append(f"kiln.config = #kiln.config<tile = [{tile[0]}, {tile[1]}], warps = {tile[0] // 16}, "
+                          f"stages = 2, lowering = \"mma_sync\">")
+    pinned = f" {{{', '.join(attributes)}}}" if attributes else ""
     text = (f"func.func @{name}(%q: {q}, %k: {kv}, %v: {kv}) -> {q} {{\n"
             f"  %o = kiln.attention %q, %k, %v{' causal' if causal else ''}{pinned} : {q}, {kv}, {kv} -> {q}\n"
             f"  return %o : {q}\n}}\n")
     return dict(name=name, kind="attention", batch=batch, heads=heads, kv_heads=kv_heads, seq_q=seq_q,
-                seq_k=seq_k, head_dim=head_dim, dtype=dtype, out_dtype=dtype, causal=causal, mlir=text)
+                seq_k=seq_k, head_dim=head_dim, dtype=dtype, out_dtype=dtype, causal=causal, seq_major=seq_major,
+                mlir=text)
 
 
 def attention_extras_case(name, mask_shape=None, lse=False, gate=False, causal=False, dtype="bf16"):
@@ -110,6 +114,9 @@ def attention_correctness_cases():
         attention_case("ta_bf16_sq77_sk200_causal", 2, 4, 4, 77, 200, 128, "bf16", True),
         attention_case("ta_f16_sq100_sk333", 1, 4, 2, 100, 333, 96, "f16", False),
         attention_case("ta_bf16_seq1", 1, 2, 2, 1, 1, 64, "bf16", False),
+        attention_case("ta_bshd_bf16_gqa4_300_causal", 2, 8, 2, 300, 300, 128, "bf16", True, seq_major=True),
+        attention_case("ta_bshd_f16_sq77_sk200", 3, 4, 4, 77, 200, 64, "f16", False, seq_major=True),
+        attention_case("ta_bshd_bf16_decode", 4, 32, 8, 1, 1000, 128, "bf16", True, seq_major=True),
     ]
     return cases
 
@@ -165,6 +172,9 @@ GLUE = {
     "logsumexp_axis1": ([("x", (3, 77, 5), "f16")], ((3, 5), "f32"), "%r = kiln.logsumexp %x axis 1 : {x} -> {r}"),
     "rope": ([("x", (1, 8, 77, 128), "bf16"), ("cos", (77, 64), "bf16"), ("sin", (77, 64), "bf16")],
              ((1, 8, 77, 128), "bf16"), "%r = kiln.rope %x, %cos, %sin : {x}, {cos}, {sin}"),
+    "rope_seq_major": ([("x", (2, 77, 8, 128), "bf16"), ("cos", (77, 64), "bf16"), ("sin", (77, 64), "bf16")],
+                       ((2, 77, 8, 128), "bf16"),
+                       "%r = kiln.rope %x, %cos, %sin {{seq_dim = 1 : i64}} : {x}, {cos}, {sin}"),
 }
 
 

@@ -111,13 +111,16 @@ def run_attention(case, runtime, kernel, entry, generator, bench):
     mask = (torch.randn(*case["mask"], generator=generator, device="cuda").to(dtype)
             if case.get("mask") else None)
     gate = torch.randn(case["head_dim"], generator=generator, device="cuda").to(dtype) if case.get("gate") else None
-    out = torch.full_like(q, float("nan"))
+    # Seq-major cases get the same tensors as [B, S, H, D]; the output is compared back in [B, H, S, D].
+    swap = (lambda t: t.transpose(1, 2).contiguous()) if case.get("seq_major") else (lambda t: t)
+    out = torch.full_like(swap(q), float("nan"))
     lse = (torch.full((case["batch"], case["heads"], case["seq_q"]), float("nan"), device="cuda")
            if case.get("lse") else None)
-    tensors = [q, k, v] + [t for t in (mask, gate, out, lse) if t is not None]
+    tensors = [swap(q), swap(k), swap(v)] + [t for t in (mask, gate, out, lse) if t is not None]
     runtime.launch(kernel, entry, tensors)
     torch.cuda.synchronize()
     ref, ref_lse = attention_reference(case, q, k, v, mask, gate)
+    out = swap(out)
     error = ((out.float() - ref).abs().max() / ref.abs().max()).item()
     ok = error <= LIMITS[case["dtype"]] and not torch.isnan(out).any().item()
     if lse is not None:
@@ -168,6 +171,8 @@ GLUE_REFERENCES = {
     "logsumexp": lambda x: torch.logsumexp(x, -1),
     "rope": lambda x, cos, sin: torch.cat([x[..., :64] * cos - x[..., 64:] * sin,
                                            x[..., 64:] * cos + x[..., :64] * sin], -1),
+    "rope_seq_major": lambda x, cos, sin: torch.cat([x[..., :64] * cos[:, None] - x[..., 64:] * sin[:, None],
+                                                     x[..., 64:] * cos[:, None] + x[..., :64] * sin[:, None]], -1),
 }
 
 

@@ -148,6 +148,29 @@ def KilnFoldMatmulBatch : Pass<"kiln-fold-matmul-batch"> {
   }];
 }
 
+def KilnFoldHeadTransposes : Pass<"kiln-fold-head-transposes"> {
+  let summary = "Let attention and RoPE read [B, S, H, D] directly instead of transposing to [B, H, S, D]";
+  let description = [{
+    A transpose that keeps the last dimension moves from a rope's input to its result (the rope's `seq_dim`
+    follows it); an attention whose q, k and v are all [0, 2, 1, 3] transposes becomes a seq-major attention
+    (`layout = "bshd"`) of their inputs with its output transposed back, which folds against the transpose an
+    exporter writes after attention. Each transpose removed is a kernel that copied a whole tensor. An attention
+    with an epilogue is left alone (run this before kiln-fuse-epilogue).
+
+    ```mlir
+    // before
+    %qt = kiln.transpose %q [0, 2, 1, 3] : tensor<1x77x8x64xbf16> -> tensor<1x8x77x64xbf16>
+    %qr = kiln.rope %qt, %cos, %sin : tensor<1x8x77x64xbf16>, tensor<77x32xbf16>, tensor<77x32xbf16>
+    ... %kt, %vt likewise
+    %o = kiln.attention %qr, %kt, %vt causal : ... -> tensor<1x8x77x64xbf16>
+    %ot = kiln.transpose %o [0, 2, 1, 3] : tensor<1x8x77x64xbf16> -> tensor<1x77x8x64xbf16>
+    // after
+    %qr = kiln.rope %q, %cos, %sin {seq_dim = 1 : i64} : tensor<1x77x8x64xbf16>, ...
+    %ot = kiln.attention %qr, %k, %v causal {layout = "bshd"} : ... -> tensor<1x77x8x64xbf16>
+    ```
+  }];
+}
+
 def KilnOutlineKernels : Pass<"kiln-outline-kernels", "::mlir::ModuleOp"> {
   let summary = "Split each function into kernels and a host plan that calls them";
   let description = [{

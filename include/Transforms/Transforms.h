@@ -48,6 +48,15 @@ FailureOr<Value> fuseActivation(RewriterBase &rewriter, Operation *root);
 /// halves) and ending at `root` by one kiln.rope with [S, D/2] tables.
 FailureOr<RopeOp> fuseRope(RewriterBase &rewriter, AddOp root);
 
+/// Moves a transpose that keeps the last dimension in place from a kiln.rope's input (used only there) to its
+/// result: rope(transpose(x)) = transpose(rope(x)), the new rope reading positions from the dimension the
+/// transpose moves into place. Returns the moved transpose.
+FailureOr<TransposeOp> sinkTransposeThroughRope(RewriterBase &rewriter, RopeOp op);
+
+/// Rewrites an attention (no epilogue) whose q, k and v are [0, 2, 1, 3] transposes of [B, S, H, D] tensors as a
+/// seq-major attention (layout = "bshd") of those tensors, its output transposed back to [B, H, S, D].
+FailureOr<AttentionOp> foldHeadTransposes(RewriterBase &rewriter, AttentionOp op);
+
 /// Folds the single-use chain of elementwise consumers (and float casts) of a matmul or an attention into its
 /// epilogue region. Returns the new op; fails, changing nothing, when there is no such consumer.
 FailureOr<Operation *> fuseEpilogue(RewriterBase &rewriter, Operation *producer);

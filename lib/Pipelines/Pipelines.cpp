@@ -36,6 +36,7 @@ void kiln::buildFusionPipeline(OpPassManager &pm) {
   pm.addPass(createCSEPass()); // one copy of the rope tables q and k share
   pm.addPass(createKilnFuseActivations());
   pm.addPass(createKilnFuseAttention());
+  pm.addPass(createKilnFoldHeadTransposes());
   pm.addPass(createKilnFuseEpilogue());
   pm.addPass(createKilnFoldMatmulBatch());
   pm.addPass(createCanonicalizerPass()); // reshape chains the batch folding leaves become one view

@@ -110,7 +110,8 @@ FailureOr<RopeOp> kiln::fuseRope(RewriterBase &rewriter, AddOp root) {
     rewriter.setInsertionPoint(root);
     Value cosValue = ConstantOp::create(rewriter, loc, cosHalf.getType(), cosHalf);
     Value sinValue = ConstantOp::create(rewriter, loc, sinHalf.getType(), sinHalf);
-    auto rope = RopeOp::create(rewriter, loc, type, x, cosValue, sinValue, /*interleaved=*/false);
+    auto rope = RopeOp::create(rewriter, loc, type, x, cosValue, sinValue, /*interleaved=*/false,
+                               /*seq_dim=*/IntegerAttr());
     replaceAndEraseDead(rewriter, root, rope);
     return rope;
   }

@@ -82,7 +82,8 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
   }
   if (auto attention = dyn_cast<AttentionOp>(op)) {
     RankedTensorType q = attention.getQ().getType(), k = attention.getK().getType();
-    int64_t seqQ = q.getDimSize(2), seqK = k.getDimSize(2), headDim = q.getDimSize(3);
+    int64_t seqQ = q.getDimSize(attention.getSeqDim()), seqK = k.getDimSize(attention.getSeqDim());
+    int64_t headDim = q.getDimSize(3);
     int64_t bq = 64, bk = 64, warps = 4, stages = 2;
     if (target == Target::Host)
       return make({fitTile(bq, seqQ, target), fitTile(bk, seqK, target)}, warps, stages);

@@ -7,7 +7,8 @@
 //
 // Masking is per tile: only tiles that straddle the causal diagonal or the end of the keys pay for it (an
 // scf.if), and with `causal` the key loops stop at the last tile any row of the query tile can see, so fully
-// masked tiles are skipped. GQA reads k/v head h / (Hq / Hkv).
+// masked tiles are skipped. GQA reads k/v head h / (Hq / Hkv). With `layout = "bshd"` the tiles are read and
+// written at the same (batch, head, position) with the heads and positions dimensions swapped.
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,6 +35,14 @@ struct AttentionTiling {
   int64_t batch, heads, seqQ, seqK, headDim, valueDim, group, bq, bk;
   Value b, h, kvHead, queryStart;
   OpFoldResult queryRows;
+
+  /// (batch, head, position, feature) offsets or sizes of q, k, v or out in the op's layout.
+  SmallVector<OpFoldResult> inLayout(OpFoldResult batchIndex, OpFoldResult head, OpFoldResult position,
+                                     OpFoldResult feature) {
+    if (op.isSeqMajor())
+      return {batchIndex, position, head, feature};
+    return {batchIndex, head, position, feature};
+  }
 };
 
 /// The additive mask tile for query rows [queryStart, +BQ) and keys [keyStart, +BK), as f32 and padded.
@@ -106,8 +115,9 @@ FailureOr<SmallVector<Value>> kiln::tileAttention(RewriterBase &rewriter, Attent
   RankedTensorType qType = op.getQ().getType(), vType = op.getV().getType(), outType = op.getOut().getType();
   AttentionTiling t;
   t.op = op;
-  t.batch = qType.getDimSize(0), t.heads = qType.getDimSize(1), t.seqQ = qType.getDimSize(2);
-  t.headDim = qType.getDimSize(3), t.seqK = vType.getDimSize(2), t.valueDim = vType.getDimSize(3);
+  t.batch = qType.getDimSize(0), t.heads = qType.getDimSize(op.getHeadsDim());
+  t.seqQ = qType.getDimSize(op.getSeqDim()), t.headDim = qType.getDimSize(3);
+  t.seqK = vType.getDimSize(op.getSeqDim()), t.valueDim = vType.getDimSize(3);
   t.group = op.getGroupSize(), t.bq = config.getTile()[0], t.bk = config.getTile()[1];
   int64_t paddedKeys = llvm::divideCeilSigned(t.seqK, t.bk) * t.bk;
   Type f32 = rewriter.getF32Type();
@@ -130,8 +140,9 @@ FailureOr<SmallVector<Value>> kiln::tileAttention(RewriterBase &rewriter, Attent
       rewriter, loc, AffineMap::get(1, 0, getAffineDimExpr(0, ctx).floorDiv(t.group), ctx), {t.h});
   t.queryRows = clampedTileSize(rewriter, loc, t.queryStart, t.bq, t.seqQ);
   OpFoldResult one = rewriter.getIndexAttr(1), zeroIndex = rewriter.getIndexAttr(0);
-  Value qTile = extractPaddedTile(rewriter, loc, op.getQ(), {t.b, t.h, t.queryStart, zeroIndex},
-                                  {one, one, t.queryRows, rewriter.getIndexAttr(t.headDim)}, {t.bq, t.headDim}, 0.0);
+  Value qTile = extractPaddedTile(rewriter, loc, op.getQ(), t.inLayout(t.b, t.h, t.queryStart, zeroIndex),
+                                  t.inLayout(one, one, t.queryRows, rewriter.getIndexAttr(t.headDim)),
+                                  {t.bq, t.headDim}, 0.0);
 
   // Keys visible to the tile's last row: all of them, or with `causal` up to its diagonal.
   Value keyEnd = arith::ConstantIndexOp::create(rewriter, loc, t.seqK);
@@ -157,8 +168,9 @@ FailureOr<SmallVector<Value>> kiln::tileAttention(RewriterBase &rewriter, Attent
       rewriter, loc, c0, keyEnd, cBK, ValueRange{rowInit},
       [&](OpBuilder &b, Location l, Value keyStart, ValueRange iterArgs) {
         OpFoldResult keyCols = clampedTileSize(b, l, keyStart, t.bk, t.seqK);
-        Value kTile = extractPaddedTile(b, l, op.getK(), {t.b, t.kvHead, keyStart, zeroIndex},
-                                        {one, one, keyCols, b.getIndexAttr(t.headDim)}, {t.bk, t.headDim}, 0.0);
+        Value kTile = extractPaddedTile(b, l, op.getK(), t.inLayout(t.b, t.kvHead, keyStart, zeroIndex),
+                                        t.inLayout(one, one, keyCols, b.getIndexAttr(t.headDim)),
+                                        {t.bk, t.headDim}, 0.0);
         Value scores = MatmulOp::create(b, l, scoreTileType, qTile, kTile, /*transposeLhs=*/false,
                                         /*transposeRhs=*/true);
         scores = MulOp::create(b, l, scoreTileType, scores, scalarConstant(b, l, scale));
@@ -198,8 +210,9 @@ FailureOr<SmallVector<Value>> kiln::tileAttention(RewriterBase &rewriter, Attent
                                                      ArrayRef<OpFoldResult>{zeroIndex, keyStart},
                                                      ArrayRef<OpFoldResult>{b.getIndexAttr(t.bq), b.getIndexAttr(t.bk)},
                                                      ArrayRef<OpFoldResult>{one, one});
-        Value vTile = extractPaddedTile(b, l, op.getV(), {t.b, t.kvHead, keyStart, zeroIndex},
-                                        {one, one, keyCols, b.getIndexAttr(t.valueDim)}, {t.bk, t.valueDim}, 0.0);
+        Value vTile = extractPaddedTile(b, l, op.getV(), t.inLayout(t.b, t.kvHead, keyStart, zeroIndex),
+                                        t.inLayout(one, one, keyCols, b.getIndexAttr(t.valueDim)),
+                                        {t.bk, t.valueDim}, 0.0);
         if (!vType.getElementType().isF32())
           vTile = CastOp::create(b, l, RankedTensorType::get({t.bk, t.valueDim}, f32), vTile);
         Value pv = MatmulOp::create(b, l, accType, pTile, vTile, false, false);
@@ -213,8 +226,9 @@ FailureOr<SmallVector<Value>> kiln::tileAttention(RewriterBase &rewriter, Attent
     SmallVector<AffineMap> maps{rewriter.getMultiDimIdentityMap(2)};
     for (Value operand : op.getEpilogueOperands()) {
       Value operandTile = extractBroadcastTile(
-          rewriter, loc, operand, {t.b, t.h, t.queryStart, zeroIndex},
-          {one, one, t.queryRows, rewriter.getIndexAttr(t.valueDim)}, outType.getShape(), {t.bq, t.valueDim});
+          rewriter, loc, operand, t.inLayout(t.b, t.h, t.queryStart, zeroIndex),
+          t.inLayout(one, one, t.queryRows, rewriter.getIndexAttr(t.valueDim)), outType.getShape(),
+          {t.bq, t.valueDim}, op.getSeqDim());
       inputs.push_back(operandTile);
       maps.push_back(lowering::getBroadcastMap(cast<RankedTensorType>(operandTile.getType()).getShape(),
                                                {t.bq, t.valueDim}, ctx));
@@ -229,9 +243,8 @@ FailureOr<SmallVector<Value>> kiln::tileAttention(RewriterBase &rewriter, Attent
 
   rewriter.setInsertionPointToStart(forall.getTerminator().getBody());
   tensor::ParallelInsertSliceOp::create(rewriter, loc, validOut, forall.getRegionIterArgs()[0],
-                                        ArrayRef<OpFoldResult>{t.b, t.h, t.queryStart, zeroIndex},
-                                        ArrayRef<OpFoldResult>{one, one, t.queryRows,
-                                                               rewriter.getIndexAttr(t.valueDim)},
+                                        t.inLayout(t.b, t.h, t.queryStart, zeroIndex),
+                                        t.inLayout(one, one, t.queryRows, rewriter.getIndexAttr(t.valueDim)),
                                         ArrayRef<OpFoldResult>{one, one, one, one});
   if (validLse)
     tensor::ParallelInsertSliceOp::create(rewriter, loc, validLse, forall.getRegionIterArgs()[1],

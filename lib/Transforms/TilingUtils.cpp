@@ -55,9 +55,10 @@ Value kiln::scalarConstant(OpBuilder &b, Location loc, double value) {
 
 Value kiln::extractBroadcastTile(OpBuilder &b, Location loc, Value operand, ArrayRef<OpFoldResult> resultOffsets,
                                  ArrayRef<OpFoldResult> resultSizes, ArrayRef<int64_t> resultShape,
-                                 ArrayRef<int64_t> tileShape) {
+                                 ArrayRef<int64_t> tileShape, std::optional<int64_t> rowDim) {
   auto type = cast<RankedTensorType>(operand.getType());
   int64_t rank = type.getRank(), resultRank = resultShape.size();
+  int64_t rows = rowDim.value_or(resultRank - 2), cols = resultRank - 1;
   SmallVector<int64_t> shape{1, 1};
   SmallVector<OpFoldResult> offsets, sizes;
   for (int64_t d = 0; d < rank; ++d) {
@@ -65,8 +66,8 @@ Value kiln::extractBroadcastTile(OpBuilder &b, Location loc, Value operand, Arra
     bool broadcast = type.getDimSize(d) == 1 && resultShape[resultDim] != 1;
     offsets.push_back(broadcast ? OpFoldResult(b.getIndexAttr(0)) : resultOffsets[resultDim]);
     sizes.push_back(broadcast ? OpFoldResult(b.getIndexAttr(1)) : resultSizes[resultDim]);
-    if (resultDim >= resultRank - 2 && !broadcast)
-      shape[resultDim - (resultRank - 2)] = tileShape[resultDim - (resultRank - 2)];
+    if ((resultDim == rows || resultDim == cols) && !broadcast)
+      shape[resultDim == rows ? 0 : 1] = tileShape[resultDim == rows ? 0 : 1];
   }
   if (rank >= 2)
     return extractPaddedTile(b, loc, operand, offsets, sizes, shape, 0.0);

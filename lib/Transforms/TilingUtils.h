@@ -28,11 +28,12 @@ Value extractPaddedTile(OpBuilder &b, Location loc, Value source, ArrayRef<OpFol
 Value extractValidPart(OpBuilder &b, Location loc, Value tile, ArrayRef<OpFoldResult> validSizes);
 
 /// The 2-D tile of `operand` that broadcasts (numpy rules) onto the tile of a larger result at
-/// `resultOffsets`/`resultSizes` (one entry per result dimension; all but the last two of size 1). A dimension
-/// the operand lacks or has as 1 stays 1 in the tile; the others get `tileShape`'s static size, padded with 0.
+/// `resultOffsets`/`resultSizes` (one entry per result dimension; all but the tile's row dimension `rowDim`
+/// (default: the one before the last) and the last of size 1). A dimension the operand lacks or has as 1 stays 1
+/// in the tile; the others get `tileShape`'s static size, padded with 0.
 Value extractBroadcastTile(OpBuilder &b, Location loc, Value operand, ArrayRef<OpFoldResult> resultOffsets,
                            ArrayRef<OpFoldResult> resultSizes, ArrayRef<int64_t> resultShape,
-                           ArrayRef<int64_t> tileShape);
+                           ArrayRef<int64_t> tileShape, std::optional<int64_t> rowDim = std::nullopt);
 
 /// A `kiln.constant` scalar (tensor<f32>) holding `value`.
 Value scalarConstant(OpBuilder &b, Location loc, double value);

@@ -133,8 +133,11 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure, IsolatedFromAbove, AttrSizedO
       backward pass or a split-k merge needs it.
     - An optional `epilogue` (written by `kiln-fuse-epilogue`) finishes each output element before it is
       stored, exactly as on `kiln.matmul`: the f32 output value and one f32 element of each epilogue operand
-      (broadcast to `[B, Hq, Sq, Dv]`) in, `kiln.yield` of the f32 value to store out. With an epilogue the
+      (broadcast to the output's shape) in, `kiln.yield` of the f32 value to store out. With an epilogue the
       output may have any float element type.
+    - `layout = "bshd"` swaps the heads and sequence dimensions of q, k, v and out: `q : [B, Sq, Hq, D]`, ...,
+      `out : [B, Sq, Hq, Dv]`, the layout projections write before any transpose (`kiln-fold-head-transposes`
+      sets it). The mask and lse keep their `[B, Hq, Sq, ...]` layout.
 
     ```mlir
     %o = kiln.attention %q, %k, %v causal
@@ -147,7 +150,7 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure, IsolatedFromAbove, AttrSizedO
   }];
   let arguments = (ins Kiln_FloatTensor:$q, Kiln_FloatTensor:$k, Kiln_FloatTensor:$v,
                        Optional<Kiln_FloatTensor>:$mask,
-                       OptionalAttr<F32Attr>:$scale, UnitAttr:$causal,
+                       OptionalAttr<F32Attr>:$scale, UnitAttr:$causal, OptionalAttr<StrAttr>:$layout,
                        Variadic<Kiln_FloatTensor>:$epilogue_operands);
   let results = (outs Kiln_FloatTensor:$out, Optional<StaticShapeTensorOf<[F32]>>:$lse);
   let regions = (region MaxSizedRegion<1>:$epilogue);
@@ -159,7 +162,8 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure, IsolatedFromAbove, AttrSizedO
   let builders = [
     OpBuilder<(ins "::mlir::Type":$out, "::mlir::Type":$lse, "::mlir::Value":$q, "::mlir::Value":$k,
                    "::mlir::Value":$v, "::mlir::Value":$mask, "::mlir::FloatAttr":$scale, "bool":$causal), [{
-      build($_builder, $_state, out, lse, q, k, v, mask, scale, causal, ::mlir::ValueRange{});
+      build($_builder, $_state, out, lse, q, k, v, mask, scale, causal, ::mlir::StringAttr(),
+            ::mlir::ValueRange{});
     }]>
   ];
   let extraClassDeclaration = [{
@@ -169,6 +173,12 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure, IsolatedFromAbove, AttrSizedO
     double getEffectiveScale();
     /// Number of q heads that share one k/v head (1 for plain multi-head attention).
     int64_t getGroupSize();
+    /// True with `layout = "bshd"`: q, k, v and out are [batch, seq, heads, head_dim].
+    bool isSeqMajor();
+    /// The dimension of q, k, v and out that holds the heads (1, or 2 when seq-major).
+    int64_t getHeadsDim() { return isSeqMajor() ? 2 : 1; }
+    /// The dimension of q, k, v and out that holds the sequence (2, or 1 when seq-major).
+    int64_t getSeqDim() { return isSeqMajor() ? 1 : 2; }
   }];
   let hasVerifier = 1;
   let hasRegionVerifier = 1;
@@ -272,7 +282,8 @@ def Kiln_RopeOp : Kiln_Op<"rope", [Pure, AllTypesMatch<["input", "result"]>]> {
   let summary = "rotary position embedding";
   let description = [{
     Rotates pairs of the last dimension `D` (even) of `x : [..., S, D]` by the angles whose cosines and sines are
-    `cos, sin : [S, D/2]` (one row per position, so decoding passes the rows of its positions).
+    `cos, sin : [S, D/2]` (one row per position, so decoding passes the rows of its positions). `seq_dim` names
+    another dimension of `x` as the positions, e.g. `seq_dim = 1` for `[B, S, H, D]`.
 
     - default (rotate-half, as in Llama / GPT-NeoX): pairs are `(x[i], x[i + D/2])`;
     - `interleaved` (as in GPT-J): pairs are `(x[2i], x[2i + 1])`;
@@ -284,8 +295,12 @@ def Kiln_RopeOp : Kiln_Op<"rope", [Pure, AllTypesMatch<["input", "result"]>]> {
     ```
   }];
   let arguments = (ins Kiln_FloatTensor:$input, Kiln_FloatTensor:$cos, Kiln_FloatTensor:$sin,
-                       UnitAttr:$interleaved);
+                       UnitAttr:$interleaved, OptionalAttr<I64Attr>:$seq_dim);
   let results = (outs Kiln_FloatTensor:$result);
+  let extraClassDeclaration = [{
+    /// The dimension of the input that indexes the tables: `seq_dim`, or the one before the last.
+    int64_t getPositionDim();
+  }];
   let assemblyFormat = [{
     $input `,` $cos `,` $sin (`interleaved` $interleaved^)? attr-dict
     `:` type($input) `,` type($cos) `,` type($sin)

@@ -11,7 +11,8 @@
 //     V read through ldmatrix.trans;
 //   - keys past the end, and with `causal` keys above the bottom-right-aligned diagonal, are set to -inf, only in
 //     the tiles that need it; causal blocks stop at the last key tile their rows can see;
-//   - GQA: the block of q head h reads k/v head h / (Hq / Hkv).
+//   - GQA: the block of q head h reads k/v head h / (Hq / Hkv);
+//   - `layout = "bshd"` only changes where a head's rows start and how far apart they are.
 // An additive mask is added to the scores in base 2; the output O / l goes through the epilogue (if any) and is
 // stored with rows past Sq skipped; the lse, when asked for, is (m + log2 l) ln 2.
 //
@@ -55,8 +56,9 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   Type element = qType.getElementType();
   if (!element.isBF16() && !element.isF16())
     return op.emitOpError() << "the GPU attention kernel takes bf16 or f16 q/k/v, got " << element;
-  int64_t batch = qType.getDimSize(0), heads = qType.getDimSize(1), seqQ = qType.getDimSize(2);
-  int64_t headDim = qType.getDimSize(3), kvHeads = kType.getDimSize(1), seqK = kType.getDimSize(2);
+  const int64_t headsDim = op.getHeadsDim(), seqDim = op.getSeqDim();
+  int64_t batch = qType.getDimSize(0), heads = qType.getDimSize(headsDim), seqQ = qType.getDimSize(seqDim);
+  int64_t headDim = qType.getDimSize(3), kvHeads = kType.getDimSize(headsDim), seqK = kType.getDimSize(seqDim);
   int64_t valueDim = op.getV().getType().getDimSize(3), group = op.getGroupSize();
   if (headDim % 16 != 0 || valueDim % 16 != 0 || headDim > 256 || valueDim > 256)
     return op.emitOpError() << "the GPU attention kernel needs head dims that are multiples of 16 up to 256, got "
@@ -112,15 +114,24 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   Value b = gpu::BlockIdOp::create(builder, loc, gpu::Dimension::z);
   Value warp = im.div(tid, 32), lane = im.rem(tid, 32);
   Value q0 = im.mul(qBlock, bq), kvHead = im.div(head, group);
-  Value qBase = im.mul(im.add(im.mul(b, heads), head), seqQ * headDim);
-  Value kBase = im.mul(im.add(im.mul(b, kvHeads), kvHead), seqK * headDim);
-  Value vBase = im.mul(im.add(im.mul(b, kvHeads), kvHead), seqK * valueDim);
+  // Where the rows (positions) of one head start, and how far apart they are: [B, H, S, X] keeps a head's rows
+  // together; seq-major [B, S, H, X] interleaves the heads, so consecutive positions are H * X apart.
+  bool seqMajor = op.isSeqMajor();
+  auto headBase = [&](Value headIndex, int64_t headCount, int64_t seq, int64_t width) {
+    if (seqMajor)
+      return im.add(im.mul(b, seq * headCount * width), im.mul(headIndex, width));
+    return im.mul(im.add(im.mul(b, headCount), headIndex), seq * width);
+  };
+  auto rowStride = [&](int64_t headCount, int64_t width) { return seqMajor ? headCount * width : width; };
+  Value qBase = headBase(head, heads, seqQ, headDim);
+  Value kBase = headBase(kvHead, kvHeads, seqK, headDim);
+  Value vBase = headBase(kvHead, kvHeads, seqK, valueDim);
   Type tokenType = nvgpu::DeviceAsyncTokenType::get(ctx);
 
-  // Copies rows [row0, row0 + rows) of a [limit x width] matrix at `base` into `shared` (row stride `stride`),
-  // zero-filling rows past `limit`.
-  auto copyRows = [&](Value shared, Value sharedBase, int64_t stride, Value global, Value base, Value row0,
-                      int64_t rows, int64_t width, int64_t limit) {
+  // Copies rows [row0, row0 + rows) of a [limit x width] matrix at `base` (rows `globalStride` apart) into
+  // `shared` (row stride `stride`), zero-filling rows past `limit`.
+  auto copyRows = [&](Value shared, Value sharedBase, int64_t stride, Value global, Value base, int64_t globalStride,
+                      Value row0, int64_t rows, int64_t width, int64_t limit) {
     int64_t chunksPerRow = width / 8, chunks = rows * chunksPerRow;
     SmallVector<Value> tokens;
     for (int64_t i = 0; i < llvm::divideCeilSigned(chunks, threads); ++i) {
@@ -132,7 +143,7 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
       Value globalRow = im.add(row0, row);
       Value inside = im.lt(globalRow, limit);
       Value count = im.select(inside, im.c(8), im.c(0));
-      Value src = im.select(inside, im.add(base, im.add(im.mul(globalRow, width), col)), im.c(0));
+      Value src = im.select(inside, im.add(base, im.add(im.mul(globalRow, globalStride), col)), im.c(0));
       tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(builder, loc, tokenType, shared,
                                                         im.add(sharedBase, im.add(im.mul(row, stride), col)), global,
                                                         src, builder.getIndexAttr(8), count, builder.getUnitAttr()));
@@ -141,8 +152,9 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   };
   auto loadKV = [&](Value tile, Value slot) {
     Value row0 = im.mul(tile, bk);
-    copyRows(sharedK, im.mul(slot, sizeK), strideK, k, kBase, row0, bk, headDim, seqK);
-    return copyRows(sharedV, im.mul(slot, sizeV), strideV, v, vBase, row0, bk, valueDim, seqK);
+    copyRows(sharedK, im.mul(slot, sizeK), strideK, k, kBase, rowStride(kvHeads, headDim), row0, bk, headDim, seqK);
+    return copyRows(sharedV, im.mul(slot, sizeV), strideV, v, vBase, rowStride(kvHeads, valueDim), row0, bk,
+                    valueDim, seqK);
   };
 
   // Key tiles this block visits: all of them, or with `causal` up to its last row's diagonal.
@@ -154,7 +166,7 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
     numTiles = im.min(im.div(im.add(lastKey, bk - 1), bk), im.c(allTiles));
   }
 
-  copyRows(sharedQ, im.c(0), strideQ, q, qBase, q0, bq, headDim, seqQ);
+  copyRows(sharedQ, im.c(0), strideQ, q, qBase, rowStride(heads, headDim), q0, bq, headDim, seqQ);
   Value group0 = loadKV(im.c(0), im.c(0));
   nvgpu::DeviceAsyncWaitOp::create(builder, loc, group0, builder.getI32IntegerAttr(0));
   gpu::BarrierOp::create(builder, loc);
@@ -339,7 +351,8 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   Value sumB = quadReduce(builder, loc, loop.getResult(3), false);
   Value invA = arith::DivFOp::create(builder, loc, f32c(1.0), sumA);
   Value invB = arith::DivFOp::create(builder, loc, f32c(1.0), sumB);
-  Value outBase = im.mul(im.add(im.mul(b, heads), head), seqQ * valueDim);
+  Value outBase = headBase(head, heads, seqQ, valueDim);
+  int64_t outRowStride = rowStride(heads, valueDim);
   ArrayRef<int64_t> outShape = outType.getShape();
   for (int64_t d = 0; d < outFrags; ++d) {
     Value o = loop.getResult(4 + d);
@@ -357,7 +370,9 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
           mapping.map(body.getArgument(0), value);
           for (auto [index, operand] : llvm::enumerate(op.getEpilogueOperands())) {
             ArrayRef<int64_t> shape = cast<RankedTensorType>(operand.getType()).getShape();
-            Value at = broadcastLinearIndex(im, shape, outShape, {b, head, row, col});
+            Value at = broadcastLinearIndex(im, shape, outShape,
+                                            seqMajor ? SmallVector<Value>{b, row, head, col}
+                                                     : SmallVector<Value>{b, head, row, col});
             Value loaded = memref::LoadOp::create(builder, loc, epilogueArgs[index], at);
             mapping.map(body.getArgument(index + 1), lowering::widen(builder, loc, loaded));
           }
@@ -366,7 +381,7 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
           value = mapping.lookup(body.getTerminator()->getOperand(0));
         }
         value = lowering::narrow(builder, loc, value, outType.getElementType());
-        memref::StoreOp::create(builder, loc, value, out, im.add(outBase, im.add(im.mul(row, valueDim), col)));
+        memref::StoreOp::create(builder, loc, value, out, im.add(outBase, im.add(im.mul(row, outRowStride), col)));
         scf::YieldOp::create(builder, loc);
       });
     }

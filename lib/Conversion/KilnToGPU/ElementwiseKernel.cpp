@@ -244,7 +244,7 @@ FailureOr<KernelLaunch> kiln::buildElementwiseKernel(OpBuilder &builder, gpu::GP
       Value self = lowering::widen(builder, loc, memref::LoadOp::create(builder, loc, entry.getArgument(0), linear));
       Value other = lowering::widen(
           builder, loc, memref::LoadOp::create(builder, loc, entry.getArgument(0), im.add(rowStart, partner)));
-      Value angle = im.add(im.mul(index[rank - 2], half), pair);
+      Value angle = im.add(im.mul(index[rope.getPositionDim()], half), pair);
       Value cosv = lowering::widen(builder, loc, memref::LoadOp::create(builder, loc, entry.getArgument(1), angle));
       Value sinv = lowering::widen(builder, loc, memref::LoadOp::create(builder, loc, entry.getArgument(2), angle));
       Value selfCos = arith::MulFOp::create(builder, loc, self, cosv);

@@ -92,14 +92,19 @@ struct AttentionLowering : OpConversionPattern<AttentionOp> {
     Location loc = op.getLoc();
     MLIRContext *ctx = rewriter.getContext();
     RankedTensorType q = op.getQ().getType(), v = op.getV().getType();
-    int64_t batch = q.getDimSize(0), heads = q.getDimSize(1), seqQ = q.getDimSize(2);
-    int64_t seqK = v.getDimSize(2), valueDim = v.getDimSize(3), group = op.getGroupSize();
+    const int64_t headsDim = op.getHeadsDim(), seqDim = op.getSeqDim();
+    int64_t batch = q.getDimSize(0), heads = q.getDimSize(headsDim), seqQ = q.getDimSize(seqDim);
+    int64_t seqK = v.getDimSize(seqDim), valueDim = v.getDimSize(3), group = op.getGroupSize();
     auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
     Type f32 = rewriter.getF32Type();
+    // An operand's (batch, head, position, feature) indices in the op's layout.
+    auto inLayout = [&](unsigned dims, AffineExpr b, AffineExpr h, AffineExpr s, AffineExpr x) {
+      return op.isSeqMajor() ? AffineMap::get(dims, 0, {b, s, h, x}, ctx) : AffineMap::get(dims, 0, {b, h, s, x}, ctx);
+    };
 
     // scores[b, h, i, j] = sum_d q[b, h, i, d] * k[b, h / group, j, d]; dims (b, h, i, j, d).
-    AffineMap qMap = AffineMap::get(5, 0, {d(0), d(1), d(2), d(4)}, ctx);
-    AffineMap kMap = AffineMap::get(5, 0, {d(0), d(1).floorDiv(group), d(3), d(4)}, ctx);
+    AffineMap qMap = inLayout(5, d(0), d(1), d(2), d(4));
+    AffineMap kMap = inLayout(5, d(0), d(1).floorDiv(group), d(3), d(4));
     AffineMap sMap = AffineMap::get(5, 0, {d(0), d(1), d(2), d(3)}, ctx);
     SmallVector<int64_t> scoreShape{batch, heads, seqQ, seqK};
     Value scores = linalg::GenericOp::create(
@@ -151,7 +156,7 @@ struct AttentionLowering : OpConversionPattern<AttentionOp> {
 
     // out[b, h, i, e] = sum_j probs[b, h, i, j] * v[b, h / group, j, e] / rowSum; dims (b, h, i, j, e).
     AffineMap pMap = AffineMap::get(5, 0, {d(0), d(1), d(2), d(3)}, ctx);
-    AffineMap vMap = AffineMap::get(5, 0, {d(0), d(1).floorDiv(group), d(3), d(4)}, ctx);
+    AffineMap vMap = inLayout(5, d(0), d(1).floorDiv(group), d(3), d(4));
     AffineMap oMap = AffineMap::get(5, 0, {d(0), d(1), d(2), d(4)}, ctx);
     SmallVector<int64_t> outShape{batch, heads, seqQ, valueDim};
     Value unnormalised = linalg::GenericOp::create(
@@ -171,19 +176,27 @@ struct AttentionLowering : OpConversionPattern<AttentionOp> {
     auto normalise = [](OpBuilder &b, Location l, ValueRange x) -> Value {
       return arith::DivFOp::create(b, l, x[0], x[1]);
     };
+    // The output is computed in [b, h, i, e] and stored in the op's layout: over the output's dims (o0..o3),
+    // the unnormalised sums and row sums are read at (b, h, i, e).
+    ArrayRef<int64_t> storedShape = outType.getShape();
+    AffineMap sumsMap = full4, rowSumMap = row4;
+    if (op.isSeqMajor()) {
+      sumsMap = AffineMap::get(4, 0, {d(0), d(2), d(1), d(3)}, ctx);
+      rowSumMap = AffineMap::get(4, 0, {d(0), d(2), d(1)}, ctx);
+    }
     Value out;
     if (op.hasEpilogue()) {
-      SmallVector<Value> inputs{buildElementwise(rewriter, loc, outShape, f32, ValueRange{unnormalised, rowSum},
-                                                 {full4, row4}, normalise)};
+      SmallVector<Value> inputs{buildElementwise(rewriter, loc, storedShape, f32, ValueRange{unnormalised, rowSum},
+                                                 {sumsMap, rowSumMap}, normalise)};
       SmallVector<AffineMap> maps{full4};
       for (Value operand : adaptor.getEpilogueOperands()) {
         inputs.push_back(operand);
-        maps.push_back(getBroadcastMap(cast<RankedTensorType>(operand.getType()).getShape(), outShape, ctx));
+        maps.push_back(getBroadcastMap(cast<RankedTensorType>(operand.getType()).getShape(), storedShape, ctx));
       }
-      out = buildEpilogue(rewriter, loc, op.getEpilogue(), outShape, outType.getElementType(), inputs, maps);
+      out = buildEpilogue(rewriter, loc, op.getEpilogue(), storedShape, outType.getElementType(), inputs, maps);
     } else {
-      out = buildElementwise(rewriter, loc, outShape, outType.getElementType(), ValueRange{unnormalised, rowSum},
-                             {full4, row4}, normalise);
+      out = buildElementwise(rewriter, loc, storedShape, outType.getElementType(), ValueRange{unnormalised, rowSum},
+                             {sumsMap, rowSumMap}, normalise);
     }
     SmallVector<Value> results{out};
     if (op.getLse()) {

@@ -221,7 +221,7 @@ struct RopeLowering : OpConversionPattern<RopeOp> {
           partnerIndex.back() = partner;
           Value self = widen(b, l, tensor::ExtractOp::create(b, l, input, index));
           Value other = widen(b, l, tensor::ExtractOp::create(b, l, input, partnerIndex));
-          Value position = index[rank - 2];
+          Value position = index[op.getPositionDim()];
           Value cosv = widen(b, l, tensor::ExtractOp::create(b, l, cosTable, ValueRange{position, pair}));
           Value sinv = widen(b, l, tensor::ExtractOp::create(b, l, sinTable, ValueRange{position, pair}));
           // first: a cos - b sin; second: b cos + a sin (self = b, other = a).

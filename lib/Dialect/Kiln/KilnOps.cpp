@@ -162,15 +162,20 @@ double AttentionOp::getEffectiveScale() {
 }
 
 int64_t AttentionOp::getGroupSize() {
-  return getQ().getType().getDimSize(1) / getK().getType().getDimSize(1);
+  return getQ().getType().getDimSize(getHeadsDim()) / getK().getType().getDimSize(getHeadsDim());
 }
+
+bool AttentionOp::isSeqMajor() { return getLayout() && *getLayout() == "bshd"; }
 
 LogicalResult AttentionOp::verify() {
   RankedTensorType q = getQ().getType(), k = getK().getType(), v = getV().getType();
+  if (std::optional<StringRef> layout = getLayout(); layout && *layout != "bhsd" && *layout != "bshd")
+    return emitOpError() << "layout must be \"bhsd\" or \"bshd\", got \"" << *layout << "\"";
+  const int64_t headsDim = getHeadsDim(), seqDim = getSeqDim();
+  StringRef layoutName = isSeqMajor() ? "[batch, seq, heads, head_dim]" : "[batch, heads, seq, head_dim]";
   for (auto [name, type] : {std::pair<StringRef, RankedTensorType>{"q", q}, {"k", k}, {"v", v}}) {
     if (type.getRank() != 4)
-      return emitOpError() << "operand '" << name << "' must have rank 4 [batch, heads, seq, head_dim], got "
-                           << type;
+      return emitOpError() << "operand '" << name << "' must have rank 4 " << layoutName << ", got " << type;
   }
   for (auto [name, type] : {std::pair<StringRef, RankedTensorType>{"k", k}, {"v", v}}) {
     if (type.getElementType() != q.getElementType())
@@ -180,22 +185,23 @@ LogicalResult AttentionOp::verify() {
       return emitOpError() << "batch size of '" << name << "' (dimension 0: " << type.getDimSize(0)
                            << ") differs from 'q' (" << q.getDimSize(0) << ")";
   }
-  if (k.getDimSize(1) == 0)
-    return emitOpError() << "head count of 'k' (dimension 1) must be positive";
-  if (v.getDimSize(1) != k.getDimSize(1))
-    return emitOpError() << "head count of 'v' (dimension 1: " << v.getDimSize(1) << ") differs from 'k' ("
-                         << k.getDimSize(1) << ")";
-  if (q.getDimSize(1) % k.getDimSize(1) != 0)
-    return emitOpError() << "head count of 'q' (" << q.getDimSize(1)
-                         << ") is not a multiple of the k/v head count (" << k.getDimSize(1) << ")";
-  if (v.getDimSize(2) != k.getDimSize(2))
-    return emitOpError() << "sequence length of 'v' (dimension 2: " << v.getDimSize(2) << ") differs from 'k' ("
-                         << k.getDimSize(2) << ")";
+  if (k.getDimSize(headsDim) == 0)
+    return emitOpError() << "head count of 'k' (dimension " << headsDim << ") must be positive";
+  if (v.getDimSize(headsDim) != k.getDimSize(headsDim))
+    return emitOpError() << "head count of 'v' (dimension " << headsDim << ": " << v.getDimSize(headsDim)
+                         << ") differs from 'k' (" << k.getDimSize(headsDim) << ")";
+  if (q.getDimSize(headsDim) % k.getDimSize(headsDim) != 0)
+    return emitOpError() << "head count of 'q' (" << q.getDimSize(headsDim)
+                         << ") is not a multiple of the k/v head count (" << k.getDimSize(headsDim) << ")";
+  if (v.getDimSize(seqDim) != k.getDimSize(seqDim))
+    return emitOpError() << "sequence length of 'v' (dimension " << seqDim << ": " << v.getDimSize(seqDim)
+                         << ") differs from 'k' (" << k.getDimSize(seqDim) << ")";
   if (k.getDimSize(3) != q.getDimSize(3))
     return emitOpError() << "head dim of 'k' (dimension 3: " << k.getDimSize(3) << ") differs from 'q' ("
                          << q.getDimSize(3) << ")";
 
-  int64_t batch = q.getDimSize(0), heads = q.getDimSize(1), seqQ = q.getDimSize(2), seqK = k.getDimSize(2);
+  int64_t batch = q.getDimSize(0), heads = q.getDimSize(headsDim), seqQ = q.getDimSize(seqDim),
+          seqK = k.getDimSize(seqDim);
   if (getCausal() && seqQ > seqK)
     return emitOpError() << "causal attention aligns the mask bottom-right and needs seq_q <= seq_k, got seq_q = "
                          << seqQ << " and seq_k = " << seqK;
@@ -220,7 +226,10 @@ LogicalResult AttentionOp::verify() {
 
   // With an epilogue the stored element type is the epilogue's choice.
   Type outElement = hasEpilogue() ? getOut().getType().getElementType() : q.getElementType();
-  auto expected = RankedTensorType::get({batch, heads, seqQ, v.getDimSize(3)}, outElement);
+  SmallVector<int64_t> outShape{batch, heads, seqQ, v.getDimSize(3)};
+  if (isSeqMajor())
+    outShape = {batch, seqQ, heads, v.getDimSize(3)};
+  auto expected = RankedTensorType::get(outShape, outElement);
   if (failed(verifyResultType(*this, getOut().getType(), expected)))
     return failure();
   if (Value lse = getLse()) {
@@ -311,11 +320,21 @@ LogicalResult LayerNormOp::verify() {
   return success();
 }
 
+int64_t RopeOp::getPositionDim() {
+  if (std::optional<int64_t> dim = getSeqDim())
+    return *dim;
+  return getInput().getType().getRank() - 2;
+}
+
 LogicalResult RopeOp::verify() {
   RankedTensorType input = getInput().getType();
   if (input.getRank() < 2)
     return emitOpError() << "input must have rank >= 2 [..., seq, head_dim], got " << input;
-  int64_t seq = input.getDimSize(input.getRank() - 2), dim = input.getDimSize(input.getRank() - 1);
+  int64_t positionDim = getPositionDim();
+  if (positionDim < 0 || positionDim >= input.getRank() - 1)
+    return emitOpError() << "seq_dim must name a dimension before the last (0 to " << input.getRank() - 2
+                         << "), got " << positionDim;
+  int64_t seq = input.getDimSize(positionDim), dim = input.getDimSize(input.getRank() - 1);
   if (dim % 2 != 0)
     return emitOpError() << "head dim (last dimension of the input) must be even, got " << dim;
   for (auto [name, table] : {std::pair<StringRef, Value>{"cos", getCos()}, {"sin", getSin()}}) {

@@ -284,6 +284,46 @@ func.func @attention_v_heads(%q: tensor<1x8x4x8xf32>, %k: tensor<1x4x4x8xf32>, %
 
 // -----
 
+func.func @attention_layout(%q: tensor<1x8x4x8xf32>) -> tensor<1x8x4x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op layout must be "bhsd" or "bshd", got "bsdh"}}
+  %0 = kiln.attention %q, %q, %q {layout = "bsdh"} : tensor<1x8x4x8xf32>, tensor<1x8x4x8xf32>, tensor<1x8x4x8xf32> -> tensor<1x8x4x8xf32>
+  return %0 : tensor<1x8x4x8xf32>
+}
+
+// -----
+
+func.func @attention_seq_major_rank(%q: tensor<4x8x8xf32>) -> tensor<4x8x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op operand 'q' must have rank 4 [batch, seq, heads, head_dim], got 'tensor<4x8x8xf32>'}}
+  %0 = kiln.attention %q, %q, %q {layout = "bshd"} : tensor<4x8x8xf32>, tensor<4x8x8xf32>, tensor<4x8x8xf32> -> tensor<4x8x8xf32>
+  return %0 : tensor<4x8x8xf32>
+}
+
+// -----
+
+func.func @attention_seq_major_v_heads(%q: tensor<1x4x8x8xf32>, %k: tensor<1x4x4x8xf32>, %v: tensor<1x4x2x8xf32>) -> tensor<1x4x8x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op head count of 'v' (dimension 2: 2) differs from 'k' (4)}}
+  %0 = kiln.attention %q, %k, %v {layout = "bshd"} : tensor<1x4x8x8xf32>, tensor<1x4x4x8xf32>, tensor<1x4x2x8xf32> -> tensor<1x4x8x8xf32>
+  return %0 : tensor<1x4x8x8xf32>
+}
+
+// -----
+
+func.func @attention_seq_major_seq(%q: tensor<1x4x8x8xf32>, %k: tensor<1x6x4x8xf32>, %v: tensor<1x5x4x8xf32>) -> tensor<1x4x8x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op sequence length of 'v' (dimension 1: 5) differs from 'k' (6)}}
+  %0 = kiln.attention %q, %k, %v {layout = "bshd"} : tensor<1x4x8x8xf32>, tensor<1x6x4x8xf32>, tensor<1x5x4x8xf32> -> tensor<1x4x8x8xf32>
+  return %0 : tensor<1x4x8x8xf32>
+}
+
+// -----
+
+func.func @attention_seq_major_result(%q: tensor<1x4x8x8xf32>) -> tensor<1x8x4x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op result type 'tensor<1x8x4x8xf32>' does not match the inferred type 'tensor<1x4x8x8xf32>'}}
+  %0 = kiln.attention %q, %q, %q {layout = "bshd"} : tensor<1x4x8x8xf32>, tensor<1x4x8x8xf32>, tensor<1x4x8x8xf32> -> tensor<1x8x4x8xf32>
+  return %0 : tensor<1x8x4x8xf32>
+}
+
+// -----
+
 func.func @attention_gqa_groups(%q: tensor<1x8x4x8xf32>, %k: tensor<1x3x4x8xf32>) -> tensor<1x8x4x8xf32> {
   // expected-error @+1 {{'kiln.attention' op head count of 'q' (8) is not a multiple of the k/v head count (3)}}
   %0 = kiln.attention %q, %k, %k : tensor<1x8x4x8xf32>, tensor<1x3x4x8xf32>, tensor<1x3x4x8xf32> -> tensor<1x8x4x8xf32>
@@ -606,6 +646,22 @@ func.func @rope_cos_shape(%x: tensor<1x32x77x128xf32>, %cos: tensor<77x128xf32>,
   // expected-error @+1 {{'kiln.rope' op 'cos' must have shape [77, 64] ([seq, head_dim / 2]), got 'tensor<77x128xf32>'}}
   %0 = kiln.rope %x, %cos, %sin : tensor<1x32x77x128xf32>, tensor<77x128xf32>, tensor<77x64xf32>
   return %0 : tensor<1x32x77x128xf32>
+}
+
+// -----
+
+func.func @rope_seq_dim(%x: tensor<1x77x32x128xf32>, %t: tensor<77x64xf32>) -> tensor<1x77x32x128xf32> {
+  // expected-error @+1 {{'kiln.rope' op seq_dim must name a dimension before the last (0 to 2), got 3}}
+  %0 = kiln.rope %x, %t, %t {seq_dim = 3 : i64} : tensor<1x77x32x128xf32>, tensor<77x64xf32>, tensor<77x64xf32>
+  return %0 : tensor<1x77x32x128xf32>
+}
+
+// -----
+
+func.func @rope_seq_dim_tables(%x: tensor<1x77x32x128xf32>, %t: tensor<32x64xf32>) -> tensor<1x77x32x128xf32> {
+  // expected-error @+1 {{'kiln.rope' op 'cos' must have shape [77, 64] ([seq, head_dim / 2]), got 'tensor<32x64xf32>'}}
+  %0 = kiln.rope %x, %t, %t {seq_dim = 1 : i64} : tensor<1x77x32x128xf32>, tensor<32x64xf32>, tensor<32x64xf32>
+  return %0 : tensor<1x77x32x128xf32>
 }
 
 // -----

@@ -30,10 +30,10 @@ import kiln  # noqa: E402
 EXPORTS = HERE.parents[2] / "examples" / "onnx"
 TOLERANCES = {"float32": 1e-4, "float16": 5e-3, "bfloat16": 2e-2}
 NUMPY = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
-LLAMA_KERNELS = ["rms_norm", "matmul", "transpose", "matmul", "transpose", "matmul", "transpose", "rope", "rope",
-                 "attention", "transpose", "matmul", "rms_norm", "matmul", "matmul", "matmul"]
-GPT2_KERNELS = ["layer_norm", "matmul", "slice", "slice", "slice", "transpose", "transpose", "transpose",
-                "attention", "transpose", "matmul", "layer_norm", "matmul", "matmul"]
+LLAMA_KERNELS = ["rms_norm", "matmul", "matmul", "matmul", "rope", "rope", "attention", "matmul", "rms_norm",
+                 "matmul", "matmul", "matmul"]
+GPT2_KERNELS = ["layer_norm", "matmul", "slice", "slice", "slice", "attention", "matmul", "layer_norm", "matmul",
+                "matmul"]
 
 
 def ort_run(model, x):

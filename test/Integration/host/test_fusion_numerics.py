@@ -39,7 +39,7 @@ if not (KILN_RUN.is_file() and KILN_OPT.is_file()):
                 allow_module_level=True)
 
 EXAMPLE = pathlib.Path(__file__).resolve().parents[3] / "examples" / "attention_block.mlir"
-FUSION_PASSES = ["-canonicalize", "-kiln-fuse-attention", "-kiln-fuse-epilogue"]
+FUSION_PASSES = ["-canonicalize", "-kiln-fuse-attention", "-kiln-fold-head-transposes", "-kiln-fuse-epilogue"]
 RESULT_LINE = re.compile(r"result #(\d+) (\S+): max relative error (\S+) vs the reference \((ok|FAILED), limit (\S+)\)")
 
 # --------------------------------------------------------------------------------------------------------------
@@ -197,6 +197,26 @@ def attention(b, hq, hkv, sq, sk, d, dtype="f32", kt="transpose", scale=("div", 
     return func_text(args, [O], lines)
 
 
+def seq_major_block(b, s, hq, hkv, d, dtype="f32"):
+    """Projections' [B, S, H, D] tensors transposed to [B, H, S, D], RoPE on q and k, causal GQA attention, the
+    output transposed back, then a residual add and a scale: after kiln-fold-head-transposes the attention reads
+    and writes [B, S, H, D] and takes the add and scale as its epilogue."""
+    T = lambda shape: ttype(shape, dtype)  # noqa: E731
+    Q, KV, QT, KVT, TAB = T((b, s, hq, d)), T((b, s, hkv, d)), T((b, hq, s, d)), T((b, hkv, s, d)), T((s, d // 2))
+    return func_text([("q", Q), ("k", KV), ("v", KV), ("cos", TAB), ("sin", TAB), ("res", Q)], [Q], [
+        f"%qt = kiln.transpose %q [0, 2, 1, 3] : {Q} -> {QT}",
+        f"%kt = kiln.transpose %k [0, 2, 1, 3] : {KV} -> {KVT}",
+        f"%vt = kiln.transpose %v [0, 2, 1, 3] : {KV} -> {KVT}",
+        f"%qr = kiln.rope %qt, %cos, %sin : {QT}, {TAB}, {TAB}",
+        f"%kr = kiln.rope %kt, %cos, %sin : {KVT}, {TAB}, {TAB}",
+        f"%o = kiln.attention %qr, %kr, %vt causal : {QT}, {KVT}, {KVT} -> {QT}",
+        f"%ot = kiln.transpose %o [0, 2, 1, 3] : {QT} -> {Q}",
+        f"%r = kiln.add %ot, %res : {Q}, {Q} -> {Q}",
+        f"%c = kiln.constant dense<0.5> : tensor<{dtype}>",
+        f"%y = kiln.mul %r, %c : {Q}, tensor<{dtype}> -> {Q}",
+        f"return %y : {Q}"])
+
+
 ATTENTION_FORBID = ["kiln.softmax", "kiln.broadcast", "kiln.select"]
 ATTENTION_CASES = [
     case("example_attention_block", "fusion: attention block", EXAMPLE.read_text() if EXAMPLE.is_file() else "",
@@ -232,6 +252,12 @@ ATTENTION_CASES = [
     case("bf16_gqa4_causal_select", "fusion: attention bf16",
          attention(1, 8, 2, 77, 77, 64, dtype="bf16", scale=("mul", None), causal="select"),
          expect=["causal"], forbid=ATTENTION_FORBID),
+    case("seq_major_rope_gqa_causal_residual", "fusion: attention f32",
+         seq_major_block(2, 77, 4, 2, 32),
+         expect=['layout = "bshd"', "seq_dim = 1", "epilogue("], forbid=["kiln.transpose", "kiln.add", "kiln.mul"]),
+    case("seq_major_rope_mha_bf16", "fusion: attention bf16",
+         seq_major_block(1, 130, 2, 2, 64, dtype="bf16"),
+         expect=['layout = "bshd"', "seq_dim = 1", "epilogue("], forbid=["kiln.transpose", "kiln.add", "kiln.mul"]),
 ]
 
 

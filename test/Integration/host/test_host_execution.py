@@ -223,9 +223,10 @@ def attention_mask(kind, rng, batch, heads, seq_q, seq_k):
 
 
 def attn(id, b, hq, hkv, sq, sk, d, dv=None, causal=False, mask=None, scale=None, lse=False, dtype="f32",
-         mask_dtype=None, no_tile=False, marks=()):
+         mask_dtype=None, no_tile=False, seq_major=False, marks=()):
     return dict(id=id, b=b, hq=hq, hkv=hkv, sq=sq, sk=sk, d=d, dv=dv or d, causal=causal, mask=mask, scale=scale,
-                lse=lse, dtype=dtype, mask_dtype=mask_dtype or dtype, no_tile=no_tile, marks=marks)
+                lse=lse, dtype=dtype, mask_dtype=mask_dtype or dtype, no_tile=no_tile, seq_major=seq_major,
+                marks=marks)
 
 
 ATTENTION_CASES = [
@@ -307,6 +308,13 @@ ATTENTION_CASES = [
     # Large scores (scale 1 with head dim 128): the running max changes a lot from tile to tile.
     attn("scale1_s1000_d128_causal_lse", 1, 1, 1, 1000, 1000, 128, scale=1.0, causal=True, lse=True),
     attn("scale1_q77_k300_d128", 1, 2, 2, 77, 300, 128, scale=1.0, no_tile=True),
+    # layout = "bshd": q, k, v and out are [B, S, H, D] (the mask and lse keep [B, H, Sq, ...]).
+    attn("bshd_mha_s77_d64", 2, 3, 3, 77, 77, 64, seq_major=True, no_tile=True),
+    attn("bshd_gqa4_s77_d64_causal", 2, 8, 2, 77, 77, 64, causal=True, seq_major=True),
+    attn("bshd_gqa_q77_k200_d96_mask4_lse", 2, 4, 2, 77, 200, 96, mask="rank4", lse=True, seq_major=True),
+    attn("bshd_mqa_q1_k300_d128_causal", 3, 4, 1, 1, 300, 128, causal=True, seq_major=True, no_tile=True),
+    attn("bshd_bf16_gqa4_s130_d64_dv32_causal_lse", 2, 8, 2, 130, 130, 64, dv=32, causal=True, lse=True,
+         dtype="bf16", seq_major=True),
 ]
 
 
@@ -324,7 +332,12 @@ def test_attention(case, pipeline, tmp_path, record_error):
     k_np, k = to_kiln(rng.standard_normal(k_shape), dtype)
     v_np, v = to_kiln(rng.standard_normal(v_shape), dtype)
     inputs = [q_np, k_np, v_np]
-    args = [("q", ttype(q_shape, dtype)), ("k", ttype(k_shape, dtype)), ("v", ttype(v_shape, dtype))]
+    # Seq-major: the same tensors passed as [B, S, H, D]; the reference stays [B, H, S, D].
+    layout = (lambda shape: (shape[0], shape[2], shape[1], shape[3])) if c["seq_major"] else (lambda shape: shape)
+    if c["seq_major"]:
+        inputs = [np.ascontiguousarray(x.transpose(0, 2, 1, 3)) for x in inputs]
+    args = [("q", ttype(layout(q_shape), dtype)), ("k", ttype(layout(k_shape), dtype)),
+            ("v", ttype(layout(v_shape), dtype))]
 
     mask = attention_mask(c["mask"], rng, c["b"], c["hq"], c["sq"], c["sk"])
     mask_clause = ""
@@ -336,11 +349,12 @@ def test_attention(case, pipeline, tmp_path, record_error):
         mask_clause = f" mask(%m : {mask_type})"
 
     scale = 1.0 / math.sqrt(c["d"])
-    attrs = ""
+    attributes = ['layout = "bshd"'] if c["seq_major"] else []
     if c["scale"] is not None:
-        attrs = f" {{scale = {c['scale']!r} : f32}}"
+        attributes.append(f"scale = {c['scale']!r} : f32")
         scale = float(np.float32(c["scale"]))  # the attribute is an f32
-    results = [ttype(out_shape, dtype)] + ([ttype(out_shape[:3], "f32")] if c["lse"] else [])
+    attrs = f" {{{', '.join(attributes)}}}" if attributes else ""
+    results = [ttype(layout(out_shape), dtype)] + ([ttype(out_shape[:3], "f32")] if c["lse"] else [])
     names = "%o, %lse" if c["lse"] else "%o"
     mlir = func_text(args, results, [
         f"{names} = kiln.attention %q, %k, %v{mask_clause}{' causal' if c['causal'] else ''}{attrs}",
@@ -350,6 +364,8 @@ def test_attention(case, pipeline, tmp_path, record_error):
 
     outputs = run_kiln(tmp_path, mlir, inputs, len(results), pipeline)
     ref_out, ref_lse = attention_reference(q, k, v, mask, c["causal"], scale)
+    if c["seq_major"]:
+        ref_out = ref_out.transpose(0, 2, 1, 3)
     check(record_error, f"attention {dtype} [{pipeline}]", from_kiln(outputs[0], dtype), ref_out,
           TOLERANCE[dtype], seed, f"attention {c['id']} out", tmp_path)
     if c["lse"]:
