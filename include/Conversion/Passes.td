@@ -49,4 +49,18 @@ def ConvertKilnToGPU : Pass<"convert-kiln-to-gpu", "::mlir::ModuleOp"> {
                            "::mlir::scf::SCFDialect", "::mlir::vector::VectorDialect"];
 }
 
+def KilnGroupKernels : Pass<"kiln-group-kernels", "::mlir::ModuleOp"> {
+  let summary = "Launch independent GPU kernels of the same kind as one kernel (horizontal fusion)";
+  let description = [{
+    After `convert-kiln-to-gpu`: consecutive calls of GPU kernels with the same kernel op and block size, none
+    reading what an earlier one writes (reshapes of their results may sit between them), become one call of a
+    new kernel function `<first>_x<count>` whose gpu.func runs every member's thread blocks in a 1-D grid: block
+    b runs the member whose range holds b, with the member's block index recomputed from it. Typical groups: the
+    q, k and v projections, RoPE on q and on k, the slices of a fused qkv. The grouped kernel function keeps every
+    member's kernel op (so the manifest lists their configs) and its `kiln.launch` has the summed grid and the
+    largest dynamic shared memory.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect", "::mlir::scf::SCFDialect"];
+}
+
 #endif // KILN_CONVERSION_PASSES_TD

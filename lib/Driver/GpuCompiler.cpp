@@ -146,15 +146,22 @@ llvm::json::Array kiln::describeKernels(ModuleOp module) {
                              {"block", jsonArray(cast<DenseI64ArrayAttr>(launch.get("block")).asArrayRef())},
                              {"dynamic_shared_bytes",
                               cast<IntegerAttr>(launch.get("dynamic_shared_bytes")).getInt()}};
-    func.walk([&](Operation *op) {
-      if (ConfigAttr config = getConfig(op)) {
-        entry["op"] = op->getName().getStringRef().str();
+    // The kernel op (a grouped kernel, kiln-group-kernels, has several of the same kind) and its config.
+    int64_t members = 0;
+    for (Operation &op : func.getBody().front()) {
+      if (!isa<KilnDialect>(op.getDialect()))
+        continue;
+      if (members++ > 0)
+        continue;
+      entry["op"] = op.getName().getStringRef().str();
+      if (ConfigAttr config = getConfig(&op))
         entry["config"] = llvm::json::Object{{"tile", jsonArray(config.getTile())},
                                              {"warps", config.getWarps()},
                                              {"stages", config.getStages()},
                                              {"lowering", config.getLowering().str()}};
-      }
-    });
+    }
+    if (members > 1)
+      entry["group"] = members;
     kernels.push_back(std::move(entry));
   }
   return kernels;

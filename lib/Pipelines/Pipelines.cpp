@@ -56,6 +56,7 @@ void kiln::buildGpuKernelPipeline(OpPassManager &pm, const NvvmPipelineOptions &
   pm.addPass(createKilnOutlineKernels());
   pm.addPass(createKilnSelectConfig(KilnSelectConfigOptions{options.chip}));
   pm.addPass(createConvertKilnToGPU());
+  pm.addPass(createKilnGroupKernels());
 }
 
 void kiln::buildNvvmLoweringPipeline(OpPassManager &pm, const NvvmPipelineOptions &options) {

@@ -92,6 +92,29 @@ func.func @gelu_tanh_products(%x: tensor<4x128xf16>) -> tensor<4x128xf16> {
 
 // -----
 
+// A bf16 model's constants are rounded to bf16 (sqrt(2/pi) = 0.796875, 0.044715 = 0.0446777): still GELU.
+// CHECK-LABEL: func.func @gelu_tanh_bf16_constants
+// CHECK-NEXT: kiln.gelu %arg0 approximate(tanh) : tensor<4x128xbf16>
+// CHECK-NEXT: return
+func.func @gelu_tanh_bf16_constants(%x: tensor<4x128xbf16>) -> tensor<4x128xbf16> {
+  %half = kiln.constant dense<0.5> : tensor<bf16>
+  %one = kiln.constant dense<1.0> : tensor<bf16>
+  %c = kiln.constant dense<0.796875> : tensor<bf16>
+  %k = kiln.constant dense<0.0446777344> : tensor<bf16>
+  %three = kiln.constant dense<3.0> : tensor<bf16>
+  %hx = kiln.mul %half, %x : tensor<bf16>, tensor<4x128xbf16> -> tensor<4x128xbf16>
+  %x3 = kiln.pow %x, %three : tensor<4x128xbf16>, tensor<bf16> -> tensor<4x128xbf16>
+  %kx3 = kiln.mul %k, %x3 : tensor<bf16>, tensor<4x128xbf16> -> tensor<4x128xbf16>
+  %in = kiln.add %x, %kx3 : tensor<4x128xbf16>, tensor<4x128xbf16> -> tensor<4x128xbf16>
+  %u = kiln.mul %c, %in : tensor<bf16>, tensor<4x128xbf16> -> tensor<4x128xbf16>
+  %t = kiln.tanh %u : tensor<4x128xbf16>
+  %a = kiln.add %one, %t : tensor<bf16>, tensor<4x128xbf16> -> tensor<4x128xbf16>
+  %y = kiln.mul %hx, %a : tensor<4x128xbf16>, tensor<4x128xbf16> -> tensor<4x128xbf16>
+  return %y : tensor<4x128xbf16>
+}
+
+// -----
+
 // Not GELU: the cubic coefficient is wrong.
 // CHECK-LABEL: func.func @wrong_coefficient
 // CHECK-NOT: kiln.gelu

@@ -23,9 +23,17 @@ _KERNEL = re.compile(r"func\.func private @(\w+?_k\d+_(\w+))\(.*attributes \{[^}
 
 @dataclass(frozen=True)
 class Kernel:
-    """One kernel of a compiled model: its symbol and the kiln op it computes (matmul, attention, rms_norm...)."""
+    """One kernel of a compiled model: its symbol and the kiln op it computes (matmul, attention, rms_norm...;
+    "matmul x3" for a launch that runs three independent matmuls)."""
     name: str
     op: str
+
+
+def _kernel_op(entry):
+    """A manifest kernel's op without the dialect prefix; a grouped kernel (several independent ops of one kind
+    in one launch) reads "matmul x3"."""
+    op = entry["op"].removeprefix("kiln.")
+    return f"{op} x{entry['group']}" if entry.get("group", 1) > 1 else op
 
 
 class Model:
@@ -52,8 +60,7 @@ class Model:
             if self.target == "host":
                 self._kernels = [Kernel(name, op) for name, op in _KERNEL.findall(self.program.ir("tiled"))]
             else:
-                self._kernels = [Kernel(k["name"], k["op"].removeprefix("kiln.") if "op" in k else
-                                        k["name"].rsplit("_", 1)[-1]) for k in self.program.kernels]
+                self._kernels = [Kernel(k["name"], _kernel_op(k)) for k in self.program.kernels]
         return self._kernels
 
     def ir(self, stage="fused"):

@@ -1,0 +1,292 @@
+//===- GroupKernels.cpp - The kiln-group-kernels pass ----------------------===//
+//
+// Independent kernels of the same kind that run one after the other become one launch (horizontal fusion):
+// the q, k and v projections of an attention block read the same activation and write three outputs, RoPE runs
+// once on q and once on k, GPT-2 slices its fused qkv three times. Each such kernel is small next to the launch
+// and the tail of a GPU only partly filled; one grouped kernel runs every member's thread blocks side by side.
+//
+// The grouped gpu.func takes every member's parameters (inputs first, then outputs, member by member) and has a
+// 1-D grid of all members' blocks: block b runs the member whose range holds it, with that member's block index
+// recomputed from b. Members must be the same kind of kernel op with the same block size, so the register and
+// shared-memory budget of the group is the largest member's and nothing else. A call may join the group when it
+// reads nothing the group writes; reshapes (views) of the group's results that sit between the calls move after
+// the grouped call.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Conversion/Passes.h"
+#include "Dialect/Kiln/KilnDialect.h"
+#include "Dialect/Kiln/KilnOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace mlir {
+namespace kiln {
+#define GEN_PASS_DEF_KILNGROUPKERNELS
+#include "Conversion/Passes.h.inc"
+} // namespace kiln
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::kiln;
+
+namespace {
+
+/// One kernel call with what grouping needs to know about it.
+struct Member {
+  func::CallOp call;
+  func::FuncOp host;      // the outlined kernel function (kiln.kernel, kiln.launch)
+  gpu::GPUFuncOp device;  // its gpu.func
+  SmallVector<int64_t> grid, block;
+  int64_t sharedBytes;
+  StringRef kind;         // the kernel op's name
+
+  int64_t blocks() { return grid[0] * grid[1] * grid[2]; }
+  unsigned numInputs() { return call.getNumOperands() - call.getNumResults(); }
+};
+
+/// The kernel op of an outlined kernel function: its first kiln op.
+Operation *kernelOpOf(func::FuncOp func) {
+  for (Operation &op : func.getBody().front())
+    if (isa<KilnDialect>(op.getDialect()))
+      return &op;
+  return nullptr;
+}
+
+/// `call` as a group member, or nothing when it is not a GPU kernel launch that grouping can take: the gpu.func
+/// must be one block ending in its only gpu.return, with one parameter per call operand.
+std::optional<Member> memberFor(func::CallOp call, SymbolTableCollection &symbols) {
+  auto host = symbols.lookupNearestSymbolFrom<func::FuncOp>(call, call.getCalleeAttr());
+  if (!host || !host->hasAttr("kiln.gpu_kernel"))
+    return std::nullopt;
+  auto launch = host->getAttrOfType<DictionaryAttr>("kiln.launch");
+  auto device = symbols.lookupNearestSymbolFrom<gpu::GPUFuncOp>(
+      call, host->getAttrOfType<SymbolRefAttr>("kiln.gpu_kernel"));
+  Operation *kernelOp = kernelOpOf(host);
+  if (!launch || !device || !kernelOp || !device.getBody().hasOneBlock() ||
+      device.getNumArguments() != call.getNumOperands())
+    return std::nullopt;
+  Block &body = device.getBody().front();
+  bool oneReturn = isa<gpu::ReturnOp>(body.getTerminator());
+  device.walk([&](gpu::ReturnOp ret) { oneReturn &= ret == body.getTerminator(); });
+  if (!oneReturn)
+    return std::nullopt;
+  Member member{call, host, device, {}, {}, 0, kernelOp->getName().getStringRef()};
+  member.grid = llvm::to_vector(cast<DenseI64ArrayAttr>(launch.get("grid")).asArrayRef());
+  member.block = llvm::to_vector(cast<DenseI64ArrayAttr>(launch.get("block")).asArrayRef());
+  member.sharedBytes = cast<IntegerAttr>(launch.get("dynamic_shared_bytes")).getInt();
+  return member;
+}
+
+/// A run of calls being grouped, and the values they produce (with reshapes of them) so far.
+struct Group {
+  SmallVector<Member> members;
+  llvm::SetVector<Value> produced;
+  SmallVector<ReshapeOp> views;  // reshapes of produced values between the calls, in order
+
+  /// Whether `next` may join: the same kind and block size, reading nothing the group writes.
+  bool admits(Member &next) {
+    Member &first = members.front();
+    if (next.kind != first.kind || next.block != first.block)
+      return false;
+    return llvm::none_of(next.call.getOperands(), [&](Value operand) { return produced.contains(operand); });
+  }
+  void add(Member member) {
+    for (Value result : member.call.getResults())
+      produced.insert(result);
+    members.push_back(std::move(member));
+  }
+};
+
+/// Clones `member`'s kernel body into `builder`'s block, its block index recomputed from `local` (the block's
+/// number within the member) and its parameters mapped to `params`.
+void inlineMemberBody(OpBuilder &builder, Location loc, Member &member, Value local, ValueRange params) {
+  IRMapping mapping;
+  mapping.map(member.device.getArguments(), params);
+  Value gx = arith::ConstantIndexOp::create(builder, loc, member.grid[0]);
+  Value gxy = arith::ConstantIndexOp::create(builder, loc, member.grid[0] * member.grid[1]);
+  Value gy = arith::ConstantIndexOp::create(builder, loc, member.grid[1]);
+  Value ids[3] = {arith::RemUIOp::create(builder, loc, local, gx),
+                  arith::RemUIOp::create(builder, loc, arith::DivUIOp::create(builder, loc, local, gx), gy),
+                  arith::DivUIOp::create(builder, loc, local, gxy)};
+  Block &body = member.device.getBody().front();
+  for (Operation &op : body.without_terminator())
+    builder.clone(op, mapping);
+  // The clones' block and grid queries now answer for the member's own grid.
+  SmallVector<Operation *> queries;
+  builder.getInsertionBlock()->walk([&](Operation *op) {
+    if (isa<gpu::BlockIdOp, gpu::GridDimOp>(op))
+      queries.push_back(op);
+  });
+  for (Operation *query : queries) {
+    if (auto blockId = dyn_cast<gpu::BlockIdOp>(query)) {
+      blockId.replaceAllUsesWith(ids[static_cast<unsigned>(blockId.getDimension())]);
+    } else {
+      auto gridDim = cast<gpu::GridDimOp>(query);
+      OpBuilder at(gridDim);
+      gridDim.replaceAllUsesWith(arith::ConstantIndexOp::create(
+          at, gridDim.getLoc(), member.grid[static_cast<unsigned>(gridDim.getDimension())]).getResult());
+    }
+    query->erase();
+  }
+}
+
+/// Replaces the group's calls by one call of a new kernel function whose gpu.func runs every member.
+void mergeGroup(Group &group, gpu::GPUModuleOp gpuModule) {
+  MutableArrayRef<Member> members = group.members;
+  Member &first = members.front();
+  MLIRContext *ctx = first.call.getContext();
+  Location loc = first.call.getLoc();
+  std::string name = (first.host.getSymName() + "_x" + Twine(members.size())).str();
+
+  // Parameters: every member's inputs, then every member's outputs (destinations).
+  SmallVector<Value> operands;
+  SmallVector<Type> resultTypes;
+  SmallVector<std::pair<unsigned, unsigned>> position;  // (member, operand) of each merged parameter
+  for (auto [index, member] : llvm::enumerate(members))
+    for (unsigned i = 0; i < member.numInputs(); ++i)
+      position.push_back({index, i});
+  for (auto [index, member] : llvm::enumerate(members)) {
+    for (unsigned i = member.numInputs(); i < member.call.getNumOperands(); ++i)
+      position.push_back({index, i});
+    llvm::append_range(resultTypes, member.call.getResultTypes());
+  }
+  for (auto [index, operand] : position)
+    operands.push_back(members[index].call.getOperand(operand));
+  SmallVector<Type> operandTypes = llvm::to_vector(ValueRange(operands).getTypes());
+
+  // The host-side kernel function: the members' kernel ops, each into its own destinations.
+  OpBuilder builder(first.host);
+  auto host = func::FuncOp::create(builder, first.host.getLoc(), name, FunctionType::get(ctx, operandTypes,
+                                                                                         resultTypes));
+  host.setPrivate();
+  Block *hostBody = host.addEntryBlock();
+  builder.setInsertionPointToStart(hostBody);
+  SmallVector<Value> returned;
+  for (auto [index, member] : llvm::enumerate(members)) {
+    IRMapping mapping;
+    for (auto [param, where] : llvm::enumerate(position))
+      if (where.first == index)
+        mapping.map(member.host.getArgument(where.second), hostBody->getArgument(param));
+    for (Operation &op : member.host.getBody().front().without_terminator())
+      builder.clone(op, mapping);
+    for (Value value : member.host.getBody().front().getTerminator()->getOperands())
+      returned.push_back(mapping.lookup(value));
+  }
+  func::ReturnOp::create(builder, loc, returned);
+
+  // The grouped gpu.func: a 1-D grid of every member's blocks.
+  builder.setInsertionPointAfter(first.device);
+  SmallVector<Type> paramTypes;
+  for (auto [index, operand] : position)
+    paramTypes.push_back(members[index].device.getArgument(operand).getType());
+  auto device = gpu::GPUFuncOp::create(builder, first.device.getLoc(), name, builder.getFunctionType(paramTypes, {}));
+  device->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), builder.getUnitAttr());
+  device.setKnownBlockSizeAttr(first.device.getKnownBlockSizeAttr());
+  builder.setInsertionPointToStart(&device.getBody().front());
+  Value blockIndex = gpu::BlockIdOp::create(builder, loc, gpu::Dimension::x);
+  int64_t start = 0, sharedBytes = 0;
+  for (auto [index, member] : llvm::enumerate(members)) {
+    sharedBytes = std::max(sharedBytes, member.sharedBytes);
+    // The member's parameters, in its own order.
+    SmallVector<Value> ordered(member.call.getNumOperands());
+    for (auto [param, where] : llvm::enumerate(position))
+      if (where.first == index)
+        ordered[where.second] = device.getArgument(param);
+    Value begin = arith::ConstantIndexOp::create(builder, loc, start);
+    Value end = arith::ConstantIndexOp::create(builder, loc, start + member.blocks());
+    Value inside = arith::AndIOp::create(
+        builder, loc, arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::uge, blockIndex, begin),
+        arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::ult, blockIndex, end));
+    auto branch = scf::IfOp::create(builder, loc, inside, /*withElseRegion=*/false);
+    OpBuilder inner = OpBuilder::atBlockBegin(branch.thenBlock());
+    inner.setInsertionPoint(branch.thenBlock()->getTerminator());
+    Value local = arith::SubIOp::create(inner, loc, blockIndex, begin);
+    inlineMemberBody(inner, loc, member, local, ordered);
+    start += member.blocks();
+  }
+  gpu::ReturnOp::create(builder, loc);
+
+  host->setAttr("kiln.kernel", builder.getUnitAttr());
+  host->setAttr("kiln.gpu_kernel", SymbolRefAttr::get(gpuModule.getSymNameAttr(),
+                                                      {FlatSymbolRefAttr::get(device.getNameAttr())}));
+  host->setAttr("kiln.launch", builder.getDictionaryAttr(
+                                   {builder.getNamedAttr("grid", builder.getDenseI64ArrayAttr({start, 1, 1})),
+                                    builder.getNamedAttr("block", builder.getDenseI64ArrayAttr(first.block)),
+                                    builder.getNamedAttr("dynamic_shared_bytes",
+                                                         builder.getI64IntegerAttr(sharedBytes))}));
+
+  // The host plan: one call where the last member was, then the views of the results that sat between.
+  func::CallOp last = members.back().call;
+  builder.setInsertionPoint(last);
+  auto call = func::CallOp::create(builder, last.getLoc(), host, operands);
+  unsigned result = 0;
+  for (Member &member : members)
+    for (Value old : member.call.getResults())
+      old.replaceAllUsesWith(call.getResult(result++));
+  Operation *after = call;
+  for (ReshapeOp view : group.views) {
+    view->moveAfter(after);
+    after = view;
+  }
+  for (Member &member : members) {
+    member.call.erase();
+    member.host.erase();
+    member.device.erase();
+  }
+}
+
+struct KilnGroupKernelsPass : kiln::impl::KilnGroupKernelsBase<KilnGroupKernelsPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    gpu::GPUModuleOp gpuModule;
+    for (auto candidate : module.getOps<gpu::GPUModuleOp>())
+      gpuModule = candidate;
+    if (!gpuModule)
+      return;
+    SymbolTableCollection symbols;
+    SmallVector<Group, 2> groups;
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.isExternal() || func->hasAttr("kiln.kernel"))
+        continue;
+      Group current;
+      auto flush = [&] {
+        if (current.members.size() > 1)
+          groups.push_back(std::move(current));
+        current = Group();
+      };
+      for (Operation &op : func.getBody().front()) {
+        if (auto call = dyn_cast<func::CallOp>(op)) {
+          std::optional<Member> member = memberFor(call, symbols);
+          if (!member) {
+            flush();
+            continue;
+          }
+          if (current.members.empty() || !current.admits(*member))
+            flush();
+          current.add(std::move(*member));
+          continue;
+        }
+        bool readsGroup = llvm::any_of(op.getOperands(), [&](Value v) { return current.produced.contains(v); });
+        if (!readsGroup)
+          continue;
+        if (auto view = dyn_cast<ReshapeOp>(op)) {
+          current.produced.insert(view.getResult());
+          current.views.push_back(view);
+          continue;
+        }
+        flush();  // something else needs the group's results here
+      }
+      flush();
+    }
+    for (Group &group : groups)
+      mergeGroup(group, gpuModule);
+  }
+};
+
+} // namespace

@@ -1,0 +1,69 @@
+// RUN: kiln-opt %s -split-input-file -kiln-outline-kernels -kiln-select-config=target=sm_90a -convert-kiln-to-gpu -kiln-group-kernels | FileCheck %s
+
+// kiln-group-kernels launches consecutive independent GPU kernels of the same kind as one kernel.
+
+// Two projections of the same activation: one call of a grouped kernel (inputs of both, then both outputs) whose
+// 1-D grid holds both members' blocks (4 + 2); the reshape of the first result moves after the call. Each member
+// runs under the test for its block range, with its own block index recomputed.
+// CHECK-LABEL: func.func private @projections_k0_matmul_x2(
+// CHECK-SAME: kiln.gpu_kernel = @kiln_kernels::@projections_k0_matmul_x2
+// CHECK-SAME: grid = array<i64: 6, 1, 1>
+// CHECK: kiln.matmul
+// CHECK: kiln.matmul
+// CHECK-LABEL: func.func @projections(
+// CHECK: %[[R:.*]]:2 = call @projections_k0_matmul_x2(%arg0, %arg1, %arg0, %arg2, %{{.*}}, %{{.*}})
+// CHECK-NEXT: %[[V:.*]] = kiln.reshape %[[R]]#0
+// CHECK-NEXT: return %[[V]], %[[R]]#1
+// CHECK: gpu.func @projections_k0_matmul_x2(
+// CHECK: %[[B:.*]] = gpu.block_id x
+// CHECK: arith.cmpi ult, %[[B]], %c4
+// CHECK: scf.if
+// CHECK-NOT: gpu.block_id
+// CHECK: arith.cmpi ult, %[[B]], %c6
+// CHECK: scf.if
+// CHECK-NOT: gpu.block_id
+// CHECK: gpu.return
+// CHECK-NOT: gpu.func @projections_k0_matmul(
+func.func @projections(%x: tensor<64x128xbf16>, %wq: tensor<128x128xbf16>, %wk: tensor<128x64xbf16>) -> (tensor<64x2x64xbf16>, tensor<64x64xbf16>) {
+  %q = kiln.matmul %x, %wq : tensor<64x128xbf16>, tensor<128x128xbf16> -> tensor<64x128xbf16>
+  %qh = kiln.reshape %q : tensor<64x128xbf16> -> tensor<64x2x64xbf16>
+  %k = kiln.matmul %x, %wk : tensor<64x128xbf16>, tensor<128x64xbf16> -> tensor<64x64xbf16>
+  return %qh, %k : tensor<64x2x64xbf16>, tensor<64x64xbf16>
+}
+
+// -----
+
+// The second matmul reads the first's result: two launches.
+// CHECK-LABEL: func.func @dependent(
+// CHECK: call @dependent_k0_matmul(
+// CHECK: call @dependent_k1_matmul(
+func.func @dependent(%x: tensor<64x128xbf16>, %w1: tensor<128x128xbf16>, %w2: tensor<128x64xbf16>) -> tensor<64x64xbf16> {
+  %h = kiln.matmul %x, %w1 : tensor<64x128xbf16>, tensor<128x128xbf16> -> tensor<64x128xbf16>
+  %y = kiln.matmul %h, %w2 : tensor<64x128xbf16>, tensor<128x64xbf16> -> tensor<64x64xbf16>
+  return %y : tensor<64x64xbf16>
+}
+
+// -----
+
+// GPT-2's three slices of the fused qkv: one launch.
+// CHECK-LABEL: func.func @slices(
+// CHECK: %[[R:.*]]:3 = call @slices_k0_slice_x3(
+// CHECK-NEXT: return %[[R]]#0, %[[R]]#1, %[[R]]#2
+func.func @slices(%qkv: tensor<2x20x96xbf16>) -> (tensor<2x20x32xbf16>, tensor<2x20x32xbf16>, tensor<2x20x32xbf16>) {
+  %q = kiln.slice %qkv offsets [0, 0, 0] strides [1, 1, 1] : tensor<2x20x96xbf16> -> tensor<2x20x32xbf16>
+  %k = kiln.slice %qkv offsets [0, 0, 32] strides [1, 1, 1] : tensor<2x20x96xbf16> -> tensor<2x20x32xbf16>
+  %v = kiln.slice %qkv offsets [0, 0, 64] strides [1, 1, 1] : tensor<2x20x96xbf16> -> tensor<2x20x32xbf16>
+  return %q, %k, %v : tensor<2x20x32xbf16>, tensor<2x20x32xbf16>, tensor<2x20x32xbf16>
+}
+
+// -----
+
+// A matmul and a rope are different kinds of kernel (different registers and shared memory): two launches.
+// CHECK-LABEL: func.func @different_kinds(
+// CHECK: call @different_kinds_k0_matmul(
+// CHECK: call @different_kinds_k1_rope(
+func.func @different_kinds(%x: tensor<64x128xbf16>, %w: tensor<128x128xbf16>, %r: tensor<1x77x2x64xbf16>, %t: tensor<77x32xbf16>) -> (tensor<64x128xbf16>, tensor<1x77x2x64xbf16>) {
+  %y = kiln.matmul %x, %w : tensor<64x128xbf16>, tensor<128x128xbf16> -> tensor<64x128xbf16>
+  %z = kiln.rope %r, %t, %t {seq_dim = 1 : i64} : tensor<1x77x2x64xbf16>, tensor<77x32xbf16>, tensor<77x32xbf16>
+  return %y, %z : tensor<64x128xbf16>, tensor<1x77x2x64xbf16>
+}
