@@ -2,7 +2,8 @@
 
 Why: one script per device visit. It loads each cubin through Kiln's runtime (libkiln_runtime.so, through the
 kiln package's ctypes bindings), checks every kernel against a torch float32 reference on fresh random inputs,
-and times the benchmark kernels side by side with cuBLAS (torch.matmul) and the unfused torch epilogue, with
+and times the benchmark kernels side by side with cuBLAS (torch.matmul), a plain Triton kernel
+(bench/triton_kernels.py) and the unfused torch epilogue, with
 CUDA events, after warm-up, taking the median. Results go to --out as JSON and a markdown table.
 
 Error measure: max|out - ref| / max|ref| with ref computed in float32 from the same (rounded) inputs; limits
@@ -143,7 +144,24 @@ def run_attention(case, runtime, kernel, entry, generator, bench):
                 row.update({f"{label}_ms": ms, f"{label}_tflops": flops / ms / 1e9, f"ratio_{label}": ms / kiln_ms})
             except RuntimeError as error:
                 row[f"{label}_error"] = str(error).splitlines()[0]
+        if not case.get("seq_major"):
+            import triton_kernels
+            row.update(triton_row(lambda: triton_kernels.attention(q, k, v, causal=case["causal"]), ref, flops,
+                                  kiln_ms, LIMITS[case["dtype"]]))
     return row
+
+
+def triton_row(fn, ref, flops, kiln_ms, limit):
+    """The same computation as a plain Triton kernel (bench/triton_kernels.py): checked against the reference,
+    then timed; a Triton failure is recorded, not raised."""
+    try:
+        out = fn()
+        error = ((out.float() - ref).abs().max() / ref.abs().max()).item()
+        ms = time_ms(fn)
+    except Exception as failure:  # a compile or launch failure in Triton must not end the visit
+        return dict(triton_error=str(failure).splitlines()[0] if str(failure) else type(failure).__name__)
+    return dict(triton_ms=ms, triton_tflops=flops / ms / 1e9, ratio_triton=ms / kiln_ms, triton_error_rel=error,
+                triton_ok=error <= limit)
 
 
 GLUE_REFERENCES = {
@@ -282,7 +300,7 @@ def main():
             timing = ""
             if "kiln_ms" in row:
                 timing = f"  {row['kiln_tflops']:6.1f} TF/s"
-                for label in ("flash", "cudnn"):
+                for label in ("flash", "cudnn", "triton"):
                     if f"{label}_tflops" in row:
                         timing += f" | {label} {row[f'{label}_tflops']:6.1f} ({row[f'ratio_{label}']:.2f}x)"
             print(f"{case['name']:42s} err {row['error']:.2e} {'ok' if row['ok'] else 'FAILED'}{timing}", flush=True)
@@ -310,10 +328,17 @@ def main():
             if case["epilogue"] == "bias_silu":
                 eager_ms = time_ms(lambda: torch.nn.functional.silu(torch.matmul(x, wt) + extras[0]))
                 row.update(eager_ms=eager_ms, ratio_eager=eager_ms / kiln_ms)
+            if not case["batch"] and case["epilogue"] in ("none", "bias_silu"):
+                import triton_kernels
+                row.update(triton_row(lambda: triton_kernels.linear(
+                    x, wt, extras[0] if extras else None, silu=case["epilogue"] == "bias_silu"), ref, flops, kiln_ms,
+                    LIMITS[case["dtype"]]))
         results.append(row)
         status = "ok" if ok else "FAILED"
         timing = f"  {row['kiln_tflops']:7.1f} TF/s vs cuBLAS {row['cublas_tflops']:7.1f} ({row['ratio_cublas']:.2f}x)" \
             if "kiln_ms" in row else ""
+        if "triton_tflops" in row:
+            timing += f" | Triton {row['triton_tflops']:7.1f} ({row['ratio_triton']:.2f}x)"
         print(f"{case['name']:42s} err {error:.2e} {status}{timing}", flush=True)
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -321,21 +346,22 @@ def main():
                                                                results=results), indent=1))
     attention = [r for r in results if "kiln_ms" in r and "ratio_flash" in r or "flash_error" in r]
     if attention:
-        lines = ["| case | Kiln TFLOP/s | SDPA flash TFLOP/s | Kiln / flash | SDPA cuDNN TFLOP/s | Kiln / cuDNN |",
-                 "|---|---|---|---|---|---|"]
+        lines = ["| case | Kiln TFLOP/s | SDPA flash TFLOP/s | Kiln / flash | SDPA cuDNN TFLOP/s | Kiln / cuDNN | "
+                 "Triton TFLOP/s | Kiln / Triton |", "|---|---|---|---|---|---|---|---|"]
         for r in attention:
             cells = [f"{r.get(f'{label}_tflops', float('nan')):.1f} | {r.get(f'ratio_{label}', float('nan')):.2f}"
-                     for label in ("flash", "cudnn")]
-            lines.append(f"| {r['name']} | {r['kiln_tflops']:.1f} | {cells[0]} | {cells[1]} |")
+                     for label in ("flash", "cudnn", "triton")]
+            lines.append(f"| {r['name']} | {r['kiln_tflops']:.1f} | {' | '.join(cells)} |")
         (out_dir / "attention_results.md").write_text("\n".join(lines) + "\n")
     bench = [r for r in results if "kiln_ms" in r and "cublas_ms" in r]
     if bench:
-        lines = ["| case | Kiln TFLOP/s | cuBLAS TFLOP/s | Kiln / cuBLAS | eager epilogue ms | Kiln vs eager |",
-                 "|---|---|---|---|---|---|"]
+        lines = ["| case | Kiln TFLOP/s | cuBLAS TFLOP/s | Kiln / cuBLAS | Triton TFLOP/s | Kiln / Triton | "
+                 "eager epilogue ms | Kiln vs eager |", "|---|---|---|---|---|---|---|---|"]
         for r in bench:
             eager = f"{r['eager_ms']:.3f} | {r['ratio_eager']:.2f}x" if "eager_ms" in r else "- | -"
+            triton = f"{r['triton_tflops']:.1f} | {r['ratio_triton']:.2f}" if "triton_tflops" in r else "- | -"
             lines.append(f"| {r['name']} | {r['kiln_tflops']:.1f} | {r['cublas_tflops']:.1f} | "
-                         f"{r['ratio_cublas']:.2f} | {eager} |")
+                         f"{r['ratio_cublas']:.2f} | {triton} | {eager} |")
         (out_dir / "gemm_results.md").write_text("\n".join(lines) + "\n")
     print(f"{len(results) - failures} passed, {failures} failed")
     return 1 if failures else 0

@@ -25,72 +25,15 @@ import torch  # noqa: E402
 from gpu_visit import per_call_us  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
-
-
-@triton.jit
-def matmul_bias_act(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
-                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, SILU: tl.constexpr):
-    rm = tl.program_id(0) * BM + tl.arange(0, BM)
-    rn = tl.program_id(1) * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k0 in range(0, K, BK):
-        a = tl.load(a_ptr + rm[:, None] * sam + (k0 + rk)[None, :] * sak,
-                    mask=(rm[:, None] < M) & ((k0 + rk)[None, :] < K), other=0.0)
-        b = tl.load(b_ptr + (k0 + rk)[:, None] * sbk + rn[None, :] * sbn,
-                    mask=((k0 + rk)[:, None] < K) & (rn[None, :] < N), other=0.0)
-        acc += tl.dot(a, b)
-    acc += tl.load(bias_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]
-    if SILU:
-        acc = acc * tl.sigmoid(acc)
-    tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc.to(c_ptr.dtype.element_ty),
-             mask=(rm[:, None] < M) & (rn[None, :] < N))
+import triton_kernels  # noqa: E402
 
 
 def triton_linear(a, b, bias, silu=True, block=(64, 64, 32)):
-    m, k = a.shape
-    n = b.shape[1]
-    c = torch.empty((m, n), device=a.device, dtype=a.dtype)
-    bm, bn, bk = block
-    grid = (triton.cdiv(m, bm), triton.cdiv(n, bn))
-    matmul_bias_act[grid](a, b, bias, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                          c.stride(0), c.stride(1), BM=bm, BN=bn, BK=bk, SILU=silu)
-    return c
-
-
-@triton.jit
-def attention_fwd(q_ptr, k_ptr, v_ptr, o_ptr, seq, scale, D: tl.constexpr, BLOCK_M: tl.constexpr,
-                  BLOCK_N: tl.constexpr):
-    """Flash-attention forward for contiguous [B, H, S, D] q, k, v: one program per (query block, head)."""
-    base = tl.program_id(1) * seq * D
-    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    dims = tl.arange(0, D)
-    q = tl.load(q_ptr + base + rows[:, None] * D + dims[None, :], mask=rows[:, None] < seq, other=0.0)
-    m = tl.full([BLOCK_M], float("-inf"), tl.float32)
-    l = tl.zeros([BLOCK_M], tl.float32)
-    acc = tl.zeros([BLOCK_M, D], tl.float32)
-    for start in range(0, seq, BLOCK_N):
-        cols = start + tl.arange(0, BLOCK_N)
-        k = tl.load(k_ptr + base + cols[:, None] * D + dims[None, :], mask=cols[:, None] < seq, other=0.0)
-        s = tl.where(cols[None, :] < seq, tl.dot(q, tl.trans(k)) * scale, float("-inf"))
-        m_new = tl.maximum(m, tl.max(s, 1))
-        p = tl.exp(s - m_new[:, None])
-        alpha = tl.exp(m - m_new)
-        l = l * alpha + tl.sum(p, 1)
-        v = tl.load(v_ptr + base + cols[:, None] * D + dims[None, :], mask=cols[:, None] < seq, other=0.0)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-        m = m_new
-    tl.store(o_ptr + base + rows[:, None] * D + dims[None, :], (acc / l[:, None]).to(o_ptr.dtype.element_ty),
-             mask=rows[:, None] < seq)
+    return triton_kernels.linear(a, b, bias, silu=silu, block=block, warps=4, stages=3)  # Triton's defaults
 
 
 def triton_attention(q, k, v, block=(64, 64)):
-    b, h, seq, d = q.shape
-    out = torch.empty_like(q)
-    attention_fwd[(triton.cdiv(seq, block[0]), b * h)](q, k, v, out, seq, d ** -0.5, D=d, BLOCK_M=block[0],
-                                                       BLOCK_N=block[1])
-    return out
+    return triton_kernels.attention(q, k, v, block=block, warps=4, stages=3)
 
 
 def reference_linear(a, b, bias, silu=True):

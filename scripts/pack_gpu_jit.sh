@@ -36,8 +36,9 @@ cat >"$stage/exports.map" <<'MAP'
 };
 MAP
 
-# Every Kiln library but the host executor's, then every static MLIR and LLVM archive: the linker takes only
-# the objects something needs and --gc-sections drops the unused functions within them.
+# KilnApi whole (it is the interface), then the other Kiln libraries and every static MLIR and LLVM archive: the
+# linker takes only the objects something needs (the host executor's are never reached) and --gc-sections drops
+# the unused functions within them.
 kiln_archives=()
 for archive_file in "$build"/lib/libKiln*.a; do
   [[ $(basename "$archive_file") == libKilnApi.a ]] || kiln_archives+=("$archive_file")

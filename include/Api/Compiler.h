@@ -1,4 +1,4 @@
-//===- Compiler.h - Kiln's compiler behind a plain C++ interface -----------===//
+//===- Compiler.h - Kiln's compiler behind a plain C++ interface -*- C++ -*--===//
 //
 // The compiler as the Python extension sees it: strings in, strings out, standard exceptions for every failure.
 // No MLIR or LLVM type appears here, so the extension can be built against this header alone on a machine that

@@ -1,4 +1,4 @@
-//===- HostProgram.h - A kiln program compiled for the CPU host -------------===//
+//===- HostProgram.h - A kiln program compiled for the CPU host -*- C++ -*---===//
 //
 // The host backend behind a plain C++ interface, for the Python extension: a kiln module compiled by the
 // ExecutionEngine and run on caller-owned buffers. Kept apart from Api/Compiler.h because it needs the MLIR

@@ -57,7 +57,7 @@ def KilnGroupKernels : Pass<"kiln-group-kernels", "::mlir::ModuleOp"> {
     new kernel function `<first>_x<count>` whose gpu.func runs every member's thread blocks in a 1-D grid: block
     b runs the member whose range holds b, with the member's block index recomputed from it. Typical groups: the
     q, k and v projections, RoPE on q and on k, the slices of a fused qkv. The grouped kernel function keeps every
-    member's kernel op (so the manifest lists their configs) and its `kiln.launch` has the summed grid and the
+    member's kernel op (the manifest lists their configs, in order) and its `kiln.launch` has the summed grid and the
     largest dynamic shared memory.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect", "::mlir::scf::SCFDialect"];

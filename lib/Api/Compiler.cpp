@@ -55,8 +55,7 @@ std::string gpuIr(const std::string &source, const std::string &chip, const std:
   ModuleOp module = parsed.module();
   if (failed(runGpuKernelStage(module, chip, error)) ||
       (stage == "llvm" && failed(runNvvmLowering(module, chip, error))))
-    throw CompileError("the '" + stage + "' stage for " + chip + " failed: " + error + "\n" +
-                       parsed.takeDiagnostics());
+    throw CompileError("the '" + stage + "' stage for " + chip + " failed: " + error + "\n" + parsed.takeDiagnostics());
   return printModule(module);
 }
 
@@ -69,8 +68,7 @@ static SmallVector<Operation *> listTunable(ParsedSource &parsed) {
   return *ops;
 }
 
-std::vector<TunableKernel> tunableKernels(const std::string &source,
-                                                                const std::string &chip) {
+std::vector<TunableKernel> tunableKernels(const std::string &source, const std::string &chip) {
   checkGpuTarget(chip);
   Target target = *parseTarget(chip);
   ParsedSource parsed(source);
@@ -84,7 +82,7 @@ std::vector<TunableKernel> tunableKernels(const std::string &source,
 }
 
 void compileGpu(const std::string &source, const std::string &chip, const std::string &outputDir,
-                           const std::vector<std::optional<KernelConfig>> *configs) {
+                const std::vector<std::optional<KernelConfig>> *configs) {
   checkGpuTarget(chip);
   ParsedSource parsed(source);
   if (configs) {

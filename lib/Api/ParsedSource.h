@@ -1,4 +1,4 @@
-//===- ParsedSource.h - Kiln IR text parsed for the API --------------------===//
+//===- ParsedSource.h - Kiln IR text parsed for the API -*- C++ -*-----------===//
 //
 // Every API entry point starts from kiln IR text: this parses it into a context of its own whose diagnostics are
 // captured as text for the exception that reports a failure, and whose passes run on one process-wide thread
@@ -23,7 +23,9 @@ class ParsedSource {
 public:
   explicit ParsedSource(const std::string &source);
 
+  /// The parsed module.
   mlir::ModuleOp module() { return input.module(); }
+  /// The context it lives in.
   mlir::MLIRContext &context() { return input.getContext(); }
   /// The diagnostics emitted since the last call, or a note that there were none.
   std::string takeDiagnostics();

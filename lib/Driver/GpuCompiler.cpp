@@ -146,22 +146,26 @@ llvm::json::Array kiln::describeKernels(ModuleOp module) {
                              {"block", jsonArray(cast<DenseI64ArrayAttr>(launch.get("block")).asArrayRef())},
                              {"dynamic_shared_bytes",
                               cast<IntegerAttr>(launch.get("dynamic_shared_bytes")).getInt()}};
-    // The kernel op (a grouped kernel, kiln-group-kernels, has several of the same kind) and its config.
-    int64_t members = 0;
+    // The kernel op and its config; a grouped kernel (kiln-group-kernels) runs several ops of one kind and lists
+    // every member's config in order.
+    llvm::json::Array configs;
     for (Operation &op : func.getBody().front()) {
       if (!isa<KilnDialect>(op.getDialect()))
         continue;
-      if (members++ > 0)
-        continue;
       entry["op"] = op.getName().getStringRef().str();
-      if (ConfigAttr config = getConfig(&op))
-        entry["config"] = llvm::json::Object{{"tile", jsonArray(config.getTile())},
-                                             {"warps", config.getWarps()},
-                                             {"stages", config.getStages()},
-                                             {"lowering", config.getLowering().str()}};
+      ConfigAttr config = getConfig(&op);
+      configs.push_back(config ? llvm::json::Value(llvm::json::Object{{"tile", jsonArray(config.getTile())},
+                                                                      {"warps", config.getWarps()},
+                                                                      {"stages", config.getStages()},
+                                                                      {"lowering", config.getLowering().str()}})
+                               : llvm::json::Value(nullptr));
     }
-    if (members > 1)
-      entry["group"] = members;
+    if (!configs.empty() && configs.front().getAsObject())
+      entry["config"] = configs.front();
+    if (configs.size() > 1) {
+      entry["group"] = static_cast<int64_t>(configs.size());
+      entry["configs"] = std::move(configs);
+    }
     kernels.push_back(std::move(entry));
   }
   return kernels;

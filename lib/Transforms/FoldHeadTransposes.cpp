@@ -60,14 +60,22 @@ FailureOr<AttentionOp> kiln::foldHeadTransposes(RewriterBase &rewriter, Attentio
   Value q = headsSwappedFrom(op.getQ()), k = headsSwappedFrom(op.getK()), v = headsSwappedFrom(op.getV());
   if (!q || !k || !v)
     return rewriter.notifyMatchFailure(op, "q, k and v are not all [0, 2, 1, 3] transposes");
+  // Profitable when the input transposes go away or the output transpose folds into its users' transposes;
+  // otherwise the rewrite would only add a transpose of the output.
+  bool inputsVanish = op.getQ().hasOneUse() && op.getK().hasOneUse() && op.getV().hasOneUse();
+  bool outputFolds = llvm::all_of(op.getOut().getUsers(), [](Operation *user) {
+    auto transpose = dyn_cast<TransposeOp>(user);
+    return transpose && transpose.getPermutation() == ArrayRef<int64_t>(kSwapHeads);
+  });
+  if (!inputsVanish && !outputFolds)
+    return rewriter.notifyMatchFailure(op, "the transposes are shared and the output is used as [B, H, S, D]");
   RankedTensorType outType = op.getOut().getType();
   ArrayRef<int64_t> shape = outType.getShape();
   auto seqMajorType = RankedTensorType::get({shape[0], shape[2], shape[1], shape[3]}, outType.getElementType());
   rewriter.setInsertionPoint(op);
   Type lseType = op.getLse() ? op.getLse().getType() : Type();
   auto attention = AttentionOp::create(rewriter, op.getLoc(), seqMajorType, lseType, q, k, v, op.getMask(),
-                                       op.getScaleAttr(), op.getCausal(), rewriter.getStringAttr("bshd"),
-                                       ValueRange{});
+                                       op.getScaleAttr(), op.getCausal(), rewriter.getStringAttr("bshd"), ValueRange{});
   attention->setDiscardableAttrs(op->getDiscardableAttrDictionary());
   SmallVector<Value> replacements{
       TransposeOp::create(rewriter, op.getLoc(), outType, attention.getOut(), ArrayRef<int64_t>(kSwapHeads))};

@@ -26,11 +26,14 @@ py::list describe(const std::vector<TensorDesc> &descs) {
   return list;
 }
 
-/// Runs `program` on C-contiguous arrays (checked in Python); returns each output as bytes.
+/// Runs `program` on C-contiguous arrays (dtypes and shapes checked in Python); returns each output as bytes.
 py::list runOnArrays(const HostProgram &program, const std::vector<py::array> &arrays) {
   std::vector<BufferView> buffers;
-  for (const py::array &array : arrays)
-    buffers.push_back({array.data(), static_cast<size_t>(array.nbytes())});
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    if (!(arrays[i].flags() & py::array::c_style))
+      throw py::value_error("argument " + std::to_string(i) + " is not a C-contiguous array");
+    buffers.push_back({arrays[i].data(), static_cast<size_t>(arrays[i].nbytes())});
+  }
   std::vector<std::string> results;
   {
     py::gil_scoped_release release;
@@ -58,7 +61,8 @@ PYBIND11_MODULE(_kiln_host, m) {
   py::class_<HostProgram>(m, "HostProgram")
       .def(py::init<const std::string &, const std::string &>(), py::arg("source"), py::arg("entry") = "",
            py::call_guard<py::gil_scoped_release>())
-      .def("ir", &HostProgram::ir, py::arg("stage"), py::call_guard<py::gil_scoped_release>())
+      // `ir` keeps the GIL: it runs passes in the program's own context, which two threads must not share.
+      .def("ir", &HostProgram::ir, py::arg("stage"))
       .def_property_readonly("inputs", [](const HostProgram &p) { return describe(p.inputs()); })
       .def_property_readonly("outputs", [](const HostProgram &p) { return describe(p.outputs()); })
       .def_property_readonly("entry", &HostProgram::entry)

@@ -41,9 +41,8 @@ void compileGpuFromPython(const std::string &source, const std::string &chip, co
   std::vector<std::optional<KernelConfig>> pinned;
   if (configs)
     for (const std::optional<ConfigTuple> &config : *configs)
-      pinned.push_back(config ? std::optional<KernelConfig>(KernelConfig{std::get<0>(*config),
-                                                                         std::get<1>(*config),
-                                                                         std::get<2>(*config)})
+      pinned.push_back(config ? std::optional<KernelConfig>(
+                                    KernelConfig{std::get<0>(*config), std::get<1>(*config), std::get<2>(*config)})
                               : std::nullopt);
   py::gil_scoped_release release;
   compileGpu(source, chip, outputDir, configs ? &pinned : nullptr);

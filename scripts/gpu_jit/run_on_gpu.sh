@@ -15,13 +15,14 @@ out=$(realpath -m "$2")
 mkdir -p "$out"
 root=$(cd "$(dirname "$0")/../.." && pwd)
 unpacked=$(mktemp -d)
+trap 'rm -rf "$unpacked"' EXIT
 tar -C "$unpacked" -xf "$archive" || exit 1
 "$unpacked/kiln_gpu_jit/build.sh" 2>&1 | tee "$out/build.log"
 [[ ${PIPESTATUS[0]} == 0 ]] || exit 1
 
 export PYTHONPATH="$unpacked/kiln_gpu_jit:$root/examples:$root/bench"
 status=0
-KILN_CACHE_DIR=$(mktemp -d) python3 -m pytest "$root/test/GPU/python" -q -p no:cacheprovider 2>&1 |
+KILN_CACHE_DIR="$unpacked/cache" python3 -m pytest "$root/test/GPU/python" -q -p no:cacheprovider 2>&1 |
   tee "$out/gpu_python_suite.log" | tail -25
 [[ ${PIPESTATUS[0]} == 0 ]] || status=1
 cd "$root/bench"

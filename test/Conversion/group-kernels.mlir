@@ -14,16 +14,25 @@
 // CHECK: %[[R:.*]]:2 = call @projections_k0_matmul_x2(%arg0, %arg1, %arg0, %arg2, %{{.*}}, %{{.*}})
 // CHECK-NEXT: %[[V:.*]] = kiln.reshape %[[R]]#0
 // CHECK-NEXT: return %[[V]], %[[R]]#1
+// The member kernels are gone; the first member's grid is [4, 1, 1]: x = l % 4, y = (l / 4) % 1, z = l / 4.
+// CHECK-NOT: gpu.func @projections_k0_matmul(
+// CHECK-NOT: gpu.func @projections_k1_matmul(
 // CHECK: gpu.func @projections_k0_matmul_x2(
 // CHECK: %[[B:.*]] = gpu.block_id x
 // CHECK: arith.cmpi ult, %[[B]], %c4
 // CHECK: scf.if
+// CHECK-NEXT: %[[L:.*]] = arith.subi %[[B]], %c0
+// CHECK: arith.remui %[[L]], %c4
+// CHECK-NEXT: %[[Q:.*]] = arith.divui %[[L]], %c4
+// CHECK-NEXT: arith.remui %[[Q]], %c1
+// CHECK-NEXT: arith.divui %[[L]], %c4
 // CHECK-NOT: gpu.block_id
 // CHECK: arith.cmpi ult, %[[B]], %c6
 // CHECK: scf.if
+// CHECK-NEXT: arith.subi %[[B]], %c4
 // CHECK-NOT: gpu.block_id
 // CHECK: gpu.return
-// CHECK-NOT: gpu.func @projections_k0_matmul(
+// CHECK-NOT: gpu.func @projections_k1_matmul(
 func.func @projections(%x: tensor<64x128xbf16>, %wq: tensor<128x128xbf16>, %wk: tensor<128x64xbf16>) -> (tensor<64x2x64xbf16>, tensor<64x64xbf16>) {
   %q = kiln.matmul %x, %wq : tensor<64x128xbf16>, tensor<128x128xbf16> -> tensor<64x128xbf16>
   %qh = kiln.reshape %q : tensor<64x128xbf16> -> tensor<64x2x64xbf16>
@@ -66,4 +75,18 @@ func.func @different_kinds(%x: tensor<64x128xbf16>, %w: tensor<128x128xbf16>, %r
   %y = kiln.matmul %x, %w : tensor<64x128xbf16>, tensor<128x128xbf16> -> tensor<64x128xbf16>
   %z = kiln.rope %r, %t, %t {seq_dim = 1 : i64} : tensor<1x77x2x64xbf16>, tensor<77x32xbf16>, tensor<77x32xbf16>
   return %y, %z : tensor<64x128xbf16>, tensor<1x77x2x64xbf16>
+}
+
+// -----
+
+// The second projection reads a view of the first one's result: two launches.
+// CHECK-LABEL: func.func @reads_a_view(
+// CHECK: call @reads_a_view_k0_matmul(
+// CHECK: kiln.reshape
+// CHECK: call @reads_a_view_k1_matmul(
+func.func @reads_a_view(%x: tensor<64x128xbf16>, %w: tensor<128x128xbf16>) -> tensor<128x128xbf16> {
+  %y = kiln.matmul %x, %w : tensor<64x128xbf16>, tensor<128x128xbf16> -> tensor<64x128xbf16>
+  %v = kiln.reshape %y : tensor<64x128xbf16> -> tensor<128x64xbf16>
+  %z = kiln.matmul %v, %x : tensor<128x64xbf16>, tensor<64x128xbf16> -> tensor<128x128xbf16>
+  return %z : tensor<128x128xbf16>
 }

@@ -8,8 +8,8 @@
 
 #include "Api/HostProgram.h"
 
-#include "Api/Compiler.h"
 #include "../ParsedSource.h"
+#include "Api/Compiler.h"
 
 #include "Host/HostExecutable.h"
 #include "Pipelines/Pipelines.h"
@@ -32,8 +32,7 @@ struct HostProgram::State {
   std::unique_ptr<HostExecutable> executable;
 };
 
-HostProgram::HostProgram(const std::string &source, const std::string &entry)
-    : state(std::make_unique<State>(source)) {
+HostProgram::HostProgram(const std::string &source, const std::string &entry) : state(std::make_unique<State>(source)) {
   ModuleOp module = state->parsed.module();
   if (entry.empty()) {
     llvm::Expected<std::string> found = HostExecutable::defaultEntry(module);
@@ -45,8 +44,7 @@ HostProgram::HostProgram(const std::string &source, const std::string &entry)
   }
   auto compiled = HostExecutable::compile(module, state->entryName, HostPipelineOptions());
   if (failed(compiled))
-    throw CompileError("compiling '" + state->entryName + "' for the host failed:\n" +
-                       state->parsed.takeDiagnostics());
+    throw CompileError("compiling '" + state->entryName + "' for the host failed:\n" + state->parsed.takeDiagnostics());
   state->executable = std::move(*compiled);
 }
 
@@ -72,18 +70,14 @@ const std::string &HostProgram::entry() const { return state->entryName; }
 static std::vector<TensorDesc> describe(llvm::ArrayRef<TensorSignature> signatures) {
   std::vector<TensorDesc> descs;
   for (const TensorSignature &signature : signatures)
-    descs.push_back({elementName(signature.kind).str(),
-                     std::vector<int64_t>(signature.shape.begin(), signature.shape.end())});
+    descs.push_back(
+        {elementName(signature.kind).str(), std::vector<int64_t>(signature.shape.begin(), signature.shape.end())});
   return descs;
 }
 
-std::vector<TensorDesc> HostProgram::inputs() const {
-  return describe(state->executable->inputs());
-}
+std::vector<TensorDesc> HostProgram::inputs() const { return describe(state->executable->inputs()); }
 
-std::vector<TensorDesc> HostProgram::outputs() const {
-  return describe(state->executable->outputs());
-}
+std::vector<TensorDesc> HostProgram::outputs() const { return describe(state->executable->outputs()); }
 
 std::vector<std::string> HostProgram::run(const std::vector<BufferView> &buffers) const {
   llvm::ArrayRef<TensorSignature> signatures = state->executable->inputs();

@@ -22,6 +22,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/SetVector.h"
 
@@ -39,55 +40,89 @@ namespace {
 
 /// One kernel call with what grouping needs to know about it.
 struct Member {
+  /// The call in the host plan.
   func::CallOp call;
-  func::FuncOp host;      // the outlined kernel function (kiln.kernel, kiln.launch)
-  gpu::GPUFuncOp device;  // its gpu.func
+  /// The outlined kernel function it calls (kiln.kernel, kiln.launch).
+  func::FuncOp host;
+  /// That function's gpu.func.
+  gpu::GPUFuncOp device;
+  /// Launch shape and dynamic shared memory, from kiln.launch.
   SmallVector<int64_t> grid, block;
   int64_t sharedBytes;
-  StringRef kind;         // the kernel op's name
+  /// The kernel op's name: only kernels of one kind are grouped.
+  StringRef kind;
 
+  /// Thread blocks in the member's grid.
   int64_t blocks() { return grid[0] * grid[1] * grid[2]; }
+  /// Call operands before the destinations.
   unsigned numInputs() { return call.getNumOperands() - call.getNumResults(); }
 };
 
+} // namespace
+
 /// The kernel op of an outlined kernel function: its first kiln op.
-Operation *kernelOpOf(func::FuncOp func) {
+static Operation *kernelOpOf(func::FuncOp func) {
   for (Operation &op : func.getBody().front())
     if (isa<KilnDialect>(op.getDialect()))
       return &op;
   return nullptr;
 }
 
-/// `call` as a group member, or nothing when it is not a GPU kernel launch that grouping can take: the gpu.func
-/// must be one block ending in its only gpu.return, with one parameter per call operand.
-std::optional<Member> memberFor(func::CallOp call, SymbolTableCollection &symbols) {
+/// The three sizes of a kiln.launch field, or an empty vector.
+static SmallVector<int64_t> launchSizes(DictionaryAttr launch, StringRef name) {
+  auto sizes = dyn_cast_or_null<DenseI64ArrayAttr>(launch.get(name));
+  if (!sizes || sizes.size() != 3)
+    return {};
+  return llvm::to_vector(sizes.asArrayRef());
+}
+
+/// `call` as a group member, or nothing when it is not a GPU kernel launch that grouping can take: a complete
+/// kiln.launch, a gpu.func of one block ending in its only gpu.return, one parameter per call operand and no
+/// workgroup or private attributions, destinations that are fresh buffers used only here.
+static std::optional<Member> memberFor(func::CallOp call, SymbolTableCollection &symbols) {
   auto host = symbols.lookupNearestSymbolFrom<func::FuncOp>(call, call.getCalleeAttr());
   if (!host || !host->hasAttr("kiln.gpu_kernel"))
     return std::nullopt;
   auto launch = host->getAttrOfType<DictionaryAttr>("kiln.launch");
-  auto device = symbols.lookupNearestSymbolFrom<gpu::GPUFuncOp>(
-      call, host->getAttrOfType<SymbolRefAttr>("kiln.gpu_kernel"));
+  auto device =
+      symbols.lookupNearestSymbolFrom<gpu::GPUFuncOp>(call, host->getAttrOfType<SymbolRefAttr>("kiln.gpu_kernel"));
   Operation *kernelOp = kernelOpOf(host);
   if (!launch || !device || !kernelOp || !device.getBody().hasOneBlock() ||
-      device.getNumArguments() != call.getNumOperands())
+      device.getNumArguments() != call.getNumOperands() || device.getNumWorkgroupAttributions() != 0 ||
+      device.getNumPrivateAttributions() != 0)
     return std::nullopt;
   Block &body = device.getBody().front();
   bool oneReturn = isa<gpu::ReturnOp>(body.getTerminator());
   device.walk([&](gpu::ReturnOp ret) { oneReturn &= ret == body.getTerminator(); });
   if (!oneReturn)
     return std::nullopt;
-  Member member{call, host, device, {}, {}, 0, kernelOp->getName().getStringRef()};
-  member.grid = llvm::to_vector(cast<DenseI64ArrayAttr>(launch.get("grid")).asArrayRef());
-  member.block = llvm::to_vector(cast<DenseI64ArrayAttr>(launch.get("block")).asArrayRef());
-  member.sharedBytes = cast<IntegerAttr>(launch.get("dynamic_shared_bytes")).getInt();
+  for (Value destination : call.getOperands().drop_front(call.getNumOperands() - call.getNumResults()))
+    if (!destination.getDefiningOp<tensor::EmptyOp>() || !destination.hasOneUse())
+      return std::nullopt;
+  auto shared = dyn_cast_or_null<IntegerAttr>(launch.get("dynamic_shared_bytes"));
+  Member member{call,
+                host,
+                device,
+                launchSizes(launch, "grid"),
+                launchSizes(launch, "block"),
+                0,
+                kernelOp->getName().getStringRef()};
+  if (!shared || member.grid.empty() || member.block.empty())
+    return std::nullopt;
+  member.sharedBytes = shared.getInt();
   return member;
 }
 
+namespace {
+
 /// A run of calls being grouped, and the values they produce (with reshapes of them) so far.
 struct Group {
+  /// The calls, in program order.
   SmallVector<Member> members;
+  /// Their results and the reshapes of them seen so far.
   llvm::SetVector<Value> produced;
-  SmallVector<ReshapeOp> views;  // reshapes of produced values between the calls, in order
+  /// Reshapes of produced values between the calls, in order (they move after the grouped call).
+  SmallVector<ReshapeOp> views;
 
   /// Whether `next` may join: the same kind and block size, reading nothing the group writes.
   bool admits(Member &next) {
@@ -96,6 +131,7 @@ struct Group {
       return false;
     return llvm::none_of(next.call.getOperands(), [&](Value operand) { return produced.contains(operand); });
   }
+  /// Appends `member` and what it produces.
   void add(Member member) {
     for (Value result : member.call.getResults())
       produced.insert(result);
@@ -103,9 +139,11 @@ struct Group {
   }
 };
 
+} // namespace
+
 /// Clones `member`'s kernel body into `builder`'s block, its block index recomputed from `local` (the block's
 /// number within the member) and its parameters mapped to `params`.
-void inlineMemberBody(OpBuilder &builder, Location loc, Member &member, Value local, ValueRange params) {
+static void inlineMemberBody(OpBuilder &builder, Location loc, Member &member, Value local, ValueRange params) {
   IRMapping mapping;
   mapping.map(member.device.getArguments(), params);
   Value gx = arith::ConstantIndexOp::create(builder, loc, member.grid[0]);
@@ -130,100 +168,125 @@ void inlineMemberBody(OpBuilder &builder, Location loc, Member &member, Value lo
       auto gridDim = cast<gpu::GridDimOp>(query);
       OpBuilder at(gridDim);
       gridDim.replaceAllUsesWith(arith::ConstantIndexOp::create(
-          at, gridDim.getLoc(), member.grid[static_cast<unsigned>(gridDim.getDimension())]).getResult());
+                                     at, gridDim.getLoc(), member.grid[static_cast<unsigned>(gridDim.getDimension())])
+                                     .getResult());
     }
     query->erase();
   }
 }
 
-/// Replaces the group's calls by one call of a new kernel function whose gpu.func runs every member.
-void mergeGroup(Group &group, gpu::GPUModuleOp gpuModule) {
-  MutableArrayRef<Member> members = group.members;
-  Member &first = members.front();
-  MLIRContext *ctx = first.call.getContext();
-  Location loc = first.call.getLoc();
-  std::string name = (first.host.getSymName() + "_x" + Twine(members.size())).str();
+/// Where each parameter of a grouped kernel comes from: (member, operand), every member's inputs first, then
+/// every member's destinations.
+using ParameterOrigins = SmallVector<std::pair<unsigned, unsigned>>;
 
-  // Parameters: every member's inputs, then every member's outputs (destinations).
-  SmallVector<Value> operands;
-  SmallVector<Type> resultTypes;
-  SmallVector<std::pair<unsigned, unsigned>> position;  // (member, operand) of each merged parameter
+/// The parameter order of a grouped kernel.
+static ParameterOrigins parameterOrigins(MutableArrayRef<Member> members) {
+  ParameterOrigins origins;
   for (auto [index, member] : llvm::enumerate(members))
     for (unsigned i = 0; i < member.numInputs(); ++i)
-      position.push_back({index, i});
-  for (auto [index, member] : llvm::enumerate(members)) {
+      origins.push_back({index, i});
+  for (auto [index, member] : llvm::enumerate(members))
     for (unsigned i = member.numInputs(); i < member.call.getNumOperands(); ++i)
-      position.push_back({index, i});
-    llvm::append_range(resultTypes, member.call.getResultTypes());
-  }
-  for (auto [index, operand] : position)
-    operands.push_back(members[index].call.getOperand(operand));
-  SmallVector<Type> operandTypes = llvm::to_vector(ValueRange(operands).getTypes());
+      origins.push_back({index, i});
+  return origins;
+}
 
-  // The host-side kernel function: the members' kernel ops, each into its own destinations.
+/// The grouped host-side kernel function `name`: every member's kernel op, each into its own destinations, all
+/// results returned in member order.
+static func::FuncOp buildGroupedFunction(MutableArrayRef<Member> members, const ParameterOrigins &origins,
+                                         StringRef name) {
+  Member &first = members.front();
+  SmallVector<Type> operandTypes, resultTypes;
+  for (auto [index, operand] : origins)
+    operandTypes.push_back(members[index].call.getOperand(operand).getType());
+  for (Member &member : members)
+    llvm::append_range(resultTypes, member.call.getResultTypes());
   OpBuilder builder(first.host);
-  auto host = func::FuncOp::create(builder, first.host.getLoc(), name, FunctionType::get(ctx, operandTypes,
-                                                                                         resultTypes));
+  auto host =
+      func::FuncOp::create(builder, first.host.getLoc(), name, builder.getFunctionType(operandTypes, resultTypes));
   host.setPrivate();
-  Block *hostBody = host.addEntryBlock();
-  builder.setInsertionPointToStart(hostBody);
+  Block *body = host.addEntryBlock();
+  builder.setInsertionPointToStart(body);
   SmallVector<Value> returned;
   for (auto [index, member] : llvm::enumerate(members)) {
     IRMapping mapping;
-    for (auto [param, where] : llvm::enumerate(position))
-      if (where.first == index)
-        mapping.map(member.host.getArgument(where.second), hostBody->getArgument(param));
+    for (auto [param, origin] : llvm::enumerate(origins))
+      if (origin.first == index)
+        mapping.map(member.host.getArgument(origin.second), body->getArgument(param));
     for (Operation &op : member.host.getBody().front().without_terminator())
       builder.clone(op, mapping);
     for (Value value : member.host.getBody().front().getTerminator()->getOperands())
       returned.push_back(mapping.lookup(value));
   }
-  func::ReturnOp::create(builder, loc, returned);
+  func::ReturnOp::create(builder, first.host.getLoc(), returned);
+  return host;
+}
 
-  // The grouped gpu.func: a 1-D grid of every member's blocks.
+/// The grouped gpu.func `name`: a 1-D grid of every member's blocks in member order, each block running its
+/// member's body. Returns the function and its grid size.
+static std::pair<gpu::GPUFuncOp, int64_t> buildGroupedKernel(MutableArrayRef<Member> members,
+                                                             const ParameterOrigins &origins, StringRef name) {
+  Member &first = members.front();
+  Location loc = first.device.getLoc();
+  OpBuilder builder(first.device);
   builder.setInsertionPointAfter(first.device);
   SmallVector<Type> paramTypes;
-  for (auto [index, operand] : position)
+  for (auto [index, operand] : origins)
     paramTypes.push_back(members[index].device.getArgument(operand).getType());
-  auto device = gpu::GPUFuncOp::create(builder, first.device.getLoc(), name, builder.getFunctionType(paramTypes, {}));
+  auto device = gpu::GPUFuncOp::create(builder, loc, name, builder.getFunctionType(paramTypes, {}));
   device->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), builder.getUnitAttr());
   device.setKnownBlockSizeAttr(first.device.getKnownBlockSizeAttr());
   builder.setInsertionPointToStart(&device.getBody().front());
   Value blockIndex = gpu::BlockIdOp::create(builder, loc, gpu::Dimension::x);
-  int64_t start = 0, sharedBytes = 0;
+  int64_t start = 0;
   for (auto [index, member] : llvm::enumerate(members)) {
-    sharedBytes = std::max(sharedBytes, member.sharedBytes);
     // The member's parameters, in its own order.
-    SmallVector<Value> ordered(member.call.getNumOperands());
-    for (auto [param, where] : llvm::enumerate(position))
-      if (where.first == index)
-        ordered[where.second] = device.getArgument(param);
+    SmallVector<Value> params(member.call.getNumOperands());
+    for (auto [param, origin] : llvm::enumerate(origins))
+      if (origin.first == index)
+        params[origin.second] = device.getArgument(param);
     Value begin = arith::ConstantIndexOp::create(builder, loc, start);
     Value end = arith::ConstantIndexOp::create(builder, loc, start + member.blocks());
     Value inside = arith::AndIOp::create(
         builder, loc, arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::uge, blockIndex, begin),
         arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::ult, blockIndex, end));
     auto branch = scf::IfOp::create(builder, loc, inside, /*withElseRegion=*/false);
-    OpBuilder inner = OpBuilder::atBlockBegin(branch.thenBlock());
-    inner.setInsertionPoint(branch.thenBlock()->getTerminator());
+    OpBuilder inner(branch.thenBlock()->getTerminator());
     Value local = arith::SubIOp::create(inner, loc, blockIndex, begin);
-    inlineMemberBody(inner, loc, member, local, ordered);
+    inlineMemberBody(inner, loc, member, local, params);
     start += member.blocks();
   }
   gpu::ReturnOp::create(builder, loc);
+  return {device, start};
+}
 
+/// Replaces the group's calls by one call of a new kernel function whose gpu.func runs every member.
+static void mergeGroup(Group &group, gpu::GPUModuleOp gpuModule) {
+  MutableArrayRef<Member> members = group.members;
+  Member &first = members.front();
+  std::string name = (first.host.getSymName() + "_x" + Twine(members.size())).str();
+  ParameterOrigins origins = parameterOrigins(members);
+  func::FuncOp host = buildGroupedFunction(members, origins, name);
+  auto [device, blocks] = buildGroupedKernel(members, origins, name);
+  int64_t sharedBytes = 0;
+  for (Member &member : members)
+    sharedBytes = std::max(sharedBytes, member.sharedBytes);
+  OpBuilder builder(host);
   host->setAttr("kiln.kernel", builder.getUnitAttr());
-  host->setAttr("kiln.gpu_kernel", SymbolRefAttr::get(gpuModule.getSymNameAttr(),
-                                                      {FlatSymbolRefAttr::get(device.getNameAttr())}));
-  host->setAttr("kiln.launch", builder.getDictionaryAttr(
-                                   {builder.getNamedAttr("grid", builder.getDenseI64ArrayAttr({start, 1, 1})),
-                                    builder.getNamedAttr("block", builder.getDenseI64ArrayAttr(first.block)),
-                                    builder.getNamedAttr("dynamic_shared_bytes",
-                                                         builder.getI64IntegerAttr(sharedBytes))}));
+  host->setAttr("kiln.gpu_kernel",
+                SymbolRefAttr::get(gpuModule.getSymNameAttr(), {FlatSymbolRefAttr::get(device.getNameAttr())}));
+  host->setAttr("kiln.launch",
+                builder.getDictionaryAttr(
+                    {builder.getNamedAttr("grid", builder.getDenseI64ArrayAttr({blocks, 1, 1})),
+                     builder.getNamedAttr("block", builder.getDenseI64ArrayAttr(first.block)),
+                     builder.getNamedAttr("dynamic_shared_bytes", builder.getI64IntegerAttr(sharedBytes))}));
 
   // The host plan: one call where the last member was, then the views of the results that sat between.
   func::CallOp last = members.back().call;
   builder.setInsertionPoint(last);
+  SmallVector<Value> operands;
+  for (auto [index, operand] : origins)
+    operands.push_back(members[index].call.getOperand(operand));
   auto call = func::CallOp::create(builder, last.getLoc(), host, operands);
   unsigned result = 0;
   for (Member &member : members)
@@ -241,6 +304,7 @@ void mergeGroup(Group &group, gpu::GPUModuleOp gpuModule) {
   }
 }
 
+namespace {
 struct KilnGroupKernelsPass : kiln::impl::KilnGroupKernelsBase<KilnGroupKernelsPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -273,14 +337,14 @@ struct KilnGroupKernelsPass : kiln::impl::KilnGroupKernelsBase<KilnGroupKernelsP
           continue;
         }
         bool readsGroup = llvm::any_of(op.getOperands(), [&](Value v) { return current.produced.contains(v); });
-        if (!readsGroup)
-          continue;
+        if (!readsGroup && isa<tensor::EmptyOp, ReshapeOp, ConstantOp>(op))
+          continue; // buffers, views and constants do not order kernels
         if (auto view = dyn_cast<ReshapeOp>(op)) {
           current.produced.insert(view.getResult());
           current.views.push_back(view);
           continue;
         }
-        flush();  // something else needs the group's results here
+        flush(); // something else needs the group's results here
       }
       flush();
     }

@@ -155,6 +155,9 @@ BAD_INPUTS = [
     ("wrong rank", call_with(np.ones(24, np.float32), B32), ValueError, "argument 0 of 'mm' has shape (24,)"),
     ("not an array", call_with([[1.0] * 6] * 4, B32), TypeError, "argument 0 of 'mm' must be a numpy array"),
     ("unknown stage", lambda: kiln.compile(MM).ir("ptx"), ValueError, "unknown stage 'ptx'"),
+    ("strided array straight to the host runner",
+     lambda: kiln.compiler.native_host().HostProgram(MM).run([np.ones((4, 12), np.float32)[:, ::2], B32]),
+     ValueError, "argument 0 is not a C-contiguous array"),
 ]
 
 
