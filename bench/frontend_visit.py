@@ -116,7 +116,7 @@ def run_shape(name, folder, log):
         rounds = {name: [] for name in variants}
         for _ in range(5):
             for name, fn in variants.items():
-                rounds[name].append(time_ms(fn, warmup=5, reps=40))
+                rounds[name].append(time_ms(fn, warmup=5, reps=40, calls=1))  # latency of one block call
         for name, times in rounds.items():
             row[name] = statistics.median(times)
             row[name.replace("_ms", "_rounds_ms")] = times

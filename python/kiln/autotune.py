@@ -2,7 +2,8 @@
 
 Why per kernel: a program's tunable kernels (matmuls, attentions) each carry a #kiln.config (tile, warps,
 stages). The tuner starts from the compiler's defaults and, kernel by kernel, tries the candidates of its space
-with the others at their defaults, timing the whole program with CUDA events (warm-up, median); then it tries
+with the others at their defaults, timing the whole program's device time (CUDA-graph replays between CUDA
+events, warm-up, median); then it tries
 every kernel at its own best together. Measuring one kernel's candidates at a time keeps the space linear, and
 keeps it to programs that ``prepare=True`` can compile ahead of time.
 A candidate that does not compile, fails at launch, or disagrees with the default program's outputs beyond the
@@ -71,18 +72,28 @@ def _random_inputs(program):
             for dtype, shape in program.inputs]
 
 
+#: Graph replays per timed sample: enough back-to-back work that the GPU never waits for the host.
+REPLAYS_PER_SAMPLE = 10
+
+
 def _time_ms(program, inputs, warmup, reps):
+    """Median device time of one run of ``program``: its launches captured once into a CUDA graph, each sample
+    timing REPLAYS_PER_SAMPLE back-to-back replays with CUDA events, so that host overhead (which a tuner must
+    not rank kernels by) stays out of the measurement."""
     import torch
+    bound = program.bind(*inputs)
+    bound.capture()
     for _ in range(warmup):
-        program(*inputs)
+        bound.replay()
     times = []
     for _ in range(reps):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        program(*inputs)
+        for _ in range(REPLAYS_PER_SAMPLE):
+            bound.replay()
         end.record()
         end.synchronize()
-        times.append(start.elapsed_time(end))
+        times.append(start.elapsed_time(end) / REPLAYS_PER_SAMPLE)
     return statistics.median(times)
 
 

@@ -94,6 +94,18 @@ module {
 
 // -----
 
+// A config whose pipeline needs more shared memory than any supported GPU has is an error here, not at launch.
+module {
+  func.func private @k4_oversize(%x: tensor<512x512xbf16>, %w: tensor<512x512xbf16>, %out: tensor<512x512xbf16>) -> tensor<512x512xbf16> attributes {kiln.kernel} {
+    // expected-error @+1 {{the kernel's config needs 409600 bytes of shared memory per block; no supported GPU has more than 232448 (sm_90a; sm_80 has 166912)}}
+    %y = kiln.matmul %x, %w {kiln.config = #kiln.config<tile = [128, 256, 128], warps = 8, stages = 4, lowering = "mma_sync">} : tensor<512x512xbf16>, tensor<512x512xbf16> -> tensor<512x512xbf16>
+    %r = bufferization.materialize_in_destination %y in %out : (tensor<512x512xbf16>, tensor<512x512xbf16>) -> tensor<512x512xbf16>
+    return %r : tensor<512x512xbf16>
+  }
+}
+
+// -----
+
 module {
   func.func private @k5_gather(%t: tensor<64x8xi64>, %i: tensor<4xi64>, %out: tensor<4x8xi64>) -> tensor<4x8xi64> attributes {kiln.kernel} {
     // An integer table: the glue kernels move float tensors (and take integer indices) only.

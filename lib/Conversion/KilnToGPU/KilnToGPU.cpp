@@ -23,6 +23,9 @@ namespace kiln {
 using namespace mlir;
 using namespace mlir::kiln;
 
+/// The most dynamic shared memory one block can have on any supported target (sm_90a: 227 KB).
+static constexpr int64_t kMaxSharedBytesPerBlock = 232448;
+
 namespace {
 struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUPass> {
   void runOnOperation() override {
@@ -57,6 +60,12 @@ struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUP
                                        : buildElementwiseKernel(builder, gpuModule, kernelOp, func.getSymName());
       if (failed(launch))
         return signalPassFailure();
+      if (launch->dynamicSharedBytes > kMaxSharedBytesPerBlock) {
+        kernelOp->emitError() << "the kernel's config needs " << launch->dynamicSharedBytes
+                              << " bytes of shared memory per block; no supported GPU has more than "
+                              << kMaxSharedBytesPerBlock << " (sm_90a; sm_80 has 166912)";
+        return signalPassFailure();
+      }
       func->setAttr("kiln.gpu_kernel",
                     SymbolRefAttr::get(gpuModule.getSymNameAttr(), {FlatSymbolRefAttr::get(func.getSymNameAttr())}));
       func->setAttr("kiln.launch",
