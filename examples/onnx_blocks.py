@@ -64,12 +64,12 @@ def _rms_norm(b, x, weight, eps):
     return normed if weight is None else b.op("Mul", [weight, normed], "Mul")
 
 
-def _layer_norm_written(b, x, weight, bias, eps):
+def _layer_norm_written(b, x, weight, bias, eps, dtype=np.float32):
     mean = b.op("ReduceMean", [x, b.ints([-1])], "ReduceMean", keepdims=1)
     centered = b.op("Sub", [x, mean], "Sub")
-    var = b.op("ReduceMean", [b.op("Pow", [centered, b.scalar(2.0)], "Pow"), b.ints([-1])], "ReduceMean",
+    var = b.op("ReduceMean", [b.op("Pow", [centered, b.scalar(2.0, dtype)], "Pow"), b.ints([-1])], "ReduceMean",
                keepdims=1)
-    std = b.op("Sqrt", [b.op("Add", [var, b.scalar(eps)], "Add")], "Sqrt")
+    std = b.op("Sqrt", [b.op("Add", [var, b.scalar(eps, dtype)], "Add")], "Sqrt")
     return b.op("Add", [b.op("Mul", [b.op("Div", [centered, std], "Div"), weight], "Mul"), bias], "Add")
 
 
@@ -201,9 +201,10 @@ def llama_reference(x, w, config):
     return x1 + ((g / (1 + np.exp(-g))) * (h2 @ w["wu"])) @ w["wd"]
 
 
-def gpt2_block(batch=2, seq=20, hidden=96, heads=4, layer_norm_op=False, eps=1e-5, seed=0):
+def gpt2_block(batch=2, seq=20, hidden=96, heads=4, layer_norm_op=False, eps=1e-5, seed=0, dtype="float32"):
     """A GPT-2-style block (LayerNorm, fused qkv projection split three ways, causal attention with a boolean
-    mask and -1e9 fill, tanh GELU written out) as an ONNX model and its weights."""
+    mask and -1e9 fill, tanh GELU written out) as an ONNX model and its weights, in ``dtype`` ("float32",
+    "float16" or "bfloat16": weights, activations and constants alike, as a model converted with .to(dtype))."""
     rng = np.random.default_rng(seed)
     dim = hidden // heads
     w = {
@@ -217,40 +218,42 @@ def gpt2_block(batch=2, seq=20, hidden=96, heads=4, layer_norm_op=False, eps=1e-
         "w_out": rng.standard_normal((4 * hidden, hidden)) / math.sqrt(4 * hidden),
         "b_out": 0.1 * rng.standard_normal(hidden),
     }
+    np_dtype, onnx_type = _DTYPES[dtype]
     b = _Builder("gpt2")
-    ids = {k: b.init(k, v.astype(np.float32)) for k, v in w.items()}
+    ids = {k: b.init(k, v.astype(np_dtype)) for k, v in w.items()}
 
     def norm(x, g, bias):
         if layer_norm_op:
             return b.op("LayerNormalization", [x, g, bias], "LayerNormalization", axis=-1, epsilon=eps)
-        return _layer_norm_written(b, x, g, bias, eps)
+        return _layer_norm_written(b, x, g, bias, eps, np_dtype)
 
     h = norm("x", ids["ln1_g"], ids["ln1_b"])
     qkv = b.op("Add", [b.op("MatMul", [h, ids["w_attn"]], "MatMul"), ids["b_attn"]], "Add")
     q, k, v = b.op("Split", [qkv, b.ints([hidden] * 3)], "Split", outputs=3, axis=2)
     q, k, v = (_heads(b, t, batch, seq, heads, dim) for t in (q, k, v))
     scores = b.op("MatMul", [q, b.op("Transpose", [k], "Transpose", perm=[0, 1, 3, 2])], "MatMul")
-    scores = b.op("Mul", [scores, b.scalar(1.0 / math.sqrt(dim))], "Mul")
+    scores = b.op("Mul", [scores, b.scalar(1.0 / math.sqrt(dim), np_dtype)], "Mul")
     keep = b.init("bias", np.tril(np.ones((seq, seq), bool)).reshape(1, 1, seq, seq))
-    scores = b.op("Where", [keep, scores, b.scalar(-1e9)], "Where")
+    fill = max(-1e9, float(ml_dtypes.finfo(np_dtype).min))  # f16 has no -1e9: its lowest value, as torch uses
+    scores = b.op("Where", [keep, scores, b.scalar(fill, np_dtype)], "Where")
     attn = b.op("MatMul", [b.op("Softmax", [scores], "Softmax", axis=-1), v], "MatMul")
     proj = b.op("Add", [b.op("MatMul", [_merge_heads(b, attn, batch, seq, hidden), ids["w_proj"]], "MatMul"),
                         ids["b_proj"]], "Add")
     x1 = b.op("Add", ["x", proj], "Add")
     h2 = norm(x1, ids["ln2_g"], ids["ln2_b"])
     fc = b.op("Add", [b.op("MatMul", [h2, ids["w_fc"]], "MatMul"), ids["b_fc"]], "Add")
-    cube = b.op("Pow", [fc, b.scalar(3.0)], "Pow")
-    inner = b.op("Add", [fc, b.op("Mul", [b.scalar(0.044715), cube], "Mul")], "Add")
-    tanh = b.op("Tanh", [b.op("Mul", [b.scalar(math.sqrt(2.0 / math.pi)), inner], "Mul")], "Tanh")
-    gelu = b.op("Mul", [b.op("Mul", [b.scalar(0.5), fc], "Mul"), b.op("Add", [b.scalar(1.0), tanh], "Add")],
-                "Mul")
+    cube = b.op("Pow", [fc, b.scalar(3.0, np_dtype)], "Pow")
+    inner = b.op("Add", [fc, b.op("Mul", [b.scalar(0.044715, np_dtype), cube], "Mul")], "Add")
+    tanh = b.op("Tanh", [b.op("Mul", [b.scalar(math.sqrt(2.0 / math.pi), np_dtype), inner], "Mul")], "Tanh")
+    gelu = b.op("Mul", [b.op("Mul", [b.scalar(0.5, np_dtype), fc], "Mul"),
+                        b.op("Add", [b.scalar(1.0, np_dtype), tanh], "Add")], "Mul")
     out = b.op("Add", [b.op("MatMul", [gelu, ids["w_out"]], "MatMul"), ids["b_out"]], "Add")
     b.op("Add", [x1, out], "Add")
     final = b.nodes[-1].output[0]
-    model = b.model([helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, seq, hidden])],
-                    [helper.make_tensor_value_info(final, TensorProto.FLOAT, [batch, seq, hidden])])
-    config = dict(batch=batch, seq=seq, hidden=hidden, heads=heads, eps=eps)
-    return model, {k: v.astype(np.float32).astype(np.float64) for k, v in w.items()}, config
+    model = b.model([helper.make_tensor_value_info("x", onnx_type, [batch, seq, hidden])],
+                    [helper.make_tensor_value_info(final, onnx_type, [batch, seq, hidden])])
+    config = dict(batch=batch, seq=seq, hidden=hidden, heads=heads, eps=eps, dtype=dtype)
+    return model, {k: v.astype(np_dtype).astype(np.float64) for k, v in w.items()}, config
 
 
 def gpt2_reference(x, w, config):

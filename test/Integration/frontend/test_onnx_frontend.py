@@ -35,6 +35,7 @@ LLAMA_KERNELS = ["rms_norm", "matmul", "matmul", "matmul", "rope", "rope", "atte
 # On the GPU, kiln-group-kernels launches the q/k/v projections and the two ropes as one kernel each.
 LLAMA_GPU_KERNELS = ["rms_norm", "matmul x3", "rope x2", "attention", "matmul", "rms_norm", "matmul", "matmul",
                      "matmul"]
+GPT2_GPU_KERNELS = ["layer_norm", "matmul", "slice x3", "attention", "matmul", "layer_norm", "matmul", "matmul"]
 GPT2_KERNELS = ["layer_norm", "matmul", "slice", "slice", "slice", "attention", "matmul", "layer_norm", "matmul",
                 "matmul"]
 
@@ -73,6 +74,20 @@ def test_gpt2_block(layer_norm_op, record_error):
     out = compiled(x)
     check(record_error, "gpt2 block f32", out, onnx_blocks.gpt2_reference(x.astype(np.float64), weights, config), seed)
     check(record_error, "gpt2 block f32 vs onnxruntime", out, ort_run(model, x).astype(np.float64), seed)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_gpt2_block_half_precision(dtype, record_error):
+    """The block as a model converted to f16/bf16: constants rounded to the type still fuse (the tanh GELU's
+    sqrt(2/pi) is 0.796875 in bf16)."""
+    rng, seed = fresh_rng()
+    model, weights, config = onnx_blocks.gpt2_block(batch=2, seq=11, hidden=64, heads=2,
+                                                     seed=int(rng.integers(1 << 30)), dtype=dtype)
+    compiled = frontend.from_onnx(model)
+    assert [k.op for k in compiled.kernels] == GPT2_KERNELS
+    x = rng.standard_normal((2, 11, 64)).astype(NUMPY[dtype])
+    reference = onnx_blocks.gpt2_reference(x.astype(np.float64), weights, config)
+    check(record_error, f"gpt2 block {dtype}", compiled(x), reference, seed, TOLERANCES[dtype])
 
 
 @pytest.mark.parametrize("name, kernels", [("llama_block", LLAMA_KERNELS), ("gpt2_block", GPT2_KERNELS)])
@@ -311,6 +326,15 @@ def test_bf16_block_compiles_for_the_gpu(tmp_path, monkeypatch):
     compiled = frontend.from_onnx(model, target="sm_90a", weights="arguments")
     assert [k.op for k in compiled.kernels] == LLAMA_GPU_KERNELS
     assert compiled.program.manifest["target"] == "sm_90a" and ".target sm_90a" in compiled.program.ptx
+
+
+def test_bf16_gpt2_block_compiles_for_the_gpu(tmp_path, monkeypatch):
+    """The GPT-2-style block in bf16 (head dim 32, as the GPU attention kernel needs multiples of 16): 8 kernels,
+    the three slices of the fused qkv in one launch."""
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
+    model, _, _ = onnx_blocks.gpt2_block(hidden=128, heads=4, dtype="bfloat16")
+    compiled = frontend.from_onnx(model, target="sm_90a", weights="arguments")
+    assert [k.op for k in compiled.kernels] == GPT2_GPU_KERNELS
 
 
 def test_bad_calls():
