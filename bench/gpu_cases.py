@@ -54,21 +54,23 @@ def gemm_case(name, m, n, k, dtype="bf16", epilogue="none", batch=(), transpose_
 
 
 def attention_case(name, batch, heads, kv_heads, seq_q, seq_k, head_dim, dtype="bf16", causal=False, tile=None,
-                   seq_major=False):
-    """seq_major: q, k, v and out are [B, S, H, D] (layout = "bshd")."""
+                   seq_major=False, out_seq_major=False):
+    """seq_major: q, k, v and out are [B, S, H, D] (layout = "bshd"); out_seq_major: only out is."""
     q = tensor((batch, seq_q, heads, head_dim) if seq_major else (batch, heads, seq_q, head_dim), dtype)
     kv = tensor((batch, seq_k, kv_heads, head_dim) if seq_major else (batch, kv_heads, seq_k, head_dim), dtype)
-    attributes = ['layout = "bshd"'] if seq_major else []
+    out = tensor((batch, seq_q, heads, head_dim) if seq_major or out_seq_major else (batch, heads, seq_q, head_dim),
+                 dtype)
+    attributes = (['layout = "bshd"'] if seq_major else []) + (['out_layout = "bshd"'] if out_seq_major else [])
     if tile:
         attributes.append(f"kiln.config = #kiln.config<tile = [{tile[0]}, {tile[1]}], warps = {tile[0] // 16}, "
                           f"stages = 2, lowering = \"mma_sync\">")
     pinned = f" {{{', '.join(attributes)}}}" if attributes else ""
-    text = (f"func.func @{name}(%q: {q}, %k: {kv}, %v: {kv}) -> {q} {{\n"
-            f"  %o = kiln.attention %q, %k, %v{' causal' if causal else ''}{pinned} : {q}, {kv}, {kv} -> {q}\n"
-            f"  return %o : {q}\n}}\n")
+    text = (f"func.func @{name}(%q: {q}, %k: {kv}, %v: {kv}) -> {out} {{\n"
+            f"  %o = kiln.attention %q, %k, %v{' causal' if causal else ''}{pinned} : {q}, {kv}, {kv} -> {out}\n"
+            f"  return %o : {out}\n}}\n")
     return dict(name=name, kind="attention", batch=batch, heads=heads, kv_heads=kv_heads, seq_q=seq_q,
                 seq_k=seq_k, head_dim=head_dim, dtype=dtype, out_dtype=dtype, causal=causal, seq_major=seq_major,
-                mlir=text)
+                out_seq_major=out_seq_major, mlir=text)
 
 
 def attention_extras_case(name, mask_shape=None, lse=False, gate=False, causal=False, dtype="bf16"):
@@ -117,6 +119,8 @@ def attention_correctness_cases():
         attention_case("ta_bshd_bf16_gqa4_300_causal", 2, 8, 2, 300, 300, 128, "bf16", True, seq_major=True),
         attention_case("ta_bshd_f16_sq77_sk200", 3, 4, 4, 77, 200, 64, "f16", False, seq_major=True),
         attention_case("ta_bshd_bf16_decode", 4, 32, 8, 1, 1000, 128, "bf16", True, seq_major=True),
+        attention_case("ta_out_bshd_bf16_gqa4_300_causal", 2, 8, 2, 300, 300, 128, "bf16", True,
+                       out_seq_major=True),
     ]
     return cases
 

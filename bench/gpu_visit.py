@@ -112,16 +112,19 @@ def run_attention(case, runtime, kernel, entry, generator, bench):
     mask = (torch.randn(*case["mask"], generator=generator, device="cuda").to(dtype)
             if case.get("mask") else None)
     gate = torch.randn(case["head_dim"], generator=generator, device="cuda").to(dtype) if case.get("gate") else None
-    # Seq-major cases get the same tensors as [B, S, H, D]; the output is compared back in [B, H, S, D].
-    swap = (lambda t: t.transpose(1, 2).contiguous()) if case.get("seq_major") else (lambda t: t)
-    out = torch.full_like(swap(q), float("nan"))
+    # Seq-major cases get the same tensors as [B, S, H, D] (out_seq_major: only the output); the output is
+    # compared back in [B, H, S, D].
+    swap_heads = lambda t: t.transpose(1, 2).contiguous()  # noqa: E731
+    swap = swap_heads if case.get("seq_major") else (lambda t: t)
+    swap_out = swap_heads if case.get("seq_major") or case.get("out_seq_major") else (lambda t: t)
+    out = torch.full_like(swap_out(q), float("nan"))
     lse = (torch.full((case["batch"], case["heads"], case["seq_q"]), float("nan"), device="cuda")
            if case.get("lse") else None)
     tensors = [swap(q), swap(k), swap(v)] + [t for t in (mask, gate, out, lse) if t is not None]
     runtime.launch(kernel, entry, tensors)
     torch.cuda.synchronize()
     ref, ref_lse = attention_reference(case, q, k, v, mask, gate)
-    out = swap(out)
+    out = swap_out(out)
     error = ((out.float() - ref).abs().max() / ref.abs().max()).item()
     ok = error <= LIMITS[case["dtype"]] and not torch.isnan(out).any().item()
     if lse is not None:
@@ -144,7 +147,7 @@ def run_attention(case, runtime, kernel, entry, generator, bench):
                 row.update({f"{label}_ms": ms, f"{label}_tflops": flops / ms / 1e9, f"ratio_{label}": ms / kiln_ms})
             except RuntimeError as error:
                 row[f"{label}_error"] = str(error).splitlines()[0]
-        if not case.get("seq_major"):
+        if not case.get("seq_major") and not case.get("out_seq_major"):
             import triton_kernels
             row.update(triton_row(lambda: triton_kernels.attention(q, k, v, causal=case["causal"]), ref, flops,
                                   kiln_ms, LIMITS[case["dtype"]]))

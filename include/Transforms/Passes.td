@@ -154,7 +154,8 @@ def KilnFoldHeadTransposes : Pass<"kiln-fold-head-transposes"> {
     A transpose that keeps the last dimension moves from a rope's input to its result (the rope's `seq_dim`
     follows it); an attention whose q, k and v are all [0, 2, 1, 3] transposes becomes a seq-major attention
     (`layout = "bshd"`) of their inputs with its output transposed back, which folds against the transpose an
-    exporter writes after attention. Each transpose removed is a kernel that copied a whole tensor. An attention
+    exporter writes after attention; an attention whose output alone is transposed back stores [B, S, H, D]
+    directly (`out_layout = "bshd"`). Each transpose removed is a kernel that copied a whole tensor. An attention
     with an epilogue is left alone (run this before kiln-fuse-epilogue).
 
     ```mlir

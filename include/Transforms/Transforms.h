@@ -54,7 +54,8 @@ FailureOr<RopeOp> fuseRope(RewriterBase &rewriter, AddOp root);
 FailureOr<TransposeOp> sinkTransposeThroughRope(RewriterBase &rewriter, RopeOp op);
 
 /// Rewrites an attention (no epilogue) whose q, k and v are [0, 2, 1, 3] transposes of [B, S, H, D] tensors as a
-/// seq-major attention (layout = "bshd") of those tensors, its output transposed back to [B, H, S, D].
+/// seq-major attention (layout = "bshd") of those tensors, its output transposed back to [B, H, S, D]; or, when
+/// only its output is transposed back, as one that stores [B, S, H, D] directly (out_layout = "bshd").
 FailureOr<AttentionOp> foldHeadTransposes(RewriterBase &rewriter, AttentionOp op);
 
 /// Folds the single-use chain of elementwise consumers (and float casts) of a matmul or an attention into its

@@ -7,7 +7,8 @@
 // the positions, so this pass moves the transposes out of their way: rope(transpose(x)) becomes
 // transpose(rope(x)) with the rope reading positions from the dimension the transpose moved, and an attention of
 // three [0, 2, 1, 3] transposes becomes a seq-major attention (layout = "bshd") of their inputs followed by a
-// transpose of its output, which folds away against the transpose back.
+// transpose of its output, which folds away against the transpose back. An attention whose inputs stay
+// [B, H, S, D] but whose output is only ever transposed back stores [B, S, H, D] directly (out_layout).
 //
 //===----------------------------------------------------------------------===//
 
@@ -54,31 +55,66 @@ static Value headsSwappedFrom(Value value) {
   return transpose.getInput();
 }
 
+/// True when every user of `value` transposes it with kSwapHeads.
+static bool onlySwappedBack(Value value) {
+  return !value.use_empty() && llvm::all_of(value.getUsers(), [](Operation *user) {
+    auto transpose = dyn_cast<TransposeOp>(user);
+    return transpose && transpose.getPermutation() == ArrayRef<int64_t>(kSwapHeads);
+  });
+}
+
+/// `type` ([B, H, S, D]) with its heads and sequence dimensions swapped.
+static RankedTensorType swapHeads(RankedTensorType type) {
+  ArrayRef<int64_t> shape = type.getShape();
+  return RankedTensorType::get({shape[0], shape[2], shape[1], shape[3]}, type.getElementType());
+}
+
+/// Only the output is transposed back: an attention of the same q, k and v that stores [B, S, H, D] directly
+/// (out_layout = "bshd"), its result replacing the transposes.
+static FailureOr<AttentionOp> storeOutputSeqMajor(RewriterBase &rewriter, AttentionOp op) {
+  if (op.isOutSeqMajor() || !onlySwappedBack(op.getOut()))
+    return rewriter.notifyMatchFailure(op, "q, k, v are not all swapped and the output is not swapped back");
+  rewriter.setInsertionPoint(op);
+  Type lseType = op.getLse() ? op.getLse().getType() : Type();
+  auto attention = AttentionOp::create(rewriter, op.getLoc(), swapHeads(op.getOut().getType()), lseType, op.getQ(),
+                                       op.getK(), op.getV(), op.getMask(), op.getScaleAttr(), op.getCausal(),
+                                       op.getLayoutAttr(), rewriter.getStringAttr("bshd"), ValueRange{});
+  attention->setDiscardableAttrs(op->getDiscardableAttrDictionary());
+  for (Operation *user : llvm::to_vector(op.getOut().getUsers()))
+    rewriter.replaceOp(user, attention.getOut());
+  if (op.getLse())
+    rewriter.replaceAllUsesWith(op.getLse(), attention.getLse());
+  rewriter.eraseOp(op);
+  return attention;
+}
+
 FailureOr<AttentionOp> kiln::foldHeadTransposes(RewriterBase &rewriter, AttentionOp op) {
   if (op.isSeqMajor() || op.hasEpilogue())
     return rewriter.notifyMatchFailure(op, "already seq-major, or with an epilogue in the [B, H, S, D] layout");
   Value q = headsSwappedFrom(op.getQ()), k = headsSwappedFrom(op.getK()), v = headsSwappedFrom(op.getV());
   if (!q || !k || !v)
-    return rewriter.notifyMatchFailure(op, "q, k and v are not all [0, 2, 1, 3] transposes");
+    return storeOutputSeqMajor(rewriter, op);
   // Profitable when the input transposes go away or the output transpose folds into its users' transposes;
   // otherwise the rewrite would only add a transpose of the output.
   bool inputsVanish = op.getQ().hasOneUse() && op.getK().hasOneUse() && op.getV().hasOneUse();
-  bool outputFolds = llvm::all_of(op.getOut().getUsers(), [](Operation *user) {
-    auto transpose = dyn_cast<TransposeOp>(user);
-    return transpose && transpose.getPermutation() == ArrayRef<int64_t>(kSwapHeads);
-  });
-  if (!inputsVanish && !outputFolds)
+  if (!inputsVanish && !onlySwappedBack(op.getOut()))
     return rewriter.notifyMatchFailure(op, "the transposes are shared and the output is used as [B, H, S, D]");
   RankedTensorType outType = op.getOut().getType();
-  ArrayRef<int64_t> shape = outType.getShape();
-  auto seqMajorType = RankedTensorType::get({shape[0], shape[2], shape[1], shape[3]}, outType.getElementType());
   rewriter.setInsertionPoint(op);
   Type lseType = op.getLse() ? op.getLse().getType() : Type();
-  auto attention = AttentionOp::create(rewriter, op.getLoc(), seqMajorType, lseType, q, k, v, op.getMask(),
-                                       op.getScaleAttr(), op.getCausal(), rewriter.getStringAttr("bshd"), ValueRange{});
+  // An explicit out_layout keeps the output where it is; otherwise the output follows the inputs to [B, S, H, D]
+  // and is transposed back for its users.
+  bool outputMoves = !op.getOutLayout();
+  // Seq-major inputs make a seq-major output the default: only an explicit [B, H, S, D] output keeps its attribute.
+  StringAttr outLayout = op.isOutSeqMajor() ? StringAttr() : op.getOutLayoutAttr();
+  auto attention = AttentionOp::create(rewriter, op.getLoc(), outputMoves ? swapHeads(outType) : outType, lseType, q,
+                                       k, v, op.getMask(), op.getScaleAttr(), op.getCausal(),
+                                       rewriter.getStringAttr("bshd"), outLayout, ValueRange{});
   attention->setDiscardableAttrs(op->getDiscardableAttrDictionary());
-  SmallVector<Value> replacements{
-      TransposeOp::create(rewriter, op.getLoc(), outType, attention.getOut(), ArrayRef<int64_t>(kSwapHeads))};
+  SmallVector<Value> replacements{attention.getOut()};
+  if (outputMoves)
+    replacements[0] =
+        TransposeOp::create(rewriter, op.getLoc(), outType, attention.getOut(), ArrayRef<int64_t>(kSwapHeads));
   if (op.getLse())
     replacements.push_back(attention.getLse());
   rewriter.replaceOp(op, replacements);

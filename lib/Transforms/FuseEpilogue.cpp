@@ -102,7 +102,8 @@ FailureOr<Operation *> kiln::fuseEpilogue(RewriterBase &rewriter, Operation *pro
     Type lseType = attention.getLse() ? attention.getLse().getType() : Type();
     fused = AttentionOp::create(rewriter, loc, resultType, lseType, attention.getQ(), attention.getK(),
                                 attention.getV(), attention.getMask(), attention.getScaleAttr(),
-                                attention.getCausal(), attention.getLayoutAttr(), operands);
+                                attention.getCausal(), attention.getLayoutAttr(), attention.getOutLayoutAttr(),
+                                operands);
   }
   Type f32 = rewriter.getF32Type();
   Block *body = rewriter.createBlock(&fused->getRegion(0), {}, SmallVector<Type>(operands.size() + 1, f32),

@@ -7,8 +7,8 @@
 //
 // Masking is per tile: only tiles that straddle the causal diagonal or the end of the keys pay for it (an
 // scf.if), and with `causal` the key loops stop at the last tile any row of the query tile can see, so fully
-// masked tiles are skipped. GQA reads k/v head h / (Hq / Hkv). With `layout = "bshd"` the tiles are read and
-// written at the same (batch, head, position) with the heads and positions dimensions swapped.
+// masked tiles are skipped. GQA reads k/v head h / (Hq / Hkv). With `layout = "bshd"` the tiles are read (and
+// with `out_layout` the output written) at the same (batch, head, position) with heads and positions swapped.
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,10 +36,19 @@ struct AttentionTiling {
   Value b, h, kvHead, queryStart;
   OpFoldResult queryRows;
 
-  /// (batch, head, position, feature) offsets or sizes of q, k, v or out in the op's layout.
+  /// (batch, head, position, feature) offsets or sizes of q, k or v in the op's layout.
   SmallVector<OpFoldResult> inLayout(OpFoldResult batchIndex, OpFoldResult head, OpFoldResult position,
                                      OpFoldResult feature) {
-    if (op.isSeqMajor())
+    return ordered(op.isSeqMajor(), batchIndex, head, position, feature);
+  }
+  /// The same for the output (and its epilogue operands), in the output's layout.
+  SmallVector<OpFoldResult> outLayout(OpFoldResult batchIndex, OpFoldResult head, OpFoldResult position,
+                                      OpFoldResult feature) {
+    return ordered(op.isOutSeqMajor(), batchIndex, head, position, feature);
+  }
+  static SmallVector<OpFoldResult> ordered(bool seqMajor, OpFoldResult batchIndex, OpFoldResult head,
+                                           OpFoldResult position, OpFoldResult feature) {
+    if (seqMajor)
       return {batchIndex, position, head, feature};
     return {batchIndex, head, position, feature};
   }
@@ -226,9 +235,9 @@ FailureOr<SmallVector<Value>> kiln::tileAttention(RewriterBase &rewriter, Attent
     SmallVector<AffineMap> maps{rewriter.getMultiDimIdentityMap(2)};
     for (Value operand : op.getEpilogueOperands()) {
       Value operandTile = extractBroadcastTile(
-          rewriter, loc, operand, t.inLayout(t.b, t.h, t.queryStart, zeroIndex),
-          t.inLayout(one, one, t.queryRows, rewriter.getIndexAttr(t.valueDim)), outType.getShape(),
-          {t.bq, t.valueDim}, op.getSeqDim());
+          rewriter, loc, operand, t.outLayout(t.b, t.h, t.queryStart, zeroIndex),
+          t.outLayout(one, one, t.queryRows, rewriter.getIndexAttr(t.valueDim)), outType.getShape(),
+          {t.bq, t.valueDim}, op.isOutSeqMajor() ? 1 : 2);
       inputs.push_back(operandTile);
       maps.push_back(lowering::getBroadcastMap(cast<RankedTensorType>(operandTile.getType()).getShape(),
                                                {t.bq, t.valueDim}, ctx));
@@ -243,8 +252,8 @@ FailureOr<SmallVector<Value>> kiln::tileAttention(RewriterBase &rewriter, Attent
 
   rewriter.setInsertionPointToStart(forall.getTerminator().getBody());
   tensor::ParallelInsertSliceOp::create(rewriter, loc, validOut, forall.getRegionIterArgs()[0],
-                                        t.inLayout(t.b, t.h, t.queryStart, zeroIndex),
-                                        t.inLayout(one, one, t.queryRows, rewriter.getIndexAttr(t.valueDim)),
+                                        t.outLayout(t.b, t.h, t.queryStart, zeroIndex),
+                                        t.outLayout(one, one, t.queryRows, rewriter.getIndexAttr(t.valueDim)),
                                         ArrayRef<OpFoldResult>{one, one, one, one});
   if (validLse)
     tensor::ParallelInsertSliceOp::create(rewriter, loc, validLse, forall.getRegionIterArgs()[1],

@@ -77,3 +77,31 @@ func.func @rope_transpose_moves_last(%x: tensor<1x5x8x2xf32>, %t: tensor<5x4xf32
   %r = kiln.rope %y, %t, %t interleaved {seq_dim = 1 : i64} : tensor<1x5x2x8xf32>, tensor<5x4xf32>, tensor<5x4xf32>
   return %r : tensor<1x5x2x8xf32>
 }
+
+// -----
+
+// Inputs already [B, H, S, D] (function arguments), the output only transposed back to merge the heads: the
+// attention stores [B, S, H, D] itself and the merge is a view.
+// CHECK-LABEL: func.func @output_only
+// CHECK-NEXT: %[[O:.*]] = kiln.attention %arg0, %arg1, %arg2 causal {out_layout = "bshd"} : {{.*}} -> tensor<1x77x8x64xbf16>
+// CHECK-NEXT: %[[H:.*]] = kiln.reshape %[[O]] : tensor<1x77x8x64xbf16> -> tensor<1x77x512xbf16>
+// CHECK-NEXT: return %[[H]]
+func.func @output_only(%q: tensor<1x8x77x64xbf16>, %k: tensor<1x2x77x64xbf16>, %v: tensor<1x2x77x64xbf16>) -> tensor<1x77x512xbf16> {
+  %o = kiln.attention %q, %k, %v causal : tensor<1x8x77x64xbf16>, tensor<1x2x77x64xbf16>, tensor<1x2x77x64xbf16> -> tensor<1x8x77x64xbf16>
+  %ot = kiln.transpose %o [0, 2, 1, 3] : tensor<1x8x77x64xbf16> -> tensor<1x77x8x64xbf16>
+  %h = kiln.reshape %ot : tensor<1x77x8x64xbf16> -> tensor<1x77x512xbf16>
+  return %h : tensor<1x77x512xbf16>
+}
+
+// -----
+
+// The output is also used as [B, H, S, D]: nothing changes.
+// CHECK-LABEL: func.func @output_used_both_ways
+// CHECK: kiln.attention
+// CHECK-NOT: out_layout
+func.func @output_used_both_ways(%q: tensor<1x2x5x8xf32>) -> (tensor<1x2x5x8xf32>, tensor<1x5x2x8xf32>) {
+  %o = kiln.attention %q, %q, %q : tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32> -> tensor<1x2x5x8xf32>
+  %ot = kiln.transpose %o [0, 2, 1, 3] : tensor<1x2x5x8xf32> -> tensor<1x5x2x8xf32>
+  return %o, %ot : tensor<1x2x5x8xf32>, tensor<1x5x2x8xf32>
+}
+

@@ -138,6 +138,8 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure, IsolatedFromAbove, AttrSizedO
     - `layout = "bshd"` swaps the heads and sequence dimensions of q, k, v and out: `q : [B, Sq, Hq, D]`, ...,
       `out : [B, Sq, Hq, Dv]`, the layout projections write before any transpose (`kiln-fold-head-transposes`
       sets it). The mask and lse keep their `[B, Hq, Sq, ...]` layout.
+    - `out_layout = "bshd"` stores only the output as `[B, Sq, Hq, Dv]`, whatever the layout of q, k and v (an
+      output that an exporter transposes back right away); without it the output follows `layout`.
 
     ```mlir
     %o = kiln.attention %q, %k, %v causal
@@ -151,7 +153,7 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure, IsolatedFromAbove, AttrSizedO
   let arguments = (ins Kiln_FloatTensor:$q, Kiln_FloatTensor:$k, Kiln_FloatTensor:$v,
                        Optional<Kiln_FloatTensor>:$mask,
                        OptionalAttr<F32Attr>:$scale, UnitAttr:$causal, OptionalAttr<StrAttr>:$layout,
-                       Variadic<Kiln_FloatTensor>:$epilogue_operands);
+                       OptionalAttr<StrAttr>:$out_layout, Variadic<Kiln_FloatTensor>:$epilogue_operands);
   let results = (outs Kiln_FloatTensor:$out, Optional<StaticShapeTensorOf<[F32]>>:$lse);
   let regions = (region MaxSizedRegion<1>:$epilogue);
   let assemblyFormat = [{
@@ -162,7 +164,7 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure, IsolatedFromAbove, AttrSizedO
   let builders = [
     OpBuilder<(ins "::mlir::Type":$out, "::mlir::Type":$lse, "::mlir::Value":$q, "::mlir::Value":$k,
                    "::mlir::Value":$v, "::mlir::Value":$mask, "::mlir::FloatAttr":$scale, "bool":$causal), [{
-      build($_builder, $_state, out, lse, q, k, v, mask, scale, causal, ::mlir::StringAttr(),
+      build($_builder, $_state, out, lse, q, k, v, mask, scale, causal, ::mlir::StringAttr(), ::mlir::StringAttr(),
             ::mlir::ValueRange{});
     }]>
   ];
@@ -173,12 +175,15 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure, IsolatedFromAbove, AttrSizedO
     double getEffectiveScale();
     /// Number of q heads that share one k/v head (1 for plain multi-head attention).
     int64_t getGroupSize();
-    /// True with `layout = "bshd"`: q, k, v and out are [batch, seq, heads, head_dim].
+    /// True with `layout = "bshd"`: q, k and v (and out, unless `out_layout` says otherwise) are [batch, seq,
+    /// heads, head_dim].
     bool isSeqMajor();
-    /// The dimension of q, k, v and out that holds the heads (1, or 2 when seq-major).
+    /// The dimension of q, k and v that holds the heads (1, or 2 when seq-major).
     int64_t getHeadsDim() { return isSeqMajor() ? 2 : 1; }
-    /// The dimension of q, k, v and out that holds the sequence (2, or 1 when seq-major).
+    /// The dimension of q, k and v that holds the sequence (2, or 1 when seq-major).
     int64_t getSeqDim() { return isSeqMajor() ? 1 : 2; }
+    /// True when the output is stored as [batch, seq, heads, head_dim]: `out_layout`, or else `layout`.
+    bool isOutSeqMajor();
   }];
   let hasVerifier = 1;
   let hasRegionVerifier = 1;

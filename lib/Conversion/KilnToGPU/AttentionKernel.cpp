@@ -12,7 +12,7 @@
 //   - keys past the end, and with `causal` keys above the bottom-right-aligned diagonal, are set to -inf, only in
 //     the tiles that need it; causal blocks stop at the last key tile their rows can see;
 //   - GQA: the block of q head h reads k/v head h / (Hq / Hkv);
-//   - `layout = "bshd"` only changes where a head's rows start and how far apart they are.
+//   - `layout = "bshd"` (and `out_layout`) only change where a head's rows start and how far apart they are.
 // An additive mask is added to the scores in base 2; the output O / l goes through the epilogue (if any) and is
 // stored with rows past Sq skipped; the lse, when asked for, is (m + log2 l) ln 2.
 //
@@ -117,15 +117,17 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   // Where the rows (positions) of one head start, and how far apart they are: [B, H, S, X] keeps a head's rows
   // together; seq-major [B, S, H, X] interleaves the heads, so consecutive positions are H * X apart.
   bool seqMajor = op.isSeqMajor();
-  auto headBase = [&](Value headIndex, int64_t headCount, int64_t seq, int64_t width) {
-    if (seqMajor)
+  auto headBase = [&](bool rowsInterleaved, Value headIndex, int64_t headCount, int64_t seq, int64_t width) {
+    if (rowsInterleaved)
       return im.add(im.mul(b, seq * headCount * width), im.mul(headIndex, width));
     return im.mul(im.add(im.mul(b, headCount), headIndex), seq * width);
   };
-  auto rowStride = [&](int64_t headCount, int64_t width) { return seqMajor ? headCount * width : width; };
-  Value qBase = headBase(head, heads, seqQ, headDim);
-  Value kBase = headBase(kvHead, kvHeads, seqK, headDim);
-  Value vBase = headBase(kvHead, kvHeads, seqK, valueDim);
+  auto rowStride = [](bool rowsInterleaved, int64_t headCount, int64_t width) {
+    return rowsInterleaved ? headCount * width : width;
+  };
+  Value qBase = headBase(seqMajor, head, heads, seqQ, headDim);
+  Value kBase = headBase(seqMajor, kvHead, kvHeads, seqK, headDim);
+  Value vBase = headBase(seqMajor, kvHead, kvHeads, seqK, valueDim);
   Type tokenType = nvgpu::DeviceAsyncTokenType::get(ctx);
 
   // Copies rows [row0, row0 + rows) of a [limit x width] matrix at `base` (rows `globalStride` apart) into
@@ -152,8 +154,8 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   };
   auto loadKV = [&](Value tile, Value slot) {
     Value row0 = im.mul(tile, bk);
-    copyRows(sharedK, im.mul(slot, sizeK), strideK, k, kBase, rowStride(kvHeads, headDim), row0, bk, headDim, seqK);
-    return copyRows(sharedV, im.mul(slot, sizeV), strideV, v, vBase, rowStride(kvHeads, valueDim), row0, bk,
+    copyRows(sharedK, im.mul(slot, sizeK), strideK, k, kBase, rowStride(seqMajor, kvHeads, headDim), row0, bk, headDim, seqK);
+    return copyRows(sharedV, im.mul(slot, sizeV), strideV, v, vBase, rowStride(seqMajor, kvHeads, valueDim), row0, bk,
                     valueDim, seqK);
   };
 
@@ -166,7 +168,7 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
     numTiles = im.min(im.div(im.add(lastKey, bk - 1), bk), im.c(allTiles));
   }
 
-  copyRows(sharedQ, im.c(0), strideQ, q, qBase, rowStride(heads, headDim), q0, bq, headDim, seqQ);
+  copyRows(sharedQ, im.c(0), strideQ, q, qBase, rowStride(seqMajor, heads, headDim), q0, bq, headDim, seqQ);
   Value group0 = loadKV(im.c(0), im.c(0));
   nvgpu::DeviceAsyncWaitOp::create(builder, loc, group0, builder.getI32IntegerAttr(0));
   gpu::BarrierOp::create(builder, loc);
@@ -351,8 +353,9 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   Value sumB = quadReduce(builder, loc, loop.getResult(3), false);
   Value invA = arith::DivFOp::create(builder, loc, f32c(1.0), sumA);
   Value invB = arith::DivFOp::create(builder, loc, f32c(1.0), sumB);
-  Value outBase = headBase(head, heads, seqQ, valueDim);
-  int64_t outRowStride = rowStride(heads, valueDim);
+  bool outSeqMajor = op.isOutSeqMajor();
+  Value outBase = headBase(outSeqMajor, head, heads, seqQ, valueDim);
+  int64_t outRowStride = rowStride(outSeqMajor, heads, valueDim);
   ArrayRef<int64_t> outShape = outType.getShape();
   for (int64_t d = 0; d < outFrags; ++d) {
     Value o = loop.getResult(4 + d);
@@ -371,7 +374,7 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
           for (auto [index, operand] : llvm::enumerate(op.getEpilogueOperands())) {
             ArrayRef<int64_t> shape = cast<RankedTensorType>(operand.getType()).getShape();
             Value at = broadcastLinearIndex(im, shape, outShape,
-                                            seqMajor ? SmallVector<Value>{b, row, head, col}
+                                            outSeqMajor ? SmallVector<Value>{b, row, head, col}
                                                      : SmallVector<Value>{b, head, row, col});
             Value loaded = memref::LoadOp::create(builder, loc, epilogueArgs[index], at);
             mapping.map(body.getArgument(index + 1), lowering::widen(builder, loc, loaded));

@@ -180,7 +180,7 @@ struct AttentionLowering : OpConversionPattern<AttentionOp> {
     // the unnormalised sums and row sums are read at (b, h, i, e).
     ArrayRef<int64_t> storedShape = outType.getShape();
     AffineMap sumsMap = full4, rowSumMap = row4;
-    if (op.isSeqMajor()) {
+    if (op.isOutSeqMajor()) {
       sumsMap = AffineMap::get(4, 0, {d(0), d(2), d(1), d(3)}, ctx);
       rowSumMap = AffineMap::get(4, 0, {d(0), d(2), d(1)}, ctx);
     }

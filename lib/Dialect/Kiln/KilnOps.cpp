@@ -167,10 +167,18 @@ int64_t AttentionOp::getGroupSize() {
 
 bool AttentionOp::isSeqMajor() { return getLayout() && *getLayout() == "bshd"; }
 
+bool AttentionOp::isOutSeqMajor() {
+  if (std::optional<StringRef> outLayout = getOutLayout())
+    return *outLayout == "bshd";
+  return isSeqMajor();
+}
+
 LogicalResult AttentionOp::verify() {
   RankedTensorType q = getQ().getType(), k = getK().getType(), v = getV().getType();
-  if (std::optional<StringRef> layout = getLayout(); layout && *layout != "bhsd" && *layout != "bshd")
-    return emitOpError() << "layout must be \"bhsd\" or \"bshd\", got \"" << *layout << "\"";
+  for (auto [name, layout] : {std::pair<StringRef, std::optional<StringRef>>{"layout", getLayout()},
+                               {"out_layout", getOutLayout()}})
+    if (layout && *layout != "bhsd" && *layout != "bshd")
+      return emitOpError() << name << " must be \"bhsd\" or \"bshd\", got \"" << *layout << "\"";
   const int64_t headsDim = getHeadsDim(), seqDim = getSeqDim();
   StringRef layoutName = isSeqMajor() ? "[batch, seq, heads, head_dim]" : "[batch, heads, seq, head_dim]";
   for (auto [name, type] : {std::pair<StringRef, RankedTensorType>{"q", q}, {"k", k}, {"v", v}}) {
@@ -227,7 +235,7 @@ LogicalResult AttentionOp::verify() {
   // With an epilogue the stored element type is the epilogue's choice.
   Type outElement = hasEpilogue() ? getOut().getType().getElementType() : q.getElementType();
   SmallVector<int64_t> outShape{batch, heads, seqQ, v.getDimSize(3)};
-  if (isSeqMajor())
+  if (isOutSeqMajor())
     outShape = {batch, seqQ, heads, v.getDimSize(3)};
   auto expected = RankedTensorType::get(outShape, outElement);
   if (failed(verifyResultType(*this, getOut().getType(), expected)))

@@ -292,6 +292,22 @@ func.func @attention_layout(%q: tensor<1x8x4x8xf32>) -> tensor<1x8x4x8xf32> {
 
 // -----
 
+func.func @attention_out_layout(%q: tensor<1x8x4x8xf32>) -> tensor<1x8x4x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op out_layout must be "bhsd" or "bshd", got "sbhd"}}
+  %0 = kiln.attention %q, %q, %q {out_layout = "sbhd"} : tensor<1x8x4x8xf32>, tensor<1x8x4x8xf32>, tensor<1x8x4x8xf32> -> tensor<1x8x4x8xf32>
+  return %0 : tensor<1x8x4x8xf32>
+}
+
+// -----
+
+func.func @attention_out_layout_result(%q: tensor<1x8x4x8xf32>) -> tensor<1x8x4x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op result type 'tensor<1x8x4x8xf32>' does not match the inferred type 'tensor<1x4x8x8xf32>'}}
+  %0 = kiln.attention %q, %q, %q {out_layout = "bshd"} : tensor<1x8x4x8xf32>, tensor<1x8x4x8xf32>, tensor<1x8x4x8xf32> -> tensor<1x8x4x8xf32>
+  return %0 : tensor<1x8x4x8xf32>
+}
+
+// -----
+
 func.func @attention_seq_major_rank(%q: tensor<4x8x8xf32>) -> tensor<4x8x8xf32> {
   // expected-error @+1 {{'kiln.attention' op operand 'q' must have rank 4 [batch, seq, heads, head_dim], got 'tensor<4x8x8xf32>'}}
   %0 = kiln.attention %q, %q, %q {layout = "bshd"} : tensor<4x8x8xf32>, tensor<4x8x8xf32>, tensor<4x8x8xf32> -> tensor<4x8x8xf32>

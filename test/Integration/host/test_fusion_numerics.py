@@ -217,10 +217,22 @@ def seq_major_block(b, s, hq, hkv, d, dtype="f32"):
         f"return %y : {Q}"])
 
 
+def output_seq_major_block(b, s, hq, hkv, d, dtype="f32"):
+    """Attention of [B, H, S, D] arguments whose output is transposed to [B, S, H, D] and then takes a residual:
+    the attention stores [B, S, H, D] itself (out_layout) with the residual as its epilogue."""
+    T = lambda shape: ttype(shape, dtype)  # noqa: E731
+    QT, KVT, O = T((b, hq, s, d)), T((b, hkv, s, d)), T((b, s, hq, d))
+    return func_text([("q", QT), ("k", KVT), ("v", KVT), ("res", O)], [O], [
+        f"%o = kiln.attention %q, %k, %v causal : {QT}, {KVT}, {KVT} -> {QT}",
+        f"%ot = kiln.transpose %o [0, 2, 1, 3] : {QT} -> {O}",
+        f"%y = kiln.add %ot, %res : {O}, {O} -> {O}",
+        f"return %y : {O}"])
+
+
 ATTENTION_FORBID = ["kiln.softmax", "kiln.broadcast", "kiln.select"]
 ATTENTION_CASES = [
     case("example_attention_block", "fusion: attention block", EXAMPLE.read_text() if EXAMPLE.is_file() else "",
-         expect=["kiln.attention", "{scale = 1.250000e-01 : f32}", "epilogue("], forbid=ATTENTION_FORBID,
+         expect=["kiln.attention", 'out_layout = "bshd", scale = 1.250000e-01 : f32', "epilogue("], forbid=ATTENTION_FORBID,
          marks=pytest.mark.skipif(not EXAMPLE.is_file(), reason=f"{EXAMPLE} is missing")),
     case("gqa4_transpose_div", "fusion: attention f32",
          attention(1, 8, 2, 77, 77, 64),
@@ -255,6 +267,9 @@ ATTENTION_CASES = [
     case("seq_major_rope_gqa_causal_residual", "fusion: attention f32",
          seq_major_block(2, 77, 4, 2, 32),
          expect=['layout = "bshd"', "seq_dim = 1", "epilogue("], forbid=["kiln.transpose", "kiln.add", "kiln.mul"]),
+    case("output_seq_major_gqa_residual", "fusion: attention f32",
+         output_seq_major_block(2, 77, 4, 2, 32),
+         expect=['out_layout = "bshd"', "epilogue("], forbid=["kiln.transpose", "kiln.add"]),
     case("seq_major_rope_mha_bf16", "fusion: attention bf16",
          seq_major_block(1, 130, 2, 2, 64, dtype="bf16"),
          expect=['layout = "bshd"', "seq_dim = 1", "epilogue("], forbid=["kiln.transpose", "kiln.add", "kiln.mul"]),

@@ -223,10 +223,10 @@ def attention_mask(kind, rng, batch, heads, seq_q, seq_k):
 
 
 def attn(id, b, hq, hkv, sq, sk, d, dv=None, causal=False, mask=None, scale=None, lse=False, dtype="f32",
-         mask_dtype=None, no_tile=False, seq_major=False, marks=()):
+         mask_dtype=None, no_tile=False, seq_major=False, out_seq_major=False, marks=()):
     return dict(id=id, b=b, hq=hq, hkv=hkv, sq=sq, sk=sk, d=d, dv=dv or d, causal=causal, mask=mask, scale=scale,
                 lse=lse, dtype=dtype, mask_dtype=mask_dtype or dtype, no_tile=no_tile, seq_major=seq_major,
-                marks=marks)
+                out_seq_major=out_seq_major, marks=marks)
 
 
 ATTENTION_CASES = [
@@ -315,6 +315,10 @@ ATTENTION_CASES = [
     attn("bshd_mqa_q1_k300_d128_causal", 3, 4, 1, 1, 300, 128, causal=True, seq_major=True, no_tile=True),
     attn("bshd_bf16_gqa4_s130_d64_dv32_causal_lse", 2, 8, 2, 130, 130, 64, dv=32, causal=True, lse=True,
          dtype="bf16", seq_major=True),
+    # out_layout = "bshd": [B, H, S, D] inputs, the output stored [B, S, H, D].
+    attn("out_bshd_gqa4_s77_d64_causal", 2, 8, 2, 77, 77, 64, causal=True, out_seq_major=True, no_tile=True),
+    attn("out_bshd_q77_k200_d96_mask4_lse", 2, 4, 2, 77, 200, 96, mask="rank4", lse=True, out_seq_major=True),
+    attn("out_bshd_bf16_s130_d64_dv32", 1, 4, 4, 130, 130, 64, dv=32, dtype="bf16", out_seq_major=True),
 ]
 
 
@@ -350,11 +354,14 @@ def test_attention(case, pipeline, tmp_path, record_error):
 
     scale = 1.0 / math.sqrt(c["d"])
     attributes = ['layout = "bshd"'] if c["seq_major"] else []
+    if c["out_seq_major"]:
+        attributes.append('out_layout = "bshd"')
+    out_layout = (lambda shape: (shape[0], shape[2], shape[1], shape[3])) if c["out_seq_major"] else layout
     if c["scale"] is not None:
         attributes.append(f"scale = {c['scale']!r} : f32")
         scale = float(np.float32(c["scale"]))  # the attribute is an f32
     attrs = f" {{{', '.join(attributes)}}}" if attributes else ""
-    results = [ttype(layout(out_shape), dtype)] + ([ttype(out_shape[:3], "f32")] if c["lse"] else [])
+    results = [ttype(out_layout(out_shape), dtype)] + ([ttype(out_shape[:3], "f32")] if c["lse"] else [])
     names = "%o, %lse" if c["lse"] else "%o"
     mlir = func_text(args, results, [
         f"{names} = kiln.attention %q, %k, %v{mask_clause}{' causal' if c['causal'] else ''}{attrs}",
@@ -364,7 +371,7 @@ def test_attention(case, pipeline, tmp_path, record_error):
 
     outputs = run_kiln(tmp_path, mlir, inputs, len(results), pipeline)
     ref_out, ref_lse = attention_reference(q, k, v, mask, c["causal"], scale)
-    if c["seq_major"]:
+    if c["seq_major"] or c["out_seq_major"]:
         ref_out = ref_out.transpose(0, 2, 1, 3)
     check(record_error, f"attention {dtype} [{pipeline}]", from_kiln(outputs[0], dtype), ref_out,
           TOLERANCE[dtype], seed, f"attention {c['id']} out", tmp_path)
