@@ -41,8 +41,13 @@ def ConvertKilnToGPU : Pass<"convert-kiln-to-gpu", "::mlir::ModuleOp"> {
     (bare pointers). The function gets `kiln.gpu_kernel` (the kernel's symbol) and `kiln.launch` (grid, block,
     dynamic shared memory). Attention becomes a FlashAttention-2 kernel, softmax/rms_norm/layer_norm a
     warp-per-row kernel, elementwise ops, RoPE and data movement one-thread-per-element kernels; other kernel
-    ops (reduce, concat, gather, logsumexp) are errors that name the op.
+    ops (reduce, concat, gather, logsumexp) are errors that name the op. A kernel whose config needs more
+    dynamic shared memory than `chip` allows a block is an error that names the op and both sizes.
   }];
+  let options = [
+    Option<"chip", "chip", "std::string", "\"sm_90a\"",
+           "GPU target whose per-block shared memory the kernels must fit (sm_80 or sm_90a)">
+  ];
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",
                            "::mlir::LLVM::LLVMDialect", "::mlir::memref::MemRefDialect",
                            "::mlir::nvgpu::NVGPUDialect", "::mlir::NVVM::NVVMDialect",

@@ -22,6 +22,9 @@ enum class Target { Host, Sm80, Sm90a };
 /// Parses "host", "sm_80" or "sm_90a".
 std::optional<Target> parseTarget(llvm::StringRef name);
 
+/// The most dynamic shared memory one thread block may use on a GPU target (sm_80: 163 KB, sm_90a: 227 KB).
+int64_t maxSharedBytesPerBlock(Target target);
+
 /// True for the ops that become kernels of their own and so carry a #kiln.config.
 bool isKernelOp(Operation *op);
 

@@ -55,7 +55,7 @@ void kiln::buildGpuKernelPipeline(OpPassManager &pm, const NvvmPipelineOptions &
   buildFusionPipeline(pm);
   pm.addPass(createKilnOutlineKernels());
   pm.addPass(createKilnSelectConfig(KilnSelectConfigOptions{options.chip}));
-  pm.addPass(createConvertKilnToGPU());
+  pm.addPass(createConvertKilnToGPU(ConvertKilnToGPUOptions{options.chip}));
   pm.addPass(createKilnGroupKernels());
 }
 

@@ -72,7 +72,9 @@ static RankedTensorType swapHeads(RankedTensorType type) {
 /// Only the output is transposed back: an attention of the same q, k and v that stores [B, S, H, D] directly
 /// (out_layout = "bshd"), its result replacing the transposes.
 static FailureOr<AttentionOp> storeOutputSeqMajor(RewriterBase &rewriter, AttentionOp op) {
-  if (op.isOutSeqMajor() || !onlySwappedBack(op.getOut()))
+  if (op.isOutSeqMajor())
+    return rewriter.notifyMatchFailure(op, "the output is already stored [B, S, H, D]");
+  if (!onlySwappedBack(op.getOut()))
     return rewriter.notifyMatchFailure(op, "q, k, v are not all swapped and the output is not swapped back");
   rewriter.setInsertionPoint(op);
   Type lseType = op.getLse() ? op.getLse().getType() : Type();
@@ -96,19 +98,19 @@ FailureOr<AttentionOp> kiln::foldHeadTransposes(RewriterBase &rewriter, Attentio
     return storeOutputSeqMajor(rewriter, op);
   // Profitable when the input transposes go away or the output transpose folds into its users' transposes;
   // otherwise the rewrite would only add a transpose of the output.
+  // An explicit out_layout keeps the output where it is; otherwise the output follows the inputs to [B, S, H, D]
+  // and is transposed back for its users.
+  bool outputMoves = !op.getOutLayout();
   bool inputsVanish = op.getQ().hasOneUse() && op.getK().hasOneUse() && op.getV().hasOneUse();
-  if (!inputsVanish && !onlySwappedBack(op.getOut()))
+  if (!inputsVanish && outputMoves && !onlySwappedBack(op.getOut()))
     return rewriter.notifyMatchFailure(op, "the transposes are shared and the output is used as [B, H, S, D]");
   RankedTensorType outType = op.getOut().getType();
   rewriter.setInsertionPoint(op);
   Type lseType = op.getLse() ? op.getLse().getType() : Type();
-  // An explicit out_layout keeps the output where it is; otherwise the output follows the inputs to [B, S, H, D]
-  // and is transposed back for its users.
-  bool outputMoves = !op.getOutLayout();
   // Seq-major inputs make a seq-major output the default: only an explicit [B, H, S, D] output keeps its attribute.
   StringAttr outLayout = op.isOutSeqMajor() ? StringAttr() : op.getOutLayoutAttr();
-  auto attention = AttentionOp::create(rewriter, op.getLoc(), outputMoves ? swapHeads(outType) : outType, lseType, q,
-                                       k, v, op.getMask(), op.getScaleAttr(), op.getCausal(),
+  auto attention = AttentionOp::create(rewriter, op.getLoc(), outputMoves ? swapHeads(outType) : outType, lseType, q, k,
+                                       v, op.getMask(), op.getScaleAttr(), op.getCausal(),
                                        rewriter.getStringAttr("bshd"), outLayout, ValueRange{});
   attention->setDiscardableAttrs(op->getDiscardableAttrDictionary());
   SmallVector<Value> replacements{attention.getOut()};

@@ -29,6 +29,8 @@ std::optional<Target> kiln::parseTarget(StringRef name) {
       .Default(std::nullopt);
 }
 
+int64_t kiln::maxSharedBytesPerBlock(Target target) { return target == Target::Sm90a ? 232448 : 166912; }
+
 bool kiln::isKernelOp(Operation *op) { return isa<MatmulOp, AttentionOp, SoftmaxOp, RmsNormOp, LayerNormOp>(op); }
 
 ConfigAttr kiln::getConfig(Operation *op) { return op->getAttrOfType<ConfigAttr>(kConfigAttrName); }
@@ -79,7 +81,7 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
         bn /= 2;
       // As many of the chosen stages as the target's shared memory holds (rows padded by 8 elements, as the
       // kernel lays them out).
-      int64_t maxSharedBytes = target == Target::Sm90a ? 232448 : 166912;
+      int64_t maxSharedBytes = maxSharedBytesPerBlock(target);
       bool transposedRhs = matmul.getTransposeRhs();
       auto stageBytes = [&] { return (bm * (bk + 8) + (transposedRhs ? bn * (bk + 8) : bk * (bn + 8))) * 2; };
       while (stages > 2 && stages * stageBytes() > maxSharedBytes)

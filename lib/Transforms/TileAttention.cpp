@@ -46,6 +46,7 @@ struct AttentionTiling {
                                       OpFoldResult feature) {
     return ordered(op.isOutSeqMajor(), batchIndex, head, position, feature);
   }
+  /// (batch, head, position, feature) as a [B, S, H, D] (seq-major) or [B, H, S, D] tensor indexes them.
   static SmallVector<OpFoldResult> ordered(bool seqMajor, OpFoldResult batchIndex, OpFoldResult head,
                                            OpFoldResult position, OpFoldResult feature) {
     if (seqMajor)

@@ -2,8 +2,8 @@
 
 Why per kernel: a program's tunable kernels (matmuls, attentions) each carry a #kiln.config (tile, warps,
 stages). The tuner starts from the compiler's defaults and, kernel by kernel, tries the candidates of its space
-with the others at their defaults, timing the whole program's device time (CUDA-graph replays between CUDA
-events, warm-up, median); then it tries
+with the others at their defaults, timing the whole program's device time (CUDA-graph replays between
+CUDA events, warm-up, median); then it tries
 every kernel at its own best together. Measuring one kernel's candidates at a time keeps the space linear, and
 keeps it to programs that ``prepare=True`` can compile ahead of time.
 A candidate that does not compile, fails at launch, or disagrees with the default program's outputs beyond the
@@ -82,18 +82,19 @@ def _time_ms(program, inputs, warmup, reps):
     not rank kernels by) stays out of the measurement."""
     import torch
     bound = program.bind(*inputs)
-    bound.capture()
-    for _ in range(warmup):
-        bound.replay()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(REPLAYS_PER_SAMPLE):
+    with torch.cuda.device(bound.device):  # capture and events on the inputs' GPU, whichever is current
+        bound.capture()
+        for _ in range(warmup):
             bound.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / REPLAYS_PER_SAMPLE)
+        times = []
+        for _ in range(reps):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(REPLAYS_PER_SAMPLE):
+                bound.replay()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) / REPLAYS_PER_SAMPLE)
     return statistics.median(times)
 
 

@@ -105,3 +105,40 @@ func.func @output_used_both_ways(%q: tensor<1x2x5x8xf32>) -> (tensor<1x2x5x8xf32
   return %o, %ot : tensor<1x2x5x8xf32>, tensor<1x5x2x8xf32>
 }
 
+// -----
+
+// Swapped inputs and an output already stored [B, S, H, D]: the attention reads [B, S, H, D] too and the
+// out_layout becomes the default.
+// CHECK-LABEL: func.func @inputs_swapped_output_seq_major
+// CHECK-NEXT: %[[O:.*]] = kiln.attention %arg0, %arg0, %arg0 {layout = "bshd"} : {{.*}} -> tensor<1x5x2x8xf32>
+// CHECK-NEXT: return %[[O]]
+func.func @inputs_swapped_output_seq_major(%x: tensor<1x5x2x8xf32>) -> tensor<1x5x2x8xf32> {
+  %t = kiln.transpose %x [0, 2, 1, 3] : tensor<1x5x2x8xf32> -> tensor<1x2x5x8xf32>
+  %o = kiln.attention %t, %t, %t {out_layout = "bshd"} : tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32> -> tensor<1x5x2x8xf32>
+  return %o : tensor<1x5x2x8xf32>
+}
+
+// -----
+
+// Swapped inputs and an output explicitly kept [B, H, S, D]: the attribute stays, no transpose appears.
+// CHECK-LABEL: func.func @inputs_swapped_output_kept
+// CHECK-NEXT: %[[O:.*]] = kiln.attention %arg0, %arg0, %arg0 {layout = "bshd", out_layout = "bhsd"} : {{.*}} -> tensor<1x2x5x8xf32>
+// CHECK-NEXT: return %[[O]]
+func.func @inputs_swapped_output_kept(%x: tensor<1x5x2x8xf32>) -> tensor<1x2x5x8xf32> {
+  %t = kiln.transpose %x [0, 2, 1, 3] : tensor<1x5x2x8xf32> -> tensor<1x2x5x8xf32>
+  %o = kiln.attention %t, %t, %t {out_layout = "bhsd"} : tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32> -> tensor<1x2x5x8xf32>
+  return %o : tensor<1x2x5x8xf32>
+}
+
+// -----
+
+// Output-only, with the lse: the lse keeps [B, H, Sq].
+// CHECK-LABEL: func.func @output_only_with_lse
+// CHECK-NEXT: %[[O:.*]], %[[L:.*]] = kiln.attention %arg0, %arg0, %arg0 {out_layout = "bshd"} : {{.*}} -> tensor<1x5x2x8xf32>, tensor<1x2x5xf32>
+// CHECK-NEXT: return %[[O]], %[[L]]
+func.func @output_only_with_lse(%q: tensor<1x2x5x8xf32>) -> (tensor<1x5x2x8xf32>, tensor<1x2x5xf32>) {
+  %o, %lse = kiln.attention %q, %q, %q : tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32> -> tensor<1x2x5x8xf32>, tensor<1x2x5xf32>
+  %ot = kiln.transpose %o [0, 2, 1, 3] : tensor<1x2x5x8xf32> -> tensor<1x5x2x8xf32>
+  return %ot, %lse : tensor<1x5x2x8xf32>, tensor<1x2x5xf32>
+}
+

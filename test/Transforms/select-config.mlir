@@ -14,7 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 // A large GEMM gets each target's full-size tile. (Smaller ones below get narrower column tiles on the GPU
-// targets, until there is a tile per multiprocessor or the width reaches 32.)
+// targets, until two thirds of the multiprocessors have a tile or the width reaches 32.)
 // CHECK-LABEL: func.func @matmul_large
 // CHECK-SAME: (%[[A:.*]]: tensor<2048x1024xf32>, %[[B:.*]]: tensor<1024x2048xf32>)
 // HOST: kiln.matmul %[[A]], %[[B]] {kiln.config = #kiln.config<tile = [64, 64, 64], warps = 1, stages = 1, lowering = "host">}
@@ -23,6 +23,33 @@
 func.func @matmul_large(%a: tensor<2048x1024xf32>, %b: tensor<1024x2048xf32>) -> tensor<2048x2048xf32> {
   %0 = kiln.matmul %a, %b : tensor<2048x1024xf32>, tensor<1024x2048xf32> -> tensor<2048x2048xf32>
   return %0 : tensor<2048x2048xf32>
+}
+
+// -----
+
+// Decode-shaped projections (M = 32): N = 14336 keeps 128-column tiles (112 of them fill two thirds of the
+// H200) and, with BK = 128, as many stages as shared memory holds (5 on sm_90a, 3 on sm_80); N = 6144 narrows to
+// 64 columns (96 tiles), which leaves room for six stages.
+// CHECK-LABEL: func.func @matmul_decode_wide
+// SM80: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [32, 128, 128], warps = 4, stages = 3, lowering = "mma_sync">}
+// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [32, 128, 128], warps = 4, stages = 5, lowering = "mma_sync">}
+// SM80: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [32, 64, 128], warps = 4, stages = 3, lowering = "mma_sync">}
+// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [32, 64, 128], warps = 4, stages = 6, lowering = "mma_sync">}
+func.func @matmul_decode_wide(%a: tensor<32x4096xbf16>, %b: tensor<4096x14336xbf16>, %c: tensor<4096x6144xbf16>)
+    -> (tensor<32x14336xbf16>, tensor<32x6144xbf16>) {
+  %0 = kiln.matmul %a, %b : tensor<32x4096xbf16>, tensor<4096x14336xbf16> -> tensor<32x14336xbf16>
+  %1 = kiln.matmul %a, %c : tensor<32x4096xbf16>, tensor<4096x6144xbf16> -> tensor<32x6144xbf16>
+  return %0, %1 : tensor<32x14336xbf16>, tensor<32x6144xbf16>
+}
+
+// -----
+
+// M = 64 against a wide weight: [64, 128, 128] tiles would need 313 KB for six stages; four fit sm_90a.
+// CHECK-LABEL: func.func @matmul_decode_stage_cap
+// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [64, 128, 128], warps = 4, stages = 4, lowering = "mma_sync">}
+func.func @matmul_decode_stage_cap(%a: tensor<64x4096xbf16>, %b: tensor<4096x12288xbf16>) -> tensor<64x12288xbf16> {
+  %0 = kiln.matmul %a, %b : tensor<64x4096xbf16>, tensor<4096x12288xbf16> -> tensor<64x12288xbf16>
+  return %0 : tensor<64x12288xbf16>
 }
 
 // -----

@@ -154,7 +154,8 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   };
   auto loadKV = [&](Value tile, Value slot) {
     Value row0 = im.mul(tile, bk);
-    copyRows(sharedK, im.mul(slot, sizeK), strideK, k, kBase, rowStride(seqMajor, kvHeads, headDim), row0, bk, headDim, seqK);
+    copyRows(sharedK, im.mul(slot, sizeK), strideK, k, kBase, rowStride(seqMajor, kvHeads, headDim), row0, bk,
+             headDim, seqK);
     return copyRows(sharedV, im.mul(slot, sizeV), strideV, v, vBase, rowStride(seqMajor, kvHeads, valueDim), row0, bk,
                     valueDim, seqK);
   };

@@ -9,6 +9,7 @@
 
 #include "Conversion/Passes.h"
 #include "GpuKernels.h"
+#include "Transforms/Transforms.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -23,13 +24,16 @@ namespace kiln {
 using namespace mlir;
 using namespace mlir::kiln;
 
-/// The most dynamic shared memory one block can have on any supported target (sm_90a: 227 KB).
-static constexpr int64_t kMaxSharedBytesPerBlock = 232448;
-
 namespace {
 struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUPass> {
+  using Base::Base;
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    std::optional<Target> target = parseTarget(chip);
+    if (!target || *target == Target::Host) {
+      module.emitError() << "convert-kiln-to-gpu: unknown GPU chip '" << chip << "' (expected sm_80 or sm_90a)";
+      return signalPassFailure();
+    }
     OpBuilder builder(&getContext());
     gpu::GPUModuleOp gpuModule;
     for (auto func : llvm::to_vector(module.getOps<func::FuncOp>())) {
@@ -60,10 +64,10 @@ struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUP
                                        : buildElementwiseKernel(builder, gpuModule, kernelOp, func.getSymName());
       if (failed(launch))
         return signalPassFailure();
-      if (launch->dynamicSharedBytes > kMaxSharedBytesPerBlock) {
-        kernelOp->emitError() << "the kernel's config needs " << launch->dynamicSharedBytes
-                              << " bytes of shared memory per block; no supported GPU has more than "
-                              << kMaxSharedBytesPerBlock << " (sm_90a; sm_80 has 166912)";
+      if (launch->dynamicSharedBytes > maxSharedBytesPerBlock(*target)) {
+        kernelOp->emitOpError() << "config needs " << launch->dynamicSharedBytes
+                                << " bytes of shared memory per block; " << chip << " allows "
+                                << maxSharedBytesPerBlock(*target);
         return signalPassFailure();
       }
       func->setAttr("kiln.gpu_kernel",

@@ -232,7 +232,8 @@ def output_seq_major_block(b, s, hq, hkv, d, dtype="f32"):
 ATTENTION_FORBID = ["kiln.softmax", "kiln.broadcast", "kiln.select"]
 ATTENTION_CASES = [
     case("example_attention_block", "fusion: attention block", EXAMPLE.read_text() if EXAMPLE.is_file() else "",
-         expect=["kiln.attention", 'out_layout = "bshd", scale = 1.250000e-01 : f32', "epilogue("], forbid=ATTENTION_FORBID,
+         expect=["kiln.attention", 'out_layout = "bshd", scale = 1.250000e-01 : f32', "epilogue("],
+         forbid=ATTENTION_FORBID,
          marks=pytest.mark.skipif(not EXAMPLE.is_file(), reason=f"{EXAMPLE} is missing")),
     case("gqa4_transpose_div", "fusion: attention f32",
          attention(1, 8, 2, 77, 77, 64),
