@@ -23,22 +23,25 @@ except ImportError:  # no compiler for this Python: cached GPU programs still ru
         """Malformed kiln IR or a failing pipeline (the message carries the MLIR diagnostics)."""
 
 
-def native():
-    """The compiler extension, or an ImportError that says what is missing."""
+def _extension(module, missing):
+    """The extension ``module``, or an ImportError that says what is missing (``missing`` with the cause)."""
     try:
-        return importlib.import_module("._kiln", __package__)
+        return importlib.import_module(module, __package__)
     except ImportError as error:
-        raise ImportError(f"Kiln's compiler extension is not built for this Python ({error}); programs can still "
-                          f"be loaded from compiled files or the disk cache") from None
+        raise ImportError(missing.format(error=error)) from None
+
+
+def native():
+    """The compiler extension."""
+    return _extension("._kiln", "Kiln's compiler extension is not built for this Python ({error}); programs can "
+                                "still be loaded from compiled files or the disk cache")
 
 
 def native_host():
-    """The host backend extension, or an ImportError that says what is missing."""
-    try:
-        return importlib.import_module("._kiln_host", __package__)
-    except ImportError as error:
-        raise ImportError(f"Kiln's CPU host backend is not part of this install ({error}); the packed GPU JIT "
-                          f"compiles for sm_80 and sm_90a only") from None
+    """The CPU host backend extension (the packed GPU JIT has none)."""
+    return _extension("._kiln_host", "Kiln's CPU host backend is not part of this install ({error}); the packed "
+                                     "GPU JIT compiles for sm_80 and sm_90a only")
+
 
 #: numpy dtype of each element type the host backend supports.
 DTYPES = {
