@@ -8,8 +8,8 @@
 
 #include "Api/HostProgram.h"
 
-#include "../ParsedSource.h"
 #include "Api/Compiler.h"
+#include "ParsedSource.h"
 
 #include "Host/HostExecutable.h"
 #include "Pipelines/Pipelines.h"
