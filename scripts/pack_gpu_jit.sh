@@ -45,10 +45,13 @@ for archive_file in "$build"/lib/libKiln*.a; do
 done
 mapfile -t mlir_archives < <(ls "$llvm_lib"/libMLIR*.a | grep -v -e CAPI -e libMLIRPython)
 mapfile -t llvm_archives < <(ls "$llvm_lib"/libLLVM*.a)
-linker=()
-command -v ld.lld >/dev/null && linker=(-fuse-ld=lld)
+# lld: GNU ld refuses Debian's non-PIC libzstd.a in a shared library, lld links it (test_packed_jit.py checks).
+if ! command -v ld.lld >/dev/null; then
+  echo "pack_gpu_jit: needs lld (Debian/Ubuntu package lld; scripts/setup.sh installs it)" >&2
+  exit 1
+fi
 start=$(date +%s)
-g++ -shared "${linker[@]}" -o "$pack/kiln/libkiln_compiler.so" -Wl,-soname,libkiln_compiler.so \
+g++ -shared -fuse-ld=lld -o "$pack/kiln/libkiln_compiler.so" -Wl,-soname,libkiln_compiler.so \
   -Wl,--whole-archive "$build/lib/libKilnApi.a" -Wl,--no-whole-archive \
   -Wl,--start-group "${kiln_archives[@]}" "${mlir_archives[@]}" "${llvm_archives[@]}" -Wl,--end-group \
   -l:libz.a -l:libzstd.a -lpthread -ldl \
