@@ -233,6 +233,20 @@ def run_plan(case, runtime, folder, generator):
     return dict(name=case["name"], error=error, ok=ok, kernels=len(plan["steps"]))
 
 
+def report_latency(header, rows, errors, path, meta, digits=1):
+    """Prints the latency rows and the correctness line (bf16 against torch float32, limit 2e-2) under ``header``
+    and writes them, with ``meta``, to the JSON file ``path``. True when every result agrees."""
+    ok = all(e < 2e-2 for e in errors.values())
+    print(header)
+    for name, value in rows.items():
+        print(f"  {name:70s} {value:9.{digits}f}")
+    print("  correctness vs torch float32 (bf16, limit 2e-2): " +
+          ", ".join(f"{k} {v:.1e}" for k, v in errors.items()) + (" ok" if ok else " FAILED"))
+    with open(path, "w") as f:
+        json.dump({**meta, "rows": rows, "errors": errors}, f, indent=1)
+    return ok
+
+
 def per_call_us(fn, calls=2000):
     """Median host time of one call in microseconds, after 50 warm-up calls (launch overhead, not GPU time)."""
     for _ in range(50):

@@ -13,7 +13,6 @@ Measured (one process, fresh Triton cache directory):
 - correctness of every Triton result against torch float32, in the same run.
 """
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -22,7 +21,7 @@ import time
 os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="triton-cold-")
 
 import torch  # noqa: E402
-from gpu_visit import per_call_us  # noqa: E402
+from gpu_visit import per_call_us, report_latency  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 import triton  # noqa: E402
 import triton_kernels  # noqa: E402
@@ -99,15 +98,9 @@ def main():
     rows["warm us/call: torch.matmul"] = per_call_us(lambda: torch.matmul(tiny[0], tiny[1]))
     rows["warm us/call: SDPA"] = per_call_us(lambda: F.scaled_dot_product_attention(q, q, q))
 
-    ok = all(e < 2e-2 for e in errors.values())
-    print(f"torch {torch.__version__}, triton {triton.__version__}, {torch.cuda.get_device_name()}")
-    for name, value in rows.items():
-        print(f"  {name:70s} {value:9.1f}")
-    print("  correctness vs torch float32 (bf16, limit 2e-2): " +
-          ", ".join(f"{k} {v:.1e}" for k, v in errors.items()) + (" ok" if ok else " FAILED"))
-    with open(os.path.join(args.out, "jit_latency_baseline.json"), "w") as f:
-        json.dump({"torch": torch.__version__, "triton": triton.__version__, "rows": rows, "errors": errors}, f,
-                  indent=1)
+    ok = report_latency(f"torch {torch.__version__}, triton {triton.__version__}, {torch.cuda.get_device_name()}",
+                        rows, errors, os.path.join(args.out, "jit_latency_baseline.json"),
+                        {"torch": torch.__version__, "triton": triton.__version__})
     return 0 if ok else 1
 
 

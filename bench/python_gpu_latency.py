@@ -18,7 +18,6 @@ checks every result against torch float32.
 """
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -68,7 +67,7 @@ def measure(args):
     import torch
     import torch.nn.functional as F
 
-    from gpu_visit import per_call_us
+    from gpu_visit import per_call_us, report_latency
 
     import kiln
     if args.cold_jit:
@@ -104,15 +103,9 @@ def measure(args):
         fn, tensors, kw = made[name]
         rows[f"warm us/call: {name}"] = per_call_us(lambda: fn(*tensors, **kw),
                                                     calls=500 if "MLP" in name else 2000)
-    ok = all(e < 2e-2 for e in errors.values())
-    print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}")
-    for name, value in rows.items():
-        print(f"  {name:70s} {value:9.2f}")
-    print("  correctness vs torch float32 (bf16, limit 2e-2): " +
-          ", ".join(f"{k} {v:.1e}" for k, v in errors.items()) + (" ok" if ok else " FAILED"))
     name = "python_gpu_cold_jit.json" if args.cold_jit else "python_gpu_latency.json"
-    with open(os.path.join(args.out, name), "w") as f:
-        json.dump({"torch": torch.__version__, "rows": rows, "errors": errors}, f, indent=1)
+    ok = report_latency(f"torch {torch.__version__}, {torch.cuda.get_device_name()}", rows, errors,
+                        os.path.join(args.out, name), {"torch": torch.__version__}, digits=2)
     return 0 if ok else 1
 
 
