@@ -10,6 +10,7 @@
 
 #include "Dialect/Kiln/KilnOps.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 
 namespace mlir {
@@ -21,6 +22,9 @@ struct KernelLaunch {
   int64_t block[3];
   int64_t dynamicSharedBytes;
 };
+
+/// The kernel op of an outlined kernel function (kiln-outline-kernels): its first kiln op, or null.
+Operation *kernelOpOf(func::FuncOp kernel);
 
 /// Builds, inside `module`, the kernel computing `op` (which must carry an "mma_sync" #kiln.config) as a
 /// gpu.func named `name`. Its parameters are the matmul's operands, then its epilogue operands, then the output,

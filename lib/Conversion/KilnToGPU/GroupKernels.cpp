@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Conversion/Passes.h"
+#include "GpuKernels.h"
 #include "Dialect/Kiln/KilnDialect.h"
 #include "Dialect/Kiln/KilnOps.h"
 
@@ -59,14 +60,6 @@ struct Member {
 };
 
 } // namespace
-
-/// The kernel op of an outlined kernel function: its first kiln op.
-static Operation *kernelOpOf(func::FuncOp func) {
-  for (Operation &op : func.getBody().front())
-    if (isa<KilnDialect>(op.getDialect()))
-      return &op;
-  return nullptr;
-}
 
 /// The three sizes of a kiln.launch field, or an empty vector.
 static SmallVector<int64_t> launchSizes(DictionaryAttr launch, StringRef name) {

@@ -24,6 +24,13 @@ namespace kiln {
 using namespace mlir;
 using namespace mlir::kiln;
 
+Operation *kiln::kernelOpOf(func::FuncOp kernel) {
+  for (Operation &op : kernel.getBody().front())
+    if (isa<KilnDialect>(op.getDialect()))
+      return &op;
+  return nullptr;
+}
+
 namespace {
 struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUPass> {
   using Base::Base;
@@ -39,10 +46,7 @@ struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUP
     for (auto func : llvm::to_vector(module.getOps<func::FuncOp>())) {
       if (!func->hasAttr("kiln.kernel"))
         continue;
-      Operation *kernelOp = nullptr;
-      for (Operation &op : func.getBody().front())
-        if (isa<KilnDialect>(op.getDialect()) && !kernelOp)
-          kernelOp = &op;
+      Operation *kernelOp = kernelOpOf(func);
       if (!kernelOp)
         continue;
       if (!isa<MatmulOp, AttentionOp>(kernelOp) && !isElementwiseKernelOp(kernelOp) && !isRowKernelOp(kernelOp)) {
