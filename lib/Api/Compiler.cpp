@@ -40,16 +40,17 @@ std::string sourceIr(const std::string &source, const std::string &stage) {
 }
 
 /// The GPU target named `chip`, or InvalidArgument.
-static void checkGpuTarget(const std::string &chip) {
+static Target gpuTarget(const std::string &chip) {
   std::optional<Target> target = parseTarget(chip);
   if (!target || *target == Target::Host)
     throw InvalidArgument("unsupported GPU target '" + chip + "' (expected sm_80 or sm_90a)");
+  return *target;
 }
 
 std::string gpuIr(const std::string &source, const std::string &chip, const std::string &stage) {
   if (stage != "gpu" && stage != "llvm")
     throw InvalidArgument("unknown stage '" + stage + "' (GPU stages: gpu, llvm)");
-  checkGpuTarget(chip);
+  (void)gpuTarget(chip);
   ParsedSource parsed(source);
   std::string error;
   ModuleOp module = parsed.module();
@@ -69,8 +70,7 @@ static SmallVector<Operation *> listTunable(ParsedSource &parsed) {
 }
 
 std::vector<TunableKernel> tunableKernels(const std::string &source, const std::string &chip) {
-  checkGpuTarget(chip);
-  Target target = *parseTarget(chip);
+  Target target = gpuTarget(chip);
   ParsedSource parsed(source);
   std::vector<TunableKernel> kernels;
   for (Operation *op : listTunable(parsed)) {
@@ -83,7 +83,7 @@ std::vector<TunableKernel> tunableKernels(const std::string &source, const std::
 
 void compileGpu(const std::string &source, const std::string &chip, const std::string &outputDir,
                 const std::vector<std::optional<KernelConfig>> *configs) {
-  checkGpuTarget(chip);
+  (void)gpuTarget(chip);
   ParsedSource parsed(source);
   if (configs) {
     SmallVector<Operation *> ops = listTunable(parsed);

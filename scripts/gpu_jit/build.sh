@@ -13,8 +13,8 @@ python=${PYTHON:-python3}
 suffix=$("$python" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 SECONDS=0
 # libkiln_compiler.so takes std::string across its interface: build with the same (C++11) string ABI.
-${CXX:-g++} -O2 -std=c++17 -D_GLIBCXX_USE_CXX11_ABI=1 -shared -fPIC -fvisibility=hidden $("$python" -m pybind11 --includes) -Iinclude \
-  src/KilnModule.cpp -Lkiln -l:libkiln_compiler.so -Wl,-rpath,'$ORIGIN' -o "kiln/_kiln$suffix"
+${CXX:-g++} -O2 -std=c++17 -D_GLIBCXX_USE_CXX11_ABI=1 -shared -fPIC -fvisibility=hidden \
+  $("$python" -m pybind11 --includes) -Iinclude src/KilnModule.cpp -Lkiln -l:libkiln_compiler.so -Wl,-rpath,'$ORIGIN' -o "kiln/_kiln$suffix"
 "$python" - <<'PY'
 import hashlib, pathlib
 digest = hashlib.sha256(pathlib.Path("kiln/libkiln_compiler.so").read_bytes()).hexdigest()
