@@ -36,9 +36,9 @@ def gemm_case(name, m, n, k, dtype="bf16", epilogue="none", batch=(), transpose_
     args = [f"%x: {a}", f"%w: {b}"] + [f"%{e}: {v if kind == 'vec' else y}" for e, kind in extra]
     pinned = ""
     if config:
-        tile, warps, stages = config
+        tile, warps, stages, lowering = config
         pinned = (f" {{kiln.config = #kiln.config<tile = [{', '.join(map(str, tile))}], warps = {warps}, "
-                  f"stages = {stages}, lowering = \"mma_sync\">}}")
+                  f"stages = {stages}, lowering = \"{lowering}\">}}")
     lines = [f"%y = kiln.matmul %x, %w{' transpose_rhs' if transpose_rhs else ''}{pinned} : {a}, {b} -> {y}"]
     lines += [line.format(Y=y, V=v) for line in body]
     if out_dtype != dtype:
@@ -207,7 +207,22 @@ def correctness_cases():
             gemm_case(f"t_{dtype}_batched_2x77x96x128", 77, 96, 128, dtype, batch=(2,)),
             gemm_case(f"t_{dtype}_transposed_200x136x128", 200, 136, 128, dtype, transpose_rhs=True),
             gemm_case(f"t_{dtype}_1000x1000x1000_f32out", 1000, 1000, 1000, dtype, out_dtype="f32"),
+            # Past the 64-row decode tiles sm_90a takes the wgmma kernel: both B layouts, edges in every dim.
+            gemm_case(f"t_{dtype}_transposed_1000x520x1000_bias_silu", 1000, 520, 1000, dtype, "bias_silu",
+                      transpose_rhs=True),
+            gemm_case(f"t_{dtype}_65x72x8", 65, 72, 8, dtype),
+            gemm_case(f"t_{dtype}_batched_bcast_3x257x264x520", 257, 264, 520, dtype, batch=(3,)),
+            gemm_case(f"t_{dtype}_2100x4104x136_residual", 2100, 4104, 136, dtype, "residual"),
+            # The mma_sync kernel pinned on a shape sm_90a now gives to wgmma.
+            gemm_case(f"t_{dtype}_mma_sync_300x200x256", 300, 200, 256, dtype,
+                      config=((128, 64, 32), 4, 4, "mma_sync")),
         ]
+    # Every wgmma tile shape the sweep tries, on edges.
+    for tile, warps, stages, lowering in SWEEP:
+        if lowering == "wgmma":
+            label = f"{tile[0]}x{tile[1]}_s{stages}"
+            cases.append(gemm_case(f"t_bf16_wgmma_{label}_333x520x200", 333, 520, 200, "bf16",
+                                   config=(tile, warps, stages, lowering)))
     return cases
 
 
@@ -224,8 +239,10 @@ def bench_cases():
     return cases
 
 
-SWEEP = [((128, 128, 32), 4, 4), ((128, 128, 32), 4, 3), ((128, 128, 64), 4, 3), ((128, 256, 32), 8, 3),
-         ((256, 128, 32), 8, 3), ((128, 256, 64), 8, 3), ((128, 128, 64), 8, 3), ((64, 128, 64), 4, 4)]
+SWEEP = [((128, 128, 32), 4, 4, "mma_sync"), ((128, 256, 32), 8, 3, "mma_sync"),
+         ((128, 128, 64), 8, 3, "wgmma"), ((128, 128, 64), 8, 4, "wgmma"), ((128, 128, 64), 8, 5, "wgmma"), ((128, 128, 64), 8, 6, "wgmma"),
+         ((128, 256, 64), 8, 3, "wgmma"), ((128, 256, 64), 8, 4, "wgmma"), ((64, 256, 64), 4, 4, "wgmma"),
+         ((256, 128, 64), 16, 4, "wgmma"), ((128, 64, 64), 8, 6, "wgmma")]
 
 
 def sweep_cases():
@@ -236,11 +253,11 @@ def sweep_cases():
             for causal in (False, True):
                 cases.append(attention_case(f"ba_sweep_d{d}_s4096_{'causal' if causal else 'full'}_{tile[0]}x{tile[1]}",
                                             4, heads, heads, 4096, 4096, d, "bf16", causal, tile))
-    for m, n, k in [(4096, 4096, 4096), (8192, 11008, 4096)]:
-        for tile, warps, stages in SWEEP:
-            label = f"{tile[0]}x{tile[1]}x{tile[2]}_w{warps}_s{stages}"
+    for m, n, k in [(4096, 4096, 4096), (8192, 11008, 4096), (2048, 14336, 4096), (2048, 1024, 4096)]:
+        for tile, warps, stages, lowering in SWEEP:
+            label = f"{lowering}_{tile[0]}x{tile[1]}x{tile[2]}_w{warps}_s{stages}"
             cases.append(gemm_case(f"b_sweep_bf16_{m}x{n}x{k}_{label}", m, n, k, "bf16",
-                                   config=(tile, warps, stages)))
+                                   config=(tile, warps, stages, lowering)))
     return cases
 
 

@@ -43,9 +43,32 @@ static int64_t fitTile(int64_t tile, int64_t dim, Target target) {
   return std::min(tile, std::max<int64_t>(16, llvm::PowerOf2Ceil(std::max<int64_t>(dim, 1))));
 }
 
+/// Whether the sm_90a default for `matmul` is the wgmma kernel: bf16/f16 operands that copy in 16-byte rows,
+/// and more rows than a decoding step has (at M <= 64 the weight-streaming mma_sync tiles do better, and a
+/// 64-row warpgroup tile would be mostly padding).
+static bool usesWgmma(MatmulOp matmul, int64_t m, int64_t n, int64_t k) {
+  Type element = matmul.getLhs().getType().getElementType();
+  return (element.isBF16() || element.isF16()) && !matmul.getTransposeLhs() && m > 64 && n >= 64 && k % 8 == 0 &&
+         (matmul.getTransposeRhs() || n % 8 == 0);
+}
+
+/// The wgmma config: 128-row tiles (two warpgroups); 256 columns while that still gives every multiprocessor
+/// of the H200 a tile, else 128 while half of them get one, else 64; 64-deep k-tiles (one 128-byte swizzle
+/// row); as many stages as fit, at most 4.
+static ConfigAttr getWgmmaConfig(MatmulOp matmul, int64_t m, int64_t n) {
+  RankedTensorType result = matmul.getType();
+  int64_t batch = result.getNumElements() / (m * n), bm = 128, bk = 64;
+  auto tiles = [&](int64_t bn) { return llvm::divideCeilSigned(m, bm) * llvm::divideCeilSigned(n, bn) * batch; };
+  int64_t bn = tiles(256) >= 132 ? 256 : tiles(128) >= 66 ? 128 : 64;
+  int64_t stageBytes = (bm + bn) * bk * 2, stages = 4;
+  while (stages > 3 && stages * stageBytes > maxSharedBytesPerBlock(Target::Sm90a))
+    --stages;
+  return ConfigAttr::get(matmul.getContext(), {bm, bn, bk}, bm / 16, stages, "wgmma");
+}
+
 ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
   MLIRContext *ctx = op->getContext();
-  // sm_90a runs the mma_sync kernels (with a deeper pipeline) until the wgmma lowering exists.
+  // Everything but the larger sm_90a matmuls runs the mma_sync kernels (with a deeper pipeline on sm_90a).
   StringRef lowering = target == Target::Host ? "host" : "mma_sync";
   auto make = [&](ArrayRef<int64_t> tile, int64_t warps, int64_t stages) {
     return ConfigAttr::get(ctx, tile, target == Target::Host ? 1 : warps, target == Target::Host ? 1 : stages,
@@ -55,6 +78,8 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
     RankedTensorType result = matmul.getType(), lhs = matmul.getLhs().getType();
     int64_t m = result.getDimSize(result.getRank() - 2), n = result.getDimSize(result.getRank() - 1);
     int64_t k = matmul.getTransposeLhs() ? lhs.getDimSize(lhs.getRank() - 2) : lhs.getDimSize(lhs.getRank() - 1);
+    if (target == Target::Sm90a && usesWgmma(matmul, m, n, k))
+      return getWgmmaConfig(matmul, m, n);
     int64_t bm = 64, bn = 64, bk = 64, warps = 4, stages = 3;
     if (target != Target::Host) {
       bm = m <= 64 ? 64 : 128, bn = 128, bk = 32, stages = target == Target::Sm90a ? 4 : 3;

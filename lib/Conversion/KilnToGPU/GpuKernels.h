@@ -1,7 +1,8 @@
 //===- GpuKernels.h - The GPU kernels Kiln builds ------------------*- C++ -*-===//
 //
-// The kernel builders of the "mma_sync" lowering (sm_80 and later): each emits one gpu.func for one kernel op,
-// using cp.async into dynamic shared memory, ldmatrix and mma.sync m16n8k16 with f32 accumulators.
+// The kernel builders: each emits one gpu.func for one kernel op. The "mma_sync" lowering (sm_80 and later)
+// uses cp.async into dynamic shared memory, ldmatrix and mma.sync m16n8k16 with f32 accumulators; the "wgmma"
+// lowering of matmuls (sm_90a) has the warpgroup's tensor cores read swizzled shared memory directly.
 //
 //===----------------------------------------------------------------------===//
 
@@ -33,6 +34,10 @@ Operation *kernelOpOf(func::FuncOp kernel);
 FailureOr<KernelLaunch> buildMatmulKernel(OpBuilder &builder, gpu::GPUModuleOp module, MatmulOp op,
                                           StringRef name);
 
+/// Builds, like buildMatmulKernel, the Hopper kernel of `op` (sm_90a; a "wgmma" #kiln.config with tile =
+/// [BM, BN, 64], BM / 16 warps): cp.async into 128-byte swizzled shared memory and wgmma.mma_async m64nBNk16.
+FailureOr<KernelLaunch> buildWgmmaMatmulKernel(OpBuilder &builder, gpu::GPUModuleOp module, MatmulOp op,
+                                               StringRef name);
 /// Builds the FlashAttention-2 forward kernel of `op` (bf16/f16, head dims multiples of 16 up to 256, causal or
 /// not, GQA/MQA, additive mask, lse, epilogue) as a gpu.func named `name` with parameters q, k, v, [mask],
 /// epilogue operands, out, [lse]; the "mma_sync" #kiln.config gives tile = [BQ, BK], one warp per 16 rows.

@@ -63,7 +63,8 @@ Value gpukernel::mmaSync(OpBuilder &b, Location loc, ArrayRef<Value> a, ArrayRef
 }
 
 KernelFunction gpukernel::startKernel(OpBuilder &b, gpu::GPUModuleOp module, Location loc, StringRef name,
-                                      ArrayRef<RankedTensorType> buffers, int64_t threads, int64_t sharedBytes) {
+                                      ArrayRef<RankedTensorType> buffers, int64_t threads, int64_t sharedBytes,
+                                      int64_t sharedAlignment) {
   MLIRContext *ctx = b.getContext();
   b.setInsertionPointToEnd(module.getBody());
   auto workgroup = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
@@ -71,7 +72,7 @@ KernelFunction gpukernel::startKernel(OpBuilder &b, gpu::GPUModuleOp module, Loc
   auto globalType = MemRefType::get({0}, b.getI8Type(), MemRefLayoutAttrInterface(), workgroup);
   if (sharedBytes > 0)
     memref::GlobalOp::create(b, loc, b.getStringAttr(sharedName), b.getStringAttr("public"),
-                             TypeAttr::get(globalType), Attribute(), UnitAttr(), b.getI64IntegerAttr(16));
+                             TypeAttr::get(globalType), Attribute(), UnitAttr(), b.getI64IntegerAttr(sharedAlignment));
 
   SmallVector<Type> params;
   for (RankedTensorType buffer : buffers)

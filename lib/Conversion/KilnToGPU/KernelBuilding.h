@@ -59,10 +59,11 @@ struct KernelFunction {
 };
 
 /// Starts kernel `name` in `module`: a gpu.func taking each of `buffers` as a flat row-major memref (bare
-/// pointers), launched with `threads` threads, with `sharedBytes` of dynamic shared memory (an extern, 16-byte
-/// aligned workgroup global; none when 0). Leaves `b` at the start of the kernel body.
+/// pointers), launched with `threads` threads, with `sharedBytes` of dynamic shared memory (an extern workgroup
+/// global aligned to `sharedAlignment` bytes; none when 0). Leaves `b` at the start of the kernel body.
 KernelFunction startKernel(OpBuilder &b, gpu::GPUModuleOp module, Location loc, StringRef name,
-                           ArrayRef<RankedTensorType> buffers, int64_t threads, int64_t sharedBytes);
+                           ArrayRef<RankedTensorType> buffers, int64_t threads, int64_t sharedBytes,
+                           int64_t sharedAlignment = 16);
 
 /// A 1-D view of `size` elements of `element` at element offset `offset` of the kernel's shared memory.
 Value sharedView(OpBuilder &b, Location loc, Value sharedBytes, int64_t offset, int64_t size, Type element);

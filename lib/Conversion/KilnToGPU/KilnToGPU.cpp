@@ -60,8 +60,15 @@ struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUP
         builder.setInsertionPointToEnd(module.getBody());
         gpuModule = gpu::GPUModuleOp::create(builder, module.getLoc(), "kiln_kernels");
       }
+      ConfigAttr config = getConfig(kernelOp);
+      bool wgmma = config && config.getLowering() == "wgmma";
+      if (wgmma && (*target != Target::Sm90a || !isa<MatmulOp>(kernelOp))) {
+        kernelOp->emitOpError() << "the wgmma lowering is for matmuls on sm_90a, not " << chip;
+        return signalPassFailure();
+      }
       FailureOr<KernelLaunch> launch =
-          isa<MatmulOp>(kernelOp)      ? buildMatmulKernel(builder, gpuModule, cast<MatmulOp>(kernelOp), func.getSymName())
+          wgmma ? buildWgmmaMatmulKernel(builder, gpuModule, cast<MatmulOp>(kernelOp), func.getSymName())
+          : isa<MatmulOp>(kernelOp)    ? buildMatmulKernel(builder, gpuModule, cast<MatmulOp>(kernelOp), func.getSymName())
           : isa<AttentionOp>(kernelOp) ? buildAttentionKernel(builder, gpuModule, cast<AttentionOp>(kernelOp),
                                                               func.getSymName())
           : isRowKernelOp(kernelOp)    ? buildRowKernel(builder, gpuModule, kernelOp, func.getSymName())

@@ -1,0 +1,183 @@
+//===- MatmulParts.cpp - What Kiln's two GEMM kernels share ----------------===//
+//
+// Operand checks, kernel start and batch offsets, the cp.async tile copies and the per-element epilogue and
+// store of the mma_sync and wgmma matmul kernels.
+//
+//===----------------------------------------------------------------------===//
+
+#include "MatmulParts.h"
+
+#include "Transforms/Transforms.h"
+
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/IRMapping.h"
+
+using namespace mlir;
+using namespace mlir::kiln;
+using namespace mlir::kiln::gpukernel;
+
+LogicalResult gpukernel::checkMatmulOperands(MatmulOp op, StringRef lowering) {
+  RankedTensorType lhsType = op.getLhs().getType(), outType = op.getType();
+  Type element = lhsType.getElementType();
+  if (!element.isBF16() && !element.isF16())
+    return op.emitOpError() << "the " << lowering << " lowering takes bf16 or f16 operands, got " << element;
+  if (op.getTransposeLhs())
+    return op.emitOpError() << "the " << lowering << " lowering does not take transpose_lhs yet";
+  int64_t n = outType.getDimSize(outType.getRank() - 1), k = lhsType.getDimSize(lhsType.getRank() - 1);
+  if (k % 8 != 0 || (!op.getTransposeRhs() && n % 8 != 0))
+    return op.emitOpError() << "the " << lowering << " lowering copies 16-byte rows and needs K (" << k
+                            << ") and, for an untransposed rhs, N (" << n << ") to be multiples of 8";
+  return success();
+}
+
+MatmulFrame gpukernel::startMatmulKernel(OpBuilder &b, gpu::GPUModuleOp module, MatmulOp op, StringRef name,
+                                         int64_t bm, int64_t bn, int64_t threads, int64_t sharedBytes,
+                                         int64_t sharedAlignment) {
+  RankedTensorType lhsType = op.getLhs().getType(), rhsType = op.getRhs().getType(), outType = op.getType();
+  int64_t rank = outType.getRank();
+  MatmulFrame frame{op,
+                    outType.getDimSize(rank - 2),
+                    outType.getDimSize(rank - 1),
+                    lhsType.getDimSize(lhsType.getRank() - 1),
+                    op.getTransposeRhs(),
+                    lhsType.getElementType()};
+  Location loc = op.getLoc();
+  // Parameters: lhs, rhs, epilogue operands, out.
+  SmallVector<RankedTensorType> buffers{lhsType, rhsType};
+  for (Value operand : op.getEpilogueOperands())
+    buffers.push_back(cast<RankedTensorType>(operand.getType()));
+  buffers.push_back(outType);
+  frame.kernel = startKernel(b, module, loc, name, buffers, threads, sharedBytes, sharedAlignment);
+  Block &entry = frame.kernel.func.getBody().front();
+  frame.lhs = entry.getArgument(0);
+  frame.rhs = entry.getArgument(1);
+  frame.out = entry.getArguments().back();
+  auto epilogueArgs = entry.getArguments().slice(2, op.getEpilogueOperands().size());
+  frame.epilogueArgs.assign(epilogueArgs.begin(), epilogueArgs.end());
+
+  IndexMath im{b, loc};
+  frame.tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+  Value blockN = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+  Value blockM = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
+  Value batch = gpu::BlockIdOp::create(b, loc, gpu::Dimension::z);
+  frame.m0 = im.mul(blockM, bm);
+  frame.n0 = im.mul(blockN, bn);
+
+  // Batch indices of the result, and each operand's batch offset (broadcast batch dims read index 0).
+  ArrayRef<int64_t> outShape = outType.getShape();
+  frame.resultIndex.assign(rank, nullptr);
+  Value remaining = batch;
+  for (int64_t d = rank - 3; d >= 0; --d) {
+    frame.resultIndex[d] = im.rem(remaining, outShape[d]);
+    remaining = im.div(remaining, outShape[d]);
+  }
+  auto batchOffset = [&](RankedTensorType type) {
+    SmallVector<int64_t> batchShape(type.getShape().drop_back(2)), resultBatch(outShape.drop_back(2));
+    Value index =
+        broadcastLinearIndex(im, batchShape, resultBatch, ArrayRef<Value>(frame.resultIndex).drop_back(2));
+    return im.mul(index, type.getDimSize(type.getRank() - 2) * type.getDimSize(type.getRank() - 1));
+  };
+  frame.offsetA = batchOffset(lhsType);
+  frame.offsetB = batchOffset(rhsType);
+  frame.outOffset = im.mul(batch, frame.m * frame.n);
+  return frame;
+}
+
+Value gpukernel::copyTiles(OpBuilder &b, IndexMath &im, const MatmulFrame &frame, int64_t bm, int64_t bn,
+                           int64_t bk, int64_t threads, Value kTile, Value sharedA, ChunkPlacement placeA,
+                           Value sharedB, ChunkPlacement placeB) {
+  Location loc = im.loc;
+  Type tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
+  int64_t m = frame.m, n = frame.n, k = frame.k;
+  Value k0 = im.mul(kTile, bk);
+  SmallVector<Value> tokens;
+  auto copy = [&](Value shared, Value sharedIndex, Value global, Value globalIndex, Value count) {
+    tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(b, loc, tokenType, shared, sharedIndex, global, globalIndex,
+                                                      b.getIndexAttr(8), count, b.getUnitAttr()));
+  };
+  // Elements of the chunk at `column` that lie before `limit`, or none when its row is outside.
+  auto chunkCount = [&](Value rowValid, Value column, int64_t limit) {
+    Value left = arith::SubIOp::create(b, loc, im.c(limit), im.min(column, im.c(limit)));
+    return im.select(rowValid, im.min(left, im.c(8)), im.c(0));
+  };
+  auto validSource = [&](Value count, Value source) {
+    Value valid = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, count, im.c(0));
+    return im.select(valid, source, im.c(0));
+  };
+  int64_t chunksA = bk / 8;
+  for (int64_t i = 0; i < bm * bk / 8 / threads; ++i) {
+    Value chunk = im.add(frame.tid, i * threads);
+    Value row = im.div(chunk, chunksA), col = im.mul(im.rem(chunk, chunksA), 8);
+    Value gRow = im.add(frame.m0, row), gCol = im.add(k0, col);
+    Value count = chunkCount(im.lt(gRow, m), gCol, k);
+    Value src = validSource(count, im.add(frame.offsetA, im.add(im.mul(gRow, k), gCol)));
+    copy(sharedA, placeA(row, col), frame.lhs, src, count);
+  }
+  int64_t chunksB = (frame.transB ? bk : bn) / 8;
+  for (int64_t i = 0; i < bk * bn / 8 / threads; ++i) {
+    Value chunk = im.add(frame.tid, i * threads);
+    Value row = im.div(chunk, chunksB), col = im.mul(im.rem(chunk, chunksB), 8);
+    Value count, src;
+    if (frame.transB) { // rhs stored [N][K]: rows are n, columns k.
+      Value gRow = im.add(frame.n0, row), gCol = im.add(k0, col);
+      count = chunkCount(im.lt(gRow, n), gCol, k);
+      src = im.add(frame.offsetB, im.add(im.mul(gRow, k), gCol));
+    } else { // rhs stored [K][N]: rows are k, columns n.
+      Value gRow = im.add(k0, row), gCol = im.add(frame.n0, col);
+      count = chunkCount(im.lt(gRow, k), gCol, n);
+      src = im.add(frame.offsetB, im.add(im.mul(gRow, n), gCol));
+    }
+    copy(sharedB, placeB(row, col), frame.rhs, validSource(count, src), count);
+  }
+  return nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens).getResult();
+}
+
+void gpukernel::storeOutputElement(OpBuilder &b, IndexMath &im, const MatmulFrame &frame, Value row, Value column,
+                                   Value value) {
+  Location loc = im.loc;
+  MatmulOp op = frame.op;
+  RankedTensorType outType = op.getType();
+  int64_t rank = outType.getRank();
+  Value inside = im.andi(im.lt(row, frame.m), im.lt(column, frame.n));
+  scf::IfOp::create(b, loc, inside, [&](OpBuilder &thenBuilder, Location) {
+    OpBuilder::InsertionGuard thenGuard(b);
+    b.setInsertionPoint(thenBuilder.getInsertionBlock(), thenBuilder.getInsertionPoint());
+    Value result = value;
+    if (op.hasEpilogue()) {
+      Block &body = op.getEpilogue().front();
+      IRMapping mapping;
+      mapping.map(body.getArgument(0), result);
+      SmallVector<Value> position(frame.resultIndex);
+      position[rank - 2] = row;
+      position[rank - 1] = column;
+      for (auto [index, operand] : llvm::enumerate(op.getEpilogueOperands())) {
+        auto type = cast<RankedTensorType>(operand.getType());
+        Value at = broadcastLinearIndex(im, type.getShape(), outType.getShape(), position);
+        Value loaded = memref::LoadOp::create(b, loc, frame.epilogueArgs[index], at);
+        if (!type.getElementType().isF32())
+          loaded = arith::ExtFOp::create(b, loc, b.getF32Type(), loaded);
+        mapping.map(body.getArgument(index + 1), loaded);
+      }
+      for (Operation &inner : body.without_terminator())
+        b.clone(inner, mapping);
+      result = mapping.lookup(body.getTerminator()->getOperand(0));
+    }
+    if (!outType.getElementType().isF32())
+      result = arith::TruncFOp::create(b, loc, outType.getElementType(), result);
+    memref::StoreOp::create(b, loc, result, frame.out, im.add(frame.outOffset, im.add(im.mul(row, frame.n), column)));
+    scf::YieldOp::create(b, loc);
+  });
+}
+
+KernelLaunch gpukernel::matmulLaunch(const MatmulFrame &frame, int64_t bm, int64_t bn, int64_t threads,
+                                     int64_t sharedBytes) {
+  ArrayRef<int64_t> outShape = frame.op.getType().getShape();
+  int64_t batchCount = 1;
+  for (int64_t extent : outShape.drop_back(2))
+    batchCount *= extent;
+  return KernelLaunch{{llvm::divideCeilSigned(frame.n, bn), llvm::divideCeilSigned(frame.m, bm), batchCount},
+                      {threads, 1, 1},
+                      sharedBytes};
+}

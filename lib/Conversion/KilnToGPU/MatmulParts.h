@@ -1,0 +1,78 @@
+//===- MatmulParts.h - What Kiln's two GEMM kernels share ----------*- C++ -*-===//
+//
+// The mma_sync (Ampere-style) and wgmma (Hopper) matmul kernels differ in how the tensor cores read the tiles,
+// not in what surrounds that: the operand checks, the kernel parameters and batch offsets, the cp.async copies of
+// the A and B tiles into shared memory (zero-filled past the edges), and the epilogue applied per element before
+// the bounds-checked store. Those live here once; each kernel says where in shared memory a 16-byte chunk goes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_LIB_CONVERSION_KILNTOGPU_MATMULPARTS_H
+#define KILN_LIB_CONVERSION_KILNTOGPU_MATMULPARTS_H
+
+#include "GpuKernels.h"
+#include "KernelBuilding.h"
+
+#include "llvm/ADT/STLFunctionalExtras.h"
+
+namespace mlir {
+namespace kiln {
+namespace gpukernel {
+
+/// One kiln.matmul inside the kernel being built: its sizes, the kernel's parameters and the thread block's
+/// place in the output.
+struct MatmulFrame {
+  /// Mutable: an op handle's accessors are not const.
+  mutable MatmulOp op;
+  /// Rows of the result, its columns, and the reduction size.
+  int64_t m, n, k;
+  /// The rhs is stored [N][K] (transpose_rhs) rather than [K][N].
+  bool transB;
+  /// The operands' element type (bf16 or f16).
+  Type element;
+  /// The kernel, its dynamic shared memory and its parameters.
+  KernelFunction kernel;
+  Value lhs, rhs, out;
+  SmallVector<Value> epilogueArgs;
+  /// The thread's index in the block, and the first row and column of the block's output tile.
+  Value tid, m0, n0;
+  /// The result's batch indices for this block (then two null entries for the row and column).
+  SmallVector<Value> resultIndex;
+  /// Element offsets of this block's batch in the lhs, the rhs and the output.
+  Value offsetA, offsetB, outOffset;
+};
+
+/// Checks what both lowerings need of `op` (bf16 or f16 operands, no transpose_lhs, K and, for an untransposed
+/// rhs, N multiples of 8 so that rows copy in 16-byte chunks); the diagnostic names `lowering`.
+LogicalResult checkMatmulOperands(MatmulOp op, StringRef lowering);
+
+/// Starts the kernel of `op`: a gpu.func named `name` taking lhs, rhs, the epilogue operands and the output,
+/// launched on a grid (ceil(N/bn), ceil(M/bm), batch) of `threads` threads with `sharedBytes` of dynamic shared
+/// memory aligned to `sharedAlignment` bytes.
+MatmulFrame startMatmulKernel(OpBuilder &b, gpu::GPUModuleOp module, MatmulOp op, StringRef name, int64_t bm,
+                              int64_t bn, int64_t threads, int64_t sharedBytes, int64_t sharedAlignment);
+
+/// Where a 16-byte chunk of a tile goes: the element index in the shared buffer for the chunk that starts at
+/// (row, column) of the tile as stored (A: [bm][bk]; B: [bn][bk] when transposed, else [bk][bn]).
+using ChunkPlacement = llvm::function_ref<Value(Value row, Value column)>;
+
+/// Issues the cp.async copies of k-tile `kTile` (bk columns of A, bk rows of B), every thread copying whole
+/// 16-byte chunks, and commits them as one group, whose token it returns. Chunks past the edge of M, N or K copy
+/// zero bytes, which zero-fills them.
+Value copyTiles(OpBuilder &b, IndexMath &im, const MatmulFrame &frame, int64_t bm, int64_t bn, int64_t bk,
+                int64_t threads, Value kTile, Value sharedA, ChunkPlacement placeA, Value sharedB,
+                ChunkPlacement placeB);
+
+/// Applies the matmul's epilogue to the f32 accumulator `value` of output element (row, column), casts it to the
+/// output type and stores it, when the element lies inside the output.
+void storeOutputElement(OpBuilder &b, IndexMath &im, const MatmulFrame &frame, Value row, Value column,
+                        Value value);
+
+/// The launch of a matmul kernel with tiles of bm x bn and `threads` threads.
+KernelLaunch matmulLaunch(const MatmulFrame &frame, int64_t bm, int64_t bn, int64_t threads, int64_t sharedBytes);
+
+} // namespace gpukernel
+} // namespace kiln
+} // namespace mlir
+
+#endif // KILN_LIB_CONVERSION_KILNTOGPU_MATMULPARTS_H

@@ -1,0 +1,171 @@
+//===- WgmmaMatmulKernel.cpp - kiln.matmul as a Hopper wgmma kernel --------===//
+//
+// On sm_90a the tensor cores read their operands straight from shared memory, a warpgroup (4 warps) at a time,
+// asynchronously: wgmma.mma_async m64nNk16 does 64 x N x 16 per instruction against the ldmatrix + mma.sync
+// kernel's 16 x 8 x 16 per warp, and no register file traffic for A and B. The kernel:
+//   - grid (ceil(N/BN), ceil(M/BM), batch); BM / 64 warpgroups per block, each owning 64 rows x BN columns,
+//     its accumulators (BN / 2 f32 per thread) in registers;
+//   - A [BM x 64] and B tiles copied with 16-byte cp.async into a `stages`-deep ring, in the 128-byte swizzled
+//     layout that wgmma reads without bank conflicts (chunk c of row r lands at chunk c ^ (r % 8)): A and a
+//     transposed B ([N][K]) K-major, an untransposed B ([K][N]) N-major in 64-column panels;
+//   - per k-tile: wait for its copies, fence them into the async proxy, one barrier, start the copies of a tile
+//     `stages` - 2 ahead into the slot the wgmma two tiles back read, then 4 wgmma (K = 64) committed as a group,
+//     and wait until only that group is in flight, so the tensor cores run while the next tile's copies land;
+//   - the epilogue region per element in registers and a bounds-checked store, as in the mma_sync kernel.
+// Shared-memory descriptors are built in the kernel from the buffer's address (wgmma's 64-bit matrix
+// descriptor: start address, leading and stride byte offsets, swizzle mode); the buffer is 1024-byte aligned,
+// the period of the 128-byte swizzle, so that every descriptor's base offset is 0.
+//
+//===----------------------------------------------------------------------===//
+
+#include "MatmulParts.h"
+
+#include "Transforms/Transforms.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+using namespace mlir;
+using namespace mlir::kiln;
+using namespace mlir::kiln::gpukernel;
+
+/// Bytes per row of a swizzled tile: 64 bf16/f16 elements, the 128-byte swizzle's width.
+static constexpr int64_t kRowBytes = 128;
+/// Elements per such row, and so the only BK the kernel takes.
+static constexpr int64_t kRowElements = 64;
+
+/// A wgmma matrix descriptor without its start address: leading and stride byte offsets and the 128-byte swizzle
+/// mode, each in its bit field (offsets in 16-byte units).
+static uint64_t descriptorFields(int64_t leadingBytes, int64_t strideBytes) {
+  return (uint64_t(leadingBytes >> 4) << 16) | (uint64_t(strideBytes >> 4) << 32) | (uint64_t(1) << 62);
+}
+
+FailureOr<KernelLaunch> kiln::buildWgmmaMatmulKernel(OpBuilder &builder, gpu::GPUModuleOp module, MatmulOp op,
+                                                     StringRef name) {
+  ConfigAttr config = getConfig(op);
+  if (!config || config.getLowering() != "wgmma" || config.getTile().size() != 3)
+    return op.emitOpError() << "needs a #kiln.config with lowering = \"wgmma\" and tile = [BM, BN, BK] for the "
+                               "wgmma kernel";
+  if (failed(checkMatmulOperands(op, "wgmma")))
+    return failure();
+  Type element = op.getLhs().getType().getElementType();
+  int64_t bm = config.getTile()[0], bn = config.getTile()[1], bk = config.getTile()[2];
+  int64_t warps = config.getWarps(), stages = config.getStages();
+  if (bm % 64 != 0 || warps != bm / 16 || bn % 64 != 0 || bn > 256 || bk != kRowElements || stages < 3)
+    return op.emitOpError() << "#kiln.config " << config
+                            << " does not fit the wgmma kernel: need BM a multiple of 64 with one warpgroup (4 "
+                               "warps) per 64 rows, BN a multiple of 64 up to 256, BK = 64 and stages >= 3";
+  int64_t threads = warps * 32;
+  bool transB = op.getTransposeRhs();
+
+  // One slot of A is bm rows of 128 bytes; one of B bn rows (K-major) or bn / 64 panels of 64 k-rows.
+  int64_t slotA = bm * kRowElements, slotB = bn * kRowElements;
+  int64_t sharedBytes = stages * (slotA + slotB) * 2;
+
+  Location loc = op.getLoc();
+  MLIRContext *ctx = builder.getContext();
+  OpBuilder::InsertionGuard guard(builder);
+  MatmulFrame frame = startMatmulKernel(builder, module, op, name, bm, bn, threads, sharedBytes, 1024);
+  IndexMath im{builder, loc};
+  Value sharedA = sharedView(builder, loc, frame.kernel.sharedBytes, 0, stages * slotA, element);
+  Value sharedB = sharedView(builder, loc, frame.kernel.sharedBytes, stages * slotA, stages * slotB, element);
+
+  // Swizzled placement: the 16-byte chunk `chunk` of row `row` goes to chunk chunk ^ (row % 8) of that row.
+  auto swizzled = [&](Value row, Value column) {
+    Value chunk = arith::XOrIOp::create(builder, loc, im.div(column, 8), im.rem(row, 8));
+    return im.add(im.mul(row, kRowElements), im.mul(chunk, 8));
+  };
+  auto issueLoads = [&](Value kTile, Value slot) {
+    return copyTiles(
+        builder, im, frame, bm, bn, bk, threads, kTile, sharedA,
+        [&](Value row, Value col) { return im.add(im.mul(slot, slotA), swizzled(row, col)); }, sharedB,
+        [&](Value row, Value col) {
+          if (transB) // [n][k]: K-major rows like A.
+            return im.add(im.mul(slot, slotB), swizzled(row, col));
+          // [k][n]: panels of 64 columns, each 64 k-rows of 128 bytes.
+          Value panel = im.div(col, kRowElements);
+          return im.add(im.mul(slot, slotB),
+                        im.add(im.mul(panel, bk * kRowElements), swizzled(row, im.rem(col, kRowElements))));
+        });
+  };
+
+  // Descriptor start addresses: the shared buffer's address in 16-byte units (it fits the 14-bit field, as
+  // shared memory is under 256 KB), plus each slot's and k-step's offset.
+  Type i64 = builder.getI64Type();
+  Value base = memref::ExtractAlignedPointerAsIndexOp::create(builder, loc, frame.kernel.sharedBytes);
+  Value baseUnits = im.div(arith::AndIOp::create(builder, loc, base, im.c(0x3FFFF)), 16);
+  auto descriptor = [&](Value byteOffset, uint64_t fields) {
+    Value start = arith::IndexCastUIOp::create(builder, loc, i64, im.add(baseUnits, im.div(byteOffset, 16)));
+    Value constant = arith::ConstantOp::create(builder, loc, builder.getI64IntegerAttr(fields));
+    return arith::OrIOp::create(builder, loc, start, constant).getResult();
+  };
+  // A: K-major, 8-row groups 1024 bytes apart. B: K-major the same way, or N-major with 64-column panels
+  // (leading offset) of 64 k-rows, 8-k-row groups 1024 bytes apart (stride offset).
+  uint64_t fieldsA = descriptorFields(16, 8 * kRowBytes);
+  uint64_t fieldsB = transB ? fieldsA : descriptorFields(bk * kRowBytes, 8 * kRowBytes);
+  int64_t stepB = transB ? 32 : 16 * kRowBytes; // bytes between the K = 16 steps of B
+  Value warpgroup = im.div(frame.tid, 128);
+
+  Value lastGroup;
+  for (int64_t s = 0; s < stages - 2; ++s)
+    lastGroup = issueLoads(im.c(s), im.c(s));
+
+  auto accType =
+      LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(bn / 2, builder.getF32Type()));
+  Value zero = LLVM::ZeroOp::create(builder, loc, accType);
+  int64_t kTiles = llvm::divideCeilSigned(frame.k, bk);
+  auto wgmmaType = element.isBF16() ? NVVM::WGMMATypes::bf16 : NVVM::WGMMATypes::f16;
+  auto loop = scf::ForOp::create(
+      builder, loc, im.c(0), im.c(kTiles), im.c(1), ValueRange{zero},
+      [&](OpBuilder &nested, Location, Value kTile, ValueRange accs) {
+        OpBuilder::InsertionGuard loopGuard(builder);
+        builder.setInsertionPoint(nested.getInsertionBlock(), nested.getInsertionPoint());
+        // This tile's copies are in once at most the stages - 3 younger groups are pending; then they are made
+        // visible to wgmma, which reads through the async proxy.
+        nvgpu::DeviceAsyncWaitOp::create(builder, loc, lastGroup, builder.getI32IntegerAttr(stages - 3));
+        NVVM::FenceProxyOp::create(builder, loc, NVVM::ProxyKind::async_shared,
+                                   NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
+        gpu::BarrierOp::create(builder, loc);
+        // Every warpgroup has finished the wgmma of tile kTile - 2 (waited for below): its slot is free.
+        Value next = im.add(kTile, stages - 2);
+        issueLoads(next, im.rem(next, stages));
+        Value slot = im.rem(kTile, stages);
+        Value offsetA = im.add(im.mul(slot, slotA * 2), im.mul(warpgroup, 64 * kRowBytes));
+        Value offsetB = im.add(im.c(stages * slotA * 2), im.mul(slot, slotB * 2));
+        NVVM::WgmmaFenceAlignedOp::create(builder, loc);
+        Value acc = accs.front();
+        for (int64_t step = 0; step < bk / 16; ++step) {
+          Value descA = descriptor(im.add(offsetA, step * 32), fieldsA);
+          Value descB = descriptor(im.add(offsetB, step * stepB), fieldsB);
+          acc = NVVM::WgmmaMmaAsyncOp::create(
+              builder, loc, accType, acc, descA, descB, NVVM::MMAShapeAttr::get(ctx, 64, bn, 16), wgmmaType,
+              wgmmaType, NVVM::WGMMATypes::f32, NVVM::WGMMAScaleOut::one, NVVM::WGMMAScaleIn::one,
+              NVVM::WGMMAScaleIn::one, NVVM::MMALayout::row,
+              transB ? NVVM::MMALayout::col : NVVM::MMALayout::row, /*satfinite=*/nullptr);
+        }
+        NVVM::WgmmaGroupSyncAlignedOp::create(builder, loc);
+        NVVM::WgmmaWaitGroupSyncOp::create(builder, loc, builder.getI64IntegerAttr(1));
+        scf::YieldOp::create(builder, loc, acc);
+      });
+  NVVM::WgmmaWaitGroupSyncOp::create(builder, loc, builder.getI64IntegerAttr(0));
+  nvgpu::DeviceAsyncWaitOp::create(builder, loc, lastGroup, builder.getI32IntegerAttr(0));
+
+  // Accumulator layout of m64nNk16: warp w of the warpgroup holds rows 16w..16w+15; for each 8-column block j,
+  // d[4j], d[4j+1] sit on row lane/4, columns 8j + 2 (lane % 4) + {0, 1}, and d[4j+2], d[4j+3] eight rows below.
+  Value lane = im.rem(frame.tid, 32), warpInGroup = im.rem(im.div(frame.tid, 32), 4);
+  Value rowBase = im.add(frame.m0, im.add(im.mul(warpgroup, 64), im.add(im.mul(warpInGroup, 16), im.div(lane, 4))));
+  Value colBase = im.add(frame.n0, im.mul(im.rem(lane, 4), 2));
+  Value result = loop.getResult(0);
+  for (int64_t j = 0; j < bn / 8; ++j)
+    for (int64_t e = 0; e < 4; ++e) {
+      Value value = LLVM::ExtractValueOp::create(builder, loc, result, ArrayRef<int64_t>{4 * j + e});
+      storeOutputElement(builder, im, frame, im.add(rowBase, e >= 2 ? 8 : 0), im.add(colBase, 8 * j + e % 2),
+                         value);
+    }
+  gpu::ReturnOp::create(builder, loc);
+  return matmulLaunch(frame, bm, bn, threads, sharedBytes);
+}
