@@ -334,3 +334,98 @@ module {
     return %r : tensor<77x1xf16>
   }
 }
+
+// -----
+
+// A "wgmma" config (sm_90a) gives the Hopper kernel: two warpgroups (256 threads) of 64 x 128 accumulators in an
+// LLVM struct carried by the k loop, shared memory aligned to the 1024-byte period of the 128-byte swizzle
+// (chunks placed by an XOR), cp.async groups waited for stages - 3 = 1 deep, fenced into the async proxy, then
+// four wgmma.mma_async m64n128k16 per 64-deep k-tile reading bf16 A K-major (row) and the untransposed B N-major
+// (row); one group stays in flight across iterations and all are waited for before the epilogue and the store.
+// CHECK-LABEL: func.func private @w0_matmul
+// CHECK-SAME: kiln.launch = {block = array<i64: 256, 1, 1>, dynamic_shared_bytes = 131072 : i64, grid = array<i64: 2, 3, 1>}
+// CHECK: memref.global "public" @w0_matmul_smem : memref<0xi8, #gpu.address_space<workgroup>> {alignment = 1024 : i64}
+// CHECK: gpu.func @w0_matmul
+// CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
+// CHECK: memref.extract_aligned_pointer_as_index
+// CHECK: arith.xori
+// CHECK: nvgpu.device_async_copy
+// CHECK: scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}) -> (!llvm.struct<({{(f32, )+}}f32)>)
+// CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 1 : i32}
+// CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// CHECK: gpu.barrier
+// CHECK: nvvm.wgmma.fence.aligned
+// CHECK-COUNT-4: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 128, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <row>]
+// CHECK: nvvm.wgmma.commit.group.sync.aligned
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 1
+// CHECK: scf.yield
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK: llvm.extractvalue
+// CHECK: scf.if
+// CHECK: math.exp
+// CHECK: memref.store
+module {
+  func.func private @w0_matmul(%x: tensor<300x256xbf16>, %w: tensor<256x200xbf16>, %b: tensor<200xbf16>, %out: tensor<300x200xbf16>) -> tensor<300x200xbf16> attributes {kiln.kernel} {
+    %y = kiln.matmul %x, %w epilogue(%b : tensor<200xbf16>) {
+    ^bb0(%acc: f32, %bias: f32):
+      %s = arith.addf %acc, %bias : f32
+      %n = arith.negf %s : f32
+      %e = math.exp %n : f32
+      %one = arith.constant 1.0 : f32
+      %d = arith.addf %one, %e : f32
+      %r = arith.divf %s, %d : f32
+      kiln.yield %r : f32
+    } {kiln.config = #kiln.config<tile = [128, 128, 64], warps = 8, stages = 4, lowering = "wgmma">} : tensor<300x256xbf16>, tensor<256x200xbf16> -> tensor<300x200xbf16>
+    %r = bufferization.materialize_in_destination %y in %out : (tensor<300x200xbf16>, tensor<300x200xbf16>) -> tensor<300x200xbf16>
+    return %r : tensor<300x200xbf16>
+  }
+}
+
+// -----
+
+// f16 with a transposed rhs ([N, K]): B is read K-major too (col), over a batch in the grid's z dimension; one
+// warpgroup for 64-row tiles.
+// CHECK-LABEL: func.func private @w1_matmul
+// CHECK-SAME: kiln.launch = {block = array<i64: 128, 1, 1>, dynamic_shared_bytes = 98304 : i64, grid = array<i64: 3, 2, 2>}
+// CHECK: gpu.block_id z
+// CHECK-COUNT-4: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <one>], A[<f16>, <one>, <row>], B[<f16>, <one>, <col>]
+module {
+  func.func private @w1_matmul(%x: tensor<2x77x128xf16>, %w: tensor<136x128xf16>, %out: tensor<2x77x136xf32>) -> tensor<2x77x136xf32> attributes {kiln.kernel} {
+    %y = kiln.matmul %x, %w transpose_rhs {kiln.config = #kiln.config<tile = [64, 64, 64], warps = 4, stages = 6, lowering = "wgmma">} : tensor<2x77x128xf16>, tensor<136x128xf16> -> tensor<2x77x136xf32>
+    %r = bufferization.materialize_in_destination %y in %out : (tensor<2x77x136xf32>, tensor<2x77x136xf32>) -> tensor<2x77x136xf32>
+    return %r : tensor<2x77x136xf32>
+  }
+}
+
+// -----
+
+module {
+  func.func private @w2_matmul(%x: tensor<256x256xbf16>, %w: tensor<256x256xbf16>, %out: tensor<256x256xbf16>) -> tensor<256x256xbf16> attributes {kiln.kernel} {
+    // expected-error @+1 {{does not fit the wgmma kernel: need BM a multiple of 64 with one warpgroup (4 warps) per 64 rows, BN a multiple of 64 up to 256, BK = 64 and stages >= 3}}
+    %y = kiln.matmul %x, %w {kiln.config = #kiln.config<tile = [128, 128, 32], warps = 8, stages = 4, lowering = "wgmma">} : tensor<256x256xbf16>, tensor<256x256xbf16> -> tensor<256x256xbf16>
+    %r = bufferization.materialize_in_destination %y in %out : (tensor<256x256xbf16>, tensor<256x256xbf16>) -> tensor<256x256xbf16>
+    return %r : tensor<256x256xbf16>
+  }
+}
+
+// -----
+
+module {
+  func.func private @w3_matmul(%x: tensor<256x256xf32>, %w: tensor<256x256xf32>, %out: tensor<256x256xf32>) -> tensor<256x256xf32> attributes {kiln.kernel} {
+    // expected-error @+1 {{the wgmma lowering takes bf16 or f16 operands, got 'f32'}}
+    %y = kiln.matmul %x, %w {kiln.config = #kiln.config<tile = [128, 128, 64], warps = 8, stages = 4, lowering = "wgmma">} : tensor<256x256xf32>, tensor<256x256xf32> -> tensor<256x256xf32>
+    %r = bufferization.materialize_in_destination %y in %out : (tensor<256x256xf32>, tensor<256x256xf32>) -> tensor<256x256xf32>
+    return %r : tensor<256x256xf32>
+  }
+}
+
+// -----
+
+module {
+  func.func private @w4_attention(%q: tensor<1x2x64x64xbf16>, %out: tensor<1x2x64x64xbf16>) -> tensor<1x2x64x64xbf16> attributes {kiln.kernel} {
+    // expected-error @+1 {{the wgmma lowering is for matmuls only}}
+    %o = kiln.attention %q, %q, %q {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "wgmma">} : tensor<1x2x64x64xbf16>, tensor<1x2x64x64xbf16>, tensor<1x2x64x64xbf16> -> tensor<1x2x64x64xbf16>
+    %r = bufferization.materialize_in_destination %o in %out : (tensor<1x2x64x64xbf16>, tensor<1x2x64x64xbf16>) -> tensor<1x2x64x64xbf16>
+    return %r : tensor<1x2x64x64xbf16>
+  }
+}

@@ -22,15 +22,19 @@
 // MANIFEST80-NOT: [1-9][0-9]* bytes spill stores
 // MANIFEST80: "target": "sm_80"
 
+// On sm_90a the 77-row GEMM takes the wgmma kernel: two warpgroups, 128 x 64 x 64 tiles (128 x 128 would leave
+// most of the H200 idle), four stages of 24 KB in 1024-byte aligned shared memory.
 // MANIFEST90: "cubin": "kernels.sm_90a.cubin"
 // MANIFEST90: "block": [
-// MANIFEST90-NEXT: 128,
+// MANIFEST90-NEXT: 256,
+// MANIFEST90: "lowering": "wgmma",
 // MANIFEST90: "tile": [
 // MANIFEST90-NEXT: 128,
-// MANIFEST90-NEXT: 32,
-// MANIFEST90: "dynamic_shared_bytes": 51200
+// MANIFEST90-NEXT: 64,
+// MANIFEST90-NEXT: 64
+// MANIFEST90: "dynamic_shared_bytes": 98304
 // MANIFEST90: "grid": [
-// MANIFEST90-NEXT: 16,
+// MANIFEST90-NEXT: 8,
 // MANIFEST90-NEXT: 1,
 // MANIFEST90-NEXT: 1
 // MANIFEST90: "dtype": "bf16"
@@ -45,9 +49,16 @@
 // PTX80: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
 
 // PTX90: .target sm_90a
-// PTX90: .extern .shared .align 16 .b8 ffn_k0_matmul_smem[]
+// PTX90: .extern .shared .align 1024 .b8 ffn_k0_matmul_smem[]
 // PTX90: cp.async.cg.shared.global
-// PTX90: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+// PTX90: cp.async.wait_group 1;
+// PTX90: fence.proxy.async.shared::cta;
+// PTX90: bar.sync 0;
+// PTX90: wgmma.fence.sync.aligned;
+// PTX90-COUNT-4: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
+// PTX90: wgmma.commit_group.sync.aligned;
+// PTX90: wgmma.wait_group.sync.aligned 1;
+// PTX90: wgmma.wait_group.sync.aligned 0;
 func.func @ffn(%x: tensor<77x256xbf16>, %w: tensor<256x512xbf16>, %b: tensor<512xbf16>) -> tensor<77x512xbf16> {
   %y = kiln.matmul %x, %w : tensor<77x256xbf16>, tensor<256x512xbf16> -> tensor<77x512xbf16>
   %z = kiln.add %y, %b : tensor<77x512xbf16>, tensor<512xbf16> -> tensor<77x512xbf16>

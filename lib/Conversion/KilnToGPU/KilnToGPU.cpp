@@ -63,7 +63,10 @@ struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUP
       ConfigAttr config = getConfig(kernelOp);
       bool wgmma = config && config.getLowering() == "wgmma";
       if (wgmma && (*target != Target::Sm90a || !isa<MatmulOp>(kernelOp))) {
-        kernelOp->emitOpError() << "the wgmma lowering is for matmuls on sm_90a, not " << chip;
+        if (isa<MatmulOp>(kernelOp))
+          kernelOp->emitOpError() << "the wgmma lowering needs sm_90a, not " << chip;
+        else
+          kernelOp->emitOpError() << "the wgmma lowering is for matmuls only";
         return signalPassFailure();
       }
       FailureOr<KernelLaunch> launch =
