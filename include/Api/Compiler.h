@@ -29,11 +29,13 @@ struct InvalidArgument : std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
-/// One kernel's strategy: output tile, warps per block and pipeline stages (#kiln.config).
+/// One kernel's strategy: output tile, warps per block, pipeline stages and the kernel that runs it
+/// (#kiln.config): "mma_sync" (sm_80 and sm_90a) or "wgmma" (matmuls on sm_90a).
 struct KernelConfig {
   std::vector<int64_t> tile;
   int64_t warps = 0;
   int64_t stages = 0;
+  std::string lowering = "mma_sync";
 };
 
 /// A tunable kernel (a matmul or an attention) and the config the target would give it by default.

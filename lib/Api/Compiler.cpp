@@ -76,7 +76,8 @@ std::vector<TunableKernel> tunableKernels(const std::string &source, const std::
   for (Operation *op : listTunable(parsed)) {
     ConfigAttr config = getDefaultConfig(op, target);
     kernels.push_back({op->getName().getStringRef().str(),
-                       {std::vector<int64_t>(config.getTile()), config.getWarps(), config.getStages()}});
+                       {std::vector<int64_t>(config.getTile()), config.getWarps(), config.getStages(),
+                        config.getLowering().str()}});
   }
   return kernels;
 }
@@ -95,7 +96,7 @@ void compileGpu(const std::string &source, const std::string &chip, const std::s
         continue;
       auto emitError = [op = op] { return op->emitError("invalid config: "); };
       ConfigAttr attr = ConfigAttr::getChecked(emitError, op->getContext(), llvm::ArrayRef<int64_t>(config->tile),
-                                               config->warps, config->stages, llvm::StringRef("mma_sync"));
+                                               config->warps, config->stages, llvm::StringRef(config->lowering));
       if (!attr)
         throw CompileError("invalid kernel config:\n" + parsed.takeDiagnostics());
       op->setAttr(kConfigAttrName, attr);

@@ -1,7 +1,7 @@
 """kiln.autotune: measure a space of kernel strategies on the GPU and keep the fastest correct one.
 
 Why per kernel: a program's tunable kernels (matmuls, attentions) each carry a #kiln.config (tile, warps,
-stages). The tuner starts from the compiler's defaults and, kernel by kernel, tries the candidates of its space
+stages, lowering). The tuner starts from the compiler's defaults and, kernel by kernel, tries the candidates of its space
 with the others at their defaults, timing the whole program's device time (CUDA-graph replays between
 CUDA events, warm-up, median); then it tries
 every kernel at its own best together. Measuring one kernel's candidates at a time keeps the space linear, and
@@ -26,16 +26,25 @@ from .gpu import TORCH_DTYPES
 #: Relative tolerance (max norm) of a candidate against the default program, by output element type.
 TOLERANCES = {"f32": 1e-4, "f16": 5e-3, "bf16": 2e-2}
 
-MATMUL_SPACE = [((128, 128, 32), 4, 4), ((128, 128, 64), 4, 3), ((128, 256, 32), 8, 3), ((128, 128, 64), 8, 3),
-                ((64, 128, 64), 4, 4), ((128, 64, 64), 4, 4), ((64, 64, 64), 4, 4), ((64, 64, 128), 4, 4),
-                ((32, 64, 128), 4, 4), ((16, 32, 128), 4, 4)]
-ATTENTION_SPACE = [((64, 64), 4, 2), ((128, 64), 8, 2), ((128, 128), 8, 2), ((64, 128), 4, 2), ((128, 32), 8, 2)]
+MATMUL_SPACE = [((128, 128, 32), 4, 4, "mma_sync"), ((128, 128, 64), 4, 3, "mma_sync"),
+                ((128, 256, 32), 8, 3, "mma_sync"), ((128, 128, 64), 8, 3, "mma_sync"),
+                ((64, 128, 64), 4, 4, "mma_sync"), ((128, 64, 64), 4, 4, "mma_sync"), ((64, 64, 64), 4, 4, "mma_sync"),
+                ((64, 64, 128), 4, 4, "mma_sync"), ((32, 64, 128), 4, 4, "mma_sync"),
+                ((16, 32, 128), 4, 4, "mma_sync")]
+#: The Hopper kernel's tiles (bench/results/gemm_wgmma_sweep_v1.md), tried where the compiler chose it.
+WGMMA_SPACE = [((128, 256, 64), 8, 4, "wgmma"), ((128, 128, 64), 8, 4, "wgmma"), ((128, 128, 64), 8, 3, "wgmma"),
+               ((256, 128, 64), 16, 4, "wgmma"), ((64, 256, 64), 4, 4, "wgmma"), ((128, 64, 64), 8, 6, "wgmma")]
+ATTENTION_SPACE = [((64, 64), 4, 2, "mma_sync"), ((128, 64), 8, 2, "mma_sync"), ((128, 128), 8, 2, "mma_sync"),
+                   ((64, 128), 4, 2, "mma_sync"), ((128, 32), 8, 2, "mma_sync")]
 
 
 def default_space(op, default):
-    """The candidates for one kernel: its default first, then the space of its op without duplicates."""
-    space = MATMUL_SPACE if op == "kiln.matmul" else ATTENTION_SPACE
-    default = (tuple(default[0]), default[1], default[2])
+    """The candidates for one kernel: its default first, then the space of its op without duplicates. The wgmma
+    tiles join a matmul's space when the compiler's default for it is wgmma (sm_90a, past the decode shapes)."""
+    default = (tuple(default[0]), default[1], default[2], default[3] if len(default) > 3 else "mma_sync")
+    space = ATTENTION_SPACE
+    if op == "kiln.matmul":
+        space = (WGMMA_SPACE if default[3] == "wgmma" else []) + MATMUL_SPACE
     return [default] + [c for c in space if c != default]
 
 
@@ -48,7 +57,7 @@ def _tunable_kernels(source, target, entry):
     so that a machine without the compiler (which found the candidates there) can read them."""
     path = cache.directory() / "space" / f"{cache.key(source, target, entry)}.json"
     try:
-        kernels = [(op, list(tile), warps, stages) for op, tile, warps, stages in
+        kernels = [(op, list(tile), warps, stages, lowering) for op, tile, warps, stages, lowering in
                    native().tunable_kernels(source, target)]
     except ImportError:
         if not path.exists():
@@ -117,7 +126,7 @@ def autotune(source, target="sm_90a", inputs=None, entry=None, space=default_spa
     """Tunes ``source`` for ``target`` and returns the program with the best configs found (or recorded).
 
     ``inputs`` are torch CUDA tensors to measure on (random ones of the entry's types by default). ``space(op,
-    default)`` lists the (tile, warps, stages) candidates of one kernel. ``prepare=True`` only compiles every
+    default)`` lists the (tile, warps, stages, lowering) candidates of one kernel. ``prepare=True`` only compiles every
     candidate into the disk cache (no GPU needed) and returns None. ``retune=True`` ignores a recorded choice.
     """
     path = _tuned_path(source, target, entry)
@@ -128,7 +137,7 @@ def autotune(source, target="sm_90a", inputs=None, entry=None, space=default_spa
         except (ValueError, KeyError, TypeError, CompileError):
             pass  # an unreadable or stale record: tune again
     kernels = _tunable_kernels(source, target, entry)
-    candidates = [space(op, (tile, warps, stages)) for op, tile, warps, stages in kernels]
+    candidates = [space(op, tuple(default)) for op, *default in kernels]
     if prepare:
         compile(source, target, entry)
         for index, options in enumerate(candidates):

@@ -100,7 +100,8 @@ def compile(source, target="host", entry=None, configs=None):
     function to run; by default the module's only public function. Malformed IR or a failing pipeline raises
     ``CompileError`` carrying the MLIR diagnostics. Programs are cached in memory by (source, target, entry), and
     GPU programs on disk too (``KILN_CACHE_DIR``). ``configs`` (GPU targets; what ``kiln.autotune`` finds) pins
-    the #kiln.config of each tunable kernel: one (tile, warps, stages) or None per kernel, in kernel order.
+    the #kiln.config of each tunable kernel: one (tile, warps, stages[, lowering]) or None per kernel, in
+    kernel order; the lowering is "mma_sync" (the default) or, for matmuls on sm_90a, "wgmma".
     """
     if not isinstance(source, str):
         raise TypeError(f"source must be kiln IR text (str), got {type(source).__name__}")
@@ -109,7 +110,8 @@ def compile(source, target="host", entry=None, configs=None):
     if configs is not None and target == "host":
         raise ValueError("configs pin GPU kernel strategies; the host target has none to pin")
     pinned = None if configs is None or all(c is None for c in configs) else tuple(
-        None if c is None else (tuple(int(t) for t in c[0]), int(c[1]), int(c[2])) for c in configs)
+        None if c is None else (tuple(int(t) for t in c[0]), int(c[1]), int(c[2]),
+                                str(c[3]) if len(c) > 3 else "mma_sync") for c in configs)
     return _compile_cached(source, target, entry or "", pinned)
 
 
@@ -120,6 +122,6 @@ def _compile_cached(source, target, entry, configs=None):
     entry_key = cache.key(source + (f"\0configs={configs}" if configs else ""), target, entry)
     folder = cache.lookup(entry_key)
     if folder is None:
-        as_lists = None if configs is None else [None if c is None else (list(c[0]), c[1], c[2]) for c in configs]
+        as_lists = None if configs is None else [None if c is None else (list(c[0]), *c[1:]) for c in configs]
         folder = cache.store(entry_key, lambda staging: native().compile_gpu(source, target, staging, as_lists))
     return GpuProgram(folder, entry or None, source)

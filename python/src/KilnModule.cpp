@@ -18,10 +18,10 @@ using namespace kiln::api;
 
 namespace {
 
-/// One kernel's strategy as Python writes it: (tile, warps, stages).
-using ConfigTuple = std::tuple<std::vector<int64_t>, int64_t, int64_t>;
+/// One kernel's strategy as Python writes it: (tile, warps, stages, lowering).
+using ConfigTuple = std::tuple<std::vector<int64_t>, int64_t, int64_t, std::string>;
 
-/// The tunable kernels as (op name, tile, warps, stages).
+/// The tunable kernels as (op name, tile, warps, stages, lowering).
 py::list listTunableKernels(const std::string &source, const std::string &chip) {
   std::vector<TunableKernel> kernels;
   {
@@ -31,18 +31,20 @@ py::list listTunableKernels(const std::string &source, const std::string &chip) 
   py::list list;
   for (const TunableKernel &kernel : kernels)
     list.append(py::make_tuple(kernel.opName, kernel.defaultConfig.tile, kernel.defaultConfig.warps,
-                               kernel.defaultConfig.stages));
+                               kernel.defaultConfig.stages, kernel.defaultConfig.lowering));
   return list;
 }
 
-/// compileGpu with the configs as Python gives them: None, or one (tile, warps, stages) or None per kernel.
+/// compileGpu with the configs as Python gives them: None, or one (tile, warps, stages, lowering) or None per
+/// kernel.
 void compileGpuFromPython(const std::string &source, const std::string &chip, const std::string &outputDir,
                           const std::optional<std::vector<std::optional<ConfigTuple>>> &configs) {
   std::vector<std::optional<KernelConfig>> pinned;
   if (configs)
     for (const std::optional<ConfigTuple> &config : *configs)
       pinned.push_back(config ? std::optional<KernelConfig>(
-                                    KernelConfig{std::get<0>(*config), std::get<1>(*config), std::get<2>(*config)})
+                                    KernelConfig{std::get<0>(*config), std::get<1>(*config), std::get<2>(*config),
+                                                 std::get<3>(*config)})
                               : std::nullopt);
   py::gil_scoped_release release;
   compileGpu(source, chip, outputDir, configs ? &pinned : nullptr);

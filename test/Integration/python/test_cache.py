@@ -171,14 +171,20 @@ def test_pinned_configs(cache_dir):
         kiln.compile(source, target="sm_90a", configs=[None, ((48, 40, 24), 4, 3)])
     with pytest.raises(ValueError, match="the host target has none to pin"):
         kiln.compile(source, configs=[None, None])
+    hopper = kiln.compile(source, target="sm_90a", configs=[None, ((128, 64, 64), 8, 4, "wgmma")])
+    assert [k["config"]["lowering"] for k in hopper.kernels if "config" in k] == ["mma_sync", "wgmma"]
+    assert "wgmma.mma_async" in hopper.ptx
+    with pytest.raises(kiln.CompileError, match="the wgmma lowering needs sm_90a, not sm_80"):
+        kiln.compile(source, target="sm_80", configs=[None, ((128, 64, 64), 8, 4, "wgmma")])
+    with pytest.raises(kiln.CompileError, match="the wgmma lowering is for matmuls only"):
+        kiln.compile(source, target="sm_90a", configs=[((64, 64), 4, 2, "wgmma"), None])
 
 
 def test_autotune_prepare_compiles_the_space(cache_dir):
     source = open(EXAMPLE).read()
     assert kiln.autotune(source, "sm_90a", prepare=True) is None
     kernels = compiler.native().tunable_kernels(source, "sm_90a")
-    expected = sum(len(default_space(op, (tile, warps, stages)))
-                   for op, tile, warps, stages in kernels)
+    expected = sum(len(default_space(op, tuple(default))) for op, *default in kernels)
     built = entries(cache_dir)
     assert 1 < len(built) <= expected + 1  # the default program, and the candidates that fit the kernels
     assert all(cache.lookup(entry.name) == entry for entry in built)
