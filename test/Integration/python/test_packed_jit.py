@@ -4,7 +4,7 @@ Why in CI: the GPU machine has no LLVM/MLIR, so its JIT is an archive with a sta
 libkiln_compiler.so, the extension's source and the package, built there by kiln_gpu_jit/build.sh. A missing
 symbol, a dependency on libMLIR/libLLVM, an archive over the size limit or a broken build script would otherwise
 only show on a GPU visit. This packs the current build, builds the extension for this Python from the archive
-alone, and compiles an sm_90a program with it in a fresh process: the same PTX as the full build, and a clear
+alone, and compiles sm_90a programs (an attention, a wgmma matmul) with it in a fresh process: the same PTX as the full build, and a clear
 ImportError for the host backend, which the pack leaves out.
 """
 
@@ -29,13 +29,16 @@ import kiln
 from kiln import compiler
 q = np.zeros((1, 2, 40, 64), ml_dtypes.bfloat16)
 program = kiln.compile(kiln.ops.attention.source(q, q, q), target="sm_90a")
+a, b = np.zeros((130, 64), ml_dtypes.bfloat16), np.zeros((64, 128), ml_dtypes.bfloat16)
+matmul = kiln.compile(kiln.ops.matmul.source(a, b), target="sm_90a")  # the wgmma kernel
 try:
     kiln.compile(kiln.ops.attention.source(q, q, q), target="host")
     host = "compiled"
 except ImportError as error:
     host = str(error)
 print(json.dumps({"package": kiln.__file__, "extension": compiler.native().__file__,
-                  "ptx": hashlib.sha256(program.ptx.encode()).hexdigest(), "host": host}))
+                  "ptx": hashlib.sha256((program.ptx + matmul.ptx).encode()).hexdigest(), "host": host,
+                  "wgmma": "wgmma.mma_async" in matmul.ptx}))
 """
 
 
@@ -80,6 +83,7 @@ def test_packed_jit_compiles_like_the_full_build(packed, tmp_path):
     probe = run_probe(folder, tmp_path)
     assert probe["package"].startswith(str(folder)) and probe["extension"].startswith(str(folder))
     assert "host backend is not part of this install" in probe["host"]
+    assert probe["wgmma"], "the sm_90a matmul did not take the wgmma kernel"
     env = dict(os.environ, PYTHONPATH=str(BUILD_DIR / "python"), KILN_CACHE_DIR=str(tmp_path / "full"))
     full = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, cwd=tmp_path)
     assert full.returncode == 0, full.stderr
