@@ -54,7 +54,7 @@ def gemm_case(name, m, n, k, dtype="bf16", epilogue="none", batch=(), transpose_
 
 
 def attention_case(name, batch, heads, kv_heads, seq_q, seq_k, head_dim, dtype="bf16", causal=False, tile=None,
-                   seq_major=False, out_seq_major=False):
+                   seq_major=False, out_seq_major=False, lowering="mma_sync"):
     """seq_major: q, k, v and out are [B, S, H, D] (layout = "bshd"); out_seq_major: only out is."""
     q = tensor((batch, seq_q, heads, head_dim) if seq_major else (batch, heads, seq_q, head_dim), dtype)
     kv = tensor((batch, seq_k, kv_heads, head_dim) if seq_major else (batch, kv_heads, seq_k, head_dim), dtype)
@@ -63,7 +63,7 @@ def attention_case(name, batch, heads, kv_heads, seq_q, seq_k, head_dim, dtype="
     attributes = (['layout = "bshd"'] if seq_major else []) + (['out_layout = "bshd"'] if out_seq_major else [])
     if tile:
         attributes.append(f"kiln.config = #kiln.config<tile = [{tile[0]}, {tile[1]}], warps = {tile[0] // 16}, "
-                          f"stages = 2, lowering = \"mma_sync\">")
+                          f"stages = 2, lowering = \"{lowering}\">")
     pinned = f" {{{', '.join(attributes)}}}" if attributes else ""
     text = (f"func.func @{name}(%q: {q}, %k: {kv}, %v: {kv}) -> {out} {{\n"
             f"  %o = kiln.attention %q, %k, %v{' causal' if causal else ''}{pinned} : {q}, {kv}, {kv} -> {out}\n"
@@ -249,10 +249,13 @@ def sweep_cases():
     """Config variants pinned in the graph, on large shapes: the autotuning space, measured."""
     cases = []
     for d, heads in ((128, 16), (64, 32)):
-        for tile in ((64, 64), (128, 64), (128, 128), (64, 128), (128, 32)):
-            for causal in (False, True):
-                cases.append(attention_case(f"ba_sweep_d{d}_s4096_{'causal' if causal else 'full'}_{tile[0]}x{tile[1]}",
-                                            4, heads, heads, 4096, 4096, d, "bf16", causal, tile))
+        for lowering, tiles in (("mma_sync", ((128, 64), (128, 128))),
+                                ("wgmma", ((128, 64), (128, 128), (64, 128), (128, 192)))):
+            for tile in tiles:
+                for causal in (False, True):
+                    cases.append(attention_case(
+                        f"ba_sweep_d{d}_s4096_{'causal' if causal else 'full'}_{lowering}_{tile[0]}x{tile[1]}",
+                        4, heads, heads, 4096, 4096, d, "bf16", causal, tile, lowering=lowering))
     for m, n, k in [(4096, 4096, 4096), (8192, 11008, 4096), (2048, 14336, 4096), (2048, 1024, 4096)]:
         for tile, warps, stages, lowering in SWEEP:
             label = f"{lowering}_{tile[0]}x{tile[1]}x{tile[2]}_w{warps}_s{stages}"

@@ -127,6 +127,13 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
     // Measured on the H200 (bench/results/attention_fa2_sweep_v1.md): 128 x 128 tiles for head dim 128,
     // 128 x 64 for head dim 64. One warp per 16 query rows.
     bq = fitTile(128, seqQ, target), bk = fitTile(headDim <= 64 ? 64 : 128, seqK, target);
+    // On sm_90a the wgmma kernel takes query tiles of whole warpgroups (64 rows) at head dims 64 and 128 (the
+    // decode shapes, a few query rows, stay on mma_sync).
+    Type element = q.getElementType();
+    int64_t valueDim = attention.getV().getType().getDimSize(3);
+    if (target == Target::Sm90a && (element.isBF16() || element.isF16()) && bq % 64 == 0 &&
+        headDim == valueDim && (headDim == 64 || headDim == 128))
+      return ConfigAttr::get(op->getContext(), {bq, bk}, bq / 16, stages, "wgmma");
     return make({bq, bk}, bq / 16, stages);
   }
   // Row kernels: a block of rows per program.

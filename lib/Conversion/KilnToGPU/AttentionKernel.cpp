@@ -22,9 +22,11 @@
 
 #include "Conversion/KilnToLinalg/LinalgBuilders.h"
 #include "KernelBuilding.h"
+#include "WgmmaBuilding.h"
 #include "Transforms/Transforms.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
@@ -66,20 +68,30 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   bool causal = op.getCausal();
   // Tiles from the config: BQ query rows (16 per warp) and BK keys per step.
   ConfigAttr config = getConfig(op);
-  if (!config || config.getLowering() != "mma_sync" || config.getTile().size() != 2)
-    return op.emitOpError() << "needs a #kiln.config with lowering = \"mma_sync\" and tile = [BQ, BK] for the GPU "
-                               "backend";
+  if (!config || (config.getLowering() != "mma_sync" && config.getLowering() != "wgmma") ||
+      config.getTile().size() != 2)
+    return op.emitOpError() << "needs a #kiln.config with lowering = \"mma_sync\" or \"wgmma\" and tile = [BQ, BK] "
+                               "for the GPU backend";
   const int64_t bq = config.getTile()[0], bk = config.getTile()[1], warps = bq / 16, threads = warps * 32;
   if (bq % 16 != 0 || bq > 256 || bk % 16 != 0 || bk > 256 || (bq * headDim / 8) % threads != 0)
     return op.emitOpError() << "#kiln.config " << config
                             << " does not fit the attention kernel: BQ must be a multiple of 16 (one warp per 16 "
                                "rows) up to 256, BK a multiple of 16 up to 256";
   bool bf16 = element.isBF16();
+  // wgmma: each warpgroup's S = Q K^T and O += P V run on the tensor cores a warpgroup at a time, Q and P from
+  // registers (the same fragments the mma.sync path builds), K and V from 128-byte swizzled shared memory.
+  bool wgmma = config.getLowering() == "wgmma";
+  if (wgmma && (bq % 64 != 0 || headDim != valueDim || (headDim != 64 && headDim != 128)))
+    return op.emitOpError() << "#kiln.config " << config
+                            << " does not fit the wgmma attention kernel: BQ must be a multiple of 64 (a warpgroup "
+                               "per 64 rows) and the head dims equal, 64 or 128";
 
-  // Shared memory: the Q tile, then two K and two V tiles, rows padded by 8 elements.
-  int64_t strideQ = headDim + 8, strideK = headDim + 8, strideV = valueDim + 8;
+  // Shared memory: the Q tile, then two K and two V tiles, rows padded by 8 elements. With wgmma: two K and two
+  // V tiles first (1024-byte aligned, in swizzled 64-column panels, unpadded), then the padded Q tile.
+  int64_t strideQ = headDim + 8, strideK = wgmma ? headDim : headDim + 8, strideV = wgmma ? valueDim : valueDim + 8;
   int64_t sizeQ = bq * strideQ, sizeK = bk * strideK, sizeV = bk * strideV;
   int64_t sharedElements = sizeQ + 2 * sizeK + 2 * sizeV, sharedBytes = sharedElements * 2;
+  int64_t offsetQ = wgmma ? 2 * sizeK + 2 * sizeV : 0, offsetK = wgmma ? 0 : sizeQ, offsetV = offsetK + 2 * sizeK;
 
   MLIRContext *ctx = builder.getContext();
   Location loc = op.getLoc();
@@ -92,7 +104,7 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   buffers.push_back(outType);
   if (Value lse = op.getLse())
     buffers.push_back(cast<RankedTensorType>(lse.getType()));
-  KernelFunction kernel = startKernel(builder, module, loc, name, buffers, threads, sharedBytes);
+  KernelFunction kernel = startKernel(builder, module, loc, name, buffers, threads, sharedBytes, wgmma ? 1024 : 16);
   Block &entry = kernel.func.getBody().front();
   Value q = entry.getArgument(0), k = entry.getArgument(1), v = entry.getArgument(2);
   unsigned next = 3;
@@ -104,9 +116,9 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   IndexMath im{builder, loc};
   Type f32 = builder.getF32Type();
   auto f32c = [&](double value) { return arith::ConstantOp::create(builder, loc, builder.getF32FloatAttr(value)); };
-  Value sharedQ = sharedView(builder, loc, kernel.sharedBytes, 0, sizeQ, element);
-  Value sharedK = sharedView(builder, loc, kernel.sharedBytes, sizeQ, 2 * sizeK, element);
-  Value sharedV = sharedView(builder, loc, kernel.sharedBytes, sizeQ + 2 * sizeK, 2 * sizeV, element);
+  Value sharedQ = sharedView(builder, loc, kernel.sharedBytes, offsetQ, sizeQ, element);
+  Value sharedK = sharedView(builder, loc, kernel.sharedBytes, offsetK, 2 * sizeK, element);
+  Value sharedV = sharedView(builder, loc, kernel.sharedBytes, offsetV, 2 * sizeV, element);
 
   Value tid = gpu::ThreadIdOp::create(builder, loc, gpu::Dimension::x);
   Value qBlock = gpu::BlockIdOp::create(builder, loc, gpu::Dimension::x);
@@ -131,9 +143,9 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   Type tokenType = nvgpu::DeviceAsyncTokenType::get(ctx);
 
   // Copies rows [row0, row0 + rows) of a [limit x width] matrix at `base` (rows `globalStride` apart) into
-  // `shared` (row stride `stride`), zero-filling rows past `limit`.
+  // `shared` (row stride `stride`, or swizzled 64-column panels when `swizzled`), zero-filling rows past `limit`.
   auto copyRows = [&](Value shared, Value sharedBase, int64_t stride, Value global, Value base, int64_t globalStride,
-                      Value row0, int64_t rows, int64_t width, int64_t limit) {
+                      Value row0, int64_t rows, int64_t width, int64_t limit, bool swizzled = false) {
     int64_t chunksPerRow = width / 8, chunks = rows * chunksPerRow;
     SmallVector<Value> tokens;
     for (int64_t i = 0; i < llvm::divideCeilSigned(chunks, threads); ++i) {
@@ -146,18 +158,19 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
       Value inside = im.lt(globalRow, limit);
       Value count = im.select(inside, im.c(8), im.c(0));
       Value src = im.select(inside, im.add(base, im.add(im.mul(globalRow, globalStride), col)), im.c(0));
-      tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(builder, loc, tokenType, shared,
-                                                        im.add(sharedBase, im.add(im.mul(row, stride), col)), global,
-                                                        src, builder.getIndexAttr(8), count, builder.getUnitAttr()));
+      Value place = swizzled ? swizzledPanelIndex(im, row, col, rows) : im.add(im.mul(row, stride), col);
+      tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(builder, loc, tokenType, shared, im.add(sharedBase, place),
+                                                        global, src, builder.getIndexAttr(8), count,
+                                                        builder.getUnitAttr()));
     }
     return nvgpu::DeviceAsyncCreateGroupOp::create(builder, loc, tokenType, tokens).getResult();
   };
   auto loadKV = [&](Value tile, Value slot) {
     Value row0 = im.mul(tile, bk);
     copyRows(sharedK, im.mul(slot, sizeK), strideK, k, kBase, rowStride(seqMajor, kvHeads, headDim), row0, bk,
-             headDim, seqK);
+             headDim, seqK, wgmma);
     return copyRows(sharedV, im.mul(slot, sizeV), strideV, v, vBase, rowStride(seqMajor, kvHeads, valueDim), row0, bk,
-                    valueDim, seqK);
+                    valueDim, seqK, wgmma);
   };
 
   // Key tiles this block visits: all of them, or with `causal` up to its last row's diagonal.
@@ -197,6 +210,9 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   inits.append(outFrags, zeroAcc);
   double scaleLog2 = op.getEffectiveScale() * kLog2E;
 
+  std::optional<DescriptorBuilder> descriptors;
+  if (wgmma)
+    descriptors.emplace(builder, loc, kernel.sharedBytes);
   auto loop = scf::ForOp::create(
       builder, loc, im.c(0), numTiles, im.c(1), inits,
       [&](OpBuilder &nested, Location, Value tile, ValueRange carried) {
@@ -208,18 +224,37 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
         Value next = im.add(tile, 1);
         Value nextGroup = loadKV(im.min(next, im.c(allTiles - 1)), im.rem(next, 2));
         nvgpu::DeviceAsyncWaitOp::create(builder, loc, nextGroup, builder.getI32IntegerAttr(1));
+        if (wgmma) // the copies reach wgmma's reads (the async proxy) only through a proxy fence
+          NVVM::FenceProxyOp::create(builder, loc, NVVM::ProxyKind::async_shared,
+                                     NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
         gpu::BarrierOp::create(builder, loc);
 
         // S = Q K^T for this warp's 16 rows and the tile's BK keys.
         Value baseK = im.mul(slot, sizeK), baseV = im.mul(slot, sizeV);
         SmallVector<Value> scores(scoreFrags, zeroAcc);
-        for (int64_t kk = 0; kk < headDim / 16; ++kk)
-          for (int64_t j = 0; j < scoreFrags; j += 2) {
-            auto [first, second] = loadBFragmentPair(builder, loc, im, sharedK, baseK, strideK, lane,
-                                                     im.c(kk * 16), im.c(j * 8), /*kMajor=*/false);
-            scores[j] = mmaSync(builder, loc, qRegs[kk], first, scores[j], bf16);
-            scores[j + 1] = mmaSync(builder, loc, qRegs[kk], second, scores[j + 1], bf16);
-          }
+        if (wgmma) {
+          // K [BK keys][d] is B K-major: a k16 step of the head dim is 32 bytes into a 64-column panel.
+          SmallVector<Value> kDescriptors;
+          Value kBytes = im.mul(baseK, 2);
+          for (int64_t kk = 0; kk < headDim / 16; ++kk)
+            kDescriptors.push_back(
+                descriptors->get(im.add(kBytes, (kk / 4) * bk * kSwizzleRowBytes + (kk % 4) * 32), 16, 1024));
+          Value s = zeroAccumulator(builder, loc, bk);
+          NVVM::WgmmaFenceAlignedOp::create(builder, loc);
+          for (int64_t kk = 0; kk < headDim / 16; ++kk)
+            s = wgmmaRegisterA(builder, loc, s, qRegs[kk], kDescriptors[kk], bk, bf16, /*transposeB=*/false);
+          NVVM::WgmmaGroupSyncAlignedOp::create(builder, loc);
+          NVVM::WgmmaWaitGroupSyncOp::create(builder, loc, builder.getI64IntegerAttr(0));
+          scores = accumulatorFragments(builder, loc, s);
+        } else {
+          for (int64_t kk = 0; kk < headDim / 16; ++kk)
+            for (int64_t j = 0; j < scoreFrags; j += 2) {
+              auto [first, second] = loadBFragmentPair(builder, loc, im, sharedK, baseK, strideK, lane,
+                                                       im.c(kk * 16), im.c(j * 8), /*kMajor=*/false);
+              scores[j] = mmaSync(builder, loc, qRegs[kk], first, scores[j], bf16);
+              scores[j + 1] = mmaSync(builder, loc, qRegs[kk], second, scores[j + 1], bf16);
+            }
+        }
 
         // Scale to base 2 (and add the additive mask, also in base 2), then mask the keys past the end (and
         // above the diagonal) where the tile needs it.
@@ -334,14 +369,36 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
           Value word = vector::BitCastOp::create(builder, loc, VectorType::get({1}, builder.getI32Type()), narrow);
           return vector::ExtractOp::create(builder, loc, word, ArrayRef<int64_t>{0}).getResult();
         };
-        for (int64_t kk = 0; kk < bk / 16; ++kk) {
-          Value p0 = probs[2 * kk], p1 = probs[2 * kk + 1];
-          SmallVector<Value> pRegs{pack(p0, 0), pack(p0, 2), pack(p1, 0), pack(p1, 2)};
-          for (int64_t d = 0; d < outFrags; d += 2) {
-            auto [first, second] = loadBFragmentPair(builder, loc, im, sharedV, baseV, strideV, lane,
-                                                     im.c(kk * 16), im.c(d * 8), /*kMajor=*/true);
-            acc[d] = mmaSync(builder, loc, pRegs, first, acc[d], bf16);
-            acc[d + 1] = mmaSync(builder, loc, pRegs, second, acc[d + 1], bf16);
+        if (wgmma) {
+          // V [BK keys][d] is B N-major: 64-column panels of BK rows; a k16 step is 16 rows (2048 bytes) down.
+          // P's registers and the descriptors are ready before the first wgmma, so that the MMAs issue back to
+          // back (registers a wgmma reads must not be written between the fence and it).
+          SmallVector<SmallVector<Value>> pRegs;
+          SmallVector<Value> vDescriptors;
+          Value vBytes = im.mul(baseV, 2);
+          for (int64_t kk = 0; kk < bk / 16; ++kk) {
+            Value p0 = probs[2 * kk], p1 = probs[2 * kk + 1];
+            pRegs.push_back({pack(p0, 0), pack(p0, 2), pack(p1, 0), pack(p1, 2)});
+            vDescriptors.push_back(descriptors->get(im.add(vBytes, kk * 16 * kSwizzleRowBytes),
+                                                    bk * kSwizzleRowBytes, 1024));
+          }
+          Value o = fragmentsAccumulator(builder, loc, acc);
+          NVVM::WgmmaFenceAlignedOp::create(builder, loc);
+          for (int64_t kk = 0; kk < bk / 16; ++kk)
+            o = wgmmaRegisterA(builder, loc, o, pRegs[kk], vDescriptors[kk], valueDim, bf16, /*transposeB=*/true);
+          NVVM::WgmmaGroupSyncAlignedOp::create(builder, loc);
+          NVVM::WgmmaWaitGroupSyncOp::create(builder, loc, builder.getI64IntegerAttr(0));
+          acc = accumulatorFragments(builder, loc, o);
+        } else {
+          for (int64_t kk = 0; kk < bk / 16; ++kk) {
+            Value p0 = probs[2 * kk], p1 = probs[2 * kk + 1];
+            SmallVector<Value> pRegs{pack(p0, 0), pack(p0, 2), pack(p1, 0), pack(p1, 2)};
+            for (int64_t d = 0; d < outFrags; d += 2) {
+              auto [first, second] = loadBFragmentPair(builder, loc, im, sharedV, baseV, strideV, lane,
+                                                       im.c(kk * 16), im.c(d * 8), /*kMajor=*/true);
+              acc[d] = mmaSync(builder, loc, pRegs, first, acc[d], bf16);
+              acc[d + 1] = mmaSync(builder, loc, pRegs, second, acc[d + 1], bf16);
+            }
           }
         }
         SmallVector<Value> yielded{newMaxA, newMaxB, sumA, sumB};

@@ -62,15 +62,16 @@ struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUP
       }
       ConfigAttr config = getConfig(kernelOp);
       bool wgmma = config && config.getLowering() == "wgmma";
-      if (wgmma && (*target != Target::Sm90a || !isa<MatmulOp>(kernelOp))) {
-        if (isa<MatmulOp>(kernelOp))
+      if (wgmma && (*target != Target::Sm90a || !isa<MatmulOp, AttentionOp>(kernelOp))) {
+        if (isa<MatmulOp, AttentionOp>(kernelOp))
           kernelOp->emitOpError() << "the wgmma lowering needs sm_90a, not " << chip;
         else
-          kernelOp->emitOpError() << "the wgmma lowering is for matmuls only";
+          kernelOp->emitOpError() << "the wgmma lowering is for matmuls and attention only";
         return signalPassFailure();
       }
       FailureOr<KernelLaunch> launch =
-          wgmma ? buildWgmmaMatmulKernel(builder, gpuModule, cast<MatmulOp>(kernelOp), func.getSymName())
+          wgmma && isa<MatmulOp>(kernelOp)
+              ? buildWgmmaMatmulKernel(builder, gpuModule, cast<MatmulOp>(kernelOp), func.getSymName())
           : isa<MatmulOp>(kernelOp)    ? buildMatmulKernel(builder, gpuModule, cast<MatmulOp>(kernelOp), func.getSymName())
           : isa<AttentionOp>(kernelOp) ? buildAttentionKernel(builder, gpuModule, cast<AttentionOp>(kernelOp),
                                                               func.getSymName())

@@ -19,13 +19,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "MatmulParts.h"
+#include "WgmmaBuilding.h"
 
 #include "Transforms/Transforms.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
-#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
@@ -33,16 +33,9 @@ using namespace mlir;
 using namespace mlir::kiln;
 using namespace mlir::kiln::gpukernel;
 
-/// Bytes per row of a swizzled tile: 64 bf16/f16 elements, the 128-byte swizzle's width.
-static constexpr int64_t kRowBytes = 128;
-/// Elements per such row, and so the only BK the kernel takes.
-static constexpr int64_t kRowElements = 64;
-
-/// A wgmma matrix descriptor without its start address: leading and stride byte offsets and the 128-byte swizzle
-/// mode, each in its bit field (offsets in 16-byte units).
-static uint64_t descriptorFields(int64_t leadingBytes, int64_t strideBytes) {
-  return (uint64_t(leadingBytes >> 4) << 16) | (uint64_t(strideBytes >> 4) << 32) | (uint64_t(1) << 62);
-}
+static constexpr int64_t kRowBytes = kSwizzleRowBytes;
+/// The only BK the kernel takes: one swizzled row.
+static constexpr int64_t kRowElements = kSwizzleRowElements;
 
 FailureOr<KernelLaunch> kiln::buildWgmmaMatmulKernel(OpBuilder &builder, gpu::GPUModuleOp module, MatmulOp op,
                                                      StringRef name) {
@@ -74,39 +67,21 @@ FailureOr<KernelLaunch> kiln::buildWgmmaMatmulKernel(OpBuilder &builder, gpu::GP
   Value sharedA = sharedView(builder, loc, frame.kernel.sharedBytes, 0, stages * slotA, element);
   Value sharedB = sharedView(builder, loc, frame.kernel.sharedBytes, stages * slotA, stages * slotB, element);
 
-  // Swizzled placement: the 16-byte chunk `chunk` of row `row` goes to chunk chunk ^ (row % 8) of that row.
-  auto swizzled = [&](Value row, Value column) {
-    Value chunk = arith::XOrIOp::create(builder, loc, im.div(column, 8), im.rem(row, 8));
-    return im.add(im.mul(row, kRowElements), im.mul(chunk, 8));
-  };
+  // A [bm][64] and a transposed B [bn][64] are one panel; an untransposed B [64][bn] is bn / 64 panels.
   auto issueLoads = [&](Value kTile, Value slot) {
     return copyTiles(
         builder, im, frame, bm, bn, bk, threads, kTile, sharedA,
-        [&](Value row, Value col) { return im.add(im.mul(slot, slotA), swizzled(row, col)); }, sharedB,
+        [&](Value row, Value col) { return im.add(im.mul(slot, slotA), swizzledPanelIndex(im, row, col, bm)); },
+        sharedB,
         [&](Value row, Value col) {
-          if (transB) // [n][k]: K-major rows like A.
-            return im.add(im.mul(slot, slotB), swizzled(row, col));
-          // [k][n]: panels of 64 columns, each 64 k-rows of 128 bytes.
-          Value panel = im.div(col, kRowElements);
-          return im.add(im.mul(slot, slotB),
-                        im.add(im.mul(panel, bk * kRowElements), swizzled(row, im.rem(col, kRowElements))));
+          return im.add(im.mul(slot, slotB), swizzledPanelIndex(im, row, col, transB ? bn : bk));
         });
   };
 
-  // Descriptor start addresses: the shared buffer's address in 16-byte units (it fits the 14-bit field, as
-  // shared memory is under 256 KB), plus each slot's and k-step's offset.
-  Type i64 = builder.getI64Type();
-  Value base = memref::ExtractAlignedPointerAsIndexOp::create(builder, loc, frame.kernel.sharedBytes);
-  Value baseUnits = im.div(arith::AndIOp::create(builder, loc, base, im.c(0x3FFFF)), 16);
-  auto descriptor = [&](Value byteOffset, uint64_t fields) {
-    Value start = arith::IndexCastUIOp::create(builder, loc, i64, im.add(baseUnits, im.div(byteOffset, 16)));
-    Value constant = arith::ConstantOp::create(builder, loc, builder.getI64IntegerAttr(fields));
-    return arith::OrIOp::create(builder, loc, start, constant).getResult();
-  };
   // A: K-major, 8-row groups 1024 bytes apart. B: K-major the same way, or N-major with 64-column panels
   // (leading offset) of 64 k-rows, 8-k-row groups 1024 bytes apart (stride offset).
-  uint64_t fieldsA = descriptorFields(16, 8 * kRowBytes);
-  uint64_t fieldsB = transB ? fieldsA : descriptorFields(bk * kRowBytes, 8 * kRowBytes);
+  DescriptorBuilder descriptors(builder, loc, frame.kernel.sharedBytes);
+  int64_t leadingB = transB ? 16 : bk * kRowBytes;
   int64_t stepB = transB ? 32 : 16 * kRowBytes; // bytes between the K = 16 steps of B
   Value warpgroup = im.div(frame.tid, 128);
 
@@ -114,9 +89,8 @@ FailureOr<KernelLaunch> kiln::buildWgmmaMatmulKernel(OpBuilder &builder, gpu::GP
   for (int64_t s = 0; s < stages - 2; ++s)
     lastGroup = issueLoads(im.c(s), im.c(s));
 
-  auto accType =
-      LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(bn / 2, builder.getF32Type()));
-  Value zero = LLVM::ZeroOp::create(builder, loc, accType);
+  Value zero = zeroAccumulator(builder, loc, bn);
+  Type accType = zero.getType();
   int64_t kTiles = llvm::divideCeilSigned(frame.k, bk);
   auto wgmmaType = element.isBF16() ? NVVM::WGMMATypes::bf16 : NVVM::WGMMATypes::f16;
   auto loop = scf::ForOp::create(
@@ -139,8 +113,8 @@ FailureOr<KernelLaunch> kiln::buildWgmmaMatmulKernel(OpBuilder &builder, gpu::GP
         NVVM::WgmmaFenceAlignedOp::create(builder, loc);
         Value acc = accs.front();
         for (int64_t step = 0; step < bk / 16; ++step) {
-          Value descA = descriptor(im.add(offsetA, step * 32), fieldsA);
-          Value descB = descriptor(im.add(offsetB, step * stepB), fieldsB);
+          Value descA = descriptors.get(im.add(offsetA, step * 32), 16, 8 * kRowBytes);
+          Value descB = descriptors.get(im.add(offsetB, step * stepB), leadingB, 8 * kRowBytes);
           acc = NVVM::WgmmaMmaAsyncOp::create(
               builder, loc, accType, acc, descA, descB, NVVM::MMAShapeAttr::get(ctx, 64, bn, 16), wgmmaType,
               wgmmaType, NVVM::WGMMATypes::f32, NVVM::WGMMAScaleOut::one, NVVM::WGMMAScaleIn::one,
