@@ -183,7 +183,9 @@ module {
 
 // Causal GQA attention becomes the FlashAttention-2 kernel: Q kept in registers, K/V through a double-buffered
 // ring, scores scaled by scale * log2(e) (0.125 * 1.4427 = 0.180336878), quad shuffles for the row max, exp2,
-// P repacked into A fragments for P V with V read by ldmatrix.trans.
+// P repacked into A fragments for P V with V read by ldmatrix.trans. The key tiles left of the block's first
+// diagonal run in a loop without masking, the others in a second loop that masks every tile: no branch in
+// either loop body.
 // CHECK-LABEL: func.func private @k6_attention
 // CHECK-SAME: kiln.launch = {block = array<i64: 128, 1, 1>, dynamic_shared_bytes = 46080 : i64, grid = array<i64: 3, 8, 2>}
 // CHECK: gpu.func @k6_attention(%{{.*}}: memref<147456xbf16>, %{{.*}}: memref<36864xbf16>, %{{.*}}: memref<36864xbf16>, %{{.*}}: memref<147456xbf16>) kernel
@@ -191,16 +193,25 @@ module {
 // CHECK: arith.divui %{{.*}}, %{{.*}} : index
 // CHECK: nvgpu.device_async_copy
 // CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false}
+// CHECK: arith.maxsi
 // CHECK: scf.for
 // CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false}
 // CHECK: nvvm.mma.sync
 // CHECK: arith.constant dense<0.180336878> : vector<4xf32>
-// CHECK: scf.if
-// CHECK: arith.select
+// CHECK-NOT: scf.if
+// CHECK-NOT: arith.select
 // CHECK: gpu.shuffle  xor
 // CHECK: math.exp2
 // CHECK: arith.truncf {{.*}} : vector<2xf32> to vector<2xbf16>
 // CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = true}
+// CHECK: nvvm.mma.sync
+// CHECK: scf.yield
+// CHECK: scf.for
+// CHECK: nvvm.mma.sync
+// CHECK-NOT: scf.if
+// CHECK: arith.select
+// CHECK: gpu.shuffle  xor
+// CHECK: math.exp2
 // CHECK: nvvm.mma.sync
 // CHECK: scf.yield
 // CHECK: gpu.shuffle  xor
@@ -422,10 +433,54 @@ module {
 // -----
 
 module {
-  func.func private @w4_attention(%q: tensor<1x2x64x64xbf16>, %out: tensor<1x2x64x64xbf16>) -> tensor<1x2x64x64xbf16> attributes {kiln.kernel} {
-    // expected-error @+1 {{the wgmma lowering is for matmuls only}}
-    %o = kiln.attention %q, %q, %q {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "wgmma">} : tensor<1x2x64x64xbf16>, tensor<1x2x64x64xbf16>, tensor<1x2x64x64xbf16> -> tensor<1x2x64x64xbf16>
-    %r = bufferization.materialize_in_destination %o in %out : (tensor<1x2x64x64xbf16>, tensor<1x2x64x64xbf16>) -> tensor<1x2x64x64xbf16>
-    return %r : tensor<1x2x64x64xbf16>
+  func.func private @w4_softmax(%x: tensor<64x64xbf16>, %out: tensor<64x64xbf16>) -> tensor<64x64xbf16> attributes {kiln.kernel} {
+    // expected-error @+1 {{the wgmma lowering is for matmuls and attention only}}
+    %y = kiln.softmax %x axis 1 {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "wgmma">} : tensor<64x64xbf16>
+    %r = bufferization.materialize_in_destination %y in %out : (tensor<64x64xbf16>, tensor<64x64xbf16>) -> tensor<64x64xbf16>
+    return %r : tensor<64x64xbf16>
+  }
+}
+
+// -----
+
+// Attention on wgmma (sm_90a): K and V tiles first in 1024-byte aligned, swizzled shared memory (two slots of
+// 128 keys x 64 each), then the padded Q tile; per key tile, S = Q K^T as four register-A warpgroup MMAs
+// (m64n128k16, K K-major) and O += P V as eight (m64n64k16, V N-major: imm-trans-b 1), each group waited for
+// before its result is used; the copies are fenced into the async proxy before the barrier.
+// CHECK-LABEL: func.func private @w5_attention
+// CHECK-SAME: kiln.launch = {block = array<i64: 256, 1, 1>, dynamic_shared_bytes = 83968 : i64, grid = array<i64: 2, 4, 1>}
+// CHECK: memref.global "public" @w5_attention_smem : memref<0xi8, #gpu.address_space<workgroup>> {alignment = 1024 : i64}
+// CHECK: arith.xori
+// CHECK: memref.extract_aligned_pointer_as_index
+// CHECK: scf.for
+// CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// CHECK: gpu.barrier
+// CHECK: nvvm.wgmma.fence.aligned
+// CHECK-COUNT-4: llvm.inline_asm has_side_effects asm_dialect = att "{ .reg .pred p; setp.ne.b32 p, 1, 0; wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{.*}}, p, 1, 1, 0; }"
+// CHECK: nvvm.wgmma.commit.group.sync.aligned
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK: math.exp2
+// CHECK: nvvm.wgmma.fence.aligned
+// CHECK-COUNT-8: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}, p, 1, 1, 1; }"
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK: scf.yield
+// CHECK: scf.for
+// CHECK: arith.select
+module {
+  func.func private @w5_attention(%q: tensor<1x4x200x64xbf16>, %out: tensor<1x4x200x64xbf16>) -> tensor<1x4x200x64xbf16> attributes {kiln.kernel} {
+    %o = kiln.attention %q, %q, %q causal {kiln.config = #kiln.config<tile = [128, 128], warps = 8, stages = 2, lowering = "wgmma">} : tensor<1x4x200x64xbf16>, tensor<1x4x200x64xbf16>, tensor<1x4x200x64xbf16> -> tensor<1x4x200x64xbf16>
+    %r = bufferization.materialize_in_destination %o in %out : (tensor<1x4x200x64xbf16>, tensor<1x4x200x64xbf16>) -> tensor<1x4x200x64xbf16>
+    return %r : tensor<1x4x200x64xbf16>
+  }
+}
+
+// -----
+
+module {
+  func.func private @w6_attention(%q: tensor<1x2x64x96xbf16>, %out: tensor<1x2x64x96xbf16>) -> tensor<1x2x64x96xbf16> attributes {kiln.kernel} {
+    // expected-error @+1 {{does not fit the wgmma attention kernel: BQ must be a multiple of 64 (a warpgroup per 64 rows) and the head dims equal, 64 or 128}}
+    %o = kiln.attention %q, %q, %q {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "wgmma">} : tensor<1x2x64x96xbf16>, tensor<1x2x64x96xbf16>, tensor<1x2x64x96xbf16> -> tensor<1x2x64x96xbf16>
+    %r = bufferization.materialize_in_destination %o in %out : (tensor<1x2x64x96xbf16>, tensor<1x2x64x96xbf16>) -> tensor<1x2x64x96xbf16>
+    return %r : tensor<1x2x64x96xbf16>
   }
 }

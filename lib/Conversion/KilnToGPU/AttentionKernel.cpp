@@ -9,8 +9,11 @@
 //     accumulator rescaled by exp2(m_old - m_new); a row still at -inf uses 0 as its offset;
 //   - P is rounded to the input type and repacked from accumulator fragments into A fragments, O += P V with
 //     V read through ldmatrix.trans;
-//   - keys past the end, and with `causal` keys above the bottom-right-aligned diagonal, are set to -inf, only in
-//     the tiles that need it; causal blocks stop at the last key tile their rows can see;
+//   - keys past the end, and with `causal` keys above the bottom-right-aligned diagonal, are set to -inf in a
+//     second loop over the tiles that need it (the first runs the others unmasked); causal blocks stop at the
+//     last key tile their rows can see;
+//   - with the "wgmma" lowering (sm_90a, head dims 64 and 128), S = Q K^T and O += P V are warpgroup MMAs with
+//     Q and P in registers and K and V in 128-byte swizzled shared memory;
 //   - GQA: the block of q head h reads k/v head h / (Hq / Hkv);
 //   - `layout = "bshd"` (and `out_layout`) only change where a head's rows start and how far apart they are.
 // An additive mask is added to the scores in base 2; the output O / l goes through the epilogue (if any) and is
@@ -213,9 +216,18 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   std::optional<DescriptorBuilder> descriptors;
   if (wgmma)
     descriptors.emplace(builder, loc, kernel.sharedBytes);
-  auto loop = scf::ForOp::create(
-      builder, loc, im.c(0), numTiles, im.c(1), inits,
-      [&](OpBuilder &nested, Location, Value tile, ValueRange carried) {
+  // The key tiles that need no mask come first: those wholly before Sk and, with `causal`, wholly at or left of
+  // the block's first row's diagonal (key0 + BK - 1 <= q0 + Sk - Sq). One loop runs them, a second one masks
+  // every tile after them, so that the loop bodies have no branch: wgmma's `.aligned` instructions must not
+  // follow a branch that ptxas cannot prove uniform (with one, the masked tiles came out wrong on the H200).
+  Value unmaskedTiles = im.c(seqK / bk);
+  if (causal) {
+    Value visible = arith::MaxSIOp::create(builder, loc, im.add(q0, seqK - seqQ + 1), im.c(0));
+    unmaskedTiles = im.min(unmaskedTiles, im.div(visible, bk));
+  }
+  unmaskedTiles = im.min(unmaskedTiles, numTiles);
+  auto body = [&](bool masked) {
+    return [&, masked](OpBuilder &nested, Location, Value tile, ValueRange carried) {
         OpBuilder::InsertionGuard loopGuard(builder);
         builder.setInsertionPoint(nested.getInsertionBlock(), nested.getInsertionPoint());
         Value slot = im.rem(tile, 2);
@@ -235,7 +247,7 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
         if (wgmma) {
           // K [BK keys][d] is B K-major: a k16 step of the head dim is 32 bytes into a 64-column panel.
           SmallVector<Value> kDescriptors;
-          Value kBytes = im.mul(baseK, 2);
+          Value kBytes = im.mul(im.add(baseK, offsetK), 2); // descriptors count from the buffer's start
           for (int64_t kk = 0; kk < headDim / 16; ++kk)
             kDescriptors.push_back(
                 descriptors->get(im.add(kBytes, (kk / 4) * bk * kSwizzleRowBytes + (kk % 4) * 32), 16, 1024));
@@ -280,44 +292,24 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
             scores[j] = vector::FromElementsOp::create(builder, loc, accType, parts);
           }
         }
-        Value needsMask = arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::ugt, im.add(key0, bk),
-                                                im.c(seqK));
-        if (causal) {
-          // The tile's last key is beyond the first row's limit: key0 + BK - 1 > q0 + (Sk - Sq).
-          Value straddles = arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::ugt, im.add(key0, bk - 1),
-                                                  im.add(q0, seqK - seqQ));
-          needsMask = arith::OrIOp::create(builder, loc, needsMask, straddles);
-        }
-        auto masked = scf::IfOp::create(
-            builder, loc, needsMask,
-            [&](OpBuilder &thenBuilder, Location) {
-              OpBuilder::InsertionGuard thenGuard(builder);
-              builder.setInsertionPoint(thenBuilder.getInsertionBlock(), thenBuilder.getInsertionPoint());
-              SmallVector<Value> result;
-              for (int64_t j = 0; j < scoreFrags; ++j) {
-                Value s = scores[j];
-                for (int64_t e = 0; e < 4; ++e) {
-                  Value key = im.add(key0, im.add(pairCol, j * 8 + e % 2));
-                  Value row = e < 2 ? rowA : rowB;
-                  Value outside = arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::uge, key, im.c(seqK));
-                  if (causal) {
-                    Value future = arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::ugt, key,
-                                                         im.add(row, seqK - seqQ));
-                    outside = arith::OrIOp::create(builder, loc, outside, future);
-                  }
-                  Value value = vector::ExtractOp::create(builder, loc, s, ArrayRef<int64_t>{e});
-                  value = arith::SelectOp::create(builder, loc, outside, negInf, value);
-                  s = vector::InsertOp::create(builder, loc, value, s, ArrayRef<int64_t>{e});
-                }
-                result.push_back(s);
+        if (masked) {
+          for (int64_t j = 0; j < scoreFrags; ++j) {
+            Value &s = scores[j];
+            for (int64_t e = 0; e < 4; ++e) {
+              Value key = im.add(key0, im.add(pairCol, j * 8 + e % 2));
+              Value row = e < 2 ? rowA : rowB;
+              Value outside = arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::uge, key, im.c(seqK));
+              if (causal) {
+                Value future = arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::ugt, key,
+                                                     im.add(row, seqK - seqQ));
+                outside = arith::OrIOp::create(builder, loc, outside, future);
               }
-              scf::YieldOp::create(builder, loc, result);
-            },
-            [&](OpBuilder &elseBuilder, Location) {
-              scf::YieldOp::create(elseBuilder, loc, scores);
-            });
-        for (int64_t j = 0; j < scoreFrags; ++j)
-          scores[j] = masked.getResult(j);
+              Value value = vector::ExtractOp::create(builder, loc, s, ArrayRef<int64_t>{e});
+              value = arith::SelectOp::create(builder, loc, outside, negInf, value);
+              s = vector::InsertOp::create(builder, loc, value, s, ArrayRef<int64_t>{e});
+            }
+          }
+        }
 
         // Row maxima over the tile: within the thread, then across the quad that shares the rows.
         auto element4 = [&](Value vec, int64_t e) {
@@ -375,7 +367,7 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
           // back (registers a wgmma reads must not be written between the fence and it).
           SmallVector<SmallVector<Value>> pRegs;
           SmallVector<Value> vDescriptors;
-          Value vBytes = im.mul(baseV, 2);
+          Value vBytes = im.mul(im.add(baseV, offsetV), 2);
           for (int64_t kk = 0; kk < bk / 16; ++kk) {
             Value p0 = probs[2 * kk], p1 = probs[2 * kk + 1];
             pRegs.push_back({pack(p0, 0), pack(p0, 2), pack(p1, 0), pack(p1, 2)});
@@ -404,7 +396,10 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
         SmallVector<Value> yielded{newMaxA, newMaxB, sumA, sumB};
         yielded.append(acc);
         scf::YieldOp::create(builder, loc, yielded);
-      });
+    };
+  };
+  auto unmasked = scf::ForOp::create(builder, loc, im.c(0), unmaskedTiles, im.c(1), inits, body(false));
+  auto loop = scf::ForOp::create(builder, loc, unmaskedTiles, numTiles, im.c(1), unmasked.getResults(), body(true));
 
   // O / l, through the epilogue if there is one, stored in the output type; rows past Sq are skipped.
   Value sumA = quadReduce(builder, loc, loop.getResult(2), false);
