@@ -39,7 +39,9 @@ def ConvertKilnToGPU : Pass<"convert-kiln-to-gpu", "::mlir::ModuleOp"> {
     ldmatrix + mma.sync.m16n8k16 (bf16/f16 in, f32 accumulate), the epilogue in registers and a bounds-checked
     store. A matmul with a `"wgmma"` config (sm_90a only) gets the Hopper kernel instead: cp.async into
     128-byte swizzled, 1024-byte aligned shared memory, one warpgroup per 64 output rows issuing
-    wgmma.mma_async m64nBNk16 from shared-memory descriptors, one wgmma group in flight across k-tiles. Kernel parameters are the op's operands, its epilogue operands and the output, as flat buffers
+    wgmma.mma_async m64nBNk16 from shared-memory descriptors, one wgmma group in flight across k-tiles; an
+    attention with a `"wgmma"` config runs S = Q K^T and O += P V as warpgroup MMAs with Q and P in
+    registers and K and V in swizzled shared memory. Kernel parameters are the op's operands, its epilogue operands and the output, as flat buffers
     (bare pointers). The function gets `kiln.gpu_kernel` (the kernel's symbol) and `kiln.launch` (grid, block,
     dynamic shared memory). Attention becomes a FlashAttention-2 kernel, softmax/rms_norm/layer_norm a
     warp-per-row kernel, elementwise ops, RoPE and data movement one-thread-per-element kernels; other kernel

@@ -36,15 +36,20 @@ WGMMA_SPACE = [((128, 256, 64), 8, 4, "wgmma"), ((128, 128, 64), 8, 4, "wgmma"),
                ((256, 128, 64), 16, 4, "wgmma"), ((64, 256, 64), 4, 4, "wgmma"), ((128, 64, 64), 8, 6, "wgmma")]
 ATTENTION_SPACE = [((64, 64), 4, 2, "mma_sync"), ((128, 64), 8, 2, "mma_sync"), ((128, 128), 8, 2, "mma_sync"),
                    ((64, 128), 4, 2, "mma_sync"), ((128, 32), 8, 2, "mma_sync")]
+#: The Hopper attention kernel's tiles (bench/results/attention_wgmma_sweep_v1.md), where the compiler chose it.
+ATTENTION_WGMMA_SPACE = [((128, 128), 8, 2, "wgmma"), ((64, 128), 4, 2, "wgmma"), ((128, 64), 8, 2, "wgmma"),
+                         ((128, 192), 8, 2, "wgmma")]
 
 
 def default_space(op, default):
     """The candidates for one kernel: its default first, then the space of its op without duplicates. The wgmma
-    tiles join a matmul's space when the compiler's default for it is wgmma (sm_90a, past the decode shapes)."""
+    tiles join a kernel's space when the compiler's default for it is wgmma (sm_90a, past the decode shapes)."""
     default = (tuple(default[0]), default[1], default[2], default[3] if len(default) > 3 else "mma_sync")
-    space = ATTENTION_SPACE
+    hopper = default[3] == "wgmma"
     if op == "kiln.matmul":
-        space = (WGMMA_SPACE if default[3] == "wgmma" else []) + MATMUL_SPACE
+        space = (WGMMA_SPACE if hopper else []) + MATMUL_SPACE
+    else:
+        space = (ATTENTION_WGMMA_SPACE if hopper else []) + ATTENTION_SPACE
     return [default] + [c for c in space if c != default]
 
 

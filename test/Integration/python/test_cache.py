@@ -172,12 +172,12 @@ def test_pinned_configs(cache_dir):
     with pytest.raises(ValueError, match="the host target has none to pin"):
         kiln.compile(source, configs=[None, None])
     hopper = kiln.compile(source, target="sm_90a", configs=[None, ((128, 64, 64), 8, 4, "wgmma")])
-    assert [k["config"]["lowering"] for k in hopper.kernels if "config" in k] == ["mma_sync", "wgmma"]
+    assert [k["config"]["lowering"] for k in hopper.kernels if "config" in k] == ["wgmma", "wgmma"]
     assert "wgmma.mma_async" in hopper.ptx
     with pytest.raises(kiln.CompileError, match="the wgmma lowering needs sm_90a, not sm_80"):
         kiln.compile(source, target="sm_80", configs=[None, ((128, 64, 64), 8, 4, "wgmma")])
-    with pytest.raises(kiln.CompileError, match="the wgmma lowering is for matmuls only"):
-        kiln.compile(source, target="sm_90a", configs=[((64, 64), 4, 2, "wgmma"), None])
+    with pytest.raises(kiln.CompileError, match="does not fit the wgmma attention kernel"):
+        kiln.compile(source, target="sm_90a", configs=[((32, 64), 2, 2, "wgmma"), None])
 
 
 def test_autotune_prepare_compiles_the_space(cache_dir):
