@@ -213,6 +213,9 @@ def correctness_cases():
             gemm_case(f"t_{dtype}_65x72x8", 65, 72, 8, dtype),
             gemm_case(f"t_{dtype}_batched_bcast_3x257x264x520", 257, 264, 520, dtype, batch=(3,)),
             gemm_case(f"t_{dtype}_2100x4104x136_residual", 2100, 4104, 136, dtype, "residual"),
+            # An odd row length: the epilogue stores one element at a time instead of pairs.
+            gemm_case(f"t_{dtype}_transposed_odd_300x201x256_bias_silu", 300, 201, 256, dtype, "bias_silu",
+                      transpose_rhs=True),
             # The mma_sync kernel pinned on a shape sm_90a now gives to wgmma.
             gemm_case(f"t_{dtype}_mma_sync_300x200x256", 300, 200, 256, dtype,
                       config=((128, 64, 32), 4, 4, "mma_sync")),

@@ -2,7 +2,7 @@
 
 // A bf16 matmul kernel with a bias + SiLU epilogue becomes an mma.sync kernel: cp.async into a dynamic
 // shared-memory ring, ldmatrix fragments (x4: two B fragments per load), nvvm.mma.sync m16n8k16 with bf16 operands packed in i32, and the
-// epilogue applied per element before a bounds-checked store.
+// epilogue applied per element before a bounds-checked store, two adjacent columns at a time (N is even).
 // CHECK-LABEL: func.func private @k0_matmul
 // CHECK-SAME: kiln.gpu_kernel = @kiln_kernels::@k0_matmul
 // CHECK-SAME: kiln.launch = {block = array<i64: 128, 1, 1>, dynamic_shared_bytes = 56832 : i64, grid = array<i64: 2, 3, 1>}
@@ -23,7 +23,7 @@
 // CHECK: scf.if
 // CHECK: math.exp
 // CHECK: arith.truncf {{.*}} : f32 to bf16
-// CHECK: memref.store
+// CHECK: vector.store {{.*}} {alignment = 4 : i64} : memref<60000xbf16>, vector<2xbf16>
 module {
   func.func private @k0_matmul(%x: tensor<300x256xbf16>, %w: tensor<256x200xbf16>, %b: tensor<200xbf16>, %out: tensor<300x200xbf16>) -> tensor<300x200xbf16> attributes {kiln.kernel} {
     %y = kiln.matmul %x, %w epilogue(%b : tensor<200xbf16>) {
@@ -374,7 +374,7 @@ module {
 // CHECK: llvm.extractvalue
 // CHECK: scf.if
 // CHECK: math.exp
-// CHECK: memref.store
+// CHECK: vector.store {{.*}} {alignment = 4 : i64} : memref<60000xbf16>, vector<2xbf16>
 module {
   func.func private @w0_matmul(%x: tensor<300x256xbf16>, %w: tensor<256x200xbf16>, %b: tensor<200xbf16>, %out: tensor<300x200xbf16>) -> tensor<300x200xbf16> attributes {kiln.kernel} {
     %y = kiln.matmul %x, %w epilogue(%b : tensor<200xbf16>) {

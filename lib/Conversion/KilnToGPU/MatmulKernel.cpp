@@ -132,11 +132,12 @@ FailureOr<KernelLaunch> kiln::buildMatmulKernel(OpBuilder &builder, gpu::GPUModu
   for (int64_t i = 0; i < fragsM; ++i)
     for (int64_t j = 0; j < fragsN; ++j) {
       Value acc = loop.getResult(i * fragsN + j);
-      for (int64_t e = 0; e < 4; ++e) {
+      for (int64_t e = 0; e < 4; e += 2) {
         Value row = im.add(frame.m0, im.add(wm0, im.add(quadRow, i * 16 + (e >= 2 ? 8 : 0))));
-        Value col = im.add(frame.n0, im.add(wn0, im.add(quadCol, j * 8 + e % 2)));
-        storeOutputElement(builder, im, frame, row, col,
-                           vector::ExtractOp::create(builder, loc, acc, ArrayRef<int64_t>{e}));
+        Value col = im.add(frame.n0, im.add(wn0, im.add(quadCol, j * 8)));
+        storeOutputPair(builder, im, frame, row, col,
+                        vector::ExtractOp::create(builder, loc, acc, ArrayRef<int64_t>{e}),
+                        vector::ExtractOp::create(builder, loc, acc, ArrayRef<int64_t>{e + 1}));
       }
     }
   gpu::ReturnOp::create(builder, loc);

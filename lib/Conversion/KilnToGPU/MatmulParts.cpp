@@ -12,6 +12,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/IRMapping.h"
 
 using namespace mlir;
@@ -134,39 +135,71 @@ Value gpukernel::copyTiles(OpBuilder &b, IndexMath &im, const MatmulFrame &frame
   return nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens).getResult();
 }
 
-void gpukernel::storeOutputElement(OpBuilder &b, IndexMath &im, const MatmulFrame &frame, Value row, Value column,
-                                   Value value) {
+/// The epilogue applied to the f32 accumulator `value` of output element (row, column), in the output type.
+static Value finishElement(OpBuilder &b, IndexMath &im, const MatmulFrame &frame, Value row, Value column,
+                           Value value) {
   Location loc = im.loc;
   MatmulOp op = frame.op;
   RankedTensorType outType = op.getType();
   int64_t rank = outType.getRank();
+  if (op.hasEpilogue()) {
+    Block &body = op.getEpilogue().front();
+    IRMapping mapping;
+    mapping.map(body.getArgument(0), value);
+    SmallVector<Value> position(frame.resultIndex);
+    position[rank - 2] = row;
+    position[rank - 1] = column;
+    for (auto [index, operand] : llvm::enumerate(op.getEpilogueOperands())) {
+      auto type = cast<RankedTensorType>(operand.getType());
+      Value at = broadcastLinearIndex(im, type.getShape(), outType.getShape(), position);
+      Value loaded = memref::LoadOp::create(b, loc, frame.epilogueArgs[index], at);
+      if (!type.getElementType().isF32())
+        loaded = arith::ExtFOp::create(b, loc, b.getF32Type(), loaded);
+      mapping.map(body.getArgument(index + 1), loaded);
+    }
+    for (Operation &inner : body.without_terminator())
+      b.clone(inner, mapping);
+    value = mapping.lookup(body.getTerminator()->getOperand(0));
+  }
+  if (!outType.getElementType().isF32())
+    value = arith::TruncFOp::create(b, loc, outType.getElementType(), value);
+  return value;
+}
+
+/// Stores output element (row, column) through the epilogue when it lies inside the output.
+static void storeOutputElement(OpBuilder &b, IndexMath &im, const MatmulFrame &frame, Value row, Value column,
+                               Value value) {
+  Value inside = im.andi(im.lt(row, frame.m), im.lt(column, frame.n));
+  scf::IfOp::create(b, im.loc, inside, [&](OpBuilder &thenBuilder, Location) {
+    OpBuilder::InsertionGuard thenGuard(b);
+    b.setInsertionPoint(thenBuilder.getInsertionBlock(), thenBuilder.getInsertionPoint());
+    memref::StoreOp::create(b, im.loc, finishElement(b, im, frame, row, column, value), frame.out,
+                            im.add(frame.outOffset, im.add(im.mul(row, frame.n), column)));
+    scf::YieldOp::create(b, im.loc);
+  });
+}
+
+void gpukernel::storeOutputPair(OpBuilder &b, IndexMath &im, const MatmulFrame &frame, Value row, Value column,
+                                Value first, Value second) {
+  if (frame.n % 2 != 0) {
+    storeOutputElement(b, im, frame, row, column, first);
+    storeOutputElement(b, im, frame, row, im.add(column, 1), second);
+    return;
+  }
+  // With an even row length, an even column's pair lies wholly inside or outside and starts 2-element aligned.
+  Location loc = im.loc;
   Value inside = im.andi(im.lt(row, frame.m), im.lt(column, frame.n));
   scf::IfOp::create(b, loc, inside, [&](OpBuilder &thenBuilder, Location) {
     OpBuilder::InsertionGuard thenGuard(b);
     b.setInsertionPoint(thenBuilder.getInsertionBlock(), thenBuilder.getInsertionPoint());
-    Value result = value;
-    if (op.hasEpilogue()) {
-      Block &body = op.getEpilogue().front();
-      IRMapping mapping;
-      mapping.map(body.getArgument(0), result);
-      SmallVector<Value> position(frame.resultIndex);
-      position[rank - 2] = row;
-      position[rank - 1] = column;
-      for (auto [index, operand] : llvm::enumerate(op.getEpilogueOperands())) {
-        auto type = cast<RankedTensorType>(operand.getType());
-        Value at = broadcastLinearIndex(im, type.getShape(), outType.getShape(), position);
-        Value loaded = memref::LoadOp::create(b, loc, frame.epilogueArgs[index], at);
-        if (!type.getElementType().isF32())
-          loaded = arith::ExtFOp::create(b, loc, b.getF32Type(), loaded);
-        mapping.map(body.getArgument(index + 1), loaded);
-      }
-      for (Operation &inner : body.without_terminator())
-        b.clone(inner, mapping);
-      result = mapping.lookup(body.getTerminator()->getOperand(0));
-    }
-    if (!outType.getElementType().isF32())
-      result = arith::TruncFOp::create(b, loc, outType.getElementType(), result);
-    memref::StoreOp::create(b, loc, result, frame.out, im.add(frame.outOffset, im.add(im.mul(row, frame.n), column)));
+    Value low = finishElement(b, im, frame, row, column, first);
+    Value high = finishElement(b, im, frame, row, im.add(column, 1), second);
+    auto pairType = VectorType::get({2}, low.getType());
+    Value pair = vector::FromElementsOp::create(b, loc, pairType, ValueRange{low, high});
+    int64_t bytes = 2 * low.getType().getIntOrFloatBitWidth() / 8;
+    vector::StoreOp::create(b, loc, pair, frame.out,
+                            ValueRange{im.add(frame.outOffset, im.add(im.mul(row, frame.n), column))},
+                            /*nontemporal=*/false, llvm::MaybeAlign(bytes));
     scf::YieldOp::create(b, loc);
   });
 }

@@ -63,10 +63,11 @@ Value copyTiles(OpBuilder &b, IndexMath &im, const MatmulFrame &frame, int64_t b
                 int64_t threads, Value kTile, Value sharedA, ChunkPlacement placeA, Value sharedB,
                 ChunkPlacement placeB);
 
-/// Applies the matmul's epilogue to the f32 accumulator `value` of output element (row, column), casts it to the
-/// output type and stores it, when the element lies inside the output.
-void storeOutputElement(OpBuilder &b, IndexMath &im, const MatmulFrame &frame, Value row, Value column,
-                        Value value);
+/// Applies the matmul's epilogue to the f32 accumulators of output elements (row, column) and (row, column + 1),
+/// `column` even, casts them to the output type and stores those inside the output: as one two-element store
+/// when the output's rows have an even length (the pair is then aligned, and inside or outside as a whole).
+void storeOutputPair(OpBuilder &b, IndexMath &im, const MatmulFrame &frame, Value row, Value column, Value first,
+                     Value second);
 
 /// The launch of a matmul kernel with tiles of bm x bn and `threads` threads.
 KernelLaunch matmulLaunch(const MatmulFrame &frame, int64_t bm, int64_t bn, int64_t threads, int64_t sharedBytes);

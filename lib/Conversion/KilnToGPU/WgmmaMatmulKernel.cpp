@@ -135,11 +135,10 @@ FailureOr<KernelLaunch> kiln::buildWgmmaMatmulKernel(OpBuilder &builder, gpu::GP
   Value colBase = im.add(frame.n0, im.mul(im.rem(lane, 4), 2));
   Value result = loop.getResult(0);
   for (int64_t j = 0; j < bn / 8; ++j)
-    for (int64_t e = 0; e < 4; ++e) {
-      Value value = LLVM::ExtractValueOp::create(builder, loc, result, ArrayRef<int64_t>{4 * j + e});
-      storeOutputElement(builder, im, frame, im.add(rowBase, e >= 2 ? 8 : 0), im.add(colBase, 8 * j + e % 2),
-                         value);
-    }
+    for (int64_t e = 0; e < 4; e += 2)
+      storeOutputPair(builder, im, frame, im.add(rowBase, e >= 2 ? 8 : 0), im.add(colBase, 8 * j),
+                      LLVM::ExtractValueOp::create(builder, loc, result, ArrayRef<int64_t>{4 * j + e}),
+                      LLVM::ExtractValueOp::create(builder, loc, result, ArrayRef<int64_t>{4 * j + e + 1}));
   gpu::ReturnOp::create(builder, loc);
   return matmulLaunch(frame, bm, bn, threads, sharedBytes);
 }
