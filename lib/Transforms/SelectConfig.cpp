@@ -128,12 +128,19 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
     // 128 x 64 for head dim 64. One warp per 16 query rows.
     bq = fitTile(128, seqQ, target), bk = fitTile(headDim <= 64 ? 64 : 128, seqK, target);
     // On sm_90a the wgmma kernel takes query tiles of whole warpgroups (64 rows) at head dims 64 and 128 (the
-    // decode shapes, a few query rows, stay on mma_sync).
+    // decode shapes, a few query rows, stay on mma_sync). Up to 1024 keys at head dim 128, one-warpgroup 64 x 64
+    // tiles run faster: blocks of 128 threads and 81 KB, two per multiprocessor, where 128 x 128 tiles take 256
+    // threads at 242 registers and 162 KB, one per multiprocessor, for only a few key tiles each (H200, 16k
+    // tokens: 243 against 226 TFLOP/s at 512 keys, 304 against 290 at 1024;
+    // bench/results/attention_wgmma_short_seq_sweep_v1.log).
     Type element = q.getElementType();
     int64_t valueDim = attention.getV().getType().getDimSize(3);
     if (target == Target::Sm90a && (element.isBF16() || element.isF16()) && bq % 64 == 0 &&
-        headDim == valueDim && (headDim == 64 || headDim == 128))
+        headDim == valueDim && (headDim == 64 || headDim == 128)) {
+      if (headDim == 128 && seqK <= 1024)
+        bq = 64, bk = fitTile(64, seqK, target);
       return ConfigAttr::get(op->getContext(), {bq, bk}, bq / 16, stages, "wgmma");
+    }
     return make({bq, bk}, bq / 16, stages);
   }
   // Row kernels: a block of rows per program.

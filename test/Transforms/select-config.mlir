@@ -148,15 +148,22 @@ func.func @attention_head_dim_64(%q: tensor<1x8x256x64xf32>, %k: tensor<1x8x256x
 
 // -----
 
-// Head dim 128 in bf16: 128x128 tiles; on sm_90a the wgmma kernel (two warpgroups of 64 query rows). The f32
-// head-dim-64 case above and the decode case below stay on mma_sync.
+// Head dim 128 in bf16: 128x128 tiles; on sm_90a the wgmma kernel, with two warpgroups of 64 query rows past
+// 1024 keys and one-warpgroup 64x64 tiles up to there. The f32 head-dim-64 case above and the decode case below
+// stay on mma_sync.
 // CHECK-LABEL: func.func @attention_head_dim_128
 // HOST: kiln.attention {{.*}} causal {kiln.config = #kiln.config<tile = [64, 64], warps = 1, stages = 1, lowering = "host">}
 // SM80: kiln.attention {{.*}} causal {kiln.config = #kiln.config<tile = [128, 128], warps = 8, stages = 2, lowering = "mma_sync">}
+// SM90: kiln.attention {{.*}} causal {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "wgmma">}
+// HOST: kiln.attention {{.*}} causal {kiln.config = #kiln.config<tile = [64, 64], warps = 1, stages = 1, lowering = "host">}
+// SM80: kiln.attention {{.*}} causal {kiln.config = #kiln.config<tile = [128, 128], warps = 8, stages = 2, lowering = "mma_sync">}
 // SM90: kiln.attention {{.*}} causal {kiln.config = #kiln.config<tile = [128, 128], warps = 8, stages = 2, lowering = "wgmma">}
-func.func @attention_head_dim_128(%q: tensor<1x32x256x128xbf16>, %k: tensor<1x8x256x128xbf16>, %v: tensor<1x8x256x128xbf16>) -> tensor<1x32x256x128xbf16> {
+func.func @attention_head_dim_128(%q: tensor<1x32x256x128xbf16>, %k: tensor<1x8x256x128xbf16>, %v: tensor<1x8x256x128xbf16>,
+                                  %q2: tensor<1x32x2048x128xbf16>, %k2: tensor<1x8x2048x128xbf16>, %v2: tensor<1x8x2048x128xbf16>)
+    -> (tensor<1x32x256x128xbf16>, tensor<1x32x2048x128xbf16>) {
   %0 = kiln.attention %q, %k, %v causal : tensor<1x32x256x128xbf16>, tensor<1x8x256x128xbf16>, tensor<1x8x256x128xbf16> -> tensor<1x32x256x128xbf16>
-  return %0 : tensor<1x32x256x128xbf16>
+  %1 = kiln.attention %q2, %k2, %v2 causal : tensor<1x32x2048x128xbf16>, tensor<1x8x2048x128xbf16>, tensor<1x8x2048x128xbf16> -> tensor<1x32x2048x128xbf16>
+  return %0, %1 : tensor<1x32x256x128xbf16>, tensor<1x32x2048x128xbf16>
 }
 
 // -----
