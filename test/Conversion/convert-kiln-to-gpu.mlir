@@ -412,7 +412,7 @@ module {
 
 module {
   func.func private @w2_matmul(%x: tensor<256x256xbf16>, %w: tensor<256x256xbf16>, %out: tensor<256x256xbf16>) -> tensor<256x256xbf16> attributes {kiln.kernel} {
-    // expected-error @+1 {{does not fit the wgmma kernel: need BM a multiple of 64 with one warpgroup (4 warps) per 64 rows, BN a multiple of 64 up to 256, BK = 64 and stages >= 3}}
+    // expected-error @+1 {{does not fit the wgmma kernel: need BM a multiple of 64 with one warpgroup (4 warps) per 64 rows, BN a multiple of 64 up to 256, BK = 64, stages >= 3 and whole 16-byte chunks of the B tile per thread}}
     %y = kiln.matmul %x, %w {kiln.config = #kiln.config<tile = [128, 128, 32], warps = 8, stages = 4, lowering = "wgmma">} : tensor<256x256xbf16>, tensor<256x256xbf16> -> tensor<256x256xbf16>
     %r = bufferization.materialize_in_destination %y in %out : (tensor<256x256xbf16>, tensor<256x256xbf16>) -> tensor<256x256xbf16>
     return %r : tensor<256x256xbf16>
@@ -482,5 +482,16 @@ module {
     %o = kiln.attention %q, %q, %q {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "wgmma">} : tensor<1x2x64x96xbf16>, tensor<1x2x64x96xbf16>, tensor<1x2x64x96xbf16> -> tensor<1x2x64x96xbf16>
     %r = bufferization.materialize_in_destination %o in %out : (tensor<1x2x64x96xbf16>, tensor<1x2x64x96xbf16>) -> tensor<1x2x64x96xbf16>
     return %r : tensor<1x2x64x96xbf16>
+  }
+}
+
+// -----
+
+module {
+  func.func private @w7_matmul(%x: tensor<512x256xbf16>, %w: tensor<256x64xbf16>, %out: tensor<512x64xbf16>) -> tensor<512x64xbf16> attributes {kiln.kernel} {
+    // expected-error @+1 {{whole 16-byte chunks of the B tile per thread}}
+    %y = kiln.matmul %x, %w {kiln.config = #kiln.config<tile = [512, 64, 64], warps = 32, stages = 3, lowering = "wgmma">} : tensor<512x256xbf16>, tensor<256x64xbf16> -> tensor<512x64xbf16>
+    %r = bufferization.materialize_in_destination %y in %out : (tensor<512x64xbf16>, tensor<512x64xbf16>) -> tensor<512x64xbf16>
+    return %r : tensor<512x64xbf16>
   }
 }

@@ -11,7 +11,8 @@
 //   - per k-tile: wait for its copies, fence them into the async proxy, one barrier, start the copies of a tile
 //     `stages` - 2 ahead into the slot the wgmma two tiles back read, then 4 wgmma (K = 64) committed as a group,
 //     and wait until only that group is in flight, so the tensor cores run while the next tile's copies land;
-//   - the epilogue region per element in registers and a bounds-checked store, as in the mma_sync kernel.
+//   - the epilogue region per element in registers and a bounds-checked store of column pairs, as in the
+//     mma_sync kernel.
 // Shared-memory descriptors are built in the kernel from the buffer's address (wgmma's 64-bit matrix
 // descriptor: start address, leading and stride byte offsets, swizzle mode); the buffer is 1024-byte aligned,
 // the period of the 128-byte swizzle, so that every descriptor's base offset is 0.
@@ -33,6 +34,7 @@ using namespace mlir;
 using namespace mlir::kiln;
 using namespace mlir::kiln::gpukernel;
 
+/// Bytes in one row of a swizzled tile.
 static constexpr int64_t kRowBytes = kSwizzleRowBytes;
 /// The only BK the kernel takes: one swizzled row.
 static constexpr int64_t kRowElements = kSwizzleRowElements;
@@ -48,10 +50,12 @@ FailureOr<KernelLaunch> kiln::buildWgmmaMatmulKernel(OpBuilder &builder, gpu::GP
   Type element = op.getLhs().getType().getElementType();
   int64_t bm = config.getTile()[0], bn = config.getTile()[1], bk = config.getTile()[2];
   int64_t warps = config.getWarps(), stages = config.getStages();
-  if (bm % 64 != 0 || warps != bm / 16 || bn % 64 != 0 || bn > 256 || bk != kRowElements || stages < 3)
+  if (bm % 64 != 0 || warps != bm / 16 || bn % 64 != 0 || bn > 256 || bk != kRowElements || stages < 3 ||
+      (bk * bn / 8) % (warps * 32) != 0)
     return op.emitOpError() << "#kiln.config " << config
                             << " does not fit the wgmma kernel: need BM a multiple of 64 with one warpgroup (4 "
-                               "warps) per 64 rows, BN a multiple of 64 up to 256, BK = 64 and stages >= 3";
+                               "warps) per 64 rows, BN a multiple of 64 up to 256, BK = 64, stages >= 3 and whole "
+                               "16-byte chunks of the B tile per thread";
   int64_t threads = warps * 32;
   bool transB = op.getTransposeRhs();
 
