@@ -30,7 +30,7 @@ struct InvalidArgument : std::invalid_argument {
 };
 
 /// One kernel's strategy: output tile, warps per block, pipeline stages and the kernel that runs it
-/// (#kiln.config): "mma_sync" (sm_80 and sm_90a) or "wgmma" (matmuls on sm_90a).
+/// (#kiln.config): "mma_sync" (sm_80 and sm_90a) or "wgmma" (matmuls and attention on sm_90a).
 struct KernelConfig {
   std::vector<int64_t> tile;
   int64_t warps = 0;

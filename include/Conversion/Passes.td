@@ -34,14 +34,15 @@ def ConvertKilnToGPU : Pass<"convert-kiln-to-gpu", "::mlir::ModuleOp"> {
   let summary = "Build a GPU kernel for each outlined kernel function";
   let description = [{
     For every function marked `kiln.kernel` (see `kiln-outline-kernels`) whose kernel op carries an
-    `"mma_sync"` `#kiln.config`, emits a `gpu.func` of the same name in `gpu.module @kiln_kernels`: thread
+    `"mma_sync"` or `"wgmma"` `#kiln.config`, emits a `gpu.func` of the same name in `gpu.module @kiln_kernels`: thread
     blocks over BM x BN output tiles, a cp.async multi-stage pipeline through padded dynamic shared memory,
     ldmatrix + mma.sync.m16n8k16 (bf16/f16 in, f32 accumulate), the epilogue in registers and a bounds-checked
     store. A matmul with a `"wgmma"` config (sm_90a only) gets the Hopper kernel instead: cp.async into
     128-byte swizzled, 1024-byte aligned shared memory, one warpgroup per 64 output rows issuing
     wgmma.mma_async m64nBNk16 from shared-memory descriptors, one wgmma group in flight across k-tiles; an
     attention with a `"wgmma"` config runs S = Q K^T and O += P V as warpgroup MMAs with Q and P in
-    registers and K and V in swizzled shared memory. Kernel parameters are the op's operands, its epilogue operands and the output, as flat buffers
+    registers and K and V in swizzled shared memory. A `"wgmma"` config on another chip than sm_90a, or on a
+    kernel other than a matmul or an attention, is an error on the op. Kernel parameters are the op's operands, its epilogue operands and the output, as flat buffers
     (bare pointers). The function gets `kiln.gpu_kernel` (the kernel's symbol) and `kiln.launch` (grid, block,
     dynamic shared memory). Attention becomes a FlashAttention-2 kernel, softmax/rms_norm/layer_norm a
     warp-per-row kernel, elementwise ops, RoPE and data movement one-thread-per-element kernels; other kernel

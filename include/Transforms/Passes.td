@@ -210,16 +210,17 @@ def KilnSelectConfig : Pass<"kiln-select-config"> {
     - `host`: tiles sized for the CPU caches, clamped to the problem (a 1-row matmul gets a 1-row tile).
     - `sm_80`: ldmatrix + mma.sync tiles (128x128x32 GEMM, 64x128x32 when M <= 64; 4 warps, 3 stages;
       attention 128 query rows x 128 keys, 128 x 64 for head dim <= 64, one warp per 16 rows).
-    - `sm_90a`: matmuls past 64 rows (bf16/f16 in 16-byte rows) get the `"wgmma"` kernel: 128 x 256 x 64
-      tiles (two warpgroups, 4 stages) while those give each of the 132 multiprocessors a tile, 128 x 128 while
-      half get one, else 128 x 64. bf16/f16 attention with head dims 64 or 128 and at least 33 query rows
-      gets the `"wgmma"` attention kernel (same tiles as sm_80). Decode-shaped matmuls and attention and the
+    - `sm_90a`: matmuls past 64 rows and with N >= 64 (bf16/f16 in 16-byte rows) get the `"wgmma"` kernel:
+      128 x 256 x 64 tiles (two warpgroups, 4 stages) while those give each of the 132 multiprocessors a tile,
+      128 x 128 while half get one, else 128 x 64. bf16/f16 attention with equal head dims of 64 or 128 and
+      at least 33 query rows gets the `"wgmma"` attention kernel: the sm_80 tiles, except 64 x 64 at head dim
+      128 up to 1024 keys. Decode-shaped matmuls and attention and the
       row kernels keep the mma_sync kernels, with a 4-stage pipeline (6 for deep-K decode tiles where shared
       memory holds them).
 
-    GPU tiles shrink for small problems to the next power of two at or above the dimension, never below 16; a
-    matmul with fewer tiles than the GPU has multiprocessors (small M, as in decoding) gets narrower column
-    tiles, down to 32.
+    GPU tiles shrink for small problems to the next power of two at or above the dimension, never below 16; an
+    mma_sync matmul with fewer tiles than the GPU has multiprocessors (small M, as in decoding) gets narrower
+    column tiles, down to 32.
 
     ```mlir
     // before

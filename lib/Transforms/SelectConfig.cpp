@@ -44,8 +44,8 @@ static int64_t fitTile(int64_t tile, int64_t dim, Target target) {
 }
 
 /// Whether the sm_90a default for `matmul` is the wgmma kernel: bf16/f16 operands that copy in 16-byte rows,
-/// and more rows than a decoding step has (at M <= 64 the weight-streaming mma_sync tiles do better, and a
-/// 64-row warpgroup tile would be mostly padding).
+/// at least one 64-column tile, and more rows than a decoding step has (at M <= 64 the weight-streaming mma_sync
+/// tiles do better, and a 64-row warpgroup tile would be mostly padding).
 static bool usesWgmma(MatmulOp matmul, int64_t m, int64_t n, int64_t k) {
   Type element = matmul.getLhs().getType().getElementType();
   return (element.isBF16() || element.isF16()) && !matmul.getTransposeLhs() && m > 64 && n >= 64 && k % 8 == 0 &&
@@ -54,25 +54,23 @@ static bool usesWgmma(MatmulOp matmul, int64_t m, int64_t n, int64_t k) {
 
 /// The wgmma config: 128-row tiles (two warpgroups); 256 columns while that still gives every multiprocessor
 /// of the H200 a tile, else 128 while half of them get one, else 64; 64-deep k-tiles (one 128-byte swizzle
-/// row); as many stages as fit, at most 4.
+/// row); 4 stages (at most 4 x 48 KB, within the 227 KB a block may have).
 static ConfigAttr getWgmmaConfig(MatmulOp matmul, int64_t m, int64_t n) {
   RankedTensorType result = matmul.getType();
   int64_t batch = result.getNumElements() / (m * n), bm = 128, bk = 64;
   auto tiles = [&](int64_t bn) { return llvm::divideCeilSigned(m, bm) * llvm::divideCeilSigned(n, bn) * batch; };
   int64_t bn = tiles(256) >= 132 ? 256 : tiles(128) >= 66 ? 128 : 64;
-  int64_t stageBytes = (bm + bn) * bk * 2, stages = 4;
-  while (stages > 3 && stages * stageBytes > maxSharedBytesPerBlock(Target::Sm90a))
-    --stages;
-  return ConfigAttr::get(matmul.getContext(), {bm, bn, bk}, bm / 16, stages, "wgmma");
+  return ConfigAttr::get(matmul.getContext(), {bm, bn, bk}, bm / 16, /*stages=*/4, "wgmma");
 }
 
 ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
   MLIRContext *ctx = op->getContext();
-  // Everything but the larger sm_90a matmuls runs the mma_sync kernels (with a deeper pipeline on sm_90a).
+  // Everything but the larger sm_90a matmuls and attentions runs the mma_sync kernels (with a deeper pipeline on
+  // sm_90a).
   StringRef lowering = target == Target::Host ? "host" : "mma_sync";
-  auto make = [&](ArrayRef<int64_t> tile, int64_t warps, int64_t stages) {
+  auto make = [&](ArrayRef<int64_t> tile, int64_t warps, int64_t stages, StringRef kernel = "") {
     return ConfigAttr::get(ctx, tile, target == Target::Host ? 1 : warps, target == Target::Host ? 1 : stages,
-                           lowering);
+                           kernel.empty() ? lowering : kernel);
   };
   if (auto matmul = dyn_cast<MatmulOp>(op)) {
     RankedTensorType result = matmul.getType(), lhs = matmul.getLhs().getType();
@@ -139,7 +137,7 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
         headDim == valueDim && (headDim == 64 || headDim == 128)) {
       if (headDim == 128 && seqK <= 1024)
         bq = 64, bk = fitTile(64, seqK, target);
-      return ConfigAttr::get(op->getContext(), {bq, bk}, bq / 16, stages, "wgmma");
+      return make({bq, bk}, bq / 16, stages, "wgmma");
     }
     return make({bq, bk}, bq / 16, stages);
   }

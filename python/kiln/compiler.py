@@ -101,7 +101,8 @@ def compile(source, target="host", entry=None, configs=None):
     ``CompileError`` carrying the MLIR diagnostics. Programs are cached in memory by (source, target, entry), and
     GPU programs on disk too (``KILN_CACHE_DIR``). ``configs`` (GPU targets; what ``kiln.autotune`` finds) pins
     the #kiln.config of each tunable kernel: one (tile, warps, stages[, lowering]) or None per kernel, in
-    kernel order; the lowering is "mma_sync" (the default) or, for matmuls on sm_90a, "wgmma".
+    kernel order; the lowering is "mma_sync" (the default) or, for matmuls and attention (head dims 64/128) on
+    sm_90a, "wgmma".
     """
     if not isinstance(source, str):
         raise TypeError(f"source must be kiln IR text (str), got {type(source).__name__}")

@@ -193,7 +193,6 @@ module {
 // CHECK: arith.divui %{{.*}}, %{{.*}} : index
 // CHECK: nvgpu.device_async_copy
 // CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false}
-// CHECK: arith.maxsi
 // CHECK: scf.for
 // CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false}
 // CHECK: nvvm.mma.sync

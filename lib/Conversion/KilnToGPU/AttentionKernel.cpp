@@ -1,9 +1,9 @@
 //===- AttentionKernel.cpp - kiln.attention as a FlashAttention-2 kernel ---===//
 //
-// The forward pass of FlashAttention-2 on mma.sync, emitted op by op:
+// The forward pass of FlashAttention-2 on mma.sync (or wgmma, below), emitted op by op:
 //   - grid (ceil(Sq/BQ), Hq, B), BQ / 16 warps; each warp owns 16 query rows (BQ and BK from #kiln.config);
 //   - the Q tile is copied once (cp.async) and kept in registers as A fragments; K and V tiles of BK keys stream
-//     through a double-buffered ring in dynamic shared memory (rows padded by 16 bytes);
+//     through a double-buffered ring in dynamic shared memory (rows padded by 16 bytes; swizzled for wgmma);
 //   - S = Q K^T with ldmatrix (K read as the transposed operand) and mma.sync m16n8k16, f32 accumulators;
 //   - the online softmax in registers: scores scaled by scale * log2(e), row max by quad shuffles, exp2,
 //     accumulator rescaled by exp2(m_old - m_new); a row still at -inf uses 0 as its offset;
@@ -217,14 +217,13 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   if (wgmma)
     descriptors.emplace(builder, loc, kernel.sharedBytes);
   // The key tiles that need no mask come first: those wholly before Sk and, with `causal`, wholly at or left of
-  // the block's first row's diagonal (key0 + BK - 1 <= q0 + Sk - Sq). One loop runs them, a second one masks
-  // every tile after them, so that the loop bodies have no branch: wgmma's `.aligned` instructions must not
-  // follow a branch that ptxas cannot prove uniform (with one, the masked tiles came out wrong on the H200).
+  // the block's first row's diagonal (key0 + BK - 1 <= q0 + Sk - Sq; the verifier ensures Sq <= Sk). One loop
+  // runs them, a second one masks every tile after them, so that the loop bodies have no branch: with an scf.if
+  // on the tile index around the masking, between the two groups of wgmma instructions (`.aligned`, which
+  // need the warp converged), the masked tiles came out wrong on the H200, without a word from ptxas.
   Value unmaskedTiles = im.c(seqK / bk);
-  if (causal) {
-    Value visible = arith::MaxSIOp::create(builder, loc, im.add(q0, seqK - seqQ + 1), im.c(0));
-    unmaskedTiles = im.min(unmaskedTiles, im.div(visible, bk));
-  }
+  if (causal)
+    unmaskedTiles = im.min(unmaskedTiles, im.div(im.add(q0, seqK - seqQ + 1), bk));
   unmaskedTiles = im.min(unmaskedTiles, numTiles);
   auto body = [&](bool masked) {
     return [&, masked](OpBuilder &nested, Location, Value tile, ValueRange carried) {
@@ -254,7 +253,7 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
           Value s = zeroAccumulator(builder, loc, bk);
           NVVM::WgmmaFenceAlignedOp::create(builder, loc);
           for (int64_t kk = 0; kk < headDim / 16; ++kk)
-            s = wgmmaRegisterA(builder, loc, s, qRegs[kk], kDescriptors[kk], bk, bf16, /*transposeB=*/false);
+            s = wgmmaRegisterA(builder, loc, s, qRegs[kk], kDescriptors[kk], bk, bf16, /*bNMajor=*/false);
           NVVM::WgmmaGroupSyncAlignedOp::create(builder, loc);
           NVVM::WgmmaWaitGroupSyncOp::create(builder, loc, builder.getI64IntegerAttr(0));
           scores = accumulatorFragments(builder, loc, s);
@@ -377,7 +376,7 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
           Value o = fragmentsAccumulator(builder, loc, acc);
           NVVM::WgmmaFenceAlignedOp::create(builder, loc);
           for (int64_t kk = 0; kk < bk / 16; ++kk)
-            o = wgmmaRegisterA(builder, loc, o, pRegs[kk], vDescriptors[kk], valueDim, bf16, /*transposeB=*/true);
+            o = wgmmaRegisterA(builder, loc, o, pRegs[kk], vDescriptors[kk], valueDim, bf16, /*bNMajor=*/true);
           NVVM::WgmmaGroupSyncAlignedOp::create(builder, loc);
           NVVM::WgmmaWaitGroupSyncOp::create(builder, loc, builder.getI64IntegerAttr(0));
           acc = accumulatorFragments(builder, loc, o);

@@ -2,7 +2,8 @@
 //
 // The kernel builders: each emits one gpu.func for one kernel op. The "mma_sync" lowering (sm_80 and later)
 // uses cp.async into dynamic shared memory, ldmatrix and mma.sync m16n8k16 with f32 accumulators; the "wgmma"
-// lowering of matmuls (sm_90a) has the warpgroup's tensor cores read swizzled shared memory directly.
+// lowering of matmuls and attention (sm_90a) has the warpgroup's tensor cores read swizzled shared memory
+// directly.
 //
 //===----------------------------------------------------------------------===//
 
@@ -41,7 +42,8 @@ FailureOr<KernelLaunch> buildWgmmaMatmulKernel(OpBuilder &builder, gpu::GPUModul
 /// Builds the FlashAttention-2 forward kernel of `op` (bf16/f16, head dims multiples of 16 up to 256, causal or
 /// not, GQA/MQA, additive mask, lse, epilogue) as a gpu.func named `name` with parameters q, k, v, [mask],
 /// epilogue operands, out, [lse]; the #kiln.config gives tile = [BQ, BK], one warp per 16 rows, and the
-/// lowering: "mma_sync", or "wgmma" (sm_90a, BQ a multiple of 64, head dims 64 or 128) for warpgroup MMAs.
+/// lowering: "mma_sync", or "wgmma" (sm_90a, BQ a multiple of 64, equal head dims of 64 or 128) for warpgroup
+/// MMAs.
 FailureOr<KernelLaunch> buildAttentionKernel(OpBuilder &builder, gpu::GPUModuleOp module, AttentionOp op,
                                              StringRef name);
 

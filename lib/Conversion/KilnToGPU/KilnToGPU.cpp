@@ -69,14 +69,17 @@ struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUP
           kernelOp->emitOpError() << "the wgmma lowering is for matmuls and attention only";
         return signalPassFailure();
       }
-      FailureOr<KernelLaunch> launch =
-          wgmma && isa<MatmulOp>(kernelOp)
-              ? buildWgmmaMatmulKernel(builder, gpuModule, cast<MatmulOp>(kernelOp), func.getSymName())
-          : isa<MatmulOp>(kernelOp)    ? buildMatmulKernel(builder, gpuModule, cast<MatmulOp>(kernelOp), func.getSymName())
-          : isa<AttentionOp>(kernelOp) ? buildAttentionKernel(builder, gpuModule, cast<AttentionOp>(kernelOp),
-                                                              func.getSymName())
-          : isRowKernelOp(kernelOp)    ? buildRowKernel(builder, gpuModule, kernelOp, func.getSymName())
-                                       : buildElementwiseKernel(builder, gpuModule, kernelOp, func.getSymName());
+      StringRef name = func.getSymName();
+      FailureOr<KernelLaunch> launch = failure();
+      if (auto matmul = dyn_cast<MatmulOp>(kernelOp))
+        launch = wgmma ? buildWgmmaMatmulKernel(builder, gpuModule, matmul, name)
+                       : buildMatmulKernel(builder, gpuModule, matmul, name);
+      else if (auto attention = dyn_cast<AttentionOp>(kernelOp))
+        launch = buildAttentionKernel(builder, gpuModule, attention, name);
+      else if (isRowKernelOp(kernelOp))
+        launch = buildRowKernel(builder, gpuModule, kernelOp, name);
+      else
+        launch = buildElementwiseKernel(builder, gpuModule, kernelOp, name);
       if (failed(launch))
         return signalPassFailure();
       if (launch->dynamicSharedBytes > maxSharedBytesPerBlock(*target)) {

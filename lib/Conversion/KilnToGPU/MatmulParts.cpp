@@ -42,8 +42,7 @@ MatmulFrame gpukernel::startMatmulKernel(OpBuilder &b, gpu::GPUModuleOp module, 
                     outType.getDimSize(rank - 2),
                     outType.getDimSize(rank - 1),
                     lhsType.getDimSize(lhsType.getRank() - 1),
-                    op.getTransposeRhs(),
-                    lhsType.getElementType()};
+                    op.getTransposeRhs()};
   Location loc = op.getLoc();
   // Parameters: lhs, rhs, epilogue operands, out.
   SmallVector<RankedTensorType> buffers{lhsType, rhsType};

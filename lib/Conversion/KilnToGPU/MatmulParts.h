@@ -28,8 +28,6 @@ struct MatmulFrame {
   int64_t m, n, k;
   /// The rhs is stored [N][K] (transpose_rhs) rather than [K][N].
   bool transB;
-  /// The operands' element type (bf16 or f16).
-  Type element;
   /// The kernel, its dynamic shared memory and its parameters.
   KernelFunction kernel;
   Value lhs, rhs, out;

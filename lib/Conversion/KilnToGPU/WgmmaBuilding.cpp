@@ -45,7 +45,7 @@ Value gpukernel::zeroAccumulator(OpBuilder &b, Location loc, int64_t n) {
 }
 
 Value gpukernel::wgmmaRegisterA(OpBuilder &b, Location loc, Value accumulator, ArrayRef<Value> a, Value descriptorB,
-                                int64_t n, bool bf16, bool transposeB) {
+                                int64_t n, bool bf16, bool bNMajor) {
   int64_t registers = n / 2;
   std::string outputs, constraints;
   for (int64_t i = 0; i < registers; ++i) {
@@ -57,7 +57,7 @@ Value gpukernel::wgmmaRegisterA(OpBuilder &b, Location loc, Value accumulator, A
                                    "wgmma.mma_async.sync.aligned.m64n{0}k16.f32.{1}.{1} {{{2}}, {{${3}, ${4}, ${5}, "
                                    "${6}}, ${7}, p, 1, 1, {8}; }",
                                    n, bf16 ? "bf16" : "f16", outputs, registers, registers + 1, registers + 2,
-                                   registers + 3, registers + 4, transposeB ? 1 : 0)
+                                   registers + 3, registers + 4, bNMajor ? 1 : 0)
                          .str();
   constraints += "r,r,r,r,l";
   for (int64_t i = 0; i < registers; ++i)

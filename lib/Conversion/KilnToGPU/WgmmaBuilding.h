@@ -47,9 +47,9 @@ Value zeroAccumulator(OpBuilder &b, Location loc, int64_t n);
 
 /// One wgmma.mma_async m64nNk16 (f32 accumulators) with A from registers: `a` holds this thread's four 32-bit
 /// registers of the warp's 16 x 16 A fragment (the mma.sync m16n8k16 A layout; bf16 pairs packed in i32, f16
-/// as vector<2xf16>), `descriptorB` the B matrix in shared memory, N-major when `transposeB`.
+/// as vector<2xf16>), `descriptorB` the B matrix in shared memory, N-major when `bNMajor` (K-major otherwise).
 Value wgmmaRegisterA(OpBuilder &b, Location loc, Value accumulator, ArrayRef<Value> a, Value descriptorB, int64_t n,
-                     bool bf16, bool transposeB);
+                     bool bf16, bool bNMajor);
 
 /// The accumulator struct of m64nNk16 as this thread's N / 8 fragments, each vector<4xf32> in the mma.sync
 /// C layout (rows lane / 4 and 8 below of the warp's 16, columns 2 (lane % 4) + {0, 1} of the 8-column block).

@@ -34,11 +34,6 @@ using namespace mlir;
 using namespace mlir::kiln;
 using namespace mlir::kiln::gpukernel;
 
-/// Bytes in one row of a swizzled tile.
-static constexpr int64_t kRowBytes = kSwizzleRowBytes;
-/// The only BK the kernel takes: one swizzled row.
-static constexpr int64_t kRowElements = kSwizzleRowElements;
-
 FailureOr<KernelLaunch> kiln::buildWgmmaMatmulKernel(OpBuilder &builder, gpu::GPUModuleOp module, MatmulOp op,
                                                      StringRef name) {
   ConfigAttr config = getConfig(op);
@@ -50,7 +45,8 @@ FailureOr<KernelLaunch> kiln::buildWgmmaMatmulKernel(OpBuilder &builder, gpu::GP
   Type element = op.getLhs().getType().getElementType();
   int64_t bm = config.getTile()[0], bn = config.getTile()[1], bk = config.getTile()[2];
   int64_t warps = config.getWarps(), stages = config.getStages();
-  if (bm % 64 != 0 || warps != bm / 16 || bn % 64 != 0 || bn > 256 || bk != kRowElements || stages < 3 ||
+  // BK is one swizzled row.
+  if (bm % 64 != 0 || warps != bm / 16 || bn % 64 != 0 || bn > 256 || bk != kSwizzleRowElements || stages < 3 ||
       (bk * bn / 8) % (warps * 32) != 0)
     return op.emitOpError() << "#kiln.config " << config
                             << " does not fit the wgmma kernel: need BM a multiple of 64 with one warpgroup (4 "
@@ -60,7 +56,7 @@ FailureOr<KernelLaunch> kiln::buildWgmmaMatmulKernel(OpBuilder &builder, gpu::GP
   bool transB = op.getTransposeRhs();
 
   // One slot of A is bm rows of 128 bytes; one of B bn rows (K-major) or bn / 64 panels of 64 k-rows.
-  int64_t slotA = bm * kRowElements, slotB = bn * kRowElements;
+  int64_t slotA = bm * kSwizzleRowElements, slotB = bn * kSwizzleRowElements;
   int64_t sharedBytes = stages * (slotA + slotB) * 2;
 
   Location loc = op.getLoc();
@@ -85,8 +81,8 @@ FailureOr<KernelLaunch> kiln::buildWgmmaMatmulKernel(OpBuilder &builder, gpu::GP
   // A: K-major, 8-row groups 1024 bytes apart. B: K-major the same way, or N-major with 64-column panels
   // (leading offset) of 64 k-rows, 8-k-row groups 1024 bytes apart (stride offset).
   DescriptorBuilder descriptors(builder, loc, frame.kernel.sharedBytes);
-  int64_t leadingB = transB ? 16 : bk * kRowBytes;
-  int64_t stepB = transB ? 32 : 16 * kRowBytes; // bytes between the K = 16 steps of B
+  int64_t leadingB = transB ? 16 : bk * kSwizzleRowBytes;
+  int64_t stepB = transB ? 32 : 16 * kSwizzleRowBytes; // bytes between the K = 16 steps of B
   Value warpgroup = im.div(frame.tid, 128);
 
   Value lastGroup;
@@ -112,13 +108,13 @@ FailureOr<KernelLaunch> kiln::buildWgmmaMatmulKernel(OpBuilder &builder, gpu::GP
         Value next = im.add(kTile, stages - 2);
         issueLoads(next, im.rem(next, stages));
         Value slot = im.rem(kTile, stages);
-        Value offsetA = im.add(im.mul(slot, slotA * 2), im.mul(warpgroup, 64 * kRowBytes));
+        Value offsetA = im.add(im.mul(slot, slotA * 2), im.mul(warpgroup, 64 * kSwizzleRowBytes));
         Value offsetB = im.add(im.c(stages * slotA * 2), im.mul(slot, slotB * 2));
         NVVM::WgmmaFenceAlignedOp::create(builder, loc);
         Value acc = accs.front();
         for (int64_t step = 0; step < bk / 16; ++step) {
-          Value descA = descriptors.get(im.add(offsetA, step * 32), 16, 8 * kRowBytes);
-          Value descB = descriptors.get(im.add(offsetB, step * stepB), leadingB, 8 * kRowBytes);
+          Value descA = descriptors.get(im.add(offsetA, step * 32), 16, 8 * kSwizzleRowBytes);
+          Value descB = descriptors.get(im.add(offsetB, step * stepB), leadingB, 8 * kSwizzleRowBytes);
           acc = NVVM::WgmmaMmaAsyncOp::create(
               builder, loc, accType, acc, descA, descB, NVVM::MMAShapeAttr::get(ctx, 64, bn, 16), wgmmaType,
               wgmmaType, NVVM::WGMMATypes::f32, NVVM::WGMMAScaleOut::one, NVVM::WGMMAScaleIn::one,
