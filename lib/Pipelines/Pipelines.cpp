@@ -66,7 +66,8 @@ void kiln::buildNvvmLoweringPipeline(OpPassManager &pm, const NvvmPipelineOption
   attach += "}";
   (void)appendPipeline(pm, attach + ",gpu.module(canonicalize,cse,convert-scf-to-cf,convert-nvgpu-to-nvvm,"
                                     "convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1 index-bitwidth=64},"
-                                    "convert-vector-to-llvm,convert-arith-to-llvm,convert-nvvm-to-llvm,canonicalize,cse,"
+                                    "convert-vector-to-llvm,convert-arith-to-llvm,convert-nvvm-to-llvm,"
+                                    "canonicalize,cse,"
                                     "reconcile-unrealized-casts)");
 }
 

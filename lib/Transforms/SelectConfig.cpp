@@ -43,6 +43,9 @@ static int64_t fitTile(int64_t tile, int64_t dim, Target target) {
   return std::min(tile, std::max<int64_t>(16, llvm::PowerOf2Ceil(std::max<int64_t>(dim, 1))));
 }
 
+/// Multiprocessors of the GPU each target stands for: the A100 (sm_80) and the H100/H200 (sm_90a).
+static int64_t multiprocessors(Target target) { return target == Target::Sm90a ? 132 : 108; }
+
 /// Whether the sm_90a default for `matmul` is the wgmma kernel: bf16/f16 operands that copy in 16-byte rows,
 /// at least one 64-column tile, and more rows than a decoding step has (at M <= 64 the weight-streaming mma_sync
 /// tiles do better, and a 64-row warpgroup tile would be mostly padding).
@@ -59,7 +62,8 @@ static ConfigAttr getWgmmaConfig(MatmulOp matmul, int64_t m, int64_t n) {
   RankedTensorType result = matmul.getType();
   int64_t batch = result.getNumElements() / (m * n), bm = 128, bk = 64;
   auto tiles = [&](int64_t bn) { return llvm::divideCeilSigned(m, bm) * llvm::divideCeilSigned(n, bn) * batch; };
-  int64_t bn = tiles(256) >= 132 ? 256 : tiles(128) >= 66 ? 128 : 64;
+  int64_t sms = multiprocessors(Target::Sm90a);
+  int64_t bn = tiles(256) >= sms ? 256 : 2 * tiles(128) >= sms ? 128 : 64;
   return ConfigAttr::get(matmul.getContext(), {bm, bn, bk}, bm / 16, /*stages=*/4, "wgmma");
 }
 
@@ -98,9 +102,9 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
       // weight faster as long as that many are in flight: at M = 32 on the H200, N = 14336 runs 19% faster in 112
       // tiles of 128 columns than in 224 of 64, N = 6144 20% faster in 96 tiles of 64 than in 192 of 32, while
       // N = 4096 is 21% slower in 64 tiles of 64 than in 128 of 32 (bench/results/decode_gemm_configs_h200.log).
-      int64_t multiprocessors = target == Target::Sm90a ? 132 : 108, batch = result.getNumElements() / (m * n);
+      int64_t batch = result.getNumElements() / (m * n);
       auto tiles = [&] { return llvm::divideCeilSigned(m, bm) * llvm::divideCeilSigned(n, bn) * batch; };
-      while (bn > 32 && 3 * tiles() < 2 * multiprocessors)
+      while (bn > 32 && 3 * tiles() < 2 * multiprocessors(target))
         bn /= 2;
       // As many of the chosen stages as the target's shared memory holds (rows padded by 8 elements, as the
       // kernel lays them out).

@@ -1,8 +1,8 @@
 """kiln.autotune: measure a space of kernel strategies on the GPU and keep the fastest correct one.
 
 Why per kernel: a program's tunable kernels (matmuls, attentions) each carry a #kiln.config (tile, warps,
-stages, lowering). The tuner starts from the compiler's defaults and, kernel by kernel, tries the candidates of its space
-with the others at their defaults, timing the whole program's device time (CUDA-graph replays between
+stages, lowering). The tuner starts from the compiler's defaults and, kernel by kernel, tries the candidates of
+its space with the others at their defaults, timing the whole program's device time (CUDA-graph replays between
 CUDA events, warm-up, median); then it tries
 every kernel at its own best together. Measuring one kernel's candidates at a time keeps the space linear, and
 keeps it to programs that ``prepare=True`` can compile ahead of time.
@@ -131,8 +131,8 @@ def autotune(source, target="sm_90a", inputs=None, entry=None, space=default_spa
     """Tunes ``source`` for ``target`` and returns the program with the best configs found (or recorded).
 
     ``inputs`` are torch CUDA tensors to measure on (random ones of the entry's types by default). ``space(op,
-    default)`` lists the (tile, warps, stages, lowering) candidates of one kernel. ``prepare=True`` only compiles every
-    candidate into the disk cache (no GPU needed) and returns None. ``retune=True`` ignores a recorded choice.
+    default)`` lists the (tile, warps, stages, lowering) candidates of one kernel. ``prepare=True`` only compiles
+    every candidate into the disk cache (no GPU needed) and returns None. ``retune=True`` ignores a recorded choice.
     """
     path = _tuned_path(source, target, entry)
     if path.exists() and not retune and not prepare:

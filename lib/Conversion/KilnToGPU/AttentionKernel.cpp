@@ -29,7 +29,6 @@
 #include "Transforms/Transforms.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
@@ -235,9 +234,8 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
         Value next = im.add(tile, 1);
         Value nextGroup = loadKV(im.min(next, im.c(allTiles - 1)), im.rem(next, 2));
         nvgpu::DeviceAsyncWaitOp::create(builder, loc, nextGroup, builder.getI32IntegerAttr(1));
-        if (wgmma) // the copies reach wgmma's reads (the async proxy) only through a proxy fence
-          NVVM::FenceProxyOp::create(builder, loc, NVVM::ProxyKind::async_shared,
-                                     NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
+        if (wgmma)
+          fenceCopiesForWgmma(builder, loc);
         gpu::BarrierOp::create(builder, loc);
 
         // S = Q K^T for this warp's 16 rows and the tile's BK keys.
@@ -250,12 +248,8 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
           for (int64_t kk = 0; kk < headDim / 16; ++kk)
             kDescriptors.push_back(
                 descriptors->get(im.add(kBytes, (kk / 4) * bk * kSwizzleRowBytes + (kk % 4) * 32), 16, 1024));
-          Value s = zeroAccumulator(builder, loc, bk);
-          NVVM::WgmmaFenceAlignedOp::create(builder, loc);
-          for (int64_t kk = 0; kk < headDim / 16; ++kk)
-            s = wgmmaRegisterA(builder, loc, s, qRegs[kk], kDescriptors[kk], bk, bf16, /*bNMajor=*/false);
-          NVVM::WgmmaGroupSyncAlignedOp::create(builder, loc);
-          NVVM::WgmmaWaitGroupSyncOp::create(builder, loc, builder.getI64IntegerAttr(0));
+          Value s = wgmmaRegisterAGroup(builder, loc, zeroAccumulator(builder, loc, bk), qRegs, kDescriptors, bk,
+                                        bf16, /*bNMajor=*/false);
           scores = accumulatorFragments(builder, loc, s);
         } else {
           for (int64_t kk = 0; kk < headDim / 16; ++kk)
@@ -362,8 +356,6 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
         };
         if (wgmma) {
           // V [BK keys][d] is B N-major: 64-column panels of BK rows; a k16 step is 16 rows (2048 bytes) down.
-          // P's registers and the descriptors are ready before the first wgmma, so that the MMAs issue back to
-          // back (registers a wgmma reads must not be written between the fence and it).
           SmallVector<SmallVector<Value>> pRegs;
           SmallVector<Value> vDescriptors;
           Value vBytes = im.mul(im.add(baseV, offsetV), 2);
@@ -373,12 +365,8 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
             vDescriptors.push_back(descriptors->get(im.add(vBytes, kk * 16 * kSwizzleRowBytes),
                                                     bk * kSwizzleRowBytes, 1024));
           }
-          Value o = fragmentsAccumulator(builder, loc, acc);
-          NVVM::WgmmaFenceAlignedOp::create(builder, loc);
-          for (int64_t kk = 0; kk < bk / 16; ++kk)
-            o = wgmmaRegisterA(builder, loc, o, pRegs[kk], vDescriptors[kk], valueDim, bf16, /*bNMajor=*/true);
-          NVVM::WgmmaGroupSyncAlignedOp::create(builder, loc);
-          NVVM::WgmmaWaitGroupSyncOp::create(builder, loc, builder.getI64IntegerAttr(0));
+          Value o = wgmmaRegisterAGroup(builder, loc, fragmentsAccumulator(builder, loc, acc), pRegs, vDescriptors,
+                                        valueDim, bf16, /*bNMajor=*/true);
           acc = accumulatorFragments(builder, loc, o);
         } else {
           for (int64_t kk = 0; kk < bk / 16; ++kk) {

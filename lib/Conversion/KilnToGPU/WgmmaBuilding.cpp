@@ -8,6 +8,7 @@
 #include "WgmmaBuilding.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
@@ -39,13 +40,19 @@ Value DescriptorBuilder::get(Value byteOffset, int64_t leadingBytes, int64_t str
   return arith::OrIOp::create(b, loc, start, constant);
 }
 
+void gpukernel::fenceCopiesForWgmma(OpBuilder &b, Location loc) {
+  NVVM::FenceProxyOp::create(b, loc, NVVM::ProxyKind::async_shared,
+                             NVVM::SharedSpaceAttr::get(b.getContext(), NVVM::SharedSpace::shared_cta));
+}
+
 Value gpukernel::zeroAccumulator(OpBuilder &b, Location loc, int64_t n) {
   auto type = LLVM::LLVMStructType::getLiteral(b.getContext(), SmallVector<Type>(n / 2, b.getF32Type()));
   return LLVM::ZeroOp::create(b, loc, type);
 }
 
-Value gpukernel::wgmmaRegisterA(OpBuilder &b, Location loc, Value accumulator, ArrayRef<Value> a, Value descriptorB,
-                                int64_t n, bool bf16, bool bNMajor) {
+/// One register-A wgmma.mma_async m64nNk16 (see wgmmaRegisterAGroup).
+static Value wgmmaRegisterA(OpBuilder &b, Location loc, Value accumulator, ArrayRef<Value> a, Value descriptorB,
+                            int64_t n, bool bf16, bool bNMajor) {
   int64_t registers = n / 2;
   std::string outputs, constraints;
   for (int64_t i = 0; i < registers; ++i) {
@@ -80,6 +87,16 @@ Value gpukernel::wgmmaRegisterA(OpBuilder &b, Location loc, Value accumulator, A
                                    LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
                                    /*operand_attrs=*/ArrayAttr())
       .getRes();
+}
+
+Value gpukernel::wgmmaRegisterAGroup(OpBuilder &b, Location loc, Value accumulator, ArrayRef<SmallVector<Value>> a,
+                                     ArrayRef<Value> descriptorsB, int64_t n, bool bf16, bool bNMajor) {
+  NVVM::WgmmaFenceAlignedOp::create(b, loc);
+  for (auto [registers, descriptor] : llvm::zip_equal(a, descriptorsB))
+    accumulator = wgmmaRegisterA(b, loc, accumulator, registers, descriptor, n, bf16, bNMajor);
+  NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
+  return accumulator;
 }
 
 SmallVector<Value> gpukernel::accumulatorFragments(OpBuilder &b, Location loc, Value accumulator) {

@@ -42,14 +42,20 @@ struct DescriptorBuilder {
   Value get(Value byteOffset, int64_t leadingBytes, int64_t strideBytes);
 };
 
+/// Makes this thread's cp.async copies into shared memory (generic proxy) visible to wgmma's reads (async proxy);
+/// a barrier after it extends that to the whole block.
+void fenceCopiesForWgmma(OpBuilder &b, Location loc);
+
 /// An accumulator of N / 2 f32 per thread for wgmma m64nNk16, as an LLVM struct of zeros.
 Value zeroAccumulator(OpBuilder &b, Location loc, int64_t n);
 
-/// One wgmma.mma_async m64nNk16 (f32 accumulators) with A from registers: `a` holds this thread's four 32-bit
-/// registers of the warp's 16 x 16 A fragment (the mma.sync m16n8k16 A layout; bf16 pairs packed in i32, f16
-/// as vector<2xf16>), `descriptorB` the B matrix in shared memory, N-major when `bNMajor` (K-major otherwise).
-Value wgmmaRegisterA(OpBuilder &b, Location loc, Value accumulator, ArrayRef<Value> a, Value descriptorB, int64_t n,
-                     bool bf16, bool bNMajor);
+/// One group of wgmma.mma_async m64nNk16 (f32 accumulators) with A from registers, issued back to back after a
+/// wgmma fence, committed and waited for: step i takes `a[i]`, this thread's four 32-bit registers of the warp's
+/// 16 x 16 A fragment (the mma.sync m16n8k16 A layout; bf16 pairs packed in i32, f16 as vector<2xf16>), and
+/// `descriptorsB[i]`, the B matrix in shared memory, N-major when `bNMajor` (K-major otherwise). Every register
+/// and descriptor must exist before the call: nothing may write registers between the fence and the MMAs.
+Value wgmmaRegisterAGroup(OpBuilder &b, Location loc, Value accumulator, ArrayRef<SmallVector<Value>> a,
+                          ArrayRef<Value> descriptorsB, int64_t n, bool bf16, bool bNMajor);
 
 /// The accumulator struct of m64nNk16 as this thread's N / 8 fragments, each vector<4xf32> in the mma.sync
 /// C layout (rows lane / 4 and 8 below of the warp's 16, columns 2 (lane % 4) + {0, 1} of the 8-column block).

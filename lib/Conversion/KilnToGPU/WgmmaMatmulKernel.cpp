@@ -101,8 +101,7 @@ FailureOr<KernelLaunch> kiln::buildWgmmaMatmulKernel(OpBuilder &builder, gpu::GP
         // This tile's copies are in once at most the stages - 3 younger groups are pending; then they are made
         // visible to wgmma, which reads through the async proxy.
         nvgpu::DeviceAsyncWaitOp::create(builder, loc, lastGroup, builder.getI32IntegerAttr(stages - 3));
-        NVVM::FenceProxyOp::create(builder, loc, NVVM::ProxyKind::async_shared,
-                                   NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
+        fenceCopiesForWgmma(builder, loc);
         gpu::BarrierOp::create(builder, loc);
         // Every warpgroup has finished the wgmma of tile kTile - 2 (waited for below): its slot is free.
         Value next = im.add(kTile, stages - 2);

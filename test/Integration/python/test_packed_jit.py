@@ -4,7 +4,8 @@ Why in CI: the GPU machine has no LLVM/MLIR, so its JIT is an archive with a sta
 libkiln_compiler.so, the extension's source and the package, built there by kiln_gpu_jit/build.sh. A missing
 symbol, a dependency on libMLIR/libLLVM, an archive over the size limit or a broken build script would otherwise
 only show on a GPU visit. This packs the current build, builds the extension for this Python from the archive
-alone, and compiles sm_90a programs (an attention, a wgmma matmul) with it in a fresh process: the same PTX as the full build, and a clear
+alone, and compiles sm_90a programs (an attention, a wgmma matmul) with it in a fresh process: the same PTX
+as the full build, and a clear
 ImportError for the host backend, which the pack leaves out.
 """
 
