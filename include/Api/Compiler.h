@@ -11,6 +11,7 @@
 #define KILN_API_COMPILER_H
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -53,11 +54,16 @@ std::string gpuIr(const std::string &source, const std::string &chip, const std:
 /// The tunable kernels of `source`, in kernel order, with the default config for `chip` (sm_80 or sm_90a).
 std::vector<TunableKernel> tunableKernels(const std::string &source, const std::string &chip);
 
-/// Compiles `source` for `chip` into `outputDir` exactly as kilnc does: kernels.ptx, a cubin when ptxas is
-/// installed, constant files and manifest.json. `configs`, when given, has one entry per tunable kernel; an
-/// empty entry keeps that kernel's default.
+/// Assembles PTX into a cubin in process (the Python JIT passes the CUDA driver's JIT when the GPU matches the
+/// target): returns true with the cubin and the assembler's verbose log, or false with the reason in `log`.
+using PtxAssembler = std::function<bool(const std::string &ptx, std::string &cubin, std::string &log)>;
+
+/// Compiles `source` for `chip` into `outputDir` exactly as kilnc does: kernels.ptx, a cubin (from `assembler`
+/// when given, else from ptxas when it is installed), constant files and manifest.json. `configs`, when given,
+/// has one entry per tunable kernel; an empty entry keeps that kernel's default.
 void compileGpu(const std::string &source, const std::string &chip, const std::string &outputDir,
-                const std::vector<std::optional<KernelConfig>> *configs = nullptr);
+                const std::vector<std::optional<KernelConfig>> *configs = nullptr,
+                const PtxAssembler &assembler = nullptr);
 
 } // namespace api
 } // namespace kiln

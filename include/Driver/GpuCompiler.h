@@ -13,6 +13,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/JSON.h"
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -43,9 +44,15 @@ llvm::json::Array describeKernels(ModuleOp module);
 /// in kernel order: what the autotuner attaches a #kiln.config to before the rest of the compile.
 FailureOr<SmallVector<Operation *>> fuseAndListTunableKernels(ModuleOp module, std::string &error);
 
+/// Assembles PTX into a cubin in process: true with the cubin and the assembler's verbose log (ptxas -v's
+/// format), or false with the reason in the log.
+using PtxAssembler = std::function<bool(const std::string &ptx, std::string &cubin, std::string &log)>;
+
 /// The whole compile of a kiln module (modified in place) for `chip` into `outputDir`: kernels.ptx,
-/// kernels.<chip>.cubin when ptxas is found, the run plans' constant files, and manifest.json.
-LogicalResult compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::StringRef outputDir, std::string &error);
+/// kernels.<chip>.cubin (from `assembler` when given, else from ptxas when it is found), the run plans' constant
+/// files, and manifest.json.
+LogicalResult compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::StringRef outputDir, std::string &error,
+                            const PtxAssembler &assembler = nullptr);
 
 } // namespace kiln
 } // namespace mlir

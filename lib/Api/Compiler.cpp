@@ -83,7 +83,7 @@ std::vector<TunableKernel> tunableKernels(const std::string &source, const std::
 }
 
 void compileGpu(const std::string &source, const std::string &chip, const std::string &outputDir,
-                const std::vector<std::optional<KernelConfig>> *configs) {
+                const std::vector<std::optional<KernelConfig>> *configs, const PtxAssembler &assembler) {
   (void)gpuTarget(chip);
   ParsedSource parsed(source);
   if (configs) {
@@ -103,7 +103,7 @@ void compileGpu(const std::string &source, const std::string &chip, const std::s
     }
   }
   std::string error;
-  if (failed(compileForGpu(parsed.module(), chip, outputDir, error)))
+  if (failed(compileForGpu(parsed.module(), chip, outputDir, error, assembler)))
     throw CompileError("compiling for " + chip + " failed: " + error + "\n" + parsed.takeDiagnostics());
 }
 

@@ -213,8 +213,54 @@ static LogicalResult writeFile(llvm::StringRef path, llvm::StringRef contents, s
   return success();
 }
 
+namespace {
+/// A cubin, the log that reports its kernels' registers and spills, and what assembled it.
+struct AssembledPtx {
+  std::string cubin;
+  std::string log;
+  std::string assembler;
+};
+} // namespace
+
+/// The cubin from ptxas run on `ptxPath` (-O3, -v), or nothing when ptxas is not installed.
+static FailureOr<std::optional<AssembledPtx>> assembleWithPtxas(llvm::StringRef ptxPath, llvm::StringRef chip,
+                                                               llvm::StringRef outputDir, std::string &error) {
+  std::optional<std::string> ptxas = findPtxas();
+  if (!ptxas)
+    return std::optional<AssembledPtx>();
+  SmallString<256> cubinPath(outputDir), logPath(outputDir);
+  llvm::sys::path::append(cubinPath, "ptxas.cubin");
+  llvm::sys::path::append(logPath, "ptxas.log");
+  std::string arch = ("-arch=" + chip).str();
+  SmallVector<llvm::StringRef> args{*ptxas, arch, "-v", "-O3", ptxPath, "-o", cubinPath};
+  std::optional<llvm::StringRef> redirects[] = {std::nullopt, llvm::StringRef(logPath), llvm::StringRef(logPath)};
+  std::string message;
+  int status = llvm::sys::ExecuteAndWait(*ptxas, args, std::nullopt, redirects, 0, 0, &message);
+  auto log = llvm::MemoryBuffer::getFile(logPath);
+  auto cubin = llvm::MemoryBuffer::getFile(cubinPath, /*IsText=*/false, /*RequiresNullTerminator=*/false);
+  (void)llvm::sys::fs::remove(logPath);
+  (void)llvm::sys::fs::remove(cubinPath);
+  if (status != 0 || !cubin) {
+    error = ("ptxas failed on " + ptxPath + ": " + (log ? (*log)->getBuffer() : llvm::StringRef(message))).str();
+    return failure();
+  }
+  return std::optional<AssembledPtx>(
+      AssembledPtx{(*cubin)->getBuffer().str(), log ? (*log)->getBuffer().str() : std::string(), "ptxas"});
+}
+
+/// The cubin from an in-process assembler (the CUDA driver's JIT, from the Python JIT).
+static FailureOr<std::optional<AssembledPtx>> assembleInProcess(const PtxAssembler &assembler,
+                                                               const std::string &ptx, std::string &error) {
+  AssembledPtx assembled{{}, {}, "the CUDA driver's JIT"};
+  if (!assembler(ptx, assembled.cubin, assembled.log)) {
+    error = "assembling the PTX in process failed: " + assembled.log;
+    return failure();
+  }
+  return std::optional<AssembledPtx>(std::move(assembled));
+}
+
 LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::StringRef outputDir,
-                                  std::string &error) {
+                                  std::string &error, const PtxAssembler &assembler) {
   if (failed(runGpuKernelStage(module, chip, error)))
     return failure();
   llvm::json::Array kernels = describeKernels(module);
@@ -242,24 +288,20 @@ LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::S
                               {"abi", "parameters are device pointers to row-major buffers, in order"},
                               {"kernels", std::move(kernels)},
                               {"plans", std::move(*plans)}};
-  if (std::optional<std::string> ptxas = findPtxas()) {
-    SmallString<256> cubinPath(outputDir), logPath(outputDir);
-    llvm::sys::path::append(cubinPath, "kernels." + chip + ".cubin");
-    llvm::sys::path::append(logPath, "ptxas.log");
-    std::string arch = ("-arch=" + chip).str();
-    SmallVector<llvm::StringRef> args{*ptxas, arch, "-v", "-O3", ptxPath, "-o", cubinPath};
-    std::optional<llvm::StringRef> redirects[] = {std::nullopt, llvm::StringRef(logPath), llvm::StringRef(logPath)};
-    std::string message;
-    int status = llvm::sys::ExecuteAndWait(*ptxas, args, std::nullopt, redirects, 0, 0, &message);
-    auto log = llvm::MemoryBuffer::getFile(logPath);
-    if (status != 0) {
-      error = ("ptxas failed on " + ptxPath + ": " + (log ? (*log)->getBuffer() : llvm::StringRef(message))).str();
+  FailureOr<std::optional<AssembledPtx>> assembled =
+      assembler ? assembleInProcess(assembler, *ptx, error) : assembleWithPtxas(ptxPath, chip, outputDir, error);
+  if (failed(assembled))
+    return failure();
+  if (*assembled) {
+    std::string cubinName = ("kernels." + chip + ".cubin").str();
+    SmallString<256> cubinPath(outputDir);
+    llvm::sys::path::append(cubinPath, cubinName);
+    if (failed(writeFile(cubinPath, (*assembled)->cubin, error)))
       return failure();
-    }
-    manifest["cubin"] = ("kernels." + chip + ".cubin").str();
-    manifest["ptxas"] = log ? (*log)->getBuffer().str() : std::string();
-    if (log)
-      attachPtxasReport(*manifest.getArray("kernels"), (*log)->getBuffer());
+    manifest["cubin"] = cubinName;
+    manifest["assembler"] = (*assembled)->assembler;
+    manifest["ptxas"] = (*assembled)->log;
+    attachPtxasReport(*manifest.getArray("kernels"), (*assembled)->log);
   } else {
     manifest["cubin"] = nullptr;
     manifest["ptxas"] = "ptxas not found: the runtime JIT-compiles kernels.ptx through the driver";

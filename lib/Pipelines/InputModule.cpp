@@ -36,7 +36,6 @@ void InputModule::parse(std::unique_ptr<llvm::MemoryBuffer> buffer, llvm::raw_os
                                                             : MLIRContext::Threading::ENABLED);
   if (threads)
     context->setThreadPool(*threads);
-  context->loadAllAvailableDialects();
   sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
   diagnostics = std::make_unique<SourceMgrDiagnosticHandler>(sourceMgr, context.get(), diagnosticStream);
   parsed = parseSourceFile<ModuleOp>(sourceMgr, context.get());

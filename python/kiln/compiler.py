@@ -14,7 +14,7 @@ import ml_dtypes
 import numpy as np
 
 from . import cache
-from .gpu import GpuProgram
+from .gpu import GpuProgram, driver_assembler
 
 try:
     from ._kiln import CompileError
@@ -124,5 +124,7 @@ def _compile_cached(source, target, entry, configs=None):
     folder = cache.lookup(entry_key)
     if folder is None:
         as_lists = None if configs is None else [None if c is None else (list(c[0]), *c[1:]) for c in configs]
-        folder = cache.store(entry_key, lambda staging: native().compile_gpu(source, target, staging, as_lists))
+        assembler = driver_assembler(target)
+        folder = cache.store(entry_key, lambda staging: native().compile_gpu(source, target, staging, as_lists,
+                                                                            assembler))
     return GpuProgram(folder, entry or None, source)

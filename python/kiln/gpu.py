@@ -22,10 +22,15 @@ _NUMPY = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16, "i64": np.int
 CAPABILITIES = {"sm_80": (8, 0), "sm_90a": (9, 0)}
 
 
-def _current_stream(torch, device):
-    """The current CUDA stream of ``device`` as a raw handle (torch's fast accessor when it has one)."""
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    return raw(device.index) if raw is not None else torch.cuda.current_stream(device).cuda_stream
+_RAW_STREAM = []
+
+
+def _current_stream(torch, index):
+    """The current CUDA stream of GPU ``index`` as a raw handle (torch's fast accessor when it has one)."""
+    if not _RAW_STREAM:
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        _RAW_STREAM.append(raw or (lambda i: torch.cuda.current_stream(i).cuda_stream))
+    return _RAW_STREAM[0](index)
 
 
 def chip_for(capability):
@@ -35,6 +40,17 @@ def chip_for(capability):
     if capability[0] >= 8:
         return "sm_80"
     return None
+
+
+def driver_assembler(target):
+    """The CUDA driver's in-process PTX JIT of GPU 0 when that GPU is exactly ``target``'s architecture (its
+    cubin is then the one ptxas would write, made without starting ptxas), else None: no runtime, no driver, no
+    GPU, or another architecture (whose cubin a cache shared with other machines must not hold)."""
+    try:
+        gpu = runtime.device(0)
+    except RuntimeError:
+        return None
+    return gpu.assemble if gpu.capability == CAPABILITIES.get(target) else None
 
 
 class GpuProgram:
@@ -107,11 +123,17 @@ class GpuProgram:
 
     def __call__(self, *tensors):
         import torch
-        device, steps, values = self._bind(torch, tensors)
-        stream = _current_stream(torch, device)
+        return self.run_checked(torch, tensors, self._check(torch, tensors))
+
+    def run_checked(self, torch, tensors, index):
+        """Runs on ``tensors`` that are known to be this program's inputs (dtype, shape, contiguity) on GPU
+        ``index``: what ``@kiln.jit`` calls when its cache key already proved that."""
+        device, steps, values = self._values(torch, tensors, index)
+        stream = _current_stream(torch, index)
         for launch, slots in steps:
             launch([values[s].data_ptr() for s in slots], stream)
-        results = [values[s].clone() if s in self._copied_outputs else values[s] for s in self._output_slots]
+        copied = self._copied_outputs
+        results = [values[s].clone() if s in copied else values[s] for s in self._output_slots]
         return results[0] if len(results) == 1 else tuple(results)
 
     def bind(self, *tensors):
@@ -119,12 +141,13 @@ class GpuProgram:
         kernels (refill the inputs in place between calls; the outputs are the same tensors every time), and
         ``capture()`` records them into a CUDA graph that ``replay()`` issues with one call."""
         import torch
-        device, steps, values = self._bind(torch, tensors)
+        index = self._check(torch, tensors)
+        device, steps, values = self._values(torch, tensors, index)
         launches = [(launch, [values[s].data_ptr() for s in slots]) for launch, slots in steps]
         return BoundProgram(device, launches, [values[s] for s in self._output_slots], values)
 
-    def _bind(self, torch, tensors):
-        """Checks the arguments and lays out every plan value for a call on their device."""
+    def _check(self, torch, tensors):
+        """Checks the arguments; returns the index of the GPU they are on."""
         if len(tensors) != len(self.inputs):
             raise TypeError(f"'{self.entry}' takes {len(self.inputs)} arguments, got {len(tensors)}")
         expected = self._expected or self._prepare_checks(torch)
@@ -135,19 +158,21 @@ class GpuProgram:
                     and tensor.shape == shape and tensor.is_contiguous() and (device is None or tensor.device == device)):
                 self._reject(torch, index, tensor, device)
             device = tensor.device
-        if device is None:
-            device = torch.device("cuda", torch.cuda.current_device())
-        steps, constants, buffers = self._load(device)
-        values = list(tensors) + [None] * (self._value_count - len(tensors))
-        for slot, value in self._layout:
-            kind = value["kind"]
+        return torch.cuda.current_device() if device is None else device.index
+
+    def _values(self, torch, tensors, index):
+        """Every plan value for a call on GPU ``index``: the inputs, then new buffers, views and the constants,
+        in slot order."""
+        device, steps, fills = self._loaded.get(index) or self._load(torch, index)
+        values = list(tensors)
+        empty = torch.empty
+        for kind, first, second in fills:
             if kind == "buffer":
-                shape, dtype = buffers[slot]
-                values[slot] = torch.empty(shape, dtype=dtype, device=device)
+                values.append(empty(first, dtype=second, device=device))
             elif kind == "view":
-                values[slot] = values[self._slots[value["of"]]].view(value["shape"])
+                values.append(values[first].view(second))
             else:
-                values[slot] = constants[slot]
+                values.append(first)
         return device, steps, values
 
     def _prepare_checks(self, torch):
@@ -171,13 +196,10 @@ class GpuProgram:
             raise ValueError(f"{name} has shape {tuple(tensor.shape)}, expected {shape}")
         raise ValueError(f"{name} is not contiguous; call .contiguous() first")
 
-    def _load(self, device):
-        """Launches, constants and buffer shapes on ``device``, prepared on its first call."""
-        loaded = self._loaded.get(device.index)
-        if loaded is not None:
-            return loaded
-        import torch
-        gpu = runtime.device(device.index)
+    def _load(self, torch, index):
+        """The launches and how to fill every non-input slot on GPU ``index``, prepared on its first call."""
+        device = torch.device("cuda", index)
+        gpu = runtime.device(index)
         module = gpu.load(self._image(gpu.capability))
         entries = {k["name"]: k for k in self.manifest["kernels"]}
         steps = []
@@ -185,17 +207,19 @@ class GpuProgram:
             kernel = gpu.kernel(module, step["kernel"])
             launch = runtime.Launch(kernel, entries[step["kernel"]], len(step["args"]))
             steps.append((launch, [self._slots[i] for i in step["args"]]))
-        constants, buffers = {}, {}
-        for slot, value in self._layout:
+        fills = []  # one per non-input slot, in slot order
+        for _, value in self._layout:
+            dtype = getattr(torch, TORCH_DTYPES[value["dtype"]])
             if value["kind"] == "constant":
                 raw = np.fromfile(self.folder / value["file"], dtype=_NUMPY[value["dtype"]]).reshape(value["shape"])
                 tensor = torch.from_numpy(raw.view(np.int16) if value["dtype"] == "bf16" else raw)
-                if value["dtype"] == "bf16":
-                    tensor = tensor.view(torch.bfloat16)
-                constants[slot] = tensor.to(device)
+                fills.append(("constant", (tensor.view(dtype) if value["dtype"] == "bf16" else tensor).to(device),
+                              None))
             elif value["kind"] == "buffer":
-                buffers[slot] = (value["shape"], getattr(torch, TORCH_DTYPES[value["dtype"]]))
-        loaded = self._loaded[device.index] = (steps, constants, buffers)
+                fills.append(("buffer", tuple(value["shape"]), dtype))
+            else:
+                fills.append(("view", self._slots[value["of"]], tuple(value["shape"])))
+        loaded = self._loaded[index] = (device, steps, fills)
         return loaded
 
     def _image(self, capability):
@@ -222,7 +246,7 @@ class BoundProgram:
 
     def launch(self):
         import torch
-        stream = _current_stream(torch, self.device)
+        stream = _current_stream(torch, self.device.index)
         for launch, pointers in self.launches:
             launch(pointers, stream)
         return self.outputs

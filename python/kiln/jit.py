@@ -15,7 +15,7 @@ import sys
 import numpy as np
 
 from . import trace
-from .gpu import TORCH_DTYPES
+from .gpu import TORCH_DTYPES, GpuProgram
 from .compiler import compile
 
 _STATIC_TYPES = (type(None), bool, int, float, str)
@@ -24,29 +24,38 @@ _GPU_TARGETS = ("sm_80", "sm_90a")
 
 
 def _is_torch_tensor(value):
-    return type(value).__module__.startswith("torch") and hasattr(value, "is_cuda")
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(value, torch.Tensor):
+        return False
+    if not _TENSOR_TYPE:
+        _TENSOR_TYPE.append(torch.Tensor)
+    return True
+
+
+_TENSOR_TYPE = []  # torch.Tensor, once a call has passed one
 
 
 def _argument_key(value):
-    """What a cached call must match of one argument, cheaply: dtype, shape (and device) of an array, the type
-    and value of a constant; None for anything else (the full path then checks and reports it)."""
-    if isinstance(value, np.ndarray):
-        return (value.dtype, value.shape)
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(value, torch.Tensor):
-        return (value.dtype, value.shape, value.device) if value.is_cuda else None
+    """What a cached call must match of one argument, cheaply: dtype and shape of an array (and the GPU and
+    contiguity of a tensor), the type and value of a constant; None for anything else (the full path then
+    checks and reports it)."""
+    if _TENSOR_TYPE and type(value) is _TENSOR_TYPE[0] or _is_torch_tensor(value):
+        return (value.dtype, value.shape, value.get_device(), value.is_contiguous()) if value.is_cuda else None
     if isinstance(value, _STATIC_TYPES):
         return (type(value), value)
+    if isinstance(value, np.ndarray):
+        return (value.dtype, value.shape)
     return None
 
 
 def _fast_key(args, kwargs):
-    keys = [_argument_key(a) for a in args]
-    keys += [(name, _argument_key(v)) for name, v in sorted(kwargs.items())]
-    if any(k is None or (isinstance(k, tuple) and len(k) == 2 and isinstance(k[0], str) and k[1] is None)
-           for k in keys):
-        return None
-    return (len(args), tuple(keys))
+    """The key of a call's argument types; a key holding None is never stored, so such a call takes the full
+    path."""
+    key = [_argument_key(a) for a in args]
+    for name, value in kwargs.items():
+        key.append(name)
+        key.append(_argument_key(value))
+    return tuple(key)
 
 
 class JitFunction:
@@ -62,10 +71,10 @@ class JitFunction:
 
     def __call__(self, *args, **kwargs):
         fast = _fast_key(args, kwargs)
-        hit = self._fast.get(fast) if fast is not None else None
+        hit = self._fast.get(fast)
         if hit is not None:
-            program, positions = hit
-            return program(*[args[p] if isinstance(p, int) else kwargs[p] for p in positions])
+            run, positions = hit
+            return run([args[p] if isinstance(p, int) else kwargs[p] for p in positions])
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as error:
@@ -75,7 +84,8 @@ class JitFunction:
         program = self.programs.get(key)
         if program is None:
             program = self.programs[key] = compile(self._trace(bound.arguments, elements), target=target)
-        if fast is not None:
+        result = program(*arrays)
+        if None not in fast:
             # Where each array argument sits in the call; an array that came from a default is not in the call,
             # so such signatures always take the full path.
             names, positions = list(self.signature.parameters), []
@@ -88,8 +98,17 @@ class JitFunction:
                 else:
                     break
             else:
-                self._fast[fast] = (program, positions)
-        return program(*arrays)
+                self._fast[fast] = (self._runner(program, arrays), positions)
+        return result
+
+    @staticmethod
+    def _runner(program, arrays):
+        """What a cache hit calls with the array arguments: a GPU program runs them unchecked (the key holds
+        their dtypes, shapes, GPU and contiguity), a host program as usual."""
+        if isinstance(program, GpuProgram) and arrays:
+            torch, index = sys.modules["torch"], arrays[0].get_device()
+            return lambda tensors: program.run_checked(torch, tensors, index)
+        return lambda arrays: program(*arrays)
 
     def source(self, *args, **kwargs):
         """The kiln IR traced for these arguments (without compiling it)."""

@@ -23,6 +23,9 @@ def _library():
             raise RuntimeError(f"the Kiln runtime library is missing ({path}); build the project or set KILN_RUNTIME")
         lib = ctypes.CDLL(path)
         lib.kiln_last_error.restype = ctypes.c_char_p
+        # Declared so that a launch passes plain ints (addresses, the stream) without wrapping each one.
+        lib.kiln_kernel_launch.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint,
+                                           ctypes.c_void_p, ctypes.c_void_p]
         _LIBRARY = lib
     return _LIBRARY
 
@@ -51,6 +54,18 @@ class Device:
               "loading the kernels")
         return module
 
+    def assemble(self, ptx):
+        """PTX (bytes) to a cubin for this GPU through the driver's JIT, in process: (cubin bytes, the JIT's
+        verbose log, which reports registers and spills per kernel as ptxas -v does)."""
+        cubin, size, log = ctypes.c_void_p(), ctypes.c_size_t(), ctypes.c_void_p()
+        check(self.lib.kiln_assemble_ptx(self.handle, ptx, ctypes.c_size_t(len(ptx)), ctypes.byref(cubin),
+                                         ctypes.byref(size), ctypes.byref(log)), "assembling the PTX")
+        try:
+            return ctypes.string_at(cubin, size.value), ctypes.string_at(log).decode(errors="replace")
+        finally:
+            self.lib.kiln_buffer_free(cubin)
+            self.lib.kiln_buffer_free(log)
+
     def kernel(self, module, name):
         kernel = ctypes.c_void_p()
         check(self.lib.kiln_module_get_kernel(module, name.encode(), ctypes.byref(kernel)), f"kernel '{name}'")
@@ -70,22 +85,22 @@ class Launch:
     keeps two threads from filling the block at once (ctypes releases the GIL during the launch)."""
 
     def __init__(self, kernel, launch, count):
-        self.lib = _library()
-        self.kernel = kernel
         self.cells = (ctypes.c_uint64 * count)()
         base = ctypes.addressof(self.cells)
         self.args = (ctypes.c_void_p * count)(*[base + 8 * i for i in range(count)])
         self.grid = (ctypes.c_uint * 3)(*launch["grid"])
         self.block = (ctypes.c_uint * 3)(*launch["block"])
-        self.shared = ctypes.c_uint(launch["dynamic_shared_bytes"])
+        self.kernel = kernel
+        # What every call passes, as plain ints (the arrays above stay alive with this object).
+        self._fixed = (kernel.value, ctypes.addressof(self.grid), ctypes.addressof(self.block),
+                       launch["dynamic_shared_bytes"])
+        self._args = ctypes.addressof(self.args)
+        self._launch = _library().kiln_kernel_launch
         self.lock = threading.Lock()
 
     def __call__(self, pointers, stream):
-        cells = self.cells
         with self.lock:
-            for index, pointer in enumerate(pointers):
-                cells[index] = pointer
-            status = self.lib.kiln_kernel_launch(self.kernel, self.grid, self.block, self.shared,
-                                                 ctypes.c_void_p(stream), self.args)
+            self.cells[:] = pointers
+            status = self._launch(*self._fixed, stream, self._args)
         if status != 0:
             check(status, "kiln_kernel_launch")

@@ -35,10 +35,33 @@ py::list listTunableKernels(const std::string &source, const std::string &chip) 
   return list;
 }
 
+/// A Python assembler, ptx (bytes) -> (cubin bytes, log str), as the compiler calls it: with the GIL held, and
+/// with any Python exception turned into a failure whose log is the exception's message.
+PtxAssembler wrapAssembler(const py::object &assembler) {
+  if (assembler.is_none())
+    return nullptr;
+  return [assembler](const std::string &ptx, std::string &cubin, std::string &log) {
+    py::gil_scoped_acquire gil;
+    try {
+      py::tuple result = assembler(py::bytes(ptx));
+      cubin = result[0].cast<std::string>();
+      log = result[1].cast<std::string>();
+      return true;
+    } catch (py::error_already_set &error) {
+      log = py::str(error.value()).cast<std::string>();
+      return false;
+    } catch (const std::exception &error) {
+      log = error.what();
+      return false;
+    }
+  };
+}
+
 /// compileGpu with the configs as Python gives them: None, or one (tile, warps, stages, lowering) or None per
-/// kernel.
+/// kernel; and the in-process assembler, or None for ptxas.
 void compileGpuFromPython(const std::string &source, const std::string &chip, const std::string &outputDir,
-                          const std::optional<std::vector<std::optional<ConfigTuple>>> &configs) {
+                          const std::optional<std::vector<std::optional<ConfigTuple>>> &configs,
+                          const py::object &assembler) {
   std::vector<std::optional<KernelConfig>> pinned;
   if (configs)
     for (const std::optional<ConfigTuple> &config : *configs)
@@ -46,8 +69,9 @@ void compileGpuFromPython(const std::string &source, const std::string &chip, co
                                     KernelConfig{std::get<0>(*config), std::get<1>(*config), std::get<2>(*config),
                                                  std::get<3>(*config)})
                               : std::nullopt);
+  PtxAssembler inProcess = wrapAssembler(assembler);
   py::gil_scoped_release release;
-  compileGpu(source, chip, outputDir, configs ? &pinned : nullptr);
+  compileGpu(source, chip, outputDir, configs ? &pinned : nullptr, inProcess);
 }
 
 } // namespace
@@ -56,7 +80,7 @@ PYBIND11_MODULE(_kiln, m) {
   m.doc() = "Kiln's native compiler";
   py::register_exception<CompileError>(m, "CompileError", PyExc_RuntimeError);
   m.def("compile_gpu", &compileGpuFromPython, py::arg("source"), py::arg("chip"), py::arg("output_dir"),
-        py::arg("configs") = py::none());
+        py::arg("configs") = py::none(), py::arg("assembler") = py::none());
   m.def("tunable_kernels", &listTunableKernels, py::arg("source"), py::arg("chip"));
   m.def("gpu_ir", &gpuIr, py::arg("source"), py::arg("chip"), py::arg("stage"),
         py::call_guard<py::gil_scoped_release>());

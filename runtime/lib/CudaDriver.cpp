@@ -52,6 +52,10 @@ LoadedDriver load() {
             resolve(library, "cuCtxSynchronize", d.cuCtxSynchronize, e) &&
             resolve(library, "cuModuleLoadDataEx", d.cuModuleLoadDataEx, e) &&
             resolve(library, "cuModuleUnload", d.cuModuleUnload, e) &&
+            resolve(library, "cuLinkCreate_v2", d.cuLinkCreate, e) &&
+            resolve(library, "cuLinkAddData_v2", d.cuLinkAddData, e) &&
+            resolve(library, "cuLinkComplete", d.cuLinkComplete, e) &&
+            resolve(library, "cuLinkDestroy", d.cuLinkDestroy, e) &&
             resolve(library, "cuModuleGetFunction", d.cuModuleGetFunction, e) &&
             resolve(library, "cuFuncSetAttribute", d.cuFuncSetAttribute, e) &&
             resolve(library, "cuLaunchKernel", d.cuLaunchKernel, e) &&

@@ -11,6 +11,7 @@
 #include "CudaDriver.h"
 #include "Errors.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -150,6 +151,48 @@ kiln_status kiln_module_load_data(kiln_device *device, const void *image, size_t
   *module = new kiln_module{device, loaded};
   return KILN_OK;
 }
+
+kiln_status kiln_assemble_ptx(kiln_device *device, const char *ptx, size_t size, void **cubin, size_t *cubin_size,
+                              char **log) {
+  if (!device || !ptx || !size || !cubin || !cubin_size || !log)
+    return fail(KILN_ERROR_INVALID_ARGUMENT, "kiln_assemble_ptx: empty PTX or null pointer");
+  *cubin = nullptr;
+  *cubin_size = 0;
+  *log = nullptr;
+  const CudaDriver &driver = *device->driver;
+  KILN_CHECK(driver, cuCtxSetCurrent(device->context));
+  std::string text(ptx, strnlen(ptx, size)); // the driver reads PTX up to its NUL
+  std::vector<char> info(64 * 1024, '\0'), errors(16 * 1024, '\0');
+  int options[] = {kJitInfoLogBuffer, kJitInfoLogBufferSize, kJitErrorLogBuffer, kJitErrorLogBufferSize,
+                   kJitLogVerbose};
+  void *values[] = {info.data(), reinterpret_cast<void *>(static_cast<uintptr_t>(info.size() - 1)), errors.data(),
+                    reinterpret_cast<void *>(static_cast<uintptr_t>(errors.size() - 1)),
+                    reinterpret_cast<void *>(static_cast<uintptr_t>(1))};
+  CUlinkState link = nullptr;
+  KILN_CHECK(driver, cuLinkCreate(5, options, values, &link));
+  void *image = nullptr;
+  size_t imageSize = 0;
+  CUresult result = driver.cuLinkAddData(link, kJitInputPtx, text.data(), text.size() + 1, "kernels.ptx", 0,
+                                         nullptr, nullptr);
+  if (result == kCudaSuccess)
+    result = driver.cuLinkComplete(link, &image, &imageSize);
+  kiln_status status = KILN_OK;
+  if (result != kCudaSuccess) {
+    status = fail(KILN_ERROR_CUDA, std::string("the driver's PTX JIT failed: ") + describeCudaError(driver, result) +
+                                       (errors[0] ? std::string("; JIT log: ") + errors.data() : std::string()));
+  } else if (!(*cubin = std::malloc(imageSize)) || !(*log = strdup(info.data()))) {
+    std::free(*cubin);
+    *cubin = nullptr;
+    status = fail(KILN_ERROR_INVALID_ARGUMENT, "kiln_assemble_ptx: out of host memory");
+  } else {
+    std::memcpy(*cubin, image, imageSize); // the image belongs to the link state
+    *cubin_size = imageSize;
+  }
+  driver.cuLinkDestroy(link);
+  return status;
+}
+
+void kiln_buffer_free(void *buffer) { std::free(buffer); }
 
 kiln_status kiln_module_load_file(kiln_device *device, const char *path, kiln_module **module) {
   if (!path)

@@ -56,6 +56,14 @@ KILN_RUNTIME_API kiln_status kiln_device_info(kiln_device *device, int *major, i
 /// Loads a module from PTX text (NUL-terminated) or a cubin image; the driver JIT-compiles PTX and its log is
 /// part of the error message when that fails.
 KILN_RUNTIME_API kiln_status kiln_module_load_data(kiln_device *device, const void *image, size_t size, kiln_module **module);
+/// Assembles PTX text into a cubin for the device's architecture with the driver's JIT, in process (what ptxas
+/// does, without starting it). On success `*cubin` (`*cubin_size` bytes) and `*log`, the JIT's verbose report
+/// (registers and spills per kernel, as ptxas -v prints them), are allocated for the caller to release with
+/// kiln_buffer_free; on failure the JIT's error log is part of the message.
+KILN_RUNTIME_API kiln_status kiln_assemble_ptx(kiln_device *device, const char *ptx, size_t size, void **cubin,
+                                               size_t *cubin_size, char **log);
+/// Releases a buffer the runtime allocated for the caller.
+KILN_RUNTIME_API void kiln_buffer_free(void *buffer);
 /// Loads a .ptx or .cubin file.
 KILN_RUNTIME_API kiln_status kiln_module_load_file(kiln_device *device, const char *path, kiln_module **module);
 KILN_RUNTIME_API void kiln_module_unload(kiln_module *module);

@@ -104,6 +104,9 @@ def test_compile_source_end_to_end():
     (name, path), = gpu_cases.SOURCE_CASES
     program = kiln.compile(path.read_text(), target="sm_90a")
     assert [k["name"].rsplit("_", 1)[-1] for k in program.kernels] == ["attention", "matmul"]
+    if program.manifest.get("assembler"):  # compiled here, not read from a cache prepared elsewhere
+        assert program.manifest["assembler"] == "the CUDA driver's JIT", "the GPU's own JIT should assemble"
+        assert all(k["registers"] > 0 and k["spill_stores"] == 0 for k in program.kernels), program.kernels
     seeds = []
     generator = fresh(seeds)
     args = [tensor((shape, "bfloat16"), generator, 0.5) for _, shape in program.inputs]

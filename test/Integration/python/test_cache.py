@@ -9,6 +9,7 @@ never reads another build's entries. Running the programs is the GPU suite's job
 import json
 import multiprocessing
 import os
+import shutil
 import subprocess
 import sys
 
@@ -127,6 +128,78 @@ def test_compiler_build_is_part_of_the_key(cache_dir, monkeypatch):
     second = kiln.compile(SOURCE, target="sm_90a").folder
     assert first != second and len(entries(cache_dir)) == 2
     assert cache.key(SOURCE, "sm_80", "") != cache.key(SOURCE, "sm_90a", "")
+
+
+def ptxas_or_skip():
+    ptxas = shutil.which("ptxas") or "/usr/local/cuda/bin/ptxas"
+    if not os.access(ptxas, os.X_OK):
+        pytest.skip("no ptxas to stand in for the driver's JIT")
+    return ptxas
+
+
+def test_in_process_assembler_makes_the_cubin(cache_dir, monkeypatch):
+    ptxas, calls = ptxas_or_skip(), []
+
+    def assemble(ptx):  # what the driver's JIT returns: the cubin and a ptxas -v style log
+        calls.append(ptx)
+        (cache_dir / "in.ptx").write_bytes(ptx)
+        run = subprocess.run([ptxas, "-arch=sm_90a", "-v", str(cache_dir / "in.ptx"), "-o",
+                              str(cache_dir / "out.cubin")], capture_output=True, text=True, check=True)
+        cubin = (cache_dir / "out.cubin").read_bytes()
+        for name in ("in.ptx", "out.cubin"):
+            (cache_dir / name).unlink()
+        return cubin, run.stdout + run.stderr
+
+    monkeypatch.setattr(compiler, "driver_assembler", lambda target: assemble if target == "sm_90a" else None)
+    program = kiln.compile(SOURCE, target="sm_90a")
+    assert len(calls) == 1 and calls[0].decode() == program.ptx
+    manifest = program.manifest
+    assert manifest["assembler"] == "the CUDA driver's JIT" and "Used" in manifest["ptxas"]
+    assert (program.folder / manifest["cubin"]).read_bytes()[:4] == b"\x7fELF"
+    (kernel,) = program.kernels
+    assert kernel["registers"] > 0 and kernel["spill_stores"] == 0
+    assert sorted(p.name for p in program.folder.iterdir()) == ["checksums.json", "kernels.ptx",
+                                                                "kernels.sm_90a.cubin", "manifest.json"]
+
+
+def test_ptxas_when_no_gpu_matches(cache_dir, monkeypatch):
+    ptxas_or_skip()
+    monkeypatch.setattr(compiler, "driver_assembler", lambda target: None)
+    program = kiln.compile(SOURCE, target="sm_90a")
+    assert program.manifest["assembler"] == "ptxas" and program.kernels[0]["registers"] > 0
+
+
+def test_in_process_assembler_failure(cache_dir, monkeypatch):
+    def broken(ptx):
+        raise RuntimeError("assembling the PTX: CUDA_ERROR_INVALID_PTX")
+
+    monkeypatch.setattr(compiler, "driver_assembler", lambda target: broken)
+    with pytest.raises(kiln.CompileError, match="assembling the PTX in process failed: assembling the PTX: "
+                                                "CUDA_ERROR_INVALID_PTX"):
+        kiln.compile(SOURCE, target="sm_90a")
+    assert not list(cache_dir.iterdir()), "a failed compile left files in the cache"
+    monkeypatch.setattr(compiler, "driver_assembler", lambda target: lambda ptx: ("not a pair",))
+    with pytest.raises(kiln.CompileError, match="assembling the PTX in process failed"):
+        kiln.compile(SOURCE.replace("40x", "41x"), target="sm_90a")
+
+
+class FakeDevice:
+    capability = (9, 0)
+
+    def assemble(self, ptx):
+        raise AssertionError("not called here")
+
+
+def test_driver_assembler_only_for_the_gpu_architecture(monkeypatch):
+    from kiln import gpu, runtime
+    monkeypatch.setattr(runtime, "device", lambda ordinal=0: FakeDevice())
+    assert gpu.driver_assembler("sm_90a").__self__.__class__ is FakeDevice
+    assert gpu.driver_assembler("sm_80") is None, "an sm_90 cubin must not be cached as sm_80's"
+
+    def no_driver(ordinal=0):
+        raise RuntimeError("no CUDA driver: cannot load libcuda.so.1")
+    monkeypatch.setattr(runtime, "device", no_driver)
+    assert gpu.driver_assembler("sm_90a") is None
 
 
 def test_load_what_kilnc_wrote(tmp_path):
