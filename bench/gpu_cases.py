@@ -116,6 +116,10 @@ def attention_correctness_cases():
         attention_case("ta_bf16_sq77_sk200_causal", 2, 4, 4, 77, 200, 128, "bf16", True),
         attention_case("ta_f16_sq100_sk333", 1, 4, 2, 100, 333, 96, "f16", False),
         attention_case("ta_bf16_seq1", 1, 2, 2, 1, 1, 64, "bf16", False),
+        # The wgmma pipeline's edges: one key tile (prologue and last P V only), one unmasked tile then masked ones.
+        attention_case("ta_bf16_d128_one_tile_50_causal", 1, 4, 4, 50, 50, 128, "bf16", True),
+        attention_case("ta_f16_d64_one_tile_64", 1, 4, 4, 64, 64, 64, "f16", False),
+        attention_case("ta_bf16_d128_sq64_sk130", 2, 4, 4, 64, 130, 128, "bf16", False),
         attention_case("ta_bshd_bf16_gqa4_300_causal", 2, 8, 2, 300, 300, 128, "bf16", True, seq_major=True),
         attention_case("ta_bshd_f16_sq77_sk200", 3, 4, 4, 77, 200, 64, "f16", False, seq_major=True),
         attention_case("ta_bshd_bf16_decode", 4, 32, 8, 1, 1000, 128, "bf16", True, seq_major=True),

@@ -442,29 +442,45 @@ module {
 
 // -----
 
-// Attention on wgmma (sm_90a): K and V tiles first in 1024-byte aligned, swizzled shared memory (two slots of
-// 128 keys x 64 each), then the padded Q tile; per key tile, S = Q K^T as four register-A warpgroup MMAs
-// (m64n128k16, K K-major) and O += P V as eight (m64n64k16, V N-major: imm-trans-b 1), each group waited for
-// before its result is used; the copies are fenced into the async proxy before the barrier.
+// Attention on wgmma (sm_90a), pipelined within the warpgroup: K and V tiles first in 1024-byte aligned,
+// swizzled shared memory (two slots of 128 keys x 64 each), then the padded Q tile. Tile 0's S = Q K^T (four
+// register-A m64n128k16 MMAs, K K-major) is waited for and its softmax computed before the loops; each iteration
+// then issues the next tile's S and this tile's O += P V (eight m64n64k16, V N-major: imm-trans-b 1) as two
+// groups, waits for S alone (wait_group 1, the accumulators passing through the wait) and computes its softmax
+// while P V runs, then waits for O (wait_group 0). An unmasked and a masked loop; the last tile's P V after them.
+// The copies are fenced into the async proxy before each barrier.
 // CHECK-LABEL: func.func private @w5_attention
 // CHECK-SAME: kiln.launch = {block = array<i64: 256, 1, 1>, dynamic_shared_bytes = 83968 : i64, grid = array<i64: 2, 4, 1>}
 // CHECK: memref.global "public" @w5_attention_smem : memref<0xi8, #gpu.address_space<workgroup>> {alignment = 1024 : i64}
 // CHECK: arith.xori
-// CHECK: memref.extract_aligned_pointer_as_index
-// CHECK: scf.for
 // CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
 // CHECK: gpu.barrier
+// CHECK: memref.extract_aligned_pointer_as_index
 // CHECK: nvvm.wgmma.fence.aligned
 // CHECK-COUNT-4: llvm.inline_asm has_side_effects asm_dialect = att "{ .reg .pred p; setp.ne.b32 p, 1, 0; wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{.*}}, p, 1, 1, 0; }"
 // CHECK: nvvm.wgmma.commit.group.sync.aligned
 // CHECK: nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK: math.exp2
+// CHECK: scf.for
+// CHECK: nvvm.fence.proxy
+// CHECK: gpu.barrier
 // CHECK: nvvm.wgmma.fence.aligned
+// CHECK-COUNT-4: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{.*}}, p, 1, 1, 0; }"
+// CHECK: nvvm.wgmma.commit.group.sync.aligned
 // CHECK-COUNT-8: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}, p, 1, 1, 1; }"
-// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK: nvvm.wgmma.commit.group.sync.aligned
+// CHECK: llvm.inline_asm has_side_effects asm_dialect = att "wgmma.wait_group.sync.aligned 1;", "=f,
+// CHECK: math.exp2
+// CHECK: llvm.inline_asm has_side_effects asm_dialect = att "wgmma.wait_group.sync.aligned 0;", "=f,{{.*}},r,r"
 // CHECK: scf.yield
 // CHECK: scf.for
 // CHECK: arith.select
+// CHECK: scf.yield
+// CHECK: nvvm.wgmma.fence.aligned
+// CHECK-COUNT-8: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
+// CHECK: nvvm.wgmma.commit.group.sync.aligned
+// CHECK: "wgmma.wait_group.sync.aligned 0;"
+// CHECK: gpu.return
 module {
   func.func private @w5_attention(%q: tensor<1x4x200x64xbf16>, %out: tensor<1x4x200x64xbf16>) -> tensor<1x4x200x64xbf16> attributes {kiln.kernel} {
     %o = kiln.attention %q, %q, %q causal {kiln.config = #kiln.config<tile = [128, 128], warps = 8, stages = 2, lowering = "wgmma">} : tensor<1x4x200x64xbf16>, tensor<1x4x200x64xbf16>, tensor<1x4x200x64xbf16> -> tensor<1x4x200x64xbf16>

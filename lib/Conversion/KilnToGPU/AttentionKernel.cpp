@@ -3,7 +3,8 @@
 // The forward pass of FlashAttention-2 on mma.sync (or wgmma, below), emitted op by op:
 //   - grid (ceil(Sq/BQ), Hq, B), BQ / 16 warps; each warp owns 16 query rows (BQ and BK from #kiln.config);
 //   - the Q tile is copied once (cp.async) and kept in registers as A fragments; K and V tiles of BK keys stream
-//     through a double-buffered ring in dynamic shared memory (rows padded by 16 bytes; swizzled for wgmma);
+//     through double-buffered rings in dynamic shared memory (rows padded by 16 bytes; swizzled for wgmma), the
+//     next tile's copies in flight while this one is used;
 //   - S = Q K^T with ldmatrix (K read as the transposed operand) and mma.sync m16n8k16, f32 accumulators;
 //   - the online softmax in registers: scores scaled by scale * log2(e), row max by quad shuffles, exp2,
 //     accumulator rescaled by exp2(m_old - m_new); a row still at -inf uses 0 as its offset;
@@ -13,7 +14,8 @@
 //     second loop over the tiles that need it (the first runs the others unmasked); causal blocks stop at the
 //     last key tile their rows can see;
 //   - with the "wgmma" lowering (sm_90a, head dims 64 and 128), S = Q K^T and O += P V are warpgroup MMAs with
-//     Q and P in registers and K and V in 128-byte swizzled shared memory;
+//     Q and P in registers and K and V in 128-byte swizzled shared memory, pipelined as in FlashAttention-3: the
+//     next tile's S is issued with this tile's P V, and its softmax runs while P V does (V one tile behind K);
 //   - GQA: the block of q head h reads k/v head h / (Hq / Hkv);
 //   - `layout = "bshd"` (and `out_layout`) only change where a head's rows start and how far apart they are.
 // An additive mask is added to the scores in base 2; the output O / l goes through the epilogue (if any) and is
@@ -165,14 +167,26 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
                                                         global, src, builder.getIndexAttr(8), count,
                                                         builder.getUnitAttr()));
     }
+    return tokens;
+  };
+  // K or V rows of key tile `tile` into ring slot `slot` (the copies; a caller groups them).
+  auto loadK = [&](Value tile, Value slot) {
+    return copyRows(sharedK, im.mul(slot, sizeK), strideK, k, kBase, rowStride(seqMajor, kvHeads, headDim),
+                    im.mul(tile, bk), bk, headDim, seqK, wgmma);
+  };
+  auto loadV = [&](Value tile, Value slot) {
+    return copyRows(sharedV, im.mul(slot, sizeV), strideV, v, vBase, rowStride(seqMajor, kvHeads, valueDim),
+                    im.mul(tile, bk), bk, valueDim, seqK, wgmma);
+  };
+  // One cp.async group of copies: waiting for "all but the newest group" then leaves exactly it in flight.
+  auto commitGroup = [&](ArrayRef<SmallVector<Value>> copies) {
+    SmallVector<Value> tokens;
+    for (const SmallVector<Value> &part : copies)
+      tokens.append(part);
     return nvgpu::DeviceAsyncCreateGroupOp::create(builder, loc, tokenType, tokens).getResult();
   };
-  auto loadKV = [&](Value tile, Value slot) {
-    Value row0 = im.mul(tile, bk);
-    copyRows(sharedK, im.mul(slot, sizeK), strideK, k, kBase, rowStride(seqMajor, kvHeads, headDim), row0, bk,
-             headDim, seqK, wgmma);
-    return copyRows(sharedV, im.mul(slot, sizeV), strideV, v, vBase, rowStride(seqMajor, kvHeads, valueDim), row0, bk,
-                    valueDim, seqK, wgmma);
+  auto waitGroups = [&](Value group, int32_t pending) {
+    nvgpu::DeviceAsyncWaitOp::create(builder, loc, group, builder.getI32IntegerAttr(pending));
   };
 
   // Key tiles this block visits: all of them, or with `causal` up to its last row's diagonal.
@@ -184,9 +198,16 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
     numTiles = im.min(im.div(im.add(lastKey, bk - 1), bk), im.c(allTiles));
   }
 
-  copyRows(sharedQ, im.c(0), strideQ, q, qBase, rowStride(seqMajor, heads, headDim), q0, bq, headDim, seqQ);
-  Value group0 = loadKV(im.c(0), im.c(0));
-  nvgpu::DeviceAsyncWaitOp::create(builder, loc, group0, builder.getI32IntegerAttr(0));
+  // Q and the first key tile; the wgmma pipeline also needs the second tile's K before its first iteration.
+  Value group0 = commitGroup({copyRows(sharedQ, im.c(0), strideQ, q, qBase, rowStride(seqMajor, heads, headDim), q0,
+                                       bq, headDim, seqQ),
+                              loadK(im.c(0), im.c(0)), loadV(im.c(0), im.c(0))});
+  if (wgmma) {
+    waitGroups(commitGroup({loadK(im.c(std::min<int64_t>(1, allTiles - 1)), im.c(1))}), 1);
+    fenceCopiesForWgmma(builder, loc);
+  } else {
+    waitGroups(group0, 0);
+  }
   gpu::BarrierOp::create(builder, loc);
 
   // Q fragments of this warp's 16 rows, kept in registers.
@@ -224,173 +245,259 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   if (causal)
     unmaskedTiles = im.min(unmaskedTiles, im.div(im.add(q0, seqK - seqQ + 1), bk));
   unmaskedTiles = im.min(unmaskedTiles, numTiles);
-  auto body = [&](bool masked) {
-    return [&, masked](OpBuilder &nested, Location, Value tile, ValueRange carried) {
+
+  auto element4 = [&](Value vec, int64_t e) {
+    return vector::ExtractOp::create(builder, loc, vec, ArrayRef<int64_t>{e}).getResult();
+  };
+  // The online softmax of one tile's scores (this thread's fragments of S = Q K^T for key tile `tile`) against
+  // the running row maxima and sums: the new maxima and sums, the factor the output is rescaled by, and P.
+  struct TileSoftmax {
+    Value maxA, maxB, sumA, sumB, alphas;
+    SmallVector<Value> probs;
+  };
+  auto softmaxTile = [&](SmallVector<Value> scores, Value tile, bool masked, Value maxA, Value maxB, Value sumA,
+                         Value sumB) {
+    // Scale to base 2 (and add the additive mask, also in base 2), then mask the keys past the end (and
+    // above the diagonal) where the tile needs it.
+    Value scale = arith::ConstantOp::create(builder, loc, DenseElementsAttr::get(accType, float(scaleLog2)));
+    for (Value &s : scores)
+      s = arith::MulFOp::create(builder, loc, s, scale);
+    Value key0 = im.mul(tile, bk);
+    if (mask) {
+      ArrayRef<int64_t> maskShape = cast<RankedTensorType>(op.getMask().getType()).getShape();
+      SmallVector<int64_t> scoreShape{batch, heads, seqQ, seqK};
+      for (int64_t j = 0; j < scoreFrags; ++j) {
+        SmallVector<Value> parts;
+        for (int64_t e = 0; e < 4; ++e) {
+          // Positions past the end read a clamped (valid) element; they are set to -inf below.
+          Value key = im.min(im.add(key0, im.add(pairCol, j * 8 + e % 2)), im.c(seqK - 1));
+          Value row = im.min(e < 2 ? rowA : rowB, im.c(seqQ - 1));
+          Value at = broadcastLinearIndex(im, maskShape, scoreShape, {b, head, row, key});
+          Value bias = lowering::widen(builder, loc, memref::LoadOp::create(builder, loc, mask, at));
+          bias = arith::MulFOp::create(builder, loc, bias, f32c(kLog2E));
+          parts.push_back(arith::AddFOp::create(builder, loc, element4(scores[j], e), bias));
+        }
+        scores[j] = vector::FromElementsOp::create(builder, loc, accType, parts);
+      }
+    }
+    if (masked) {
+      for (int64_t j = 0; j < scoreFrags; ++j) {
+        Value &s = scores[j];
+        for (int64_t e = 0; e < 4; ++e) {
+          Value key = im.add(key0, im.add(pairCol, j * 8 + e % 2));
+          Value row = e < 2 ? rowA : rowB;
+          Value outside = arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::uge, key, im.c(seqK));
+          if (causal) {
+            Value future = arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::ugt, key,
+                                                 im.add(row, seqK - seqQ));
+            outside = arith::OrIOp::create(builder, loc, outside, future);
+          }
+          Value value = arith::SelectOp::create(builder, loc, outside, negInf, element4(s, e));
+          s = vector::InsertOp::create(builder, loc, value, s, ArrayRef<int64_t>{e});
+        }
+      }
+    }
+
+    // Row maxima over the tile: within the thread, then across the quad that shares the rows.
+    Value tileMaxA = negInf, tileMaxB = negInf;
+    for (Value s : scores) {
+      tileMaxA = arith::MaximumFOp::create(builder, loc, tileMaxA,
+                                           arith::MaximumFOp::create(builder, loc, element4(s, 0), element4(s, 1)));
+      tileMaxB = arith::MaximumFOp::create(builder, loc, tileMaxB,
+                                           arith::MaximumFOp::create(builder, loc, element4(s, 2), element4(s, 3)));
+    }
+    TileSoftmax result;
+    result.maxA = arith::MaximumFOp::create(builder, loc, maxA, quadReduce(builder, loc, tileMaxA, true));
+    result.maxB = arith::MaximumFOp::create(builder, loc, maxB, quadReduce(builder, loc, tileMaxB, true));
+    // A row with nothing visible yet keeps -inf; exponentiate against 0 then, so nothing becomes NaN.
+    auto offsetOf = [&](Value m) {
+      Value isNegInf = arith::CmpFOp::create(builder, loc, arith::CmpFPredicate::OEQ, m, negInf);
+      return arith::SelectOp::create(builder, loc, isNegInf, f32c(0.0), m).getResult();
+    };
+    Value offA = offsetOf(result.maxA), offB = offsetOf(result.maxB);
+    Value alphaA = math::Exp2Op::create(builder, loc, arith::SubFOp::create(builder, loc, maxA, offA));
+    Value alphaB = math::Exp2Op::create(builder, loc, arith::SubFOp::create(builder, loc, maxB, offB));
+    result.alphas = vector::FromElementsOp::create(builder, loc, accType, ValueRange{alphaA, alphaA, alphaB, alphaB});
+    Value offsets = vector::FromElementsOp::create(builder, loc, accType, ValueRange{offA, offA, offB, offB});
+    result.sumA = arith::MulFOp::create(builder, loc, sumA, alphaA);
+    result.sumB = arith::MulFOp::create(builder, loc, sumB, alphaB);
+    for (Value s : scores) {
+      Value p = math::Exp2Op::create(builder, loc, arith::SubFOp::create(builder, loc, s, offsets));
+      result.sumA = arith::AddFOp::create(builder, loc, result.sumA,
+                                          arith::AddFOp::create(builder, loc, element4(p, 0), element4(p, 1)));
+      result.sumB = arith::AddFOp::create(builder, loc, result.sumB,
+                                          arith::AddFOp::create(builder, loc, element4(p, 2), element4(p, 3)));
+      result.probs.push_back(p);
+    }
+    return result;
+  };
+  // P rounded to the input type and repacked from accumulator fragments into A fragments, one per k16 step.
+  auto halfPair = VectorType::get({2}, f32);
+  auto packProbabilities = [&](ArrayRef<Value> probs) {
+    auto pack = [&](Value p, int64_t first) {
+      Value pair = vector::FromElementsOp::create(builder, loc, halfPair,
+                                                  ValueRange{element4(p, first), element4(p, first + 1)});
+      Value narrow = arith::TruncFOp::create(builder, loc, VectorType::get({2}, element), pair);
+      if (!bf16)
+        return narrow;
+      Value word = vector::BitCastOp::create(builder, loc, VectorType::get({1}, builder.getI32Type()), narrow);
+      return vector::ExtractOp::create(builder, loc, word, ArrayRef<int64_t>{0}).getResult();
+    };
+    SmallVector<SmallVector<Value>> pRegs;
+    for (int64_t kk = 0; kk < bk / 16; ++kk) {
+      Value p0 = probs[2 * kk], p1 = probs[2 * kk + 1];
+      pRegs.push_back({pack(p0, 0), pack(p0, 2), pack(p1, 0), pack(p1, 2)});
+    }
+    return pRegs;
+  };
+  auto rescale = [&](SmallVector<Value> acc, Value alphas) {
+    for (Value &o : acc)
+      o = arith::MulFOp::create(builder, loc, o, alphas);
+    return acc;
+  };
+
+  SmallVector<Value> final; // row maxima, row sums and O fragments after the last key tile
+  if (!wgmma) {
+    auto body = [&](bool masked) {
+      return [&, masked](OpBuilder &nested, Location, Value tile, ValueRange carried) {
         OpBuilder::InsertionGuard loopGuard(builder);
         builder.setInsertionPoint(nested.getInsertionBlock(), nested.getInsertionPoint());
         Value slot = im.rem(tile, 2);
-        // Prefetch the next tile into the other slot (read in the previous iteration, finished by all warps).
+        // Prefetch the next tile into the other slot (read in the previous iteration, finished by all warps),
+        // and wait for this one, leaving the prefetch in flight.
         gpu::BarrierOp::create(builder, loc);
-        Value next = im.add(tile, 1);
-        Value nextGroup = loadKV(im.min(next, im.c(allTiles - 1)), im.rem(next, 2));
-        nvgpu::DeviceAsyncWaitOp::create(builder, loc, nextGroup, builder.getI32IntegerAttr(1));
-        if (wgmma)
-          fenceCopiesForWgmma(builder, loc);
+        Value next = im.add(tile, 1), nextTile = im.min(next, im.c(allTiles - 1));
+        waitGroups(commitGroup({loadK(nextTile, im.rem(next, 2)), loadV(nextTile, im.rem(next, 2))}), 1);
         gpu::BarrierOp::create(builder, loc);
 
         // S = Q K^T for this warp's 16 rows and the tile's BK keys.
         Value baseK = im.mul(slot, sizeK), baseV = im.mul(slot, sizeV);
         SmallVector<Value> scores(scoreFrags, zeroAcc);
-        if (wgmma) {
-          // K [BK keys][d] is B K-major: a k16 step of the head dim is 32 bytes into a 64-column panel.
-          SmallVector<Value> kDescriptors;
-          Value kBytes = im.mul(im.add(baseK, offsetK), 2); // descriptors count from the buffer's start
-          for (int64_t kk = 0; kk < headDim / 16; ++kk)
-            kDescriptors.push_back(
-                descriptors->get(im.add(kBytes, (kk / 4) * bk * kSwizzleRowBytes + (kk % 4) * 32), 16, 1024));
-          Value s = wgmmaRegisterAGroup(builder, loc, zeroAccumulator(builder, loc, bk), qRegs, kDescriptors, bk,
-                                        bf16, /*bNMajor=*/false);
-          scores = accumulatorFragments(builder, loc, s);
-        } else {
-          for (int64_t kk = 0; kk < headDim / 16; ++kk)
-            for (int64_t j = 0; j < scoreFrags; j += 2) {
-              auto [first, second] = loadBFragmentPair(builder, loc, im, sharedK, baseK, strideK, lane,
-                                                       im.c(kk * 16), im.c(j * 8), /*kMajor=*/false);
-              scores[j] = mmaSync(builder, loc, qRegs[kk], first, scores[j], bf16);
-              scores[j + 1] = mmaSync(builder, loc, qRegs[kk], second, scores[j + 1], bf16);
-            }
-        }
+        for (int64_t kk = 0; kk < headDim / 16; ++kk)
+          for (int64_t j = 0; j < scoreFrags; j += 2) {
+            auto [first, second] = loadBFragmentPair(builder, loc, im, sharedK, baseK, strideK, lane, im.c(kk * 16),
+                                                     im.c(j * 8), /*kMajor=*/false);
+            scores[j] = mmaSync(builder, loc, qRegs[kk], first, scores[j], bf16);
+            scores[j + 1] = mmaSync(builder, loc, qRegs[kk], second, scores[j + 1], bf16);
+          }
+        TileSoftmax soft = softmaxTile(scores, tile, masked, carried[0], carried[1], carried[2], carried[3]);
 
-        // Scale to base 2 (and add the additive mask, also in base 2), then mask the keys past the end (and
-        // above the diagonal) where the tile needs it.
-        Value scale = arith::ConstantOp::create(builder, loc, DenseElementsAttr::get(accType, float(scaleLog2)));
-        for (Value &s : scores)
-          s = arith::MulFOp::create(builder, loc, s, scale);
-        Value key0 = im.mul(tile, bk);
-        if (mask) {
-          ArrayRef<int64_t> maskShape = cast<RankedTensorType>(op.getMask().getType()).getShape();
-          SmallVector<int64_t> scoreShape{batch, heads, seqQ, seqK};
-          for (int64_t j = 0; j < scoreFrags; ++j) {
-            SmallVector<Value> parts;
-            for (int64_t e = 0; e < 4; ++e) {
-              // Positions past the end read a clamped (valid) element; they are set to -inf below.
-              Value key = im.min(im.add(key0, im.add(pairCol, j * 8 + e % 2)), im.c(seqK - 1));
-              Value row = im.min(e < 2 ? rowA : rowB, im.c(seqQ - 1));
-              Value at = broadcastLinearIndex(im, maskShape, scoreShape, {b, head, row, key});
-              Value bias = lowering::widen(builder, loc, memref::LoadOp::create(builder, loc, mask, at));
-              bias = arith::MulFOp::create(builder, loc, bias, f32c(kLog2E));
-              Value s = vector::ExtractOp::create(builder, loc, scores[j], ArrayRef<int64_t>{e});
-              parts.push_back(arith::AddFOp::create(builder, loc, s, bias));
-            }
-            scores[j] = vector::FromElementsOp::create(builder, loc, accType, parts);
+        // Rescale O, then O += P V.
+        SmallVector<Value> acc = rescale(SmallVector<Value>(carried.drop_front(4)), soft.alphas);
+        SmallVector<SmallVector<Value>> pRegs = packProbabilities(soft.probs);
+        for (int64_t kk = 0; kk < bk / 16; ++kk)
+          for (int64_t d = 0; d < outFrags; d += 2) {
+            auto [first, second] = loadBFragmentPair(builder, loc, im, sharedV, baseV, strideV, lane, im.c(kk * 16),
+                                                     im.c(d * 8), /*kMajor=*/true);
+            acc[d] = mmaSync(builder, loc, pRegs[kk], first, acc[d], bf16);
+            acc[d + 1] = mmaSync(builder, loc, pRegs[kk], second, acc[d + 1], bf16);
           }
-        }
-        if (masked) {
-          for (int64_t j = 0; j < scoreFrags; ++j) {
-            Value &s = scores[j];
-            for (int64_t e = 0; e < 4; ++e) {
-              Value key = im.add(key0, im.add(pairCol, j * 8 + e % 2));
-              Value row = e < 2 ? rowA : rowB;
-              Value outside = arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::uge, key, im.c(seqK));
-              if (causal) {
-                Value future = arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::ugt, key,
-                                                     im.add(row, seqK - seqQ));
-                outside = arith::OrIOp::create(builder, loc, outside, future);
-              }
-              Value value = vector::ExtractOp::create(builder, loc, s, ArrayRef<int64_t>{e});
-              value = arith::SelectOp::create(builder, loc, outside, negInf, value);
-              s = vector::InsertOp::create(builder, loc, value, s, ArrayRef<int64_t>{e});
-            }
-          }
-        }
-
-        // Row maxima over the tile: within the thread, then across the quad that shares the rows.
-        auto element4 = [&](Value vec, int64_t e) {
-          return vector::ExtractOp::create(builder, loc, vec, ArrayRef<int64_t>{e}).getResult();
-        };
-        Value maxA = carried[0], maxB = carried[1];
-        Value tileMaxA = negInf, tileMaxB = negInf;
-        for (Value s : scores) {
-          tileMaxA = arith::MaximumFOp::create(builder, loc, tileMaxA,
-                                               arith::MaximumFOp::create(builder, loc, element4(s, 0), element4(s, 1)));
-          tileMaxB = arith::MaximumFOp::create(builder, loc, tileMaxB,
-                                               arith::MaximumFOp::create(builder, loc, element4(s, 2), element4(s, 3)));
-        }
-        Value newMaxA = arith::MaximumFOp::create(builder, loc, maxA, quadReduce(builder, loc, tileMaxA, true));
-        Value newMaxB = arith::MaximumFOp::create(builder, loc, maxB, quadReduce(builder, loc, tileMaxB, true));
-        // A row with nothing visible yet keeps -inf; exponentiate against 0 then, so nothing becomes NaN.
-        auto offsetOf = [&](Value m) {
-          Value isNegInf = arith::CmpFOp::create(builder, loc, arith::CmpFPredicate::OEQ, m, negInf);
-          return arith::SelectOp::create(builder, loc, isNegInf, f32c(0.0), m).getResult();
-        };
-        Value offA = offsetOf(newMaxA), offB = offsetOf(newMaxB);
-        Value alphaA = math::Exp2Op::create(builder, loc, arith::SubFOp::create(builder, loc, maxA, offA));
-        Value alphaB = math::Exp2Op::create(builder, loc, arith::SubFOp::create(builder, loc, maxB, offB));
-        Value offsets = vector::FromElementsOp::create(builder, loc, accType, ValueRange{offA, offA, offB, offB});
-        Value sumA = arith::MulFOp::create(builder, loc, carried[2], alphaA);
-        Value sumB = arith::MulFOp::create(builder, loc, carried[3], alphaB);
-        SmallVector<Value> probs;
-        for (Value s : scores) {
-          Value p = math::Exp2Op::create(builder, loc, arith::SubFOp::create(builder, loc, s, offsets));
-          sumA = arith::AddFOp::create(builder, loc, sumA,
-                                       arith::AddFOp::create(builder, loc, element4(p, 0), element4(p, 1)));
-          sumB = arith::AddFOp::create(builder, loc, sumB,
-                                       arith::AddFOp::create(builder, loc, element4(p, 2), element4(p, 3)));
-          probs.push_back(p);
-        }
-
-        // Rescale O, then O += P V with P repacked from accumulator into A-fragment layout.
-        Value alphas = vector::FromElementsOp::create(builder, loc, accType, ValueRange{alphaA, alphaA, alphaB, alphaB});
-        SmallVector<Value> acc(carried.drop_front(4));
-        for (Value &o : acc)
-          o = arith::MulFOp::create(builder, loc, o, alphas);
-        auto halfPair = VectorType::get({2}, f32);
-        auto pack = [&](Value p, int64_t first) {
-          Value pair = vector::FromElementsOp::create(builder, loc, halfPair,
-                                                      ValueRange{element4(p, first), element4(p, first + 1)});
-          Value narrow = arith::TruncFOp::create(builder, loc, VectorType::get({2}, element), pair);
-          if (!bf16)
-            return narrow;
-          Value word = vector::BitCastOp::create(builder, loc, VectorType::get({1}, builder.getI32Type()), narrow);
-          return vector::ExtractOp::create(builder, loc, word, ArrayRef<int64_t>{0}).getResult();
-        };
-        if (wgmma) {
-          // V [BK keys][d] is B N-major: 64-column panels of BK rows; a k16 step is 16 rows (2048 bytes) down.
-          SmallVector<SmallVector<Value>> pRegs;
-          SmallVector<Value> vDescriptors;
-          Value vBytes = im.mul(im.add(baseV, offsetV), 2);
-          for (int64_t kk = 0; kk < bk / 16; ++kk) {
-            Value p0 = probs[2 * kk], p1 = probs[2 * kk + 1];
-            pRegs.push_back({pack(p0, 0), pack(p0, 2), pack(p1, 0), pack(p1, 2)});
-            vDescriptors.push_back(descriptors->get(im.add(vBytes, kk * 16 * kSwizzleRowBytes),
-                                                    bk * kSwizzleRowBytes, 1024));
-          }
-          Value o = wgmmaRegisterAGroup(builder, loc, fragmentsAccumulator(builder, loc, acc), pRegs, vDescriptors,
-                                        valueDim, bf16, /*bNMajor=*/true);
-          acc = accumulatorFragments(builder, loc, o);
-        } else {
-          for (int64_t kk = 0; kk < bk / 16; ++kk) {
-            Value p0 = probs[2 * kk], p1 = probs[2 * kk + 1];
-            SmallVector<Value> pRegs{pack(p0, 0), pack(p0, 2), pack(p1, 0), pack(p1, 2)};
-            for (int64_t d = 0; d < outFrags; d += 2) {
-              auto [first, second] = loadBFragmentPair(builder, loc, im, sharedV, baseV, strideV, lane,
-                                                       im.c(kk * 16), im.c(d * 8), /*kMajor=*/true);
-              acc[d] = mmaSync(builder, loc, pRegs, first, acc[d], bf16);
-              acc[d + 1] = mmaSync(builder, loc, pRegs, second, acc[d + 1], bf16);
-            }
-          }
-        }
-        SmallVector<Value> yielded{newMaxA, newMaxB, sumA, sumB};
+        SmallVector<Value> yielded{soft.maxA, soft.maxB, soft.sumA, soft.sumB};
         yielded.append(acc);
         scf::YieldOp::create(builder, loc, yielded);
+      };
     };
-  };
-  auto unmasked = scf::ForOp::create(builder, loc, im.c(0), unmaskedTiles, im.c(1), inits, body(false));
-  auto loop = scf::ForOp::create(builder, loc, unmaskedTiles, numTiles, im.c(1), unmasked.getResults(), body(true));
+    auto unmasked = scf::ForOp::create(builder, loc, im.c(0), unmaskedTiles, im.c(1), inits, body(false));
+    auto loop = scf::ForOp::create(builder, loc, unmaskedTiles, numTiles, im.c(1), unmasked.getResults(), body(true));
+    final.assign(loop.getResults().begin(), loop.getResults().end());
+  } else {
+    // wgmma, pipelined as in FlashAttention-3 within a warpgroup: iteration j issues S(j+1) = Q K(j+1)^T and
+    // O += P(j) V(j) back to back, waits for S(j+1) only, computes its softmax while P(j) V(j) runs, then waits
+    // for O and rescales it. K and V each have a two-slot ring, V one tile behind K: iteration j reads K(j+1)
+    // and V(j) and prefetches K(j+2) and V(j+1) into the slots of K(j) and V(j-1), which nothing reads anymore.
+    auto kDescriptors = [&](Value slot) {
+      // K [BK keys][d] is B K-major: a k16 step of the head dim is 32 bytes into a 64-column panel.
+      SmallVector<Value> result;
+      Value kBytes = im.mul(im.add(im.mul(slot, sizeK), offsetK), 2); // descriptors count from the buffer's start
+      for (int64_t kk = 0; kk < headDim / 16; ++kk)
+        result.push_back(descriptors->get(im.add(kBytes, (kk / 4) * bk * kSwizzleRowBytes + (kk % 4) * 32), 16, 1024));
+      return result;
+    };
+    auto vDescriptors = [&](Value slot) {
+      // V [BK keys][d] is B N-major: 64-column panels of BK rows; a k16 step is 16 rows (2048 bytes) down.
+      SmallVector<Value> result;
+      Value vBytes = im.mul(im.add(im.mul(slot, sizeV), offsetV), 2);
+      for (int64_t kk = 0; kk < bk / 16; ++kk)
+        result.push_back(descriptors->get(im.add(vBytes, kk * 16 * kSwizzleRowBytes), bk * kSwizzleRowBytes, 1024));
+      return result;
+    };
+    // Every input of a pipeline stage's MMAs (descriptors, accumulators) is built before its wgmma fence: ptxas
+    // serialises the MMAs when an ordinary instruction defines one between the stage's first and last wgmma.
+    auto pvGroup = [&](Value acc, ValueRange pRegs, ArrayRef<Value> vDescs) {
+      SmallVector<SmallVector<Value>> steps;
+      for (size_t kk = 0; kk < pRegs.size() / 4; ++kk)
+        steps.push_back(SmallVector<Value>(pRegs.slice(4 * kk, 4)));
+      return issueWgmmaRegisterAGroup(builder, loc, acc, steps, vDescs, valueDim, bf16, /*bNMajor=*/true);
+    };
+    auto flatten = [](ArrayRef<SmallVector<Value>> pRegs) {
+      SmallVector<Value> flat;
+      for (const SmallVector<Value> &step : pRegs)
+        flat.append(step);
+      return flat;
+    };
+
+    // Tile 0: its scores and softmax (masked: whether it needs the mask is known only at run time).
+    Value s0 = wgmmaRegisterAGroup(builder, loc, zeroAccumulator(builder, loc, bk), qRegs, kDescriptors(im.c(0)), bk,
+                                   bf16, /*bNMajor=*/false);
+    TileSoftmax first = softmaxTile(accumulatorFragments(builder, loc, s0), im.c(0), /*masked=*/true, negInf, negInf,
+                                    f32c(0.0), f32c(0.0));
+    SmallVector<Value> state{first.maxA, first.maxB, first.sumA, first.sumB};
+    state.append(outFrags, zeroAcc);
+    int64_t pCount = bk / 16 * 4;
+    state.append(flatten(packProbabilities(first.probs)));
+
+    auto body = [&](bool masked) {
+      return [&, masked](OpBuilder &nested, Location, Value j, ValueRange carried) {
+        OpBuilder::InsertionGuard loopGuard(builder);
+        builder.setInsertionPoint(nested.getInsertionBlock(), nested.getInsertionPoint());
+        Value next = im.add(j, 1), afterNext = im.add(j, 2);
+        gpu::BarrierOp::create(builder, loc); // K(j) and V(j-1) are read by no one now
+        waitGroups(commitGroup({loadK(im.min(afterNext, im.c(allTiles - 1)), im.rem(j, 2)),
+                                loadV(im.min(next, im.c(allTiles - 1)), im.rem(next, 2))}),
+                   1);
+        fenceCopiesForWgmma(builder, loc);
+        gpu::BarrierOp::create(builder, loc); // K(j+1) and V(j) are in place
+
+        SmallVector<Value> kDescs = kDescriptors(im.rem(next, 2)), vDescs = vDescriptors(im.rem(j, 2));
+        Value o = fragmentsAccumulator(builder, loc, SmallVector<Value>(carried.slice(4, outFrags)));
+        Value s = zeroAccumulator(builder, loc, bk);
+        fenceWgmmaOperands(builder, loc);
+        s = issueWgmmaRegisterAGroup(builder, loc, s, qRegs, kDescs, bk, bf16, /*bNMajor=*/false);
+        o = pvGroup(o, carried.drop_front(4 + outFrags), vDescs);
+        s = wgmmaWaitFor(builder, loc, 1, s);
+        TileSoftmax soft = softmaxTile(accumulatorFragments(builder, loc, s), next, masked, carried[0], carried[1],
+                                       carried[2], carried[3]);
+        SmallVector<Value> pRegs = flatten(packProbabilities(soft.probs));
+        o = wgmmaWaitFor(builder, loc, 0, o, SmallVector<Value>(carried.drop_front(4 + outFrags)));
+        SmallVector<Value> yielded{soft.maxA, soft.maxB, soft.sumA, soft.sumB};
+        yielded.append(rescale(accumulatorFragments(builder, loc, o), soft.alphas));
+        yielded.append(pRegs);
+        scf::YieldOp::create(builder, loc, yielded);
+      };
+    };
+    // Tile j + 1 is the one whose softmax iteration j computes: unmasked while it is below unmaskedTiles.
+    Value last = im.sub(numTiles, 1); // at least one tile
+    Value split = im.sub(im.max(unmaskedTiles, im.c(1)), 1);
+    auto unmasked = scf::ForOp::create(builder, loc, im.c(0), split, im.c(1), state, body(false));
+    auto loop = scf::ForOp::create(builder, loc, split, last, im.c(1), unmasked.getResults(), body(true));
+
+    // The last tile's O += P V, once its V is in place.
+    waitGroups(group0, 0);
+    fenceCopiesForWgmma(builder, loc);
+    gpu::BarrierOp::create(builder, loc);
+    ValueRange results = loop.getResults();
+    SmallVector<Value> vDescs = vDescriptors(im.rem(last, 2));
+    Value o = fragmentsAccumulator(builder, loc, SmallVector<Value>(results.slice(4, outFrags)));
+    fenceWgmmaOperands(builder, loc);
+    o = pvGroup(o, results.slice(4 + outFrags, pCount), vDescs);
+    o = wgmmaWaitFor(builder, loc, 0, o);
+    final.assign(results.begin(), results.begin() + 4);
+    final.append(accumulatorFragments(builder, loc, o));
+  }
 
   // O / l, through the epilogue if there is one, stored in the output type; rows past Sq are skipped.
-  Value sumA = quadReduce(builder, loc, loop.getResult(2), false);
-  Value sumB = quadReduce(builder, loc, loop.getResult(3), false);
+  Value sumA = quadReduce(builder, loc, final[2], false);
+  Value sumB = quadReduce(builder, loc, final[3], false);
   Value invA = arith::DivFOp::create(builder, loc, f32c(1.0), sumA);
   Value invB = arith::DivFOp::create(builder, loc, f32c(1.0), sumB);
   bool outSeqMajor = op.isOutSeqMajor();
@@ -398,7 +505,7 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   int64_t outRowStride = rowStride(outSeqMajor, heads, valueDim);
   ArrayRef<int64_t> outShape = outType.getShape();
   for (int64_t d = 0; d < outFrags; ++d) {
-    Value o = loop.getResult(4 + d);
+    Value o = final[4 + d];
     for (int64_t e = 0; e < 4; ++e) {
       Value row = e < 2 ? rowA : rowB;
       Value col = im.add(pairCol, d * 8 + e % 2);
@@ -433,8 +540,7 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
     // lse = (m + log2 l) ln 2 (scores are in base 2); one lane of each quad stores its two rows.
     Value firstOfQuad = arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::eq, im.rem(lane, 4), im.c(0));
     Value lseBase = im.mul(im.add(im.mul(b, heads), head), seqQ);
-    for (auto [row, max, sum] : {std::tuple<Value, Value, Value>{rowA, loop.getResult(0), sumA},
-                                 {rowB, loop.getResult(1), sumB}}) {
+    for (auto [row, max, sum] : {std::tuple<Value, Value, Value>{rowA, final[0], sumA}, {rowB, final[1], sumB}}) {
       Value store = im.andi(firstOfQuad, im.lt(row, seqQ));
       scf::IfOp::create(builder, loc, store, [&](OpBuilder &thenBuilder, Location) {
         OpBuilder::InsertionGuard thenGuard(builder);

@@ -29,7 +29,9 @@ struct IndexMath {
   Value mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
   Value div(Value x, int64_t y) { return y == 1 ? x : Value(arith::DivUIOp::create(b, loc, x, c(y))); }
   Value rem(Value x, int64_t y) { return arith::RemUIOp::create(b, loc, x, c(y)); }
+  Value sub(Value x, int64_t y) { return arith::SubIOp::create(b, loc, x, c(y)); }
   Value min(Value x, Value y) { return arith::MinUIOp::create(b, loc, x, y); }
+  Value max(Value x, Value y) { return arith::MaxUIOp::create(b, loc, x, y); }
   Value lt(Value x, Value y) { return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, x, y); }
   Value lt(Value x, int64_t y) { return lt(x, c(y)); }
   Value select(Value cond, Value x, Value y) { return arith::SelectOp::create(b, loc, cond, x, y); }

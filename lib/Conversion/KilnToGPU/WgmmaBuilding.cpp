@@ -50,6 +50,14 @@ Value gpukernel::zeroAccumulator(OpBuilder &b, Location loc, int64_t n) {
   return LLVM::ZeroOp::create(b, loc, type);
 }
 
+/// A 32-bit A-fragment register (i32, or a vector<2xf16>) as the i32 that inline PTX takes.
+static Value asI32(OpBuilder &b, Location loc, Value reg) {
+  if (reg.getType().isInteger(32))
+    return reg;
+  Value word = vector::BitCastOp::create(b, loc, VectorType::get({1}, b.getI32Type()), reg);
+  return vector::ExtractOp::create(b, loc, word, ArrayRef<int64_t>{0});
+}
+
 /// One register-A wgmma.mma_async m64nNk16 (see wgmmaRegisterAGroup).
 static Value wgmmaRegisterA(OpBuilder &b, Location loc, Value accumulator, ArrayRef<Value> a, Value descriptorB,
                             int64_t n, bool bf16, bool bNMajor) {
@@ -71,13 +79,7 @@ static Value wgmmaRegisterA(OpBuilder &b, Location loc, Value accumulator, Array
     constraints += "," + std::to_string(i);
   SmallVector<Value> operands;
   for (Value reg : a)
-    operands.push_back(reg.getType().isInteger(32)
-                           ? reg
-                           : vector::ExtractOp::create(b, loc,
-                                                       vector::BitCastOp::create(
-                                                           b, loc, VectorType::get({1}, b.getI32Type()), reg),
-                                                       ArrayRef<int64_t>{0})
-                                 .getResult());
+    operands.push_back(asI32(b, loc, reg));
   operands.push_back(descriptorB);
   for (int64_t i = 0; i < registers; ++i)
     operands.push_back(LLVM::ExtractValueOp::create(b, loc, accumulator, ArrayRef<int64_t>{i}));
@@ -89,14 +91,47 @@ static Value wgmmaRegisterA(OpBuilder &b, Location loc, Value accumulator, Array
       .getRes();
 }
 
-Value gpukernel::wgmmaRegisterAGroup(OpBuilder &b, Location loc, Value accumulator, ArrayRef<SmallVector<Value>> a,
-                                     ArrayRef<Value> descriptorsB, int64_t n, bool bf16, bool bNMajor) {
-  NVVM::WgmmaFenceAlignedOp::create(b, loc);
+void gpukernel::fenceWgmmaOperands(OpBuilder &b, Location loc) { NVVM::WgmmaFenceAlignedOp::create(b, loc); }
+
+Value gpukernel::issueWgmmaRegisterAGroup(OpBuilder &b, Location loc, Value accumulator,
+                                          ArrayRef<SmallVector<Value>> a, ArrayRef<Value> descriptorsB, int64_t n,
+                                          bool bf16, bool bNMajor) {
   for (auto [registers, descriptor] : llvm::zip_equal(a, descriptorsB))
     accumulator = wgmmaRegisterA(b, loc, accumulator, registers, descriptor, n, bf16, bNMajor);
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+  return accumulator;
+}
+
+Value gpukernel::wgmmaRegisterAGroup(OpBuilder &b, Location loc, Value accumulator, ArrayRef<SmallVector<Value>> a,
+                                     ArrayRef<Value> descriptorsB, int64_t n, bool bf16, bool bNMajor) {
+  fenceWgmmaOperands(b, loc);
+  accumulator = issueWgmmaRegisterAGroup(b, loc, accumulator, a, descriptorsB, n, bf16, bNMajor);
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
   return accumulator;
+}
+
+Value gpukernel::wgmmaWaitFor(OpBuilder &b, Location loc, int64_t pending, Value accumulator,
+                              ArrayRef<Value> readRegisters) {
+  int64_t registers = cast<LLVM::LLVMStructType>(accumulator.getType()).getBody().size();
+  std::string constraints;
+  SmallVector<Value> operands;
+  for (int64_t i = 0; i < registers; ++i)
+    constraints += "=f,";
+  for (int64_t i = 0; i < registers; ++i) {
+    constraints += (i ? "," : "") + std::to_string(i);
+    operands.push_back(LLVM::ExtractValueOp::create(b, loc, accumulator, ArrayRef<int64_t>{i}));
+  }
+  for (Value reg : readRegisters) {
+    constraints += ",r";
+    operands.push_back(asI32(b, loc, reg));
+  }
+  return LLVM::InlineAsmOp::create(b, loc, accumulator.getType(), operands,
+                                   llvm::formatv("wgmma.wait_group.sync.aligned {0};", pending).str(), constraints,
+                                   /*has_side_effects=*/true, /*is_align_stack=*/false,
+                                   LLVM::tailcallkind::TailCallKind::None,
+                                   LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+                                   /*operand_attrs=*/ArrayAttr())
+      .getRes();
 }
 
 SmallVector<Value> gpukernel::accumulatorFragments(OpBuilder &b, Location loc, Value accumulator) {

@@ -57,6 +57,21 @@ Value zeroAccumulator(OpBuilder &b, Location loc, int64_t n);
 Value wgmmaRegisterAGroup(OpBuilder &b, Location loc, Value accumulator, ArrayRef<SmallVector<Value>> a,
                           ArrayRef<Value> descriptorsB, int64_t n, bool bf16, bool bNMajor);
 
+/// wgmma.fence: orders the registers written so far (accumulators, A operands) before the wgmma that follow.
+void fenceWgmmaOperands(OpBuilder &b, Location loc);
+
+/// The MMAs of wgmmaRegisterAGroup, committed as one group but not waited for (a pipeline issues several groups,
+/// then waits with wgmmaWaitFor). The caller places fenceWgmmaOperands before the first group it issues.
+Value issueWgmmaRegisterAGroup(OpBuilder &b, Location loc, Value accumulator, ArrayRef<SmallVector<Value>> a,
+                               ArrayRef<Value> descriptorsB, int64_t n, bool bf16, bool bNMajor);
+
+/// Waits until at most `pending` wgmma groups are in flight and returns `accumulator` as the wait defines it: its
+/// registers pass through the waiting instruction, so no use of them can be scheduled before it. `readRegisters`
+/// are A operands that the groups being waited for read: the wait uses them too, so that their registers are not
+/// reused (overwritten while the MMAs still read them) before it.
+Value wgmmaWaitFor(OpBuilder &b, Location loc, int64_t pending, Value accumulator,
+                   ArrayRef<Value> readRegisters = {});
+
 /// The accumulator struct of m64nNk16 as this thread's N / 8 fragments, each vector<4xf32> in the mma.sync
 /// C layout (rows lane / 4 and 8 below of the warp's 16, columns 2 (lane % 4) + {0, 1} of the 8-column block).
 SmallVector<Value> accumulatorFragments(OpBuilder &b, Location loc, Value accumulator);
