@@ -264,6 +264,14 @@ def sweep_cases():
                     cases.append(attention_case(
                         f"ba_sweep_d{d}_s4096_{'causal' if causal else 'full'}_{lowering}_{tile[0]}x{tile[1]}",
                         4, heads, heads, 4096, 4096, d, "bf16", causal, tile, lowering=lowering))
+    # Short sequences, where the prologue and the blocks per multiprocessor weigh most: the wgmma tiles.
+    for d, heads in ((128, 16), (64, 32)):
+        for seq in (512, 1024):
+            for tile in ((64, 64), (128, 64), (64, 128), (128, 128), (64, 32)):
+                for causal in (False, True):
+                    cases.append(attention_case(
+                        f"ba_sweep_d{d}_s{seq}_{'causal' if causal else 'full'}_wgmma_{tile[0]}x{tile[1]}",
+                        16384 // seq, heads, heads, seq, seq, d, "bf16", causal, tile, lowering="wgmma"))
     for m, n, k in [(4096, 4096, 4096), (8192, 11008, 4096), (2048, 14336, 4096), (2048, 1024, 4096)]:
         for tile, warps, stages, lowering in SWEEP:
             label = f"{lowering}_{tile[0]}x{tile[1]}x{tile[2]}_w{warps}_s{stages}"

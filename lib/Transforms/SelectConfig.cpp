@@ -130,17 +130,18 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
     // 128 x 64 for head dim 64. One warp per 16 query rows.
     bq = fitTile(128, seqQ, target), bk = fitTile(headDim <= 64 ? 64 : 128, seqK, target);
     // On sm_90a the wgmma kernel takes query tiles of whole warpgroups (64 rows) at head dims 64 and 128 (the
-    // decode shapes, a few query rows, stay on mma_sync). Up to 1024 keys at head dim 128, one-warpgroup 64 x 64
-    // tiles run faster: blocks of 128 threads and 81 KB, two per multiprocessor, where 128 x 128 tiles take 256
-    // threads at 242 registers and 162 KB, one per multiprocessor, for only a few key tiles each (H200, 16k
-    // tokens: 243 against 226 TFLOP/s at 512 keys, 304 against 290 at 1024;
-    // bench/results/attention_wgmma_short_seq_sweep_v1.log).
+    // decode shapes, a few query rows, stay on mma_sync). Up to 1024 keys, one-warpgroup 64-row tiles run
+    // faster: small blocks, two or more per multiprocessor, where a block of 128 rows gets only a few key tiles
+    // to amortise its prologue; at head dim 128 and up to 512 keys, 32-key tiles (the pipelined kernel, H200,
+    // 16k tokens, full / causal TFLOP/s, bench/results/attention_wgmma_short_seq_sweep_v2.log: d128 at 512 keys
+    // 290 / 189 with 64 x 32, 279 / 188 with 64 x 64, 261 / 155 with 128 x 128; at 1024 keys 346 / 273 with
+    // 64 x 64, 338 / 230 with 128 x 128; d64 at 512 keys 271 / 181 with 64 x 64, 261 / 159 with 128 x 64).
     Type element = q.getElementType();
     int64_t valueDim = attention.getV().getType().getDimSize(3);
     if (target == Target::Sm90a && (element.isBF16() || element.isF16()) && bq % 64 == 0 &&
         headDim == valueDim && (headDim == 64 || headDim == 128)) {
-      if (headDim == 128 && seqK <= 1024)
-        bq = 64, bk = fitTile(64, seqK, target);
+      if (seqK <= 1024)
+        bq = 64, bk = fitTile(headDim == 128 && seqK <= 512 ? 32 : 64, seqK, target);
       return make({bq, bk}, bq / 16, stages, "wgmma");
     }
     return make({bq, bk}, bq / 16, stages);

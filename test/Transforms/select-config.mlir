@@ -149,21 +149,37 @@ func.func @attention_head_dim_64(%q: tensor<1x8x256x64xf32>, %k: tensor<1x8x256x
 // -----
 
 // Head dim 128 in bf16: 128x128 tiles; on sm_90a the wgmma kernel, with two warpgroups of 64 query rows past
-// 1024 keys and one-warpgroup 64x64 tiles up to there. The f32 head-dim-64 case above and the decode case below
-// stay on mma_sync.
+// 1024 keys, one-warpgroup 64x64 tiles up to there and 64x32 up to 512 keys. The f32 head-dim-64 case above and
+// the decode case below stay on mma_sync.
 // CHECK-LABEL: func.func @attention_head_dim_128
 // HOST: kiln.attention {{.*}} causal {kiln.config = #kiln.config<tile = [64, 64], warps = 1, stages = 1, lowering = "host">}
 // SM80: kiln.attention {{.*}} causal {kiln.config = #kiln.config<tile = [128, 128], warps = 8, stages = 2, lowering = "mma_sync">}
-// SM90: kiln.attention {{.*}} causal {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "wgmma">}
+// SM90: kiln.attention {{.*}} causal {kiln.config = #kiln.config<tile = [64, 32], warps = 4, stages = 2, lowering = "wgmma">}
 // HOST: kiln.attention {{.*}} causal {kiln.config = #kiln.config<tile = [64, 64], warps = 1, stages = 1, lowering = "host">}
 // SM80: kiln.attention {{.*}} causal {kiln.config = #kiln.config<tile = [128, 128], warps = 8, stages = 2, lowering = "mma_sync">}
 // SM90: kiln.attention {{.*}} causal {kiln.config = #kiln.config<tile = [128, 128], warps = 8, stages = 2, lowering = "wgmma">}
+// SM90: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "wgmma">}
 func.func @attention_head_dim_128(%q: tensor<1x32x256x128xbf16>, %k: tensor<1x8x256x128xbf16>, %v: tensor<1x8x256x128xbf16>,
-                                  %q2: tensor<1x32x2048x128xbf16>, %k2: tensor<1x8x2048x128xbf16>, %v2: tensor<1x8x2048x128xbf16>)
-    -> (tensor<1x32x256x128xbf16>, tensor<1x32x2048x128xbf16>) {
+                                  %q2: tensor<1x32x2048x128xbf16>, %k2: tensor<1x8x2048x128xbf16>, %v2: tensor<1x8x2048x128xbf16>,
+                                  %q3: tensor<1x8x1000x128xbf16>)
+    -> (tensor<1x32x256x128xbf16>, tensor<1x32x2048x128xbf16>, tensor<1x8x1000x128xbf16>) {
   %0 = kiln.attention %q, %k, %v causal : tensor<1x32x256x128xbf16>, tensor<1x8x256x128xbf16>, tensor<1x8x256x128xbf16> -> tensor<1x32x256x128xbf16>
   %1 = kiln.attention %q2, %k2, %v2 causal : tensor<1x32x2048x128xbf16>, tensor<1x8x2048x128xbf16>, tensor<1x8x2048x128xbf16> -> tensor<1x32x2048x128xbf16>
-  return %0, %1 : tensor<1x32x256x128xbf16>, tensor<1x32x2048x128xbf16>
+  %2 = kiln.attention %q3, %q3, %q3 : tensor<1x8x1000x128xbf16>, tensor<1x8x1000x128xbf16>, tensor<1x8x1000x128xbf16> -> tensor<1x8x1000x128xbf16>
+  return %0, %1, %2 : tensor<1x32x256x128xbf16>, tensor<1x32x2048x128xbf16>, tensor<1x8x1000x128xbf16>
+}
+
+// -----
+
+// Head dim 64 in bf16 on sm_90a: 64x64 wgmma tiles up to 1024 keys, 128x64 beyond.
+// CHECK-LABEL: func.func @attention_head_dim_64_bf16
+// SM90: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "wgmma">}
+// SM90: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [128, 64], warps = 8, stages = 2, lowering = "wgmma">}
+func.func @attention_head_dim_64_bf16(%q: tensor<2x8x512x64xbf16>, %q2: tensor<1x8x4096x64xbf16>)
+    -> (tensor<2x8x512x64xbf16>, tensor<1x8x4096x64xbf16>) {
+  %0 = kiln.attention %q, %q, %q : tensor<2x8x512x64xbf16>, tensor<2x8x512x64xbf16>, tensor<2x8x512x64xbf16> -> tensor<2x8x512x64xbf16>
+  %1 = kiln.attention %q2, %q2, %q2 : tensor<1x8x4096x64xbf16>, tensor<1x8x4096x64xbf16>, tensor<1x8x4096x64xbf16> -> tensor<1x8x4096x64xbf16>
+  return %0, %1 : tensor<2x8x512x64xbf16>, tensor<1x8x4096x64xbf16>
 }
 
 // -----
