@@ -215,7 +215,7 @@ module {
 // CHECK: scf.yield
 // CHECK: gpu.shuffle  xor
 // CHECK: arith.divf
-// CHECK: memref.store
+// CHECK: vector.store {{.*}} {alignment = 4 : i64} : memref<147456xbf16>, vector<2xbf16>
 module {
   func.func private @k6_attention(%q: tensor<2x8x144x64xbf16>, %k: tensor<2x2x144x64xbf16>, %v: tensor<2x2x144x64xbf16>, %out: tensor<2x8x144x64xbf16>) -> tensor<2x8x144x64xbf16> attributes {kiln.kernel} {
     %o = kiln.attention %q, %k, %v causal {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "mma_sync">} : tensor<2x8x144x64xbf16>, tensor<2x2x144x64xbf16>, tensor<2x2x144x64xbf16> -> tensor<2x8x144x64xbf16>
@@ -233,7 +233,7 @@ module {
 // CHECK: arith.constant 1.44269502 : f32
 // CHECK: scf.yield
 // CHECK: arith.mulf
-// CHECK: memref.store {{.*}} : memref<8192xbf16>
+// CHECK: vector.store {{.*}} : memref<8192xbf16>, vector<2xbf16>
 // CHECK: math.log2
 // CHECK: arith.constant 0.693147182 : f32
 // CHECK: memref.store {{.*}} : memref<128xf32>

@@ -504,34 +504,42 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   Value outBase = headBase(outSeqMajor, head, heads, seqQ, valueDim);
   int64_t outRowStride = rowStride(outSeqMajor, heads, valueDim);
   ArrayRef<int64_t> outShape = outType.getShape();
+  // One output element: O / l through the epilogue, in the output type.
+  auto finishElement = [&](Value value, Value inverse, Value row, Value col) {
+    value = arith::MulFOp::create(builder, loc, value, inverse);
+    if (op.hasEpilogue()) {
+      Block &body = op.getEpilogue().front();
+      IRMapping mapping;
+      mapping.map(body.getArgument(0), value);
+      for (auto [index, operand] : llvm::enumerate(op.getEpilogueOperands())) {
+        ArrayRef<int64_t> shape = cast<RankedTensorType>(operand.getType()).getShape();
+        Value at = broadcastLinearIndex(im, shape, outShape,
+                                        outSeqMajor ? SmallVector<Value>{b, row, head, col}
+                                                    : SmallVector<Value>{b, head, row, col});
+        Value loaded = memref::LoadOp::create(builder, loc, epilogueArgs[index], at);
+        mapping.map(body.getArgument(index + 1), lowering::widen(builder, loc, loaded));
+      }
+      for (Operation &inner : body.without_terminator())
+        builder.clone(inner, mapping);
+      value = mapping.lookup(body.getTerminator()->getOperand(0));
+    }
+    return lowering::narrow(builder, loc, value, outType.getElementType());
+  };
+  // Each thread holds column pairs (even column, head dims and row strides even): one 2-element store per pair.
   for (int64_t d = 0; d < outFrags; ++d) {
     Value o = final[4 + d];
-    for (int64_t e = 0; e < 4; ++e) {
-      Value row = e < 2 ? rowA : rowB;
-      Value col = im.add(pairCol, d * 8 + e % 2);
+    for (int64_t e : {0, 2}) {
+      Value row = e == 0 ? rowA : rowB, inverse = e == 0 ? invA : invB;
+      Value col = im.add(pairCol, d * 8);
       scf::IfOp::create(builder, loc, im.lt(row, seqQ), [&](OpBuilder &thenBuilder, Location) {
         OpBuilder::InsertionGuard thenGuard(builder);
         builder.setInsertionPoint(thenBuilder.getInsertionBlock(), thenBuilder.getInsertionPoint());
-        Value value = vector::ExtractOp::create(builder, loc, o, ArrayRef<int64_t>{e});
-        value = arith::MulFOp::create(builder, loc, value, e < 2 ? invA : invB);
-        if (op.hasEpilogue()) {
-          Block &body = op.getEpilogue().front();
-          IRMapping mapping;
-          mapping.map(body.getArgument(0), value);
-          for (auto [index, operand] : llvm::enumerate(op.getEpilogueOperands())) {
-            ArrayRef<int64_t> shape = cast<RankedTensorType>(operand.getType()).getShape();
-            Value at = broadcastLinearIndex(im, shape, outShape,
-                                            outSeqMajor ? SmallVector<Value>{b, row, head, col}
-                                                     : SmallVector<Value>{b, head, row, col});
-            Value loaded = memref::LoadOp::create(builder, loc, epilogueArgs[index], at);
-            mapping.map(body.getArgument(index + 1), lowering::widen(builder, loc, loaded));
-          }
-          for (Operation &inner : body.without_terminator())
-            builder.clone(inner, mapping);
-          value = mapping.lookup(body.getTerminator()->getOperand(0));
-        }
-        value = lowering::narrow(builder, loc, value, outType.getElementType());
-        memref::StoreOp::create(builder, loc, value, out, im.add(outBase, im.add(im.mul(row, outRowStride), col)));
+        Value low = finishElement(element4(o, e), inverse, row, col);
+        Value high = finishElement(element4(o, e + 1), inverse, row, im.add(col, 1));
+        Value pair = vector::FromElementsOp::create(builder, loc, VectorType::get({2}, low.getType()),
+                                                    ValueRange{low, high});
+        vector::StoreOp::create(builder, loc, pair, out, ValueRange{im.add(outBase, im.add(im.mul(row, outRowStride), col))},
+                                /*nontemporal=*/false, llvm::MaybeAlign(2 * low.getType().getIntOrFloatBitWidth() / 8));
         scf::YieldOp::create(builder, loc);
       });
     }
