@@ -54,23 +54,16 @@ def cold(kiln, torch, rows):
     rows["cold: trace attention 1x8x128x64"], source = ms(lambda: kiln.ops.attention.source(q, q, q))
     rows["cold: parse + kernel stage + print (gpu_ir gpu)"], _ = ms(lambda: native.gpu_ir(source, "sm_90a", "gpu"))
     rows["cold: ... + NVVM lowering + print (gpu_ir llvm)"], _ = ms(lambda: native.gpu_ir(source, "sm_90a", "llvm"))
-    folders = []
 
-    def compile_once():
-        folder = tempfile.mkdtemp(prefix="kiln-breakdown-")
-        folders.append(folder)
-        native.compile_gpu(source, "sm_90a", folder)
-        return Path(folder)
+    def compile_once(assembler=None):
+        folder = Path(tempfile.mkdtemp(prefix="kiln-breakdown-"))
+        native.compile_gpu(source, "sm_90a", str(folder), None, assembler)
+        return folder
 
     rows["cold: compile_gpu whole (incl. ptxas process)"], folder = ms(compile_once)
-
-    def compile_with_driver():
-        folder = tempfile.mkdtemp(prefix="kiln-breakdown-")
-        native.compile_gpu(source, "sm_90a", folder, None, gpu.assemble)
-
-    rows["cold: compile_gpu whole (driver JIT in process)"], _ = ms(compile_with_driver)
+    rows["cold: compile_gpu whole (driver JIT in process)"], _ = ms(lambda: compile_once(gpu.assemble))
     rows["cold: compile_gpu, assembler skipped (MLIR + LLVM + files)"], _ = ms(
-        lambda: native.compile_gpu(source, "sm_90a", tempfile.mkdtemp(), None, lambda ptx: (b"", "")))
+        lambda: compile_once(lambda ptx: (b"", "")))
     manifest = json.loads((folder / "manifest.json").read_text())
     ptx = folder / manifest["ptx"]
     ptxas = subprocess.run(["which", "ptxas"], capture_output=True, text=True).stdout.strip() or \

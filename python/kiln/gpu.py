@@ -8,6 +8,7 @@ the inputs' device, and every launch goes to the current stream.
 """
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -43,12 +44,15 @@ def chip_for(capability):
 
 
 def driver_assembler(target):
-    """The CUDA driver's in-process PTX JIT of GPU 0 when that GPU is exactly ``target``'s architecture (its
-    cubin is then the one ptxas would write, made without starting ptxas), else None: no runtime, no driver, no
-    GPU, or another architecture (whose cubin a cache shared with other machines must not hold)."""
+    """The CUDA driver's in-process PTX JIT of the current GPU (torch's current device, else GPU 0) when that GPU
+    is exactly ``target``'s architecture, so that its cubin runs wherever the target's does; else None: no
+    runtime, no driver, no GPU, or another architecture (whose cubin a cache shared with other machines must
+    not hold). The compile falls back to ptxas when the driver fails."""
+    torch = sys.modules.get("torch")
+    ordinal = torch.cuda.current_device() if torch is not None and torch.cuda.is_initialized() else 0
     try:
-        gpu = runtime.device(0)
-    except RuntimeError:
+        gpu = runtime.device(ordinal)
+    except (RuntimeError, OSError):
         return None
     return gpu.assemble if gpu.capability == CAPABILITIES.get(target) else None
 

@@ -3,8 +3,8 @@
 The signature is the dtype and shape of every array argument plus the value of every other argument (None,
 bool, int, float or str: these are baked into the IR, as Triton's constexprs are). The first call with a new
 signature traces the function on symbolic tensors (kiln/trace.py), compiles the traced module through
-``kiln.compile`` and keeps the program; later calls with that signature check their arrays and go straight to
-the run. numpy arrays run on the CPU host backend; torch CUDA tensors on the GPU, for the target their device's
+``kiln.compile`` and keeps the program; later calls whose arguments have the same types go straight to the run
+(for CUDA tensors the cache key holds dtype, shape, GPU and contiguity, so nothing is checked again). numpy arrays run on the CPU host backend; torch CUDA tensors on the GPU, for the target their device's
 compute capability calls for (sm_90a on Hopper, sm_80 on Ampere and later), unless ``target`` names one.
 """
 
@@ -66,7 +66,7 @@ class JitFunction:
         self.name = fn.__name__
         self.signature = inspect.signature(fn)
         self.programs = {}
-        self._fast = {}  # the argument types as passed -> (program, where each array argument sits)
+        self._fast = {}  # the argument types as passed -> (its runner, where each array argument sits)
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):

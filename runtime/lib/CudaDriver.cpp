@@ -49,6 +49,7 @@ LoadedDriver load() {
             resolve(library, "cuDevicePrimaryCtxRetain", d.cuDevicePrimaryCtxRetain, e) &&
             resolve(library, "cuDevicePrimaryCtxRelease_v2", d.cuDevicePrimaryCtxRelease, e) &&
             resolve(library, "cuCtxSetCurrent", d.cuCtxSetCurrent, e) &&
+            resolve(library, "cuCtxGetCurrent", d.cuCtxGetCurrent, e) &&
             resolve(library, "cuCtxSynchronize", d.cuCtxSynchronize, e) &&
             resolve(library, "cuModuleLoadDataEx", d.cuModuleLoadDataEx, e) &&
             resolve(library, "cuModuleUnload", d.cuModuleUnload, e) &&

@@ -68,6 +68,43 @@ const CudaDriver *driverOrFail(kiln_status &status) {
 }
 } // namespace
 
+namespace {
+/// kiln_assemble_ptx's work, with the device's context current.
+kiln_status assemblePtx(const CudaDriver &driver, const char *ptx, size_t size, void **cubin, size_t *cubin_size,
+                        char **log) {
+  std::string text(ptx, strnlen(ptx, size)); // the driver reads PTX up to its NUL
+  std::vector<char> info(64 * 1024, '\0'), errors(16 * 1024, '\0');
+  int options[] = {kJitInfoLogBuffer, kJitInfoLogBufferSize, kJitErrorLogBuffer, kJitErrorLogBufferSize,
+                   kJitLogVerbose};
+  void *values[] = {info.data(), reinterpret_cast<void *>(static_cast<uintptr_t>(info.size() - 1)), errors.data(),
+                    reinterpret_cast<void *>(static_cast<uintptr_t>(errors.size() - 1)),
+                    reinterpret_cast<void *>(static_cast<uintptr_t>(1))};
+  CUlinkState link = nullptr;
+  KILN_CHECK(driver, cuLinkCreate(5, options, values, &link));
+  void *image = nullptr;
+  size_t imageSize = 0;
+  CUresult result = driver.cuLinkAddData(link, kJitInputPtx, text.data(), text.size() + 1, "kernels.ptx", 0,
+                                         nullptr, nullptr);
+  if (result == kCudaSuccess)
+    result = driver.cuLinkComplete(link, &image, &imageSize);
+  kiln_status status = KILN_OK;
+  if (result != kCudaSuccess) {
+    status = fail(KILN_ERROR_CUDA, std::string("the driver's PTX JIT failed: ") + describeCudaError(driver, result) +
+                                       (errors[0] ? std::string("; JIT log: ") + errors.data() : std::string()));
+  } else if (!(*cubin = std::malloc(imageSize)) || !(*log = strdup(info.data()))) {
+    std::free(*cubin);
+    *cubin = nullptr;
+    status = fail(KILN_ERROR_INVALID_ARGUMENT, "kiln_assemble_ptx: out of host memory");
+  } else {
+    std::memcpy(*cubin, image, imageSize); // the image belongs to the link state
+    *cubin_size = imageSize;
+  }
+  driver.cuLinkDestroy(link);
+  return status;
+}
+
+} // namespace
+
 extern "C" {
 
 const char *kiln_last_error(void) { return lastError.c_str(); }
@@ -160,35 +197,13 @@ kiln_status kiln_assemble_ptx(kiln_device *device, const char *ptx, size_t size,
   *cubin_size = 0;
   *log = nullptr;
   const CudaDriver &driver = *device->driver;
+  // The caller's current context (a framework's, perhaps on another GPU) is current again on return.
+  CUcontext previous = nullptr;
+  KILN_CHECK(driver, cuCtxGetCurrent(&previous));
   KILN_CHECK(driver, cuCtxSetCurrent(device->context));
-  std::string text(ptx, strnlen(ptx, size)); // the driver reads PTX up to its NUL
-  std::vector<char> info(64 * 1024, '\0'), errors(16 * 1024, '\0');
-  int options[] = {kJitInfoLogBuffer, kJitInfoLogBufferSize, kJitErrorLogBuffer, kJitErrorLogBufferSize,
-                   kJitLogVerbose};
-  void *values[] = {info.data(), reinterpret_cast<void *>(static_cast<uintptr_t>(info.size() - 1)), errors.data(),
-                    reinterpret_cast<void *>(static_cast<uintptr_t>(errors.size() - 1)),
-                    reinterpret_cast<void *>(static_cast<uintptr_t>(1))};
-  CUlinkState link = nullptr;
-  KILN_CHECK(driver, cuLinkCreate(5, options, values, &link));
-  void *image = nullptr;
-  size_t imageSize = 0;
-  CUresult result = driver.cuLinkAddData(link, kJitInputPtx, text.data(), text.size() + 1, "kernels.ptx", 0,
-                                         nullptr, nullptr);
-  if (result == kCudaSuccess)
-    result = driver.cuLinkComplete(link, &image, &imageSize);
-  kiln_status status = KILN_OK;
-  if (result != kCudaSuccess) {
-    status = fail(KILN_ERROR_CUDA, std::string("the driver's PTX JIT failed: ") + describeCudaError(driver, result) +
-                                       (errors[0] ? std::string("; JIT log: ") + errors.data() : std::string()));
-  } else if (!(*cubin = std::malloc(imageSize)) || !(*log = strdup(info.data()))) {
-    std::free(*cubin);
-    *cubin = nullptr;
-    status = fail(KILN_ERROR_INVALID_ARGUMENT, "kiln_assemble_ptx: out of host memory");
-  } else {
-    std::memcpy(*cubin, image, imageSize); // the image belongs to the link state
-    *cubin_size = imageSize;
-  }
-  driver.cuLinkDestroy(link);
+  kiln_status status = assemblePtx(driver, ptx, size, cubin, cubin_size, log);
+  if (previous != device->context)
+    driver.cuCtxSetCurrent(previous);
   return status;
 }
 

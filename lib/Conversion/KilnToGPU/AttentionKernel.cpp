@@ -481,7 +481,7 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
     auto unmasked = scf::ForOp::create(builder, loc, im.c(0), split, im.c(1), state, body(false));
     auto loop = scf::ForOp::create(builder, loc, split, last, im.c(1), unmasked.getResults(), body(true));
 
-    // The last tile's O += P V, once its V is in place.
+    // The last tile's O += P V, once its V is in place (waiting for no group pending: the last V's too).
     waitGroups(group0, 0);
     fenceCopiesForWgmma(builder, loc);
     gpu::BarrierOp::create(builder, loc);
@@ -490,7 +490,7 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
     Value o = fragmentsAccumulator(builder, loc, SmallVector<Value>(results.slice(4, outFrags)));
     fenceWgmmaOperands(builder, loc);
     o = pvGroup(o, results.slice(4 + outFrags, pCount), vDescs);
-    o = wgmmaWaitFor(builder, loc, 0, o);
+    o = wgmmaWaitFor(builder, loc, 0, o, SmallVector<Value>(results.slice(4 + outFrags, pCount)));
     final.assign(results.begin(), results.begin() + 4);
     final.append(accumulatorFragments(builder, loc, o));
   }
@@ -538,8 +538,9 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
         Value high = finishElement(element4(o, e + 1), inverse, row, im.add(col, 1));
         Value pair = vector::FromElementsOp::create(builder, loc, VectorType::get({2}, low.getType()),
                                                     ValueRange{low, high});
-        vector::StoreOp::create(builder, loc, pair, out, ValueRange{im.add(outBase, im.add(im.mul(row, outRowStride), col))},
-                                /*nontemporal=*/false, llvm::MaybeAlign(2 * low.getType().getIntOrFloatBitWidth() / 8));
+        Value at = im.add(outBase, im.add(im.mul(row, outRowStride), col));
+        vector::StoreOp::create(builder, loc, pair, out, ValueRange{at}, /*nontemporal=*/false,
+                                llvm::MaybeAlign(2 * low.getType().getIntOrFloatBitWidth() / 8));
         scf::YieldOp::create(builder, loc);
       });
     }

@@ -6,6 +6,7 @@ same program at the same time end up with one valid entry and no leftovers, and 
 never reads another build's entries. Running the programs is the GPU suite's job (test/GPU/python).
 """
 
+import ctypes
 import json
 import multiprocessing
 import os
@@ -169,18 +170,25 @@ def test_ptxas_when_no_gpu_matches(cache_dir, monkeypatch):
     assert program.manifest["assembler"] == "ptxas" and program.kernels[0]["registers"] > 0
 
 
-def test_in_process_assembler_failure(cache_dir, monkeypatch):
-    def broken(ptx):
-        raise RuntimeError("assembling the PTX: CUDA_ERROR_INVALID_PTX")
+def test_in_process_assembler_failure(cache_dir, monkeypatch, tmp_path):
+    ptxas_or_skip()
 
-    monkeypatch.setattr(compiler, "driver_assembler", lambda target: broken)
+    def broken(ptx):
+        raise RuntimeError("assembling the PTX: CUDA_ERROR_OUT_OF_MEMORY")
+
+    # The extension reports the failure, naming it ...
     with pytest.raises(kiln.CompileError, match="assembling the PTX in process failed: assembling the PTX: "
-                                                "CUDA_ERROR_INVALID_PTX"):
-        kiln.compile(SOURCE, target="sm_90a")
-    assert not list(cache_dir.iterdir()), "a failed compile left files in the cache"
-    monkeypatch.setattr(compiler, "driver_assembler", lambda target: lambda ptx: ("not a pair",))
+                                                "CUDA_ERROR_OUT_OF_MEMORY"):
+        compiler.native().compile_gpu(SOURCE, "sm_90a", str(tmp_path / "out"), None, broken)
     with pytest.raises(kiln.CompileError, match="assembling the PTX in process failed"):
-        kiln.compile(SOURCE.replace("40x", "41x"), target="sm_90a")
+        compiler.native().compile_gpu(SOURCE, "sm_90a", str(tmp_path / "out"), None, lambda ptx: ("not a pair",))
+    # ... and kiln.compile falls back to ptxas, which also reports what is wrong with the PTX itself.
+    for assembler in (broken, lambda ptx: ("not a pair",)):
+        compiler._compile_cached.cache_clear()
+        monkeypatch.setattr(compiler, "driver_assembler", lambda target: assembler)
+        program = kiln.compile(SOURCE, target="sm_90a")
+        assert program.manifest["assembler"] == "ptxas" and program.kernels[0]["registers"] > 0
+        shutil.rmtree(program.folder)
 
 
 class FakeDevice:
@@ -196,10 +204,21 @@ def test_driver_assembler_only_for_the_gpu_architecture(monkeypatch):
     assert gpu.driver_assembler("sm_90a").__self__.__class__ is FakeDevice
     assert gpu.driver_assembler("sm_80") is None, "an sm_90 cubin must not be cached as sm_80's"
 
-    def no_driver(ordinal=0):
-        raise RuntimeError("no CUDA driver: cannot load libcuda.so.1")
-    monkeypatch.setattr(runtime, "device", no_driver)
-    assert gpu.driver_assembler("sm_90a") is None
+    for failure in (RuntimeError("no CUDA driver: cannot load libcuda.so.1"), OSError("libkiln_runtime.so: bad ELF")):
+        def no_driver(ordinal=0, failure=failure):
+            raise failure
+        monkeypatch.setattr(runtime, "device", no_driver)
+        assert gpu.driver_assembler("sm_90a") is None
+
+
+def test_runtime_assembler_rejects_null_arguments():
+    from kiln import runtime
+    lib = runtime._library()
+    cubin, size, log = ctypes.c_void_p(), ctypes.c_size_t(), ctypes.c_void_p()
+    assert lib.kiln_assemble_ptx(None, b"x", ctypes.c_size_t(1), ctypes.byref(cubin), ctypes.byref(size),
+                                 ctypes.byref(log)) == 4  # KILN_ERROR_INVALID_ARGUMENT
+    assert lib.kiln_last_error() == b"kiln_assemble_ptx: empty PTX or null pointer"
+    lib.kiln_buffer_free(None)  # releasing nothing is allowed
 
 
 def test_load_what_kilnc_wrote(tmp_path):
