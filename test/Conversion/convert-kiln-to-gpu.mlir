@@ -2,7 +2,8 @@
 
 // A bf16 matmul kernel with a bias + SiLU epilogue becomes an mma.sync kernel: cp.async into a dynamic
 // shared-memory ring, ldmatrix fragments (x4: two B fragments per load), nvvm.mma.sync m16n8k16 with bf16 operands packed in i32, and the
-// epilogue applied per element before a bounds-checked store, two adjacent columns at a time (N is even).
+// epilogue applied per element before a bounds-checked store, two adjacent columns at a time (N is even). Its
+// f32 exp and division are marked for the hardware approximations (fastmath<afn>: ex2.approx, rcp.approx).
 // CHECK-LABEL: func.func private @k0_matmul
 // CHECK-SAME: kiln.gpu_kernel = @kiln_kernels::@k0_matmul
 // CHECK-SAME: kiln.launch = {block = array<i64: 128, 1, 1>, dynamic_shared_bytes = 56832 : i64, grid = array<i64: 2, 3, 1>}
@@ -21,7 +22,8 @@
 // CHECK: vector.bitcast {{.*}} : vector<2xbf16> to vector<1xi32>
 // CHECK: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>}
 // CHECK: scf.if
-// CHECK: math.exp
+// CHECK: math.exp {{.*}} fastmath<afn> : f32
+// CHECK: arith.divf {{.*}} fastmath<afn> : f32
 // CHECK: arith.truncf {{.*}} : f32 to bf16
 // CHECK: vector.store {{.*}} {alignment = 4 : i64} : memref<60000xbf16>, vector<2xbf16>
 module {
