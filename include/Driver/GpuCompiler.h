@@ -45,12 +45,13 @@ llvm::json::Array describeKernels(ModuleOp module);
 FailureOr<SmallVector<Operation *>> fuseAndListTunableKernels(ModuleOp module, std::string &error);
 
 /// Assembles PTX into a cubin in process: true with the cubin and the assembler's verbose log (ptxas -v's
-/// format), or false with the reason in the log.
+/// format), or false with the reason in the log. The same type as kiln::api::PtxAssembler, spelled out here:
+/// including Api/Compiler.h would make its namespace `kiln` clash with mlir::kiln where both are in scope.
 using PtxAssembler = std::function<bool(const std::string &ptx, std::string &cubin, std::string &log)>;
 
 /// The whole compile of a kiln module (modified in place) for `chip` into `outputDir`: kernels.ptx,
-/// kernels.<chip>.cubin (from `assembler` when given, else from ptxas when it is found), the run plans' constant
-/// files, and manifest.json.
+/// kernels.<chip>.cubin (from `assembler` when given, else, or when it fails, from ptxas when it is found), the
+/// run plans' constant files, and manifest.json (its "assembler" names what made the cubin).
 LogicalResult compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::StringRef outputDir, std::string &error,
                             const PtxAssembler &assembler = nullptr);
 

@@ -213,23 +213,15 @@ static LogicalResult writeFile(llvm::StringRef path, llvm::StringRef contents, s
   return success();
 }
 
-namespace {
-/// A cubin, the log that reports its kernels' registers and spills, and what assembled it.
-struct AssembledPtx {
-  std::string cubin;
-  std::string log;
-  std::string assembler;
-};
-} // namespace
-
-/// The cubin from ptxas run on `ptxPath` (-O3, -v), or nothing when ptxas is not installed.
-static FailureOr<std::optional<AssembledPtx>> assembleWithPtxas(llvm::StringRef ptxPath, llvm::StringRef chip,
-                                                               llvm::StringRef outputDir, std::string &error) {
+/// Writes the cubin of `ptxPath` to `cubinPath` with ptxas (-O3, -v) and returns its log; nothing when ptxas is
+/// not installed.
+static FailureOr<std::optional<std::string>> assembleWithPtxas(llvm::StringRef ptxPath, llvm::StringRef chip,
+                                                              llvm::StringRef cubinPath, llvm::StringRef outputDir,
+                                                              std::string &error) {
   std::optional<std::string> ptxas = findPtxas();
   if (!ptxas)
-    return std::optional<AssembledPtx>();
-  SmallString<256> cubinPath(outputDir), logPath(outputDir);
-  llvm::sys::path::append(cubinPath, "ptxas.cubin");
+    return std::optional<std::string>();
+  SmallString<256> logPath(outputDir);
   llvm::sys::path::append(logPath, "ptxas.log");
   std::string arch = ("-arch=" + chip).str();
   SmallVector<llvm::StringRef> args{*ptxas, arch, "-v", "-O3", ptxPath, "-o", cubinPath};
@@ -237,26 +229,12 @@ static FailureOr<std::optional<AssembledPtx>> assembleWithPtxas(llvm::StringRef 
   std::string message;
   int status = llvm::sys::ExecuteAndWait(*ptxas, args, std::nullopt, redirects, 0, 0, &message);
   auto log = llvm::MemoryBuffer::getFile(logPath);
-  auto cubin = llvm::MemoryBuffer::getFile(cubinPath, /*IsText=*/false, /*RequiresNullTerminator=*/false);
   (void)llvm::sys::fs::remove(logPath);
-  (void)llvm::sys::fs::remove(cubinPath);
-  if (status != 0 || !cubin) {
+  if (status != 0) {
     error = ("ptxas failed on " + ptxPath + ": " + (log ? (*log)->getBuffer() : llvm::StringRef(message))).str();
     return failure();
   }
-  return std::optional<AssembledPtx>(
-      AssembledPtx{(*cubin)->getBuffer().str(), log ? (*log)->getBuffer().str() : std::string(), "ptxas"});
-}
-
-/// The cubin from an in-process assembler (the CUDA driver's JIT, from the Python JIT).
-static FailureOr<std::optional<AssembledPtx>> assembleInProcess(const PtxAssembler &assembler,
-                                                               const std::string &ptx, std::string &error) {
-  AssembledPtx assembled{{}, {}, "the CUDA driver's JIT"};
-  if (!assembler(ptx, assembled.cubin, assembled.log)) {
-    error = "assembling the PTX in process failed: " + assembled.log;
-    return failure();
-  }
-  return std::optional<AssembledPtx>(std::move(assembled));
+  return std::optional<std::string>(log ? (*log)->getBuffer().str() : std::string());
 }
 
 LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::StringRef outputDir,
@@ -288,20 +266,34 @@ LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::S
                               {"abi", "parameters are device pointers to row-major buffers, in order"},
                               {"kernels", std::move(kernels)},
                               {"plans", std::move(*plans)}};
-  FailureOr<std::optional<AssembledPtx>> assembled =
-      assembler ? assembleInProcess(assembler, *ptx, error) : assembleWithPtxas(ptxPath, chip, outputDir, error);
-  if (failed(assembled))
-    return failure();
-  if (*assembled) {
-    std::string cubinName = ("kernels." + chip + ".cubin").str();
-    SmallString<256> cubinPath(outputDir);
-    llvm::sys::path::append(cubinPath, cubinName);
-    if (failed(writeFile(cubinPath, (*assembled)->cubin, error)))
+  // The cubin: from the in-process assembler when there is one, else (or when it fails) from ptxas.
+  std::string cubinName = ("kernels." + chip + ".cubin").str();
+  SmallString<256> cubinPath(outputDir);
+  llvm::sys::path::append(cubinPath, cubinName);
+  std::optional<std::string> log;
+  if (assembler) {
+    std::string cubin, assemblerLog;
+    if (assembler(*ptx, cubin, assemblerLog)) {
+      if (failed(writeFile(cubinPath, cubin, error)))
+        return failure();
+      log = std::move(assemblerLog);
+      manifest["assembler"] = "the CUDA driver's JIT";
+    } else {
+      manifest["in_process_assembly_failed"] = assemblerLog;
+    }
+  }
+  if (!log) {
+    FailureOr<std::optional<std::string>> ptxasLog = assembleWithPtxas(ptxPath, chip, cubinPath, outputDir, error);
+    if (failed(ptxasLog))
       return failure();
+    log = *ptxasLog;
+    if (log)
+      manifest["assembler"] = "ptxas";
+  }
+  if (log) {
     manifest["cubin"] = cubinName;
-    manifest["assembler"] = (*assembled)->assembler;
-    manifest["ptxas"] = (*assembled)->log;
-    attachPtxasReport(*manifest.getArray("kernels"), (*assembled)->log);
+    manifest["ptxas"] = *log;
+    attachPtxasReport(*manifest.getArray("kernels"), *log);
   } else {
     manifest["cubin"] = nullptr;
     manifest["ptxas"] = "ptxas not found: the runtime JIT-compiles kernels.ptx through the driver";

@@ -116,19 +116,6 @@ def compile(source, target="host", entry=None, configs=None):
     return _compile_cached(source, target, entry or "", pinned)
 
 
-def _compile_gpu(source, target, folder, configs):
-    """Compiles into ``folder``, the cubin from the driver's in-process JIT when the GPU is the target's, from
-    ptxas when that is not possible or the driver fails (it then reports the PTX's own errors too)."""
-    assembler = driver_assembler(target)
-    if assembler is not None:
-        try:
-            return native().compile_gpu(source, target, folder, configs, assembler)
-        except CompileError as error:
-            if "assembling the PTX in process failed" not in str(error):
-                raise
-    return native().compile_gpu(source, target, folder, configs)
-
-
 @functools.lru_cache(maxsize=256)
 def _compile_cached(source, target, entry, configs=None):
     if target == "host":
@@ -137,5 +124,8 @@ def _compile_cached(source, target, entry, configs=None):
     folder = cache.lookup(entry_key)
     if folder is None:
         as_lists = None if configs is None else [None if c is None else (list(c[0]), *c[1:]) for c in configs]
-        folder = cache.store(entry_key, lambda staging: _compile_gpu(source, target, staging, as_lists))
+        # The cubin from the driver's in-process JIT when the GPU is the target's (ptxas if that fails).
+        assembler = driver_assembler(target)
+        folder = cache.store(entry_key, lambda staging: native().compile_gpu(source, target, staging, as_lists,
+                                                                            assembler))
     return GpuProgram(folder, entry or None, source)

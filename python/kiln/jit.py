@@ -4,8 +4,9 @@ The signature is the dtype and shape of every array argument plus the value of e
 bool, int, float or str: these are baked into the IR, as Triton's constexprs are). The first call with a new
 signature traces the function on symbolic tensors (kiln/trace.py), compiles the traced module through
 ``kiln.compile`` and keeps the program; later calls whose arguments have the same types go straight to the run
-(for CUDA tensors the cache key holds dtype, shape, GPU and contiguity, so nothing is checked again). numpy arrays run on the CPU host backend; torch CUDA tensors on the GPU, for the target their device's
-compute capability calls for (sm_90a on Hopper, sm_80 on Ampere and later), unless ``target`` names one.
+(for CUDA tensors the cache key holds dtype, shape, GPU and contiguity, so nothing is checked again). numpy
+arrays run on the CPU host backend; torch CUDA tensors on the GPU, for the target their device's compute
+capability calls for (sm_90a on Hopper, sm_80 on Ampere and later), unless ``target`` names one.
 """
 
 import functools
@@ -25,21 +26,14 @@ _GPU_TARGETS = ("sm_80", "sm_90a")
 
 def _is_torch_tensor(value):
     torch = sys.modules.get("torch")
-    if torch is None or not isinstance(value, torch.Tensor):
-        return False
-    if not _TENSOR_TYPE:
-        _TENSOR_TYPE.append(torch.Tensor)
-    return True
-
-
-_TENSOR_TYPE = []  # torch.Tensor, once a call has passed one
+    return torch is not None and isinstance(value, torch.Tensor)
 
 
 def _argument_key(value):
     """What a cached call must match of one argument, cheaply: dtype and shape of an array (and the GPU and
     contiguity of a tensor), the type and value of a constant; None for anything else (the full path then
     checks and reports it)."""
-    if _TENSOR_TYPE and type(value) is _TENSOR_TYPE[0] or _is_torch_tensor(value):
+    if _is_torch_tensor(value):
         return (value.dtype, value.shape, value.get_device(), value.is_contiguous()) if value.is_cuda else None
     if isinstance(value, _STATIC_TYPES):
         return (type(value), value)

@@ -66,9 +66,7 @@ const CudaDriver *driverOrFail(kiln_status &status) {
   status = driver ? KILN_OK : fail(KILN_ERROR_NO_DRIVER, error);
   return driver;
 }
-} // namespace
 
-namespace {
 /// kiln_assemble_ptx's work, with the device's context current.
 kiln_status assemblePtx(const CudaDriver &driver, const char *ptx, size_t size, void **cubin, size_t *cubin_size,
                         char **log) {
@@ -102,7 +100,6 @@ kiln_status assemblePtx(const CudaDriver &driver, const char *ptx, size_t size, 
   driver.cuLinkDestroy(link);
   return status;
 }
-
 } // namespace
 
 extern "C" {
