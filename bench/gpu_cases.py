@@ -303,7 +303,8 @@ def main():
         if result.returncode != 0:
             print(f"{case['name']}: kilnc failed:\n{result.stderr}", file=sys.stderr)
             return 1
-        (folder / "kernels.ptx").unlink()  # the cubin travels; the PTX is reproducible here
+        for ptx in folder.glob("*.ptx"):
+            ptx.unlink()  # the cubins travel; the PTX is reproducible here
         listed.append({k: v for k, v in case.items() if k != "mlir"})
     # Whole graphs: kernels plus their run plan, checked end to end on the GPU.
     example = Path(__file__).resolve().parent.parent / "examples" / "gpu_attention_block.mlir"
@@ -314,7 +315,8 @@ def main():
     if result.returncode != 0:
         print(f"example: kilnc failed:\n{result.stderr}", file=sys.stderr)
         return 1
-    (folder / "kernels.ptx").unlink()
+    for ptx in folder.glob("*.ptx"):
+        ptx.unlink()
     listed.append(dict(name="plan_gpu_attention_block", kind="plan", reference="attention_block", dtype="bf16"))
     (out / "cases.json").write_text(json.dumps(listed, indent=1))
     print(f"compiled {len(listed)} cases into {out}")

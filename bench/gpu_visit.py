@@ -305,7 +305,7 @@ def main():
             continue
         manifest = json.loads((folder / "manifest.json").read_text())
         entry = manifest["kernels"][0]
-        kernel = runtime.load(folder / manifest["cubin"], entry["name"])
+        kernel = runtime.load(folder / entry["cubin"], entry["name"])
         if case["kind"] == "glue":
             row = run_glue(case, runtime, kernel, entry, generator)
             failures += not row["ok"]

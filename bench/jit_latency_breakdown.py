@@ -65,14 +65,14 @@ def cold(kiln, torch, rows):
     rows["cold: compile_gpu, assembler skipped (MLIR + LLVM + files)"], _ = ms(
         lambda: compile_once(lambda ptx: (b"", "")))
     manifest = json.loads((folder / "manifest.json").read_text())
-    ptx = folder / manifest["ptx"]
+    ptx = folder / manifest["kernels"][0]["ptx"]
     ptxas = subprocess.run(["which", "ptxas"], capture_output=True, text=True).stdout.strip() or \
         "/usr/local/cuda/bin/ptxas"
     rows["cold: ptxas -O3 alone (process)"], _ = ms(lambda: subprocess.run(
         [ptxas, "-arch=sm_90a", "-O3", str(ptx), "-o", str(folder / "again.cubin")], check=True))
     rows["cold: ptxas --version (process start only)"], _ = ms(lambda: subprocess.run(
         [ptxas, "--version"], check=True, capture_output=True))
-    cubin = (folder / manifest["cubin"]).read_bytes()
+    cubin = (folder / manifest["kernels"][0]["cubin"]).read_bytes()
     ptx_bytes = ptx.read_bytes() + b"\0"
     rows["cold: load cubin (cuModuleLoadData)"], _ = ms(lambda: gpu.load(cubin))
     rows["cold: load PTX (driver JIT, cache off)"], _ = ms(lambda: gpu.load(ptx_bytes))

@@ -39,8 +39,8 @@ manifest = json.load(open(sys.argv[1]))
 for kernel in manifest["kernels"]:
     print(f"  {kernel['name']:40s} grid {kernel['grid']} block {kernel['block'][0]:3d} "
           f"smem {kernel['dynamic_shared_bytes']:6d} B  {kernel.get('registers', '?')} registers, "
-          f"{kernel.get('spill_stores', '?')} B spilled")
-print(f"  cubin: {manifest['cubin']}  (bench/gpu_visit.py checks and times such kernels on a GPU)")
+          f"{kernel.get('spill_stores', '?')} B spilled, {kernel['cubin']}")
+print("  (bench/gpu_visit.py checks and times such kernels on a GPU)")
 PY
 
 section "6. The same block from Python: a @kiln.jit function traced, fused and run on the CPU"

@@ -58,9 +58,10 @@ std::vector<TunableKernel> tunableKernels(const std::string &source, const std::
 /// target): returns true with the cubin and the assembler's verbose log, or false with the reason in `log`.
 using PtxAssembler = std::function<bool(const std::string &ptx, std::string &cubin, std::string &log)>;
 
-/// Compiles `source` for `chip` into `outputDir` exactly as kilnc does: kernels.ptx, a cubin (from `assembler`
-/// when given; from ptxas, when it is installed, otherwise or when the assembler fails, whose reason the manifest
-/// then keeps as "in_process_assembly_failed"), constant files and manifest.json. `configs`, when given,
+/// Compiles `source` for `chip` into `outputDir` exactly as kilnc does: per kernel a .ptx and a cubin (from
+/// `assembler` when given, called from the compile's worker threads, one kernel per call; from ptxas, when it is
+/// installed, otherwise or when the assembler fails, whose reason the manifest then keeps as
+/// "in_process_assembly_failed"), constant files and manifest.json. `configs`, when given,
 /// has one entry per tunable kernel; an empty entry keeps that kernel's default.
 void compileGpu(const std::string &source, const std::string &chip, const std::string &outputDir,
                 const std::vector<std::optional<KernelConfig>> *configs = nullptr,

@@ -34,8 +34,15 @@ LogicalResult runGpuKernelStage(ModuleOp module, llvm::StringRef chip, std::stri
 /// Lowers the kernels of a module after the kernel stage to the NVVM/LLVM dialects.
 LogicalResult runNvvmLowering(ModuleOp module, llvm::StringRef chip, std::string &error);
 
-/// Emits the PTX of a lowered module through LLVM's NVPTX backend.
-FailureOr<std::string> emitPtx(ModuleOp module, std::string &error);
+/// The PTX of one gpu.module (one kernel, after kiln-split-kernel-modules).
+struct KernelModulePtx {
+  std::string name; ///< the gpu.module's symbol, which names its files
+  std::string ptx;
+};
+
+/// Emits the PTX of every gpu.module of a lowered module through LLVM's NVPTX backend, the modules in parallel
+/// on the context's threads, in module order.
+FailureOr<SmallVector<KernelModulePtx>> emitPtx(ModuleOp module, std::string &error);
 
 /// One manifest entry per kernel of a module after the kernel stage: name, parameters, launch, config.
 llvm::json::Array describeKernels(ModuleOp module);
@@ -49,9 +56,10 @@ FailureOr<SmallVector<Operation *>> fuseAndListTunableKernels(ModuleOp module, s
 /// including Api/Compiler.h would make its namespace `kiln` clash with mlir::kiln where both are in scope.
 using PtxAssembler = std::function<bool(const std::string &ptx, std::string &cubin, std::string &log)>;
 
-/// The whole compile of a kiln module (modified in place) for `chip` into `outputDir`: kernels.ptx,
-/// kernels.<chip>.cubin (from `assembler` when given, else, or when it fails, from ptxas when it is found), the
-/// run plans' constant files, and manifest.json (its "assembler" names what made the cubin).
+/// The whole compile of a kiln module (modified in place) for `chip` into `outputDir`: for each kernel module
+/// <module>.ptx and <module>.<chip>.cubin (from `assembler` when given, else, or when it fails, from ptxas when
+/// it is found), lowered, emitted and assembled in parallel; the run plans' constant files; and manifest.json,
+/// whose kernel entries name their "ptx" and "cubin" files (its "assembler" names what made the cubins).
 LogicalResult compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::StringRef outputDir, std::string &error,
                             const PtxAssembler &assembler = nullptr);
 

@@ -1,9 +1,11 @@
 //===- GpuCompiler.cpp - kiln IR to GPU kernels, a manifest and run plans --===//
 //
 // The stages kilnc runs, as functions, so that the Python extension compiles for the GPU the same way: the
-// kernel pipeline, NVVM lowering, PTX from LLVM's NVPTX backend, a cubin from ptxas when it is installed (the
-// runtime falls back to the driver's PTX JIT otherwise), and manifest.json with each kernel's launch and
-// ptxas' register and spill report.
+// kernel pipeline, NVVM lowering, PTX from LLVM's NVPTX backend, a cubin from the driver's JIT or ptxas when
+// there is one (the runtime falls back to the driver's PTX JIT otherwise), and manifest.json with each
+// kernel's files, launch and register and spill report. Every kernel is a gpu.module of its own, and the
+// stages after the kernel stage run on all of them at once: a cold compile of a program of many kernels
+// takes about as long as its largest kernel's on a machine with cores to spare.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,7 +19,8 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
-#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/IR/Threading.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/FileSystem.h"
@@ -52,12 +55,17 @@ std::optional<std::string> kiln::findPtxas() {
   return std::nullopt;
 }
 
+/// Whether the passes of a stage are verified one by one, or (upstream conversions over the large unrolled
+/// kernels, where verifying after each pass took a sixth of the compile) only their result, once.
+enum class Verify { EachPass, Result };
+
 /// Runs one stage; on failure names it in `error` (its diagnostics went to the context's handler).
 static LogicalResult runStage(ModuleOp module, llvm::StringRef stage, std::string &error,
-                              llvm::function_ref<void(OpPassManager &)> build) {
+                              llvm::function_ref<void(OpPassManager &)> build, Verify verify = Verify::EachPass) {
   PassManager pm(module.getContext());
+  pm.enableVerifier(verify == Verify::EachPass);
   build(pm);
-  if (succeeded(pm.run(module)))
+  if (succeeded(pm.run(module)) && (verify == Verify::EachPass || succeeded(mlir::verify(module))))
     return success();
   error = ("the " + stage + " stage failed (see the diagnostics above)").str();
   return failure();
@@ -93,26 +101,40 @@ LogicalResult kiln::runGpuKernelStage(ModuleOp module, llvm::StringRef chip, std
 LogicalResult kiln::runNvvmLowering(ModuleOp module, llvm::StringRef chip, std::string &error) {
   NvvmPipelineOptions options;
   setNvvmOptions(options, chip);
-  return runStage(module, "NVVM lowering", error, [&](OpPassManager &pm) { buildNvvmLoweringPipeline(pm, options); });
+  return runStage(
+      module, "NVVM lowering", error, [&](OpPassManager &pm) { buildNvvmLoweringPipeline(pm, options); },
+      Verify::Result);
 }
 
-FailureOr<std::string> kiln::emitPtx(ModuleOp module, std::string &error) {
-  if (failed(runStage(module, "PTX emission", error, [&](OpPassManager &pm) {
-        GpuModuleToBinaryPassOptions binaryOptions;
-        binaryOptions.compilationTarget = "isa";
-        pm.addPass(createGpuModuleToBinaryPass(binaryOptions));
-      })))
-    return failure();
-  std::string ptx;
-  module.walk([&](gpu::BinaryOp binary) {
-    for (Attribute object : binary.getObjects())
-      ptx += cast<gpu::ObjectAttr>(object).getObject().getValue().str();
-  });
-  if (ptx.empty()) {
+FailureOr<SmallVector<KernelModulePtx>> kiln::emitPtx(ModuleOp module, std::string &error) {
+  SmallVector<gpu::GPUModuleOp> gpuModules(module.getOps<gpu::GPUModuleOp>());
+  if (gpuModules.empty()) {
     error = "the module has no GPU kernels to emit (no public function computes anything)";
     return failure();
   }
-  return ptx;
+  // What gpu-module-to-binary does for one module, on every module at once: each serialisation translates its
+  // module into an LLVM context of its own and runs the NVPTX backend there.
+  SmallVector<KernelModulePtx> emitted(gpuModules.size());
+  gpu::TargetOptions options({}, {}, {}, {}, gpu::CompilationTarget::Assembly);
+  LogicalResult result = failableParallelForEach(
+      module.getContext(), llvm::seq<size_t>(0, gpuModules.size()), [&](size_t index) -> LogicalResult {
+        gpu::GPUModuleOp gpuModule = gpuModules[index];
+        ArrayAttr targets = gpuModule.getTargetsAttr();
+        auto target = targets && targets.size() == 1 ? dyn_cast<gpu::TargetAttrInterface>(targets[0]) : nullptr;
+        if (!target)
+          return gpuModule.emitError("expected exactly one GPU target (run the NVVM lowering first)");
+        std::optional<SmallVector<char, 0>> ptx = target.serializeToObject(gpuModule, options);
+        if (!ptx)
+          return gpuModule.emitError("LLVM's NVPTX backend could not emit this module");
+        emitted[index].name = gpuModule.getName().str();
+        emitted[index].ptx.assign(ptx->begin(), ptx->end());
+        return success();
+      });
+  if (failed(result)) {
+    error = "the PTX emission stage failed (see the diagnostics above)";
+    return failure();
+  }
+  return emitted;
 }
 
 static llvm::json::Array jsonArray(ArrayRef<int64_t> values) {
@@ -216,13 +238,11 @@ static LogicalResult writeFile(llvm::StringRef path, llvm::StringRef contents, s
 /// Writes the cubin of `ptxPath` to `cubinPath` with ptxas (-O3, -v) and returns its log; nothing when ptxas is
 /// not installed.
 static FailureOr<std::optional<std::string>> assembleWithPtxas(llvm::StringRef ptxPath, llvm::StringRef chip,
-                                                              llvm::StringRef cubinPath, llvm::StringRef outputDir,
-                                                              std::string &error) {
+                                                              llvm::StringRef cubinPath, std::string &error) {
   std::optional<std::string> ptxas = findPtxas();
   if (!ptxas)
     return std::optional<std::string>();
-  SmallString<256> logPath(outputDir);
-  llvm::sys::path::append(logPath, "ptxas.log");
+  std::string logPath = (cubinPath + ".log").str();
   std::string arch = ("-arch=" + chip).str();
   SmallVector<llvm::StringRef> args{*ptxas, arch, "-v", "-O3", ptxPath, "-o", cubinPath};
   std::optional<llvm::StringRef> redirects[] = {std::nullopt, llvm::StringRef(logPath), llvm::StringRef(logPath)};
@@ -235,6 +255,41 @@ static FailureOr<std::optional<std::string>> assembleWithPtxas(llvm::StringRef p
     return failure();
   }
   return std::optional<std::string>(log ? (*log)->getBuffer().str() : std::string());
+}
+
+namespace {
+/// What became of one kernel module's PTX: its files, and the assembler's log and name when there is a cubin.
+struct AssembledModule {
+  std::string ptxFile, cubinFile, log, assembler, inProcessFailure, error;
+};
+} // namespace
+
+/// Writes `module`'s PTX into `outputDir` and assembles it: with `assembler` when given, else (or when it
+/// fails) with ptxas when it is installed.
+static AssembledModule writeAndAssemble(const KernelModulePtx &module, llvm::StringRef chip,
+                                        llvm::StringRef outputDir, const PtxAssembler &assembler) {
+  AssembledModule result;
+  result.ptxFile = module.name + ".ptx";
+  std::string cubinFile = (module.name + "." + chip + ".cubin").str();
+  SmallString<256> ptxPath(outputDir), cubinPath(outputDir);
+  llvm::sys::path::append(ptxPath, result.ptxFile);
+  llvm::sys::path::append(cubinPath, cubinFile);
+  if (failed(writeFile(ptxPath, module.ptx, result.error)))
+    return result;
+  if (assembler) {
+    std::string cubin;
+    if (assembler(module.ptx, cubin, result.log)) {
+      if (succeeded(writeFile(cubinPath, cubin, result.error)))
+        result.cubinFile = cubinFile, result.assembler = "the CUDA driver's JIT";
+      return result;
+    }
+    result.inProcessFailure = std::move(result.log);
+    result.log.clear();
+  }
+  FailureOr<std::optional<std::string>> log = assembleWithPtxas(ptxPath, chip, cubinPath, result.error);
+  if (succeeded(log) && *log)
+    result.log = **log, result.cubinFile = cubinFile, result.assembler = "ptxas";
+  return result;
 }
 
 LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::StringRef outputDir,
@@ -251,53 +306,56 @@ LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::S
     error = "the run plan stage failed (see the diagnostics above)";
     return failure();
   }
+  // Which module holds each kernel (one each, after kiln-split-kernel-modules).
+  llvm::StringMap<std::string> moduleOf;
+  for (auto gpuModule : module.getOps<gpu::GPUModuleOp>())
+    for (auto kernel : gpuModule.getOps<gpu::GPUFuncOp>())
+      moduleOf[kernel.getName()] = gpuModule.getName().str();
   if (failed(runNvvmLowering(module, chip, error)))
     return failure();
-  FailureOr<std::string> ptx = emitPtx(module, error);
+  FailureOr<SmallVector<KernelModulePtx>> ptx = emitPtx(module, error);
   if (failed(ptx))
     return failure();
 
-  SmallString<256> ptxPath(outputDir);
-  llvm::sys::path::append(ptxPath, "kernels.ptx");
-  if (failed(writeFile(ptxPath, *ptx, error)))
-    return failure();
+  // Every module assembles at once (the driver's JIT and ptxas both take one kernel at a time).
+  SmallVector<AssembledModule> assembled(ptx->size());
+  parallelFor(module.getContext(), 0, ptx->size(), [&](size_t index) {
+    assembled[index] = writeAndAssemble((*ptx)[index], chip, outputDir, assembler);
+  });
   llvm::json::Object manifest{{"target", chip.str()},
-                              {"ptx", "kernels.ptx"},
-                              {"abi", "parameters are device pointers to row-major buffers, in order"},
-                              {"kernels", std::move(kernels)},
-                              {"plans", std::move(*plans)}};
-  // The cubin: from the in-process assembler when there is one, else (or when it fails) from ptxas.
-  std::string cubinName = ("kernels." + chip + ".cubin").str();
-  SmallString<256> cubinPath(outputDir);
-  llvm::sys::path::append(cubinPath, cubinName);
-  std::optional<std::string> log;
-  if (assembler) {
-    std::string cubin, assemblerLog;
-    if (assembler(*ptx, cubin, assemblerLog)) {
-      if (failed(writeFile(cubinPath, cubin, error)))
-        return failure();
-      log = std::move(assemblerLog);
-      manifest["assembler"] = "the CUDA driver's JIT";
-    } else {
-      manifest["in_process_assembly_failed"] = assemblerLog;
-    }
-  }
-  if (!log) {
-    FailureOr<std::optional<std::string>> ptxasLog = assembleWithPtxas(ptxPath, chip, cubinPath, outputDir, error);
-    if (failed(ptxasLog))
+                              {"abi", "parameters are device pointers to row-major buffers, in order"}};
+  std::string logs;
+  llvm::StringMap<const AssembledModule *> byName;
+  for (auto [emitted, result] : llvm::zip(*ptx, assembled)) {
+    if (!result.error.empty()) {
+      error = result.error;
       return failure();
-    log = *ptxasLog;
-    if (log)
-      manifest["assembler"] = "ptxas";
+    }
+    byName[emitted.name] = &result;
+    logs += result.log;
+    if (!result.assembler.empty())
+      manifest["assembler"] = result.assembler;
+    if (!result.inProcessFailure.empty() && !manifest.get("in_process_assembly_failed"))
+      manifest["in_process_assembly_failed"] = result.inProcessFailure;
   }
-  if (log) {
-    manifest["cubin"] = cubinName;
-    manifest["ptxas"] = *log;
-    attachPtxasReport(*manifest.getArray("kernels"), *log);
-  } else {
-    manifest["cubin"] = nullptr;
-    manifest["ptxas"] = "ptxas not found: the runtime JIT-compiles kernels.ptx through the driver";
+  // Each kernel's files: its module's PTX, and its cubin when an assembler made one (else the runtime has the
+  // driver JIT-compile the PTX).
+  for (llvm::json::Value &value : kernels) {
+    llvm::json::Object &kernel = *value.getAsObject();
+    const AssembledModule *files = byName.lookup(moduleOf.lookup(*kernel.getString("name")));
+    if (!files) {
+      error = ("no GPU module holds kernel " + *kernel.getString("name")).str();
+      return failure();
+    }
+    kernel["ptx"] = files->ptxFile;
+    kernel["cubin"] = files->cubinFile.empty() ? llvm::json::Value(nullptr) : llvm::json::Value(files->cubinFile);
   }
+  attachPtxasReport(kernels, logs);
+  manifest["kernels"] = std::move(kernels);
+  manifest["plans"] = std::move(*plans);
+  manifest["ptxas"] = manifest.get("assembler") ? logs
+                                                : std::string("ptxas not found: the runtime JIT-compiles each "
+                                                              "kernel's PTX through the driver");
   SmallString<256> manifestPath(outputDir);
   llvm::sys::path::append(manifestPath, "manifest.json");
   std::string text;

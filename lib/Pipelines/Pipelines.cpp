@@ -57,6 +57,7 @@ void kiln::buildGpuKernelPipeline(OpPassManager &pm, const NvvmPipelineOptions &
   pm.addPass(createKilnSelectConfig(KilnSelectConfigOptions{options.chip}));
   pm.addPass(createConvertKilnToGPU(ConvertKilnToGPUOptions{options.chip}));
   pm.addPass(createKilnGroupKernels());
+  pm.addPass(createKilnSplitKernelModules());
 }
 
 void kiln::buildNvvmLoweringPipeline(OpPassManager &pm, const NvvmPipelineOptions &options) {

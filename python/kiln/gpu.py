@@ -105,8 +105,9 @@ class GpuProgram:
 
     @property
     def ptx(self):
-        """The kernels' PTX."""
-        return (self.folder / self.manifest["ptx"]).read_text()
+        """The kernels' PTX, kernel by kernel."""
+        files = dict.fromkeys(k["ptx"] for k in self.manifest["kernels"])
+        return "".join((self.folder / name).read_text() for name in files)
 
     @property
     def kernels(self):
@@ -204,11 +205,13 @@ class GpuProgram:
         """The launches and how to fill every non-input slot on GPU ``index``, prepared on its first call."""
         device = torch.device("cuda", index)
         gpu = runtime.device(index)
-        module = gpu.load(self._image(gpu.capability))
         entries = {k["name"]: k for k in self.manifest["kernels"]}
-        steps = []
+        modules, steps = {}, []  # one module per kernel file, loaded once
         for step in self.plan["steps"]:
-            kernel = gpu.kernel(module, step["kernel"])
+            image = self._image(entries[step["kernel"]], gpu.capability)
+            if image not in modules:
+                modules[image] = gpu.load((self.folder / image).read_bytes())
+            kernel = gpu.kernel(modules[image], step["kernel"])
             launch = runtime.Launch(kernel, entries[step["kernel"]], len(step["args"]))
             steps.append((launch, [self._slots[i] for i in step["args"]]))
         fills = []  # one per non-input slot, in slot order
@@ -226,7 +229,9 @@ class GpuProgram:
         loaded = self._loaded[index] = (device, steps, fills)
         return loaded
 
-    def _image(self, capability):
+    def _image(self, kernel, capability):
+        """The file of ``kernel`` to load on a GPU of ``capability``: its cubin, or its PTX for the driver to
+        JIT-compile (another 8.x GPU than the cubin's, or no cubin)."""
         needed = CAPABILITIES[self.target]
         if self.target == "sm_90a" and capability != needed:
             raise RuntimeError(f"this program is compiled for sm_90a (compute capability 9.0); the GPU has "
@@ -234,10 +239,8 @@ class GpuProgram:
         if capability < needed:
             raise RuntimeError(f"this program is compiled for {self.target}; the GPU's compute capability "
                                f"{capability[0]}.{capability[1]} is older")
-        cubin = self.manifest.get("cubin")
-        if cubin and capability[0] == needed[0]:
-            return (self.folder / cubin).read_bytes()
-        return (self.folder / self.manifest["ptx"]).read_bytes()  # the driver JIT-compiles it for this GPU
+        cubin = kernel.get("cubin")
+        return cubin if cubin and capability[0] == needed[0] else kernel["ptx"]
 
 
 class BoundProgram:

@@ -74,7 +74,7 @@ unsigned dim(const Json *array, size_t index) {
 
 struct kiln_plan {
   kiln_device *device = nullptr;
-  kiln_module *module = nullptr;
+  std::map<std::string, kiln_module *> modules; ///< by file: one per kernel
   std::vector<Slot> slots;
   std::vector<int> inputs, outputs;
   std::vector<Step> steps;
@@ -88,7 +88,8 @@ struct kiln_plan {
     for (Slot &slot : slots)
       if (slot.owned && slot.pointer)
         kiln_free(device, slot.pointer);
-    kiln_module_unload(module);
+    for (auto &[file, module] : modules)
+      kiln_module_unload(module);
   }
 };
 
@@ -135,19 +136,14 @@ kiln_status kiln_plan_load(kiln_device *device, const char *folder, const char *
 
   auto owned = std::make_unique<kiln_plan>();
   owned->device = device;
-  // The cubin when it was built for this GPU (sm_90a: exactly 9.0; sm_80: an 8.x device), else the PTX for
-  // the driver to compile.
-  const Json *cubin = manifest.find("cubin"), *ptx = manifest.find("ptx"), *target = manifest.find("target");
+  // Each kernel's cubin when it was built for this GPU (sm_90a: exactly 9.0; sm_80: an 8.x device), else its
+  // PTX for the driver to compile.
+  const Json *target = manifest.find("target");
   int major = 0, minor = 0, multiprocessors = 0;
   if (kiln_status status = kiln_device_info(device, &major, &minor, &multiprocessors); status != KILN_OK)
     return status;
   std::string chip = target ? target->string : "";
   bool cubinFits = (chip == "sm_90a" && major == 9 && minor == 0) || (chip == "sm_80" && major == 8);
-  std::string image = root + "/" + (cubin && cubin->kind == Json::Kind::String && cubinFits
-                                        ? cubin->string
-                                        : (ptx ? ptx->string : ""));
-  if (kiln_status status = kiln_module_load_file(device, image.c_str(), &owned->module); status != KILN_OK)
-    return status;
   std::map<std::string, const Json *> launches;
   for (const Json &kernel : kernels->array)
     if (const Json *name = kernel.find("name"))
@@ -222,11 +218,23 @@ kiln_status kiln_plan_load(kiln_device *device, const char *folder, const char *
     const Json *kernel = step.find("kernel"), *args = step.find("args");
     if (!kernel || !args || !launches.count(kernel->string))
       return invalid(manifestPath, "a step names no known kernel");
-    Step &s = owned->steps.emplace_back();  // in the plan before its kernel handle exists: freed with it
-    if (kiln_status status = kiln_module_get_kernel(owned->module, kernel->string.c_str(), &s.kernel);
-        status != KILN_OK)
-      return status;
     const Json &launch = *launches[kernel->string];
+    const Json *cubin = launch.find("cubin"), *ptx = launch.find("ptx");
+    std::string file = cubin && cubin->kind == Json::Kind::String && cubinFits ? cubin->string
+                       : ptx && ptx->kind == Json::Kind::String             ? ptx->string
+                                                                            : "";
+    if (file.empty())
+      return invalid(manifestPath, "kernel " + kernel->string + " names no PTX file");
+    kiln_module *&module = owned->modules[file];
+    if (!module)
+      if (kiln_status status = kiln_module_load_file(device, (root + "/" + file).c_str(), &module);
+          status != KILN_OK) {
+        owned->modules.erase(file);
+        return status;
+      }
+    Step &s = owned->steps.emplace_back();  // in the plan before its kernel handle exists: freed with it
+    if (kiln_status status = kiln_module_get_kernel(module, kernel->string.c_str(), &s.kernel); status != KILN_OK)
+      return status;
     for (size_t d = 0; d < 3; ++d)
       s.grid[d] = dim(launch.find("grid"), d), s.block[d] = dim(launch.find("block"), d);
     const Json *shared = launch.find("dynamic_shared_bytes");

@@ -3,16 +3,16 @@
 // RUN: rm -rf %t && mkdir -p %t
 // RUN: kilnc %s --target=sm_80 -o %t/sm80 | FileCheck %s --check-prefix=WROTE
 // RUN: FileCheck %s --check-prefix=MANIFEST80 < %t/sm80/manifest.json
-// RUN: FileCheck %s --check-prefix=PTX80 < %t/sm80/kernels.ptx
+// RUN: FileCheck %s --check-prefix=PTX80 < %t/sm80/ffn_k0_matmul_module.ptx
 // RUN: kilnc %s --target=sm_90a -o %t/sm90 | FileCheck %s --check-prefix=WROTE
 // RUN: FileCheck %s --check-prefix=MANIFEST90 < %t/sm90/manifest.json
-// RUN: FileCheck %s --check-prefix=PTX90 < %t/sm90/kernels.ptx
-// RUN: %ptxas -arch=sm_90a %t/sm90/kernels.ptx -o %t/again.cubin
+// RUN: FileCheck %s --check-prefix=PTX90 < %t/sm90/ffn_k0_matmul_module.ptx
+// RUN: %ptxas -arch=sm_90a %t/sm90/ffn_k0_matmul_module.ptx -o %t/again.cubin
 // RUN: kilnc %s --target=sm_90a --emit=ptx | FileCheck %s --check-prefix=PTX90
 
-// WROTE: kilnc: wrote {{.*}}kernels.ptx and {{.*}}manifest.json
+// WROTE: kilnc: wrote {{.*}}manifest.json and the kernels it lists
 
-// MANIFEST80: "cubin": "kernels.sm_80.cubin"
+// MANIFEST80: "cubin": "ffn_k0_matmul_module.sm_80.cubin"
 // MANIFEST80: "name": "ffn_k0_matmul"
 // MANIFEST80: "op": "kiln.matmul"
 // MANIFEST80: "registers": {{[0-9]+}}
@@ -24,7 +24,6 @@
 
 // On sm_90a the 77-row GEMM takes the wgmma kernel: two warpgroups, 128 x 64 x 64 tiles (128 x 128 would leave
 // most of the H200 idle), four stages of 24 KB in 1024-byte aligned shared memory.
-// MANIFEST90: "cubin": "kernels.sm_90a.cubin"
 // MANIFEST90: "block": [
 // MANIFEST90-NEXT: 256,
 // MANIFEST90: "lowering": "wgmma",
@@ -32,6 +31,7 @@
 // MANIFEST90-NEXT: 128,
 // MANIFEST90-NEXT: 64,
 // MANIFEST90-NEXT: 64
+// MANIFEST90: "cubin": "ffn_k0_matmul_module.sm_90a.cubin"
 // MANIFEST90: "dynamic_shared_bytes": 98304
 // MANIFEST90: "grid": [
 // MANIFEST90-NEXT: 8,

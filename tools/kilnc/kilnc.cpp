@@ -3,11 +3,11 @@
 // kilnc in.mlir --target=sm_90a -o outdir [--emit=kiln|tiled|gpu|llvm|ptx|cubin]
 // kilnc model.onnx --target=sm_90a -o outdir [--weights=constants|arguments]
 //
-// Compiles a kiln module for a GPU and writes the kernels (kernels.ptx, and kernels.<target>.cubin when ptxas
-// is found) with manifest.json: for each kernel its name, parameters (buffers in order, shape, dtype), launch
-// grid and block, dynamic shared memory, config, and ptxas' registers and spills; for each public function its
-// run plan (Driver/RunPlan.h) with constants in files beside it. --emit stops at a stage and prints its IR
-// instead. Errors name the op and the stage that failed. The stages live in Driver/GpuCompiler.h, shared with
+// Compiles a kiln module for a GPU and writes the kernels (one <module>.ptx per kernel, and its
+// <module>.<target>.cubin when ptxas is found) with manifest.json: for each kernel its name, its files,
+// parameters (buffers in order, shape, dtype), launch grid and block, dynamic shared memory, config, and
+// ptxas' registers and spills; for each public function its run plan (Driver/RunPlan.h) with constants in
+// files beside it. --emit stops at a stage and prints its IR instead. Errors name the op and the stage that failed. The stages live in Driver/GpuCompiler.h, shared with
 // the Python extension. An .onnx input is imported first by kiln.frontend (the Python importer of this build,
 // run as `python3 -m kiln.frontend.cli`); its errors are kilnc's.
 //
@@ -116,10 +116,9 @@ int main(int argc, char **argv) {
   if (emit == "cubin") {
     if (failed(compileForGpu(module, target, outputDir, error)))
       return fail(error);
-    SmallString<256> ptxPath(outputDir), manifestPath(outputDir);
-    llvm::sys::path::append(ptxPath, "kernels.ptx");
+    SmallString<256> manifestPath(outputDir);
     llvm::sys::path::append(manifestPath, "manifest.json");
-    llvm::outs() << "kilnc: wrote " << ptxPath << " and " << manifestPath << "\n";
+    llvm::outs() << "kilnc: wrote " << manifestPath << " and the kernels it lists\n";
     return 0;
   }
   if (failed(runGpuKernelStage(module, target, error)))
@@ -134,9 +133,10 @@ int main(int argc, char **argv) {
     module.print(llvm::outs());
     return 0;
   }
-  FailureOr<std::string> ptx = emitPtx(module, error);
+  FailureOr<SmallVector<KernelModulePtx>> ptx = emitPtx(module, error);
   if (failed(ptx))
     return fail(error);
-  llvm::outs() << *ptx;
+  for (const KernelModulePtx &kernelModule : *ptx)
+    llvm::outs() << kernelModule.ptx;
   return 0;
 }

@@ -89,8 +89,9 @@ KILN_RUNTIME_API kiln_status kiln_synchronize(kiln_device *device);
 /* Run plans: a compiled folder (manifest.json, kernels, constant files) executed without Python or MLIR. */
 typedef struct kiln_plan kiln_plan;
 
-/// Loads the plan of `function` (NULL: the manifest's only plan) from `folder`: the kernels (the cubin when it
-/// matches the GPU's compute capability, else the PTX for the driver to compile), device buffers for every intermediate, and the constants copied to the GPU.
+/// Loads the plan of `function` (NULL: the manifest's only plan) from `folder`: each kernel's module (its cubin
+/// when it matches the GPU's compute capability, else its PTX for the driver to compile), device buffers for
+/// every intermediate, and the constants copied to the GPU.
 KILN_RUNTIME_API kiln_status kiln_plan_load(kiln_device *device, const char *folder, const char *function,
                                             kiln_plan **plan);
 KILN_RUNTIME_API void kiln_plan_free(kiln_plan *plan);

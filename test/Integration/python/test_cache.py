@@ -22,6 +22,8 @@ from kiln.autotune import default_space
 
 EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples", "gpu_attention_block.mlir")
 
+PTX_FILE = "mm_k0_matmul_module.ptx"  # each kernel's files are named after its gpu.module
+
 SOURCE = """func.func @mm(%a: tensor<40x64xbf16>, %b: tensor<64x72xbf16>) -> tensor<40x72xbf16> {
   %c = kiln.matmul %a, %b : tensor<40x64xbf16>, tensor<64x72xbf16> -> tensor<40x72xbf16>
   return %c : tensor<40x72xbf16>
@@ -54,7 +56,7 @@ def test_entry_is_sealed(cache_dir):
     (entry,) = entries(cache_dir)
     assert program.folder == entry and entry.name == cache.key(SOURCE, "sm_90a", "")
     checksums = json.loads((entry / "checksums.json").read_text())
-    assert {"manifest.json", "kernels.ptx"} <= set(checksums)
+    assert {"manifest.json", PTX_FILE} <= set(checksums) and program.kernels[0]["ptx"] == PTX_FILE
     assert program.entry == "mm" and program.inputs == [("bf16", (40, 64)), ("bf16", (64, 72))]
     assert ".target sm_90a" in program.ptx and program.kernels[0]["op"] == "kiln.matmul"
     assert "nvvm.mma.sync" in program.ir("llvm") or "mma" in program.ir("llvm")
@@ -78,9 +80,9 @@ def test_second_process_reads_the_cache(cache_dir):
                                     "empty checksums"])
 def test_damaged_entry_is_rebuilt(cache_dir, monkeypatch, damage):
     entry = kiln.compile(SOURCE, target="sm_90a").folder
-    ptx = (entry / "kernels.ptx").read_text()
+    ptx = (entry / PTX_FILE).read_text()
     if damage == "truncate ptx":
-        (entry / "kernels.ptx").write_text(ptx[: len(ptx) // 2])
+        (entry / PTX_FILE).write_text(ptx[: len(ptx) // 2])
     elif damage == "edit manifest":
         (entry / "manifest.json").write_text((entry / "manifest.json").read_text().replace("sm_90a", "sm_80"))
     elif damage == "drop checksums":
@@ -91,7 +93,7 @@ def test_damaged_entry_is_rebuilt(cache_dir, monkeypatch, damage):
         (entry / "checksums.json").write_text("")
     compiler._compile_cached.cache_clear()
     rebuilt = kiln.compile(SOURCE, target="sm_90a")
-    assert rebuilt.folder == entry and (entry / "kernels.ptx").read_text() == ptx
+    assert rebuilt.folder == entry and (entry / PTX_FILE).read_text() == ptx
     assert cache.lookup(entry.name) == entry
     # And a valid entry is used as it is.
     compiler._compile_cached.cache_clear()
@@ -156,11 +158,40 @@ def test_in_process_assembler_makes_the_cubin(cache_dir, monkeypatch):
     assert len(calls) == 1 and calls[0].decode() == program.ptx
     manifest = program.manifest
     assert manifest["assembler"] == "the CUDA driver's JIT" and "Used" in manifest["ptxas"]
-    assert (program.folder / manifest["cubin"]).read_bytes()[:4] == b"\x7fELF"
     (kernel,) = program.kernels
+    assert (program.folder / kernel["cubin"]).read_bytes()[:4] == b"\x7fELF"
     assert kernel["registers"] > 0 and kernel["spill_stores"] == 0
-    assert sorted(p.name for p in program.folder.iterdir()) == ["checksums.json", "kernels.ptx",
-                                                                "kernels.sm_90a.cubin", "manifest.json"]
+    assert sorted(p.name for p in program.folder.iterdir()) == ["checksums.json", "manifest.json", PTX_FILE,
+                                                                "mm_k0_matmul_module.sm_90a.cubin"]
+
+
+def test_kernels_assemble_in_parallel(cache_dir, monkeypatch):
+    """Each kernel of the two-kernel example is its own module: the assembler gets one PTX per kernel, from the
+    compile's worker threads, and each kernel entry names its own PTX and cubin."""
+    import threading
+    ptxas, calls = ptxas_or_skip(), []
+
+    def assemble(ptx):
+        calls.append(threading.get_ident())
+        folder = cache_dir / f"asm{len(calls)}"
+        folder.mkdir()
+        (folder / "in.ptx").write_bytes(ptx)
+        run = subprocess.run([ptxas, "-arch=sm_90a", "-v", str(folder / "in.ptx"), "-o", str(folder / "out.cubin")],
+                             capture_output=True, text=True, check=True)
+        cubin = (folder / "out.cubin").read_bytes()
+        shutil.rmtree(folder)
+        return cubin, run.stdout + run.stderr
+
+    monkeypatch.setattr(compiler, "driver_assembler", lambda target: assemble if target == "sm_90a" else None)
+    program = kiln.compile(open(EXAMPLE).read(), target="sm_90a")
+    kernels = program.manifest["kernels"]
+    assert len(calls) == len(kernels) == 2
+    assert threading.get_ident() not in calls or os.cpu_count() == 1  # on the compile's worker threads
+    files = [(k["ptx"], k["cubin"]) for k in kernels]
+    assert files == [(f"{k['name']}_module.ptx", f"{k['name']}_module.sm_90a.cubin") for k in kernels]
+    assert all(k["registers"] > 0 for k in kernels)
+    texts = [(program.folder / ptx).read_text() for ptx, _ in files]
+    assert program.ptx == "".join(texts) and all(t.count(".entry") == 1 for t in texts)
 
 
 def test_ptxas_when_no_gpu_matches(cache_dir, monkeypatch):
@@ -183,7 +214,8 @@ def test_in_process_assembler_failure(cache_dir, monkeypatch, tmp_path):
         compiler.native().compile_gpu(SOURCE, "sm_90a", str(folder), None, assembler)
         manifest = json.loads((folder / "manifest.json").read_text())
         assert manifest["assembler"] == "ptxas" and reason in manifest["in_process_assembly_failed"]
-        assert (folder / manifest["cubin"]).read_bytes()[:4] == b"\x7fELF" and manifest["kernels"][0]["registers"] > 0
+        (kernel,) = manifest["kernels"]
+        assert (folder / kernel["cubin"]).read_bytes()[:4] == b"\x7fELF" and kernel["registers"] > 0
     # ... and so does kiln.compile.
     monkeypatch.setattr(compiler, "driver_assembler", lambda target: broken)
     program = kiln.compile(SOURCE, target="sm_90a")
