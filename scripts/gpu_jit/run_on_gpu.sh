@@ -4,7 +4,8 @@
 # One visit of the GPU machine for the Python API, from the repository root there with the archive that
 # scripts/pack_gpu_jit.sh wrote: unpacks it, builds the _kiln module for the local Python (build.sh), runs the
 # GPU pytest suite with an empty disk cache (so every program compiles on that machine), then the cold-JIT and
-# per-call latency benchmarks of Kiln and Triton side by side. Logs and JSON go to OUT.
+# per-call latency benchmarks of Kiln and Triton side by side, and where Kiln's time goes. Logs and JSON go to
+# OUT.
 #
 #   scripts/gpu_jit/run_on_gpu.sh gpu_jit.tar.xz OUT
 #
@@ -28,4 +29,5 @@ KILN_CACHE_DIR="$unpacked/cache" python3 -m pytest "$root/test/GPU/python" -q -p
 cd "$root/bench"
 python3 python_gpu_latency.py --cold-jit --out "$out" 2>&1 | tee "$out/python_gpu_cold_jit.log" || status=1
 python3 jit_latency_baseline.py --out "$out" 2>&1 | tee "$out/jit_latency_baseline.log" || status=1
+python3 jit_latency_breakdown.py --out "$out" 2>&1 | tee "$out/jit_latency_breakdown.log" || status=1
 exit $status

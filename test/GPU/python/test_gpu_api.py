@@ -106,7 +106,10 @@ def test_compile_source_end_to_end():
     assert [k["name"].rsplit("_", 1)[-1] for k in program.kernels] == ["attention", "matmul"]
     if program.manifest.get("assembler"):  # compiled here, not read from a cache prepared elsewhere
         assert program.manifest["assembler"] == "the CUDA driver's JIT", "the GPU's own JIT should assemble"
+        assert "in_process_assembly_failed" not in program.manifest, program.manifest["in_process_assembly_failed"]
         assert all(k["registers"] > 0 and k["spill_stores"] == 0 for k in program.kernels), program.kernels
+        # Each kernel was its own module, assembled in parallel: its own cubin.
+        assert len({k["cubin"] for k in program.kernels}) == 2
     seeds = []
     generator = fresh(seeds)
     args = [tensor((shape, "bfloat16"), generator, 0.5) for _, shape in program.inputs]
