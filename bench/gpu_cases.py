@@ -54,7 +54,7 @@ def gemm_case(name, m, n, k, dtype="bf16", epilogue="none", batch=(), transpose_
 
 
 def attention_case(name, batch, heads, kv_heads, seq_q, seq_k, head_dim, dtype="bf16", causal=False, tile=None,
-                   seq_major=False, out_seq_major=False, lowering="mma_sync"):
+                   seq_major=False, out_seq_major=False, lowering="mma_sync", stages=2):
     """seq_major: q, k, v and out are [B, S, H, D] (layout = "bshd"); out_seq_major: only out is."""
     q = tensor((batch, seq_q, heads, head_dim) if seq_major else (batch, heads, seq_q, head_dim), dtype)
     kv = tensor((batch, seq_k, kv_heads, head_dim) if seq_major else (batch, kv_heads, seq_k, head_dim), dtype)
@@ -63,7 +63,7 @@ def attention_case(name, batch, heads, kv_heads, seq_q, seq_k, head_dim, dtype="
     attributes = (['layout = "bshd"'] if seq_major else []) + (['out_layout = "bshd"'] if out_seq_major else [])
     if tile:
         attributes.append(f"kiln.config = #kiln.config<tile = [{tile[0]}, {tile[1]}], warps = {tile[0] // 16}, "
-                          f"stages = 2, lowering = \"{lowering}\">")
+                          f"stages = {stages}, lowering = \"{lowering}\">")
     pinned = f" {{{', '.join(attributes)}}}" if attributes else ""
     text = (f"func.func @{name}(%q: {q}, %k: {kv}, %v: {kv}) -> {out} {{\n"
             f"  %o = kiln.attention %q, %k, %v{' causal' if causal else ''}{pinned} : {q}, {kv}, {kv} -> {out}\n"
@@ -116,10 +116,23 @@ def attention_correctness_cases():
         attention_case("ta_bf16_sq77_sk200_causal", 2, 4, 4, 77, 200, 128, "bf16", True),
         attention_case("ta_f16_sq100_sk333", 1, 4, 2, 100, 333, 96, "f16", False),
         attention_case("ta_bf16_seq1", 1, 2, 2, 1, 1, 64, "bf16", False),
-        # The wgmma pipeline's edges: one key tile (prologue and last P V only), one unmasked tile then masked ones.
-        attention_case("ta_bf16_d128_one_tile_50_causal", 1, 4, 4, 50, 50, 128, "bf16", True),
-        attention_case("ta_f16_d64_one_tile_64", 1, 4, 4, 64, 64, 64, "f16", False),
-        attention_case("ta_bf16_d128_sq64_sk130", 2, 4, 4, 64, 130, 128, "bf16", False),
+        # The wgmma pipeline's edges (pinned: short key ranges default to the sequential loop): one key tile
+        # (prologue and last P V only), one unmasked tile then masked ones.
+        attention_case("ta_bf16_d128_one_tile_50_causal", 1, 4, 4, 50, 50, 128, "bf16", True, (64, 64),
+                       lowering="wgmma"),
+        attention_case("ta_f16_d64_one_tile_64", 1, 4, 4, 64, 64, 64, "f16", False, (64, 64), lowering="wgmma"),
+        attention_case("ta_bf16_d128_sq64_sk130", 2, 4, 4, 64, 130, 128, "bf16", False, (64, 32), lowering="wgmma"),
+        attention_case("ta_bf16_d64_pipelined_200_causal", 2, 4, 2, 200, 200, 64, "bf16", True, (64, 64),
+                       lowering="wgmma"),
+        # The sequential wgmma loop (stages = 1): one tile, tiles ending short, causal GQA, 32-key tiles, f16.
+        attention_case("ta_bf16_d128_sequential_one_tile_50_causal", 1, 4, 4, 50, 50, 128, "bf16", True, (64, 64),
+                       lowering="wgmma", stages=1),
+        attention_case("ta_bf16_d64_sequential_sq77_sk200", 2, 4, 4, 77, 200, 64, "bf16", False, (64, 64),
+                       lowering="wgmma", stages=1),
+        attention_case("ta_bf16_d128_sequential_gqa4_300_causal", 2, 8, 2, 300, 300, 128, "bf16", True, (64, 32),
+                       lowering="wgmma", stages=1),
+        attention_case("ta_f16_d64_sequential_1000_causal", 1, 4, 4, 1000, 1000, 64, "f16", True, (128, 64),
+                       lowering="wgmma", stages=1),
         attention_case("ta_bshd_bf16_gqa4_300_causal", 2, 8, 2, 300, 300, 128, "bf16", True, seq_major=True),
         attention_case("ta_bshd_f16_sq77_sk200", 3, 4, 4, 77, 200, 64, "f16", False, seq_major=True),
         attention_case("ta_bshd_bf16_decode", 4, 32, 8, 1, 1000, 128, "bf16", True, seq_major=True),
@@ -280,6 +293,19 @@ def sweep_cases():
     return cases
 
 
+def short_seq_cases():
+    """The two wgmma loop forms side by side on short key ranges (16k tokens): pipelined, or one stage."""
+    cases = []
+    for d, heads, bk in ((128, 16, 32), (64, 32, 64)):
+        for seq in (128, 160, 192, 256, 512):
+            for causal in (False, True):
+                for stages in (1, 2):
+                    cases.append(attention_case(
+                        f"ba_short_d{d}_s{seq}_{'causal' if causal else 'full'}_stages{stages}", 16384 // seq, heads,
+                        heads, seq, seq, d, "bf16", causal, (64, bk), lowering="wgmma", stages=stages))
+    return cases
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--kilnc", default="build/bin/kilnc")
@@ -287,12 +313,14 @@ def main():
     parser.add_argument("--out", default="gpu_build")
     parser.add_argument("--bench", action="store_true", help="also compile the benchmark shapes")
     parser.add_argument("--sweep", action="store_true", help="also compile config variants of two large shapes")
+    parser.add_argument("--short", action="store_true", help="also compile both wgmma attention loops on short keys")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     cases = correctness_cases() + attention_correctness_cases() + glue_cases()
     cases += bench_cases() if args.bench else []
     cases += (attention_bench_cases() if args.bench else []) + (sweep_cases() if args.sweep else [])
+    cases += short_seq_cases() if args.short else []
     listed = []
     for case in cases:
         folder = out / case["name"]

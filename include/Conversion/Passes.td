@@ -42,7 +42,8 @@ def ConvertKilnToGPU : Pass<"convert-kiln-to-gpu", "::mlir::ModuleOp"> {
     wgmma.mma_async m64nBNk16 from shared-memory descriptors, one wgmma group in flight across k-tiles; an
     attention with a `"wgmma"` config runs S = Q K^T and O += P V as warpgroup MMAs with Q and P in
     registers and K and V in swizzled shared memory, pipelined within the warpgroup (the next tile's S
-    issued with this tile's P V). A `"wgmma"` config on another chip than sm_90a, or on a
+    issued with this tile's P V), or with `stages = 1` in one sequential loop, which assembles in about half
+    the time (the default up to 128 keys, where the pipeline has nothing to overlap). A `"wgmma"` config on another chip than sm_90a, or on a
     kernel other than a matmul or an attention, is an error on the op. Kernel parameters are the op's operands,
     its epilogue operands and the output, as flat buffers (bare pointers); f32 exp and division in the kernels
     are marked `fastmath<afn>` (ex2.approx and rcp.approx, as in Triton). The function gets `kiln.gpu_kernel` (the kernel's symbol) and `kiln.launch` (grid, block,

@@ -44,6 +44,9 @@ static int64_t fitTile(int64_t tile, int64_t dim, Target target) {
 }
 
 /// Multiprocessors of the GPU each target stands for: the A100 (sm_80) and the H100/H200 (sm_90a).
+/// The most keys for which sm_90a attention takes the sequential wgmma loop (one stage) by default.
+static constexpr int64_t kSequentialAttentionKeys = 128;
+
 static int64_t multiprocessors(Target target) { return target == Target::Sm90a ? 132 : 108; }
 
 /// Whether the sm_90a default for `matmul` is the wgmma kernel: bf16/f16 operands that copy in 16-byte rows,
@@ -142,6 +145,12 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
         headDim == valueDim && (headDim == 64 || headDim == 128)) {
       if (seqK <= 1024)
         bq = 64, bk = fitTile(headDim == 128 && seqK <= 512 ? 32 : 64, seqK, target);
+      // Up to 128 keys the pipeline has nothing to overlap: one stage, the sequential loop, which ptxas
+      // assembles in half the time (most of a cold JIT compile) and runs as fast or faster (H200, 16k tokens,
+      // full / causal TFLOP/s, bench/results/attention_wgmma_short_seq_stages_v1.log: d64 at 128 keys 177 / 92
+      // sequential, 163 / 86 pipelined; d128 172 / 94 and 174 / 95). From 256 keys the pipeline wins by 6-17%.
+      if (seqK <= kSequentialAttentionKeys)
+        stages = 1;
       return make({bq, bk}, bq / 16, stages, "wgmma");
     }
     return make({bq, bk}, bq / 16, stages);

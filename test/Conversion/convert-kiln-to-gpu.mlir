@@ -493,6 +493,39 @@ module {
 
 // -----
 
+// With one stage, the sequential wgmma loop: nothing before the loop but the copies; one loop over every key tile,
+// all masked, whose iteration prefetches the next tile, waits for S = Q K^T (wait_group 0), computes the
+// softmax, rescales O, then issues O += P V and waits for it (wait_group 0, P's registers read by the wait).
+// CHECK-LABEL: func.func private @w6_attention
+// CHECK: gpu.func @w6_attention(
+// CHECK-NOT: wgmma.mma_async
+// CHECK: scf.for
+// CHECK: nvvm.fence.proxy
+// CHECK: gpu.barrier
+// CHECK: nvvm.wgmma.fence.aligned
+// CHECK-COUNT-4: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}, p, 1, 1, 0; }"
+// CHECK: nvvm.wgmma.commit.group.sync.aligned
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK: arith.select
+// CHECK: math.exp2
+// CHECK: arith.mulf
+// CHECK: nvvm.wgmma.fence.aligned
+// CHECK-COUNT-4: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}, p, 1, 1, 1; }"
+// CHECK: nvvm.wgmma.commit.group.sync.aligned
+// CHECK: llvm.inline_asm has_side_effects asm_dialect = att "wgmma.wait_group.sync.aligned 0;", "=f,{{.*}},r,r"
+// CHECK: scf.yield
+// CHECK-NOT: wgmma.mma_async
+// CHECK: gpu.return
+module {
+  func.func private @w6_attention(%q: tensor<1x4x150x64xbf16>, %out: tensor<1x4x150x64xbf16>) -> tensor<1x4x150x64xbf16> attributes {kiln.kernel} {
+    %o = kiln.attention %q, %q, %q {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 1, lowering = "wgmma">} : tensor<1x4x150x64xbf16>, tensor<1x4x150x64xbf16>, tensor<1x4x150x64xbf16> -> tensor<1x4x150x64xbf16>
+    %r = bufferization.materialize_in_destination %o in %out : (tensor<1x4x150x64xbf16>, tensor<1x4x150x64xbf16>) -> tensor<1x4x150x64xbf16>
+    return %r : tensor<1x4x150x64xbf16>
+  }
+}
+
+// -----
+
 module {
   func.func private @w6_attention(%q: tensor<1x2x64x96xbf16>, %out: tensor<1x2x64x96xbf16>) -> tensor<1x2x64x96xbf16> attributes {kiln.kernel} {
     // expected-error @+1 {{does not fit the wgmma attention kernel: BQ must be a multiple of 64 (a warpgroup per 64 rows) and the head dims equal, 64 or 128}}

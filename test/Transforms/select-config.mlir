@@ -184,6 +184,25 @@ func.func @attention_head_dim_64_bf16(%q: tensor<2x8x512x64xbf16>, %q2: tensor<1
 
 // -----
 
+// Up to 128 keys, sm_90a attention takes the sequential wgmma loop (stages = 1), which assembles in about half
+// the time of the pipelined one and runs as fast there: 128 keys at head dim 64 (two 64-key tiles) and at head
+// dim 128 (four 32-key tiles); 160 keys stay pipelined.
+// CHECK-LABEL: func.func @attention_few_key_tiles
+// SM90: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 1, lowering = "wgmma">}
+// SM90: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [64, 32], warps = 4, stages = 1, lowering = "wgmma">}
+// SM90: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [64, 32], warps = 4, stages = 2, lowering = "wgmma">}
+// SM80: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [128, 64], warps = 8, stages = 2, lowering = "mma_sync">}
+func.func @attention_few_key_tiles(%q: tensor<1x8x128x64xbf16>, %q2: tensor<1x8x128x128xbf16>,
+                                   %q3: tensor<1x8x160x128xbf16>)
+    -> (tensor<1x8x128x64xbf16>, tensor<1x8x128x128xbf16>, tensor<1x8x160x128xbf16>) {
+  %0 = kiln.attention %q, %q, %q : tensor<1x8x128x64xbf16>, tensor<1x8x128x64xbf16>, tensor<1x8x128x64xbf16> -> tensor<1x8x128x64xbf16>
+  %1 = kiln.attention %q2, %q2, %q2 : tensor<1x8x128x128xbf16>, tensor<1x8x128x128xbf16>, tensor<1x8x128x128xbf16> -> tensor<1x8x128x128xbf16>
+  %2 = kiln.attention %q3, %q3, %q3 : tensor<1x8x160x128xbf16>, tensor<1x8x160x128xbf16>, tensor<1x8x160x128xbf16> -> tensor<1x8x160x128xbf16>
+  return %0, %1, %2 : tensor<1x8x128x64xbf16>, tensor<1x8x128x128xbf16>, tensor<1x8x160x128xbf16>
+}
+
+// -----
+
 // Decoding (one query row, 300 keys): the query tile shrinks, the key tile does not.
 // CHECK-LABEL: func.func @attention_decode
 // HOST: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [1, 64], warps = 1, stages = 1, lowering = "host">}

@@ -15,8 +15,8 @@
 //     last key tile their rows can see;
 //   - with the "wgmma" lowering (sm_90a, head dims 64 and 128), S = Q K^T and O += P V are warpgroup MMAs with
 //     Q and P in registers and K and V in 128-byte swizzled shared memory, pipelined as in FlashAttention-3: the
-//     next tile's S is issued with this tile's P V, and its softmax runs while P V does (V one tile behind K;
-//     the loops are in AttentionWgmmaPipeline.cpp);
+//     next tile's S is issued with this tile's P V, and its softmax runs while P V does (V one tile behind K),
+//     or, with one stage, in turn in one loop that compiles faster (the loops are in AttentionWgmmaLoops.cpp);
 //   - GQA: the block of q head h reads k/v head h / (Hq / Hkv);
 //   - `layout = "bshd"` (and `out_layout`) only change where a head's rows start and how far apart they are.
 // An additive mask is added to the scores in base 2; the output O / l goes through the epilogue (if any) and is
@@ -87,6 +87,9 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   // wgmma: each warpgroup's S = Q K^T and O += P V run on the tensor cores a warpgroup at a time, Q and P from
   // registers (the same fragments the mma.sync path builds), K and V from 128-byte swizzled shared memory.
   bool wgmma = config.getLowering() == "wgmma";
+  // With wgmma, two or more stages pipeline the MMAs (FlashAttention-3); one stage runs them in turn, in a loop
+  // that compiles in about half the time (AttentionWgmmaLoops.cpp).
+  bool pipelined = wgmma && config.getStages() >= 2;
   if (wgmma && (bq % 64 != 0 || headDim != valueDim || (headDim != 64 && headDim != 128)))
     return op.emitOpError() << "#kiln.config " << config
                             << " does not fit the wgmma attention kernel: BQ must be a multiple of 64 (a warpgroup "
@@ -204,7 +207,7 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   Value group0 = commitGroup({copyRows(sharedQ, im.c(0), strideQ, q, qBase, rowStride(seqMajor, heads, headDim), q0,
                                        bq, headDim, seqQ),
                               loadK(im.c(0), im.c(0)), loadV(im.c(0), im.c(0))});
-  if (wgmma) {
+  if (pipelined) {
     waitGroups(commitGroup({loadK(im.c(std::min<int64_t>(1, allTiles - 1)), im.c(1))}), 1);
     fenceCopiesForWgmma(builder, loc);
   } else {
@@ -399,11 +402,12 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
     auto loop = scf::ForOp::create(builder, loc, unmaskedTiles, numTiles, im.c(1), unmasked.getResults(), body(true));
     final.assign(loop.getResults().begin(), loop.getResults().end());
   } else {
-    // The pipelined loops (AttentionWgmmaPipeline.cpp), from the same copies and softmax.
+    // The wgmma loops (AttentionWgmmaLoops.cpp), from the same copies and softmax.
     AttentionParts parts{bk, headDim, valueDim, outFrags, allTiles, sizeK, sizeV, offsetK, offsetV, bf16,
                          zeroAcc, negInf, numTiles, unmaskedTiles, qRegs, loadK, loadV, commitGroup, waitGroups,
                          softmaxTile, packProbabilities, rescale};
-    final = buildWgmmaAttentionLoops(builder, loc, parts, *descriptors, group0);
+    final = pipelined ? buildWgmmaAttentionLoops(builder, loc, parts, *descriptors, group0)
+                      : buildSequentialWgmmaAttentionLoop(builder, loc, parts, *descriptors);
   }
 
   // O / l, through the epilogue if there is one, stored in the output type; rows past Sq are skipped.

@@ -1,8 +1,9 @@
 //===- AttentionParts.h - What the attention kernel's key-tile loops share -*- C++ -*-===//
 //
 // The FlashAttention kernel (AttentionKernel.cpp) sets up its tiles, copies and online softmax once; the loops
-// over key tiles come in two forms, mma.sync (there) and the pipelined wgmma one (AttentionWgmmaPipeline.cpp),
-// which build from the same parts: the K/V ring copies, the softmax of one tile, P as A fragments.
+// over key tiles come in three forms, mma.sync (there), and the pipelined and the sequential wgmma ones
+// (AttentionWgmmaLoops.cpp), which build from the same parts: the K/V ring copies, the softmax of one tile, P as
+// A fragments.
 //
 //===----------------------------------------------------------------------===//
 
@@ -50,11 +51,34 @@ struct AttentionParts {
   std::function<SmallVector<Value>(SmallVector<Value> acc, Value alphas)> rescale;
 };
 
+/// What both wgmma loop forms issue: descriptors of the K and V ring slots and the P V group.
+struct WgmmaAttentionOperands {
+  OpBuilder &builder;
+  Location loc;
+  const AttentionParts &parts;
+  DescriptorBuilder &descriptors;
+
+  /// K ring slot `slot` as wgmma B operands (K-major), one descriptor per k16 step of the head dim.
+  SmallVector<Value> kDescriptors(Value slot);
+  /// V ring slot `slot` as wgmma B operands (N-major), one descriptor per k16 step of the key tile.
+  SmallVector<Value> vDescriptors(Value slot);
+  /// acc += P V issued as one group, not waited for; `pRegs` holds four registers per k16 step.
+  Value issueProbabilitiesTimesV(Value acc, ValueRange pRegs, ArrayRef<Value> vDescs);
+  /// P's A fragments as one list of registers.
+  static SmallVector<Value> flatten(ArrayRef<SmallVector<Value>> pRegs);
+};
+
 /// The key-tile loops on wgmma, pipelined within the warpgroup as in FlashAttention-3, after the prologue's
 /// copies (`group0`: Q, K(0), V(0); K(1) is its own group after it): returns the row maxima, row sums and O
 /// fragments after the last tile.
 SmallVector<Value> buildWgmmaAttentionLoops(OpBuilder &builder, Location loc, const AttentionParts &parts,
                                             DescriptorBuilder &descriptors, Value group0);
+
+/// The key-tile loop on wgmma in its compact form: one loop over every tile, each masked, computing S, the
+/// softmax, the rescaled O and O += P V in turn while the next tile's K and V are copied; after the prologue's
+/// copies (Q, K(0), V(0), waited for). Returns what buildWgmmaAttentionLoops does.
+SmallVector<Value> buildSequentialWgmmaAttentionLoop(OpBuilder &builder, Location loc, const AttentionParts &parts,
+                                                     DescriptorBuilder &descriptors);
 
 } // namespace gpukernel
 } // namespace kiln
