@@ -68,7 +68,8 @@ def KilnSplitKernelModules : Pass<"kiln-split-kernel-modules", "::mlir::ModuleOp
   let description = [{
     After `convert-kiln-to-gpu` (and `kiln-group-kernels`): every kernel gpu.func moves into a new gpu.module
     `@<kernel>_module` (renamed if that name is taken), with a copy of what it uses of the old module (its
-    shared-memory global, device functions) and of the old module's attributes, and its host function's
+    shared-memory global, device functions) and the old module's targets and offloading handler, and its host
+    function's
     `kiln.gpu_kernel` follows it; the old module goes. Nested pass pipelines on gpu.module then
     run on every kernel at once on the context's threads, and the compile emits and assembles one PTX module per
     kernel in parallel: a program's cold compile takes about as long as its largest kernel's, not the sum of all.

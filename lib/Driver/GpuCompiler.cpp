@@ -23,12 +23,17 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/ToolOutputFile.h"
+
+#include <atomic>
+#include <thread>
 
 using namespace mlir;
 using namespace mlir::kiln;
@@ -317,15 +322,27 @@ LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::S
   if (failed(ptx))
     return failure();
 
-  // Every module assembles at once (the driver's JIT and ptxas both take one kernel at a time).
+  // Every module assembles at once (the driver's JIT and ptxas both take one kernel at a time), on threads of
+  // this compile's own rather than the shared pool: a Python assembler takes the GIL, and a Python thread may
+  // hold the GIL while it waits for the shared pool.
   SmallVector<AssembledModule> assembled(ptx->size());
-  parallelFor(module.getContext(), 0, ptx->size(), [&](size_t index) {
-    assembled[index] = writeAndAssemble((*ptx)[index], chip, outputDir, assembler);
-  });
+  std::atomic<size_t> nextModule{0};
+  auto assembleModules = [&] {
+    for (size_t index = nextModule++; index < ptx->size(); index = nextModule++)
+      assembled[index] = writeAndAssemble((*ptx)[index], chip, outputDir, assembler);
+  };
+  size_t workers = std::min<size_t>(ptx->size(), std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < workers; ++i)
+    threads.emplace_back(assembleModules);
+  assembleModules();
+  for (std::thread &thread : threads)
+    thread.join();
   llvm::json::Object manifest{{"target", chip.str()},
                               {"abi", "parameters are device pointers to row-major buffers, in order"}};
   std::string logs;
   llvm::StringMap<const AssembledModule *> byName;
+  llvm::SmallSetVector<StringRef, 2> assemblers; // normally one; both when the driver failed on some modules
   for (auto [emitted, result] : llvm::zip(*ptx, assembled)) {
     if (!result.error.empty()) {
       error = result.error;
@@ -334,10 +351,12 @@ LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::S
     byName[emitted.name] = &result;
     logs += result.log;
     if (!result.assembler.empty())
-      manifest["assembler"] = result.assembler;
+      assemblers.insert(result.assembler);
     if (!result.inProcessFailure.empty() && !manifest.get("in_process_assembly_failed"))
       manifest["in_process_assembly_failed"] = result.inProcessFailure;
   }
+  if (!assemblers.empty())
+    manifest["assembler"] = llvm::join(assemblers, " and ");
   // Each kernel's files: its module's PTX, and its cubin when an assembler made one (else the runtime has the
   // driver JIT-compile the PTX).
   for (llvm::json::Value &value : kernels) {

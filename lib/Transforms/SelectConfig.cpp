@@ -43,10 +43,10 @@ static int64_t fitTile(int64_t tile, int64_t dim, Target target) {
   return std::min(tile, std::max<int64_t>(16, llvm::PowerOf2Ceil(std::max<int64_t>(dim, 1))));
 }
 
-/// Multiprocessors of the GPU each target stands for: the A100 (sm_80) and the H100/H200 (sm_90a).
 /// The most keys for which sm_90a attention takes the sequential wgmma loop (one stage) by default.
 static constexpr int64_t kSequentialAttentionKeys = 128;
 
+/// Multiprocessors of the GPU each target stands for: the A100 (sm_80) and the H100/H200 (sm_90a).
 static int64_t multiprocessors(Target target) { return target == Target::Sm90a ? 132 : 108; }
 
 /// Whether the sm_90a default for `matmul` is the wgmma kernel: bf16/f16 operands that copy in 16-byte rows,

@@ -494,8 +494,9 @@ module {
 // -----
 
 // With one stage, the sequential wgmma loop: nothing before the loop but the copies; one loop over every key tile,
-// all masked, whose iteration prefetches the next tile, waits for S = Q K^T (wait_group 0), computes the
-// softmax, rescales O, then issues O += P V and waits for it (wait_group 0, P's registers read by the wait).
+// all masked, whose iteration prefetches the next tile, waits for S = Q K^T (wait_group 0, S passing through
+// the wait), computes the softmax, rescales O, then issues O += P V and waits for it (wait_group 0, P's
+// registers read by the wait). After the loop, every copy group is waited for.
 // CHECK-LABEL: func.func private @w6_attention
 // CHECK: gpu.func @w6_attention(
 // CHECK-NOT: wgmma.mma_async
@@ -505,7 +506,7 @@ module {
 // CHECK: nvvm.wgmma.fence.aligned
 // CHECK-COUNT-4: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}, p, 1, 1, 0; }"
 // CHECK: nvvm.wgmma.commit.group.sync.aligned
-// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK: llvm.inline_asm has_side_effects asm_dialect = att "wgmma.wait_group.sync.aligned 0;", "=f,
 // CHECK: arith.select
 // CHECK: math.exp2
 // CHECK: arith.mulf
@@ -515,6 +516,7 @@ module {
 // CHECK: llvm.inline_asm has_side_effects asm_dialect = att "wgmma.wait_group.sync.aligned 0;", "=f,{{.*}},r,r"
 // CHECK: scf.yield
 // CHECK-NOT: wgmma.mma_async
+// CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 0 : i32}
 // CHECK: gpu.return
 module {
   func.func private @w6_attention(%q: tensor<1x4x150x64xbf16>, %out: tensor<1x4x150x64xbf16>) -> tensor<1x4x150x64xbf16> attributes {kiln.kernel} {

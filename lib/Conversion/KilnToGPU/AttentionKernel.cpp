@@ -400,6 +400,7 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
     };
     auto unmasked = scf::ForOp::create(builder, loc, im.c(0), unmaskedTiles, im.c(1), inits, body(false));
     auto loop = scf::ForOp::create(builder, loc, unmaskedTiles, numTiles, im.c(1), unmasked.getResults(), body(true));
+    waitGroups(group0, 0); // the last prefetch lands before the block can exit
     final.assign(loop.getResults().begin(), loop.getResults().end());
   } else {
     // The wgmma loops (AttentionWgmmaLoops.cpp), from the same copies and softmax.
@@ -407,7 +408,7 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
                          zeroAcc, negInf, numTiles, unmaskedTiles, qRegs, loadK, loadV, commitGroup, waitGroups,
                          softmaxTile, packProbabilities, rescale};
     final = pipelined ? buildWgmmaAttentionLoops(builder, loc, parts, *descriptors, group0)
-                      : buildSequentialWgmmaAttentionLoop(builder, loc, parts, *descriptors);
+                      : buildSequentialWgmmaAttentionLoop(builder, loc, parts, *descriptors, group0);
   }
 
   // O / l, through the epilogue if there is one, stored in the output type; rows past Sq are skipped.

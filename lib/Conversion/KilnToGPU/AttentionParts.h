@@ -76,9 +76,9 @@ SmallVector<Value> buildWgmmaAttentionLoops(OpBuilder &builder, Location loc, co
 
 /// The key-tile loop on wgmma in its compact form: one loop over every tile, each masked, computing S, the
 /// softmax, the rescaled O and O += P V in turn while the next tile's K and V are copied; after the prologue's
-/// copies (Q, K(0), V(0), waited for). Returns what buildWgmmaAttentionLoops does.
+/// copies (`group0`: Q, K(0), V(0), waited for). Returns what buildWgmmaAttentionLoops does.
 SmallVector<Value> buildSequentialWgmmaAttentionLoop(OpBuilder &builder, Location loc, const AttentionParts &parts,
-                                                     DescriptorBuilder &descriptors);
+                                                     DescriptorBuilder &descriptors, Value group0);
 
 } // namespace gpukernel
 } // namespace kiln

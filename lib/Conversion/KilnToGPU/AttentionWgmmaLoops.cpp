@@ -145,8 +145,8 @@ SmallVector<Value> gpukernel::buildWgmmaAttentionLoops(OpBuilder &builder, Locat
 }
 
 SmallVector<Value> gpukernel::buildSequentialWgmmaAttentionLoop(OpBuilder &builder, Location loc,
-                                                                const AttentionParts &p,
-                                                                DescriptorBuilder &descriptors) {
+                                                                const AttentionParts &p, DescriptorBuilder &descriptors,
+                                                                Value group0) {
   IndexMath im{builder, loc};
   WgmmaAttentionOperands operands{builder, loc, p, descriptors};
   auto f32c = [&](double value) { return arith::ConstantOp::create(builder, loc, builder.getF32FloatAttr(value)); };
@@ -165,8 +165,10 @@ SmallVector<Value> gpukernel::buildSequentialWgmmaAttentionLoop(OpBuilder &build
 
     Value slot = im.rem(tile, 2);
     SmallVector<Value> kDescs = operands.kDescriptors(slot), vDescs = operands.vDescriptors(slot);
-    Value s = wgmmaRegisterAGroup(builder, loc, zeroAccumulator(builder, loc, p.bk), p.qRegs, kDescs, p.bk, p.bf16,
-                                  /*bNMajor=*/false);
+    Value s = zeroAccumulator(builder, loc, p.bk);
+    fenceWgmmaOperands(builder, loc);
+    s = issueWgmmaRegisterAGroup(builder, loc, s, p.qRegs, kDescs, p.bk, p.bf16, /*bNMajor=*/false);
+    s = wgmmaWaitFor(builder, loc, 0, s); // no read of S can be scheduled before the wait
     TileSoftmax soft = p.softmaxTile(accumulatorFragments(builder, loc, s), tile, /*masked=*/true, carried[0],
                                      carried[1], carried[2], carried[3]);
     SmallVector<Value> pRegs = WgmmaAttentionOperands::flatten(p.packProbabilities(soft.probs));
@@ -179,5 +181,6 @@ SmallVector<Value> gpukernel::buildSequentialWgmmaAttentionLoop(OpBuilder &build
     scf::YieldOp::create(builder, loc, yielded);
   };
   auto loop = scf::ForOp::create(builder, loc, im.c(0), p.numTiles, im.c(1), inits, body);
+  p.waitGroups(group0, 0); // the last prefetch lands before the block can exit
   return SmallVector<Value>(loop.getResults().begin(), loop.getResults().end());
 }
