@@ -493,6 +493,26 @@ module {
 
 // -----
 
+// Pipelined, without the causal mask, on at most four key tiles ending in a partial one (150 keys in 64-key
+// tiles): one loop masking every tile, not an unmasked loop and a masked one.
+// CHECK-LABEL: func.func private @w7_attention
+// CHECK: gpu.func @w7_attention(
+// CHECK: scf.for
+// CHECK: wgmma.wait_group.sync.aligned 1;
+// CHECK: arith.select
+// CHECK: scf.yield
+// CHECK-NOT: scf.for
+// CHECK: gpu.return
+module {
+  func.func private @w7_attention(%q: tensor<1x4x150x64xbf16>, %out: tensor<1x4x150x64xbf16>) -> tensor<1x4x150x64xbf16> attributes {kiln.kernel} {
+    %o = kiln.attention %q, %q, %q {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "wgmma">} : tensor<1x4x150x64xbf16>, tensor<1x4x150x64xbf16>, tensor<1x4x150x64xbf16> -> tensor<1x4x150x64xbf16>
+    %r = bufferization.materialize_in_destination %o in %out : (tensor<1x4x150x64xbf16>, tensor<1x4x150x64xbf16>) -> tensor<1x4x150x64xbf16>
+    return %r : tensor<1x4x150x64xbf16>
+  }
+}
+
+// -----
+
 // With one stage, the sequential wgmma loop: nothing before the loop but the copies; one loop over every key tile,
 // all masked, whose iteration prefetches the next tile, waits for S = Q K^T (wait_group 0, S passing through
 // the wait), computes the softmax, rescales O, then issues O += P V and waits for it (wait_group 0, P's

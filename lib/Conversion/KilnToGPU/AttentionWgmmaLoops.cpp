@@ -20,6 +20,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 
 using namespace mlir;
 using namespace mlir::kiln;
@@ -125,9 +126,13 @@ SmallVector<Value> gpukernel::buildWgmmaAttentionLoops(OpBuilder &builder, Locat
   };
   // Tile j + 1 is the one whose softmax iteration j computes: unmasked while it is below unmaskedTiles.
   Value last = im.sub(numTiles, 1); // at least one tile
-  Value split = im.sub(im.max(unmaskedTiles, im.c(1)), 1);
-  auto unmasked = scf::ForOp::create(builder, loc, im.c(0), split, im.c(1), state, body(false));
-  auto loop = scf::ForOp::create(builder, loc, split, last, im.c(1), unmasked.getResults(), body(true));
+  // No unmasked tiles known when building (every tile masked): one loop.
+  std::optional<int64_t> knownUnmasked = getConstantIntValue(unmaskedTiles);
+  Value split = knownUnmasked == 0 ? im.c(0) : im.sub(im.max(unmaskedTiles, im.c(1)), 1);
+  ValueRange carried = state;
+  if (knownUnmasked != 0)
+    carried = scf::ForOp::create(builder, loc, im.c(0), split, im.c(1), state, body(false)).getResults();
+  auto loop = scf::ForOp::create(builder, loc, split, last, im.c(1), carried, body(true));
 
   // The last tile's O += P V, once its V is in place (waiting for no group pending: the last V's too).
   waitGroups(group0, 0);
