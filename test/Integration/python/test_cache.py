@@ -268,6 +268,13 @@ def test_load_what_kilnc_wrote(tmp_path):
         kiln.load(tmp_path)
     with pytest.raises(ValueError, match="no function 'other'"):
         kiln.load(tmp_path / "out", entry="other")
+    # A manifest from before per-kernel files (one kernels.ptx for all) is named as such, not a KeyError.
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    for kernel in manifest["kernels"]:
+        del kernel["ptx"], kernel["cubin"]
+    (tmp_path / "out" / "manifest.json").write_text(json.dumps(dict(manifest, ptx="kernels.ptx")))
+    with pytest.raises(ValueError, match="mm_k0_matmul names no PTX file; .* older Kiln, compile it again"):
+        kiln.load(tmp_path / "out")
 
 
 def test_gpu_compile_errors(cache_dir):
