@@ -194,6 +194,30 @@ def test_kernels_assemble_in_parallel(cache_dir, monkeypatch):
     assert program.ptx == "".join(texts) and all(t.count(".entry") == 1 for t in texts)
 
 
+def test_assembler_failing_on_one_kernel(tmp_path):
+    """The in-process assembler fails on one kernel of two: that kernel falls back to ptxas, the other keeps the
+    driver's cubin, and the manifest names both assemblers and the reason."""
+    ptxas = ptxas_or_skip()
+
+    def assemble(ptx):
+        if b"k0_attention" in ptx:
+            raise RuntimeError("assembling the PTX: CUDA_ERROR_OUT_OF_MEMORY")
+        folder = tmp_path / "asm"
+        folder.mkdir(exist_ok=True)
+        (folder / "in.ptx").write_bytes(ptx)
+        run = subprocess.run([ptxas, "-arch=sm_90a", "-v", str(folder / "in.ptx"), "-o", str(folder / "out.cubin")],
+                             capture_output=True, text=True, check=True)
+        return (folder / "out.cubin").read_bytes(), run.stdout + run.stderr
+
+    out = tmp_path / "out"
+    compiler.native().compile_gpu(open(EXAMPLE).read(), "sm_90a", str(out), None, assemble)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["assembler"] == "ptxas and the CUDA driver's JIT"  # in kernel order
+    assert "CUDA_ERROR_OUT_OF_MEMORY" in manifest["in_process_assembly_failed"]
+    for kernel in manifest["kernels"]:
+        assert (out / kernel["cubin"]).read_bytes()[:4] == b"\x7fELF" and kernel["registers"] > 0
+
+
 def test_ptxas_when_no_gpu_matches(cache_dir, monkeypatch):
     ptxas_or_skip()
     monkeypatch.setattr(compiler, "driver_assembler", lambda target: None)
