@@ -78,22 +78,16 @@ SmallVector<Value> gpukernel::buildWgmmaAttentionLoops(OpBuilder &builder, Locat
   // Every input of a pipeline stage's MMAs (descriptors, accumulators) is built before its wgmma fence: ptxas
   // serialises the MMAs when an ordinary instruction defines one between the stage's first and last wgmma.
   WgmmaAttentionOperands operands{builder, loc, p, descriptors};
-  auto kDescriptors = [&](Value slot) { return operands.kDescriptors(slot); };
-  auto vDescriptors = [&](Value slot) { return operands.vDescriptors(slot); };
-  auto pvGroup = [&](Value acc, ValueRange pRegs, ArrayRef<Value> vDescs) {
-    return operands.issueProbabilitiesTimesV(acc, pRegs, vDescs);
-  };
-  auto flatten = [](ArrayRef<SmallVector<Value>> pRegs) { return WgmmaAttentionOperands::flatten(pRegs); };
 
   // Tile 0: its scores and softmax (masked: whether it needs the mask is known only at run time).
-  Value s0 = wgmmaRegisterAGroup(builder, loc, zeroAccumulator(builder, loc, bk), qRegs, kDescriptors(im.c(0)), bk,
-                                 bf16, /*bNMajor=*/false);
+  Value s0 = wgmmaRegisterAGroup(builder, loc, zeroAccumulator(builder, loc, bk), qRegs,
+                                 operands.kDescriptors(im.c(0)), bk, bf16, /*bNMajor=*/false);
   TileSoftmax first = softmaxTile(accumulatorFragments(builder, loc, s0), im.c(0), /*masked=*/true, negInf, negInf,
                                   f32c(0.0), f32c(0.0));
   SmallVector<Value> state{first.maxA, first.maxB, first.sumA, first.sumB};
   state.append(outFrags, zeroAcc);
   int64_t pCount = bk / 16 * 4;
-  state.append(flatten(packProbabilities(first.probs)));
+  state.append(WgmmaAttentionOperands::flatten(packProbabilities(first.probs)));
 
   auto body = [&](bool masked) {
     return [&, masked](OpBuilder &nested, Location, Value j, ValueRange carried) {
@@ -107,16 +101,17 @@ SmallVector<Value> gpukernel::buildWgmmaAttentionLoops(OpBuilder &builder, Locat
       fenceCopiesForWgmma(builder, loc);
       gpu::BarrierOp::create(builder, loc); // K(j+1) and V(j) are in place
 
-      SmallVector<Value> kDescs = kDescriptors(im.rem(next, 2)), vDescs = vDescriptors(im.rem(j, 2));
+      SmallVector<Value> kDescs = operands.kDescriptors(im.rem(next, 2));
+      SmallVector<Value> vDescs = operands.vDescriptors(im.rem(j, 2));
       Value o = fragmentsAccumulator(builder, loc, SmallVector<Value>(carried.slice(4, outFrags)));
       Value s = zeroAccumulator(builder, loc, bk);
       fenceWgmmaOperands(builder, loc);
       s = issueWgmmaRegisterAGroup(builder, loc, s, qRegs, kDescs, bk, bf16, /*bNMajor=*/false);
-      o = pvGroup(o, carried.drop_front(4 + outFrags), vDescs);
+      o = operands.issueProbabilitiesTimesV(o, carried.drop_front(4 + outFrags), vDescs);
       s = wgmmaWaitFor(builder, loc, 1, s);
       TileSoftmax soft = softmaxTile(accumulatorFragments(builder, loc, s), next, masked, carried[0], carried[1],
                                      carried[2], carried[3]);
-      SmallVector<Value> pRegs = flatten(packProbabilities(soft.probs));
+      SmallVector<Value> pRegs = WgmmaAttentionOperands::flatten(packProbabilities(soft.probs));
       o = wgmmaWaitFor(builder, loc, 0, o, SmallVector<Value>(carried.drop_front(4 + outFrags)));
       SmallVector<Value> yielded{soft.maxA, soft.maxB, soft.sumA, soft.sumB};
       yielded.append(rescale(accumulatorFragments(builder, loc, o), soft.alphas));
@@ -139,10 +134,10 @@ SmallVector<Value> gpukernel::buildWgmmaAttentionLoops(OpBuilder &builder, Locat
   fenceCopiesForWgmma(builder, loc);
   gpu::BarrierOp::create(builder, loc);
   ValueRange results = loop.getResults();
-  SmallVector<Value> vDescs = vDescriptors(im.rem(last, 2));
+  SmallVector<Value> vDescs = operands.vDescriptors(im.rem(last, 2));
   Value o = fragmentsAccumulator(builder, loc, SmallVector<Value>(results.slice(4, outFrags)));
   fenceWgmmaOperands(builder, loc);
-  o = pvGroup(o, results.slice(4 + outFrags, pCount), vDescs);
+  o = operands.issueProbabilitiesTimesV(o, results.slice(4 + outFrags, pCount), vDescs);
   o = wgmmaWaitFor(builder, loc, 0, o, SmallVector<Value>(results.slice(4 + outFrags, pCount)));
   SmallVector<Value> final(results.begin(), results.begin() + 4);
   final.append(accumulatorFragments(builder, loc, o));

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -140,18 +141,27 @@ def ptxas_or_skip():
     return ptxas
 
 
-def test_in_process_assembler_makes_the_cubin(cache_dir, monkeypatch):
-    ptxas, calls = ptxas_or_skip(), []
+def ptxas_assembler(ptxas):
+    """What the driver's JIT returns, with ptxas standing in: PTX bytes -> (cubin, a ptxas -v log). Each call
+    works in a folder of its own, so that the compile's threads may call it at once."""
+    def assemble(ptx):
+        with tempfile.TemporaryDirectory(prefix="kiln-asm-") as folder:
+            source, cubin = os.path.join(folder, "in.ptx"), os.path.join(folder, "out.cubin")
+            with open(source, "wb") as out:
+                out.write(ptx)
+            run = subprocess.run([ptxas, "-arch=sm_90a", "-v", source, "-o", cubin], capture_output=True, text=True,
+                                 check=True)
+            with open(cubin, "rb") as image:
+                return image.read(), run.stdout + run.stderr
+    return assemble
 
-    def assemble(ptx):  # what the driver's JIT returns: the cubin and a ptxas -v style log
+
+def test_in_process_assembler_makes_the_cubin(cache_dir, monkeypatch):
+    stand_in, calls = ptxas_assembler(ptxas_or_skip()), []
+
+    def assemble(ptx):
         calls.append(ptx)
-        (cache_dir / "in.ptx").write_bytes(ptx)
-        run = subprocess.run([ptxas, "-arch=sm_90a", "-v", str(cache_dir / "in.ptx"), "-o",
-                              str(cache_dir / "out.cubin")], capture_output=True, text=True, check=True)
-        cubin = (cache_dir / "out.cubin").read_bytes()
-        for name in ("in.ptx", "out.cubin"):
-            (cache_dir / name).unlink()
-        return cubin, run.stdout + run.stderr
+        return stand_in(ptx)
 
     monkeypatch.setattr(compiler, "driver_assembler", lambda target: assemble if target == "sm_90a" else None)
     program = kiln.compile(SOURCE, target="sm_90a")
@@ -169,18 +179,11 @@ def test_kernels_assemble_in_parallel(cache_dir, monkeypatch):
     """Each kernel of the two-kernel example is its own module: the assembler gets one PTX per kernel, on two
     threads at once, and each kernel entry names its own PTX and cubin."""
     import threading
-    ptxas, calls = ptxas_or_skip(), []
+    stand_in, calls = ptxas_assembler(ptxas_or_skip()), []
 
     def assemble(ptx):
         calls.append(threading.get_ident())
-        folder = cache_dir / f"asm{len(calls)}"
-        folder.mkdir()
-        (folder / "in.ptx").write_bytes(ptx)
-        run = subprocess.run([ptxas, "-arch=sm_90a", "-v", str(folder / "in.ptx"), "-o", str(folder / "out.cubin")],
-                             capture_output=True, text=True, check=True)
-        cubin = (folder / "out.cubin").read_bytes()
-        shutil.rmtree(folder)
-        return cubin, run.stdout + run.stderr
+        return stand_in(ptx)
 
     monkeypatch.setattr(compiler, "driver_assembler", lambda target: assemble if target == "sm_90a" else None)
     program = kiln.compile(open(EXAMPLE).read(), target="sm_90a")
@@ -197,17 +200,12 @@ def test_kernels_assemble_in_parallel(cache_dir, monkeypatch):
 def test_assembler_failing_on_one_kernel(tmp_path):
     """The in-process assembler fails on one kernel of two: that kernel falls back to ptxas, the other keeps the
     driver's cubin, and the manifest names both assemblers and the reason."""
-    ptxas = ptxas_or_skip()
+    stand_in = ptxas_assembler(ptxas_or_skip())
 
     def assemble(ptx):
         if b"k0_attention" in ptx:
             raise RuntimeError("assembling the PTX: CUDA_ERROR_OUT_OF_MEMORY")
-        folder = tmp_path / "asm"
-        folder.mkdir(exist_ok=True)
-        (folder / "in.ptx").write_bytes(ptx)
-        run = subprocess.run([ptxas, "-arch=sm_90a", "-v", str(folder / "in.ptx"), "-o", str(folder / "out.cubin")],
-                             capture_output=True, text=True, check=True)
-        return (folder / "out.cubin").read_bytes(), run.stdout + run.stderr
+        return stand_in(ptx)
 
     out = tmp_path / "out"
     compiler.native().compile_gpu(open(EXAMPLE).read(), "sm_90a", str(out), None, assemble)
