@@ -46,7 +46,10 @@ def ConvertKilnToGPU : Pass<"convert-kiln-to-gpu", "::mlir::ModuleOp"> {
     the time (the default up to 128 keys, where the pipeline has nothing to overlap). A `"wgmma"` config on another chip than sm_90a, or on a
     kernel other than a matmul or an attention, is an error on the op. Kernel parameters are the op's operands,
     its epilogue operands and the output, as flat buffers (bare pointers); f32 exp and division in the kernels
-    are marked `fastmath<afn>` (ex2.approx and rcp.approx, as in Triton). The function gets `kiln.gpu_kernel` (the kernel's symbol) and `kiln.launch` (grid, block,
+    take the hardware approximations with subnormals flushed to zero (exp marked `fastmath<afn>`, x / y as x
+    times `nvvm.rcp.approx.ftz.f`, and an `nvvm-reflect-ftz` module flag for libdevice, as Triton sets it),
+    which also makes them quicker to assemble. The function gets `kiln.gpu_kernel` (the kernel's symbol) and
+    `kiln.launch` (grid, block,
     dynamic shared memory). Attention becomes a FlashAttention-2 kernel, softmax/rms_norm/layer_norm a
     warp-per-row kernel, elementwise ops, RoPE and data movement one-thread-per-element kernels; other kernel
     ops (reduce, concat, gather, logsumexp) are errors that name the op. A kernel whose config needs more

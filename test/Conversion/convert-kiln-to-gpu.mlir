@@ -3,11 +3,13 @@
 // A bf16 matmul kernel with a bias + SiLU epilogue becomes an mma.sync kernel: cp.async into a dynamic
 // shared-memory ring, ldmatrix fragments (x4: two B fragments per load), nvvm.mma.sync m16n8k16 with bf16 operands packed in i32, and the
 // epilogue applied per element before a bounds-checked store, two adjacent columns at a time (N is even). Its
-// f32 exp and division are marked for the hardware approximations (fastmath<afn>: ex2.approx, rcp.approx).
+// f32 exp and division take the hardware approximations with subnormals flushed: exp marked fastmath<afn>
+// (libdevice's fast path), x / y as x times nvvm.rcp.approx.ftz.f(y), and the module's nvvm-reflect-ftz flag.
 // CHECK-LABEL: func.func private @k0_matmul
 // CHECK-SAME: kiln.gpu_kernel = @kiln_kernels::@k0_matmul
 // CHECK-SAME: kiln.launch = {block = array<i64: 128, 1, 1>, dynamic_shared_bytes = 56832 : i64, grid = array<i64: 2, 3, 1>}
 // CHECK: gpu.module @kiln_kernels
+// CHECK-NEXT: llvm.module_flags [#llvm.mlir.module_flag<override, "nvvm-reflect-ftz", 1 : i32>]
 // CHECK: memref.global "public" @k0_matmul_smem : memref<0xi8, #gpu.address_space<workgroup>>
 // CHECK: gpu.func @k0_matmul(%{{.*}}: memref<76800xbf16>, %{{.*}}: memref<51200xbf16>, %{{.*}}: memref<200xbf16>, %{{.*}}: memref<60000xbf16>) kernel
 // CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
@@ -23,7 +25,9 @@
 // CHECK: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>}
 // CHECK: scf.if
 // CHECK: math.exp {{.*}} fastmath<afn> : f32
-// CHECK: arith.divf {{.*}} fastmath<afn> : f32
+// CHECK: %[[DENOMINATOR:.*]] = arith.addf
+// CHECK: %[[RECIPROCAL:.*]] = nvvm.rcp.approx.ftz.f %[[DENOMINATOR]] : f32
+// CHECK: arith.mulf %{{.*}}, %[[RECIPROCAL]] : f32
 // CHECK: arith.truncf {{.*}} : f32 to bf16
 // CHECK: vector.store {{.*}} {alignment = 4 : i64} : memref<60000xbf16>, vector<2xbf16>
 module {
@@ -126,7 +130,7 @@ module {
 // CHECK: arith.maximumf
 // CHECK: scf.for
 // CHECK: math.exp
-// CHECK: arith.divf
+// CHECK: nvvm.rcp.approx.ftz.f
 module {
   func.func private @k5_softmax(%x: tensor<64x64xbf16>, %out: tensor<64x64xbf16>) -> tensor<64x64xbf16> attributes {kiln.kernel} {
     %p = kiln.softmax %x axis 0 : tensor<64x64xbf16>
@@ -216,7 +220,7 @@ module {
 // CHECK: nvvm.mma.sync
 // CHECK: scf.yield
 // CHECK: gpu.shuffle  xor
-// CHECK: arith.divf
+// CHECK: nvvm.rcp.approx.ftz.f
 // CHECK: vector.store {{.*}} {alignment = 4 : i64} : memref<147456xbf16>, vector<2xbf16>
 module {
   func.func private @k6_attention(%q: tensor<2x8x144x64xbf16>, %k: tensor<2x2x144x64xbf16>, %v: tensor<2x2x144x64xbf16>, %out: tensor<2x8x144x64xbf16>) -> tensor<2x8x144x64xbf16> attributes {kiln.kernel} {
@@ -335,7 +339,7 @@ module {
 // CHECK: gpu.func @k12_reduce_mean(%{{.*}}: memref<7700xf16>, %{{.*}}: memref<77xf16>) kernel
 // CHECK: arith.addf
 // CHECK-COUNT-5: gpu.shuffle  xor
-// CHECK: arith.divf
+// CHECK: nvvm.rcp.approx.ftz.f
 // CHECK: scf.if
 // CHECK: arith.truncf
 // CHECK: memref.store

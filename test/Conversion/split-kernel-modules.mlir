@@ -2,8 +2,9 @@
 
 // kiln-split-kernel-modules gives every kernel a gpu.module of its own, so that the compile lowers, emits and
 // assembles kernels in parallel. Each new module takes what its kernel uses of the old one (its shared-memory
-// global, a device function and what that uses) and nothing else; the host functions follow their kernels. The
-// name `a_module` is taken by a host function, so kernel `a`'s module is renamed.
+// global, a device function and what that uses) and nothing else, but every op that is no symbol (the module
+// flags) goes with each kernel; the host functions follow their kernels. The name `a_module` is taken by a host
+// function, so kernel `a`'s module is renamed.
 // CHECK-LABEL: func.func private @a(
 // CHECK-SAME: kiln.gpu_kernel = @[[AMOD:a_module_[0-9]+]]::@a
 // CHECK-LABEL: func.func private @b(
@@ -11,11 +12,13 @@
 // CHECK-LABEL: func.func @a_module(
 // CHECK-NOT: gpu.module @kiln_kernels
 // CHECK: gpu.module @[[AMOD]] {
+// CHECK-NEXT: llvm.module_flags [#llvm.mlir.module_flag<override, "nvvm-reflect-ftz", 1 : i32>]
 // CHECK-NEXT: memref.global "public" @a_smem
 // CHECK-NEXT: gpu.func @a(
 // CHECK-NOT: @b_smem
 // CHECK-NOT: @helper
 // CHECK: gpu.module @b_module {
+// CHECK-NEXT: llvm.module_flags [#llvm.mlir.module_flag<override, "nvvm-reflect-ftz", 1 : i32>]
 // CHECK-NEXT: memref.global "public" @b_smem
 // CHECK-NEXT: func.func @helper(
 // CHECK: func.func @leaf(
@@ -33,6 +36,7 @@ module attributes {gpu.container_module} {
     return %x : tensor<4xf32>
   }
   gpu.module @kiln_kernels {
+    llvm.module_flags [#llvm.mlir.module_flag<override, "nvvm-reflect-ftz", 1 : i32>]
     memref.global "public" @a_smem : memref<0xi8, #gpu.address_space<workgroup>> {alignment = 16 : i64}
     memref.global "public" @b_smem : memref<0xi8, #gpu.address_space<workgroup>> {alignment = 16 : i64}
     func.func @helper(%arg0: memref<4xf32>) {

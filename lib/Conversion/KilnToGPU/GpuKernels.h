@@ -65,6 +65,11 @@ bool isRowKernelOp(Operation *op);
 /// its output.
 FailureOr<KernelLaunch> buildRowKernel(OpBuilder &builder, gpu::GPUModuleOp module, Operation *op, StringRef name);
 
+/// Gives `gpuModule`'s f32 exp and division the hardware's approximations with subnormal results flushed to
+/// zero (FastMath.cpp): exp as libdevice's fast path, x / y as x times rcp.approx.ftz(y), and libdevice's
+/// flush-to-zero paths through the module's nvvm-reflect-ftz flag.
+void approximateExpAndDivision(gpu::GPUModuleOp gpuModule);
+
 } // namespace kiln
 } // namespace mlir
 

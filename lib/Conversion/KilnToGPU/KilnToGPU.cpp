@@ -11,10 +11,8 @@
 #include "GpuKernels.h"
 #include "Transforms/Transforms.h"
 
-#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
-#include "mlir/Dialect/Math/IR/Math.h"
 
 namespace mlir {
 namespace kiln {
@@ -100,23 +98,7 @@ struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUP
                                               builder.getI64IntegerAttr(launch->dynamicSharedBytes))}));
     }
     if (gpuModule)
-      approximateExpAndDivision(gpuModule);
-  }
-
-  /// f32 exp and division in the kernels (epilogues: sigmoid, SiLU, GELU's tanh form, a division) take the
-  /// hardware's approximations, as Triton's defaults do: exp as ex2.approx of x log2(e), x / y as x times
-  /// rcp.approx(y). Their relative errors (about 1e-6 for exp up to |x| = 88, 2 ulp for division) sit far below
-  /// what the kernels' bf16/f16 outputs and the f32 tolerance of 1e-4 resolve, and they cost a few instructions
-  /// where the accurate forms cost a libdevice call and a Newton iteration per element.
-  static void approximateExpAndDivision(gpu::GPUModuleOp gpuModule) {
-    gpuModule.walk([](Operation *op) {
-      if (!isa<math::ExpOp, arith::DivFOp>(op) || !op->getResult(0).getType().isF32())
-        return;
-      auto fastMath = cast<arith::ArithFastMathInterface>(op);
-      op->setAttr(fastMath.getFastMathAttrName(),
-                  arith::FastMathFlagsAttr::get(op->getContext(),
-                                                fastMath.getFastMathFlagsAttr().getValue() | arith::FastMathFlags::afn));
-    });
+      kiln::approximateExpAndDivision(gpuModule);
   }
 };
 } // namespace
