@@ -25,25 +25,23 @@ using namespace mlir::kiln;
 
 namespace {
 
-/// Whether `kernel` needs `op` of `gpuModule`: an op that is no symbol (it goes with every kernel), or a symbol
-/// that the kernel, or a symbol it needs, refers to (its shared-memory global, a device function).
-bool isUsedBy(Operation *op, gpu::GPUFuncOp kernel, gpu::GPUModuleOp gpuModule) {
-  auto symbol = dyn_cast<SymbolOpInterface>(op);
-  if (!symbol)
-    return true;
+/// The ops of `gpuModule` that `kernel` needs: every op that is no symbol (it goes with every kernel), and the
+/// symbols that the kernel, or a symbol it needs, refers to (its shared-memory global, a device function). One
+/// walk of the kernel and of each symbol it reaches.
+llvm::SmallPtrSet<Operation *, 8> opsUsedBy(gpu::GPUFuncOp kernel, gpu::GPUModuleOp gpuModule) {
+  llvm::SmallPtrSet<Operation *, 8> used;
+  for (Operation &op : gpuModule.getBody()->getOperations())
+    if (!isa<SymbolOpInterface>(op))
+      used.insert(&op);
   SmallVector<Operation *> worklist{kernel};
-  llvm::SmallPtrSet<Operation *, 8> seen{kernel};
   while (!worklist.empty()) {
     std::optional<SymbolTable::UseRange> uses = SymbolTable::getSymbolUses(worklist.pop_back_val());
-    for (const SymbolTable::SymbolUse &use : uses ? *uses : SymbolTable::UseRange({})) {
-      Operation *used = SymbolTable::lookupSymbolIn(gpuModule, use.getSymbolRef());
-      if (used == op)
-        return true;
-      if (used && seen.insert(used).second)
-        worklist.push_back(used);
-    }
+    for (const SymbolTable::SymbolUse &use : uses ? *uses : SymbolTable::UseRange({}))
+      if (Operation *symbol = SymbolTable::lookupSymbolIn(gpuModule, use.getSymbolRef());
+          symbol && used.insert(symbol).second)
+        worklist.push_back(symbol);
   }
-  return false;
+  return used;
 }
 
 struct KilnSplitKernelModulesPass : kiln::impl::KilnSplitKernelModulesBase<KilnSplitKernelModulesPass> {
@@ -69,8 +67,9 @@ struct KilnSplitKernelModulesPass : kiln::impl::KilnSplitKernelModulesBase<KilnS
         split->remove();
         symbols.insert(split, Block::iterator(gpuModule.getOperation()));
         builder.setInsertionPointToEnd(split.getBody());
+        llvm::SmallPtrSet<Operation *, 8> used = opsUsedBy(kernel, gpuModule);
         for (Operation *op : shared)
-          if (isUsedBy(op, kernel, gpuModule))
+          if (used.contains(op))
             builder.clone(*op);
         kernel->moveBefore(split.getBody(), split.getBody()->end());
         movedTo[kernel.getNameAttr()] =
