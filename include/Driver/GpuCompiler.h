@@ -38,6 +38,7 @@ LogicalResult runNvvmLowering(ModuleOp module, llvm::StringRef chip, std::string
 struct KernelModulePtx {
   std::string name; ///< the gpu.module's symbol, which names its files
   std::string ptx;
+  double milliseconds = 0; ///< how long LLVM took to emit it (translation, libdevice, optimiser, NVPTX backend)
 };
 
 /// Emits the PTX of every gpu.module of a lowered module through LLVM's NVPTX backend, the modules in parallel

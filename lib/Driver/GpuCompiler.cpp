@@ -33,10 +33,16 @@
 #include "llvm/Support/ToolOutputFile.h"
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 
 using namespace mlir;
 using namespace mlir::kiln;
+
+/// Milliseconds since `start`.
+static double millisecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
 
 std::string kiln::findLibdevice() {
   if (const char *path = std::getenv("KILN_LIBDEVICE"); path && llvm::sys::fs::exists(path))
@@ -123,6 +129,7 @@ FailureOr<SmallVector<KernelModulePtx>> kiln::emitPtx(ModuleOp module, std::stri
   gpu::TargetOptions options({}, {}, {}, {}, gpu::CompilationTarget::Assembly);
   LogicalResult result = failableParallelForEach(
       module.getContext(), llvm::seq<size_t>(0, gpuModules.size()), [&](size_t index) -> LogicalResult {
+        auto start = std::chrono::steady_clock::now();
         gpu::GPUModuleOp gpuModule = gpuModules[index];
         ArrayAttr targets = gpuModule.getTargetsAttr();
         auto target = targets && targets.size() == 1 ? dyn_cast<gpu::TargetAttrInterface>(targets[0]) : nullptr;
@@ -133,6 +140,7 @@ FailureOr<SmallVector<KernelModulePtx>> kiln::emitPtx(ModuleOp module, std::stri
           return gpuModule.emitError("LLVM's NVPTX backend could not emit this module");
         emitted[index].name = gpuModule.getName().str();
         emitted[index].ptx.assign(ptx->begin(), ptx->end());
+        emitted[index].milliseconds = millisecondsSince(start);
         return success();
       });
   if (failed(result)) {
@@ -266,6 +274,7 @@ namespace {
 /// What became of one kernel module's PTX: its files, and the assembler's log and name when there is a cubin.
 struct AssembledModule {
   std::string ptxFile, cubinFile, log, assembler, inProcessFailure, error;
+  double milliseconds = 0; ///< writing the PTX and assembling it, fallback included
 };
 } // namespace
 
@@ -299,6 +308,13 @@ static AssembledModule writeAndAssemble(const KernelModulePtx &module, llvm::Str
 
 LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::StringRef outputDir,
                                   std::string &error, const PtxAssembler &assembler) {
+  // Where the compile's time goes, for the manifest: each stage's wall time (the per-module stages run at once).
+  auto compileStart = std::chrono::steady_clock::now(), stageStart = compileStart;
+  llvm::json::Object stageTimes;
+  auto endStage = [&](llvm::StringRef stage) {
+    stageTimes[stage] = millisecondsSince(stageStart);
+    stageStart = std::chrono::steady_clock::now();
+  };
   if (failed(runGpuKernelStage(module, chip, error)))
     return failure();
   llvm::json::Array kernels = describeKernels(module);
@@ -316,11 +332,14 @@ LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::S
   for (auto gpuModule : module.getOps<gpu::GPUModuleOp>())
     for (auto kernel : gpuModule.getOps<gpu::GPUFuncOp>())
       moduleOf[kernel.getName()] = gpuModule.getName().str();
+  endStage("kernel_stage");
   if (failed(runNvvmLowering(module, chip, error)))
     return failure();
+  endStage("nvvm_lowering");
   FailureOr<SmallVector<KernelModulePtx>> ptx = emitPtx(module, error);
   if (failed(ptx))
     return failure();
+  endStage("ptx");
 
   // Every module assembles at once (the driver's JIT and ptxas both take one kernel at a time), on threads of
   // this compile's own rather than the shared pool: a Python assembler takes the GIL, and a Python thread may
@@ -328,8 +347,11 @@ LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::S
   SmallVector<AssembledModule> assembled(ptx->size());
   std::atomic<size_t> nextModule{0};
   auto assembleModules = [&] {
-    for (size_t index = nextModule++; index < ptx->size(); index = nextModule++)
+    for (size_t index = nextModule++; index < ptx->size(); index = nextModule++) {
+      auto start = std::chrono::steady_clock::now();
       assembled[index] = writeAndAssemble((*ptx)[index], chip, outputDir, assembler);
+      assembled[index].milliseconds = millisecondsSince(start);
+    }
   };
   size_t workers = std::min<size_t>(ptx->size(), std::max(1u, std::thread::hardware_concurrency()));
   std::vector<std::thread> threads;
@@ -338,6 +360,7 @@ LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::S
   assembleModules();
   for (std::thread &thread : threads)
     thread.join();
+  endStage("assembly");
   llvm::json::Object manifest{{"target", chip.str()},
                               {"abi", "parameters are device pointers to row-major buffers, in order"}};
   std::string logs;
@@ -368,6 +391,9 @@ LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::S
     }
     kernel["ptx"] = files->ptxFile;
     kernel["cubin"] = files->cubinFile.empty() ? llvm::json::Value(nullptr) : llvm::json::Value(files->cubinFile);
+    for (const KernelModulePtx &emitted : *ptx)
+      if (emitted.name == moduleOf.lookup(*kernel.getString("name")))
+        kernel["compile_ms"] = llvm::json::Object{{"ptx", emitted.milliseconds}, {"assembly", files->milliseconds}};
   }
   attachPtxasReport(kernels, logs);
   manifest["kernels"] = std::move(kernels);
@@ -375,6 +401,8 @@ LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::S
   manifest["ptxas"] = manifest.get("assembler") ? logs
                                                 : std::string("ptxas not found: the runtime JIT-compiles each "
                                                               "kernel's PTX through the driver");
+  stageTimes["total"] = millisecondsSince(compileStart);
+  manifest["compile_ms"] = std::move(stageTimes);
   SmallString<256> manifestPath(outputDir);
   llvm::sys::path::append(manifestPath, "manifest.json");
   std::string text;

@@ -195,6 +195,13 @@ def test_kernels_assemble_in_parallel(cache_dir, monkeypatch):
     assert all(k["registers"] > 0 for k in kernels)
     texts = [(program.folder / ptx).read_text() for ptx, _ in files]
     assert program.ptx == "".join(texts) and all(t.count(".entry") == 1 for t in texts)
+    # Where the compile's time went: each stage, and each kernel's emission and assembly.
+    stages = program.manifest["compile_ms"]
+    assert set(stages) == {"kernel_stage", "nvvm_lowering", "ptx", "assembly", "total"}
+    assert all(value > 0 for value in stages.values())
+    assert stages["total"] >= sum(value for name, value in stages.items() if name != "total")
+    assert all(k["compile_ms"]["ptx"] > 0 and k["compile_ms"]["assembly"] > 0 for k in kernels)
+    assert max(k["compile_ms"]["assembly"] for k in kernels) <= stages["assembly"]
 
 
 def test_assembler_failing_on_one_kernel(tmp_path):
