@@ -13,6 +13,10 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <exception>
+#include <memory>
+#include <optional>
+
 namespace py = pybind11;
 using namespace kiln::api;
 
@@ -35,12 +39,17 @@ py::list listTunableKernels(const std::string &source, const std::string &chip) 
   return list;
 }
 
+/// An interrupt (KeyboardInterrupt, SystemExit: no Exception) raised inside the Python assembler, kept to be
+/// raised again once the compile returns; written and read with the GIL held.
+using Interruption = std::shared_ptr<std::optional<py::error_already_set>>;
+
 /// A Python assembler, ptx (bytes) -> (cubin bytes, log str), as the compiler calls it: with the GIL held, and
-/// with any Python exception turned into a failure whose log is the exception's message.
-PtxAssembler wrapAssembler(const py::object &assembler) {
+/// with any Python exception turned into a failure whose log is the exception's message. An interrupt (Ctrl-C
+/// reaches the assembler when it runs on the main thread) is not the assembler failing: it goes to `interrupted`.
+PtxAssembler wrapAssembler(const py::object &assembler, const Interruption &interrupted) {
   if (assembler.is_none())
     return nullptr;
-  return [assembler](const std::string &ptx, std::string &cubin, std::string &log) {
+  return [assembler, interrupted](const std::string &ptx, std::string &cubin, std::string &log) {
     py::gil_scoped_acquire gil;
     try {
       py::tuple result = assembler(py::bytes(ptx));
@@ -49,6 +58,8 @@ PtxAssembler wrapAssembler(const py::object &assembler) {
       return true;
     } catch (py::error_already_set &error) {
       log = py::str(error.value()).cast<std::string>();
+      if (!error.matches(PyExc_Exception) && !*interrupted)
+        *interrupted = error;
       return false;
     } catch (const std::exception &error) {
       log = error.what();
@@ -58,7 +69,8 @@ PtxAssembler wrapAssembler(const py::object &assembler) {
 }
 
 /// compileGpu with the configs as Python gives them: None, or one (tile, warps, stages, lowering) or None per
-/// kernel; and the in-process assembler, or None for ptxas.
+/// kernel; and the in-process assembler, or None for ptxas. An interrupt inside the assembler is raised again
+/// when the compile has returned, before (and instead of) its error if it failed.
 void compileGpuFromPython(const std::string &source, const std::string &chip, const std::string &outputDir,
                           const std::optional<std::vector<std::optional<ConfigTuple>>> &configs,
                           const py::object &assembler) {
@@ -69,9 +81,21 @@ void compileGpuFromPython(const std::string &source, const std::string &chip, co
                                     KernelConfig{std::get<0>(*config), std::get<1>(*config), std::get<2>(*config),
                                                  std::get<3>(*config)})
                               : std::nullopt);
-  PtxAssembler inProcess = wrapAssembler(assembler);
-  py::gil_scoped_release release;
-  compileGpu(source, chip, outputDir, configs ? &pinned : nullptr, inProcess);
+  auto interrupted = std::make_shared<std::optional<py::error_already_set>>();
+  PtxAssembler inProcess = wrapAssembler(assembler, interrupted);
+  std::exception_ptr failure;
+  {
+    py::gil_scoped_release release;
+    try {
+      compileGpu(source, chip, outputDir, configs ? &pinned : nullptr, inProcess);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  }
+  if (*interrupted)
+    throw **interrupted;
+  if (failure)
+    std::rethrow_exception(failure);
 }
 
 } // namespace

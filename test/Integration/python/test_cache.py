@@ -204,6 +204,20 @@ def test_kernels_assemble_in_parallel(cache_dir, monkeypatch):
     assert max(k["compile_ms"]["assembly"] for k in kernels) <= stages["assembly"]
 
 
+def test_interrupt_in_the_assembler_is_raised_again(cache_dir, monkeypatch):
+    """Ctrl-C while the in-process assembler runs (KeyboardInterrupt inside it) stops the compile with that
+    interrupt, not with ptxas quietly taking over, and leaves nothing in the cache."""
+    ptxas_or_skip()
+
+    def interrupted(ptx):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(compiler, "driver_assembler", lambda target: interrupted if target == "sm_90a" else None)
+    with pytest.raises(KeyboardInterrupt):
+        kiln.compile(open(EXAMPLE).read(), target="sm_90a")
+    assert not [p for p in cache_dir.rglob("manifest.json")]
+
+
 def test_assembler_failing_on_one_kernel(tmp_path):
     """The in-process assembler fails on one kernel of two: that kernel falls back to ptxas, the other keeps the
     driver's cubin, and the manifest names both assemblers and the reason."""
