@@ -66,8 +66,9 @@ std::optional<std::string> kiln::findPtxas() {
   return std::nullopt;
 }
 
-/// Whether the passes of a stage are verified one by one, or (upstream conversions over the large unrolled
-/// kernels, where verifying after each pass took a sixth of the compile) only their result, once.
+/// Whether the passes of a stage are verified one by one, or only their result, once: the stages that build and
+/// lower the large unrolled kernels, where verifying after each pass took a fifth of the stage's time (kiln-opt,
+/// and so every lit test, still verifies after each pass).
 enum class Verify { EachPass, Result };
 
 /// Runs one stage; on failure names it in `error` (its diagnostics went to the context's handler).
@@ -106,7 +107,8 @@ LogicalResult kiln::runGpuKernelStage(ModuleOp module, llvm::StringRef chip, std
   }
   NvvmPipelineOptions options;
   setNvvmOptions(options, chip);
-  return runStage(module, "kernel", error, [&](OpPassManager &pm) { buildGpuKernelPipeline(pm, options); });
+  return runStage(
+      module, "kernel", error, [&](OpPassManager &pm) { buildGpuKernelPipeline(pm, options); }, Verify::Result);
 }
 
 LogicalResult kiln::runNvvmLowering(ModuleOp module, llvm::StringRef chip, std::string &error) {
