@@ -571,3 +571,59 @@ module {
     return %r : tensor<512x64xbf16>
   }
 }
+
+// -----
+
+// RoPE is one thread per rotation pair, here rotate-half on [B, S, H, D] = [2, 3, 5, 8] with seq_dim = 1: 120
+// pairs in one block. The thread splits its index into the pair (mod D / 2) and the row, the row's position
+// (its index along S), reads both elements of the pair (c and c + D / 2) and the pair's angle once, and writes
+// (a cos - b sin, a sin + b cos).
+// CHECK-LABEL: func.func private @k12_rope
+// CHECK-SAME: grid = array<i64: 1, 1, 1>
+// CHECK: gpu.func @k12_rope(%[[X:.*]]: memref<240xbf16>, %[[COS:.*]]: memref<12xbf16>, %[[SIN:.*]]: memref<12xbf16>, %[[OUT:.*]]: memref<240xbf16>) kernel
+// CHECK: arith.cmpi ult, %[[LINEAR:.*]], %c120
+// CHECK: %[[PAIR:.*]] = arith.remui %[[LINEAR]], %c4
+// CHECK: %[[ROW:.*]] = arith.divui %[[LINEAR]], %c4
+// CHECK: %[[BATCHANDPOSITION:.*]] = arith.divui %[[ROW]], %c5
+// CHECK: %[[POSITION:.*]] = arith.remui %[[BATCHANDPOSITION]], %c3
+// CHECK-NOT: arith.divui
+// CHECK: %[[ROWSTART:.*]] = arith.muli %[[ROW]], %c8
+// CHECK: %[[FIRST:.*]] = arith.addi %[[ROWSTART]], %[[PAIR]]
+// CHECK: %[[SECOND:.*]] = arith.addi %[[FIRST]], %c4
+// CHECK: %[[ANGLE0:.*]] = arith.muli %[[POSITION]], %c4
+// CHECK: %[[ANGLE:.*]] = arith.addi %[[ANGLE0]], %[[PAIR]]
+// CHECK: memref.load %[[X]][%[[FIRST]]]
+// CHECK: memref.load %[[X]][%[[SECOND]]]
+// CHECK: memref.load %[[COS]][%[[ANGLE]]]
+// CHECK: memref.load %[[SIN]][%[[ANGLE]]]
+// CHECK: arith.subf
+// CHECK: memref.store %{{.*}}, %[[OUT]][%[[FIRST]]]
+// CHECK: arith.addf
+// CHECK: memref.store %{{.*}}, %[[OUT]][%[[SECOND]]]
+// CHECK-NOT: memref.load
+module {
+  func.func private @k12_rope(%x: tensor<2x3x5x8xbf16>, %c: tensor<3x4xbf16>, %s: tensor<3x4xbf16>, %out: tensor<2x3x5x8xbf16>) -> tensor<2x3x5x8xbf16> attributes {kiln.kernel} {
+    %r = kiln.rope %x, %c, %s {seq_dim = 1 : i64} : tensor<2x3x5x8xbf16>, tensor<3x4xbf16>, tensor<3x4xbf16>
+    %o = bufferization.materialize_in_destination %r in %out : (tensor<2x3x5x8xbf16>, tensor<2x3x5x8xbf16>) -> tensor<2x3x5x8xbf16>
+    return %o : tensor<2x3x5x8xbf16>
+  }
+}
+
+// -----
+
+// Interleaved RoPE pairs (2i, 2i + 1) on [S, D] = [6, 10]: the first element of pair i is at 2i of its row.
+// CHECK-LABEL: gpu.func @k13_rope
+// CHECK: %[[PAIR:.*]] = arith.remui %[[LINEAR:.*]], %c5
+// CHECK: %[[ROW:.*]] = arith.divui %[[LINEAR]], %c5
+// CHECK: %[[POSITION:.*]] = arith.remui %[[ROW]], %c6
+// CHECK: %[[ROWSTART:.*]] = arith.muli %[[ROW]], %c10
+// CHECK: %[[TWICE:.*]] = arith.muli %[[PAIR]], %c2
+// CHECK: %[[FIRST:.*]] = arith.addi %[[ROWSTART]], %[[TWICE]]
+// CHECK: %[[SECOND:.*]] = arith.addi %[[FIRST]], %c1
+module {
+  func.func private @k13_rope(%x: tensor<6x10xf32>, %c: tensor<6x5xf32>, %s: tensor<6x5xf32>, %out: tensor<6x10xf32>) -> tensor<6x10xf32> attributes {kiln.kernel} {
+    %r = kiln.rope %x, %c, %s interleaved : tensor<6x10xf32>, tensor<6x5xf32>, tensor<6x5xf32>
+    %o = bufferization.materialize_in_destination %r in %out : (tensor<6x10xf32>, tensor<6x10xf32>) -> tensor<6x10xf32>
+    return %o : tensor<6x10xf32>
+  }
+}

@@ -1,8 +1,9 @@
 //===- ElementwiseKernel.cpp - Glue kernels: elementwise and data movement -===//
 //
 // The kernels between the fused matmuls and attentions — a transpose back to [B, S, H*D], a leftover
-// elementwise op, a cast, a broadcast, a slice, a concat, a gather, RoPE, a reduction, softmax or logsumexp over
-// axes the row kernels do not take — as one thread per output element: the thread turns its linear index into a multi-index, reads each
+// elementwise op, a cast, a broadcast, a slice, a concat, a gather, a reduction, softmax or logsumexp over
+// axes the row kernels do not take — as one thread per output element (RoPE: per rotation pair): the thread
+// turns its linear index into a multi-index, reads each
 // operand at the index the op implies (broadcast, permuted, strided, selected, looked up, or looped over),
 // computes the op's f32 formula (the same one the host lowering and epilogues use), and stores. They move bytes
 // rather than compute, so simplicity wins over tensor cores here.
@@ -47,6 +48,60 @@ static Value linearize(IndexMath &m, ArrayRef<int64_t> shape, ArrayRef<Value> in
   return linear;
 }
 
+/// RoPE as one thread per rotation pair: the thread reads both elements of its pair and the pair's angle once,
+/// and writes both rotated elements. (A thread per element read every input and angle twice, and did the index
+/// arithmetic twice.) Threads follow the pairs in row-major order, so a warp reads consecutive elements.
+static KernelLaunch buildRopeKernel(OpBuilder &builder, gpu::GPUModuleOp module, RopeOp rope, StringRef name) {
+  const int64_t threads = 256;
+  RankedTensorType type = rope.getInput().getType();
+  ArrayRef<int64_t> shape = type.getShape();
+  int64_t rank = shape.size(), half = shape.back() / 2, pairs = type.getNumElements() / 2;
+  int64_t positionDim = rope.getPositionDim();
+  Location loc = rope.getLoc();
+  OpBuilder::InsertionGuard guard(builder);
+  SmallVector<RankedTensorType> buffers{type, rope.getCos().getType(), rope.getSin().getType(), type};
+  KernelFunction kernel = startKernel(builder, module, loc, name, buffers, threads, /*sharedBytes=*/0);
+  Block &entry = kernel.func.getBody().front();
+  IndexMath im{builder, loc};
+  Value tid = gpu::ThreadIdOp::create(builder, loc, gpu::Dimension::x);
+  Value block = gpu::BlockIdOp::create(builder, loc, gpu::Dimension::x);
+  Value linear = im.add(im.mul(block, threads), tid);
+  scf::IfOp::create(builder, loc, im.lt(linear, pairs), [&](OpBuilder &thenBuilder, Location) {
+    OpBuilder::InsertionGuard thenGuard(builder);
+    builder.setInsertionPoint(thenBuilder.getInsertionBlock(), thenBuilder.getInsertionPoint());
+    // Pair `pair` of row `row` (the row-major index over every dimension but the last); the row's position is
+    // its index along the position dimension.
+    Value pair = im.rem(linear, half), row = im.div(linear, half), remaining = row, position;
+    for (int64_t d = rank - 2; d >= positionDim; --d) {
+      position = im.rem(remaining, shape[d]);
+      if (d > positionDim)
+        remaining = im.div(remaining, shape[d]);
+    }
+    Value rowStart = im.mul(row, 2 * half);
+    Value first = rope.getInterleaved() ? im.add(rowStart, im.mul(pair, 2)) : im.add(rowStart, pair);
+    Value second = im.add(first, rope.getInterleaved() ? 1 : half);
+    Value angle = im.add(im.mul(position, half), pair);
+    auto load = [&](unsigned operand, Value at) {
+      return lowering::widen(builder, loc, memref::LoadOp::create(builder, loc, entry.getArgument(operand), at));
+    };
+    Value a = load(0, first), b = load(0, second), cosv = load(1, angle), sinv = load(2, angle);
+    auto store = [&](Value value, Value at) {
+      memref::StoreOp::create(builder, loc, lowering::narrow(builder, loc, value, type.getElementType()),
+                              entry.getArguments().back(), at);
+    };
+    // (a, b) becomes (a cos - b sin, a sin + b cos).
+    store(arith::SubFOp::create(builder, loc, arith::MulFOp::create(builder, loc, a, cosv),
+                                arith::MulFOp::create(builder, loc, b, sinv)),
+          first);
+    store(arith::AddFOp::create(builder, loc, arith::MulFOp::create(builder, loc, a, sinv),
+                                arith::MulFOp::create(builder, loc, b, cosv)),
+          second);
+    scf::YieldOp::create(builder, loc);
+  });
+  gpu::ReturnOp::create(builder, loc);
+  return KernelLaunch{{llvm::divideCeilSigned(pairs, threads), 1, 1}, {threads, 1, 1}, 0};
+}
+
 FailureOr<KernelLaunch> kiln::buildElementwiseKernel(OpBuilder &builder, gpu::GPUModuleOp module, Operation *op,
                                                      StringRef name) {
   if (!isElementwiseKernelOp(op))
@@ -60,6 +115,8 @@ FailureOr<KernelLaunch> kiln::buildElementwiseKernel(OpBuilder &builder, gpu::GP
   }
   if (!isa<FloatType>(resultType.getElementType()))
     return op->emitOpError() << "the GPU glue kernels produce float tensors only";
+  if (auto rope = dyn_cast<RopeOp>(op))
+    return buildRopeKernel(builder, module, rope, name);
 
   const int64_t threads = 256;
   int64_t count = resultType.getNumElements();
@@ -226,35 +283,6 @@ FailureOr<KernelLaunch> kiln::buildElementwiseKernel(OpBuilder &builder, gpu::GP
         return store(arith::AddFOp::create(builder, loc, max, math::LogOp::create(builder, loc, sum)));
       Value self = math::ExpOp::create(builder, loc, arith::SubFOp::create(builder, loc, load(0, linear), max));
       return store(arith::DivFOp::create(builder, loc, self, sum));
-    }
-    if (auto rope = dyn_cast<RopeOp>(op)) {
-      // Each element reads itself, its rotation partner and the angle of its pair (as the host lowering does).
-      int64_t rank = shape.size(), half = shape.back() / 2;
-      Value c = index[rank - 1], pair, partner, isSecond;
-      if (rope.getInterleaved()) {
-        pair = im.div(c, 2);
-        isSecond = arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::eq, im.rem(c, 2), im.c(1));
-        partner = arith::XOrIOp::create(builder, loc, c, im.c(1));
-      } else {
-        isSecond = arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::uge, c, im.c(half));
-        pair = im.select(isSecond, arith::SubIOp::create(builder, loc, c, im.c(half)), c);
-        partner = im.select(isSecond, pair, im.add(c, half));
-      }
-      Value rowStart = arith::SubIOp::create(builder, loc, linear, c);
-      Value self = lowering::widen(builder, loc, memref::LoadOp::create(builder, loc, entry.getArgument(0), linear));
-      Value other = lowering::widen(
-          builder, loc, memref::LoadOp::create(builder, loc, entry.getArgument(0), im.add(rowStart, partner)));
-      Value angle = im.add(im.mul(index[rope.getPositionDim()], half), pair);
-      Value cosv = lowering::widen(builder, loc, memref::LoadOp::create(builder, loc, entry.getArgument(1), angle));
-      Value sinv = lowering::widen(builder, loc, memref::LoadOp::create(builder, loc, entry.getArgument(2), angle));
-      Value selfCos = arith::MulFOp::create(builder, loc, self, cosv);
-      Value otherSin = arith::MulFOp::create(builder, loc, other, sinv);
-      Value rotated = arith::SelectOp::create(builder, loc, isSecond, arith::AddFOp::create(builder, loc, selfCos, otherSin),
-                                              arith::SubFOp::create(builder, loc, selfCos, otherSin));
-      memref::StoreOp::create(builder, loc, lowering::narrow(builder, loc, rotated, resultType.getElementType()),
-                              entry.getArguments().back(), linear);
-      scf::YieldOp::create(builder, loc);
-      return;
     }
     SmallVector<Value> values;
     for (unsigned i = 0; i < op->getNumOperands(); ++i) {
