@@ -60,7 +60,7 @@ echo "linked libkiln_compiler.so ($(( $(stat -c %s "$pack/kiln/libkiln_compiler.
      "$(( $(date +%s) - start )) s; it needs: $(readelf -d "$pack/kiln/libkiln_compiler.so" |
      sed -n 's/.*Shared library: \[\(.*\)\]/\1/p' | tr '\n' ' ')"
 
-cp "$root/include/Api/Compiler.h" "$pack/include/Api/"
+cp "$root/include/Api/Compiler.h" "$root/include/Api/PtxAssembler.h" "$pack/include/Api/"
 cp "$root/python/src/KilnModule.cpp" "$pack/src/"
 (cd "$root/python/kiln" && find . -name '*.py' -exec cp --parents {} "$pack/kiln/" \;)
 cp "$build/lib/libkiln_runtime.so" "$pack/kiln/"

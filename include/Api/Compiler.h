@@ -10,6 +10,8 @@
 #ifndef KILN_API_COMPILER_H
 #define KILN_API_COMPILER_H
 
+#include "Api/PtxAssembler.h"
+
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -55,13 +57,14 @@ std::string gpuIr(const std::string &source, const std::string &chip, const std:
 std::vector<TunableKernel> tunableKernels(const std::string &source, const std::string &chip);
 
 /// Assembles PTX into a cubin in process (the Python JIT passes the CUDA driver's JIT when the GPU matches the
-/// target): returns true with the cubin and the assembler's verbose log, or false with the reason in `log`.
-using PtxAssembler = std::function<bool(const std::string &ptx, std::string &cubin, std::string &log)>;
+/// target); Api/PtxAssembler.h says what it may answer.
+using PtxAssembler = KilnPtxAssembler;
 
 /// Compiles `source` for `chip` into `outputDir` exactly as kilnc does: per kernel a .ptx and a cubin (from
 /// `assembler` when given, called from the compile's worker threads, one kernel per call; from ptxas, when it is
 /// installed, otherwise or when the assembler fails, whose reason the manifest then keeps as
-/// "in_process_assembly_failed"), constant files and manifest.json. `configs`, when given,
+/// "in_process_assembly_failed"), constant files and manifest.json; an interrupted assembler ends it with a
+/// CompileError and no manifest. `configs`, when given,
 /// has one entry per tunable kernel; an empty entry keeps that kernel's default.
 void compileGpu(const std::string &source, const std::string &chip, const std::string &outputDir,
                 const std::vector<std::optional<KernelConfig>> *configs = nullptr,

@@ -10,6 +10,7 @@
 #ifndef KILN_DRIVER_GPUCOMPILER_H
 #define KILN_DRIVER_GPUCOMPILER_H
 
+#include "Api/PtxAssembler.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/JSON.h"
 
@@ -38,7 +39,7 @@ LogicalResult runNvvmLowering(ModuleOp module, llvm::StringRef chip, std::string
 struct KernelModulePtx {
   std::string name; ///< the gpu.module's symbol, which names its files
   std::string ptx;
-  double milliseconds = 0; ///< how long LLVM took to emit it (translation, libdevice, optimiser, NVPTX backend)
+  int64_t microseconds = 0; ///< how long LLVM took to emit it (translation, libdevice, optimiser, NVPTX backend)
 };
 
 /// Emits the PTX of every gpu.module of a lowered module through LLVM's NVPTX backend, the modules in parallel
@@ -52,15 +53,14 @@ llvm::json::Array describeKernels(ModuleOp module);
 /// in kernel order: what the autotuner attaches a #kiln.config to before the rest of the compile.
 FailureOr<SmallVector<Operation *>> fuseAndListTunableKernels(ModuleOp module, std::string &error);
 
-/// Assembles PTX into a cubin in process: true with the cubin and the assembler's verbose log (ptxas -v's
-/// format), or false with the reason in the log. The same type as kiln::api::PtxAssembler, spelled out here:
-/// including Api/Compiler.h would make its namespace `kiln` clash with mlir::kiln where both are in scope.
-using PtxAssembler = std::function<bool(const std::string &ptx, std::string &cubin, std::string &log)>;
+/// Assembles PTX into a cubin in process (Api/PtxAssembler.h).
+using PtxAssembler = KilnPtxAssembler;
 
 /// The whole compile of a kiln module (modified in place) for `chip` into `outputDir`: for each kernel module
 /// <module>.ptx and <module>.<chip>.cubin (from `assembler` when given, else, or when it fails, from ptxas when
 /// it is found), lowered, emitted and assembled in parallel; the run plans' constant files; and manifest.json,
-/// whose kernel entries name their "ptx" and "cubin" files (its "assembler" names what made the cubins).
+/// whose kernel entries name their "ptx" and "cubin" files (its "assembler" names what made the cubins). An
+/// assembler that reports an interrupt stops the compile: no module is assembled after it, no manifest written.
 LogicalResult compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::StringRef outputDir, std::string &error,
                             const PtxAssembler &assembler = nullptr);
 

@@ -39,9 +39,9 @@
 using namespace mlir;
 using namespace mlir::kiln;
 
-/// Milliseconds since `start`.
-static double millisecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+/// Whole microseconds since `start` (the manifest holds integers only: no reader's locale can misread them).
+static int64_t microsecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count();
 }
 
 std::string kiln::findLibdevice() {
@@ -142,7 +142,7 @@ FailureOr<SmallVector<KernelModulePtx>> kiln::emitPtx(ModuleOp module, std::stri
           return gpuModule.emitError("LLVM's NVPTX backend could not emit this module");
         emitted[index].name = gpuModule.getName().str();
         emitted[index].ptx.assign(ptx->begin(), ptx->end());
-        emitted[index].milliseconds = millisecondsSince(start);
+        emitted[index].microseconds = microsecondsSince(start);
         return success();
       });
   if (failed(result)) {
@@ -276,12 +276,14 @@ namespace {
 /// What became of one kernel module's PTX: its files, and the assembler's log and name when there is a cubin.
 struct AssembledModule {
   std::string ptxFile, cubinFile, log, assembler, inProcessFailure, error;
-  double milliseconds = 0; ///< writing the PTX and assembling it, fallback included
+  bool interrupted = false;    ///< the in-process assembler was interrupted: no cubin, no fallback
+  int64_t microseconds = 0;    ///< writing the PTX and assembling it, fallback included
+  int64_t ptxMicroseconds = 0; ///< LLVM's emission of the PTX (KernelModulePtx::microseconds)
 };
 } // namespace
 
 /// Writes `module`'s PTX into `outputDir` and assembles it: with `assembler` when given, else (or when it
-/// fails) with ptxas when it is installed.
+/// fails, but not when it was interrupted) with ptxas when it is installed.
 static AssembledModule writeAndAssemble(const KernelModulePtx &module, llvm::StringRef chip,
                                         llvm::StringRef outputDir, const PtxAssembler &assembler) {
   AssembledModule result;
@@ -294,9 +296,14 @@ static AssembledModule writeAndAssemble(const KernelModulePtx &module, llvm::Str
     return result;
   if (assembler) {
     std::string cubin;
-    if (assembler(module.ptx, cubin, result.log)) {
+    KilnPtxAssembly outcome = assembler(module.ptx, cubin, result.log);
+    if (outcome == KilnPtxAssembly::Assembled) {
       if (succeeded(writeFile(cubinPath, cubin, result.error)))
         result.cubinFile = cubinFile, result.assembler = "the CUDA driver's JIT";
+      return result;
+    }
+    if (outcome == KilnPtxAssembly::Interrupted) {
+      result.interrupted = true;
       return result;
     }
     result.inProcessFailure = std::move(result.log);
@@ -310,15 +317,17 @@ static AssembledModule writeAndAssemble(const KernelModulePtx &module, llvm::Str
 
 LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::StringRef outputDir,
                                   std::string &error, const PtxAssembler &assembler) {
-  // Where the compile's time goes, for the manifest: each stage's wall time (the per-module stages run at once).
+  // Where the compile's time goes, for the manifest: each stage's wall time in microseconds (the stages after
+  // the run plans work on every kernel module at once).
   auto compileStart = std::chrono::steady_clock::now(), stageStart = compileStart;
   llvm::json::Object stageTimes;
   auto endStage = [&](llvm::StringRef stage) {
-    stageTimes[stage] = millisecondsSince(stageStart);
+    stageTimes[stage] = microsecondsSince(stageStart);
     stageStart = std::chrono::steady_clock::now();
   };
   if (failed(runGpuKernelStage(module, chip, error)))
     return failure();
+  endStage("kernel_stage");
   llvm::json::Array kernels = describeKernels(module);
   if (std::error_code ec = llvm::sys::fs::create_directories(outputDir)) {
     error = ("cannot create " + outputDir + ": " + ec.message()).str();
@@ -334,7 +343,7 @@ LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::S
   for (auto gpuModule : module.getOps<gpu::GPUModuleOp>())
     for (auto kernel : gpuModule.getOps<gpu::GPUFuncOp>())
       moduleOf[kernel.getName()] = gpuModule.getName().str();
-  endStage("kernel_stage");
+  endStage("run_plans");
   if (failed(runNvvmLowering(module, chip, error)))
     return failure();
   endStage("nvvm_lowering");
@@ -345,14 +354,17 @@ LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::S
 
   // Every module assembles at once (the driver's JIT and ptxas both take one kernel at a time), on threads of
   // this compile's own rather than the shared pool: a Python assembler takes the GIL, and a Python thread may
-  // hold the GIL while it waits for the shared pool.
+  // hold the GIL while it waits for the shared pool. An interrupted assembler stops the rest.
   SmallVector<AssembledModule> assembled(ptx->size());
   std::atomic<size_t> nextModule{0};
+  std::atomic<bool> interrupted{false};
   auto assembleModules = [&] {
-    for (size_t index = nextModule++; index < ptx->size(); index = nextModule++) {
+    for (size_t index = nextModule++; index < ptx->size() && !interrupted; index = nextModule++) {
       auto start = std::chrono::steady_clock::now();
       assembled[index] = writeAndAssemble((*ptx)[index], chip, outputDir, assembler);
-      assembled[index].milliseconds = millisecondsSince(start);
+      assembled[index].microseconds = microsecondsSince(start);
+      if (assembled[index].interrupted)
+        interrupted = true;
     }
   };
   size_t workers = std::min<size_t>(ptx->size(), std::max(1u, std::thread::hardware_concurrency()));
@@ -362,6 +374,10 @@ LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::S
   assembleModules();
   for (std::thread &thread : threads)
     thread.join();
+  if (interrupted) {
+    error = "the compile was interrupted while the kernels were being assembled";
+    return failure();
+  }
   endStage("assembly");
   llvm::json::Object manifest{{"target", chip.str()},
                               {"abi", "parameters are device pointers to row-major buffers, in order"}};
@@ -373,6 +389,7 @@ LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::S
       error = result.error;
       return failure();
     }
+    result.ptxMicroseconds = emitted.microseconds;
     byName[emitted.name] = &result;
     logs += result.log;
     if (!result.assembler.empty())
@@ -393,9 +410,7 @@ LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::S
     }
     kernel["ptx"] = files->ptxFile;
     kernel["cubin"] = files->cubinFile.empty() ? llvm::json::Value(nullptr) : llvm::json::Value(files->cubinFile);
-    for (const KernelModulePtx &emitted : *ptx)
-      if (emitted.name == moduleOf.lookup(*kernel.getString("name")))
-        kernel["compile_ms"] = llvm::json::Object{{"ptx", emitted.milliseconds}, {"assembly", files->milliseconds}};
+    kernel["compile_us"] = llvm::json::Object{{"ptx", files->ptxMicroseconds}, {"assembly", files->microseconds}};
   }
   attachPtxasReport(kernels, logs);
   manifest["kernels"] = std::move(kernels);
@@ -403,8 +418,8 @@ LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::S
   manifest["ptxas"] = manifest.get("assembler") ? logs
                                                 : std::string("ptxas not found: the runtime JIT-compiles each "
                                                               "kernel's PTX through the driver");
-  stageTimes["total"] = millisecondsSince(compileStart);
-  manifest["compile_ms"] = std::move(stageTimes);
+  stageTimes["total"] = microsecondsSince(compileStart); // up to writing the manifest
+  manifest["compile_us"] = std::move(stageTimes);
   SmallString<256> manifestPath(outputDir);
   llvm::sys::path::append(manifestPath, "manifest.json");
   std::string text;

@@ -45,7 +45,8 @@ using Interruption = std::shared_ptr<std::optional<py::error_already_set>>;
 
 /// A Python assembler, ptx (bytes) -> (cubin bytes, log str), as the compiler calls it: with the GIL held, and
 /// with any Python exception turned into a failure whose log is the exception's message. An interrupt (Ctrl-C
-/// reaches the assembler when it runs on the main thread) is not the assembler failing: it goes to `interrupted`.
+/// reaches the assembler when it runs on the main thread) is not the assembler failing: it goes to
+/// `interrupted`, and the compile stops.
 PtxAssembler wrapAssembler(const py::object &assembler, const Interruption &interrupted) {
   if (assembler.is_none())
     return nullptr;
@@ -55,22 +56,24 @@ PtxAssembler wrapAssembler(const py::object &assembler, const Interruption &inte
       py::tuple result = assembler(py::bytes(ptx));
       cubin = result[0].cast<std::string>();
       log = result[1].cast<std::string>();
-      return true;
+      return KilnPtxAssembly::Assembled;
     } catch (py::error_already_set &error) {
       log = py::str(error.value()).cast<std::string>();
-      if (!error.matches(PyExc_Exception) && !*interrupted)
+      if (error.matches(PyExc_Exception))
+        return KilnPtxAssembly::Failed;
+      if (!*interrupted)
         *interrupted = error;
-      return false;
+      return KilnPtxAssembly::Interrupted;
     } catch (const std::exception &error) {
       log = error.what();
-      return false;
+      return KilnPtxAssembly::Failed;
     }
   };
 }
 
 /// compileGpu with the configs as Python gives them: None, or one (tile, warps, stages, lowering) or None per
-/// kernel; and the in-process assembler, or None for ptxas. An interrupt inside the assembler is raised again
-/// when the compile has returned, before (and instead of) its error if it failed.
+/// kernel; and the in-process assembler, or None for ptxas. An interrupt inside the assembler ends the compile
+/// and is raised again once it has returned, instead of the compile's error.
 void compileGpuFromPython(const std::string &source, const std::string &chip, const std::string &outputDir,
                           const std::optional<std::vector<std::optional<ConfigTuple>>> &configs,
                           const py::object &assembler) {

@@ -10,6 +10,7 @@
 // CHECK-SAME: kiln.launch = {block = array<i64: 128, 1, 1>, dynamic_shared_bytes = 56832 : i64, grid = array<i64: 2, 3, 1>}
 // CHECK: gpu.module @kiln_kernels
 // CHECK-NEXT: llvm.module_flags [#llvm.mlir.module_flag<override, "nvvm-reflect-ftz", 1 : i32>]
+// CHECK-NOT: llvm.module_flags
 // CHECK: memref.global "public" @k0_matmul_smem : memref<0xi8, #gpu.address_space<workgroup>>
 // CHECK: gpu.func @k0_matmul(%{{.*}}: memref<76800xbf16>, %{{.*}}: memref<51200xbf16>, %{{.*}}: memref<200xbf16>, %{{.*}}: memref<60000xbf16>) kernel
 // CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
@@ -25,9 +26,12 @@
 // CHECK: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>}
 // CHECK: scf.if
 // CHECK: math.exp {{.*}} fastmath<afn> : f32
+// CHECK-NOT: arith.divf
 // CHECK: %[[DENOMINATOR:.*]] = arith.addf
+// CHECK-NOT: arith.divf
 // CHECK: %[[RECIPROCAL:.*]] = nvvm.rcp.approx.ftz.f %[[DENOMINATOR]] : f32
 // CHECK: arith.mulf %{{.*}}, %[[RECIPROCAL]] : f32
+// CHECK-NOT: arith.divf
 // CHECK: arith.truncf {{.*}} : f32 to bf16
 // CHECK: vector.store {{.*}} {alignment = 4 : i64} : memref<60000xbf16>, vector<2xbf16>
 module {
@@ -592,14 +596,24 @@ module {
 // CHECK: %[[SECOND:.*]] = arith.addi %[[FIRST]], %c4
 // CHECK: %[[ANGLE0:.*]] = arith.muli %[[POSITION]], %c4
 // CHECK: %[[ANGLE:.*]] = arith.addi %[[ANGLE0]], %[[PAIR]]
-// CHECK: memref.load %[[X]][%[[FIRST]]]
-// CHECK: memref.load %[[X]][%[[SECOND]]]
-// CHECK: memref.load %[[COS]][%[[ANGLE]]]
-// CHECK: memref.load %[[SIN]][%[[ANGLE]]]
-// CHECK: arith.subf
-// CHECK: memref.store %{{.*}}, %[[OUT]][%[[FIRST]]]
-// CHECK: arith.addf
-// CHECK: memref.store %{{.*}}, %[[OUT]][%[[SECOND]]]
+// CHECK: %[[A16:.*]] = memref.load %[[X]][%[[FIRST]]]
+// CHECK: %[[A:.*]] = arith.extf %[[A16]]
+// CHECK: %[[B16:.*]] = memref.load %[[X]][%[[SECOND]]]
+// CHECK: %[[B:.*]] = arith.extf %[[B16]]
+// CHECK: %[[C16:.*]] = memref.load %[[COS]][%[[ANGLE]]]
+// CHECK: %[[C:.*]] = arith.extf %[[C16]]
+// CHECK: %[[S16:.*]] = memref.load %[[SIN]][%[[ANGLE]]]
+// CHECK: %[[S:.*]] = arith.extf %[[S16]]
+// CHECK-DAG: %[[BS:.*]] = arith.mulf %[[B]], %[[S]]
+// CHECK-DAG: %[[AC:.*]] = arith.mulf %[[A]], %[[C]]
+// CHECK: %[[FIRSTOUT:.*]] = arith.subf %[[AC]], %[[BS]]
+// CHECK: %[[FIRST16:.*]] = arith.truncf %[[FIRSTOUT]]
+// CHECK: memref.store %[[FIRST16]], %[[OUT]][%[[FIRST]]]
+// CHECK-DAG: %[[BC:.*]] = arith.mulf %[[B]], %[[C]]
+// CHECK-DAG: %[[AS:.*]] = arith.mulf %[[A]], %[[S]]
+// CHECK: %[[SECONDOUT:.*]] = arith.addf %[[AS]], %[[BC]]
+// CHECK: %[[SECOND16:.*]] = arith.truncf %[[SECONDOUT]]
+// CHECK: memref.store %[[SECOND16]], %[[OUT]][%[[SECOND]]]
 // CHECK-NOT: memref.load
 module {
   func.func private @k12_rope(%x: tensor<2x3x5x8xbf16>, %c: tensor<3x4xbf16>, %s: tensor<3x4xbf16>, %out: tensor<2x3x5x8xbf16>) -> tensor<2x3x5x8xbf16> attributes {kiln.kernel} {
@@ -611,15 +625,27 @@ module {
 
 // -----
 
-// Interleaved RoPE pairs (2i, 2i + 1) on [S, D] = [6, 10]: the first element of pair i is at 2i of its row.
-// CHECK-LABEL: gpu.func @k13_rope
-// CHECK: %[[PAIR:.*]] = arith.remui %[[LINEAR:.*]], %c5
+// Interleaved RoPE pairs (2i, 2i + 1) on [S, D] = [6, 10]: 30 pairs; the first element of pair i is at 2i of its
+// row, the second next to it; the angle is the pair's in the row's position.
+// CHECK-LABEL: func.func private @k13_rope
+// CHECK-SAME: grid = array<i64: 1, 1, 1>
+// CHECK: gpu.func @k13_rope(%[[X:.*]]: memref<60xf32>, %[[COS:.*]]: memref<30xf32>, %[[SIN:.*]]: memref<30xf32>, %[[OUT:.*]]: memref<60xf32>) kernel
+// CHECK: arith.cmpi ult, %[[LINEAR:.*]], %c30
+// CHECK: %[[PAIR:.*]] = arith.remui %[[LINEAR]], %c5
 // CHECK: %[[ROW:.*]] = arith.divui %[[LINEAR]], %c5
 // CHECK: %[[POSITION:.*]] = arith.remui %[[ROW]], %c6
 // CHECK: %[[ROWSTART:.*]] = arith.muli %[[ROW]], %c10
 // CHECK: %[[TWICE:.*]] = arith.muli %[[PAIR]], %c2
 // CHECK: %[[FIRST:.*]] = arith.addi %[[ROWSTART]], %[[TWICE]]
 // CHECK: %[[SECOND:.*]] = arith.addi %[[FIRST]], %c1
+// CHECK: %[[ANGLE0:.*]] = arith.muli %[[POSITION]], %c5
+// CHECK: %[[ANGLE:.*]] = arith.addi %[[ANGLE0]], %[[PAIR]]
+// CHECK: memref.load %[[X]][%[[FIRST]]]
+// CHECK: memref.load %[[X]][%[[SECOND]]]
+// CHECK: memref.load %[[COS]][%[[ANGLE]]]
+// CHECK: memref.load %[[SIN]][%[[ANGLE]]]
+// CHECK: memref.store %{{.*}}, %[[OUT]][%[[FIRST]]]
+// CHECK: memref.store %{{.*}}, %[[OUT]][%[[SECOND]]]
 module {
   func.func private @k13_rope(%x: tensor<6x10xf32>, %c: tensor<6x5xf32>, %s: tensor<6x5xf32>, %out: tensor<6x10xf32>) -> tensor<6x10xf32> attributes {kiln.kernel} {
     %r = kiln.rope %x, %c, %s interleaved : tensor<6x10xf32>, tensor<6x5xf32>, tensor<6x5xf32>

@@ -71,12 +71,10 @@ static KernelLaunch buildRopeKernel(OpBuilder &builder, gpu::GPUModuleOp module,
     builder.setInsertionPoint(thenBuilder.getInsertionBlock(), thenBuilder.getInsertionPoint());
     // Pair `pair` of row `row` (the row-major index over every dimension but the last); the row's position is
     // its index along the position dimension.
-    Value pair = im.rem(linear, half), row = im.div(linear, half), remaining = row, position;
-    for (int64_t d = rank - 2; d >= positionDim; --d) {
-      position = im.rem(remaining, shape[d]);
-      if (d > positionDim)
-        remaining = im.div(remaining, shape[d]);
-    }
+    Value pair = im.rem(linear, half), row = im.div(linear, half), remaining = row;
+    for (int64_t d = rank - 2; d > positionDim; --d)
+      remaining = im.div(remaining, shape[d]);
+    Value position = im.rem(remaining, shape[positionDim]);
     Value rowStart = im.mul(row, 2 * half);
     Value first = rope.getInterleaved() ? im.add(rowStart, im.mul(pair, 2)) : im.add(rowStart, pair);
     Value second = im.add(first, rope.getInterleaved() ? 1 : half);
