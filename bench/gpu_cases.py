@@ -295,6 +295,24 @@ def sweep_cases():
     return cases
 
 
+# Decode-step GEMMs (M = 32 rows against a Llama-sized weight): thinner and deeper tiles than the default, and
+# two blocks per multiprocessor where shared memory allows, to put more of the weight in flight.
+DECODE = [((32, 16, 128), 4, 6), ((32, 16, 128), 2, 6), ((32, 32, 128), 4, 4), ((32, 16, 256), 4, 3),
+          ((32, 32, 256), 4, 3), ((32, 64, 128), 4, 4)]
+
+
+def decode_cases():
+    """Decode-step GEMMs (M = 32) with the default config and each DECODE config pinned."""
+    cases = []
+    for k, n in ((4096, 14336), (14336, 4096), (4096, 6144), (4096, 4096)):
+        cases.append(gemm_case(f"b_decode_bf16_32x{n}x{k}_default", 32, n, k, "bf16"))
+        for tile, warps, stages in DECODE:
+            label = f"{tile[0]}x{tile[1]}x{tile[2]}_w{warps}_s{stages}"
+            cases.append(gemm_case(f"b_decode_bf16_32x{n}x{k}_{label}", 32, n, k, "bf16",
+                                   config=(tile, warps, stages, "mma_sync")))
+    return cases
+
+
 def short_seq_cases():
     """The two wgmma loop forms side by side on short key ranges (16k tokens): pipelined, or one stage."""
     cases = []
@@ -316,6 +334,7 @@ def main():
     parser.add_argument("--bench", action="store_true", help="also compile the benchmark shapes")
     parser.add_argument("--sweep", action="store_true", help="also compile config variants of two large shapes")
     parser.add_argument("--short", action="store_true", help="also compile both wgmma attention loops on short keys")
+    parser.add_argument("--decode", action="store_true", help="also compile decode-step GEMM config variants")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -323,6 +342,7 @@ def main():
     cases += bench_cases() if args.bench else []
     cases += (attention_bench_cases() if args.bench else []) + (sweep_cases() if args.sweep else [])
     cases += short_seq_cases() if args.short else []
+    cases += decode_cases() if args.decode else []
     listed = []
     for case in cases:
         folder = out / case["name"]
