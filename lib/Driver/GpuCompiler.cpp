@@ -4,8 +4,9 @@
 // kernel pipeline, NVVM lowering, PTX from LLVM's NVPTX backend, a cubin from the driver's JIT or ptxas when
 // there is one (the runtime falls back to the driver's PTX JIT otherwise), and manifest.json with each
 // kernel's files, launch and register and spill report. Every kernel is a gpu.module of its own, and the
-// stages after the kernel stage run on all of them at once: a cold compile of a program of many kernels
-// takes about as long as its largest kernel's on a machine with cores to spare.
+// stages after the kernel stage run on all of them at once (each module's PTX emission and assembly back to
+// back on one worker): a cold compile of a program of many kernels takes about as long as its largest kernel's
+// on a machine with cores to spare.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,6 +20,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Threading.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
@@ -119,31 +121,42 @@ LogicalResult kiln::runNvvmLowering(ModuleOp module, llvm::StringRef chip, std::
       Verify::Result);
 }
 
-FailureOr<SmallVector<KernelModulePtx>> kiln::emitPtx(ModuleOp module, std::string &error) {
+/// The module's kernel modules, or an error when it has none.
+static FailureOr<SmallVector<gpu::GPUModuleOp>> kernelModules(ModuleOp module, std::string &error) {
   SmallVector<gpu::GPUModuleOp> gpuModules(module.getOps<gpu::GPUModuleOp>());
   if (gpuModules.empty()) {
     error = "the module has no GPU kernels to emit (no public function computes anything)";
     return failure();
   }
-  // What gpu-module-to-binary does for one module, on every module at once: each serialisation translates its
-  // module into an LLVM context of its own and runs the NVPTX backend there.
-  SmallVector<KernelModulePtx> emitted(gpuModules.size());
+  return gpuModules;
+}
+
+/// What gpu-module-to-binary does for one module: translates it into an LLVM context of its own and runs the
+/// NVPTX backend there. Safe on several modules at once.
+static LogicalResult emitModulePtx(gpu::GPUModuleOp gpuModule, KernelModulePtx &emitted) {
+  auto start = std::chrono::steady_clock::now();
+  ArrayAttr targets = gpuModule.getTargetsAttr();
+  auto target = targets && targets.size() == 1 ? dyn_cast<gpu::TargetAttrInterface>(targets[0]) : nullptr;
+  if (!target)
+    return gpuModule.emitError("expected exactly one GPU target (run the NVVM lowering first)");
   gpu::TargetOptions options({}, {}, {}, {}, gpu::CompilationTarget::Assembly);
-  LogicalResult result = failableParallelForEach(
-      module.getContext(), llvm::seq<size_t>(0, gpuModules.size()), [&](size_t index) -> LogicalResult {
-        auto start = std::chrono::steady_clock::now();
-        gpu::GPUModuleOp gpuModule = gpuModules[index];
-        ArrayAttr targets = gpuModule.getTargetsAttr();
-        auto target = targets && targets.size() == 1 ? dyn_cast<gpu::TargetAttrInterface>(targets[0]) : nullptr;
-        if (!target)
-          return gpuModule.emitError("expected exactly one GPU target (run the NVVM lowering first)");
-        std::optional<SmallVector<char, 0>> ptx = target.serializeToObject(gpuModule, options);
-        if (!ptx)
-          return gpuModule.emitError("LLVM's NVPTX backend could not emit this module");
-        emitted[index].name = gpuModule.getName().str();
-        emitted[index].ptx.assign(ptx->begin(), ptx->end());
-        emitted[index].microseconds = microsecondsSince(start);
-        return success();
+  std::optional<SmallVector<char, 0>> ptx = target.serializeToObject(gpuModule, options);
+  if (!ptx)
+    return gpuModule.emitError("LLVM's NVPTX backend could not emit this module");
+  emitted.name = gpuModule.getName().str();
+  emitted.ptx.assign(ptx->begin(), ptx->end());
+  emitted.microseconds = microsecondsSince(start);
+  return success();
+}
+
+FailureOr<SmallVector<KernelModulePtx>> kiln::emitPtx(ModuleOp module, std::string &error) {
+  FailureOr<SmallVector<gpu::GPUModuleOp>> gpuModules = kernelModules(module, error);
+  if (failed(gpuModules))
+    return failure();
+  SmallVector<KernelModulePtx> emitted(gpuModules->size());
+  LogicalResult result =
+      failableParallelForEach(module.getContext(), llvm::seq<size_t>(0, gpuModules->size()), [&](size_t index) {
+        return emitModulePtx((*gpuModules)[index], emitted[index]);
       });
   if (failed(result)) {
     error = "the PTX emission stage failed (see the diagnostics above)";
@@ -347,44 +360,58 @@ LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::S
   if (failed(runNvvmLowering(module, chip, error)))
     return failure();
   endStage("nvvm_lowering");
-  FailureOr<SmallVector<KernelModulePtx>> ptx = emitPtx(module, error);
-  if (failed(ptx))
+  FailureOr<SmallVector<gpu::GPUModuleOp>> gpuModules = kernelModules(module, error);
+  if (failed(gpuModules))
     return failure();
-  endStage("ptx");
 
-  // Every module assembles at once (the driver's JIT and ptxas both take one kernel at a time), on threads of
-  // this compile's own rather than the shared pool: a Python assembler takes the GIL, and a Python thread may
-  // hold the GIL while it waits for the shared pool. An interrupted assembler stops the rest.
-  SmallVector<AssembledModule> assembled(ptx->size());
+  // Each module is emitted and then assembled by one worker, all modules at once, so that no module waits for
+  // the slowest one's emission before it assembles (the driver's JIT and ptxas take one kernel at a time). The
+  // workers are this compile's own threads rather than the shared pool: a Python assembler takes the GIL, and a
+  // Python thread may hold the GIL while it waits for the shared pool. An interrupted assembler stops the rest.
+  size_t count = gpuModules->size();
+  SmallVector<KernelModulePtx> ptx(count);
+  SmallVector<AssembledModule> assembled(count);
   std::atomic<size_t> nextModule{0};
-  std::atomic<bool> interrupted{false};
-  auto assembleModules = [&] {
-    for (size_t index = nextModule++; index < ptx->size() && !interrupted; index = nextModule++) {
+  std::atomic<bool> interrupted{false}, emissionFailed{false};
+  ParallelDiagnosticHandler diagnostics(module.getContext()); // in module order, whichever thread emits them
+  auto emitAndAssemble = [&] {
+    for (size_t index = nextModule++; index < count && !interrupted; index = nextModule++) {
+      diagnostics.setOrderIDForThread(index);
+      bool emitted = succeeded(emitModulePtx((*gpuModules)[index], ptx[index]));
+      diagnostics.eraseOrderIDForThread();
+      if (!emitted) {
+        emissionFailed = true;
+        continue;
+      }
       auto start = std::chrono::steady_clock::now();
-      assembled[index] = writeAndAssemble((*ptx)[index], chip, outputDir, assembler);
+      assembled[index] = writeAndAssemble(ptx[index], chip, outputDir, assembler);
       assembled[index].microseconds = microsecondsSince(start);
       if (assembled[index].interrupted)
         interrupted = true;
     }
   };
-  size_t workers = std::min<size_t>(ptx->size(), std::max(1u, std::thread::hardware_concurrency()));
+  size_t workers = std::min<size_t>(count, std::max(1u, std::thread::hardware_concurrency()));
   std::vector<std::thread> threads;
   for (size_t i = 1; i < workers; ++i)
-    threads.emplace_back(assembleModules);
-  assembleModules();
+    threads.emplace_back(emitAndAssemble);
+  emitAndAssemble();
   for (std::thread &thread : threads)
     thread.join();
   if (interrupted) {
     error = "the compile was interrupted while the kernels were being assembled";
     return failure();
   }
-  endStage("assembly");
+  if (emissionFailed) {
+    error = "the PTX emission stage failed (see the diagnostics above)";
+    return failure();
+  }
+  endStage("ptx_and_assembly");
   llvm::json::Object manifest{{"target", chip.str()},
                               {"abi", "parameters are device pointers to row-major buffers, in order"}};
   std::string logs;
   llvm::StringMap<const AssembledModule *> byName;
   llvm::SmallSetVector<StringRef, 2> assemblers; // normally one; both when the driver failed on some modules
-  for (auto [emitted, result] : llvm::zip(*ptx, assembled)) {
+  for (auto [emitted, result] : llvm::zip(ptx, assembled)) {
     if (!result.error.empty()) {
       error = result.error;
       return failure();
