@@ -21,7 +21,8 @@ enum class KilnPtxAssembly {
   Interrupted ///< the user interrupted the assembler (Ctrl-C): the compile stops and writes no manifest
 };
 
-/// Assembles PTX into a cubin in process; called from the compile's worker threads, one module per call.
+/// Assembles PTX into a cubin in process; called from the compile's worker threads, one module per call. It
+/// reports failure through its result and must not throw.
 using KilnPtxAssembler =
     std::function<KilnPtxAssembly(const std::string &ptx, std::string &cubin, std::string &log)>;
 

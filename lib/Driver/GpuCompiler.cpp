@@ -296,9 +296,11 @@ struct AssembledModule {
 } // namespace
 
 /// Writes `module`'s PTX into `outputDir` and assembles it: with `assembler` when given, else (or when it
-/// fails, but not when it was interrupted) with ptxas when it is installed.
+/// fails) with ptxas when it is installed; not at all once `interrupted` is set, by this module's assembler or
+/// another's.
 static AssembledModule writeAndAssemble(const KernelModulePtx &module, llvm::StringRef chip,
-                                        llvm::StringRef outputDir, const PtxAssembler &assembler) {
+                                        llvm::StringRef outputDir, const PtxAssembler &assembler,
+                                        const std::atomic<bool> &interrupted) {
   AssembledModule result;
   result.ptxFile = module.name + ".ptx";
   std::string cubinFile = (module.name + "." + chip + ".cubin").str();
@@ -315,8 +317,8 @@ static AssembledModule writeAndAssemble(const KernelModulePtx &module, llvm::Str
         result.cubinFile = cubinFile, result.assembler = "the CUDA driver's JIT";
       return result;
     }
-    if (outcome == KilnPtxAssembly::Interrupted) {
-      result.interrupted = true;
+    if (outcome == KilnPtxAssembly::Interrupted || interrupted) {
+      result.interrupted = outcome == KilnPtxAssembly::Interrupted;
       return result;
     }
     result.inProcessFailure = std::move(result.log);
@@ -375,7 +377,7 @@ LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::S
   std::atomic<bool> interrupted{false}, emissionFailed{false};
   ParallelDiagnosticHandler diagnostics(module.getContext()); // in module order, whichever thread emits them
   auto emitAndAssemble = [&] {
-    for (size_t index = nextModule++; index < count && !interrupted; index = nextModule++) {
+    for (size_t index = nextModule++; index < count && !interrupted && !emissionFailed; index = nextModule++) {
       diagnostics.setOrderIDForThread(index);
       bool emitted = succeeded(emitModulePtx((*gpuModules)[index], ptx[index]));
       diagnostics.eraseOrderIDForThread();
@@ -383,14 +385,19 @@ LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::S
         emissionFailed = true;
         continue;
       }
+      if (interrupted || emissionFailed)
+        continue; // the compile fails anyway: assemble nothing more
       auto start = std::chrono::steady_clock::now();
-      assembled[index] = writeAndAssemble(ptx[index], chip, outputDir, assembler);
+      assembled[index] = writeAndAssemble(ptx[index], chip, outputDir, assembler, interrupted);
       assembled[index].microseconds = microsecondsSince(start);
       if (assembled[index].interrupted)
         interrupted = true;
     }
   };
-  size_t workers = std::min<size_t>(count, std::max(1u, std::thread::hardware_concurrency()));
+  // As many workers as the context has threads (one when it runs single-threaded, where attribute uniquing
+  // takes no locks).
+  MLIRContext *context = module.getContext();
+  size_t workers = context->isMultithreadingEnabled() ? std::min<size_t>(count, context->getNumThreads()) : 1;
   std::vector<std::thread> threads;
   for (size_t i = 1; i < workers; ++i)
     threads.emplace_back(emitAndAssemble);

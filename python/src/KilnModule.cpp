@@ -58,7 +58,11 @@ PtxAssembler wrapAssembler(const py::object &assembler, const Interruption &inte
       log = result[1].cast<std::string>();
       return KilnPtxAssembly::Assembled;
     } catch (py::error_already_set &error) {
-      log = py::str(error.value()).cast<std::string>();
+      try {
+        log = py::str(error.value()).cast<std::string>();
+      } catch (py::error_already_set &) { // an exception whose str() raises in turn
+        log = "the assembler raised an exception whose message could not be read";
+      }
       if (error.matches(PyExc_Exception))
         return KilnPtxAssembly::Failed;
       if (!*interrupted)
