@@ -224,6 +224,37 @@ def test_interrupt_in_the_assembler_is_raised_again(cache_dir, monkeypatch, tmp_
     assert not [p for p in cache_dir.rglob("manifest.json")]
 
 
+def test_no_ptxas_after_an_interrupt(cache_dir, monkeypatch, tmp_path):
+    """The first kernel's assembler is interrupted while the other kernel's runs on another worker; that one
+    fails a moment later and must not fall back to ptxas (a ptxas on PATH that would leave a mark), since the
+    compile is ending. (With one worker the second kernel is never assembled at all.)"""
+    import threading
+    import time
+    stub, mark = tmp_path / "bin", tmp_path / "ptxas-ran"
+    stub.mkdir()
+    (stub / "ptxas").write_text(f"#!/bin/sh\ntouch {mark}\nexit 1\n")
+    (stub / "ptxas").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{stub}{os.pathsep}{os.environ['PATH']}")
+    calls, lock, second_entered = [], threading.Lock(), threading.Event()
+
+    def assemble(ptx):
+        with lock:
+            calls.append(ptx)
+            first = len(calls) == 1
+        if first:
+            second_entered.wait(timeout=2)  # with two workers, both kernels are in their assemblers now
+            raise KeyboardInterrupt
+        second_entered.set()
+        time.sleep(0.3)  # the interrupt has reached the compile by now
+        raise RuntimeError("assembling the PTX: CUDA_ERROR_UNKNOWN")
+
+    monkeypatch.setattr(compiler, "driver_assembler", lambda target: assemble if target == "sm_90a" else None)
+    with pytest.raises(KeyboardInterrupt):
+        kiln.compile(open(EXAMPLE).read(), target="sm_90a")
+    assert not mark.exists()
+    assert 1 <= len(calls) <= 2
+
+
 def test_assembler_failing_on_one_kernel(tmp_path):
     """The in-process assembler fails on one kernel of two: that kernel falls back to ptxas, the other keeps the
     driver's cubin, and the manifest names both assemblers and the reason."""
