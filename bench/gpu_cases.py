@@ -295,6 +295,19 @@ def sweep_cases():
     return cases
 
 
+def short_tile_cases():
+    """Head dim 64 on 64-256 keys (16k tokens): 64- and 32-key tiles, pipelined and sequential, side by side."""
+    cases = []
+    for seq in (64, 96, 128, 136, 160, 168, 192, 256):
+        for causal in (False, True):
+            for bk in (64, 32):
+                for stages in (2, 1):
+                    cases.append(attention_case(
+                        f"ba_tiles_d64_s{seq}_{'causal' if causal else 'full'}_64x{bk}_stages{stages}", 16384 // seq,
+                        32, 32, seq, seq, 64, "bf16", causal, (64, bk), lowering="wgmma", stages=stages))
+    return cases
+
+
 # Decode-step GEMMs (M = 32 rows against a Llama-sized weight): thinner and deeper tiles than the default, and
 # two blocks per multiprocessor where shared memory allows, to put more of the weight in flight.
 DECODE = [((32, 16, 128), 4, 6), ((32, 16, 128), 2, 6), ((32, 32, 128), 4, 4), ((32, 16, 256), 4, 3),
@@ -335,6 +348,8 @@ def main():
     parser.add_argument("--sweep", action="store_true", help="also compile config variants of two large shapes")
     parser.add_argument("--short", action="store_true", help="also compile both wgmma attention loops on short keys")
     parser.add_argument("--decode", action="store_true", help="also compile decode-step GEMM config variants")
+    parser.add_argument("--short-tiles", action="store_true",
+                        help="also compile head dim 64 attention on 64-256 keys with 64- and 32-key tiles")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -343,6 +358,7 @@ def main():
     cases += (attention_bench_cases() if args.bench else []) + (sweep_cases() if args.sweep else [])
     cases += short_seq_cases() if args.short else []
     cases += decode_cases() if args.decode else []
+    cases += short_tile_cases() if args.short_tiles else []
     listed = []
     for case in cases:
         folder = out / case["name"]

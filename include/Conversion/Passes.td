@@ -43,7 +43,7 @@ def ConvertKilnToGPU : Pass<"convert-kiln-to-gpu", "::mlir::ModuleOp"> {
     attention with a `"wgmma"` config runs S = Q K^T and O += P V as warpgroup MMAs with Q and P in
     registers and K and V in swizzled shared memory, pipelined within the warpgroup (the next tile's S
     issued with this tile's P V), or with `stages = 1` in one sequential loop, which assembles in about half
-    the time (the default up to 128 keys, where the pipeline has nothing to overlap). A `"wgmma"` config on another chip than sm_90a, or on a
+    the time (the default on a few key tiles: up to 192 keys at head dim 64, 128 at head dim 128). A `"wgmma"` config on another chip than sm_90a, or on a
     kernel other than a matmul or an attention, is an error on the op. Kernel parameters are the op's operands,
     its epilogue operands and the output, as flat buffers (bare pointers); f32 exp and division in the kernels
     take the hardware approximations with subnormals flushed to zero (exp marked `fastmath<afn>`, x / y as x

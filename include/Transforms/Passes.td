@@ -213,8 +213,9 @@ def KilnSelectConfig : Pass<"kiln-select-config"> {
     - `sm_90a`: matmuls past 64 rows and with N >= 64 (bf16/f16 in 16-byte rows) get the `"wgmma"` kernel:
       128 x 256 x 64 tiles (two warpgroups, 4 stages) while those give each of the 132 multiprocessors a tile,
       128 x 128 while half get one, else 128 x 64. bf16/f16 attention with equal head dims of 64 or 128 and
-      at least 33 query rows gets the `"wgmma"` attention kernel: the sm_80 tiles, except 64 x 64 at head dim
-      128 up to 1024 keys. Decode-shaped matmuls and attention and the
+      at least 33 query rows gets the `"wgmma"` attention kernel: the sm_80 tiles, except 64-row tiles up to
+      1024 keys (64 x 32 at head dim 128 up to 512 keys and at head dim 64 up to 160), pipelined within the
+      warpgroup, or sequential (`stages = 1`) on a few key tiles: up to 192 keys at head dim 64, 128 at 128. Decode-shaped matmuls and attention and the
       row kernels keep the mma_sync kernels, with a 4-stage pipeline (6 for deep-K decode tiles where shared
       memory holds them).
 

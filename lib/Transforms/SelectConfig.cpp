@@ -43,8 +43,10 @@ static int64_t fitTile(int64_t tile, int64_t dim, Target target) {
   return std::min(tile, std::max<int64_t>(16, llvm::PowerOf2Ceil(std::max<int64_t>(dim, 1))));
 }
 
-/// The most keys for which sm_90a attention takes the sequential wgmma loop (one stage) by default.
-static constexpr int64_t kSequentialAttentionKeys = 128;
+/// The most keys for which sm_90a attention takes the sequential wgmma loop (one stage) by default, at head
+/// dims 64 and 128; and the most for which head dim 64 takes 32-key tiles.
+static constexpr int64_t kSequentialAttentionKeysD64 = 192, kSequentialAttentionKeysD128 = 128,
+                         kNarrowKeyTileKeysD64 = 160;
 
 /// Multiprocessors of the GPU each target stands for: the A100 (sm_80) and the H100/H200 (sm_90a).
 static int64_t multiprocessors(Target target) { return target == Target::Sm90a ? 132 : 108; }
@@ -145,12 +147,18 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
         headDim == valueDim && (headDim == 64 || headDim == 128)) {
       if (seqK <= 1024)
         bq = 64, bk = fitTile(headDim == 128 && seqK <= 512 ? 32 : 64, seqK, target);
-      // Up to 128 keys the pipeline has nothing to overlap: one stage, the sequential loop, which ptxas
-      // assembles in half the time (most of a cold JIT compile) and runs as fast or faster (H200, 16k tokens,
-      // full / causal TFLOP/s, bench/results/attention_wgmma_short_seq_stages_v1.log: d64 at 128 keys 177 / 92
-      // sequential, 163 / 86 pipelined; d128 172 / 94 and 174 / 95). From 256 keys the pipeline wins by 6-17%.
-      if (seqK <= kSequentialAttentionKeys)
+      // On a few key tiles the pipeline has little to overlap: one stage, the sequential loop, which ptxas
+      // assembles in half the time (most of a cold JIT compile) and runs about as fast. H200, 16k tokens, full /
+      // causal TFLOP/s: at head dim 64 up to 192 keys (bench/results/attention_wgmma_short_tiles_v39.md: 160 keys
+      // 180 / 96 sequential, 179 / 91 pipelined; 168 keys 203 / 108 and 203 / 101; 192 keys 235 / 119 and
+      // 238 / 122), at head dim 128 up to 128 keys (attention_wgmma_short_seq_stages_v1.log: 172 / 94 and
+      // 174 / 95; from 160 keys the pipeline wins by 4-5%). From 256 keys the pipeline wins by up to 14%. At
+      // head dim 64 up to 160 keys, 32-key tiles run faster still and assemble faster (185 / 103 at 160 keys,
+      // 151 / 80 at 136, against 180 / 96 and 143 / 74 with 64-key tiles).
+      if (seqK <= (headDim == 64 ? kSequentialAttentionKeysD64 : kSequentialAttentionKeysD128))
         stages = 1;
+      if (headDim == 64 && seqK <= kNarrowKeyTileKeysD64)
+        bk = fitTile(32, seqK, target);
       return make({bq, bk}, bq / 16, stages, "wgmma");
     }
     return make({bq, bk}, bq / 16, stages);

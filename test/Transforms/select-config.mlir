@@ -184,21 +184,30 @@ func.func @attention_head_dim_64_bf16(%q: tensor<2x8x512x64xbf16>, %q2: tensor<1
 
 // -----
 
-// Up to 128 keys, sm_90a attention takes the sequential wgmma loop (stages = 1), which assembles in about half
-// the time of the pipelined one and runs as fast there: 128 keys at head dim 64 (two 64-key tiles) and at head
-// dim 128 (four 32-key tiles); 160 keys stay pipelined.
+// On a few key tiles sm_90a attention takes the sequential wgmma loop (stages = 1), which assembles in about half
+// the time of the pipelined one and runs about as fast there: head dim 64 up to 192 keys, with 32-key tiles up to
+// 160 (128 keys: four tiles; 168 and 192 keys: three 64-key tiles), head dim 128 up to 128 keys (four 32-key
+// tiles). Head dim 64 at 256 keys and head dim 128 at 160 keys stay pipelined.
 // CHECK-LABEL: func.func @attention_few_key_tiles
+// SM90: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [64, 32], warps = 4, stages = 1, lowering = "wgmma">}
 // SM90: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 1, lowering = "wgmma">}
+// SM90: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 1, lowering = "wgmma">}
+// SM90: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "wgmma">}
 // SM90: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [64, 32], warps = 4, stages = 1, lowering = "wgmma">}
 // SM90: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [64, 32], warps = 4, stages = 2, lowering = "wgmma">}
 // SM80: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [128, 64], warps = 8, stages = 2, lowering = "mma_sync">}
-func.func @attention_few_key_tiles(%q: tensor<1x8x128x64xbf16>, %q2: tensor<1x8x128x128xbf16>,
-                                   %q3: tensor<1x8x160x128xbf16>)
-    -> (tensor<1x8x128x64xbf16>, tensor<1x8x128x128xbf16>, tensor<1x8x160x128xbf16>) {
+func.func @attention_few_key_tiles(%q: tensor<1x8x128x64xbf16>, %q168: tensor<1x8x168x64xbf16>,
+                                   %q192: tensor<1x8x192x64xbf16>, %q256: tensor<1x8x256x64xbf16>,
+                                   %q2: tensor<1x8x128x128xbf16>, %q3: tensor<1x8x160x128xbf16>)
+    -> (tensor<1x8x128x64xbf16>, tensor<1x8x168x64xbf16>, tensor<1x8x192x64xbf16>, tensor<1x8x256x64xbf16>,
+        tensor<1x8x128x128xbf16>, tensor<1x8x160x128xbf16>) {
   %0 = kiln.attention %q, %q, %q : tensor<1x8x128x64xbf16>, tensor<1x8x128x64xbf16>, tensor<1x8x128x64xbf16> -> tensor<1x8x128x64xbf16>
-  %1 = kiln.attention %q2, %q2, %q2 : tensor<1x8x128x128xbf16>, tensor<1x8x128x128xbf16>, tensor<1x8x128x128xbf16> -> tensor<1x8x128x128xbf16>
-  %2 = kiln.attention %q3, %q3, %q3 : tensor<1x8x160x128xbf16>, tensor<1x8x160x128xbf16>, tensor<1x8x160x128xbf16> -> tensor<1x8x160x128xbf16>
-  return %0, %1, %2 : tensor<1x8x128x64xbf16>, tensor<1x8x128x128xbf16>, tensor<1x8x160x128xbf16>
+  %1 = kiln.attention %q168, %q168, %q168 : tensor<1x8x168x64xbf16>, tensor<1x8x168x64xbf16>, tensor<1x8x168x64xbf16> -> tensor<1x8x168x64xbf16>
+  %2 = kiln.attention %q192, %q192, %q192 : tensor<1x8x192x64xbf16>, tensor<1x8x192x64xbf16>, tensor<1x8x192x64xbf16> -> tensor<1x8x192x64xbf16>
+  %3 = kiln.attention %q256, %q256, %q256 : tensor<1x8x256x64xbf16>, tensor<1x8x256x64xbf16>, tensor<1x8x256x64xbf16> -> tensor<1x8x256x64xbf16>
+  %4 = kiln.attention %q2, %q2, %q2 : tensor<1x8x128x128xbf16>, tensor<1x8x128x128xbf16>, tensor<1x8x128x128xbf16> -> tensor<1x8x128x128xbf16>
+  %5 = kiln.attention %q3, %q3, %q3 : tensor<1x8x160x128xbf16>, tensor<1x8x160x128xbf16>, tensor<1x8x160x128xbf16> -> tensor<1x8x160x128xbf16>
+  return %0, %1, %2, %3, %4, %5 : tensor<1x8x128x64xbf16>, tensor<1x8x168x64xbf16>, tensor<1x8x192x64xbf16>, tensor<1x8x256x64xbf16>, tensor<1x8x128x128xbf16>, tensor<1x8x160x128xbf16>
 }
 
 // -----
