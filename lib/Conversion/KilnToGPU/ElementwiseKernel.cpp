@@ -48,27 +48,39 @@ static Value linearize(IndexMath &m, ArrayRef<int64_t> shape, ArrayRef<Value> in
   return linear;
 }
 
-/// RoPE as one thread per rotation pair: the thread reads both elements of its pair and the pair's angle once,
-/// and writes both rotated elements. (A thread per element read every input and angle twice, and did the index
-/// arithmetic twice.) Threads follow the pairs in row-major order, so a warp reads consecutive elements.
-static KernelLaunch buildRopeKernel(OpBuilder &builder, gpu::GPUModuleOp module, RopeOp rope, StringRef name) {
+/// A kernel of one thread per item, 256 to a block, over `buffers` (flat, bare pointers): `body` builds, at the
+/// builder, what the thread of item `linear` does (ending in its scf.yield), inside a guard for `linear < items`.
+static KernelLaunch buildThreadPerItemKernel(
+    OpBuilder &builder, gpu::GPUModuleOp module, Location loc, StringRef name, ArrayRef<RankedTensorType> buffers,
+    int64_t items, llvm::function_ref<void(Block &entry, IndexMath &im, Value linear)> body) {
   const int64_t threads = 256;
-  RankedTensorType type = rope.getInput().getType();
-  ArrayRef<int64_t> shape = type.getShape();
-  int64_t rank = shape.size(), half = shape.back() / 2, pairs = type.getNumElements() / 2;
-  int64_t positionDim = rope.getPositionDim();
-  Location loc = rope.getLoc();
   OpBuilder::InsertionGuard guard(builder);
-  SmallVector<RankedTensorType> buffers{type, rope.getCos().getType(), rope.getSin().getType(), type};
   KernelFunction kernel = startKernel(builder, module, loc, name, buffers, threads, /*sharedBytes=*/0);
   Block &entry = kernel.func.getBody().front();
   IndexMath im{builder, loc};
   Value tid = gpu::ThreadIdOp::create(builder, loc, gpu::Dimension::x);
   Value block = gpu::BlockIdOp::create(builder, loc, gpu::Dimension::x);
   Value linear = im.add(im.mul(block, threads), tid);
-  scf::IfOp::create(builder, loc, im.lt(linear, pairs), [&](OpBuilder &thenBuilder, Location) {
+  scf::IfOp::create(builder, loc, im.lt(linear, items), [&](OpBuilder &thenBuilder, Location) {
     OpBuilder::InsertionGuard thenGuard(builder);
     builder.setInsertionPoint(thenBuilder.getInsertionBlock(), thenBuilder.getInsertionPoint());
+    body(entry, im, linear);
+  });
+  gpu::ReturnOp::create(builder, loc);
+  return KernelLaunch{{llvm::divideCeilSigned(items, threads), 1, 1}, {threads, 1, 1}, 0};
+}
+
+/// RoPE as one thread per rotation pair: the thread reads both elements of its pair and the pair's angle once,
+/// and writes both rotated elements. (A thread per element read every input and angle twice, and did the index
+/// arithmetic twice.) Threads follow the pairs in row-major order, so a warp reads consecutive elements.
+static KernelLaunch buildRopeKernel(OpBuilder &builder, gpu::GPUModuleOp module, RopeOp rope, StringRef name) {
+  RankedTensorType type = rope.getInput().getType();
+  ArrayRef<int64_t> shape = type.getShape();
+  int64_t rank = shape.size(), half = shape.back() / 2, pairs = type.getNumElements() / 2;
+  int64_t positionDim = rope.getPositionDim();
+  Location loc = rope.getLoc();
+  SmallVector<RankedTensorType> buffers{type, rope.getCos().getType(), rope.getSin().getType(), type};
+  auto thread = [&](Block &entry, IndexMath &im, Value linear) {
     // Pair `pair` of row `row` (the row-major index over every dimension but the last); the row's position is
     // its index along the position dimension.
     Value pair = im.rem(linear, half), row = im.div(linear, half), remaining = row;
@@ -95,9 +107,8 @@ static KernelLaunch buildRopeKernel(OpBuilder &builder, gpu::GPUModuleOp module,
                                 arith::MulFOp::create(builder, loc, b, cosv)),
           second);
     scf::YieldOp::create(builder, loc);
-  });
-  gpu::ReturnOp::create(builder, loc);
-  return KernelLaunch{{llvm::divideCeilSigned(pairs, threads), 1, 1}, {threads, 1, 1}, 0};
+  };
+  return buildThreadPerItemKernel(builder, module, loc, name, buffers, pairs, thread);
 }
 
 FailureOr<KernelLaunch> kiln::buildElementwiseKernel(OpBuilder &builder, gpu::GPUModuleOp module, Operation *op,
@@ -116,24 +127,13 @@ FailureOr<KernelLaunch> kiln::buildElementwiseKernel(OpBuilder &builder, gpu::GP
   if (auto rope = dyn_cast<RopeOp>(op))
     return buildRopeKernel(builder, module, rope, name);
 
-  const int64_t threads = 256;
   int64_t count = resultType.getNumElements();
   Location loc = op->getLoc();
-  OpBuilder::InsertionGuard guard(builder);
   SmallVector<RankedTensorType> buffers;
   for (Type type : op->getOperandTypes())
     buffers.push_back(cast<RankedTensorType>(type));
   buffers.push_back(resultType);
-  KernelFunction kernel = startKernel(builder, module, loc, name, buffers, threads, /*sharedBytes=*/0);
-  Block &entry = kernel.func.getBody().front();
-  IndexMath im{builder, loc};
-
-  Value tid = gpu::ThreadIdOp::create(builder, loc, gpu::Dimension::x);
-  Value block = gpu::BlockIdOp::create(builder, loc, gpu::Dimension::x);
-  Value linear = im.add(im.mul(block, threads), tid);
-  scf::IfOp::create(builder, loc, im.lt(linear, count), [&](OpBuilder &thenBuilder, Location) {
-    OpBuilder::InsertionGuard thenGuard(builder);
-    builder.setInsertionPoint(thenBuilder.getInsertionBlock(), thenBuilder.getInsertionPoint());
+  auto thread = [&](Block &entry, IndexMath &im, Value linear) {
     ArrayRef<int64_t> shape = resultType.getShape();
     SmallVector<Value> index(shape.size());
     Value remaining = linear;
@@ -293,7 +293,6 @@ FailureOr<KernelLaunch> kiln::buildElementwiseKernel(OpBuilder &builder, gpu::GP
     result = lowering::narrow(builder, loc, result, resultType.getElementType());
     memref::StoreOp::create(builder, loc, result, entry.getArguments().back(), linear);
     scf::YieldOp::create(builder, loc);
-  });
-  gpu::ReturnOp::create(builder, loc);
-  return KernelLaunch{{llvm::divideCeilSigned(count, threads), 1, 1}, {threads, 1, 1}, 0};
+  };
+  return buildThreadPerItemKernel(builder, module, loc, name, buffers, count, thread);
 }
