@@ -33,8 +33,8 @@ class Runtime:
         os.environ.setdefault("KILN_RUNTIME", str(Path(path).resolve()))
         from kiln import runtime
         self.gpu = runtime.device(0)
-        self.launches = {}  # kernel handle -> its Launch (argument block built once)
-        self.Launch = runtime.Launch
+        self.launches = {}  # kernel handle -> what launches it (runtime.launcher)
+        self.launcher = runtime.launcher
 
     def load(self, cubin, name):
         return self.gpu.kernel(self.gpu.load(Path(cubin).read_bytes()), name)
@@ -42,7 +42,7 @@ class Runtime:
     def launch(self, kernel, launch, tensors):
         key = (kernel.value, len(tensors))
         if key not in self.launches:
-            self.launches[key] = self.Launch(kernel, launch, len(tensors))
+            self.launches[key] = self.launcher(kernel, launch, len(tensors))
         self.launches[key]([t.data_ptr() for t in tensors], torch.cuda.current_stream().cuda_stream)
 
 

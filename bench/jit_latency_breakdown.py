@@ -143,7 +143,15 @@ def warm(kiln, torch, rows):
                                                                         device=device))
     rows["warm: current stream"] = us(lambda: kiln.gpu._current_stream(torch, index))
     rows["warm: data_ptr x4"] = us(lambda: [values[s].data_ptr() for s in slots])
-    rows["warm: Launch.__call__ (ctypes + cuLaunchKernel)"] = us(lambda: launch(pointers, stream))
+    native = type(launch).__module__ == "kiln._kiln_launch"
+    rows[f"warm: one launch ({'_kiln_launch' if native else 'ctypes'} + cuLaunchKernel)"] = us(
+        lambda: launch(pointers, stream))
+    if native:  # the same launch through the ctypes path, which a package without the extension takes
+        from kiln import runtime
+        entry, gpu = program.kernels[0], runtime.device(index)
+        module = gpu.load((program.folder / program._image(entry, gpu.capability)).read_bytes())
+        through_ctypes = runtime.Launch(gpu.kernel(module, entry["name"]), entry, len(slots))
+        rows["warm: one launch (ctypes + cuLaunchKernel)"] = us(lambda: through_ctypes(pointers, stream))
     rows["warm: torch.matmul 16x16"] = us(lambda: torch.matmul(a, a))
     torch.cuda.synchronize()
 

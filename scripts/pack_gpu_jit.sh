@@ -61,7 +61,7 @@ echo "linked libkiln_compiler.so ($(( $(stat -c %s "$pack/kiln/libkiln_compiler.
      sed -n 's/.*Shared library: \[\(.*\)\]/\1/p' | tr '\n' ' ')"
 
 cp "$root/include/Api/Compiler.h" "$root/include/Api/PtxAssembler.h" "$pack/include/Api/"
-cp "$root/python/src/KilnModule.cpp" "$pack/src/"
+cp "$root/python/src/KilnModule.cpp" "$root/python/src/KilnLaunchModule.cpp" "$pack/src/"
 (cd "$root/python/kiln" && find . -name '*.py' -exec cp --parents {} "$pack/kiln/" \;)
 cp "$build/lib/libkiln_runtime.so" "$pack/kiln/"
 cp "$root/scripts/gpu_jit/build.sh" "$pack/"

@@ -216,7 +216,7 @@ class GpuProgram:
             if image not in modules:
                 modules[image] = gpu.load((self.folder / image).read_bytes())
             kernel = gpu.kernel(modules[image], step["kernel"])
-            launch = runtime.Launch(kernel, entries[step["kernel"]], len(step["args"]))
+            launch = runtime.launcher(kernel, entries[step["kernel"]], len(step["args"]))
             steps.append((launch, [self._slots[i] for i in step["args"]]))
         fills = []  # one per non-input slot, in slot order
         for _, value in self._layout:

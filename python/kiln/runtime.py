@@ -4,12 +4,19 @@ Why ctypes and not the extension: the runtime is what ships next to compiled ker
 a C++ build for the Python at hand, so a machine without the compiler (the GPU machine) can still load and launch
 Kiln's kernels. The library sits inside the package (the build copies it there); ``KILN_RUNTIME`` names another.
 Every failing call raises ``RuntimeError`` with the runtime's message (the CUDA error name, or "no driver").
+Launches go through the package's _kiln_launch module, one C call each, when it was built for this Python, and
+through ctypes otherwise (a package carried to a machine with another Python).
 """
 
 import ctypes
 import os
 import threading
 from pathlib import Path
+
+try:
+    from ._kiln_launch import Launcher as _NativeLauncher
+except ImportError:
+    _NativeLauncher = None
 
 _LIBRARY = None
 _DEVICES = {}
@@ -77,6 +84,17 @@ def device(ordinal=0):
     if ordinal not in _DEVICES:
         _DEVICES[ordinal] = Device(ordinal)
     return _DEVICES[ordinal]
+
+
+def launcher(kernel, launch, count):
+    """What launches ``kernel`` (a handle from ``Device.kernel``) with the manifest's ``launch`` (grid, block,
+    dynamic_shared_bytes): called as ``launcher(addresses, stream)`` with ``count`` device addresses."""
+    if _NativeLauncher is None:
+        return Launch(kernel, launch, count)
+    lib = _library()
+    address = lambda function: ctypes.cast(function, ctypes.c_void_p).value
+    return _NativeLauncher(address(lib.kiln_kernel_launch), address(lib.kiln_last_error), kernel.value,
+                           tuple(launch["grid"]), tuple(launch["block"]), launch["dynamic_shared_bytes"], count)
 
 
 class Launch:
