@@ -105,6 +105,8 @@ FailureOr<Operation *> kiln::fuseEpilogue(RewriterBase &rewriter, Operation *pro
                                 attention.getCausal(), attention.getLayoutAttr(), attention.getOutLayoutAttr(),
                                 operands);
   }
+  // A config pinned on the producer (#kiln.config) pins the fused kernel.
+  fused->setDiscardableAttrs(producer->getDiscardableAttrDictionary());
   Type f32 = rewriter.getF32Type();
   Block *body = rewriter.createBlock(&fused->getRegion(0), {}, SmallVector<Type>(operands.size() + 1, f32),
                                      SmallVector<Location>(operands.size() + 1, loc));

@@ -490,3 +490,21 @@ func.func @attention_output_chain(%q: tensor<1x4x77x32xf32>, %k: tensor<1x2x90x3
   %c = kiln.cast %s : tensor<1x4x77x32xf32> to tensor<1x4x77x32xbf16>
   return %c, %lse : tensor<1x4x77x32xbf16>, tensor<1x4x77xf32>
 }
+
+// -----
+
+// A config pinned on the matmul or the attention pins the fused op.
+// CHECK-LABEL: func.func @pinned_config_kept
+// CHECK: kiln.matmul {{.*}} epilogue
+// CHECK: } {kiln.config = #kiln.config<tile = [64, 128, 64], warps = 4, stages = 3, lowering = "wgmma">} : tensor<77x512xbf16>
+// CHECK: kiln.attention {{.*}} epilogue
+// CHECK: } {kiln.config = #kiln.config<tile = [64, 32], warps = 4, stages = 1, lowering = "wgmma">} : tensor<1x2x77x64xbf16>
+// CHECK-NOT: kiln.add
+// CHECK-NOT: kiln.silu
+func.func @pinned_config_kept(%x: tensor<77x512xbf16>, %w: tensor<512x128xbf16>, %b: tensor<128xbf16>, %q: tensor<1x2x77x64xbf16>) -> (tensor<77x128xbf16>, tensor<1x2x77x64xbf16>) {
+  %y = kiln.matmul %x, %w {kiln.config = #kiln.config<tile = [64, 128, 64], warps = 4, stages = 3, lowering = "wgmma">} : tensor<77x512xbf16>, tensor<512x128xbf16> -> tensor<77x128xbf16>
+  %a = kiln.add %y, %b : tensor<77x128xbf16>, tensor<128xbf16> -> tensor<77x128xbf16>
+  %o = kiln.attention %q, %q, %q {kiln.config = #kiln.config<tile = [64, 32], warps = 4, stages = 1, lowering = "wgmma">} : tensor<1x2x77x64xbf16>, tensor<1x2x77x64xbf16>, tensor<1x2x77x64xbf16> -> tensor<1x2x77x64xbf16>
+  %s = kiln.silu %o : tensor<1x2x77x64xbf16>
+  return %a, %s : tensor<77x128xbf16>, tensor<1x2x77x64xbf16>
+}
