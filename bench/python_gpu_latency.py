@@ -85,7 +85,7 @@ def measure(args):
     first_call = "cold JIT (trace, compile, load, launch)" if args.cold_jit else "cold start (disk cache, no compile)"
     torch.empty(1, device="cuda")  # the CUDA context is not part of any latency
     rows, errors = {}, {}
-    made = {}
+    made, every_sample, stages = {}, {}, {}
 
     def first_call_ms(fn, tensors, kw):
         """The first call of ``fn`` with Kiln's in-memory caches cleared (and, cold, a new empty disk cache)."""
@@ -107,6 +107,11 @@ def measure(args):
         for _ in range(1 if name.startswith("tiny") else 5):
             elapsed, out = first_call_ms(fn, tensors, kw)
             samples.append(elapsed)
+            # Where each first call's compile went (the manifest's stage times), to tell a slow host from a
+            # slow stage when the samples spread.
+            (program,) = fn.programs.values()
+            stages.setdefault(name, []).append(program.manifest.get("compile_us"))
+        every_sample[name] = [round(s, 2) for s in samples]
         if not rows:
             rows[f"{first_call}: the process's first ({name})"] = samples[0]
         if not name.startswith("tiny"):
@@ -137,6 +142,7 @@ def measure(args):
             samples.append((time.perf_counter() - start) * 1e3)
             errors[f"attention 1x8x{seq}x64"] = relative_error(out, F.scaled_dot_product_attention(*[q.float()] * 3))
         rows[f"{first_call}: attention 1x8xSx64, median of 5 new S"] = statistics.median(samples)
+        every_sample["attention 1x8xSx64, S = 136 ... 168"] = [round(s, 2) for s in samples]
     for name in ("tiny matmul 16x16", "tiny attention 1x1x16x64", "3-matmul MLP 77x512"):
         fn, tensors, kw = made[name]
         rows[f"warm us/call: {name}"] = per_call_us(lambda: fn(*tensors, **kw),
@@ -147,7 +153,8 @@ def measure(args):
     rows["warm us/call: SDPA 1x1x16x64 (same process)"] = per_call_us(lambda: F.scaled_dot_product_attention(q, q, q))
     name = "python_gpu_cold_jit.json" if args.cold_jit else "python_gpu_latency.json"
     ok = report_latency(f"torch {torch.__version__}, {torch.cuda.get_device_name()}", rows, errors,
-                        os.path.join(args.out, name), {"torch": torch.__version__}, digits=2)
+                        os.path.join(args.out, name),
+                        {"torch": torch.__version__, "samples_ms": every_sample, "compile_us": stages}, digits=2)
     return 0 if ok else 1
 
 
