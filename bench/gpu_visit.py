@@ -263,6 +263,17 @@ def per_call_us(fn, calls=2000):
     return statistics.median(samples) / 1e3
 
 
+def interleaved_per_call_us(fns, rounds=7, calls=300):
+    """``per_call_us`` of each of ``fns`` (name -> function), measured in ``rounds`` rounds that take the functions
+    in turn, so that the host's speed, which moves in phases of seconds, moves every figure alike: each is the
+    median of its rounds."""
+    samples = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            samples[name].append(per_call_us(fn, calls))
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
 def time_ms(fn, warmup=5, reps=30, calls=10):
     """Median device time of one call: each sample times ``calls`` back-to-back calls between CUDA events, so
     that a short kernel is not measured with the host's launch latency in front of it."""

@@ -10,8 +10,8 @@ second specialisation, a 3-matmul MLP, an attention, tiny calls for the per-call
 - neither (with the prepared cache as KILN_CACHE_DIR) times the first call as a cold start from the disk cache.
 
 Each mode times, in a fresh process after ``import kiln`` and CUDA initialisation, the first call of each program
-(synchronised) and the warm per-call host time over many calls, the same way the Triton baseline does, and
-checks every result against torch float32. The host's speed drifts by a third within a run, so each first call
+(synchronised) and the warm per-call host time over many calls, as the Triton baseline does (Kiln's calls and
+torch's in turn, seven rounds, so that both see the same host), and checks every result against torch float32. The host's speed drifts by a third within a run, so each first call
 is timed five times, Kiln's in-memory caches cleared and, for ``--cold-jit``, a new empty disk cache each time:
 the median is the figure, with the fastest and the process's very first compile (which pays one-time setup)
 beside it.
@@ -77,7 +77,7 @@ def measure(args):
     import torch
     import torch.nn.functional as F
 
-    from gpu_visit import per_call_us, report_latency
+    from gpu_visit import interleaved_per_call_us, report_latency
 
     import kiln
     if args.cold_jit:
@@ -143,14 +143,15 @@ def measure(args):
             errors[f"attention 1x8x{seq}x64"] = relative_error(out, F.scaled_dot_product_attention(*[q.float()] * 3))
         rows[f"{first_call}: attention 1x8xSx64, median of 5 new S"] = statistics.median(samples)
         every_sample["attention 1x8xSx64, S = 136 ... 168"] = [round(s, 2) for s in samples]
+    # The host's speed drifts: torch's own per-call times, measured in turn with Kiln's, to compare with.
+    warm = {}
     for name in ("tiny matmul 16x16", "tiny attention 1x1x16x64", "3-matmul MLP 77x512"):
         fn, tensors, kw = made[name]
-        rows[f"warm us/call: {name}"] = per_call_us(lambda: fn(*tensors, **kw),
-                                                    calls=500 if "MLP" in name else 2000)
-    # The host's speed drifts between processes: torch's own per-call times, in this process, to compare with.
+        warm[f"warm us/call: {name}"] = lambda fn=fn, tensors=tensors, kw=kw: fn(*tensors, **kw)
     a, q = made["tiny matmul 16x16"][1][0], made["tiny attention 1x1x16x64"][1][0]
-    rows["warm us/call: torch.matmul 16x16 (same process)"] = per_call_us(lambda: torch.matmul(a, a))
-    rows["warm us/call: SDPA 1x1x16x64 (same process)"] = per_call_us(lambda: F.scaled_dot_product_attention(q, q, q))
+    warm["warm us/call: torch.matmul 16x16 (same process)"] = lambda: torch.matmul(a, a)
+    warm["warm us/call: SDPA 1x1x16x64 (same process)"] = lambda: F.scaled_dot_product_attention(q, q, q)
+    rows.update(interleaved_per_call_us(warm))
     name = "python_gpu_cold_jit.json" if args.cold_jit else "python_gpu_latency.json"
     ok = report_latency(f"torch {torch.__version__}, {torch.cuda.get_device_name()}", rows, errors,
                         os.path.join(args.out, name),
