@@ -75,7 +75,7 @@ def cold(kiln, torch, rows, label, source, inputs):
         rows[f"cold {label}: compile_gpu (driver JIT) stage: {stage}"] = statistics.median(
             m["compile_us"][stage] for m in stages) / 1e3
     for kernel in stages[0]["kernels"]:
-        for part in ("ptx", "assembly"):
+        for part in ("start", "ptx", "assembly"):
             rows[f"cold {label}: compile_gpu (driver JIT) {kernel['name']}: {part}"] = statistics.median(
                 k["compile_us"][part] for m in stages for k in m["kernels"] if k["name"] == kernel["name"]) / 1e3
     manifest = json.loads((folder / "manifest.json").read_text())

@@ -292,6 +292,7 @@ struct AssembledModule {
   bool interrupted = false;    ///< the in-process assembler was interrupted: no cubin, no fallback
   int64_t microseconds = 0;    ///< writing the PTX and assembling it, fallback included
   int64_t ptxMicroseconds = 0; ///< LLVM's emission of the PTX (KernelModulePtx::microseconds)
+  int64_t startMicroseconds = 0; ///< when a worker took the module, from the start of the stage
 };
 } // namespace
 
@@ -378,6 +379,7 @@ LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::S
   ParallelDiagnosticHandler diagnostics(module.getContext()); // in module order, whichever thread emits them
   auto emitAndAssemble = [&] {
     for (size_t index = nextModule++; index < count && !interrupted && !emissionFailed; index = nextModule++) {
+      int64_t startedAt = microsecondsSince(stageStart);
       diagnostics.setOrderIDForThread(index);
       bool emitted = succeeded(emitModulePtx((*gpuModules)[index], ptx[index]));
       diagnostics.eraseOrderIDForThread();
@@ -390,6 +392,7 @@ LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::S
       auto start = std::chrono::steady_clock::now();
       assembled[index] = writeAndAssemble(ptx[index], chip, outputDir, assembler, interrupted);
       assembled[index].microseconds = microsecondsSince(start);
+      assembled[index].startMicroseconds = startedAt;
       if (assembled[index].interrupted)
         interrupted = true;
     }
@@ -444,7 +447,8 @@ LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::S
     }
     kernel["ptx"] = files->ptxFile;
     kernel["cubin"] = files->cubinFile.empty() ? llvm::json::Value(nullptr) : llvm::json::Value(files->cubinFile);
-    kernel["compile_us"] = llvm::json::Object{{"ptx", files->ptxMicroseconds}, {"assembly", files->microseconds}};
+    kernel["compile_us"] = llvm::json::Object{
+        {"start", files->startMicroseconds}, {"ptx", files->ptxMicroseconds}, {"assembly", files->microseconds}};
   }
   attachPtxasReport(kernels, logs);
   manifest["kernels"] = std::move(kernels);
