@@ -1,7 +1,7 @@
 """Kiln GPU visit, part 2 (runs on the GPU machine): check and time the kernels bench/gpu_cases.py compiled.
 
 Why: one script per device visit. It loads each cubin through Kiln's runtime (libkiln_runtime.so, through the
-kiln package's ctypes bindings), checks every kernel against a torch float32 reference on fresh random inputs,
+kiln package's runtime module), checks every kernel against a torch float32 reference on fresh random inputs,
 and times the benchmark kernels side by side with cuBLAS (torch.matmul), a plain Triton kernel
 (bench/triton_kernels.py) and the unfused torch epilogue, with
 CUDA events, after warm-up, taking the median. Results go to --out as JSON and a markdown table.

@@ -10,8 +10,9 @@ second specialisation, a 3-matmul MLP, an attention, tiny calls for the per-call
 - neither (with the prepared cache as KILN_CACHE_DIR) times the first call as a cold start from the disk cache.
 
 Each mode times, in a fresh process after ``import kiln`` and CUDA initialisation, the first call of each program
-(synchronised) and the warm per-call host time over many calls, as the Triton baseline does (Kiln's calls and
-torch's in turn, seven rounds, so that both see the same host), and checks every result against torch float32. The host's speed drifts by a third within a run, so each first call
+(synchronised) and the warm per-call host time over many calls, as the Triton baseline does (Kiln's calls
+and torch's in turn, seven rounds, so that both see the same host), and checks every result against torch
+float32. The host's speed drifts by a third within a run, so each first call
 is timed five times, Kiln's in-memory caches cleared and, for ``--cold-jit``, a new empty disk cache each time:
 the median is the figure, with the fastest and the process's very first compile (which pays one-time setup)
 beside it.
@@ -87,6 +88,10 @@ def measure(args):
     rows, errors = {}, {}
     made, every_sample, stages = {}, {}, {}
 
+    def compile_us(fn):
+        """The manifest's stage times of the program ``fn`` compiled last."""
+        return list(fn.programs.values())[-1].manifest.get("compile_us")
+
     def first_call_ms(fn, tensors, kw):
         """The first call of ``fn`` with Kiln's in-memory caches cleared (and, cold, a new empty disk cache)."""
         fn.programs.clear(), fn._fast.clear(), kiln.compiler._compile_cached.cache_clear()
@@ -107,10 +112,8 @@ def measure(args):
         for _ in range(1 if name.startswith("tiny") else 5):
             elapsed, out = first_call_ms(fn, tensors, kw)
             samples.append(elapsed)
-            # Where each first call's compile went (the manifest's stage times), to tell a slow host from a
-            # slow stage when the samples spread.
-            (program,) = fn.programs.values()
-            stages.setdefault(name, []).append(program.manifest.get("compile_us"))
+            if args.cold_jit:  # where each compile's time went, to tell a slow host from a slow stage
+                stages.setdefault(name, []).append(compile_us(fn))
         every_sample[name] = [round(s, 2) for s in samples]
         if not rows:
             rows[f"{first_call}: the process's first ({name})"] = samples[0]
@@ -140,6 +143,7 @@ def measure(args):
             out = kiln.ops.attention(q, q, q)
             torch.cuda.synchronize()
             samples.append((time.perf_counter() - start) * 1e3)
+            stages.setdefault("attention 1x8xSx64, S = 136 ... 168", []).append(compile_us(kiln.ops.attention))
             errors[f"attention 1x8x{seq}x64"] = relative_error(out, F.scaled_dot_product_attention(*[q.float()] * 3))
         rows[f"{first_call}: attention 1x8xSx64, median of 5 new S"] = statistics.median(samples)
         every_sample["attention 1x8xSx64, S = 136 ... 168"] = [round(s, 2) for s in samples]

@@ -15,8 +15,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <algorithm>
 #include <cstdint>
-#include <memory>
 
 namespace {
 
@@ -40,29 +40,74 @@ struct Launcher {
   Py_ssize_t count;
 };
 
+/// `value` as an unsigned integer of at most `limit`; false with a Python exception naming `what` otherwise.
+bool toUnsigned(PyObject *value, unsigned long long limit, const char *what, unsigned long long &result) {
+  result = PyLong_AsUnsignedLongLong(value);
+  if (result == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
+    PyErr_Format(PyExc_ValueError, "Launcher: %s must be an int from 0 to %llu", what, limit);
+    return false;
+  }
+  if (result > limit) {
+    PyErr_Format(PyExc_ValueError, "Launcher: %s must be at most %llu", what, limit);
+    return false;
+  }
+  return true;
+}
+
+/// A grid or block: three ints below 2^32 (the runtime rejects a zero dimension).
+bool toDimensions(PyObject *value, const char *what, unsigned dimensions[3]) {
+  PyObject *sequence = PySequence_Fast(value, "Launcher: grid and block must be sequences of three ints");
+  if (!sequence)
+    return false;
+  bool ok = PySequence_Fast_GET_SIZE(sequence) == 3;
+  if (!ok)
+    PyErr_Format(PyExc_ValueError, "Launcher: %s must have three dimensions", what);
+  for (Py_ssize_t i = 0; ok && i < 3; ++i) {
+    unsigned long long dimension = 0;
+    ok = toUnsigned(PySequence_Fast_GET_ITEM(sequence, i), UINT32_MAX, what, dimension);
+    dimensions[i] = static_cast<unsigned>(dimension);
+  }
+  Py_DECREF(sequence);
+  return ok;
+}
+
 /// Launcher(launch_function, last_error_function, kernel, grid, block, dynamic_shared_bytes, count): the two
-/// runtime functions' and the kernel handle's addresses as ints, grid and block as 3-tuples.
+/// runtime functions' and the kernel handle's addresses as ints, grid and block as 3-tuples. Everything is
+/// checked before the launcher takes any of it, and a launcher is set up once.
 int launcherInit(PyObject *object, PyObject *args, PyObject *kwargs) {
   auto *self = reinterpret_cast<Launcher *>(object);
+  if (self->launch) {
+    PyErr_SetString(PyExc_TypeError, "Launcher: already initialised");
+    return -1;
+  }
   static const char *keywords[] = {"launch_function", "last_error_function", "kernel", "grid", "block",
                                    "dynamic_shared_bytes", "count", nullptr};
-  unsigned long long launch = 0, lastError = 0, kernel = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "KKK(III)(III)In", const_cast<char **>(keywords), &launch,
-                                   &lastError, &kernel, &self->grid[0], &self->grid[1], &self->grid[2],
-                                   &self->block[0], &self->block[1], &self->block[2], &self->dynamicSharedBytes,
-                                   &self->count))
+  PyObject *launchObject, *lastErrorObject, *kernelObject, *gridObject, *blockObject, *sharedObject,
+      *countObject;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOO", const_cast<char **>(keywords), &launchObject,
+                                   &lastErrorObject, &kernelObject, &gridObject, &blockObject, &sharedObject,
+                                   &countObject))
+    return -1;
+  unsigned long long launch, lastError, kernel, shared, count;
+  unsigned grid[3], block[3];
+  if (!toUnsigned(launchObject, UINTPTR_MAX, "the launch function", launch) ||
+      !toUnsigned(lastErrorObject, UINTPTR_MAX, "the error function", lastError) ||
+      !toUnsigned(kernelObject, UINTPTR_MAX, "the kernel", kernel) || !toDimensions(gridObject, "grid", grid) ||
+      !toDimensions(blockObject, "block", block) ||
+      !toUnsigned(sharedObject, INT32_MAX, "the dynamic shared memory", shared) ||
+      !toUnsigned(countObject, PY_SSIZE_T_MAX, "the argument count", count))
     return -1;
   if (!launch || !lastError || !kernel) {
     PyErr_SetString(PyExc_ValueError, "Launcher: the launch function, error function and kernel must be non-null");
     return -1;
   }
-  if (self->count < 0) {
-    PyErr_SetString(PyExc_ValueError, "Launcher: the argument count must not be negative");
-    return -1;
-  }
-  self->launch = reinterpret_cast<LaunchFunction>(static_cast<uintptr_t>(launch));
+  std::copy(grid, grid + 3, self->grid);
+  std::copy(block, block + 3, self->block);
+  self->dynamicSharedBytes = static_cast<unsigned>(shared);
+  self->count = static_cast<Py_ssize_t>(count);
   self->lastError = reinterpret_cast<LastErrorFunction>(static_cast<uintptr_t>(lastError));
   self->kernel = reinterpret_cast<void *>(static_cast<uintptr_t>(kernel));
+  self->launch = reinterpret_cast<LaunchFunction>(static_cast<uintptr_t>(launch));
   return 0;
 }
 
@@ -93,21 +138,31 @@ PyObject *launcherCall(PyObject *object, PyObject *args, PyObject *kwargs) {
   }
   uint64_t stackValues[kStackArguments];
   void *stackPointers[kStackArguments];
-  std::unique_ptr<uint64_t[]> heapValues;
-  std::unique_ptr<void *[]> heapPointers;
+  // A kernel with more parameters takes the two blocks from Python's allocator (released by `freeBlocks`).
   uint64_t *values = stackValues;
   void **pointers = stackPointers;
   if (count > kStackArguments) {
-    heapValues.reset(new uint64_t[count]);
-    heapPointers.reset(new void *[count]);
-    values = heapValues.get();
-    pointers = heapPointers.get();
+    values = PyMem_New(uint64_t, count);
+    pointers = PyMem_New(void *, count);
+    if (!values || !pointers) {
+      PyMem_Free(values);
+      PyMem_Free(pointers);
+      Py_DECREF(sequence);
+      return PyErr_NoMemory();
+    }
   }
+  auto freeBlocks = [&] {
+    if (values != stackValues) {
+      PyMem_Free(values);
+      PyMem_Free(pointers);
+    }
+  };
   PyObject **items = PySequence_Fast_ITEMS(sequence);
   for (Py_ssize_t i = 0; i < count; ++i) {
     values[i] = PyLong_AsUnsignedLongLong(items[i]);
     if (values[i] == static_cast<uint64_t>(-1) && PyErr_Occurred()) {
       Py_DECREF(sequence);
+      freeBlocks();
       return nullptr;
     }
     pointers[i] = &values[i];
@@ -116,15 +171,19 @@ PyObject *launcherCall(PyObject *object, PyObject *args, PyObject *kwargs) {
   void *streamHandle = nullptr;
   if (stream != Py_None) {
     streamHandle = PyLong_AsVoidPtr(stream);
-    if (!streamHandle && PyErr_Occurred())
+    if (!streamHandle && PyErr_Occurred()) {
+      freeBlocks();
       return nullptr;
+    }
   }
   int status;
   Py_BEGIN_ALLOW_THREADS;
   status = self->launch(self->kernel, self->grid, self->block, self->dynamicSharedBytes, streamHandle, pointers);
   Py_END_ALLOW_THREADS;
+  freeBlocks();
   if (status != 0) {
-    PyErr_Format(PyExc_RuntimeError, "kiln_kernel_launch: %s", self->lastError());
+    const char *message = self->lastError();
+    PyErr_Format(PyExc_RuntimeError, "kiln_kernel_launch: %s", message ? message : "failed (no message)");
     return nullptr;
   }
   Py_RETURN_NONE;
@@ -137,7 +196,8 @@ PyModuleDef launchModule = {PyModuleDef_HEAD_INIT, "_kiln_launch",
 
 } // namespace
 
-PyMODINIT_FUNC PyInit__kiln_launch() {
+// Exported whatever the build's default visibility (Python 3.8's PyMODINIT_FUNC does not say so itself).
+extern "C" __attribute__((visibility("default"))) PyObject *PyInit__kiln_launch() {
   launcherType.tp_name = "kiln._kiln_launch.Launcher";
   launcherType.tp_basicsize = sizeof(Launcher);
   launcherType.tp_flags = Py_TPFLAGS_DEFAULT;

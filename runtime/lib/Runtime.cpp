@@ -11,10 +11,12 @@
 #include "CudaDriver.h"
 #include "Errors.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -34,7 +36,10 @@ struct kiln_module {
 struct kiln_kernel {
   kiln_module *module;
   CUfunction function;
-  unsigned sharedLimit; // dynamic shared memory the kernel is currently allowed
+  /// Dynamic shared memory the kernel is currently allowed: read at every launch, raised under the mutex, since
+  /// threads may launch one kernel at once.
+  std::atomic<unsigned> sharedLimit;
+  std::mutex raisingSharedLimit;
 };
 
 namespace {
@@ -252,10 +257,13 @@ kiln_status kiln_kernel_launch(kiln_kernel *kernel, const unsigned grid[3], cons
       return fail(KILN_ERROR_INVALID_ARGUMENT, "kiln_kernel_launch: grid and block dimensions must be positive");
   const CudaDriver &driver = *kernel->module->device->driver;
   KILN_CHECK(driver, cuCtxSetCurrent(kernel->module->device->context));
-  if (dynamic_shared_bytes > kernel->sharedLimit) {
-    KILN_CHECK(driver, cuFuncSetAttribute(kernel->function, kFuncAttributeMaxDynamicSharedBytes,
-                                          static_cast<int>(dynamic_shared_bytes)));
-    kernel->sharedLimit = dynamic_shared_bytes;
+  if (dynamic_shared_bytes > kernel->sharedLimit.load()) {
+    std::lock_guard<std::mutex> raising(kernel->raisingSharedLimit);
+    if (dynamic_shared_bytes > kernel->sharedLimit.load()) {
+      KILN_CHECK(driver, cuFuncSetAttribute(kernel->function, kFuncAttributeMaxDynamicSharedBytes,
+                                            static_cast<int>(dynamic_shared_bytes)));
+      kernel->sharedLimit.store(dynamic_shared_bytes);
+    }
   }
   KILN_CHECK(driver, cuLaunchKernel(kernel->function, grid[0], grid[1], grid[2], block[0], block[1], block[2],
                                     dynamic_shared_bytes, static_cast<CUstream>(stream), args, nullptr));

@@ -147,24 +147,24 @@ def test_bound_program_and_graph_replay():
 def test_jitted_calls_in_a_cuda_graph():
     """A jitted call captured into a torch CUDA graph (after calls outside it, which compile and load) replays
     its kernels on inputs refilled in place, as a decode loop runs; its output lives in the graph's pool."""
-    (name, fn, arguments, _) = gpu_cases.JIT_CASES[-1]
+    (name, fn, arguments, constants) = gpu_cases.JIT_CASES[-1]
     seeds = []
     generator = fresh(seeds)
     args = [tensor(a, generator, 0.5) for a in arguments]
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):  # warm-up on a side stream, as torch asks before a capture
-        fn(*args)
+        fn(*args, **constants)
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        out = fn(*args)
+        out = fn(*args, **constants)
     for _ in range(2):
         for a in args:
             a.copy_(tensor((tuple(a.shape), "bfloat16"), generator, 0.5))
         graph.replay()
         torch.cuda.synchronize()
-        check("jitted call replayed from a CUDA graph", out, reference(name, args, {}), seeds[0])
+        check("jitted call replayed from a CUDA graph", out, reference(name, args, constants), seeds[0])
 
 
 def test_current_stream_is_used():

@@ -7,14 +7,15 @@ anything is launched.
 """
 
 import ctypes
+import ctypes.util
 import threading
+import time
 
 import pytest
 
 from numerics import kiln  # noqa: F401 (puts the built package on the path)
+from kiln import _kiln_launch as native  # every build makes it: a failure to import is a failure here
 from kiln import runtime
-
-native = pytest.importorskip("kiln._kiln_launch", reason="the package was built without _kiln_launch")
 
 LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint), ctypes.POINTER(ctypes.c_uint),
                           ctypes.c_uint, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p))
@@ -40,9 +41,11 @@ class FakeRuntime:
 
     def launcher(self, kernel=0x1234, grid=(3, 2, 1), block=(128, 1, 1), shared=0, count=3):
         self.expected_count = count
-        address = lambda function: ctypes.cast(function, ctypes.c_void_p).value
-        return native.Launcher(address(self.launch), address(self.last_error), kernel, grid, block, shared,
-                                         count)
+        return native.Launcher(address(self.launch), address(self.last_error), kernel, grid, block, shared, count)
+
+
+def address(function):
+    return ctypes.cast(function, ctypes.c_void_p).value
 
 
 def test_a_launch_passes_its_arguments_through():
@@ -50,7 +53,8 @@ def test_a_launch_passes_its_arguments_through():
     launch = fake.launcher(grid=(7, 5, 3), block=(256, 1, 1), shared=70000, count=3)
     launch([0x7F0000001000, 0x7F0000002000, 2**64 - 1], 0xABCDEF)
     launch((1, 2, 3), None)  # a tuple of addresses; None is the default stream
-    assert fake.calls == [(0x1234, (7, 5, 3), (256, 1, 1), 70000, 0xABCDEF, [0x7F0000001000, 0x7F0000002000, 2**64 - 1]),
+    first = [0x7F0000001000, 0x7F0000002000, 2**64 - 1]
+    assert fake.calls == [(0x1234, (7, 5, 3), (256, 1, 1), 70000, 0xABCDEF, first),
                           (0x1234, (7, 5, 3), (256, 1, 1), 70000, None, [1, 2, 3])]
 
 
@@ -85,12 +89,58 @@ def test_bad_launchers_are_refused():
     fake = FakeRuntime()
     with pytest.raises(ValueError, match="non-null"):
         fake.launcher(kernel=0)
-    with pytest.raises(ValueError, match="must not be negative"):
-        fake.launcher(count=-1)
-    with pytest.raises(TypeError):
-        fake.launcher(grid=(1, 1))
+    for bad, message in ((dict(count=-1), "argument count must be an int"),
+                         (dict(grid=(1, 1)), "grid must have three dimensions"),
+                         (dict(grid=(-1, 1, 1)), "grid must be an int"),
+                         (dict(block=(2**32 + 5, 1, 1)), "block must be at most 4294967295"),
+                         (dict(shared=-1), "dynamic shared memory must be an int"),
+                         (dict(shared=2**31), "dynamic shared memory must be at most"),
+                         (dict(kernel=-1), "kernel must be an int"),
+                         (dict(grid=5), "sequences of three ints")):
+        with pytest.raises((ValueError, TypeError), match=message):
+            fake.launcher(**bad)
     with pytest.raises(RuntimeError, match="not initialised"):
         native.Launcher.__new__(native.Launcher)([], 0)
+    assert fake.calls == []
+
+
+def test_a_launcher_is_set_up_once():
+    """A second __init__, good or bad, changes nothing: the launcher keeps launching what it was made for."""
+    fake = FakeRuntime()
+    launch = fake.launcher(grid=(2, 1, 1), count=1)
+    for arguments in ((0, 0, 0, (9, 9, 9), (1024, 1, 1), 99999, 1),
+                      (address(fake.launch), address(fake.last_error), 0x99, (9, 9, 9), (64, 1, 1), 0, 1)):
+        with pytest.raises(TypeError, match="already initialised"):
+            launch.__init__(*arguments)
+    launch([7], 0)
+    assert fake.calls == [(0x1234, (2, 1, 1), (128, 1, 1), 0, None, [7])]
+
+
+def test_the_launch_runs_without_the_gil():
+    """Another Python thread runs while a launch waits in the runtime (here libc's usleep stands in for the
+    launch function: its first argument, the kernel handle, is the microseconds to sleep)."""
+    libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    fake = FakeRuntime()
+    sleeping = native.Launcher(address(libc.usleep), address(fake.last_error), 200_000, (1, 1, 1), (1, 1, 1), 0, 0)
+    stamps, stop = [], threading.Event()
+
+    def count():
+        while not stop.is_set():
+            stamps.append(time.perf_counter())
+            for _ in range(1000):
+                pass
+
+    counter = threading.Thread(target=count)
+    counter.start()
+    while not stamps:
+        time.sleep(0.001)
+    start = time.perf_counter()
+    sleeping([], 0)
+    end = time.perf_counter()
+    stop.set()
+    counter.join()
+    middle = [t for t in stamps if start + 0.05 < t < end - 0.05]
+    assert end - start >= 0.19 and middle, "no other thread ran in the middle of the launch: it held the GIL"
 
 
 def test_a_failed_launch_raises_the_runtime_message():
@@ -120,10 +170,15 @@ def test_threads_launch_with_their_own_addresses():
 
 
 def test_the_runtime_launcher_is_the_native_one():
+    """runtime.launcher hands the runtime's own kiln_kernel_launch and kiln_last_error to the native launcher:
+    a zero grid dimension comes back with the runtime's message (it checks the grid before the kernel)."""
     class Kernel:
         value = 0x5678
 
-    launch = runtime.launcher(Kernel(), {"grid": [1, 1, 1], "block": [32, 1, 1], "dynamic_shared_bytes": 0}, 2)
+    shape = {"grid": [0, 1, 1], "block": [32, 1, 1], "dynamic_shared_bytes": 0}
+    launch = runtime.launcher(Kernel(), shape, 2)
     assert isinstance(launch, native.Launcher)
     with pytest.raises(TypeError, match="takes 2 device addresses, got 1"):
         launch([1], 0)
+    with pytest.raises(RuntimeError, match="kiln_kernel_launch: .*grid and block dimensions must be positive"):
+        launch([1, 2], 0)

@@ -27,7 +27,7 @@ PROBE = r"""
 import hashlib, json, sys
 import numpy as np, ml_dtypes
 import kiln
-from kiln import compiler
+from kiln import compiler, runtime
 q = np.zeros((1, 2, 40, 64), ml_dtypes.bfloat16)
 program = kiln.compile(kiln.ops.attention.source(q, q, q), target="sm_90a")
 a, b = np.zeros((130, 64), ml_dtypes.bfloat16), np.zeros((64, 128), ml_dtypes.bfloat16)
@@ -39,7 +39,8 @@ except ImportError as error:
     host = str(error)
 print(json.dumps({"package": kiln.__file__, "extension": compiler.native().__file__,
                   "ptx": hashlib.sha256((program.ptx + matmul.ptx).encode()).hexdigest(), "host": host,
-                  "wgmma": "wgmma.mma_async" in matmul.ptx}))
+                  "wgmma": "wgmma.mma_async" in matmul.ptx,
+                  "launcher": getattr(runtime._NativeLauncher, "__module__", None)}))
 """
 
 
@@ -85,6 +86,7 @@ def test_packed_jit_compiles_like_the_full_build(packed, tmp_path):
     assert probe["package"].startswith(str(folder)) and probe["extension"].startswith(str(folder))
     assert "host backend is not part of this install" in probe["host"]
     assert probe["wgmma"], "the sm_90a matmul did not take the wgmma kernel"
+    assert probe["launcher"] == "kiln._kiln_launch", "build.sh did not build the launch module"
     env = dict(os.environ, PYTHONPATH=str(BUILD_DIR / "python"), KILN_CACHE_DIR=str(tmp_path / "full"))
     full = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, cwd=tmp_path)
     assert full.returncode == 0, full.stderr
