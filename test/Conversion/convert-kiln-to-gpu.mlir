@@ -361,7 +361,10 @@ module {
 // LLVM struct carried by the k loop, shared memory aligned to the 1024-byte period of the 128-byte swizzle
 // (chunks placed by an XOR), cp.async groups waited for stages - 3 = 1 deep, fenced into the async proxy, then
 // four wgmma.mma_async m64n128k16 per 64-deep k-tile reading bf16 A K-major (row) and the untransposed B N-major
-// (row); one group stays in flight across iterations and all are waited for before the epilogue and the store.
+// (row); one group stays in flight across iterations and all are waited for before the epilogue. The accumulators
+// then go into the ring as an f32 tile (rows padded to 136), and a loop stores it in chunks of 8 columns, two
+// chunks a thread an iteration: two 16-byte loads from the tile, the epilogue 8 times at a position clamped
+// inside the output, one guarded 16-byte store (N = 200 is whole chunks).
 // CHECK-LABEL: func.func private @w0_matmul
 // CHECK-SAME: kiln.launch = {block = array<i64: 256, 1, 1>, dynamic_shared_bytes = 131072 : i64, grid = array<i64: 2, 3, 1>}
 // CHECK: memref.global "public" @w0_matmul_smem : memref<0xi8, #gpu.address_space<workgroup>> {alignment = 1024 : i64}
@@ -380,10 +383,24 @@ module {
 // CHECK: nvvm.wgmma.wait.group.sync.aligned 1
 // CHECK: scf.yield
 // CHECK: nvvm.wgmma.wait.group.sync.aligned 0
-// CHECK: llvm.extractvalue
+// CHECK: gpu.barrier
+// CHECK: %[[TILE:.*]] = memref.view {{.*}} to memref<17408xf32, #gpu.address_space<workgroup>>
+// CHECK-COUNT-32: vector.store %{{.*}}, %[[TILE]][%{{.*}}] {alignment = 8 : i64} : memref<17408xf32, #gpu.address_space<workgroup>>, vector<2xf32>
+// CHECK: gpu.barrier
+// CHECK: scf.for %{{.*}} = %{{.*}} to %c2048 step %c512
+// CHECK-COUNT-2: vector.load %[[TILE]][%{{.*}}] {alignment = 16 : i64} : memref<17408xf32, #gpu.address_space<workgroup>>, vector<4xf32>
+// CHECK: arith.minui
+// CHECK-COUNT-8: math.exp
 // CHECK: scf.if
-// CHECK: math.exp
-// CHECK: vector.store {{.*}} {alignment = 4 : i64} : memref<60000xbf16>, vector<2xbf16>
+// CHECK-NOT: math.exp
+// CHECK: vector.store {{.*}} {alignment = 16 : i64} : memref<60000xbf16>, vector<8xbf16>
+// CHECK-COUNT-2: vector.load %[[TILE]]
+// CHECK-COUNT-8: math.exp
+// CHECK: scf.if
+// CHECK-NOT: math.exp
+// CHECK: vector.store {{.*}} : memref<60000xbf16>, vector<8xbf16>
+// CHECK-NOT: math.exp
+// CHECK: gpu.return
 module {
   func.func private @w0_matmul(%x: tensor<300x256xbf16>, %w: tensor<256x200xbf16>, %b: tensor<200xbf16>, %out: tensor<300x200xbf16>) -> tensor<300x200xbf16> attributes {kiln.kernel} {
     %y = kiln.matmul %x, %w epilogue(%b : tensor<200xbf16>) {
@@ -404,16 +421,37 @@ module {
 // -----
 
 // f16 with a transposed rhs ([N, K]): B is read K-major too (col), over a batch in the grid's z dimension; one
-// warpgroup for 64-row tiles.
+// warpgroup for 64-row tiles; an f32 output stores its chunks of 8 columns as 32 bytes.
 // CHECK-LABEL: func.func private @w1_matmul
 // CHECK-SAME: kiln.launch = {block = array<i64: 128, 1, 1>, dynamic_shared_bytes = 98304 : i64, grid = array<i64: 3, 2, 2>}
 // CHECK: gpu.block_id z
 // CHECK-COUNT-4: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <one>], A[<f16>, <one>, <row>], B[<f16>, <one>, <col>]
+// CHECK: memref.view {{.*}} to memref<4608xf32, #gpu.address_space<workgroup>>
+// CHECK: scf.for %{{.*}} = %{{.*}} to %c512 step %c128
+// CHECK: vector.store {{.*}} {alignment = 16 : i64} : memref<20944xf32>, vector<8xf32>
 module {
   func.func private @w1_matmul(%x: tensor<2x77x128xf16>, %w: tensor<136x128xf16>, %out: tensor<2x77x136xf32>) -> tensor<2x77x136xf32> attributes {kiln.kernel} {
     %y = kiln.matmul %x, %w transpose_rhs {kiln.config = #kiln.config<tile = [64, 64, 64], warps = 4, stages = 6, lowering = "wgmma">} : tensor<2x77x128xf16>, tensor<136x128xf16> -> tensor<2x77x136xf32>
     %r = bufferization.materialize_in_destination %y in %out : (tensor<2x77x136xf32>, tensor<2x77x136xf32>) -> tensor<2x77x136xf32>
     return %r : tensor<2x77x136xf32>
+  }
+}
+
+// -----
+
+// N = 201 (a transposed rhs allows it) is not whole chunks: each of a chunk's 8 elements is checked against the
+// edge and stored alone.
+// CHECK-LABEL: func.func private @w2_matmul
+// CHECK: scf.for %{{.*}} = %{{.*}} to %c512 step %c128
+// CHECK-COUNT-2: vector.load {{.*}} : memref<4608xf32, #gpu.address_space<workgroup>>, vector<4xf32>
+// CHECK-COUNT-8: memref.store {{.*}} : memref<15477xbf16>
+// CHECK-NOT: vector<8xbf16>
+// CHECK: gpu.return
+module {
+  func.func private @w2_matmul(%x: tensor<77x128xbf16>, %w: tensor<201x128xbf16>, %out: tensor<77x201xbf16>) -> tensor<77x201xbf16> attributes {kiln.kernel} {
+    %y = kiln.matmul %x, %w transpose_rhs {kiln.config = #kiln.config<tile = [64, 64, 64], warps = 4, stages = 3, lowering = "wgmma">} : tensor<77x128xbf16>, tensor<201x128xbf16> -> tensor<77x201xbf16>
+    %r = bufferization.materialize_in_destination %y in %out : (tensor<77x201xbf16>, tensor<77x201xbf16>) -> tensor<77x201xbf16>
+    return %r : tensor<77x201xbf16>
   }
 }
 

@@ -1,7 +1,8 @@
 //===- MatmulParts.cpp - What Kiln's two GEMM kernels share ----------------===//
 //
-// Operand checks, kernel start and batch offsets, the cp.async tile copies and the per-element epilogue and
-// store of the mma_sync and wgmma matmul kernels.
+// Operand checks, kernel start and batch offsets, the cp.async tile copies and the epilogue and stores of the
+// mma_sync and wgmma matmul kernels: per pair of accumulators from registers (mma_sync), or per chunk of 8
+// columns from a tile staged in shared memory (wgmma).
 //
 //===----------------------------------------------------------------------===//
 
@@ -201,6 +202,66 @@ void gpukernel::storeOutputPair(OpBuilder &b, IndexMath &im, const MatmulFrame &
                             /*nontemporal=*/false, llvm::MaybeAlign(bytes));
     scf::YieldOp::create(b, loc);
   });
+}
+
+/// Stores chunk `chunk` (8 consecutive columns of a row) of a staged tile: its f32 values from shared memory,
+/// through the epilogue, into the output (see storeStagedTile).
+static void storeStagedChunk(OpBuilder &b, IndexMath &im, const MatmulFrame &frame, Value staging,
+                             int64_t chunksPerRow, int64_t stride, Type outElement, VectorType quarter,
+                             Value chunk) {
+  Location loc = im.loc;
+  Value localRow = im.div(chunk, chunksPerRow), localColumn = im.mul(im.rem(chunk, chunksPerRow), 8);
+  Value row = im.add(frame.m0, localRow), column = im.add(frame.n0, localColumn);
+  Value at = im.add(im.mul(localRow, stride), localColumn);
+  SmallVector<Value> values;
+  for (int64_t half = 0; half < 2; ++half) {
+    Value four = vector::LoadOp::create(b, loc, quarter, staging, ValueRange{im.add(at, 4 * half)},
+                                        /*nontemporal=*/false, llvm::MaybeAlign(16));
+    for (int64_t e = 0; e < 4; ++e)
+      values.push_back(vector::ExtractOp::create(b, loc, four, ArrayRef<int64_t>{e}));
+  }
+  if (frame.n % 8 != 0) {
+    for (int64_t e = 0; e < 8; ++e)
+      storeOutputElement(b, im, frame, row, im.add(column, e), values[e]);
+  } else {
+    // The epilogue runs on every chunk, at the nearest position inside the output (so that its operand loads
+    // stay in bounds and issue without waiting for a branch); only the store is guarded.
+    Value safeRow = im.min(row, im.c(frame.m - 1)), safeColumn = im.min(column, im.c(frame.n - 8));
+    SmallVector<Value> finished;
+    for (int64_t e = 0; e < 8; ++e)
+      finished.push_back(finishElement(b, im, frame, safeRow, im.add(safeColumn, e), values[e]));
+    Value pieces = vector::FromElementsOp::create(b, loc, VectorType::get({8}, outElement), finished);
+    Value inside = im.andi(im.lt(row, frame.m), im.lt(column, frame.n));
+    scf::IfOp::create(b, loc, inside, [&](OpBuilder &thenBuilder, Location) {
+      OpBuilder::InsertionGuard thenGuard(b);
+      b.setInsertionPoint(thenBuilder.getInsertionBlock(), thenBuilder.getInsertionPoint());
+      vector::StoreOp::create(b, loc, pieces, frame.out,
+                              ValueRange{im.add(frame.outOffset, im.add(im.mul(row, frame.n), column))},
+                              /*nontemporal=*/false, llvm::MaybeAlign(16));
+      scf::YieldOp::create(b, loc);
+    });
+  }
+}
+
+void gpukernel::storeStagedTile(OpBuilder &b, IndexMath &im, const MatmulFrame &frame, Value staging, int64_t bm,
+                                int64_t bn, int64_t threads) {
+  Location loc = im.loc;
+  int64_t chunksPerRow = bn / 8, stride = bn + kStagingRowPad, chunks = bm * chunksPerRow;
+  // At most four iterations: a thread's chunks in an iteration load their epilogue operands together, so that
+  // a wide tile does not wait for global memory once per chunk; a narrow one keeps one chunk an iteration.
+  int64_t perIteration = std::max<int64_t>(1, chunks / threads / 4);
+  Type outElement = frame.op.getType().getElementType();
+  auto quarter = VectorType::get({4}, b.getF32Type());
+  scf::ForOp::create(
+      b, loc, im.c(0), im.c(chunks), im.c(threads * perIteration), ValueRange{},
+      [&](OpBuilder &nested, Location, Value first, ValueRange) {
+        OpBuilder::InsertionGuard loopGuard(b);
+        b.setInsertionPoint(nested.getInsertionBlock(), nested.getInsertionPoint());
+        for (int64_t u = 0; u < perIteration; ++u)
+          storeStagedChunk(b, im, frame, staging, chunksPerRow, stride, outElement, quarter,
+                           im.add(first, im.add(frame.tid, u * threads)));
+        scf::YieldOp::create(b, loc);
+      });
 }
 
 KernelLaunch gpukernel::matmulLaunch(const MatmulFrame &frame, int64_t bm, int64_t bn, int64_t threads,

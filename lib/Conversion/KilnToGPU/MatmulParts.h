@@ -67,6 +67,19 @@ Value copyTiles(OpBuilder &b, IndexMath &im, const MatmulFrame &frame, int64_t b
 void storeOutputPair(OpBuilder &b, IndexMath &im, const MatmulFrame &frame, Value row, Value column, Value first,
                      Value second);
 
+/// Floats by which the rows of an f32 staging tile are longer than the tile: 32 bytes keep every 8-column chunk
+/// 16-byte aligned and spread the rows a warp stores at once over distinct banks.
+constexpr int64_t kStagingRowPad = 8;
+
+/// Stores the block's bm x bn tile of f32 accumulators, staged row-major in shared memory (`staging`, rows of
+/// bn + kStagingRowPad floats), through the epilogue: a loop over chunks of 8 consecutive columns of a row,
+/// `threads` chunks an iteration, each cast and stored with one 16-byte aligned vector store when the output's
+/// rows are whole chunks (N a multiple of 8: a chunk is then inside or outside as a whole), else element by
+/// element. The epilogue is built once per 8 elements rather than once per accumulator, and the stores are
+/// whole 16-byte pieces of consecutive columns.
+void storeStagedTile(OpBuilder &b, IndexMath &im, const MatmulFrame &frame, Value staging, int64_t bm, int64_t bn,
+                     int64_t threads);
+
 /// The launch of a matmul kernel with tiles of bm x bn and `threads` threads.
 KernelLaunch matmulLaunch(const MatmulFrame &frame, int64_t bm, int64_t bn, int64_t threads, int64_t sharedBytes);
 
