@@ -383,15 +383,29 @@ module {
 // CHECK: nvvm.wgmma.wait.group.sync.aligned 1
 // CHECK: scf.yield
 // CHECK: nvvm.wgmma.wait.group.sync.aligned 0
-// CHECK: gpu.barrier
+// CHECK-NEXT: nvgpu.device_async_wait %{{.*}} {numGroups = 0 : i32}
+// CHECK-NEXT: gpu.barrier
 // CHECK: %[[TILE:.*]] = memref.view {{.*}} to memref<17408xf32, #gpu.address_space<workgroup>>
-// CHECK-COUNT-32: vector.store %{{.*}}, %[[TILE]][%{{.*}}] {alignment = 8 : i64} : memref<17408xf32, #gpu.address_space<workgroup>>, vector<2xf32>
+// CHECK: %[[STRIDE:.*]] = arith.constant 136 : index
+// CHECK-NEXT: %[[AT:.*]] = arith.muli %{{.*}}, %[[STRIDE]] : index
+// CHECK-NEXT: %[[AT2:.*]] = arith.addi %[[AT]], %{{.*}} : index
+// CHECK-NEXT: vector.store %{{.*}}, %[[TILE]][%[[AT2]]] {alignment = 8 : i64} : memref<17408xf32, #gpu.address_space<workgroup>>, vector<2xf32>
+// CHECK-COUNT-31: vector.store %{{.*}}, %[[TILE]][%{{.*}}] {alignment = 8 : i64} : memref<17408xf32, #gpu.address_space<workgroup>>, vector<2xf32>
 // CHECK: gpu.barrier
 // CHECK: scf.for %{{.*}} = %{{.*}} to %c2048 step %c512
+// CHECK: %[[LOCAL_ROW:.*]] = arith.divui %[[CHUNK:.*]], %c16
+// CHECK: arith.constant 136 : index
 // CHECK-COUNT-2: vector.load %[[TILE]][%{{.*}}] {alignment = 16 : i64} : memref<17408xf32, #gpu.address_space<workgroup>>, vector<4xf32>
-// CHECK: arith.minui
+// CHECK: %[[SAFE_ROW:.*]] = arith.minui %[[ROW:.*]], %c299 : index
+// CHECK: %[[SAFE_COL:.*]] = arith.minui %[[COL:.*]], %c192 : index
+// CHECK-NEXT: %c0{{.*}} = arith.constant 0 : index
+// CHECK-NEXT: %[[BIAS_AT:.*]] = arith.addi %c0{{.*}}, %[[SAFE_COL]] : index
+// CHECK-NEXT: memref.load %arg2[%[[BIAS_AT]]] : memref<200xbf16>
 // CHECK-COUNT-8: math.exp
-// CHECK: scf.if
+// CHECK: %[[IN_COL:.*]] = arith.cmpi ult, %[[COL]], %c200
+// CHECK: %[[IN_ROW:.*]] = arith.cmpi ult, %[[ROW]], %c300
+// CHECK: %[[INSIDE:.*]] = arith.andi %[[IN_ROW]], %[[IN_COL]]
+// CHECK: scf.if %[[INSIDE]]
 // CHECK-NOT: math.exp
 // CHECK: vector.store {{.*}} {alignment = 16 : i64} : memref<60000xbf16>, vector<8xbf16>
 // CHECK-COUNT-2: vector.load %[[TILE]]
@@ -441,14 +455,17 @@ module {
 
 // N = 201 (a transposed rhs allows it) is not whole chunks: each of a chunk's 8 elements is checked against the
 // edge and stored alone.
-// CHECK-LABEL: func.func private @w2_matmul
+// CHECK-LABEL: func.func private @w_odd_n_matmul
+// CHECK: gpu.func @w_odd_n_matmul
 // CHECK: scf.for %{{.*}} = %{{.*}} to %c512 step %c128
 // CHECK-COUNT-2: vector.load {{.*}} : memref<4608xf32, #gpu.address_space<workgroup>>, vector<4xf32>
+// CHECK: arith.cmpi ult, %{{.*}}, %c201
+// CHECK: scf.if
 // CHECK-COUNT-8: memref.store {{.*}} : memref<15477xbf16>
 // CHECK-NOT: vector<8xbf16>
 // CHECK: gpu.return
 module {
-  func.func private @w2_matmul(%x: tensor<77x128xbf16>, %w: tensor<201x128xbf16>, %out: tensor<77x201xbf16>) -> tensor<77x201xbf16> attributes {kiln.kernel} {
+  func.func private @w_odd_n_matmul(%x: tensor<77x128xbf16>, %w: tensor<201x128xbf16>, %out: tensor<77x201xbf16>) -> tensor<77x201xbf16> attributes {kiln.kernel} {
     %y = kiln.matmul %x, %w transpose_rhs {kiln.config = #kiln.config<tile = [64, 64, 64], warps = 4, stages = 3, lowering = "wgmma">} : tensor<77x128xbf16>, tensor<201x128xbf16> -> tensor<77x201xbf16>
     %r = bufferization.materialize_in_destination %y in %out : (tensor<77x201xbf16>, tensor<77x201xbf16>) -> tensor<77x201xbf16>
     return %r : tensor<77x201xbf16>
@@ -461,6 +478,19 @@ module {
   func.func private @w2_matmul(%x: tensor<256x256xbf16>, %w: tensor<256x256xbf16>, %out: tensor<256x256xbf16>) -> tensor<256x256xbf16> attributes {kiln.kernel} {
     // expected-error @+1 {{does not fit the wgmma kernel: need BM a multiple of 64 with one warpgroup (4 warps) per 64 rows, BN a multiple of 64 up to 256, BK = 64, stages >= 3 and whole 16-byte chunks of the B tile per thread}}
     %y = kiln.matmul %x, %w {kiln.config = #kiln.config<tile = [128, 128, 32], warps = 8, stages = 4, lowering = "wgmma">} : tensor<256x256xbf16>, tensor<256x256xbf16> -> tensor<256x256xbf16>
+    %r = bufferization.materialize_in_destination %y in %out : (tensor<256x256xbf16>, tensor<256x256xbf16>) -> tensor<256x256xbf16>
+    return %r : tensor<256x256xbf16>
+  }
+}
+
+// -----
+
+// A 256 x 256 tile on three stages: the ring (192 KiB) is too small for the f32 tile the epilogue stores from
+// (264 KiB), which would not fit in a block's shared memory at all.
+module {
+  func.func private @w_tile_too_big_matmul(%x: tensor<256x256xbf16>, %w: tensor<256x256xbf16>, %out: tensor<256x256xbf16>) -> tensor<256x256xbf16> attributes {kiln.kernel} {
+    // expected-error @+1 {{needs 270336 bytes of shared memory for its operand ring or its epilogue tile; the GPU has 232448}}
+    %y = kiln.matmul %x, %w {kiln.config = #kiln.config<tile = [256, 256, 64], warps = 16, stages = 3, lowering = "wgmma">} : tensor<256x256xbf16>, tensor<256x256xbf16> -> tensor<256x256xbf16>
     %r = bufferization.materialize_in_destination %y in %out : (tensor<256x256xbf16>, tensor<256x256xbf16>) -> tensor<256x256xbf16>
     return %r : tensor<256x256xbf16>
   }

@@ -250,6 +250,7 @@ void gpukernel::storeStagedTile(OpBuilder &b, IndexMath &im, const MatmulFrame &
   // At most four iterations: a thread's chunks in an iteration load their epilogue operands together, so that
   // a wide tile does not wait for global memory once per chunk; a narrow one keeps one chunk an iteration.
   int64_t perIteration = std::max<int64_t>(1, chunks / threads / 4);
+  assert(chunks % (threads * perIteration) == 0 && "every thread takes as many chunks");
   Type outElement = frame.op.getType().getElementType();
   auto quarter = VectorType::get({4}, b.getF32Type());
   scf::ForOp::create(

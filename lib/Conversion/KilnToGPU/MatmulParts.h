@@ -72,8 +72,8 @@ void storeOutputPair(OpBuilder &b, IndexMath &im, const MatmulFrame &frame, Valu
 constexpr int64_t kStagingRowPad = 8;
 
 /// Stores the block's bm x bn tile of f32 accumulators, staged row-major in shared memory (`staging`, rows of
-/// bn + kStagingRowPad floats), through the epilogue: a loop over chunks of 8 consecutive columns of a row,
-/// `threads` chunks an iteration, each cast and stored with one 16-byte aligned vector store when the output's
+/// bn + kStagingRowPad floats), through the epilogue: a loop of at most four iterations over chunks of 8
+/// consecutive columns of a row, each thread taking up to four chunks an iteration, each cast and stored with one 16-byte aligned vector store when the output's
 /// rows are whole chunks (N a multiple of 8: a chunk is then inside or outside as a whole), else element by
 /// element. The epilogue is built once per 8 elements rather than once per accumulator, and the stores are
 /// whole 16-byte pieces of consecutive columns.
