@@ -235,6 +235,8 @@ def correctness_cases():
             # An odd row length: the epilogue stores one element at a time instead of pairs.
             gemm_case(f"t_{dtype}_transposed_odd_300x201x256_bias_silu", 300, 201, 256, dtype, "bias_silu",
                       transpose_rhs=True),
+            gemm_case(f"t_{dtype}_transposed_even_300x202x256_bias_silu", 300, 202, 256, dtype, "bias_silu",
+                      transpose_rhs=True),
             # The mma_sync kernel pinned on a shape sm_90a now gives to wgmma.
             gemm_case(f"t_{dtype}_mma_sync_300x200x256", 300, 200, 256, dtype,
                       config=((128, 64, 32), 4, 4, "mma_sync")),

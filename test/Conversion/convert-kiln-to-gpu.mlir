@@ -474,6 +474,24 @@ module {
 
 // -----
 
+// N = 202 is even but not whole chunks: a chunk's elements are stored in 4 guarded pairs.
+// CHECK-LABEL: func.func private @w_even_n_matmul
+// CHECK: gpu.func @w_even_n_matmul
+// CHECK: scf.for %{{.*}} = %{{.*}} to %c512 step %c128
+// CHECK-COUNT-2: vector.load {{.*}} : memref<4608xf32, #gpu.address_space<workgroup>>, vector<4xf32>
+// CHECK-COUNT-4: vector.store {{.*}} {alignment = 4 : i64} : memref<15554xbf16>, vector<2xbf16>
+// CHECK-NOT: memref.store
+// CHECK: gpu.return
+module {
+  func.func private @w_even_n_matmul(%x: tensor<77x128xbf16>, %w: tensor<202x128xbf16>, %out: tensor<77x202xbf16>) -> tensor<77x202xbf16> attributes {kiln.kernel} {
+    %y = kiln.matmul %x, %w transpose_rhs {kiln.config = #kiln.config<tile = [64, 64, 64], warps = 4, stages = 3, lowering = "wgmma">} : tensor<77x128xbf16>, tensor<202x128xbf16> -> tensor<77x202xbf16>
+    %r = bufferization.materialize_in_destination %y in %out : (tensor<77x202xbf16>, tensor<77x202xbf16>) -> tensor<77x202xbf16>
+    return %r : tensor<77x202xbf16>
+  }
+}
+
+// -----
+
 module {
   func.func private @w2_matmul(%x: tensor<256x256xbf16>, %w: tensor<256x256xbf16>, %out: tensor<256x256xbf16>) -> tensor<256x256xbf16> attributes {kiln.kernel} {
     // expected-error @+1 {{does not fit the wgmma kernel: need BM a multiple of 64 with one warpgroup (4 warps) per 64 rows, BN a multiple of 64 up to 256, BK = 64, stages >= 3 and whole 16-byte chunks of the B tile per thread}}

@@ -221,8 +221,9 @@ static void storeStagedChunk(OpBuilder &b, IndexMath &im, const MatmulFrame &fra
       values.push_back(vector::ExtractOp::create(b, loc, four, ArrayRef<int64_t>{e}));
   }
   if (frame.n % 8 != 0) {
-    for (int64_t e = 0; e < 8; ++e)
-      storeOutputElement(b, im, frame, row, im.add(column, e), values[e]);
+    // Rows that are not whole chunks (a transposed rhs allows any N): pairs where N is even, else elements.
+    for (int64_t e = 0; e < 8; e += 2)
+      storeOutputPair(b, im, frame, row, im.add(column, e), values[e], values[e + 1]);
   } else {
     // The epilogue runs on every chunk, at the nearest position inside the output (so that its operand loads
     // stay in bounds and issue without waiting for a branch); only the store is guarded.
