@@ -232,7 +232,8 @@ def correctness_cases():
             gemm_case(f"t_{dtype}_65x72x8", 65, 72, 8, dtype),
             gemm_case(f"t_{dtype}_batched_bcast_3x257x264x520", 257, 264, 520, dtype, batch=(3,)),
             gemm_case(f"t_{dtype}_2100x4104x136_residual", 2100, 4104, 136, dtype, "residual"),
-            # An odd row length: the epilogue stores one element at a time instead of pairs.
+            # Row lengths that are not whole chunks of 8: an odd one stores one element at a time, an even one
+            # in pairs.
             gemm_case(f"t_{dtype}_transposed_odd_300x201x256_bias_silu", 300, 201, 256, dtype, "bias_silu",
                       transpose_rhs=True),
             gemm_case(f"t_{dtype}_transposed_even_300x202x256_bias_silu", 300, 202, 256, dtype, "bias_silu",

@@ -10,9 +10,9 @@ second specialisation, a 3-matmul MLP, an attention, tiny calls for the per-call
 - neither (with the prepared cache as KILN_CACHE_DIR) times the first call as a cold start from the disk cache.
 
 Each mode times, in a fresh process after ``import kiln`` and CUDA initialisation, the first call of each program
-(synchronised) and the warm per-call host time over many calls, as the Triton baseline does (Kiln's calls
-and torch's in turn, seven rounds, so that both see the same host), and checks every result against torch
-float32. The host's speed drifts by a third within a run, so each first call
+(synchronised) and the warm per-call host time over many calls (Kiln's calls and torch's in turn, seven rounds,
+so that both see the same host), and checks every result against torch float32. The host's speed drifts by a
+third within a run, so each first call
 is timed five times, Kiln's in-memory caches cleared and, for ``--cold-jit``, a new empty disk cache each time:
 the median is the figure, with the fastest and the process's very first compile (which pays one-time setup)
 beside it.
