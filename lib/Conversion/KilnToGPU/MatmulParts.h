@@ -75,8 +75,9 @@ constexpr int64_t kStagingRowPad = 8;
 /// bn + kStagingRowPad floats), through the epilogue: a loop of at most four iterations over chunks of 8
 /// consecutive columns of a row, each thread taking up to four chunks an iteration, each chunk cast and stored
 /// with one 16-byte aligned vector store when the output's rows are whole chunks (N a multiple of 8: a chunk is
-/// then inside or outside as a whole), else in pairs (N even) or element by element. The epilogue is built once per 8 elements rather than once per accumulator,
-/// and the stores are whole 16-byte pieces of consecutive columns.
+/// then inside or outside as a whole), else in pairs (N even) or element by element. The epilogue is built once
+/// per 8 elements rather than once per accumulator, and the stores are whole 16-byte pieces of consecutive
+/// columns.
 void storeStagedTile(OpBuilder &b, IndexMath &im, const MatmulFrame &frame, Value staging, int64_t bm, int64_t bn,
                      int64_t threads);
 
