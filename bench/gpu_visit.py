@@ -40,10 +40,11 @@ class Runtime:
         return self.gpu.kernel(self.gpu.load(Path(cubin).read_bytes()), name)
 
     def launch(self, kernel, launch, tensors):
+        sizes = list(launch.get("sizes", []))  # a size-generic kernel's sizes follow its buffers
         key = (kernel.value, len(tensors))
         if key not in self.launches:
-            self.launches[key] = self.launcher(kernel, launch, len(tensors))
-        self.launches[key]([t.data_ptr() for t in tensors], torch.cuda.current_stream().cuda_stream)
+            self.launches[key] = self.launcher(kernel, launch, len(tensors) + len(sizes))
+        self.launches[key]([t.data_ptr() for t in tensors] + sizes, torch.cuda.current_stream().cuda_stream)
 
 
 def make_inputs(case, generator):
@@ -318,7 +319,7 @@ def main():
             continue
         manifest = json.loads((folder / "manifest.json").read_text())
         entry = manifest["kernels"][0]
-        kernel = runtime.load(folder / entry["cubin"], entry["name"])
+        kernel = runtime.load(folder / entry["cubin"], entry["function"])
         if case["kind"] == "glue":
             row = run_glue(case, runtime, kernel, entry, generator)
             failures += not row["ok"]

@@ -131,8 +131,8 @@ def warm(kiln, torch, rows):
     (program,) = matmul.programs.values()
     index = a.get_device()
     device, steps, values = program._values(torch, (a, a, bias), index)
-    launch, slots = steps[0]
-    pointers = [values[s].data_ptr() for s in slots]
+    launch, slots, sizes = steps[0]
+    pointers = [values[s].data_ptr() for s in slots] + sizes
     stream = kiln.gpu._current_stream(torch, index)
     rows["warm: kiln.ops.matmul(a, b, bias=) per call"] = us(lambda: matmul(a, a, bias=bias))
     rows["warm: jit dispatch key (_fast_key)"] = us(lambda: sys.modules["kiln.jit"]._fast_key((a, a), {"bias": bias}))
@@ -150,7 +150,7 @@ def warm(kiln, torch, rows):
         from kiln import runtime
         entry, gpu = program.kernels[0], runtime.device(index)
         module = gpu.load((program.folder / program._image(entry, gpu.capability)).read_bytes())
-        through_ctypes = runtime.Launch(gpu.kernel(module, entry["name"]), entry, len(slots))
+        through_ctypes = runtime.Launch(gpu.kernel(module, entry["function"]), entry, len(pointers))
         rows["warm: one launch (ctypes + cuLaunchKernel)"] = us(lambda: through_ctypes(pointers, stream))
     rows["warm: torch.matmul 16x16"] = us(lambda: torch.matmul(a, a))
     torch.cuda.synchronize()

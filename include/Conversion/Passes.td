@@ -45,12 +45,13 @@ def ConvertKilnToGPU : Pass<"convert-kiln-to-gpu", "::mlir::ModuleOp"> {
     issued with this tile's P V), or with `stages = 1` in one sequential loop, which assembles in about half
     the time (the default on a few key tiles: up to 192 keys at head dim 64, 128 at head dim 128). A `"wgmma"` config on another chip than sm_90a, or on a
     kernel other than a matmul or an attention, is an error on the op. Kernel parameters are the op's operands,
-    its epilogue operands and the output, as flat buffers (bare pointers); f32 exp and division in the kernels
+    its epilogue operands and the output, as flat buffers (bare pointers); a matmul kernel also takes M, N and
+    K, which its code reads instead of constants (size-generic: its buffers are typed with 2^40 elements), and
+    its `kiln.launch` records their values as `sizes`. f32 exp and division in the kernels
     take the hardware approximations with subnormals flushed to zero (exp marked `fastmath<afn>`, x / y as x
     times `nvvm.rcp.approx.ftz.f`, and an `nvvm-reflect-ftz` module flag for libdevice, as Triton sets it),
     which also makes them quicker to assemble. The function gets `kiln.gpu_kernel` (the kernel's symbol) and
-    `kiln.launch` (grid, block,
-    dynamic shared memory). Attention becomes a FlashAttention-2 kernel, softmax/rms_norm/layer_norm a
+    `kiln.launch` (grid, block, dynamic shared memory, and the sizes of a size-generic kernel). Attention becomes a FlashAttention-2 kernel, softmax/rms_norm/layer_norm a
     warp-per-row kernel, elementwise ops, RoPE and data movement one-thread-per-element kernels; other kernel
     ops (reduce, concat, gather, logsumexp) are errors that name the op. A kernel whose config needs more
     dynamic shared memory than `chip` allows a block is an error that names the op and both sizes.
@@ -76,6 +77,18 @@ def KilnSplitKernelModules : Pass<"kiln-split-kernel-modules", "::mlir::ModuleOp
     `kiln.gpu_kernel` follows it; the old module goes. Nested pass pipelines on gpu.module then
     run on every kernel at once on the context's threads, and the compile emits and assembles one PTX module per
     kernel in parallel: a program's cold compile takes about as long as its largest kernel's, not the sum of all.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
+def KilnShareKernelModules : Pass<"kiln-share-kernel-modules", "::mlir::ModuleOp"> {
+  let summary = "Compile each distinct GPU kernel once: kernel modules that differ only in their names become one";
+  let description = [{
+    After `kiln-split-kernel-modules`: gpu.modules whose text is the same once their own name and the names of
+    their symbols are replaced by placeholders (in order) are one kernel; the first is kept, every host
+    function's `kiln.gpu_kernel` that named a later copy names the kept module's kernel, and the copies go.
+    Size-generic matmul kernels (M, N and K as parameters) of one config, dtype and epilogue share a module
+    however their sizes differ; each host function keeps its own `kiln.launch`.
   }];
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
 }

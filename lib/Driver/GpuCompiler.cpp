@@ -190,12 +190,18 @@ llvm::json::Array kiln::describeKernels(ModuleOp module) {
           {"shape", jsonArray(tensor.getShape())},
           {"dtype", kind ? elementName(*kind).str() : std::string("unknown")}});
     }
+    // The function in the kernel's module: its own name, or another kernel's that it shares a module with
+    // (kiln-share-kernel-modules).
+    auto gpuKernel = func->getAttrOfType<SymbolRefAttr>("kiln.gpu_kernel");
     llvm::json::Object entry{{"name", func.getSymName().str()},
+                             {"function", gpuKernel ? gpuKernel.getLeafReference().str() : func.getSymName().str()},
                              {"params", std::move(params)},
                              {"grid", jsonArray(cast<DenseI64ArrayAttr>(launch.get("grid")).asArrayRef())},
                              {"block", jsonArray(cast<DenseI64ArrayAttr>(launch.get("block")).asArrayRef())},
                              {"dynamic_shared_bytes",
                               cast<IntegerAttr>(launch.get("dynamic_shared_bytes")).getInt()}};
+    if (auto sizes = dyn_cast_or_null<DenseI64ArrayAttr>(launch.get("sizes")))
+      entry["sizes"] = jsonArray(sizes.asArrayRef());
     // The kernel op and its config; a grouped kernel (kiln-group-kernels) runs several ops of one kind and lists
     // every member's config in order.
     llvm::json::Array configs;
@@ -233,7 +239,7 @@ static void attachPtxasReport(llvm::json::Array &kernels, llvm::StringRef log) {
     }
     for (llvm::json::Value &value : kernels) {
       llvm::json::Object &kernel = *value.getAsObject();
-      if (kernel.getString("name") != current)
+      if (kernel.getString("function") != current)
         continue;
       int64_t number = 0;
       if (size_t at = line.find("Used "); at != llvm::StringRef::npos &&
@@ -354,11 +360,12 @@ LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::S
     error = "the run plan stage failed (see the diagnostics above)";
     return failure();
   }
-  // Which module holds each kernel (one each, after kiln-split-kernel-modules).
+  // Which module holds each host kernel function's kernel (one kernel a module after kiln-split-kernel-modules;
+  // one module for several functions after kiln-share-kernel-modules).
   llvm::StringMap<std::string> moduleOf;
-  for (auto gpuModule : module.getOps<gpu::GPUModuleOp>())
-    for (auto kernel : gpuModule.getOps<gpu::GPUFuncOp>())
-      moduleOf[kernel.getName()] = gpuModule.getName().str();
+  for (auto func : module.getOps<func::FuncOp>())
+    if (auto gpuKernel = func->getAttrOfType<SymbolRefAttr>("kiln.gpu_kernel"))
+      moduleOf[func.getSymName()] = gpuKernel.getRootReference().str();
   endStage("run_plans");
   if (failed(runNvvmLowering(module, chip, error)))
     return failure();
@@ -417,7 +424,8 @@ LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::S
   }
   endStage("ptx_and_assembly");
   llvm::json::Object manifest{{"target", chip.str()},
-                              {"abi", "parameters are device pointers to row-major buffers, in order"}};
+                              {"abi", "parameters are device pointers to row-major buffers, in order, then a "
+                                      "kernel's sizes as 64-bit integers"}};
   std::string logs;
   llvm::StringMap<const AssembledModule *> byName;
   llvm::SmallSetVector<StringRef, 2> assemblers; // normally one; both when the driver failed on some modules

@@ -58,6 +58,7 @@ void kiln::buildGpuKernelPipeline(OpPassManager &pm, const NvvmPipelineOptions &
   pm.addPass(createConvertKilnToGPU(ConvertKilnToGPUOptions{options.chip}));
   pm.addPass(createKilnGroupKernels());
   pm.addPass(createKilnSplitKernelModules());
+  pm.addPass(createKilnShareKernelModules());
 }
 
 void kiln::buildNvvmLoweringPipeline(OpPassManager &pm, const NvvmPipelineOptions &options) {

@@ -139,8 +139,8 @@ class GpuProgram:
         ``index``: what ``@kiln.jit`` calls when its cache key already proved that."""
         device, steps, values = self._values(torch, tensors, index)
         stream = _current_stream(torch, index)
-        for launch, slots in steps:
-            launch([values[s].data_ptr() for s in slots], stream)
+        for launch, slots, sizes in steps:
+            launch([values[s].data_ptr() for s in slots] + sizes, stream)
         copied = self._copied_outputs
         results = [values[s].clone() if s in copied else values[s] for s in self._output_slots]
         return results[0] if len(results) == 1 else tuple(results)
@@ -152,7 +152,7 @@ class GpuProgram:
         import torch
         index = self._check(torch, tensors)
         device, steps, values = self._values(torch, tensors, index)
-        launches = [(launch, [values[s].data_ptr() for s in slots]) for launch, slots in steps]
+        launches = [(launch, [values[s].data_ptr() for s in slots] + sizes) for launch, slots, sizes in steps]
         return BoundProgram(device, launches, [values[s] for s in self._output_slots], values)
 
     def _check(self, torch, tensors):
@@ -212,12 +212,15 @@ class GpuProgram:
         entries = {k["name"]: k for k in self.manifest["kernels"]}
         modules, steps = {}, []  # one module per kernel file, loaded once
         for step in self.plan["steps"]:
-            image = self._image(entries[step["kernel"]], gpu.capability)
+            entry = entries[step["kernel"]]
+            image = self._image(entry, gpu.capability)
             if image not in modules:
                 modules[image] = gpu.load((self.folder / image).read_bytes())
-            kernel = gpu.kernel(modules[image], step["kernel"])
-            launch = runtime.launcher(kernel, entries[step["kernel"]], len(step["args"]))
-            steps.append((launch, [self._slots[i] for i in step["args"]]))
+            kernel = gpu.kernel(modules[image], entry["function"])
+            # A size-generic kernel takes its sizes after the buffers (the same at every call of the step).
+            sizes = list(entry.get("sizes", []))
+            launch = runtime.launcher(kernel, entry, len(step["args"]) + len(sizes))
+            steps.append((launch, [self._slots[i] for i in step["args"]], sizes))
         fills = []  # one per non-input slot, in slot order
         for _, value in self._layout:
             dtype = getattr(torch, TORCH_DTYPES[value["dtype"]])

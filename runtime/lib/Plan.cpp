@@ -38,6 +38,7 @@ struct Step {
   unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1};
   unsigned shared = 0;
   std::vector<int> args;
+  std::vector<uint64_t> sizes; ///< a size-generic kernel's sizes, passed after its buffers
 };
 
 int64_t elementBytes(const std::string &dtype) {
@@ -232,8 +233,11 @@ kiln_status kiln_plan_load(kiln_device *device, const char *folder, const char *
         owned->modules.erase(file);
         return status;
       }
+    const Json *function = launch.find("function");
+    if (!function || function->kind != Json::Kind::String)
+      return invalid(manifestPath, "kernel " + kernel->string + " names no function");
     Step &s = owned->steps.emplace_back();  // in the plan before its kernel handle exists: freed with it
-    if (kiln_status status = kiln_module_get_kernel(module, kernel->string.c_str(), &s.kernel); status != KILN_OK)
+    if (kiln_status status = kiln_module_get_kernel(module, function->string.c_str(), &s.kernel); status != KILN_OK)
       return status;
     for (size_t d = 0; d < 3; ++d)
       s.grid[d] = dim(launch.find("grid"), d), s.block[d] = dim(launch.find("block"), d);
@@ -245,7 +249,10 @@ kiln_status kiln_plan_load(kiln_device *device, const char *folder, const char *
         return invalid(manifestPath, "a step argument that is not a plan value");
       s.args.push_back(it->second);
     }
-    cells = std::max(cells, s.args.size());
+    if (const Json *sizes = launch.find("sizes"))
+      for (const Json &size : sizes->array)
+        s.sizes.push_back(static_cast<uint64_t>(size.number));
+    cells = std::max(cells, s.args.size() + s.sizes.size());
   }
   owned->argumentCells.resize(cells);
   for (uint64_t &cell : owned->argumentCells)
@@ -288,6 +295,8 @@ kiln_status kiln_plan_run(kiln_plan *plan, const uint64_t *inputs, uint64_t *out
   for (Step &step : plan->steps) {
     for (size_t a = 0; a < step.args.size(); ++a)
       plan->argumentCells[a] = plan->slots[step.args[a]].pointer;
+    for (size_t i = 0; i < step.sizes.size(); ++i)
+      plan->argumentCells[step.args.size() + i] = step.sizes[i];
     if (kiln_status status = kiln_kernel_launch(step.kernel, step.grid, step.block, step.shared, stream,
                                                 plan->argumentPointers.data());
         status != KILN_OK)

@@ -5,19 +5,26 @@
 // epilogue applied per element before a bounds-checked store, two adjacent columns at a time (N is even). Its
 // f32 exp and division take the hardware approximations with subnormals flushed: exp marked fastmath<afn>
 // (libdevice's fast path), x / y as x times nvvm.rcp.approx.ftz.f(y), and the module's nvvm-reflect-ftz flag.
+// The kernel is size-generic: its buffers are typed 2^40 elements long, M, N and K follow them as parameters
+// (their values in the launch's sizes), and the code reads those: the k-tile count (at least one), the row and
+// column guards, the row stride of the output.
 // CHECK-LABEL: func.func private @k0_matmul
 // CHECK-SAME: kiln.gpu_kernel = @kiln_kernels::@k0_matmul
-// CHECK-SAME: kiln.launch = {block = array<i64: 128, 1, 1>, dynamic_shared_bytes = 56832 : i64, grid = array<i64: 2, 3, 1>}
+// CHECK-SAME: kiln.launch = {block = array<i64: 128, 1, 1>, dynamic_shared_bytes = 56832 : i64, grid = array<i64: 2, 3, 1>, sizes = array<i64: 300, 200, 256>}
 // CHECK: gpu.module @kiln_kernels
 // CHECK-NEXT: llvm.module_flags [#llvm.mlir.module_flag<override, "nvvm-reflect-ftz", 1 : i32>]
 // CHECK-NOT: llvm.module_flags
 // CHECK: memref.global "public" @k0_matmul_smem : memref<0xi8, #gpu.address_space<workgroup>>
-// CHECK: gpu.func @k0_matmul(%{{.*}}: memref<76800xbf16>, %{{.*}}: memref<51200xbf16>, %{{.*}}: memref<200xbf16>, %{{.*}}: memref<60000xbf16>) kernel
+// CHECK: gpu.func @k0_matmul(%{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %[[M:.*]]: index, %[[N:.*]]: index, %[[K:.*]]: index) kernel
 // CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
 // CHECK: memref.view
+// CHECK: %[[K_UP:.*]] = arith.addi %[[K]], %c31
+// CHECK: %[[K_TILES:.*]] = arith.divui %[[K_UP]], %c32
+// CHECK: %[[K_TILES_1:.*]] = arith.maxui %[[K_TILES]], %c1
+// CHECK: arith.cmpi ult, %{{.*}}, %[[M]]
 // CHECK: nvgpu.device_async_copy {{.*}}, 8, %{{.*}} {bypassL1}
 // CHECK: nvgpu.device_async_create_group
-// CHECK: scf.for
+// CHECK: scf.for %{{.*}} = %{{.*}} to %[[K_TILES_1]]
 // CHECK: nvgpu.device_async_wait
 // CHECK: gpu.barrier
 // CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false} : memref<{{.*}}xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
@@ -33,7 +40,8 @@
 // CHECK: arith.mulf %{{.*}}, %[[RECIPROCAL]] : f32
 // CHECK-NOT: arith.divf
 // CHECK: arith.truncf {{.*}} : f32 to bf16
-// CHECK: vector.store {{.*}} {alignment = 4 : i64} : memref<60000xbf16>, vector<2xbf16>
+// CHECK: %[[ROW_AT:.*]] = arith.muli %{{.*}}, %[[N]] : index
+// CHECK: vector.store {{.*}} {alignment = 4 : i64} : memref<1099511627776xbf16>, vector<2xbf16>
 module {
   func.func private @k0_matmul(%x: tensor<300x256xbf16>, %w: tensor<256x200xbf16>, %b: tensor<200xbf16>, %out: tensor<300x200xbf16>) -> tensor<300x200xbf16> attributes {kiln.kernel} {
     %y = kiln.matmul %x, %w epilogue(%b : tensor<200xbf16>) {
@@ -364,15 +372,21 @@ module {
 // (row); one group stays in flight across iterations and all are waited for before the epilogue. The accumulators
 // then go into the ring as an f32 tile (rows padded to 136), and a loop stores it in chunks of 8 columns, two
 // chunks a thread an iteration: two 16-byte loads from the tile, the epilogue 8 times at a position clamped
-// inside the output, one guarded 16-byte store (N = 200 is whole chunks).
+// inside the output, one guarded 16-byte store (N = 200 is whole chunks). M, N and K are parameters; K = 256 is
+// whole k-tiles, so a k-tile's chunks are inside or outside together (one comparison), while N = 200 is not whole
+// 128-column tiles and the B chunks count their elements inside.
 // CHECK-LABEL: func.func private @w0_matmul
-// CHECK-SAME: kiln.launch = {block = array<i64: 256, 1, 1>, dynamic_shared_bytes = 131072 : i64, grid = array<i64: 2, 3, 1>}
+// CHECK-SAME: kiln.launch = {block = array<i64: 256, 1, 1>, dynamic_shared_bytes = 131072 : i64, grid = array<i64: 2, 3, 1>, sizes = array<i64: 300, 200, 256>}
 // CHECK: memref.global "public" @w0_matmul_smem : memref<0xi8, #gpu.address_space<workgroup>> {alignment = 1024 : i64}
-// CHECK: gpu.func @w0_matmul
+// CHECK: gpu.func @w0_matmul(%{{.*}}, %[[M:.*]]: index, %[[N:.*]]: index, %[[K:.*]]: index)
 // CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
 // CHECK: memref.extract_aligned_pointer_as_index
+// CHECK: %[[K0:.*]] = arith.muli %{{.*}}, %c64
 // CHECK: arith.xori
+// CHECK: arith.cmpi ult, %[[K0]], %[[K]]
 // CHECK: nvgpu.device_async_copy
+// CHECK: arith.minui %{{.*}}, %[[N]]
+// CHECK-NEXT: arith.subi %[[N]]
 // CHECK: scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}) -> (!llvm.struct<({{(f32, )+}}f32)>)
 // CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 1 : i32}
 // CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
@@ -396,23 +410,25 @@ module {
 // CHECK: %[[LOCAL_ROW:.*]] = arith.divui %[[CHUNK:.*]], %c16
 // CHECK: arith.constant 136 : index
 // CHECK-COUNT-2: vector.load %[[TILE]][%{{.*}}] {alignment = 16 : i64} : memref<17408xf32, #gpu.address_space<workgroup>>, vector<4xf32>
-// CHECK: %[[SAFE_ROW:.*]] = arith.minui %[[ROW:.*]], %c299 : index
-// CHECK: %[[SAFE_COL:.*]] = arith.minui %[[COL:.*]], %c192 : index
+// CHECK: %[[LAST_ROW:.*]] = arith.subi %[[M]], %c1
+// CHECK: %[[SAFE_ROW:.*]] = arith.minui %[[ROW:.*]], %[[LAST_ROW]] : index
+// CHECK: %[[LAST_COL:.*]] = arith.subi %[[N]], %c8
+// CHECK: %[[SAFE_COL:.*]] = arith.minui %[[COL:.*]], %[[LAST_COL]] : index
 // CHECK-NEXT: %c0{{.*}} = arith.constant 0 : index
 // CHECK-NEXT: %[[BIAS_AT:.*]] = arith.addi %c0{{.*}}, %[[SAFE_COL]] : index
-// CHECK-NEXT: memref.load %arg2[%[[BIAS_AT]]] : memref<200xbf16>
+// CHECK-NEXT: memref.load %arg2[%[[BIAS_AT]]] : memref<1099511627776xbf16>
 // CHECK-COUNT-8: math.exp
-// CHECK: %[[IN_COL:.*]] = arith.cmpi ult, %[[COL]], %c200
-// CHECK: %[[IN_ROW:.*]] = arith.cmpi ult, %[[ROW]], %c300
+// CHECK: %[[IN_COL:.*]] = arith.cmpi ult, %[[COL]], %[[N]]
+// CHECK: %[[IN_ROW:.*]] = arith.cmpi ult, %[[ROW]], %[[M]]
 // CHECK: %[[INSIDE:.*]] = arith.andi %[[IN_ROW]], %[[IN_COL]]
 // CHECK: scf.if %[[INSIDE]]
 // CHECK-NOT: math.exp
-// CHECK: vector.store {{.*}} {alignment = 16 : i64} : memref<60000xbf16>, vector<8xbf16>
+// CHECK: vector.store {{.*}} {alignment = 16 : i64} : memref<1099511627776xbf16>, vector<8xbf16>
 // CHECK-COUNT-2: vector.load %[[TILE]]
 // CHECK-COUNT-8: math.exp
 // CHECK: scf.if
 // CHECK-NOT: math.exp
-// CHECK: vector.store {{.*}} : memref<60000xbf16>, vector<8xbf16>
+// CHECK: vector.store {{.*}} : memref<1099511627776xbf16>, vector<8xbf16>
 // CHECK-NOT: math.exp
 // CHECK: gpu.return
 module {
@@ -437,12 +453,12 @@ module {
 // f16 with a transposed rhs ([N, K]): B is read K-major too (col), over a batch in the grid's z dimension; one
 // warpgroup for 64-row tiles; an f32 output stores its chunks of 8 columns as 32 bytes.
 // CHECK-LABEL: func.func private @w1_matmul
-// CHECK-SAME: kiln.launch = {block = array<i64: 128, 1, 1>, dynamic_shared_bytes = 98304 : i64, grid = array<i64: 3, 2, 2>}
+// CHECK-SAME: kiln.launch = {block = array<i64: 128, 1, 1>, dynamic_shared_bytes = 98304 : i64, grid = array<i64: 3, 2, 2>, sizes = array<i64: 77, 136, 128>}
 // CHECK: gpu.block_id z
 // CHECK-COUNT-4: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <one>], A[<f16>, <one>, <row>], B[<f16>, <one>, <col>]
 // CHECK: memref.view {{.*}} to memref<4608xf32, #gpu.address_space<workgroup>>
 // CHECK: scf.for %{{.*}} = %{{.*}} to %c512 step %c128
-// CHECK: vector.store {{.*}} {alignment = 16 : i64} : memref<20944xf32>, vector<8xf32>
+// CHECK: vector.store {{.*}} {alignment = 16 : i64} : memref<1099511627776xf32>, vector<8xf32>
 module {
   func.func private @w1_matmul(%x: tensor<2x77x128xf16>, %w: tensor<136x128xf16>, %out: tensor<2x77x136xf32>) -> tensor<2x77x136xf32> attributes {kiln.kernel} {
     %y = kiln.matmul %x, %w transpose_rhs {kiln.config = #kiln.config<tile = [64, 64, 64], warps = 4, stages = 6, lowering = "wgmma">} : tensor<2x77x128xf16>, tensor<136x128xf16> -> tensor<2x77x136xf32>
@@ -456,12 +472,12 @@ module {
 // N = 201 (a transposed rhs allows it) is not whole chunks: each of a chunk's 8 elements is checked against the
 // edge and stored alone.
 // CHECK-LABEL: func.func private @w_odd_n_matmul
-// CHECK: gpu.func @w_odd_n_matmul
+// CHECK: gpu.func @w_odd_n_matmul(%{{.*}}, %{{.*}}: index, %[[N:.*]]: index, %{{.*}}: index)
 // CHECK: scf.for %{{.*}} = %{{.*}} to %c512 step %c128
 // CHECK-COUNT-2: vector.load {{.*}} : memref<4608xf32, #gpu.address_space<workgroup>>, vector<4xf32>
-// CHECK: arith.cmpi ult, %{{.*}}, %c201
+// CHECK: arith.cmpi ult, %{{.*}}, %[[N]]
 // CHECK: scf.if
-// CHECK-COUNT-8: memref.store {{.*}} : memref<15477xbf16>
+// CHECK-COUNT-8: memref.store {{.*}} : memref<1099511627776xbf16>
 // CHECK-NOT: vector<8xbf16>
 // CHECK: gpu.return
 module {
@@ -479,7 +495,7 @@ module {
 // CHECK: gpu.func @w_even_n_matmul
 // CHECK: scf.for %{{.*}} = %{{.*}} to %c512 step %c128
 // CHECK-COUNT-2: vector.load {{.*}} : memref<4608xf32, #gpu.address_space<workgroup>>, vector<4xf32>
-// CHECK-COUNT-4: vector.store {{.*}} {alignment = 4 : i64} : memref<15554xbf16>, vector<2xbf16>
+// CHECK-COUNT-4: vector.store {{.*}} {alignment = 4 : i64} : memref<1099511627776xbf16>, vector<2xbf16>
 // CHECK-NOT: memref.store
 // CHECK: gpu.return
 module {

@@ -23,6 +23,8 @@ struct KernelLaunch {
   int64_t grid[3];
   int64_t block[3];
   int64_t dynamicSharedBytes;
+  /// The values of a size-generic kernel's index parameters, which follow its buffers.
+  SmallVector<int64_t, 3> sizes = {};
 };
 
 /// The kernel op of an outlined kernel function (kiln-outline-kernels): its first kiln op, or null.
@@ -30,7 +32,7 @@ Operation *kernelOpOf(func::FuncOp kernel);
 
 /// Builds, inside `module`, the kernel computing `op` (which must carry an "mma_sync" #kiln.config) as a
 /// gpu.func named `name`. Its parameters are the matmul's operands, then its epilogue operands, then the output,
-/// each as a flat row-major buffer. Fails with a diagnostic on `op` when the op is outside what the kernel
+/// each as a flat row-major buffer, then M, N and K (KernelLaunch::sizes). Fails with a diagnostic on `op` when the op is outside what the kernel
 /// handles (element types, transposes, alignment).
 FailureOr<KernelLaunch> buildMatmulKernel(OpBuilder &builder, gpu::GPUModuleOp module, MatmulOp op,
                                           StringRef name);

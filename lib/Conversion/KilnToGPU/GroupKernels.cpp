@@ -50,6 +50,9 @@ struct Member {
   /// Launch shape and dynamic shared memory, from kiln.launch.
   SmallVector<int64_t> grid, block;
   int64_t sharedBytes;
+  /// The values of a size-generic kernel's trailing index parameters (kiln.launch `sizes`): the grouped kernel
+  /// has them as constants.
+  SmallVector<int64_t> sizes;
   /// The kernel op's name: only kernels of one kind are grouped.
   StringRef kind;
 
@@ -70,8 +73,9 @@ static SmallVector<int64_t> launchSizes(DictionaryAttr launch, StringRef name) {
 }
 
 /// `call` as a group member, or nothing when it is not a GPU kernel launch that grouping can take: a complete
-/// kiln.launch, a gpu.func of one block ending in its only gpu.return, one parameter per call operand and no
-/// workgroup or private attributions, destinations that are fresh buffers used only here.
+/// kiln.launch, a gpu.func of one block ending in its only gpu.return, one parameter per call operand (then one
+/// per launch size) and no workgroup or private attributions, destinations that are fresh buffers used only
+/// here.
 static std::optional<Member> memberFor(func::CallOp call, SymbolTableCollection &symbols) {
   auto host = symbols.lookupNearestSymbolFrom<func::FuncOp>(call, call.getCalleeAttr());
   if (!host || !host->hasAttr("kiln.gpu_kernel"))
@@ -80,8 +84,10 @@ static std::optional<Member> memberFor(func::CallOp call, SymbolTableCollection 
   auto device =
       symbols.lookupNearestSymbolFrom<gpu::GPUFuncOp>(call, host->getAttrOfType<SymbolRefAttr>("kiln.gpu_kernel"));
   Operation *kernelOp = kernelOpOf(host);
+  auto sizes = launch ? dyn_cast_or_null<DenseI64ArrayAttr>(launch.get("sizes")) : nullptr;
+  size_t numSizes = sizes ? sizes.size() : 0;
   if (!launch || !device || !kernelOp || !device.getBody().hasOneBlock() ||
-      device.getNumArguments() != call.getNumOperands() || device.getNumWorkgroupAttributions() != 0 ||
+      device.getNumArguments() != call.getNumOperands() + numSizes || device.getNumWorkgroupAttributions() != 0 ||
       device.getNumPrivateAttributions() != 0)
     return std::nullopt;
   Block &body = device.getBody().front();
@@ -99,6 +105,7 @@ static std::optional<Member> memberFor(func::CallOp call, SymbolTableCollection 
                 launchSizes(launch, "grid"),
                 launchSizes(launch, "block"),
                 0,
+                sizes ? llvm::to_vector(sizes.asArrayRef()) : SmallVector<int64_t>(),
                 kernelOp->getName().getStringRef()};
   if (!shared || member.grid.empty() || member.block.empty())
     return std::nullopt;
@@ -135,10 +142,12 @@ struct Group {
 } // namespace
 
 /// Clones `member`'s kernel body into `builder`'s block, its block index recomputed from `local` (the block's
-/// number within the member) and its parameters mapped to `params`.
+/// number within the member), its buffer parameters mapped to `params` and its size parameters to constants.
 static void inlineMemberBody(OpBuilder &builder, Location loc, Member &member, Value local, ValueRange params) {
   IRMapping mapping;
-  mapping.map(member.device.getArguments(), params);
+  mapping.map(member.device.getArguments().take_front(params.size()), params);
+  for (auto [param, size] : llvm::zip_equal(member.device.getArguments().drop_front(params.size()), member.sizes))
+    mapping.map(param, arith::ConstantIndexOp::create(builder, loc, size).getResult());
   Value gx = arith::ConstantIndexOp::create(builder, loc, member.grid[0]);
   Value gxy = arith::ConstantIndexOp::create(builder, loc, member.grid[0] * member.grid[1]);
   Value gy = arith::ConstantIndexOp::create(builder, loc, member.grid[1]);

@@ -17,14 +17,20 @@ using namespace mlir::kiln;
 using namespace mlir::kiln::gpukernel;
 
 Value gpukernel::broadcastLinearIndex(IndexMath &m, ArrayRef<int64_t> operandShape, ArrayRef<int64_t> resultShape,
-                                      ArrayRef<Value> indices) {
-  int64_t offset = resultShape.size() - operandShape.size(), stride = 1;
-  Value linear = m.c(0);
+                                      ArrayRef<Value> indices, ArrayRef<Value> runtimeExtents) {
+  int64_t offset = resultShape.size() - operandShape.size(), staticStride = 1;
+  Value linear = m.c(0), runtimeStride; // the stride is staticStride times runtimeStride (when set)
   for (int64_t d = operandShape.size() - 1; d >= 0; --d) {
     int64_t resultDim = offset + d;
-    if (operandShape[d] != 1 && indices[resultDim])
-      linear = m.add(linear, m.mul(indices[resultDim], stride));
-    stride *= operandShape[d];
+    if (operandShape[d] != 1 && indices[resultDim]) {
+      Value term = m.mul(indices[resultDim], staticStride);
+      linear = m.add(linear, runtimeStride ? m.mul(term, runtimeStride) : term);
+    }
+    Value extent = runtimeExtents.empty() ? Value() : runtimeExtents[resultDim];
+    if (operandShape[d] != 1 && extent)
+      runtimeStride = runtimeStride ? m.mul(runtimeStride, extent) : extent;
+    else
+      staticStride *= operandShape[d];
   }
   return linear;
 }
@@ -64,7 +70,7 @@ Value gpukernel::mmaSync(OpBuilder &b, Location loc, ArrayRef<Value> a, ArrayRef
 
 KernelFunction gpukernel::startKernel(OpBuilder &b, gpu::GPUModuleOp module, Location loc, StringRef name,
                                       ArrayRef<RankedTensorType> buffers, int64_t threads, int64_t sharedBytes,
-                                      int64_t sharedAlignment) {
+                                      int64_t sharedAlignment, unsigned sizeParams) {
   MLIRContext *ctx = b.getContext();
   b.setInsertionPointToEnd(module.getBody());
   auto workgroup = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
@@ -76,7 +82,9 @@ KernelFunction gpukernel::startKernel(OpBuilder &b, gpu::GPUModuleOp module, Loc
 
   SmallVector<Type> params;
   for (RankedTensorType buffer : buffers)
-    params.push_back(MemRefType::get({buffer.getNumElements()}, buffer.getElementType()));
+    params.push_back(MemRefType::get({sizeParams ? kSizeGenericExtent : buffer.getNumElements()},
+                                     buffer.getElementType()));
+  params.append(sizeParams, b.getIndexType());
   auto func = gpu::GPUFuncOp::create(b, loc, name, b.getFunctionType(params, {}));
   func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
   func.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr({static_cast<int32_t>(threads), 1, 1}));

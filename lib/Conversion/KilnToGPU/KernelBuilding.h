@@ -39,9 +39,11 @@ struct IndexMath {
 };
 
 /// Linear index into a row-major operand of `operandShape` that broadcasts (numpy rules) against a result of
-/// `resultShape`, at the result position `indices` (one per result dim, or nullptr for 0).
+/// `resultShape`, at the result position `indices` (one per result dim, or nullptr for 0). `runtimeExtents`,
+/// when given, has one entry per result dim: where set, that dim's extent is the kernel value, and an operand
+/// dim of more than 1 element there has that extent too (a size-generic kernel's rows and columns).
 Value broadcastLinearIndex(IndexMath &m, ArrayRef<int64_t> operandShape, ArrayRef<int64_t> resultShape,
-                           ArrayRef<Value> indices);
+                           ArrayRef<Value> indices, ArrayRef<Value> runtimeExtents = {});
 
 /// The four registers of an A fragment, or the two of a B fragment, as nvvm.mma.sync takes them: pairs of f16
 /// as vector<2xf16>, pairs of bf16 packed into i32.
@@ -60,12 +62,18 @@ struct KernelFunction {
   Value sharedBytes;
 };
 
+/// The extent of a size-generic kernel's buffers: bare pointers need a static memref shape, and the kernel's
+/// index math, not the type, bounds every access (2^40 elements, beyond any GPU's memory).
+constexpr int64_t kSizeGenericExtent = int64_t(1) << 40;
+
 /// Starts kernel `name` in `module`: a gpu.func taking each of `buffers` as a flat row-major memref (bare
 /// pointers), launched with `threads` threads, with `sharedBytes` of dynamic shared memory (an extern workgroup
-/// global aligned to `sharedAlignment` bytes; none when 0). Leaves `b` at the start of the kernel body.
+/// global aligned to `sharedAlignment` bytes; none when 0). Leaves `b` at the start of the kernel body. With
+/// `sizeParams` > 0 the kernel is size-generic: its buffers are typed with kSizeGenericExtent elements and that
+/// many index parameters (the sizes the code reads) follow them.
 KernelFunction startKernel(OpBuilder &b, gpu::GPUModuleOp module, Location loc, StringRef name,
                            ArrayRef<RankedTensorType> buffers, int64_t threads, int64_t sharedBytes,
-                           int64_t sharedAlignment = 16);
+                           int64_t sharedAlignment = 16, unsigned sizeParams = 0);
 
 /// A 1-D view of `size` elements of `element` at element offset `offset` of the kernel's shared memory.
 Value sharedView(OpBuilder &b, Location loc, Value sharedBytes, int64_t offset, int64_t size, Type element);

@@ -90,12 +90,13 @@ struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUP
       }
       func->setAttr("kiln.gpu_kernel",
                     SymbolRefAttr::get(gpuModule.getSymNameAttr(), {FlatSymbolRefAttr::get(func.getSymNameAttr())}));
-      func->setAttr("kiln.launch",
-                    builder.getDictionaryAttr(
-                        {builder.getNamedAttr("grid", builder.getDenseI64ArrayAttr(launch->grid)),
-                         builder.getNamedAttr("block", builder.getDenseI64ArrayAttr(launch->block)),
-                         builder.getNamedAttr("dynamic_shared_bytes",
-                                              builder.getI64IntegerAttr(launch->dynamicSharedBytes))}));
+      SmallVector<NamedAttribute> fields{
+          builder.getNamedAttr("grid", builder.getDenseI64ArrayAttr(launch->grid)),
+          builder.getNamedAttr("block", builder.getDenseI64ArrayAttr(launch->block)),
+          builder.getNamedAttr("dynamic_shared_bytes", builder.getI64IntegerAttr(launch->dynamicSharedBytes))};
+      if (!launch->sizes.empty())
+        fields.push_back(builder.getNamedAttr("sizes", builder.getDenseI64ArrayAttr(launch->sizes)));
+      func->setAttr("kiln.launch", builder.getDictionaryAttr(fields));
     }
     if (gpuModule)
       kiln::approximateExpAndDivision(gpuModule);

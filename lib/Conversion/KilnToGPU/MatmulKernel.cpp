@@ -70,7 +70,8 @@ FailureOr<KernelLaunch> kiln::buildMatmulKernel(OpBuilder &builder, gpu::GPUModu
   Value warp = im.div(frame.tid, 32), lane = im.rem(frame.tid, 32);
   Value wm0 = im.mul(im.div(warp, warpsN), wm), wn0 = im.mul(im.rem(warp, warpsN), wn);
 
-  int64_t kTiles = llvm::divideCeilSigned(frame.k, bk);
+  // At least one k-tile (K = 0 reads one zero-filled tile), which tells LLVM that the loop runs.
+  Value kTiles = im.max(im.div(im.add(frame.sizeK, bk - 1), bk), im.c(1));
   // Copies k-tile `kTile` into ring slot `stage`, rows padded.
   auto issueLoads = [&](Value kTile, Value stage) {
     return copyTiles(
@@ -91,7 +92,7 @@ FailureOr<KernelLaunch> kiln::buildMatmulKernel(OpBuilder &builder, gpu::GPUModu
   Value laneRow16 = im.rem(lane, 16), laneHalf = im.mul(im.div(lane, 16), 8);
 
   auto loop = scf::ForOp::create(
-      builder, loc, im.c(0), im.c(kTiles), im.c(1), accInits,
+      builder, loc, im.c(0), kTiles, im.c(1), accInits,
       [&](OpBuilder &nested, Location, Value kTile, ValueRange accs) {
         OpBuilder::InsertionGuard loopGuard(builder);
         builder.setInsertionPoint(nested.getInsertionBlock(), nested.getInsertionPoint());

@@ -43,6 +43,9 @@ MatmulFrame gpukernel::startMatmulKernel(OpBuilder &b, gpu::GPUModuleOp module, 
                     outType.getDimSize(rank - 2),
                     outType.getDimSize(rank - 1),
                     lhsType.getDimSize(lhsType.getRank() - 1),
+                    Value(),
+                    Value(),
+                    Value(),
                     op.getTransposeRhs()};
   Location loc = op.getLoc();
   // Parameters: lhs, rhs, epilogue operands, out.
@@ -50,11 +53,16 @@ MatmulFrame gpukernel::startMatmulKernel(OpBuilder &b, gpu::GPUModuleOp module, 
   for (Value operand : op.getEpilogueOperands())
     buffers.push_back(cast<RankedTensorType>(operand.getType()));
   buffers.push_back(outType);
-  frame.kernel = startKernel(b, module, loc, name, buffers, threads, sharedBytes, sharedAlignment);
+  frame.kernel = startKernel(b, module, loc, name, buffers, threads, sharedBytes, sharedAlignment,
+                             /*sizeParams=*/3);
   Block &entry = frame.kernel.func.getBody().front();
+  unsigned numBuffers = buffers.size();
   frame.lhs = entry.getArgument(0);
   frame.rhs = entry.getArgument(1);
-  frame.out = entry.getArguments().back();
+  frame.out = entry.getArgument(numBuffers - 1);
+  frame.sizeM = entry.getArgument(numBuffers);
+  frame.sizeN = entry.getArgument(numBuffers + 1);
+  frame.sizeK = entry.getArgument(numBuffers + 2);
   auto epilogueArgs = entry.getArguments().slice(2, op.getEpilogueOperands().size());
   frame.epilogueArgs.assign(epilogueArgs.begin(), epilogueArgs.end());
 
@@ -74,15 +82,15 @@ MatmulFrame gpukernel::startMatmulKernel(OpBuilder &b, gpu::GPUModuleOp module, 
     frame.resultIndex[d] = im.rem(remaining, outShape[d]);
     remaining = im.div(remaining, outShape[d]);
   }
-  auto batchOffset = [&](RankedTensorType type) {
+  auto batchOffset = [&](RankedTensorType type, Value matrixElements) {
     SmallVector<int64_t> batchShape(type.getShape().drop_back(2)), resultBatch(outShape.drop_back(2));
     Value index =
         broadcastLinearIndex(im, batchShape, resultBatch, ArrayRef<Value>(frame.resultIndex).drop_back(2));
-    return im.mul(index, type.getDimSize(type.getRank() - 2) * type.getDimSize(type.getRank() - 1));
+    return im.mul(index, matrixElements);
   };
-  frame.offsetA = batchOffset(lhsType);
-  frame.offsetB = batchOffset(rhsType);
-  frame.outOffset = im.mul(batch, frame.m * frame.n);
+  frame.offsetA = batchOffset(lhsType, im.mul(frame.sizeM, frame.sizeK));
+  frame.offsetB = batchOffset(rhsType, im.mul(frame.sizeK, frame.sizeN));
+  frame.outOffset = im.mul(batch, im.mul(frame.sizeM, frame.sizeN));
   return frame;
 }
 
@@ -91,16 +99,25 @@ Value gpukernel::copyTiles(OpBuilder &b, IndexMath &im, const MatmulFrame &frame
                            Value sharedB, ChunkPlacement placeB) {
   Location loc = im.loc;
   Type tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
-  int64_t m = frame.m, n = frame.n, k = frame.k;
+  Value m = frame.sizeM, n = frame.sizeN, k = frame.sizeK;
   Value k0 = im.mul(kTile, bk);
   SmallVector<Value> tokens;
   auto copy = [&](Value shared, Value sharedIndex, Value global, Value globalIndex, Value count) {
     tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(b, loc, tokenType, shared, sharedIndex, global, globalIndex,
                                                       b.getIndexAttr(8), count, b.getUnitAttr()));
   };
-  // Elements of the chunk at `column` that lie before `limit`, or none when its row is outside.
-  auto chunkCount = [&](Value rowValid, Value column, int64_t limit) {
-    Value left = arith::SubIOp::create(b, loc, im.c(limit), im.min(column, im.c(limit)));
+  // Whether a row or column `index` of the tile that starts at `base` lies before `limit`. Along a dim that is
+  // a whole number of `tile`s the whole tile is inside or outside: one comparison that every chunk shares.
+  auto inside = [&](Value index, Value base, Value limit, int64_t staticLimit, int64_t tile) {
+    return im.lt(staticLimit % tile == 0 ? base : index, limit);
+  };
+  // Elements of the chunk at `column` (of the tile whose columns start at `columnBase`) that lie before `limit`,
+  // or none when its row is outside.
+  auto chunkCount = [&](Value rowValid, Value column, Value columnBase, Value limit, int64_t staticLimit,
+                        int64_t tile) {
+    if (staticLimit % tile == 0)
+      return im.select(im.andi(rowValid, im.lt(columnBase, limit)), im.c(8), im.c(0));
+    Value left = arith::SubIOp::create(b, loc, limit, im.min(column, limit));
     return im.select(rowValid, im.min(left, im.c(8)), im.c(0));
   };
   auto validSource = [&](Value count, Value source) {
@@ -112,7 +129,7 @@ Value gpukernel::copyTiles(OpBuilder &b, IndexMath &im, const MatmulFrame &frame
     Value chunk = im.add(frame.tid, i * threads);
     Value row = im.div(chunk, chunksA), col = im.mul(im.rem(chunk, chunksA), 8);
     Value gRow = im.add(frame.m0, row), gCol = im.add(k0, col);
-    Value count = chunkCount(im.lt(gRow, m), gCol, k);
+    Value count = chunkCount(inside(gRow, frame.m0, m, frame.m, bm), gCol, k0, k, frame.k, bk);
     Value src = validSource(count, im.add(frame.offsetA, im.add(im.mul(gRow, k), gCol)));
     copy(sharedA, placeA(row, col), frame.lhs, src, count);
   }
@@ -123,11 +140,11 @@ Value gpukernel::copyTiles(OpBuilder &b, IndexMath &im, const MatmulFrame &frame
     Value count, src;
     if (frame.transB) { // rhs stored [N][K]: rows are n, columns k.
       Value gRow = im.add(frame.n0, row), gCol = im.add(k0, col);
-      count = chunkCount(im.lt(gRow, n), gCol, k);
+      count = chunkCount(inside(gRow, frame.n0, n, frame.n, bn), gCol, k0, k, frame.k, bk);
       src = im.add(frame.offsetB, im.add(im.mul(gRow, k), gCol));
     } else { // rhs stored [K][N]: rows are k, columns n.
       Value gRow = im.add(k0, row), gCol = im.add(frame.n0, col);
-      count = chunkCount(im.lt(gRow, k), gCol, n);
+      count = chunkCount(inside(gRow, k0, k, frame.k, bk), gCol, frame.n0, n, frame.n, bn);
       src = im.add(frame.offsetB, im.add(im.mul(gRow, n), gCol));
     }
     copy(sharedB, placeB(row, col), frame.rhs, validSource(count, src), count);
@@ -151,7 +168,10 @@ static Value finishElement(OpBuilder &b, IndexMath &im, const MatmulFrame &frame
     position[rank - 1] = column;
     for (auto [index, operand] : llvm::enumerate(op.getEpilogueOperands())) {
       auto type = cast<RankedTensorType>(operand.getType());
-      Value at = broadcastLinearIndex(im, type.getShape(), outType.getShape(), position);
+      SmallVector<Value> extents(rank, nullptr);
+      extents[rank - 2] = frame.sizeM;
+      extents[rank - 1] = frame.sizeN;
+      Value at = broadcastLinearIndex(im, type.getShape(), outType.getShape(), position, extents);
       Value loaded = memref::LoadOp::create(b, loc, frame.epilogueArgs[index], at);
       if (!type.getElementType().isF32())
         loaded = arith::ExtFOp::create(b, loc, b.getF32Type(), loaded);
@@ -169,12 +189,12 @@ static Value finishElement(OpBuilder &b, IndexMath &im, const MatmulFrame &frame
 /// Stores output element (row, column) through the epilogue when it lies inside the output.
 static void storeOutputElement(OpBuilder &b, IndexMath &im, const MatmulFrame &frame, Value row, Value column,
                                Value value) {
-  Value inside = im.andi(im.lt(row, frame.m), im.lt(column, frame.n));
+  Value inside = im.andi(im.lt(row, frame.sizeM), im.lt(column, frame.sizeN));
   scf::IfOp::create(b, im.loc, inside, [&](OpBuilder &thenBuilder, Location) {
     OpBuilder::InsertionGuard thenGuard(b);
     b.setInsertionPoint(thenBuilder.getInsertionBlock(), thenBuilder.getInsertionPoint());
     memref::StoreOp::create(b, im.loc, finishElement(b, im, frame, row, column, value), frame.out,
-                            im.add(frame.outOffset, im.add(im.mul(row, frame.n), column)));
+                            im.add(frame.outOffset, im.add(im.mul(row, frame.sizeN), column)));
     scf::YieldOp::create(b, im.loc);
   });
 }
@@ -188,7 +208,7 @@ void gpukernel::storeOutputPair(OpBuilder &b, IndexMath &im, const MatmulFrame &
   }
   // With an even row length, an even column's pair lies wholly inside or outside and starts 2-element aligned.
   Location loc = im.loc;
-  Value inside = im.andi(im.lt(row, frame.m), im.lt(column, frame.n));
+  Value inside = im.andi(im.lt(row, frame.sizeM), im.lt(column, frame.sizeN));
   scf::IfOp::create(b, loc, inside, [&](OpBuilder &thenBuilder, Location) {
     OpBuilder::InsertionGuard thenGuard(b);
     b.setInsertionPoint(thenBuilder.getInsertionBlock(), thenBuilder.getInsertionPoint());
@@ -198,7 +218,7 @@ void gpukernel::storeOutputPair(OpBuilder &b, IndexMath &im, const MatmulFrame &
     Value pair = vector::FromElementsOp::create(b, loc, pairType, ValueRange{low, high});
     int64_t bytes = 2 * low.getType().getIntOrFloatBitWidth() / 8;
     vector::StoreOp::create(b, loc, pair, frame.out,
-                            ValueRange{im.add(frame.outOffset, im.add(im.mul(row, frame.n), column))},
+                            ValueRange{im.add(frame.outOffset, im.add(im.mul(row, frame.sizeN), column))},
                             /*nontemporal=*/false, llvm::MaybeAlign(bytes));
     scf::YieldOp::create(b, loc);
   });
@@ -227,17 +247,17 @@ static void storeStagedChunk(OpBuilder &b, IndexMath &im, const MatmulFrame &fra
   } else {
     // The epilogue runs on every chunk, at the nearest position inside the output (so that its operand loads
     // stay in bounds and issue without waiting for a branch); only the store is guarded.
-    Value safeRow = im.min(row, im.c(frame.m - 1)), safeColumn = im.min(column, im.c(frame.n - 8));
+    Value safeRow = im.min(row, im.sub(frame.sizeM, 1)), safeColumn = im.min(column, im.sub(frame.sizeN, 8));
     SmallVector<Value> finished;
     for (int64_t e = 0; e < 8; ++e)
       finished.push_back(finishElement(b, im, frame, safeRow, im.add(safeColumn, e), values[e]));
     Value pieces = vector::FromElementsOp::create(b, loc, VectorType::get({8}, outElement), finished);
-    Value inside = im.andi(im.lt(row, frame.m), im.lt(column, frame.n));
+    Value inside = im.andi(im.lt(row, frame.sizeM), im.lt(column, frame.sizeN));
     scf::IfOp::create(b, loc, inside, [&](OpBuilder &thenBuilder, Location) {
       OpBuilder::InsertionGuard thenGuard(b);
       b.setInsertionPoint(thenBuilder.getInsertionBlock(), thenBuilder.getInsertionPoint());
       vector::StoreOp::create(b, loc, pieces, frame.out,
-                              ValueRange{im.add(frame.outOffset, im.add(im.mul(row, frame.n), column))},
+                              ValueRange{im.add(frame.outOffset, im.add(im.mul(row, frame.sizeN), column))},
                               /*nontemporal=*/false, llvm::MaybeAlign(16));
       scf::YieldOp::create(b, loc);
     });
@@ -274,5 +294,6 @@ KernelLaunch gpukernel::matmulLaunch(const MatmulFrame &frame, int64_t bm, int64
     batchCount *= extent;
   return KernelLaunch{{llvm::divideCeilSigned(frame.n, bn), llvm::divideCeilSigned(frame.m, bm), batchCount},
                       {threads, 1, 1},
-                      sharedBytes};
+                      sharedBytes,
+                      {frame.m, frame.n, frame.k}};
 }

@@ -5,6 +5,11 @@
 // the A and B tiles into shared memory (zero-filled past the edges), and the epilogue applied per element before
 // the bounds-checked store. Those live here once; each kernel says where in shared memory a 16-byte chunk goes.
 //
+// Both kernels are size-generic: M, N and K are kernel parameters that the code reads (the manifest's `sizes`),
+// so that matmuls of one config, dtype and epilogue that differ only in their sizes build the same kernel, which
+// kiln-share-kernel-modules then compiles once. What the code does depend on stays static: the batch shape, the
+// epilogue operands' broadcasting, and whether N is a multiple of 8 or of 2 (the store's width).
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef KILN_LIB_CONVERSION_KILNTOGPU_MATMULPARTS_H
@@ -24,8 +29,10 @@ namespace gpukernel {
 struct MatmulFrame {
   /// Mutable: an op handle's accessors are not const.
   mutable MatmulOp op;
-  /// Rows of the result, its columns, and the reduction size.
+  /// Rows of the result, its columns, and the reduction size: for the launch and the static choices only.
   int64_t m, n, k;
+  /// The same sizes as the kernel reads them, from its parameters.
+  Value sizeM, sizeN, sizeK;
   /// The rhs is stored [N][K] (transpose_rhs) rather than [K][N].
   bool transB;
   /// The kernel, its dynamic shared memory and its parameters.
@@ -45,7 +52,7 @@ struct MatmulFrame {
 LogicalResult checkMatmulOperands(MatmulOp op, StringRef lowering);
 
 /// Starts the kernel of `op`: a gpu.func named `name` taking lhs, rhs, the epilogue operands and the output,
-/// launched on a grid (ceil(N/bn), ceil(M/bm), batch) of `threads` threads with `sharedBytes` of dynamic shared
+/// then M, N and K, launched on a grid (ceil(N/bn), ceil(M/bm), batch) of `threads` threads with `sharedBytes` of dynamic shared
 /// memory aligned to `sharedAlignment` bytes.
 MatmulFrame startMatmulKernel(OpBuilder &b, gpu::GPUModuleOp module, MatmulOp op, StringRef name, int64_t bm,
                               int64_t bn, int64_t threads, int64_t sharedBytes, int64_t sharedAlignment);

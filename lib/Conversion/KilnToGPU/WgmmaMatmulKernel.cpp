@@ -100,10 +100,11 @@ FailureOr<KernelLaunch> kiln::buildWgmmaMatmulKernel(OpBuilder &builder, gpu::GP
 
   Value zero = zeroAccumulator(builder, loc, bn);
   Type accType = zero.getType();
-  int64_t kTiles = llvm::divideCeilSigned(frame.k, bk);
+  // At least one k-tile (K = 0 reads one zero-filled tile), which tells LLVM that the loop runs.
+  Value kTiles = im.max(im.div(im.add(frame.sizeK, bk - 1), bk), im.c(1));
   auto wgmmaType = element.isBF16() ? NVVM::WGMMATypes::bf16 : NVVM::WGMMATypes::f16;
   auto loop = scf::ForOp::create(
-      builder, loc, im.c(0), im.c(kTiles), im.c(1), ValueRange{zero},
+      builder, loc, im.c(0), kTiles, im.c(1), ValueRange{zero},
       [&](OpBuilder &nested, Location, Value kTile, ValueRange accs) {
         OpBuilder::InsertionGuard loopGuard(builder);
         builder.setInsertionPoint(nested.getInsertionBlock(), nested.getInsertionPoint());

@@ -91,7 +91,8 @@ typedef struct kiln_plan kiln_plan;
 
 /// Loads the plan of `function` (NULL: the manifest's only plan) from `folder`: each kernel's module (its cubin
 /// when it matches the GPU's compute capability, else its PTX for the driver to compile), device buffers for
-/// every intermediate, and the constants copied to the GPU.
+/// every intermediate, and the constants copied to the GPU. A step launches its kernel's `function` with the
+/// step's buffers, then the kernel's `sizes` (size-generic kernels) as 64-bit integers.
 KILN_RUNTIME_API kiln_status kiln_plan_load(kiln_device *device, const char *folder, const char *function,
                                             kiln_plan **plan);
 KILN_RUNTIME_API void kiln_plan_free(kiln_plan *plan);

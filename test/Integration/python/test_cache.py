@@ -206,6 +206,43 @@ def test_kernels_assemble_in_parallel(cache_dir, monkeypatch):
                for k in kernels) <= stages["ptx_and_assembly"]
 
 
+MLP = """func.func @mlp(%x: tensor<77x512xbf16>, %w1: tensor<512x1536xbf16>, %b1: tensor<1536xbf16>,
+                    %w2: tensor<1536x1024xbf16>, %b2: tensor<1024xbf16>, %w3: tensor<1024x512xbf16>)
+    -> (tensor<77x512xbf16>) {
+  %h = kiln.matmul %x, %w1 : tensor<77x512xbf16>, tensor<512x1536xbf16> -> tensor<77x1536xbf16>
+  %hb = kiln.add %h, %b1 : tensor<77x1536xbf16>, tensor<1536xbf16> -> tensor<77x1536xbf16>
+  %ha = kiln.silu %hb : tensor<77x1536xbf16>
+  %g = kiln.matmul %ha, %w2 : tensor<77x1536xbf16>, tensor<1536x1024xbf16> -> tensor<77x1024xbf16>
+  %gb = kiln.add %g, %b2 : tensor<77x1024xbf16>, tensor<1024xbf16> -> tensor<77x1024xbf16>
+  %ga = kiln.silu %gb : tensor<77x1024xbf16>
+  %y = kiln.matmul %ga, %w3 : tensor<77x1024xbf16>, tensor<1024x512xbf16> -> tensor<77x512xbf16>
+  return %y : tensor<77x512xbf16>
+}
+"""
+
+
+def test_matmuls_that_differ_in_size_share_a_kernel(cache_dir, monkeypatch):
+    """The MLP's two bias + SiLU matmuls (512 -> 1536 and 1536 -> 1024) differ only in their sizes, which the
+    size-generic kernel takes as parameters: one module is compiled and assembled for both, each entry launches
+    it with its own grid and sizes. The last matmul has no epilogue: a kernel of its own."""
+    calls = []
+    stand_in = ptxas_assembler(ptxas_or_skip())
+
+    def assemble(ptx):
+        calls.append(ptx)
+        return stand_in(ptx)
+
+    monkeypatch.setattr(compiler, "driver_assembler", lambda target: assemble if target == "sm_90a" else None)
+    program = kiln.compile(MLP, target="sm_90a")
+    first, second, third = program.kernels
+    assert len(calls) == 2 and program.ptx.count(".entry") == 2
+    assert (second["ptx"], second["cubin"], second["function"]) == (first["ptx"], first["cubin"], first["name"])
+    assert third["ptx"] != first["ptx"] and third["function"] == third["name"]
+    assert [k["sizes"] for k in program.kernels] == [[77, 1536, 512], [77, 1024, 1536], [77, 512, 1024]]
+    assert first["grid"] != second["grid"]
+    assert "then a kernel's sizes as 64-bit integers" in program.manifest["abi"]
+
+
 def test_interrupt_in_the_assembler_is_raised_again(cache_dir, monkeypatch, tmp_path):
     """Ctrl-C while the in-process assembler runs (KeyboardInterrupt inside it) stops the compile with that
     interrupt: ptxas does not take over (a ptxas on PATH that would leave a mark is never run), and nothing lands
