@@ -14,7 +14,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/SymbolTable.h"
-#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/MapVector.h"
 
 namespace mlir {
 namespace kiln {
@@ -28,30 +28,8 @@ using namespace mlir::kiln;
 
 namespace {
 
-/// The text of `gpuModule` with its name and its symbols' names replaced by placeholders in the order they
-/// appear, so that two modules differing in nothing else have the same text. Each symbol's position, the
-/// name's stand-in, is returned in `positions` (by name).
-std::string canonicalText(gpu::GPUModuleOp gpuModule, llvm::StringMap<unsigned> &positions) {
-  auto copy = cast<gpu::GPUModuleOp>(gpuModule->clone());
-  copy.setName("module");
-  SymbolTable symbols(copy);
-  SmallVector<Operation *> named;
-  for (Operation &op : copy.getBody()->getOperations())
-    if (isa<SymbolOpInterface>(op))
-      named.push_back(&op);
-  for (auto [position, op] : llvm::enumerate(named)) {
-    positions[SymbolTable::getSymbolName(op).getValue()] = position;
-    (void)symbols.rename(op, ("symbol" + Twine(position)).str());
-  }
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  copy->print(os, OpPrintingFlags().assumeVerified());
-  copy->erase();
-  return text;
-}
-
 /// A hash of the kinds of op in `gpuModule`, in order: modules that differ in it are different kernels, which
-/// is cheap to tell (printing a kernel module costs about a millisecond, a walk a few microseconds).
+/// is cheap to tell (a walk of a few microseconds, where a full comparison takes a millisecond or so).
 llvm::hash_code opSequenceHash(gpu::GPUModuleOp gpuModule) {
   llvm::hash_code hash = llvm::hash_value(0);
   gpuModule.getBody()->walk(
@@ -59,25 +37,85 @@ llvm::hash_code opSequenceHash(gpu::GPUModuleOp gpuModule) {
   return hash;
 }
 
+/// The symbols defined in `gpuModule`'s body, in order.
+SmallVector<Operation *> symbolsOf(gpu::GPUModuleOp gpuModule) {
+  SmallVector<Operation *> symbols;
+  for (Operation &op : gpuModule.getBody()->getOperations())
+    if (isa<SymbolOpInterface>(op))
+      symbols.push_back(&op);
+  return symbols;
+}
+
+/// Whether `candidate` is `kept` but for its name and the names of its symbols. The candidate's symbols take the
+/// names of `kept`'s at the same positions (uses included) for the comparison, and get their own back when it
+/// differs; a candidate that already has one of those names elsewhere is not compared. When it is the same,
+/// `renamed` maps each of its symbols' names to its new one. Fails when a symbol's uses cannot be renamed.
+FailureOr<bool> isSameKernel(gpu::GPUModuleOp kept, gpu::GPUModuleOp candidate,
+                             DenseMap<StringAttr, StringAttr> &renamed) {
+  Block *keptBody = kept.getBody(), *candidateBody = candidate.getBody();
+  SmallVector<Operation *> keptSymbols = symbolsOf(kept), candidateSymbols = symbolsOf(candidate);
+  if (keptBody->getOperations().size() != candidateBody->getOperations().size() ||
+      keptSymbols.size() != candidateSymbols.size())
+    return false;
+  SymbolTable table(candidate);
+  SmallVector<StringAttr> ownNames, keptNames;
+  for (auto [keptSymbol, symbol] : llvm::zip_equal(keptSymbols, candidateSymbols)) {
+    keptNames.push_back(SymbolTable::getSymbolName(keptSymbol));
+    Operation *holder = table.lookup(keptNames.back());
+    if (holder && holder != symbol)
+      return false;
+    ownNames.push_back(SymbolTable::getSymbolName(symbol));
+  }
+  auto renameAll = [&](ArrayRef<StringAttr> names) -> LogicalResult {
+    for (auto [symbol, name] : llvm::zip_equal(candidateSymbols, names))
+      if (failed(table.rename(symbol, name)))
+        return candidate.emitError() << "kiln-share-kernel-modules: cannot rename the uses of @"
+                                     << SymbolTable::getSymbolName(symbol);
+    return success();
+  };
+  if (failed(renameAll(keptNames)))
+    return failure();
+  bool same = llvm::all_of(llvm::zip_equal(keptBody->getOperations(), candidateBody->getOperations()),
+                           [](auto pair) {
+                             return OperationEquivalence::isEquivalentTo(&std::get<0>(pair), &std::get<1>(pair),
+                                                                         OperationEquivalence::IgnoreLocations);
+                           });
+  if (!same)
+    return failed(renameAll(ownNames)) ? FailureOr<bool>(failure()) : FailureOr<bool>(false);
+  for (auto [own, now] : llvm::zip_equal(ownNames, keptNames))
+    renamed[own] = now;
+  return true;
+}
+
 struct KilnShareKernelModulesPass : kiln::impl::KilnShareKernelModulesBase<KilnShareKernelModulesPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    // Modules by the kinds of op they hold; only modules with others of the same kinds are compared by text.
-    DenseMap<llvm::hash_code, SmallVector<gpu::GPUModuleOp, 1>> candidates;
+    // Modules by the kinds of op they hold; only modules with others of the same kinds are compared.
+    llvm::MapVector<llvm::hash_code, SmallVector<gpu::GPUModuleOp, 1>> candidates;
     for (auto gpuModule : module.getOps<gpu::GPUModuleOp>())
       candidates[opSequenceHash(gpuModule)].push_back(gpuModule);
-    // For each later copy of a kernel, the kept module, and every compared module's symbols by position.
-    DenseMap<StringAttr, gpu::GPUModuleOp> keptFor;
-    DenseMap<StringAttr, llvm::StringMap<unsigned>> positionsOf;
+    // The kept module of each later copy of a kernel, and the copy's symbols' new names.
+    DenseMap<StringAttr, std::pair<gpu::GPUModuleOp, DenseMap<StringAttr, StringAttr>>> keptFor;
     SmallVector<gpu::GPUModuleOp> copies;
     for (auto &[hash, sameKinds] : candidates) {
-      llvm::StringMap<gpu::GPUModuleOp> firstOfText;
-      for (gpu::GPUModuleOp gpuModule : sameKinds.size() > 1 ? sameKinds : SmallVector<gpu::GPUModuleOp, 1>()) {
-        llvm::StringMap<unsigned> &positions = positionsOf[gpuModule.getNameAttr()];
-        auto [it, inserted] = firstOfText.try_emplace(canonicalText(gpuModule, positions), gpuModule);
-        if (inserted)
+      SmallVector<gpu::GPUModuleOp> kept;
+      for (gpu::GPUModuleOp gpuModule : sameKinds) {
+        DenseMap<StringAttr, StringAttr> renamed;
+        gpu::GPUModuleOp same;
+        for (gpu::GPUModuleOp other : kept) {
+          FailureOr<bool> isSame = isSameKernel(other, gpuModule, renamed);
+          if (failed(isSame))
+            return signalPassFailure();
+          if (*isSame) {
+            same = other;
+            break;
+          }
+        }
+        if (!same) {
+          kept.push_back(gpuModule);
           continue;
-        keptFor[gpuModule.getNameAttr()] = it->second;
+        }
+        keptFor[gpuModule.getNameAttr()] = {same, std::move(renamed)};
         copies.push_back(gpuModule);
       }
     }
@@ -85,17 +123,12 @@ struct KilnShareKernelModulesPass : kiln::impl::KilnShareKernelModulesBase<KilnS
       return;
     for (auto host : module.getOps<func::FuncOp>()) {
       auto ref = host->getAttrOfType<SymbolRefAttr>("kiln.gpu_kernel");
-      if (!ref || !keptFor.count(ref.getRootReference()))
+      auto found = ref ? keptFor.find(ref.getRootReference()) : keptFor.end();
+      if (found == keptFor.end())
         continue;
-      gpu::GPUModuleOp kept = keptFor[ref.getRootReference()];
-      // The kernel at the same position in the kept module.
-      unsigned position = positionsOf[ref.getRootReference()].lookup(ref.getLeafReference().getValue());
-      StringAttr kernel;
-      for (auto [index, op] : llvm::enumerate(llvm::make_filter_range(
-               kept.getBody()->getOperations(), [](Operation &op) { return isa<SymbolOpInterface>(op); })))
-        if (index == position)
-          kernel = SymbolTable::getSymbolName(&op);
-      host->setAttr("kiln.gpu_kernel", SymbolRefAttr::get(kept.getNameAttr(), {FlatSymbolRefAttr::get(kernel)}));
+      auto &[kept, renamed] = found->second;
+      host->setAttr("kiln.gpu_kernel", SymbolRefAttr::get(kept.getNameAttr(),
+                                                          {FlatSymbolRefAttr::get(renamed.lookup(ref.getLeafReference()))}));
     }
     for (gpu::GPUModuleOp copy : copies)
       copy->erase();
