@@ -1,7 +1,8 @@
 """Kiln's Python JIT latency on the GPU machine: cold JIT compile, cold start from the disk cache, per-call overhead.
 
 Three modes, for the same programs as bench/jit_latency_baseline.py measures for Triton — a matmul+bias+SiLU, a
-second specialisation, a 3-matmul MLP, an attention, tiny calls for the per-call overhead:
+second specialisation, a 3-matmul MLP, an attention, tiny calls for the per-call overhead (and, cold, the
+matmul+bias+SiLU at five new row counts whose kernel is in the kernel cache already):
 
 - ``--prepare`` (on a machine with the full build) compiles them for sm_90a into a cache folder, timing each;
 - ``--cold-jit`` (on the GPU machine with the packed JIT, scripts/pack_gpu_jit.sh) starts from an empty cache and
@@ -147,6 +148,29 @@ def measure(args):
             errors[f"attention 1x8x{seq}x64"] = relative_error(out, F.scaled_dot_product_attention(*[q.float()] * 3))
         rows[f"{first_call}: attention 1x8xSx64, median of 5 new S"] = statistics.median(samples)
         every_sample["attention 1x8xSx64, S = 136 ... 168"] = [round(s, 2) for s in samples]
+        # A new shape whose kernels are compiled already: the matmul kernel reads M, N and K from its parameters,
+        # so after the 1000^3 matmul + bias + SiLU (compiled first, in a new cache), each new M finds its kernel
+        # in the kernel cache and only the program around it is compiled.
+        os.environ["KILN_CACHE_DIR"] = tempfile.mkdtemp(prefix="kiln-cold-")
+        w, bias = made["matmul+bias+silu 1000^3"][1][1], made["matmul+bias+silu 1000^3"][2]["bias"]
+        kiln.ops.matmul(torch.randn(1000, 1000, device="cuda", dtype=torch.bfloat16), w, bias=bias,
+                        activation="silu")
+        samples, hits = [], []
+        for m in (520, 640, 777, 900, 999):
+            x = torch.randn(m, 1000, device="cuda", dtype=torch.bfloat16)
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            out = kiln.ops.matmul(x, w, bias=bias, activation="silu")
+            torch.cuda.synchronize()
+            samples.append((time.perf_counter() - start) * 1e3)
+            program = list(kiln.ops.matmul.programs.values())[-1]
+            hits.append(program.kernels[0].get("kernel_cache"))
+            stages.setdefault("matmul+bias+silu Mx1000x1000, kernel cached", []).append(program.manifest["compile_us"])
+            errors[f"matmul+bias+silu {m}x1000x1000 (kernel cached)"] = relative_error(
+                out, F.silu(x.float() @ w.float() + bias.float()))
+        rows[f"{first_call}: matmul+bias+silu, new M, kernel cached ({hits.count('hit')}/5 hits), median of 5"] = \
+            statistics.median(samples)
+        every_sample["matmul+bias+silu Mx1000x1000, kernel cached"] = [round(s, 2) for s in samples]
     # The host's speed drifts: torch's own per-call times, measured in turn with Kiln's, to compare with.
     warm = {}
     for name in ("tiny matmul 16x16", "tiny attention 1x1x16x64", "3-matmul MLP 77x512"):

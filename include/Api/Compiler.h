@@ -65,10 +65,12 @@ using PtxAssembler = KilnPtxAssembler;
 /// installed, otherwise or when the assembler fails, whose reason the manifest then keeps as
 /// "in_process_assembly_failed"), constant files and manifest.json; an interrupted assembler ends it with a
 /// CompileError and no manifest. `configs`, when given,
-/// has one entry per tunable kernel; an empty entry keeps that kernel's default.
+/// has one entry per tunable kernel; an empty entry keeps that kernel's default. A non-empty `kernelCacheDir`
+/// is the kernel cache the compile reads compiled kernel modules from and stores its own in
+/// (Driver/KernelCache.h).
 void compileGpu(const std::string &source, const std::string &chip, const std::string &outputDir,
                 const std::vector<std::optional<KernelConfig>> *configs = nullptr,
-                const PtxAssembler &assembler = nullptr);
+                const PtxAssembler &assembler = nullptr, const std::string &kernelCacheDir = "");
 
 } // namespace api
 } // namespace kiln

@@ -83,7 +83,8 @@ std::vector<TunableKernel> tunableKernels(const std::string &source, const std::
 }
 
 void compileGpu(const std::string &source, const std::string &chip, const std::string &outputDir,
-                const std::vector<std::optional<KernelConfig>> *configs, const PtxAssembler &assembler) {
+                const std::vector<std::optional<KernelConfig>> *configs, const PtxAssembler &assembler,
+                const std::string &kernelCacheDir) {
   (void)gpuTarget(chip);
   ParsedSource parsed(source);
   if (configs) {
@@ -103,7 +104,7 @@ void compileGpu(const std::string &source, const std::string &chip, const std::s
     }
   }
   std::string error;
-  if (failed(compileForGpu(parsed.module(), chip, outputDir, error, assembler)))
+  if (failed(compileForGpu(parsed.module(), chip, outputDir, error, assembler, kernelCacheDir)))
     throw CompileError("compiling for " + chip + " failed: " + error + "\n" + parsed.takeDiagnostics());
 }
 

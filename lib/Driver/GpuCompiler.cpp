@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Driver/GpuCompiler.h"
+#include "Driver/KernelCache.h"
 
 #include "Dialect/Kiln/KilnOps.h"
 #include "Driver/RunPlan.h"
@@ -299,6 +300,7 @@ struct AssembledModule {
   int64_t microseconds = 0;    ///< writing the PTX and assembling it, fallback included
   int64_t ptxMicroseconds = 0; ///< LLVM's emission of the PTX (KernelModulePtx::microseconds)
   int64_t startMicroseconds = 0; ///< when a worker took the module, from the start of the stage
+  std::string function;        ///< the kernel's name in the PTX when it came from the kernel cache
 };
 } // namespace
 
@@ -337,8 +339,45 @@ static AssembledModule writeAndAssemble(const KernelModulePtx &module, llvm::Str
   return result;
 }
 
+/// Writes a kernel module found in the kernel cache into `outputDir` as module `name`'s files.
+static FailureOr<AssembledModule> writeCachedFiles(const CachedKernel &cached, llvm::StringRef name,
+                                                   llvm::StringRef chip, llvm::StringRef outputDir,
+                                                   std::string &error) {
+  AssembledModule files;
+  files.ptxFile = (name + ".ptx").str();
+  files.function = cached.function, files.log = cached.log, files.assembler = cached.assembler;
+  SmallString<256> ptxPath(outputDir), cubinPath(outputDir);
+  llvm::sys::path::append(ptxPath, files.ptxFile);
+  if (failed(writeFile(ptxPath, cached.ptx, error)))
+    return failure();
+  if (!cached.cubin.empty()) {
+    files.cubinFile = (name + "." + chip + ".cubin").str();
+    llvm::sys::path::append(cubinPath, files.cubinFile);
+    if (failed(writeFile(cubinPath, cached.cubin, error)))
+      return failure();
+  }
+  return files;
+}
+
+/// Stores a module this compile emitted and assembled (`kernel`, its files in `outputDir`) in the kernel cache.
+static void storeAssembledModule(const KernelModulePtx &emitted, const AssembledModule &files,
+                                 llvm::StringRef function, llvm::StringRef outputDir,
+                                 llvm::StringRef kernelCacheDir, llvm::StringRef key) {
+  CachedKernel kernel{emitted.ptx, "", function.str(), files.assembler, files.log};
+  if (!files.cubinFile.empty()) {
+    SmallString<256> cubinPath(outputDir);
+    llvm::sys::path::append(cubinPath, files.cubinFile);
+    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> cubin = llvm::MemoryBuffer::getFile(cubinPath);
+    if (!cubin)
+      return;
+    kernel.cubin = (*cubin)->getBuffer().str();
+  }
+  storeCachedKernel(kernelCacheDir, key, kernel);
+}
+
 LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::StringRef outputDir,
-                                  std::string &error, const PtxAssembler &assembler) {
+                                  std::string &error, const PtxAssembler &assembler,
+                                  llvm::StringRef kernelCacheDir) {
   // Where the compile's time goes, for the manifest: each stage's wall time in microseconds (the stages after
   // the run plans work on every kernel module at once).
   auto compileStart = std::chrono::steady_clock::now(), stageStart = compileStart;
@@ -367,18 +406,45 @@ LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::S
     if (auto gpuKernel = func->getAttrOfType<SymbolRefAttr>("kiln.gpu_kernel"))
       moduleOf[func.getSymName()] = gpuKernel.getRootReference().str();
   endStage("run_plans");
+  FailureOr<SmallVector<gpu::GPUModuleOp>> kernelStageModules = kernelModules(module, error);
+  if (failed(kernelStageModules))
+    return failure();
+  MLIRContext *context = module.getContext();
+
+  // The kernel cache: each module's key (computed on the context's threads) and, for the modules compiled
+  // before, their files, written here at once; those modules leave the compile.
+  llvm::StringMap<std::string> keyOf, functionOf; // by module, for the modules compiled here
+  llvm::StringMap<AssembledModule> fromCache;
+  if (!kernelCacheDir.empty()) {
+    SmallVector<std::string> keys(kernelStageModules->size());
+    parallelForEach(context, llvm::seq<size_t>(0, keys.size()),
+                    [&](size_t index) { keys[index] = kernelCacheKey((*kernelStageModules)[index], chip); });
+    for (auto [gpuModule, key] : llvm::zip_equal(*kernelStageModules, keys)) {
+      std::string name = gpuModule.getName().str();
+      if (std::optional<CachedKernel> cached = lookupCachedKernel(kernelCacheDir, key)) {
+        FailureOr<AssembledModule> files = writeCachedFiles(*cached, name, chip, outputDir, error);
+        if (failed(files))
+          return failure();
+        fromCache[name] = std::move(*files);
+        gpuModule->erase();
+        continue;
+      }
+      keyOf[name] = key;
+      for (auto kernel : gpuModule.getOps<gpu::GPUFuncOp>())
+        functionOf[name] = kernel.getName().str();
+    }
+    endStage("kernel_cache");
+  }
   if (failed(runNvvmLowering(module, chip, error)))
     return failure();
   endStage("nvvm_lowering");
-  FailureOr<SmallVector<gpu::GPUModuleOp>> gpuModules = kernelModules(module, error);
-  if (failed(gpuModules))
-    return failure();
+  SmallVector<gpu::GPUModuleOp> gpuModules(module.getOps<gpu::GPUModuleOp>());
 
   // Each module is emitted and then assembled by one worker, all modules at once, so that no module waits for
   // the slowest one's emission before it assembles (the driver's JIT and ptxas take one kernel at a time). The
   // workers are this compile's own threads rather than the shared pool: a Python assembler takes the GIL, and a
   // Python thread may hold the GIL while it waits for the shared pool. An interrupted assembler stops the rest.
-  size_t count = gpuModules->size();
+  size_t count = gpuModules.size();
   SmallVector<KernelModulePtx> ptx(count);
   SmallVector<AssembledModule> assembled(count);
   std::atomic<size_t> nextModule{0};
@@ -388,7 +454,7 @@ LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::S
     for (size_t index = nextModule++; index < count && !interrupted && !emissionFailed; index = nextModule++) {
       int64_t startedAt = microsecondsSince(stageStart);
       diagnostics.setOrderIDForThread(index);
-      bool emitted = succeeded(emitModulePtx((*gpuModules)[index], ptx[index]));
+      bool emitted = succeeded(emitModulePtx(gpuModules[index], ptx[index]));
       diagnostics.eraseOrderIDForThread();
       if (!emitted) {
         emissionFailed = true;
@@ -402,11 +468,13 @@ LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::S
       assembled[index].startMicroseconds = startedAt;
       if (assembled[index].interrupted)
         interrupted = true;
+      else if (assembled[index].error.empty() && keyOf.count(ptx[index].name))
+        storeAssembledModule(ptx[index], assembled[index], functionOf.lookup(ptx[index].name), outputDir,
+                             kernelCacheDir, keyOf.lookup(ptx[index].name));
     }
   };
   // As many workers as the context has threads (one when it runs single-threaded, where attribute uniquing
   // takes no locks).
-  MLIRContext *context = module.getContext();
   size_t workers = context->isMultithreadingEnabled() ? std::min<size_t>(count, context->getNumThreads()) : 1;
   std::vector<std::thread> threads;
   for (size_t i = 1; i < workers; ++i)
@@ -442,6 +510,12 @@ LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::S
     if (!result.inProcessFailure.empty() && !manifest.get("in_process_assembly_failed"))
       manifest["in_process_assembly_failed"] = result.inProcessFailure;
   }
+  for (auto &[name, files] : fromCache) {
+    byName[name] = &files;
+    logs += files.log;
+    if (!files.assembler.empty())
+      assemblers.insert(files.assembler);
+  }
   if (!assemblers.empty())
     manifest["assembler"] = llvm::join(assemblers, " and ");
   // Each kernel's files: its module's PTX, and its cubin when an assembler made one (else the runtime has the
@@ -457,6 +531,10 @@ LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::S
     kernel["cubin"] = files->cubinFile.empty() ? llvm::json::Value(nullptr) : llvm::json::Value(files->cubinFile);
     kernel["compile_us"] = llvm::json::Object{
         {"start", files->startMicroseconds}, {"ptx", files->ptxMicroseconds}, {"assembly", files->microseconds}};
+    if (!kernelCacheDir.empty())
+      kernel["kernel_cache"] = files->function.empty() ? "miss" : "hit";
+    if (!files->function.empty())
+      kernel["function"] = files->function;
   }
   attachPtxasReport(kernels, logs);
   manifest["kernels"] = std::move(kernels);

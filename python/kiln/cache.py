@@ -6,7 +6,8 @@ target, entry, source) holding what the compiler wrote (manifest, PTX, cubin, co
 ``checksums.json`` with the SHA-256 of every file. An entry is built in a private temporary folder and renamed
 into place in one step, so readers never see half an entry; when two processes build the same entry, the first
 rename wins and the other process uses it. An entry whose checksums do not match (truncated, edited, partly
-deleted) is removed and rebuilt.
+deleted) is removed and rebuilt. Beside the programs, ``kernels/`` holds the kernel cache that the compiler
+itself reads and writes (one folder per compiled kernel module, the same guarantees; see Driver/KernelCache.h).
 """
 
 import hashlib
@@ -24,6 +25,12 @@ def directory():
     if os.environ.get("KILN_CACHE_DIR"):
         return Path(os.environ["KILN_CACHE_DIR"])
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kiln"
+
+
+def kernel_directory():
+    """The kernel cache of this build of the compiler (kernels/<compiler id> in the cache directory): compiled
+    kernel modules that any program with the same kernel reuses, a matmul of other sizes included."""
+    return directory() / "kernels" / compiler_id()
 
 
 def compiler_id():

@@ -76,11 +76,12 @@ PtxAssembler wrapAssembler(const py::object &assembler, const Interruption &inte
 }
 
 /// compileGpu with the configs as Python gives them: None, or one (tile, warps, stages, lowering) or None per
-/// kernel; and the in-process assembler, or None for ptxas. An interrupt inside the assembler ends the compile
-/// and is raised again once it has returned, instead of the compile's error.
+/// kernel; the in-process assembler, or None for ptxas; and the kernel cache's folder ("" for none). An interrupt
+/// inside the assembler ends the compile and is raised again once it has returned, instead of the compile's
+/// error.
 void compileGpuFromPython(const std::string &source, const std::string &chip, const std::string &outputDir,
                           const std::optional<std::vector<std::optional<ConfigTuple>>> &configs,
-                          const py::object &assembler) {
+                          const py::object &assembler, const std::string &kernelCache) {
   std::vector<std::optional<KernelConfig>> pinned;
   if (configs)
     for (const std::optional<ConfigTuple> &config : *configs)
@@ -94,7 +95,7 @@ void compileGpuFromPython(const std::string &source, const std::string &chip, co
   {
     py::gil_scoped_release release;
     try {
-      compileGpu(source, chip, outputDir, configs ? &pinned : nullptr, inProcess);
+      compileGpu(source, chip, outputDir, configs ? &pinned : nullptr, inProcess, kernelCache);
     } catch (...) {
       failure = std::current_exception();
     }
@@ -111,7 +112,7 @@ PYBIND11_MODULE(_kiln, m) {
   m.doc() = "Kiln's native compiler";
   py::register_exception<CompileError>(m, "CompileError", PyExc_RuntimeError);
   m.def("compile_gpu", &compileGpuFromPython, py::arg("source"), py::arg("chip"), py::arg("output_dir"),
-        py::arg("configs") = py::none(), py::arg("assembler") = py::none());
+        py::arg("configs") = py::none(), py::arg("assembler") = py::none(), py::arg("kernel_cache") = "");
   m.def("tunable_kernels", &listTunableKernels, py::arg("source"), py::arg("chip"));
   m.def("gpu_ir", &gpuIr, py::arg("source"), py::arg("chip"), py::arg("stage"),
         py::call_guard<py::gil_scoped_release>());

@@ -48,6 +48,11 @@ JIT_CASES = [
                                           ((512,), "bfloat16"), ((1, 77, 512), "bfloat16")], {}),
 ]
 
+#: Matmuls that differ only in M (and K = 1000 is no whole number of k-tiles): one kernel, compiled once.
+KERNEL_REUSE_CASES = [(f"matmul_{m}x512x1000_bias_silu", kiln.ops.matmul,
+                       [((m, 1000), "bfloat16"), ((1000, 512), "bfloat16")],
+                       {"bias": ((512,), "bfloat16"), "activation": "silu"}) for m in (300, 333, 301)]
+
 #: kiln IR files compiled with kiln.compile(text, target="sm_90a").
 SOURCE_CASES = [("gpu_attention_block", ROOT / "examples" / "gpu_attention_block.mlir")]
 

@@ -100,6 +100,25 @@ def test_jit_and_ops_on_cuda_tensors(case):
     check(name, out, reference(name, args, kwargs), seeds[0])
 
 
+def test_other_sizes_reuse_the_compiled_kernel():
+    """Matmuls that differ only in M (K = 1000 is no whole number of k-tiles) launch one compiled kernel, which the
+    later calls' compiles take from the kernel cache; each result is right."""
+    seeds = []
+    generator = fresh(seeds)
+    (_, _, (_, weight), constants), *_ = gpu_cases.KERNEL_REUSE_CASES
+    w, bias = tensor(weight, generator, 1 / 30), tensor(constants["bias"], generator)
+    functions, hits = set(), []
+    for name, fn, (rows, _), constants in gpu_cases.KERNEL_REUSE_CASES:
+        x = tensor(rows, generator)
+        out = fn(x, w, bias=bias, activation=constants["activation"])
+        torch.cuda.synchronize()
+        check(name, out, torch.nn.functional.silu(x.float() @ w.float() + bias.float()), seeds[0])
+        (kernel,) = list(kiln.ops.matmul.programs.values())[-1].kernels
+        functions.add(kernel["function"])
+        hits.append(kernel.get("kernel_cache"))
+    assert len(functions) == 1 and hits[1:] == ["hit", "hit"], (functions, hits)
+
+
 def test_compile_source_end_to_end():
     (name, path), = gpu_cases.SOURCE_CASES
     program = kiln.compile(path.read_text(), target="sm_90a")

@@ -48,8 +48,9 @@ class NoCompiler:
 
 
 def entries(root):
-    """The program entries (the autotuner keeps its records in space/ and tuned/ beside them)."""
-    return [p for p in root.iterdir() if not p.name.startswith(".") and p.name not in ("space", "tuned")]
+    """The program entries (the autotuner keeps its records in space/ and tuned/ beside them, the compiler its
+    kernel cache in kernels/)."""
+    return [p for p in root.iterdir() if not p.name.startswith(".") and p.name not in ("space", "tuned", "kernels")]
 
 
 def test_entry_is_sealed(cache_dir):
@@ -197,7 +198,7 @@ def test_kernels_assemble_in_parallel(cache_dir, monkeypatch):
     assert program.ptx == "".join(texts) and all(t.count(".entry") == 1 for t in texts)
     # Where the compile's time went: each stage, and each kernel's emission and assembly.
     stages = program.manifest["compile_us"]
-    assert set(stages) == {"kernel_stage", "run_plans", "nvvm_lowering", "ptx_and_assembly", "total"}
+    assert set(stages) == {"kernel_stage", "run_plans", "kernel_cache", "nvvm_lowering", "ptx_and_assembly", "total"}
     assert all(isinstance(value, int) and value > 0 for value in stages.values())
     assert stages["total"] >= sum(value for name, value in stages.items() if name != "total")
     assert all(k["compile_us"]["ptx"] > 0 and k["compile_us"]["assembly"] > 0 for k in kernels)
@@ -241,6 +242,62 @@ def test_matmuls_that_differ_in_size_share_a_kernel(cache_dir, monkeypatch):
     assert [k["sizes"] for k in program.kernels] == [[77, 1536, 512], [77, 1024, 1536], [77, 512, 1024]]
     assert first["grid"] != second["grid"]
     assert "then a kernel's sizes as 64-bit integers" in program.manifest["abi"]
+
+
+def counting_assembler(monkeypatch):
+    """ptxas standing in for the driver's JIT on sm_90a compiles; returns the list of PTX texts it assembles."""
+    calls, stand_in = [], ptxas_assembler(ptxas_or_skip())
+
+    def assemble(ptx):
+        calls.append(ptx)
+        return stand_in(ptx)
+
+    monkeypatch.setattr(compiler, "driver_assembler", lambda target: assemble if target == "sm_90a" else None)
+    return calls
+
+
+def test_kernel_cache_serves_a_program_of_other_sizes(cache_dir, monkeypatch):
+    """A second program whose matmul differs in M and in its names finds the first's compiled kernel: nothing is
+    lowered, emitted or assembled, its entry launches the first program's function with its own sizes, and the
+    registers come from the cached report."""
+    calls = counting_assembler(monkeypatch)
+    first = kiln.compile(SOURCE, target="sm_90a")
+    other = SOURCE.replace("@mm", "@other").replace("40x", "57x")
+    second = kiln.compile(other, target="sm_90a")
+    assert len(calls) == 1
+    (a,), (b,) = first.kernels, second.kernels
+    assert (a["kernel_cache"], b["kernel_cache"]) == ("miss", "hit")
+    assert b["name"] == "other_k0_matmul" and b["function"] == a["function"] == "mm_k0_matmul"
+    assert (a["sizes"], b["sizes"]) == ([40, 72, 64], [57, 72, 64]) and b["registers"] == a["registers"] > 0
+    assert second.ptx == first.ptx and b["ptx"] == "other_k0_matmul_module.ptx"
+    assert (second.folder / b["cubin"]).read_bytes() == (first.folder / a["cubin"]).read_bytes()
+    assert b["compile_us"] == {"start": 0, "ptx": 0, "assembly": 0}
+    assert second.manifest["compile_us"]["kernel_cache"] > 0
+    # The kernel cache lives beside the programs, per build of the compiler.
+    (entry,) = (cache_dir / "kernels" / cache.compiler_id()).iterdir()
+    assert sorted(p.name for p in entry.iterdir()) == ["entry.json", "kernel.cubin", "kernel.ptx"]
+
+
+@pytest.mark.parametrize("damage", ["truncate ptx", "edit cubin", "drop entry", "bad json"])
+def test_damaged_kernel_entry_is_compiled_again(cache_dir, monkeypatch, damage):
+    """A kernel entry whose files do not match their checksums (or that cannot be read) is removed, and the
+    kernel is compiled again and stored anew."""
+    calls = counting_assembler(monkeypatch)
+    kiln.compile(SOURCE, target="sm_90a")
+    (entry,) = (cache_dir / "kernels" / cache.compiler_id()).iterdir()
+    if damage == "truncate ptx":
+        (entry / "kernel.ptx").write_text((entry / "kernel.ptx").read_text()[:100])
+    elif damage == "edit cubin":
+        (entry / "kernel.cubin").write_bytes(b"\0" + (entry / "kernel.cubin").read_bytes()[1:])
+    elif damage == "drop entry":
+        (entry / "entry.json").unlink()
+    else:
+        (entry / "entry.json").write_text("{")
+    program = kiln.compile(SOURCE.replace("40x", "41x"), target="sm_90a")
+    assert len(calls) == 2 and program.kernels[0]["kernel_cache"] == "miss"
+    assert sorted(p.name for p in entry.iterdir()) == ["entry.json", "kernel.cubin", "kernel.ptx"]
+    assert kiln.compile(SOURCE.replace("40x", "42x"), target="sm_90a").kernels[0]["kernel_cache"] == "hit"
+    assert len(calls) == 2
 
 
 def test_interrupt_in_the_assembler_is_raised_again(cache_dir, monkeypatch, tmp_path):

@@ -1,0 +1,50 @@
+//===- KernelCache.h - Compiled kernels kept on disk across programs -*- C++ -*-===//
+//
+// A matmul kernel reads its sizes from parameters, so a program that differs from an earlier one in its sizes
+// only (another batch, another number of tokens) has kernels that were compiled before. The kernel cache keeps
+// each kernel module's PTX and cubin on disk under the SHA-256 of the chip and the module's text (its symbols
+// renamed by position, so that the names a program gives its kernels do not count): a compile that finds a
+// module there skips that module's NVVM lowering, LLVM and assembly, the tens of milliseconds a kernel costs.
+// An entry is written into a private folder and renamed into place in one step, and carries the SHA-256 of its
+// files, so that readers never take half an entry or a damaged one.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_DRIVER_KERNELCACHE_H
+#define KILN_DRIVER_KERNELCACHE_H
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <optional>
+#include <string>
+
+namespace mlir {
+namespace kiln {
+
+/// A compiled kernel module as the cache keeps it.
+struct CachedKernel {
+  /// The module's PTX, and its cubin (empty when no assembler made one).
+  std::string ptx, cubin;
+  /// The kernel's name in the PTX: that of the program that compiled it first.
+  std::string function;
+  /// What made the cubin, and its report (registers and spills per kernel, as ptxas -v writes it).
+  std::string assembler, log;
+};
+
+/// The cache key of `gpuModule` for `chip`: the SHA-256, in hex, of the chip and of the module's text with its
+/// own name and its symbols' names replaced by their positions.
+std::string kernelCacheKey(gpu::GPUModuleOp gpuModule, llvm::StringRef chip);
+
+/// Entry `key` of the cache in `directory`, or nothing when there is none or it is damaged (then it is
+/// removed, and the caller compiles the kernel again).
+std::optional<CachedKernel> lookupCachedKernel(llvm::StringRef directory, llvm::StringRef key);
+
+/// Stores `kernel` as entry `key` of the cache in `directory` (created when missing). When another process
+/// stored the entry first, its copy stays. A failure to write is not an error: the cache only saves time.
+void storeCachedKernel(llvm::StringRef directory, llvm::StringRef key, const CachedKernel &kernel);
+
+} // namespace kiln
+} // namespace mlir
+
+#endif // KILN_DRIVER_KERNELCACHE_H

@@ -1,0 +1,130 @@
+//===- KernelCache.cpp - Compiled kernels kept on disk across programs -----===//
+//
+// The entry of a kernel module is a folder named by its key holding kernel.ptx, kernel.cubin (when there is
+// one) and, written with them, entry.json: the kernel's name, the assembler and its report, and the SHA-256 of
+// both files. See KernelCache.h for why.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Driver/KernelCache.h"
+
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SHA256.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace mlir::kiln;
+
+static std::string sha256Hex(llvm::StringRef data) {
+  return llvm::toHex(llvm::SHA256::hash(llvm::arrayRefFromStringRef(data)), /*LowerCase=*/true);
+}
+
+std::string kiln::kernelCacheKey(gpu::GPUModuleOp gpuModule, llvm::StringRef chip) {
+  auto copy = cast<gpu::GPUModuleOp>(gpuModule->clone());
+  copy.setName("module");
+  SymbolTable symbols(copy);
+  SmallVector<Operation *> named;
+  for (Operation &op : copy.getBody()->getOperations())
+    if (isa<SymbolOpInterface>(op))
+      named.push_back(&op);
+  for (auto [position, op] : llvm::enumerate(named))
+    (void)symbols.rename(op, ("symbol" + llvm::Twine(position)).str());
+  std::string text = (chip + "\n").str();
+  llvm::raw_string_ostream os(text);
+  copy->print(os, OpPrintingFlags().assumeVerified());
+  copy->erase();
+  return sha256Hex(text);
+}
+
+/// The contents of `path`, or nothing.
+static std::optional<std::string> readFile(llvm::StringRef path) {
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    return std::nullopt;
+  return (*buffer)->getBuffer().str();
+}
+
+static bool writeFile(llvm::StringRef path, llvm::StringRef contents) {
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  if (ec)
+    return false;
+  os << contents;
+  os.close();
+  return !os.has_error();
+}
+
+std::optional<CachedKernel> kiln::lookupCachedKernel(llvm::StringRef directory, llvm::StringRef key) {
+  SmallString<256> folder(directory);
+  llvm::sys::path::append(folder, key);
+  auto pathOf = [&](llvm::StringRef file) {
+    SmallString<256> path(folder);
+    llvm::sys::path::append(path, file);
+    return std::string(path);
+  };
+  if (!llvm::sys::fs::is_directory(folder))
+    return std::nullopt;
+  // An entry appears with all its files at once: a folder without a readable, matching entry.json is damaged.
+  std::optional<std::string> entryText = readFile(pathOf("entry.json"));
+  CachedKernel kernel;
+  bool valid = false;
+  llvm::Expected<llvm::json::Value> entry =
+      entryText ? llvm::json::parse(*entryText) : llvm::Expected<llvm::json::Value>(nullptr);
+  if (!entry) {
+    llvm::consumeError(entry.takeError());
+  } else {
+    const llvm::json::Object *object = entry->getAsObject();
+    auto field = [&](llvm::StringRef name) {
+      std::optional<llvm::StringRef> value = object ? object->getString(name) : std::nullopt;
+      return value ? value->str() : std::string();
+    };
+    std::optional<std::string> ptx = readFile(pathOf("kernel.ptx"));
+    std::optional<std::string> cubin =
+        field("cubin_sha256").empty() ? std::optional<std::string>("") : readFile(pathOf("kernel.cubin"));
+    kernel.function = field("function");
+    kernel.assembler = field("assembler");
+    kernel.log = field("log");
+    valid = ptx && cubin && !kernel.function.empty() && sha256Hex(*ptx) == field("ptx_sha256") &&
+            (cubin->empty() ? field("cubin_sha256").empty() : sha256Hex(*cubin) == field("cubin_sha256"));
+    if (valid)
+      kernel.ptx = std::move(*ptx), kernel.cubin = std::move(*cubin);
+  }
+  if (!valid) {
+    (void)llvm::sys::fs::remove_directories(folder);
+    return std::nullopt;
+  }
+  return kernel;
+}
+
+void kiln::storeCachedKernel(llvm::StringRef directory, llvm::StringRef key, const CachedKernel &kernel) {
+  if (llvm::sys::fs::create_directories(directory))
+    return;
+  SmallString<256> model(directory), staging, folder(directory);
+  llvm::sys::path::append(model, ".staging-%%%%%%%%%%%%");
+  llvm::sys::path::append(folder, key);
+  if (llvm::sys::fs::createUniqueDirectory(model, staging))
+    return;
+  auto pathOf = [&](llvm::StringRef file) {
+    SmallString<256> path(staging);
+    llvm::sys::path::append(path, file);
+    return std::string(path);
+  };
+  llvm::json::Object entry{{"function", kernel.function},
+                           {"assembler", kernel.assembler},
+                           {"log", kernel.log},
+                           {"ptx_sha256", sha256Hex(kernel.ptx)},
+                           {"cubin_sha256", kernel.cubin.empty() ? std::string() : sha256Hex(kernel.cubin)}};
+  std::string entryText;
+  llvm::raw_string_ostream(entryText) << llvm::json::Value(std::move(entry));
+  bool written = writeFile(pathOf("kernel.ptx"), kernel.ptx) &&
+                 (kernel.cubin.empty() || writeFile(pathOf("kernel.cubin"), kernel.cubin)) &&
+                 writeFile(pathOf("entry.json"), entryText);
+  // One rename publishes the whole entry; it fails when another process published it first.
+  if (!written || llvm::sys::fs::rename(staging, folder))
+    (void)llvm::sys::fs::remove_directories(staging);
+}
