@@ -14,9 +14,9 @@ Each mode times, in a fresh process after ``import kiln`` and CUDA initialisatio
 (synchronised) and the warm per-call host time over many calls (Kiln's calls and torch's in turn, seven rounds,
 so that both see the same host), and checks every result against torch float32. The host's speed drifts by a
 third within a run, so each first call
-is timed five times, Kiln's in-memory caches cleared and, for ``--cold-jit``, a new empty disk cache each time:
-the median is the figure, with the fastest and the process's very first compile (which pays one-time setup)
-beside it.
+is timed five times, in five rounds of all the programs (so that every program sees the host's slow phases
+alike), Kiln's in-memory caches cleared and, for ``--cold-jit``, a new empty disk cache each time: the median is
+the figure, with the fastest and the process's very first compile (which pays one-time setup) beside it.
 
     python3 bench/python_gpu_latency.py --prepare --build build --cache gpu_python/latency_cache
     KILN_CACHE_DIR=gpu_python/latency_cache PYTHONPATH=gpu_python python3 bench/python_gpu_latency.py --out $OUT
@@ -109,19 +109,26 @@ def measure(args):
         tensors = [torch.randn(s, device="cuda", dtype=torch.bfloat16) * c for s, c in zip(shapes, scale)]
         kw = {k: (torch.randn(v, device="cuda", dtype=torch.bfloat16) if isinstance(v, tuple) else v)
               for k, v in constants.items()}
-        samples = []
-        for _ in range(1 if name.startswith("tiny") else 5):
-            elapsed, out = first_call_ms(fn, tensors, kw)
-            samples.append(elapsed)
+        made[name] = (fn, tensors, kw)
+    # Five rounds, each program once a round (the tiny ones in the first only): the host's slow phases last
+    # seconds, and programs sampled in turn see the same phases, where five samples in a row may all fall in one.
+    samples, outputs = {name: [] for name in made}, {}
+    for round_ in range(5):
+        for name, (fn, tensors, kw) in made.items():
+            if round_ and name.startswith("tiny"):
+                continue
+            elapsed, outputs[name] = first_call_ms(fn, tensors, kw)
+            samples[name].append(elapsed)
             if args.cold_jit:  # where each compile's time went, to tell a slow host from a slow stage
                 stages.setdefault(name, []).append(compile_us(fn))
-        every_sample[name] = [round(s, 2) for s in samples]
+    for name, (fn, tensors, kw) in made.items():
+        every_sample[name] = [round(s, 2) for s in samples[name]]
         if not rows:
-            rows[f"{first_call}: the process's first ({name})"] = samples[0]
+            rows[f"{first_call}: the process's first ({name})"] = samples[name][0]
         if not name.startswith("tiny"):
-            rows[f"{first_call}: {name}"] = statistics.median(samples)
-            rows[f"{first_call}, fastest of 5: {name}"] = min(samples)
-        made[name] = (fn, tensors, kw)
+            rows[f"{first_call}: {name}"] = statistics.median(samples[name])
+            rows[f"{first_call}, fastest of 5: {name}"] = min(samples[name])
+        out = outputs[name]
         f = [t.float() for t in tensors]
         if "attention" in name:
             ref = F.scaled_dot_product_attention(*f)
@@ -155,7 +162,7 @@ def measure(args):
         first_call_ms(fn, (x, w), kw)  # compiled again into a new cache, whose kernel cache then holds the kernel
         bias = kw["bias"]
         samples, hits = [], []
-        for m in (520, 640, 777, 900, 999):
+        for m in (520, 650, 777, 900, 999):  # none a whole number of 128-row tiles (another kernel)
             x = torch.randn(m, 1000, device="cuda", dtype=torch.bfloat16)
             torch.cuda.synchronize()
             start = time.perf_counter()
