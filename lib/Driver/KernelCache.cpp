@@ -25,19 +25,31 @@ static std::string sha256Hex(llvm::StringRef data) {
 }
 
 std::string kiln::kernelCacheKey(gpu::GPUModuleOp gpuModule, llvm::StringRef chip) {
-  auto copy = cast<gpu::GPUModuleOp>(gpuModule->clone());
-  copy.setName("module");
-  SymbolTable symbols(copy);
-  SmallVector<Operation *> named;
-  for (Operation &op : copy.getBody()->getOperations())
+  // The module's own name and its symbols' names, by position: in the text, every `@name` token that is one of
+  // them becomes `@<position>`.
+  llvm::StringMap<unsigned> positions;
+  positions[gpuModule.getName()] = 0;
+  for (Operation &op : gpuModule.getBody()->getOperations())
     if (isa<SymbolOpInterface>(op))
-      named.push_back(&op);
-  for (auto [position, op] : llvm::enumerate(named))
-    (void)symbols.rename(op, ("symbol" + llvm::Twine(position)).str());
+      positions.try_emplace(SymbolTable::getSymbolName(&op).getValue(), positions.size());
+  std::string printed;
+  llvm::raw_string_ostream os(printed);
+  gpuModule->print(os, OpPrintingFlags().assumeVerified().useLocalScope());
   std::string text = (chip + "\n").str();
-  llvm::raw_string_ostream os(text);
-  copy->print(os, OpPrintingFlags().assumeVerified());
-  copy->erase();
+  text.reserve(printed.size() + text.size());
+  auto isNameCharacter = [](char c) { return llvm::isAlnum(c) || c == '_' || c == '$' || c == '.'; };
+  for (size_t at = 0; at < printed.size();) {
+    size_t end = at + 1;
+    if (printed[at] == '@')
+      while (end < printed.size() && isNameCharacter(printed[end]))
+        ++end;
+    auto found = printed[at] == '@' ? positions.find(llvm::StringRef(printed).slice(at + 1, end)) : positions.end();
+    if (found != positions.end())
+      text += "@" + std::to_string(found->second);
+    else
+      text.append(printed, at, end - at);
+    at = end;
+  }
   return sha256Hex(text);
 }
 
