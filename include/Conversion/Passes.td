@@ -84,9 +84,10 @@ def KilnSplitKernelModules : Pass<"kiln-split-kernel-modules", "::mlir::ModuleOp
 def KilnShareKernelModules : Pass<"kiln-share-kernel-modules", "::mlir::ModuleOp"> {
   let summary = "Compile each distinct GPU kernel once: kernel modules that differ only in their names become one";
   let description = [{
-    After `kiln-split-kernel-modules`: gpu.modules whose text is the same once their own name and the names of
-    their symbols are replaced by placeholders (in order) are one kernel; the first is kept, every host
-    function's `kiln.gpu_kernel` that named a later copy names the kept module's kernel, and the copies go.
+    After `kiln-split-kernel-modules`: gpu.modules that are the same (OperationEquivalence on their bodies, and
+    the same targets) once a later one's symbols take the earlier one's names by position are one kernel; the
+    first is kept, every host function's `kiln.gpu_kernel` that named a later copy names the kept module's
+    kernel, and the copies go. Only modules with the same sequence of op kinds are compared.
     Size-generic matmul kernels (M, N and K as parameters) of one config, dtype and epilogue share a module
     however their sizes differ; each host function keeps its own `kiln.launch`.
   }];

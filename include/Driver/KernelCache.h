@@ -24,7 +24,7 @@ namespace kiln {
 
 /// A compiled kernel module as the cache keeps it.
 struct CachedKernel {
-  /// The module's PTX, and its cubin (empty when no assembler made one).
+  /// The module's PTX and its cubin.
   std::string ptx, cubin;
   /// The kernel's name in the PTX: that of the program that compiled it first.
   std::string function;
@@ -32,12 +32,13 @@ struct CachedKernel {
   std::string assembler, log;
 };
 
-/// The cache key of `gpuModule` for `chip`: the SHA-256, in hex, of the chip and of the module's text with its
-/// own name and its symbols' names replaced by their positions.
-std::string kernelCacheKey(gpu::GPUModuleOp gpuModule, llvm::StringRef chip);
+/// The cache key of `gpuModule`: the SHA-256, in hex, of `toolchain` (what else makes the binary: the chip, the
+/// libdevice) and of the module's text with its own name and its symbols' names replaced by their positions.
+/// The compiler's build is not in it: a cache directory belongs to one build.
+std::string kernelCacheKey(gpu::GPUModuleOp gpuModule, llvm::StringRef toolchain);
 
-/// Entry `key` of the cache in `directory`, or nothing when there is none or it is damaged (then it is
-/// removed, and the caller compiles the kernel again).
+/// Entry `key` of the cache in `directory`, or nothing when there is none or it is damaged (then it is moved
+/// aside and removed, and the caller compiles the kernel again). Every entry has a cubin.
 std::optional<CachedKernel> lookupCachedKernel(llvm::StringRef directory, llvm::StringRef key);
 
 /// Stores `kernel` as entry `key` of the cache in `directory` (created when missing). When another process

@@ -228,8 +228,9 @@ llvm::json::Array kiln::describeKernels(ModuleOp module) {
   return kernels;
 }
 
-/// Adds ptxas' per-kernel report (registers, spill stores and loads) to the manifest's kernel entries.
-static void attachPtxasReport(llvm::json::Array &kernels, llvm::StringRef log) {
+/// Adds the report of the assembler that made `kernel`'s cubin (`log`, its module's, as ptxas -v writes it) to
+/// the kernel's manifest entry: registers, spill stores and loads of the function it launches.
+static void attachPtxasReport(llvm::json::Object &kernel, llvm::StringRef log) {
   llvm::StringRef current;
   SmallVector<llvm::StringRef> lines;
   log.split(lines, '\n');
@@ -238,25 +239,22 @@ static void attachPtxasReport(llvm::json::Array &kernels, llvm::StringRef log) {
       current = line.drop_front(at + strlen("Compiling entry function '")).take_until([](char c) { return c == '\''; });
       continue;
     }
-    for (llvm::json::Value &value : kernels) {
-      llvm::json::Object &kernel = *value.getAsObject();
-      if (kernel.getString("function") != current)
-        continue;
-      int64_t number = 0;
-      if (size_t at = line.find("Used "); at != llvm::StringRef::npos &&
-                                          !line.drop_front(at + 5).take_until([](char c) { return c == ' '; })
-                                               .getAsInteger(10, number))
-        kernel["registers"] = number;
-      if (size_t at = line.find(" bytes spill stores"); at != llvm::StringRef::npos) {
-        llvm::StringRef before = line.take_front(at).rtrim();
-        llvm::StringRef stores = before.drop_front(before.find_last_of(' ') + 1);
-        if (!stores.getAsInteger(10, number))
-          kernel["spill_stores"] = number;
-        size_t loadsAt = line.find(" bytes spill loads");
-        llvm::StringRef head = line.take_front(loadsAt).rtrim();
-        if (loadsAt != llvm::StringRef::npos && !head.drop_front(head.find_last_of(' ') + 1).getAsInteger(10, number))
-          kernel["spill_loads"] = number;
-      }
+    if (kernel.getString("function") != current)
+      continue;
+    int64_t number = 0;
+    if (size_t at = line.find("Used "); at != llvm::StringRef::npos &&
+                                        !line.drop_front(at + 5).take_until([](char c) { return c == ' '; })
+                                             .getAsInteger(10, number))
+      kernel["registers"] = number;
+    if (size_t at = line.find(" bytes spill stores"); at != llvm::StringRef::npos) {
+      llvm::StringRef before = line.take_front(at).rtrim();
+      llvm::StringRef stores = before.drop_front(before.find_last_of(' ') + 1);
+      if (!stores.getAsInteger(10, number))
+        kernel["spill_stores"] = number;
+      size_t loadsAt = line.find(" bytes spill loads");
+      llvm::StringRef head = line.take_front(loadsAt).rtrim();
+      if (loadsAt != llvm::StringRef::npos && !head.drop_front(head.find_last_of(' ') + 1).getAsInteger(10, number))
+        kernel["spill_loads"] = number;
     }
   }
 }
@@ -339,6 +337,18 @@ static AssembledModule writeAndAssemble(const KernelModulePtx &module, llvm::Str
   return result;
 }
 
+/// What, besides a kernel module's text and the compiler's build (whose pipelines and options the cache
+/// directory stands for), makes its PTX and cubin: the chip and the libdevice it links (path, size, time).
+static std::string toolchainFingerprint(llvm::StringRef chip) {
+  NvvmPipelineOptions options;
+  setNvvmOptions(options, chip);
+  llvm::sys::fs::file_status status;
+  bool found = !options.libdevice.empty() && !llvm::sys::fs::status(options.libdevice, status);
+  return llvm::formatv("chip={0} libdevice={1} {2} {3}", chip, options.libdevice, found ? status.getSize() : 0,
+                       found ? status.getLastModificationTime().time_since_epoch().count() : 0)
+      .str();
+}
+
 /// Writes a kernel module found in the kernel cache into `outputDir` as module `name`'s files.
 static FailureOr<AssembledModule> writeCachedFiles(const CachedKernel &cached, llvm::StringRef name,
                                                    llvm::StringRef chip, llvm::StringRef outputDir,
@@ -363,16 +373,17 @@ static FailureOr<AssembledModule> writeCachedFiles(const CachedKernel &cached, l
 static void storeAssembledModule(const KernelModulePtx &emitted, const AssembledModule &files,
                                  llvm::StringRef function, llvm::StringRef outputDir,
                                  llvm::StringRef kernelCacheDir, llvm::StringRef key) {
-  CachedKernel kernel{emitted.ptx, "", function.str(), files.assembler, files.log};
-  if (!files.cubinFile.empty()) {
-    SmallString<256> cubinPath(outputDir);
-    llvm::sys::path::append(cubinPath, files.cubinFile);
-    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> cubin = llvm::MemoryBuffer::getFile(cubinPath);
-    if (!cubin)
-      return;
-    kernel.cubin = (*cubin)->getBuffer().str();
-  }
-  storeCachedKernel(kernelCacheDir, key, kernel);
+  // Only a module the assembler of choice made a cubin of: PTX alone (no assembler, or the in-process one
+  // failed and ptxas took over or was missing) would be JIT-compiled at every load, or fail at every one.
+  if (files.cubinFile.empty() || !files.inProcessFailure.empty())
+    return;
+  SmallString<256> cubinPath(outputDir);
+  llvm::sys::path::append(cubinPath, files.cubinFile);
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> cubin = llvm::MemoryBuffer::getFile(cubinPath);
+  if (!cubin)
+    return;
+  storeCachedKernel(kernelCacheDir, key,
+                    CachedKernel{emitted.ptx, (*cubin)->getBuffer().str(), function.str(), files.assembler, files.log});
 }
 
 LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::StringRef outputDir,
@@ -417,8 +428,9 @@ LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::S
   llvm::StringMap<AssembledModule> fromCache;
   if (!kernelCacheDir.empty()) {
     SmallVector<std::string> keys(kernelStageModules->size());
+    std::string toolchain = toolchainFingerprint(chip);
     parallelForEach(context, llvm::seq<size_t>(0, keys.size()),
-                    [&](size_t index) { keys[index] = kernelCacheKey((*kernelStageModules)[index], chip); });
+                    [&](size_t index) { keys[index] = kernelCacheKey((*kernelStageModules)[index], toolchain); });
     for (auto [gpuModule, key] : llvm::zip_equal(*kernelStageModules, keys)) {
       std::string name = gpuModule.getName().str();
       if (std::optional<CachedKernel> cached = lookupCachedKernel(kernelCacheDir, key)) {
@@ -535,8 +547,8 @@ LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::S
       kernel["kernel_cache"] = files->function.empty() ? "miss" : "hit";
     if (!files->function.empty())
       kernel["function"] = files->function;
+    attachPtxasReport(kernel, files->log);
   }
-  attachPtxasReport(kernels, logs);
   manifest["kernels"] = std::move(kernels);
   manifest["plans"] = std::move(*plans);
   manifest["ptxas"] = manifest.get("assembler") ? logs

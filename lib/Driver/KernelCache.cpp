@@ -24,7 +24,7 @@ static std::string sha256Hex(llvm::StringRef data) {
   return llvm::toHex(llvm::SHA256::hash(llvm::arrayRefFromStringRef(data)), /*LowerCase=*/true);
 }
 
-std::string kiln::kernelCacheKey(gpu::GPUModuleOp gpuModule, llvm::StringRef chip) {
+std::string kiln::kernelCacheKey(gpu::GPUModuleOp gpuModule, llvm::StringRef toolchain) {
   // The module's own name and its symbols' names, by position: in the text, every `@name` token that is one of
   // them becomes `@<position>`.
   llvm::StringMap<unsigned> positions;
@@ -35,7 +35,7 @@ std::string kiln::kernelCacheKey(gpu::GPUModuleOp gpuModule, llvm::StringRef chi
   std::string printed;
   llvm::raw_string_ostream os(printed);
   gpuModule->print(os, OpPrintingFlags().assumeVerified().useLocalScope());
-  std::string text = (chip + "\n").str();
+  std::string text = (toolchain + "\n").str();
   text.reserve(printed.size() + text.size());
   auto isNameCharacter = [](char c) { return llvm::isAlnum(c) || c == '_' || c == '$' || c == '.'; };
   for (size_t at = 0; at < printed.size();) {
@@ -95,19 +95,22 @@ std::optional<CachedKernel> kiln::lookupCachedKernel(llvm::StringRef directory, 
       std::optional<llvm::StringRef> value = object ? object->getString(name) : std::nullopt;
       return value ? value->str() : std::string();
     };
-    std::optional<std::string> ptx = readFile(pathOf("kernel.ptx"));
-    std::optional<std::string> cubin =
-        field("cubin_sha256").empty() ? std::optional<std::string>("") : readFile(pathOf("kernel.cubin"));
+    std::optional<std::string> ptx = readFile(pathOf("kernel.ptx")), cubin = readFile(pathOf("kernel.cubin"));
     kernel.function = field("function");
     kernel.assembler = field("assembler");
     kernel.log = field("log");
-    valid = ptx && cubin && !kernel.function.empty() && sha256Hex(*ptx) == field("ptx_sha256") &&
-            (cubin->empty() ? field("cubin_sha256").empty() : sha256Hex(*cubin) == field("cubin_sha256"));
+    valid = ptx && cubin && !cubin->empty() && !kernel.function.empty() && sha256Hex(*ptx) == field("ptx_sha256") &&
+            sha256Hex(*cubin) == field("cubin_sha256");
     if (valid)
       kernel.ptx = std::move(*ptx), kernel.cubin = std::move(*cubin);
   }
   if (!valid) {
-    (void)llvm::sys::fs::remove_directories(folder);
+    // Moved aside in one step first: another process may publish a good entry here meanwhile.
+    SmallString<256> model(directory), aside;
+    llvm::sys::path::append(model, ".damaged-%%%%%%%%%%%%");
+    llvm::sys::fs::createUniquePath(model, aside, /*MakeAbsolute=*/false);
+    if (!llvm::sys::fs::rename(folder, aside))
+      (void)llvm::sys::fs::remove_directories(aside);
     return std::nullopt;
   }
   return kernel;
@@ -130,12 +133,11 @@ void kiln::storeCachedKernel(llvm::StringRef directory, llvm::StringRef key, con
                            {"assembler", kernel.assembler},
                            {"log", kernel.log},
                            {"ptx_sha256", sha256Hex(kernel.ptx)},
-                           {"cubin_sha256", kernel.cubin.empty() ? std::string() : sha256Hex(kernel.cubin)}};
+                           {"cubin_sha256", sha256Hex(kernel.cubin)}};
   std::string entryText;
   llvm::raw_string_ostream(entryText) << llvm::json::Value(std::move(entry));
-  bool written = writeFile(pathOf("kernel.ptx"), kernel.ptx) &&
-                 (kernel.cubin.empty() || writeFile(pathOf("kernel.cubin"), kernel.cubin)) &&
-                 writeFile(pathOf("entry.json"), entryText);
+  bool written = !kernel.cubin.empty() && writeFile(pathOf("kernel.ptx"), kernel.ptx) &&
+                 writeFile(pathOf("kernel.cubin"), kernel.cubin) && writeFile(pathOf("entry.json"), entryText);
   // One rename publishes the whole entry; it fails when another process published it first.
   if (!written || llvm::sys::fs::rename(staging, folder))
     (void)llvm::sys::fs::remove_directories(staging);

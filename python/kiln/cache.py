@@ -29,8 +29,10 @@ def directory():
 
 def kernel_directory():
     """The kernel cache of this build of the compiler (kernels/<compiler id> in the cache directory): compiled
-    kernel modules that any program with the same kernel reuses, a matmul of other sizes included."""
-    return directory() / "kernels" / compiler_id()
+    kernel modules that any program with the same kernel reuses, a matmul of other sizes included. None for a
+    build that does not know its id: its kernels could be taken for another build's."""
+    build = compiler_id()
+    return None if build == "unknown-build" else directory() / "kernels" / build
 
 
 def compiler_id():

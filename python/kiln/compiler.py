@@ -126,7 +126,7 @@ def _compile_cached(source, target, entry, configs=None):
         as_lists = None if configs is None else [None if c is None else (list(c[0]), *c[1:]) for c in configs]
         # The cubin from the driver's in-process JIT when the GPU is the target's (ptxas if that fails).
         assembler = driver_assembler(target)
-        kernels = str(cache.kernel_directory())
+        kernels = str(cache.kernel_directory() or "")
         folder = cache.store(entry_key, lambda staging: native().compile_gpu(source, target, staging, as_lists,
                                                                             assembler, kernels))
     return GpuProgram(folder, entry or None, source)

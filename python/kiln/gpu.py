@@ -64,10 +64,10 @@ class GpuProgram:
         self.folder = Path(folder)
         self.manifest = json.loads((self.folder / "manifest.json").read_text())
         self.target = self.manifest["target"]
-        unnamed = [k.get("name", "?") for k in self.manifest["kernels"] if not k.get("ptx")]
-        if unnamed:  # written before each kernel had files of its own
-            raise ValueError(f"{self.folder}: kernel {unnamed[0]} names no PTX file; the folder comes from an older "
-                             f"Kiln, compile it again")
+        unnamed = [k.get("name", "?") for k in self.manifest["kernels"] if not k.get("ptx") or not k.get("function")]
+        if unnamed:  # written before each kernel had files of its own, or named the function it launches
+            raise ValueError(f"{self.folder}: kernel {unnamed[0]} names no PTX file or function; the folder comes "
+                             f"from an older Kiln, compile it again")
         plans = self.manifest["plans"]
         names = [plan["function"] for plan in plans]
         if entry:

@@ -88,7 +88,8 @@ def device(ordinal=0):
 
 def launcher(kernel, launch, count):
     """What launches ``kernel`` (a handle from ``Device.kernel``) with the manifest's ``launch`` (grid, block,
-    dynamic_shared_bytes): called as ``launcher(addresses, stream)`` with ``count`` device addresses."""
+    dynamic_shared_bytes): called as ``launcher(values, stream)`` with ``count`` 64-bit parameter values, the
+    device addresses of the buffers and then the kernel's ``sizes``."""
     if _NativeLauncher is None:
         return Launch(kernel, launch, count)
     lib = _library()

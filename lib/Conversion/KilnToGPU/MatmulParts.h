@@ -8,7 +8,8 @@
 // Both kernels are size-generic: M, N and K are kernel parameters that the code reads (the manifest's `sizes`),
 // so that matmuls of one config, dtype and epilogue that differ only in their sizes build the same kernel, which
 // kiln-share-kernel-modules then compiles once. What the code does depend on stays static: the batch shape, the
-// epilogue operands' broadcasting, and whether N is a multiple of 8 or of 2 (the store's width).
+// epilogue operands' broadcasting, whether N is a multiple of 8 or of 2 (the store's width), and whether M, N and
+// K are whole numbers of tiles (then one comparison guards all of a tile's copies).
 //
 //===----------------------------------------------------------------------===//
 

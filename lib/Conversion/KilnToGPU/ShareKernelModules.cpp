@@ -46,7 +46,8 @@ SmallVector<Operation *> symbolsOf(gpu::GPUModuleOp gpuModule) {
   return symbols;
 }
 
-/// Whether `candidate` is `kept` but for its name and the names of its symbols. The candidate's symbols take the
+/// Whether `candidate` is `kept` (targets and offloading handler included) but for its name and the names of its
+/// symbols. The candidate's symbols take the
 /// names of `kept`'s at the same positions (uses included) for the comparison, and get their own back when it
 /// differs; a candidate that already has one of those names elsewhere is not compared. When it is the same,
 /// `renamed` maps each of its symbols' names to its new one. Fails when a symbol's uses cannot be renamed.
@@ -54,7 +55,9 @@ FailureOr<bool> isSameKernel(gpu::GPUModuleOp kept, gpu::GPUModuleOp candidate,
                              DenseMap<StringAttr, StringAttr> &renamed) {
   Block *keptBody = kept.getBody(), *candidateBody = candidate.getBody();
   SmallVector<Operation *> keptSymbols = symbolsOf(kept), candidateSymbols = symbolsOf(candidate);
-  if (keptBody->getOperations().size() != candidateBody->getOperations().size() ||
+  if (kept.getTargetsAttr() != candidate.getTargetsAttr() ||
+      kept.getOffloadingHandlerAttr() != candidate.getOffloadingHandlerAttr() ||
+      keptBody->getOperations().size() != candidateBody->getOperations().size() ||
       keptSymbols.size() != candidateSymbols.size())
     return false;
   SymbolTable table(candidate);
@@ -127,8 +130,13 @@ struct KilnShareKernelModulesPass : kiln::impl::KilnShareKernelModulesBase<KilnS
       if (found == keptFor.end())
         continue;
       auto &[kept, renamed] = found->second;
-      host->setAttr("kiln.gpu_kernel", SymbolRefAttr::get(kept.getNameAttr(),
-                                                          {FlatSymbolRefAttr::get(renamed.lookup(ref.getLeafReference()))}));
+      StringAttr kernel = renamed.lookup(ref.getLeafReference());
+      if (!kernel) {
+        host.emitError() << "kiln-share-kernel-modules: kiln.gpu_kernel names " << ref
+                         << ", which is no symbol of its module";
+        return signalPassFailure();
+      }
+      host->setAttr("kiln.gpu_kernel", SymbolRefAttr::get(kept.getNameAttr(), {FlatSymbolRefAttr::get(kernel)}));
     }
     for (gpu::GPUModuleOp copy : copies)
       copy->erase();

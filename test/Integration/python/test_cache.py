@@ -278,6 +278,46 @@ def test_kernel_cache_serves_a_program_of_other_sizes(cache_dir, monkeypatch):
     assert sorted(p.name for p in entry.iterdir()) == ["entry.json", "kernel.cubin", "kernel.ptx"]
 
 
+def test_kernels_that_need_other_code_are_not_shared(cache_dir, monkeypatch):
+    """Sizes that change what the kernel's code must do make another kernel, which the kernel cache does not
+    serve for the first: M = 64 is a whole 64-row tile where M = 40 is not; with a transposed rhs, an odd N stores
+    element by element and an even one in pairs. Sizes that change nothing do share."""
+    counting_assembler(monkeypatch)
+    first = kiln.compile(SOURCE, target="sm_90a").kernels[0]
+    whole = kiln.compile(SOURCE.replace("40x", "64x"), target="sm_90a").kernels[0]
+    assert whole["config"] == first["config"] and whole["kernel_cache"] == "miss"
+    transposed = """func.func @t(%a: tensor<40x64xbf16>, %b: tensor<73x64xbf16>) -> tensor<40x73xbf16> {
+  %c = kiln.matmul %a, %b transpose_rhs : tensor<40x64xbf16>, tensor<73x64xbf16> -> tensor<40x73xbf16>
+  return %c : tensor<40x73xbf16>
+}
+"""
+    assert kiln.compile(transposed, target="sm_90a").kernels[0]["kernel_cache"] == "miss"
+    assert kiln.compile(transposed.replace("73", "74"), target="sm_90a").kernels[0]["kernel_cache"] == "miss"
+    assert kiln.compile(transposed.replace("73", "75"), target="sm_90a").kernels[0]["kernel_cache"] == "hit"
+    assert kiln.compile(SOURCE.replace("40x", "41x"), target="sm_90a").kernels[0]["kernel_cache"] == "hit"
+
+
+def test_build_without_an_id_has_no_kernel_cache(cache_dir, monkeypatch):
+    """A build that does not know its id could take another build's kernels: it keeps none."""
+    monkeypatch.setattr(cache, "compiler_id", lambda: "unknown-build")
+    program = kiln.compile(SOURCE, target="sm_90a")
+    assert "kernel_cache" not in program.kernels[0] and not (cache_dir / "kernels").exists()
+
+
+def test_kernel_without_a_cubin_is_not_cached(cache_dir, monkeypatch):
+    """A kernel module the in-process assembler failed on (ptxas then made its cubin) is not stored: the next
+    program with that kernel compiles it again rather than take what the assembler of choice did not make."""
+    def failing(ptx):
+        raise RuntimeError("the driver's JIT is out of order")
+
+    monkeypatch.setattr(compiler, "driver_assembler", lambda target: failing if target == "sm_90a" else None)
+    first = kiln.compile(SOURCE, target="sm_90a")
+    assert "in_process_assembly_failed" in first.manifest and first.kernels[0]["kernel_cache"] == "miss"
+    assert not (cache_dir / "kernels" / cache.compiler_id()).exists() or \
+        not list((cache_dir / "kernels" / cache.compiler_id()).iterdir())
+    assert kiln.compile(SOURCE.replace("40x", "41x"), target="sm_90a").kernels[0]["kernel_cache"] == "miss"
+
+
 @pytest.mark.parametrize("damage", ["truncate ptx", "edit cubin", "drop entry", "bad json"])
 def test_damaged_kernel_entry_is_compiled_again(cache_dir, monkeypatch, damage):
     """A kernel entry whose files do not match their checksums (or that cannot be read) is removed, and the
@@ -449,7 +489,14 @@ def test_load_what_kilnc_wrote(tmp_path):
     for kernel in manifest["kernels"]:
         del kernel["ptx"], kernel["cubin"]
     (tmp_path / "out" / "manifest.json").write_text(json.dumps(dict(manifest, ptx="kernels.ptx")))
-    with pytest.raises(ValueError, match="mm_k0_matmul names no PTX file; .* older Kiln, compile it again"):
+    with pytest.raises(ValueError, match="mm_k0_matmul names no PTX file or function; .* older Kiln, compile it"):
+        kiln.load(tmp_path / "out")
+    # So is one from before kernels named the function they launch.
+    for kernel in manifest["kernels"]:
+        kernel.update(ptx="mm_k0_matmul_module.ptx", cubin=None)
+        del kernel["function"]
+    (tmp_path / "out" / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match="mm_k0_matmul names no PTX file or function; .* older Kiln, compile it"):
         kiln.load(tmp_path / "out")
 
 
