@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 _CHECKSUMS = "checksums.json"
@@ -32,7 +33,29 @@ def kernel_directory():
     kernel modules that any program with the same kernel reuses, a matmul of other sizes included. None for a
     build that does not know its id: its kernels could be taken for another build's."""
     build = compiler_id()
-    return None if build == "unknown-build" else directory() / "kernels" / build
+    if build == "unknown-build":
+        return None
+    folder = directory() / "kernels" / build
+    _sweep_abandoned(folder)
+    return folder
+
+
+_SWEPT = set()
+
+
+def _sweep_abandoned(root):
+    """Removes, once per process and folder, the private folders (names starting with a dot) that killed
+    processes left in ``root`` over an hour ago: a live process renames or removes its own within seconds."""
+    if root in _SWEPT:
+        return
+    _SWEPT.add(root)
+    cutoff = time.time() - 3600
+    try:
+        for path in root.iterdir():
+            if path.name.startswith(".") and path.is_dir() and path.stat().st_mtime < cutoff:
+                shutil.rmtree(path, ignore_errors=True)
+    except OSError:  # no folder yet, or one that cannot be read: nothing to sweep
+        pass
 
 
 def compiler_id():
@@ -78,6 +101,7 @@ def store(entry_key, build):
     place; returns the entry's folder (another process's, when it got there first)."""
     root = directory()
     root.mkdir(parents=True, exist_ok=True)
+    _sweep_abandoned(root)
     staging = Path(tempfile.mkdtemp(prefix=f".{entry_key[:16]}.", dir=root))
     try:
         build(str(staging))

@@ -297,6 +297,24 @@ def test_kernels_that_need_other_code_are_not_shared(cache_dir, monkeypatch):
     assert kiln.compile(SOURCE.replace("40x", "41x"), target="sm_90a").kernels[0]["kernel_cache"] == "hit"
 
 
+def test_folders_killed_processes_left_are_swept(cache_dir, monkeypatch):
+    """Private folders (dot names) older than an hour, in the program cache and in the kernel cache, are removed
+    by the next process that stores there; a fresh one (a live process's) and every entry stay."""
+    counting_assembler(monkeypatch)
+    kernels = cache_dir / "kernels" / cache.compiler_id()
+    old = [cache_dir / ".0123456789abcdef.x1", kernels / ".staging-abandoned", kernels / ".damaged-abandoned"]
+    fresh = [cache_dir / ".fedcba9876543210.x2", kernels / ".staging-live"]
+    for folder in old + fresh:
+        folder.mkdir(parents=True)
+        (folder / "kernel.ptx").write_text("half written")
+    for folder in old:
+        os.utime(folder, (1e9, 1e9))
+    monkeypatch.setattr(cache, "_SWEPT", set())
+    kiln.compile(SOURCE, target="sm_90a")
+    assert not any(folder.exists() for folder in old) and all(folder.exists() for folder in fresh)
+    assert len(entries(cache_dir)) == 1 and len([p for p in kernels.iterdir() if not p.name.startswith(".")]) == 1
+
+
 def test_build_without_an_id_has_no_kernel_cache(cache_dir, monkeypatch):
     """A build that does not know its id could take another build's kernels: it keeps none."""
     monkeypatch.setattr(cache, "compiler_id", lambda: "unknown-build")
