@@ -61,9 +61,10 @@ using PtxAssembler = KilnPtxAssembler;
 /// it is found), lowered, emitted and assembled in parallel; the run plans' constant files; and manifest.json,
 /// whose kernel entries name their "ptx" and "cubin" files (its "assembler" names what made the cubins). An
 /// assembler that reports an interrupt stops the compile: no module is assembled after it, no manifest written.
-/// With a `kernelCacheDir` (Driver/KernelCache.h), a kernel module compiled before by any program is taken from
-/// there instead of being lowered, emitted and assembled again, and every module compiled here is stored there;
-/// the manifest's kernel entries then say "kernel_cache": "hit" or "miss".
+/// With a `kernelCacheDir` (Driver/KernelCache.h; one directory per build of the compiler), a kernel module
+/// compiled before by any program is taken from there instead of being lowered, emitted and assembled again, and
+/// every module compiled here that the assembler of choice made a cubin of is stored there; the manifest's kernel
+/// entries then say "kernel_cache": "hit" or "miss".
 LogicalResult compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::StringRef outputDir, std::string &error,
                             const PtxAssembler &assembler = nullptr, llvm::StringRef kernelCacheDir = {});
 

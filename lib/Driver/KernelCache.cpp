@@ -1,8 +1,8 @@
 //===- KernelCache.cpp - Compiled kernels kept on disk across programs -----===//
 //
-// The entry of a kernel module is a folder named by its key holding kernel.ptx, kernel.cubin (when there is
-// one) and, written with them, entry.json: the kernel's name, the assembler and its report, and the SHA-256 of
-// both files. See KernelCache.h for why.
+// The entry of a kernel module is a folder named by its key holding kernel.ptx, kernel.cubin and, written with
+// them, entry.json: the kernel's name, the assembler and its report, and the SHA-256 of both files. See
+// KernelCache.h for why.
 //
 //===----------------------------------------------------------------------===//
 
