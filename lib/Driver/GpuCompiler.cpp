@@ -228,34 +228,35 @@ llvm::json::Array kiln::describeKernels(ModuleOp module) {
   return kernels;
 }
 
-/// Adds the report of the assembler that made `kernel`'s cubin (`log`, its module's, as ptxas -v writes it) to
-/// the kernel's manifest entry: registers, spill stores and loads of the function it launches.
+/// Adds the report of the assembler that made `kernel`'s cubin (`log`, its module's) to the kernel's manifest
+/// entry: registers, spill stores and loads of the function it launches. ptxas -v and the driver's JIT write
+/// "Compiling entry function 'f'", then "Used N registers" and the spill bytes; when the driver serves the cubin
+/// from its own JIT cache it writes "Function properties for 'f':" and "used N registers, ..., M bytes lmem"
+/// instead, where no local memory means no spills.
 static void attachPtxasReport(llvm::json::Object &kernel, llvm::StringRef log) {
   llvm::StringRef current;
   SmallVector<llvm::StringRef> lines;
   log.split(lines, '\n');
+  auto numberBefore = [](llvm::StringRef line, size_t at, int64_t &number) {
+    llvm::StringRef before = line.take_front(at).rtrim();
+    return !before.drop_front(before.find_last_of(' ') + 1).getAsInteger(10, number);
+  };
   for (llvm::StringRef line : lines) {
-    if (size_t at = line.find("Compiling entry function '"); at != llvm::StringRef::npos) {
-      current = line.drop_front(at + strlen("Compiling entry function '")).take_until([](char c) { return c == '\''; });
-      continue;
-    }
+    for (llvm::StringRef opening : {"Compiling entry function '", "Function properties for '"})
+      if (size_t at = line.find(opening); at != llvm::StringRef::npos)
+        current = line.drop_front(at + opening.size()).take_until([](char c) { return c == '\''; });
     if (kernel.getString("function") != current)
       continue;
     int64_t number = 0;
-    if (size_t at = line.find("Used "); at != llvm::StringRef::npos &&
-                                        !line.drop_front(at + 5).take_until([](char c) { return c == ' '; })
-                                             .getAsInteger(10, number))
+    if (size_t at = line.find(" registers"); at != llvm::StringRef::npos && numberBefore(line, at, number))
       kernel["registers"] = number;
-    if (size_t at = line.find(" bytes spill stores"); at != llvm::StringRef::npos) {
-      llvm::StringRef before = line.take_front(at).rtrim();
-      llvm::StringRef stores = before.drop_front(before.find_last_of(' ') + 1);
-      if (!stores.getAsInteger(10, number))
-        kernel["spill_stores"] = number;
-      size_t loadsAt = line.find(" bytes spill loads");
-      llvm::StringRef head = line.take_front(loadsAt).rtrim();
-      if (loadsAt != llvm::StringRef::npos && !head.drop_front(head.find_last_of(' ') + 1).getAsInteger(10, number))
-        kernel["spill_loads"] = number;
-    }
+    if (size_t at = line.find(" bytes spill stores"); at != llvm::StringRef::npos && numberBefore(line, at, number))
+      kernel["spill_stores"] = number;
+    if (size_t at = line.find(" bytes spill loads"); at != llvm::StringRef::npos && numberBefore(line, at, number))
+      kernel["spill_loads"] = number;
+    if (size_t at = line.find(" bytes lmem"); at != llvm::StringRef::npos && numberBefore(line, at, number) &&
+        number == 0)
+      kernel["spill_stores"] = 0, kernel["spill_loads"] = 0;
   }
 }
 

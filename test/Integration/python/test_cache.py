@@ -315,6 +315,23 @@ def test_folders_killed_processes_left_are_swept(cache_dir, monkeypatch):
     assert len(entries(cache_dir)) == 1 and len([p for p in kernels.iterdir() if not p.name.startswith(".")]) == 1
 
 
+def test_report_of_a_cubin_from_the_drivers_own_cache(cache_dir, monkeypatch):
+    """When the driver serves a cubin from its own JIT cache, its log says "Function properties for 'f':" and
+    "used N registers, ..., M bytes lmem" instead of ptxas' lines (seen on the H200): the manifest still gets the
+    registers, and no local memory means no spills."""
+    stand_in = ptxas_assembler(ptxas_or_skip())
+
+    def cached(ptx):
+        cubin, _ = stand_in(ptx)
+        return cubin, ("info    : 0 bytes gmem\ninfo    : Function properties for 'mm_k0_matmul':\n"
+                       "info    : used 77 registers, used 1 barriers, 0 stack, 1024 bytes smem, 576 bytes cmem[0], "
+                       "0 bytes lmem")
+
+    monkeypatch.setattr(compiler, "driver_assembler", lambda target: cached if target == "sm_90a" else None)
+    (kernel,) = kiln.compile(SOURCE, target="sm_90a").kernels
+    assert (kernel["registers"], kernel["spill_stores"], kernel["spill_loads"]) == (77, 0, 0)
+
+
 def test_build_without_an_id_has_no_kernel_cache(cache_dir, monkeypatch):
     """A build that does not know its id could take another build's kernels: it keeps none."""
     monkeypatch.setattr(cache, "compiler_id", lambda: "unknown-build")
