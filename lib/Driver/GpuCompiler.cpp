@@ -356,17 +356,13 @@ static FailureOr<AssembledModule> writeCachedFiles(const CachedKernel &cached, l
                                                    std::string &error) {
   AssembledModule files;
   files.ptxFile = (name + ".ptx").str();
+  files.cubinFile = (name + "." + chip + ".cubin").str(); // every cached kernel has one
   files.function = cached.function, files.log = cached.log, files.assembler = cached.assembler;
   SmallString<256> ptxPath(outputDir), cubinPath(outputDir);
   llvm::sys::path::append(ptxPath, files.ptxFile);
-  if (failed(writeFile(ptxPath, cached.ptx, error)))
+  llvm::sys::path::append(cubinPath, files.cubinFile);
+  if (failed(writeFile(ptxPath, cached.ptx, error)) || failed(writeFile(cubinPath, cached.cubin, error)))
     return failure();
-  if (!cached.cubin.empty()) {
-    files.cubinFile = (name + "." + chip + ".cubin").str();
-    llvm::sys::path::append(cubinPath, files.cubinFile);
-    if (failed(writeFile(cubinPath, cached.cubin, error)))
-      return failure();
-  }
   return files;
 }
 

@@ -43,9 +43,6 @@ MatmulFrame gpukernel::startMatmulKernel(OpBuilder &b, gpu::GPUModuleOp module, 
                     outType.getDimSize(rank - 2),
                     outType.getDimSize(rank - 1),
                     lhsType.getDimSize(lhsType.getRank() - 1),
-                    Value(),
-                    Value(),
-                    Value(),
                     op.getTransposeRhs()};
   Location loc = op.getLoc();
   // Parameters: lhs, rhs, epilogue operands, out.

@@ -32,10 +32,10 @@ struct MatmulFrame {
   mutable MatmulOp op;
   /// Rows of the result, its columns, and the reduction size: for the launch and the static choices only.
   int64_t m, n, k;
-  /// The same sizes as the kernel reads them, from its parameters.
-  Value sizeM, sizeN, sizeK;
   /// The rhs is stored [N][K] (transpose_rhs) rather than [K][N].
   bool transB;
+  /// The same sizes as the kernel reads them, from its parameters.
+  Value sizeM, sizeN, sizeK;
   /// The kernel, its dynamic shared memory and its parameters.
   KernelFunction kernel;
   Value lhs, rhs, out;
