@@ -203,12 +203,14 @@ module {
 // ring, scores scaled by scale * log2(e) (0.125 * 1.4427 = 0.180336878), quad shuffles for the row max, exp2,
 // P repacked into A fragments for P V with V read by ldmatrix.trans. The key tiles left of the block's first
 // diagonal run in a loop without masking, the others in a second loop that masks every tile: no branch in
-// either loop body.
+// either loop body. The kernel reads Sq and Sk from its two index parameters (the launch's sizes), so that
+// attentions of other lengths share it; its buffers are typed with 2^40 elements.
 // CHECK-LABEL: func.func private @k6_attention
-// CHECK-SAME: kiln.launch = {block = array<i64: 128, 1, 1>, dynamic_shared_bytes = 46080 : i64, grid = array<i64: 3, 8, 2>}
-// CHECK: gpu.func @k6_attention(%{{.*}}: memref<147456xbf16>, %{{.*}}: memref<36864xbf16>, %{{.*}}: memref<36864xbf16>, %{{.*}}: memref<147456xbf16>) kernel
+// CHECK-SAME: kiln.launch = {block = array<i64: 128, 1, 1>, dynamic_shared_bytes = 46080 : i64, grid = array<i64: 3, 8, 2>, sizes = array<i64: 144, 144>}
+// CHECK: gpu.func @k6_attention(%{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %[[SQ:.*]]: index, %[[SK:.*]]: index) kernel
 // CHECK: gpu.block_id y
 // CHECK: arith.divui %{{.*}}, %{{.*}} : index
+// CHECK: arith.subi %[[SK]], %[[SQ]] : index
 // CHECK: nvgpu.device_async_copy
 // CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false}
 // CHECK: scf.for
@@ -233,7 +235,7 @@ module {
 // CHECK: scf.yield
 // CHECK: gpu.shuffle  xor
 // CHECK: nvvm.rcp.approx.ftz.f
-// CHECK: vector.store {{.*}} {alignment = 4 : i64} : memref<147456xbf16>, vector<2xbf16>
+// CHECK: vector.store {{.*}} {alignment = 4 : i64} : memref<1099511627776xbf16>, vector<2xbf16>
 module {
   func.func private @k6_attention(%q: tensor<2x8x144x64xbf16>, %k: tensor<2x2x144x64xbf16>, %v: tensor<2x2x144x64xbf16>, %out: tensor<2x8x144x64xbf16>) -> tensor<2x8x144x64xbf16> attributes {kiln.kernel} {
     %o = kiln.attention %q, %k, %v causal {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "mma_sync">} : tensor<2x8x144x64xbf16>, tensor<2x2x144x64xbf16>, tensor<2x2x144x64xbf16> -> tensor<2x8x144x64xbf16>
@@ -246,15 +248,16 @@ module {
 
 // An additive mask (added in base 2), an lse result (one lane per quad stores it) and an epilogue.
 // CHECK-LABEL: func.func private @k7_attention
-// CHECK: gpu.func @k7_attention(%{{.*}}: memref<8192xbf16>, %{{.*}}: memref<8192xbf16>, %{{.*}}: memref<8192xbf16>, %{{.*}}: memref<4096xbf16>, %{{.*}}: memref<64xbf16>, %{{.*}}: memref<8192xbf16>, %{{.*}}: memref<128xf32>) kernel
+// CHECK-SAME: sizes = array<i64: 64, 64>
+// CHECK: gpu.func @k7_attention(%{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xf32>, %{{.*}}: index, %{{.*}}: index) kernel
 // CHECK: scf.for
 // CHECK: arith.constant 1.44269502 : f32
 // CHECK: scf.yield
 // CHECK: arith.mulf
-// CHECK: vector.store {{.*}} : memref<8192xbf16>, vector<2xbf16>
+// CHECK: vector.store {{.*}} : memref<1099511627776xbf16>, vector<2xbf16>
 // CHECK: math.log2
 // CHECK: arith.constant 0.693147182 : f32
-// CHECK: memref.store {{.*}} : memref<128xf32>
+// CHECK: memref.store {{.*}} : memref<1099511627776xf32>
 module {
   func.func private @k7_attention(%q: tensor<1x2x64x64xbf16>, %m: tensor<64x64xbf16>, %g: tensor<64xbf16>, %out: tensor<1x2x64x64xbf16>, %lse_out: tensor<1x2x64xf32>) -> (tensor<1x2x64x64xbf16>, tensor<1x2x64xf32>) attributes {kiln.kernel} {
     %o, %lse = kiln.attention %q, %q, %q mask(%m : tensor<64x64xbf16>) epilogue(%g : tensor<64xbf16>) {
@@ -562,7 +565,7 @@ module {
 // while P V runs, then waits for O (wait_group 0). An unmasked and a masked loop; the last tile's P V after them.
 // The copies are fenced into the async proxy before each barrier.
 // CHECK-LABEL: func.func private @w5_attention
-// CHECK-SAME: kiln.launch = {block = array<i64: 256, 1, 1>, dynamic_shared_bytes = 83968 : i64, grid = array<i64: 2, 4, 1>}
+// CHECK-SAME: kiln.launch = {block = array<i64: 256, 1, 1>, dynamic_shared_bytes = 83968 : i64, grid = array<i64: 2, 4, 1>, sizes = array<i64: 200, 200>}
 // CHECK: memref.global "public" @w5_attention_smem : memref<0xi8, #gpu.address_space<workgroup>> {alignment = 1024 : i64}
 // CHECK: arith.xori
 // CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}

@@ -18,7 +18,10 @@
 //     next tile's S is issued with this tile's P V, and its softmax runs while P V does (V one tile behind K),
 //     or, with one stage, in turn in one loop that compiles faster (the loops are in AttentionWgmmaLoops.cpp);
 //   - GQA: the block of q head h reads k/v head h / (Hq / Hkv);
-//   - `layout = "bshd"` (and `out_layout`) only change where a head's rows start and how far apart they are.
+//   - `layout = "bshd"` (and `out_layout`) only change where a head's rows start and how far apart they are;
+//   - Sq and Sk are kernel parameters (the launch's sizes), so that other lengths share the kernel; what the
+//     loops' form and the bounds checks depend on stays static: the number of key tiles, whether they are
+//     whole, whether Sq is a whole number of query tiles, and under the causal mask one query row or more.
 // An additive mask is added to the scores in base 2; the output O / l goes through the epilogue (if any) and is
 // stored with rows past Sq skipped; the lse, when asked for, is (m + log2 l) ln 2.
 //
@@ -113,8 +116,11 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   buffers.push_back(outType);
   if (Value lse = op.getLse())
     buffers.push_back(cast<RankedTensorType>(lse.getType()));
-  KernelFunction kernel = startKernel(builder, module, loc, name, buffers, threads, sharedBytes, wgmma ? 1024 : 16);
+  // Size-generic in the sequence lengths: Sq and Sk are the kernel's two index parameters after its buffers.
+  KernelFunction kernel = startKernel(builder, module, loc, name, buffers, threads, sharedBytes, wgmma ? 1024 : 16,
+                                      /*sizeParams=*/2);
   Block &entry = kernel.func.getBody().front();
+  Value seqQv = entry.getArgument(buffers.size()), seqKv = entry.getArgument(buffers.size() + 1);
   Value q = entry.getArgument(0), k = entry.getArgument(1), v = entry.getArgument(2);
   unsigned next = 3;
   Value mask = op.getMask() ? entry.getArgument(next++) : Value();
@@ -138,23 +144,24 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   // Where the rows (positions) of one head start, and how far apart they are: [B, H, S, X] keeps a head's rows
   // together; seq-major [B, S, H, X] interleaves the heads, so consecutive positions are H * X apart.
   bool seqMajor = op.isSeqMajor();
-  auto headBase = [&](bool rowsInterleaved, Value headIndex, int64_t headCount, int64_t seq, int64_t width) {
+  auto headBase = [&](bool rowsInterleaved, Value headIndex, int64_t headCount, Value seq, int64_t width) {
     if (rowsInterleaved)
-      return im.add(im.mul(b, seq * headCount * width), im.mul(headIndex, width));
-    return im.mul(im.add(im.mul(b, headCount), headIndex), seq * width);
+      return im.add(im.mul(im.mul(b, seq), headCount * width), im.mul(headIndex, width));
+    return im.mul(im.mul(im.add(im.mul(b, headCount), headIndex), seq), width);
   };
   auto rowStride = [](bool rowsInterleaved, int64_t headCount, int64_t width) {
     return rowsInterleaved ? headCount * width : width;
   };
-  Value qBase = headBase(seqMajor, head, heads, seqQ, headDim);
-  Value kBase = headBase(seqMajor, kvHead, kvHeads, seqK, headDim);
-  Value vBase = headBase(seqMajor, kvHead, kvHeads, seqK, valueDim);
+  Value qBase = headBase(seqMajor, head, heads, seqQv, headDim);
+  Value kBase = headBase(seqMajor, kvHead, kvHeads, seqKv, headDim);
+  Value vBase = headBase(seqMajor, kvHead, kvHeads, seqKv, valueDim);
   Type tokenType = nvgpu::DeviceAsyncTokenType::get(ctx);
 
   // Copies rows [row0, row0 + rows) of a [limit x width] matrix at `base` (rows `globalStride` apart) into
-  // `shared` (row stride `stride`, or swizzled 64-column panels when `swizzled`), zero-filling rows past `limit`.
+  // `shared` (row stride `stride`, or swizzled 64-column panels when `swizzled`), zero-filling rows past `limit`;
+  // none are when the matrix is a whole number of such tiles (`wholeTiles`: row0 starts one of them).
   auto copyRows = [&](Value shared, Value sharedBase, int64_t stride, Value global, Value base, int64_t globalStride,
-                      Value row0, int64_t rows, int64_t width, int64_t limit, bool swizzled = false) {
+                      Value row0, int64_t rows, int64_t width, Value limit, bool wholeTiles, bool swizzled = false) {
     int64_t chunksPerRow = width / 8, chunks = rows * chunksPerRow;
     SmallVector<Value> tokens;
     for (int64_t i = 0; i < llvm::divideCeilSigned(chunks, threads); ++i) {
@@ -164,9 +171,12 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
         chunk = im.min(chunk, im.c(chunks - 1));
       Value row = im.div(chunk, chunksPerRow), col = im.mul(im.rem(chunk, chunksPerRow), 8);
       Value globalRow = im.add(row0, row);
-      Value inside = im.lt(globalRow, limit);
-      Value count = im.select(inside, im.c(8), im.c(0));
-      Value src = im.select(inside, im.add(base, im.add(im.mul(globalRow, globalStride), col)), im.c(0));
+      Value count = im.c(8), src = im.add(base, im.add(im.mul(globalRow, globalStride), col));
+      if (!wholeTiles) {
+        Value inside = im.lt(globalRow, limit);
+        count = im.select(inside, count, im.c(0));
+        src = im.select(inside, src, im.c(0));
+      }
       Value place = swizzled ? swizzledPanelIndex(im, row, col, rows) : im.add(im.mul(row, stride), col);
       tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(builder, loc, tokenType, shared, im.add(sharedBase, place),
                                                         global, src, builder.getIndexAttr(8), count,
@@ -177,11 +187,11 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   // K or V rows of key tile `tile` into ring slot `slot` (the copies; a caller groups them).
   auto loadK = [&](Value tile, Value slot) {
     return copyRows(sharedK, im.mul(slot, sizeK), strideK, k, kBase, rowStride(seqMajor, kvHeads, headDim),
-                    im.mul(tile, bk), bk, headDim, seqK, wgmma);
+                    im.mul(tile, bk), bk, headDim, seqKv, seqK % bk == 0, wgmma);
   };
   auto loadV = [&](Value tile, Value slot) {
     return copyRows(sharedV, im.mul(slot, sizeV), strideV, v, vBase, rowStride(seqMajor, kvHeads, valueDim),
-                    im.mul(tile, bk), bk, valueDim, seqK, wgmma);
+                    im.mul(tile, bk), bk, valueDim, seqKv, seqK % bk == 0, wgmma);
   };
   // One cp.async group of copies: waiting for "all but the newest group" then leaves exactly it in flight.
   auto commitGroup = [&](ArrayRef<SmallVector<Value>> copies) {
@@ -194,18 +204,25 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
     nvgpu::DeviceAsyncWaitOp::create(builder, loc, group, builder.getI32IntegerAttr(pending));
   };
 
-  // Key tiles this block visits: all of them, or with `causal` up to its last row's diagonal.
+  // What the kernel specialises on about the lengths, besides reading them: the number of key tiles (a
+  // constant trip count and last tile: with them read at run time ptxas took up to 48 more registers, a block
+  // less per SM, and 3-15% of the speed), whether they are whole (else the last one masks keys past the end)
+  // and, with `causal`, whether a block's rows see the same keys (one query row: else the tiles along the
+  // diagonal are masked). These decide which of the loops below exist.
   int64_t allTiles = llvm::divideCeilSigned(seqK, bk);
+  bool unmaskedLoop = seqK >= bk, anyTileMasked = seqK % bk != 0 || (causal && seqQ > 1);
+  // Key tiles this block visits: all of them, or with `causal` up to its last row's diagonal.
+  Value kvOffset = causal ? im.sub(seqKv, seqQv) : Value(); // Sk - Sq: the diagonal's shift
   Value numTiles = im.c(allTiles);
-  if (causal) {
+  if (causal && allTiles > 1) { // one key tile: every block's first row sees key 0
     // Last key visible to row q0 + BQ - 1 is q0 + BQ - 1 + (Sk - Sq); tiles = ceil((that + 1) / BK).
-    Value lastKey = im.add(q0, bq + (seqK - seqQ));
+    Value lastKey = im.add(im.add(q0, bq), kvOffset);
     numTiles = im.min(im.div(im.add(lastKey, bk - 1), bk), im.c(allTiles));
   }
 
   // Q and the first key tile; the wgmma pipeline also needs the second tile's K before its first iteration.
   Value group0 = commitGroup({copyRows(sharedQ, im.c(0), strideQ, q, qBase, rowStride(seqMajor, heads, headDim), q0,
-                                       bq, headDim, seqQ),
+                                       bq, headDim, seqQv, seqQ % bq == 0),
                               loadK(im.c(0), im.c(0)), loadV(im.c(0), im.c(0))});
   if (pipelined) {
     waitGroups(commitGroup({loadK(im.c(std::min<int64_t>(1, allTiles - 1)), im.c(1))}), 1);
@@ -243,14 +260,20 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
     descriptors.emplace(builder, loc, kernel.sharedBytes);
   // The key tiles that need no mask come first: those wholly before Sk and, with `causal`, wholly at or left of
   // the block's first row's diagonal (key0 + BK - 1 <= q0 + Sk - Sq; the verifier ensures Sq <= Sk). One loop
-  // runs them, a second one masks every tile after them, so that the loop bodies have no branch: with an scf.if
-  // on the tile index around the masking, between the two groups of wgmma instructions (`.aligned`, which
-  // need the warp converged), the masked tiles came out wrong on the H200, without a word from ptxas.
-  Value unmaskedTiles = im.c(seqK / bk);
+  // runs them, a second one masks every tile after them (where a tile can need it at all), so that the loop
+  // bodies have no branch: with an scf.if on the tile index around the masking, between the two groups of
+  // wgmma instructions (`.aligned`, which need the warp converged), the masked tiles came out wrong on the
+  // H200, without a word from ptxas.
+  Value unmaskedTiles = im.c(seqK / bk); // the same for every Sk of as many key tiles, whole or not
   if (causal)
-    unmaskedTiles = im.min(unmaskedTiles, im.div(im.add(q0, seqK - seqQ + 1), bk));
+    unmaskedTiles = im.min(unmaskedTiles, im.div(im.add(im.add(q0, kvOffset), 1), bk));
   unmaskedTiles = im.min(unmaskedTiles, numTiles);
 
+  // The last key each of this thread's two rows sees under the causal mask, and the last valid key and row.
+  Value diagonalA, diagonalB;
+  if (causal)
+    diagonalA = im.add(rowA, kvOffset), diagonalB = im.add(rowB, kvOffset);
+  Value lastKey = im.sub(seqKv, 1), lastRow = im.sub(seqQv, 1);
   auto element4 = [&](Value vec, int64_t e) {
     return vector::ExtractOp::create(builder, loc, vec, ArrayRef<int64_t>{e}).getResult();
   };
@@ -258,8 +281,8 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   // the running row maxima and sums (TileSoftmax).
   auto softmaxTile = [&](SmallVector<Value> scores, Value tile, bool masked, Value maxA, Value maxB, Value sumA,
                          Value sumB) {
-    // Scale to base 2 (and add the additive mask, also in base 2), then mask the keys past the end (and
-    // above the diagonal) where the tile needs it.
+    // Scale to base 2 (and add the additive mask, also in base 2), then mask the keys past the end (or, with
+    // `causal`, above the diagonal) where the tile needs it.
     Value scale = arith::ConstantOp::create(builder, loc, DenseElementsAttr::get(accType, float(scaleLog2)));
     for (Value &s : scores)
       s = arith::MulFOp::create(builder, loc, s, scale);
@@ -270,10 +293,12 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
       for (int64_t j = 0; j < scoreFrags; ++j) {
         SmallVector<Value> parts;
         for (int64_t e = 0; e < 4; ++e) {
-          // Positions past the end read a clamped (valid) element; they are set to -inf below.
-          Value key = im.min(im.add(key0, im.add(pairCol, j * 8 + e % 2)), im.c(seqK - 1));
-          Value row = im.min(e < 2 ? rowA : rowB, im.c(seqQ - 1));
-          Value at = broadcastLinearIndex(im, maskShape, scoreShape, {b, head, row, key});
+          // Positions past the end read a clamped (valid) element: a key past the end is set to -inf below, a
+          // row past the end is not stored.
+          Value key = im.min(im.add(key0, im.add(pairCol, j * 8 + e % 2)), lastKey);
+          Value row = im.min(e < 2 ? rowA : rowB, lastRow);
+          Value at = broadcastLinearIndex(im, maskShape, scoreShape, {b, head, row, key},
+                                          {nullptr, nullptr, seqQv, seqKv});
           Value bias = lowering::widen(builder, loc, memref::LoadOp::create(builder, loc, mask, at));
           bias = arith::MulFOp::create(builder, loc, bias, f32c(kLog2E));
           parts.push_back(arith::AddFOp::create(builder, loc, element4(scores[j], e), bias));
@@ -285,14 +310,12 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
       for (int64_t j = 0; j < scoreFrags; ++j) {
         Value &s = scores[j];
         for (int64_t e = 0; e < 4; ++e) {
+          // Keys past the end, where the last tile is partial; under the causal mask they are in the future
+          // of every row that is one of the Sq (Sq <= Sk), and the other rows' results are not stored.
           Value key = im.add(key0, im.add(pairCol, j * 8 + e % 2));
-          Value row = e < 2 ? rowA : rowB;
-          Value outside = arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::uge, key, im.c(seqK));
-          if (causal) {
-            Value future = arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::ugt, key,
-                                                 im.add(row, seqK - seqQ));
-            outside = arith::OrIOp::create(builder, loc, outside, future);
-          }
+          Value outside = causal ? arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::ugt, key,
+                                                         e < 2 ? diagonalA : diagonalB)
+                                 : arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::uge, key, seqKv);
           Value value = arith::SelectOp::create(builder, loc, outside, negInf, element4(s, e));
           s = vector::InsertOp::create(builder, loc, value, s, ArrayRef<int64_t>{e});
         }
@@ -398,10 +421,18 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
         scf::YieldOp::create(builder, loc, yielded);
       };
     };
-    auto unmasked = scf::ForOp::create(builder, loc, im.c(0), unmaskedTiles, im.c(1), inits, body(false));
-    auto loop = scf::ForOp::create(builder, loc, unmaskedTiles, numTiles, im.c(1), unmasked.getResults(), body(true));
+    // Without the masked loop every tile the block visits runs unmasked; without the unmasked one, masked.
+    ValueRange state = inits;
+    if (unmaskedLoop)
+      state = scf::ForOp::create(builder, loc, im.c(0), anyTileMasked ? unmaskedTiles : numTiles, im.c(1), state,
+                                 body(false))
+                  .getResults();
+    if (anyTileMasked)
+      state = scf::ForOp::create(builder, loc, unmaskedLoop ? unmaskedTiles : im.c(0), numTiles, im.c(1), state,
+                                 body(true))
+                  .getResults();
     waitGroups(group0, 0); // the last prefetch lands before the block can exit
-    final.assign(loop.getResults().begin(), loop.getResults().end());
+    final.assign(state.begin(), state.end());
   } else {
     // The wgmma loops (AttentionWgmmaLoops.cpp), from the same copies and softmax.
     // Up to four key tiles ending in a partial one, without the causal mask, the pipeline masks every tile in
@@ -409,10 +440,10 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
     // of the body, half again as much code for ptxas; the mask costs nothing measurable there (H200, d64,
     // 136 and 160 keys: 134 and 170 TFLOP/s against 133 and 173,
     // bench/results/attention_wgmma_one_masked_loop_v1.log).
-    Value pipelineUnmasked = pipelined && !causal && allTiles <= 4 && seqK % bk != 0 ? im.c(0) : unmaskedTiles;
+    bool maskAll = !unmaskedLoop || (pipelined && !causal && allTiles <= 4 && seqK % bk != 0);
     AttentionParts parts{bk, headDim, valueDim, outFrags, allTiles, sizeK, sizeV, offsetK, offsetV, bf16,
-                         zeroAcc, negInf, numTiles, pipelineUnmasked, qRegs, loadK, loadV, commitGroup, waitGroups,
-                         softmaxTile, packProbabilities, rescale};
+                         anyTileMasked, zeroAcc, negInf, numTiles, maskAll ? im.c(0) : unmaskedTiles, qRegs, loadK,
+                         loadV, commitGroup, waitGroups, softmaxTile, packProbabilities, rescale};
     final = pipelined ? buildWgmmaAttentionLoops(builder, loc, parts, *descriptors, group0)
                       : buildSequentialWgmmaAttentionLoop(builder, loc, parts, *descriptors, group0);
   }
@@ -423,7 +454,7 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   Value invA = arith::DivFOp::create(builder, loc, f32c(1.0), sumA);
   Value invB = arith::DivFOp::create(builder, loc, f32c(1.0), sumB);
   bool outSeqMajor = op.isOutSeqMajor();
-  Value outBase = headBase(outSeqMajor, head, heads, seqQ, valueDim);
+  Value outBase = headBase(outSeqMajor, head, heads, seqQv, valueDim);
   int64_t outRowStride = rowStride(outSeqMajor, heads, valueDim);
   ArrayRef<int64_t> outShape = outType.getShape();
   // One output element: O / l through the epilogue, in the output type.
@@ -437,7 +468,9 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
         ArrayRef<int64_t> shape = cast<RankedTensorType>(operand.getType()).getShape();
         Value at = broadcastLinearIndex(im, shape, outShape,
                                         outSeqMajor ? SmallVector<Value>{b, row, head, col}
-                                                    : SmallVector<Value>{b, head, row, col});
+                                                    : SmallVector<Value>{b, head, row, col},
+                                        outSeqMajor ? SmallVector<Value>{nullptr, seqQv, nullptr, nullptr}
+                                                    : SmallVector<Value>{nullptr, nullptr, seqQv, nullptr});
         Value loaded = memref::LoadOp::create(builder, loc, epilogueArgs[index], at);
         mapping.map(body.getArgument(index + 1), lowering::widen(builder, loc, loaded));
       }
@@ -447,13 +480,18 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
     }
     return lowering::narrow(builder, loc, value, outType.getElementType());
   };
+  // Whether a row is one of the Sq: always, when Sq is a whole number of query tiles.
+  auto rowInside = [&](Value row) {
+    return seqQ % bq == 0 ? Value(arith::ConstantIntOp::create(builder, loc, /*value=*/1, /*width=*/1))
+                          : im.lt(row, seqQv);
+  };
   // Each thread holds column pairs (even column, head dims and row strides even): one 2-element store per pair.
   for (int64_t d = 0; d < outFrags; ++d) {
     Value o = final[4 + d];
     for (int64_t e : {0, 2}) {
       Value row = e == 0 ? rowA : rowB, inverse = e == 0 ? invA : invB;
       Value col = im.add(pairCol, d * 8);
-      scf::IfOp::create(builder, loc, im.lt(row, seqQ), [&](OpBuilder &thenBuilder, Location) {
+      scf::IfOp::create(builder, loc, rowInside(row), [&](OpBuilder &thenBuilder, Location) {
         OpBuilder::InsertionGuard thenGuard(builder);
         builder.setInsertionPoint(thenBuilder.getInsertionBlock(), thenBuilder.getInsertionPoint());
         Value low = finishElement(element4(o, e), inverse, row, col);
@@ -470,9 +508,9 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   if (lseOut) {
     // lse = (m + log2 l) ln 2 (scores are in base 2); one lane of each quad stores its two rows.
     Value firstOfQuad = arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::eq, im.rem(lane, 4), im.c(0));
-    Value lseBase = im.mul(im.add(im.mul(b, heads), head), seqQ);
+    Value lseBase = im.mul(im.add(im.mul(b, heads), head), seqQv);
     for (auto [row, max, sum] : {std::tuple<Value, Value, Value>{rowA, final[0], sumA}, {rowB, final[1], sumB}}) {
-      Value store = im.andi(firstOfQuad, im.lt(row, seqQ));
+      Value store = im.andi(firstOfQuad, rowInside(row));
       scf::IfOp::create(builder, loc, store, [&](OpBuilder &thenBuilder, Location) {
         OpBuilder::InsertionGuard thenGuard(builder);
         builder.setInsertionPoint(thenBuilder.getInsertionBlock(), thenBuilder.getInsertionPoint());
@@ -485,5 +523,5 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
     }
   }
   gpu::ReturnOp::create(builder, loc);
-  return KernelLaunch{{llvm::divideCeilSigned(seqQ, bq), heads, batch}, {threads, 1, 1}, sharedBytes};
+  return KernelLaunch{{llvm::divideCeilSigned(seqQ, bq), heads, batch}, {threads, 1, 1}, sharedBytes, {seqQ, seqK}};
 }

@@ -32,6 +32,9 @@ struct AttentionParts {
   /// Elements per K and V ring slot, and where the rings start in the dynamic shared memory.
   int64_t sizeK, sizeV, offsetK, offsetV;
   bool bf16;
+  /// Whether any key tile can need the mask (keys past the end, or the causal diagonal): else every tile runs
+  /// unmasked.
+  bool anyTileMasked;
   /// A zero accumulator fragment, -inf, the key tiles this block visits and those that need no mask.
   Value zeroAcc, negInf, numTiles, unmaskedTiles;
   /// This warp's Q fragments, one A fragment per k16 step of the head dim.
@@ -74,9 +77,10 @@ struct WgmmaAttentionOperands {
 SmallVector<Value> buildWgmmaAttentionLoops(OpBuilder &builder, Location loc, const AttentionParts &parts,
                                             DescriptorBuilder &descriptors, Value group0);
 
-/// The key-tile loop on wgmma in its compact form: one loop over every tile, each masked, computing S, the
-/// softmax, the rescaled O and O += P V in turn while the next tile's K and V are copied; after the prologue's
-/// copies (`group0`: Q, K(0), V(0), waited for). Returns what buildWgmmaAttentionLoops does.
+/// The key-tile loop on wgmma in its compact form: one loop over every tile, each masked (where any can need
+/// it), computing S, the softmax, the rescaled O and O += P V in turn while the next tile's K and V are copied;
+/// after the prologue's copies (`group0`: Q, K(0), V(0), waited for). Returns what buildWgmmaAttentionLoops
+/// does.
 SmallVector<Value> buildSequentialWgmmaAttentionLoop(OpBuilder &builder, Location loc, const AttentionParts &parts,
                                                      DescriptorBuilder &descriptors, Value group0);
 

@@ -9,9 +9,10 @@
 //   nothing reads anymore. Tile 0's S and softmax come before the loops, the last tile's P V after them, and
 //   the tiles that need a mask have a loop of their own;
 // - sequential (stages = 1), for a few key tiles, where the pipeline has little to overlap: one loop, every
-//   tile masked, whose iteration computes S, the softmax, rescales O and adds P V, with the next tile's K and V
-//   copied meanwhile. One copy of the loop body instead of four (prologue, two loops, epilogue) makes a kernel
-//   that ptxas or the driver assembles in about half the time, which is most of a cold JIT compile.
+//   tile masked where any can need it, whose iteration computes S, the softmax, rescales O and adds P V, with
+//   the next tile's K and V copied meanwhile. One copy of the loop body instead of four (prologue, two loops,
+//   epilogue) makes a kernel that ptxas or the driver assembles in about half the time, which is most of a
+//   cold JIT compile.
 //
 //===----------------------------------------------------------------------===//
 
@@ -79,11 +80,11 @@ SmallVector<Value> gpukernel::buildWgmmaAttentionLoops(OpBuilder &builder, Locat
   // serialises the MMAs when an ordinary instruction defines one between the stage's first and last wgmma.
   WgmmaAttentionOperands operands{builder, loc, p, descriptors};
 
-  // Tile 0: its scores and softmax (masked: whether it needs the mask is known only at run time).
+  // Tile 0: its scores and softmax (masked where any tile can need it: which ones is known only at run time).
   Value s0 = wgmmaRegisterAGroup(builder, loc, zeroAccumulator(builder, loc, bk), qRegs,
                                  operands.kDescriptors(im.c(0)), bk, bf16, /*bNMajor=*/false);
-  TileSoftmax first = softmaxTile(accumulatorFragments(builder, loc, s0), im.c(0), /*masked=*/true, negInf, negInf,
-                                  f32c(0.0), f32c(0.0));
+  TileSoftmax first = softmaxTile(accumulatorFragments(builder, loc, s0), im.c(0), p.anyTileMasked, negInf,
+                                  negInf, f32c(0.0), f32c(0.0));
   SmallVector<Value> state{first.maxA, first.maxB, first.sumA, first.sumB};
   state.append(outFrags, zeroAcc);
   int64_t pCount = bk / 16 * 4;
@@ -121,19 +122,20 @@ SmallVector<Value> gpukernel::buildWgmmaAttentionLoops(OpBuilder &builder, Locat
   };
   // Tile j + 1 is the one whose softmax iteration j computes: unmasked while it is below unmaskedTiles.
   Value last = im.sub(numTiles, 1); // at least one tile
-  // No unmasked tiles known when building (every tile masked): one loop.
+  // No unmasked tiles known when building (every tile masked), or no tile that needs the mask: one loop.
   std::optional<int64_t> knownUnmasked = getConstantIntValue(unmaskedTiles);
-  Value split = knownUnmasked == 0 ? im.c(0) : im.sub(im.max(unmaskedTiles, im.c(1)), 1);
-  ValueRange carried = state;
+  assert((p.anyTileMasked || knownUnmasked != 0) && "no loop over tiles 1 .. last");
+  Value split = !p.anyTileMasked ? last : knownUnmasked == 0 ? im.c(0) : im.sub(im.max(unmaskedTiles, im.c(1)), 1);
+  ValueRange results = state;
   if (knownUnmasked != 0)
-    carried = scf::ForOp::create(builder, loc, im.c(0), split, im.c(1), state, body(false)).getResults();
-  auto loop = scf::ForOp::create(builder, loc, split, last, im.c(1), carried, body(true));
+    results = scf::ForOp::create(builder, loc, im.c(0), split, im.c(1), results, body(false)).getResults();
+  if (p.anyTileMasked)
+    results = scf::ForOp::create(builder, loc, split, last, im.c(1), results, body(true)).getResults();
 
   // The last tile's O += P V, once its V is in place (waiting for no group pending: the last V's too).
   waitGroups(group0, 0);
   fenceCopiesForWgmma(builder, loc);
   gpu::BarrierOp::create(builder, loc);
-  ValueRange results = loop.getResults();
   SmallVector<Value> vDescs = operands.vDescriptors(im.rem(last, 2));
   Value o = fragmentsAccumulator(builder, loc, SmallVector<Value>(results.slice(4, outFrags)));
   fenceWgmmaOperands(builder, loc);
@@ -169,7 +171,7 @@ SmallVector<Value> gpukernel::buildSequentialWgmmaAttentionLoop(OpBuilder &build
     fenceWgmmaOperands(builder, loc);
     s = issueWgmmaRegisterAGroup(builder, loc, s, p.qRegs, kDescs, p.bk, p.bf16, /*bNMajor=*/false);
     s = wgmmaWaitFor(builder, loc, 0, s); // no read of S can be scheduled before the wait
-    TileSoftmax soft = p.softmaxTile(accumulatorFragments(builder, loc, s), tile, /*masked=*/true, carried[0],
+    TileSoftmax soft = p.softmaxTile(accumulatorFragments(builder, loc, s), tile, p.anyTileMasked, carried[0],
                                      carried[1], carried[2], carried[3]);
     SmallVector<Value> pRegs = WgmmaAttentionOperands::flatten(p.packProbabilities(soft.probs));
     Value o = fragmentsAccumulator(builder, loc, p.rescale(SmallVector<Value>(carried.drop_front(4)), soft.alphas));

@@ -43,7 +43,7 @@ FailureOr<KernelLaunch> buildWgmmaMatmulKernel(OpBuilder &builder, gpu::GPUModul
                                                StringRef name);
 /// Builds the FlashAttention-2 forward kernel of `op` (bf16/f16, head dims multiples of 16 up to 256, causal or
 /// not, GQA/MQA, additive mask, lse, epilogue) as a gpu.func named `name` with parameters q, k, v, [mask],
-/// epilogue operands, out, [lse]; the #kiln.config gives tile = [BQ, BK], one warp per 16 rows, and the
+/// epilogue operands, out, [lse], then Sq and Sk (KernelLaunch::sizes); the #kiln.config gives tile = [BQ, BK], one warp per 16 rows, and the
 /// lowering: "mma_sync", or "wgmma" (sm_90a, BQ a multiple of 64, equal head dims of 64 or 128) for warpgroup
 /// MMAs.
 FailureOr<KernelLaunch> buildAttentionKernel(OpBuilder &builder, gpu::GPUModuleOp module, AttentionOp op,

@@ -30,6 +30,7 @@ struct IndexMath {
   Value div(Value x, int64_t y) { return y == 1 ? x : Value(arith::DivUIOp::create(b, loc, x, c(y))); }
   Value rem(Value x, int64_t y) { return arith::RemUIOp::create(b, loc, x, c(y)); }
   Value sub(Value x, int64_t y) { return arith::SubIOp::create(b, loc, x, c(y)); }
+  Value sub(Value x, Value y) { return arith::SubIOp::create(b, loc, x, y); }
   Value min(Value x, Value y) { return arith::MinUIOp::create(b, loc, x, y); }
   Value max(Value x, Value y) { return arith::MaxUIOp::create(b, loc, x, y); }
   Value lt(Value x, Value y) { return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, x, y); }

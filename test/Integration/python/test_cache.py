@@ -297,6 +297,43 @@ def test_kernels_that_need_other_code_are_not_shared(cache_dir, monkeypatch):
     assert kiln.compile(SOURCE.replace("40x", "41x"), target="sm_90a").kernels[0]["kernel_cache"] == "hit"
 
 
+ATTENTION = """func.func @att(%q: tensor<1x2xSQx64xbf16>, %k: tensor<1x2xSKx64xbf16>, %v: tensor<1x2xSKx64xbf16>)
+    -> tensor<1x2xSQx64xbf16> {
+  %o = kiln.attention %q, %k, %v CAUSAL : tensor<1x2xSQx64xbf16>, tensor<1x2xSKx64xbf16>, tensor<1x2xSKx64xbf16>
+    -> tensor<1x2xSQx64xbf16>
+  return %o : tensor<1x2xSQx64xbf16>
+}
+"""
+
+
+def attention_source(seq_q, seq_k, causal=False):
+    return (ATTENTION.replace("SQ", str(seq_q)).replace("SK", str(seq_k))
+            .replace("CAUSAL", "causal" if causal else ""))
+
+
+def test_attention_kernel_cache_serves_other_lengths(cache_dir, monkeypatch):
+    """The attention kernel reads Sq and Sk from its parameters: another length with the same config and the
+    same static properties (the number of key tiles, whether they are whole, whether Sq is a whole number of
+    query tiles, one query row or more under the causal mask) finds the compiled kernel and launches it with its own sizes and grid, a decode step too; a
+    length that changes one of them is another kernel."""
+    calls = counting_assembler(monkeypatch)
+    first = kiln.compile(attention_source(250, 250, causal=True), target="sm_90a").kernels[0]
+    again = kiln.compile(attention_source(190, 240, causal=True), target="sm_90a").kernels[0]
+    assert first["config"] == again["config"], "the lengths were meant to keep the config"
+    assert (first["kernel_cache"], again["kernel_cache"]) == ("miss", "hit") and len(calls) == 1
+    assert (first["sizes"], again["sizes"]) == ([250, 250], [190, 240]) and first["grid"] != again["grid"]
+    assert again["function"] == first["function"]
+    # Decoding with a growing KV cache: one query row against 300 keys, then as many as the same key tiles hold.
+    step = kiln.compile(attention_source(1, 300, causal=True), target="sm_90a").kernels[0]
+    bk = step["config"]["tile"][1]
+    later = kiln.compile(attention_source(1, -(-300 // bk) * bk - 1, causal=True), target="sm_90a").kernels[0]
+    assert step["config"] == later["config"] and (step["kernel_cache"], later["kernel_cache"]) == ("miss", "hit")
+    whole = kiln.compile(attention_source(256, 256, causal=True), target="sm_90a").kernels[0]
+    assert whole["config"] == first["config"] and whole["kernel_cache"] == "miss"  # no partial key tile
+    longer = kiln.compile(attention_source(300, 300, causal=True), target="sm_90a").kernels[0]
+    assert longer["config"] == first["config"] and longer["kernel_cache"] == "miss"  # a fifth key tile
+
+
 def test_folders_killed_processes_left_are_swept(cache_dir, monkeypatch):
     """Private folders (dot names) older than an hour, in the program cache and in the kernel cache, are removed
     by the next process that stores there; a fresh one (a live process's) and every entry stay."""
