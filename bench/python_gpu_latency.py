@@ -2,7 +2,8 @@
 
 Three modes, for the same programs as bench/jit_latency_baseline.py measures for Triton — a matmul+bias+SiLU, a
 second specialisation, a 3-matmul MLP, an attention, tiny calls for the per-call overhead (and, cold, the
-matmul+bias+SiLU at five new row counts whose kernel is in the kernel cache already):
+matmul+bias+SiLU at five new row counts and the attention at five new lengths whose kernels are in the kernel
+cache already):
 
 - ``--prepare`` (on a machine with the full build) compiles them for sm_90a into a cache folder, timing each;
 - ``--cold-jit`` (on the GPU machine with the packed JIT, scripts/pack_gpu_jit.sh) starts from an empty cache and
@@ -141,42 +142,62 @@ def measure(args):
             ref = F.silu(ref) if kw.get("activation") == "silu" else ref
         errors[name] = relative_error(out, ref)
     if args.cold_jit:
-        # One sample is at the mercy of the host: the median of five more attentions, each a new shape and so a
-        # new compile, is the figure the goal is read from.
-        samples = []
-        for seq in (136, 144, 152, 160, 168):
-            q = torch.randn(1, 8, seq, 64, device="cuda", dtype=torch.bfloat16)
-            torch.cuda.synchronize()
-            start = time.perf_counter()
-            out = kiln.ops.attention(q, q, q)
-            torch.cuda.synchronize()
-            samples.append((time.perf_counter() - start) * 1e3)
-            stages.setdefault("attention 1x8xSx64, S = 136 ... 168", []).append(compile_us(kiln.ops.attention))
-            errors[f"attention 1x8x{seq}x64"] = relative_error(out, F.scaled_dot_product_attention(*[q.float()] * 3))
-        rows[f"{first_call}: attention 1x8xSx64, median of 5 new S"] = statistics.median(samples)
-        every_sample["attention 1x8xSx64, S = 136 ... 168"] = [round(s, 2) for s in samples]
+        def new_shapes(label, call, jit, arguments, reference, fresh_cache):
+            """Times the first ``call`` on each argument tuple (a new shape each: a new program of the jitted
+            function ``jit``), checks it against ``reference`` and records the stages; with ``fresh_cache`` each
+            call gets a new disk cache (a cold compile), else they share one. Returns the median time and each
+            program's kernel-cache result."""
+            samples, hits = [], []
+            for args_ in arguments:
+                if fresh_cache:
+                    os.environ["KILN_CACHE_DIR"] = tempfile.mkdtemp(prefix="kiln-cold-")
+                torch.cuda.synchronize()
+                start = time.perf_counter()
+                out = call(*args_)
+                torch.cuda.synchronize()
+                samples.append((time.perf_counter() - start) * 1e3)
+                program = list(jit.programs.values())[-1]
+                hits.append(program.kernels[0].get("kernel_cache"))
+                stages.setdefault(label, []).append(program.manifest["compile_us"])
+                errors[f"{label}: {'x'.join(map(str, args_[0].shape))}"] = relative_error(out, reference(*args_))
+            every_sample[label] = [round(s, 2) for s in samples]
+            return statistics.median(samples), hits
+
+        def attentions(lengths):
+            return [(q, q, q) for q in (torch.randn(1, 8, n, 64, device="cuda", dtype=torch.bfloat16)
+                                        for n in lengths)]
+
+        def sdpa(q, k, v):
+            return F.scaled_dot_product_attention(q.float(), k.float(), v.float())
+
+        # One sample is at the mercy of the host: the median of five more attentions, each a new shape and a new
+        # disk cache (some of these lengths share a kernel) and so a new compile, is the figure the goal is read
+        # from.
+        attention = kiln.ops.attention
+        rows[f"{first_call}: attention 1x8xSx64, median of 5 new S"], _ = new_shapes(
+            "attention 1x8xSx64, S = 136 ... 168", attention, attention, attentions((136, 144, 152, 160, 168)), sdpa,
+            fresh_cache=True)
         # A new shape whose kernels are compiled already: the matmul kernel reads M, N and K from its parameters,
-        # so after the 1000^3 matmul + bias + SiLU (compiled first, in a new cache), each new M finds its kernel
-        # in the kernel cache and only the program around it is compiled.
+        # so after the 1000^3 matmul + bias + SiLU (compiled first, in a new cache), each new M (none a whole
+        # number of 128-row tiles: another kernel) finds its kernel in the kernel cache and only the program
+        # around it is compiled.
         fn, (x, w), kw = made["matmul+bias+silu 1000^3"]
         first_call_ms(fn, (x, w), kw)  # compiled again into a new cache, whose kernel cache then holds the kernel
         bias = kw["bias"]
-        samples, hits = [], []
-        for m in (520, 650, 777, 900, 999):  # none a whole number of 128-row tiles (another kernel)
-            x = torch.randn(m, 1000, device="cuda", dtype=torch.bfloat16)
-            torch.cuda.synchronize()
-            start = time.perf_counter()
-            out = kiln.ops.matmul(x, w, bias=bias, activation="silu")
-            torch.cuda.synchronize()
-            samples.append((time.perf_counter() - start) * 1e3)
-            program = list(kiln.ops.matmul.programs.values())[-1]
-            hits.append(program.kernels[0].get("kernel_cache"))
-            stages.setdefault("matmul+bias+silu Mx1000x1000, kernel cached", []).append(program.manifest["compile_us"])
-            errors[f"matmul+bias+silu {m}x1000x1000 (kernel cached)"] = relative_error(
-                out, F.silu(x.float() @ w.float() + bias.float()))
+        median, hits = new_shapes(
+            "matmul+bias+silu Mx1000x1000, kernel cached",
+            lambda x: kiln.ops.matmul(x, w, bias=bias, activation="silu"), kiln.ops.matmul,
+            [(torch.randn(m, 1000, device="cuda", dtype=torch.bfloat16),) for m in (520, 650, 777, 900, 999)],
+            lambda x: F.silu(x.float() @ w.float() + bias.float()), fresh_cache=False)
         rows[f"{first_call}: matmul+bias+silu, new M, kernel cached ({hits.count('hit')}/5 hits), median of 5"] = \
-            statistics.median(samples)
-        every_sample["matmul+bias+silu Mx1000x1000, kernel cached"] = [round(s, 2) for s in samples]
+            median
+        # The attention kernel reads Sq and Sk too, and keeps the number of key tiles (32 keys each at these
+        # lengths): after 136 keys (compiled first, in a new cache), lengths of as many tiles find the kernel.
+        first_call_ms(attention, attentions((136,))[0], {})
+        median, hits = new_shapes("attention 1x8xSx64, kernel cached", attention, attention,
+                                  attentions((138, 142, 146, 150, 154)), sdpa, fresh_cache=False)
+        rows[f"{first_call}: attention 1x8xSx64, new S, kernel cached ({hits.count('hit')}/5 hits), median of 5"] = \
+            median
     # The host's speed drifts: torch's own per-call times, measured in turn with Kiln's, to compare with.
     warm = {}
     for name in ("tiny matmul 16x16", "tiny attention 1x1x16x64", "3-matmul MLP 77x512"):
