@@ -273,7 +273,7 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   Value diagonalA, diagonalB;
   if (causal)
     diagonalA = im.add(rowA, kvOffset), diagonalB = im.add(rowB, kvOffset);
-  Value lastKey = im.sub(seqKv, 1), lastRow = im.sub(seqQv, 1);
+  Value lastValidKey = im.sub(seqKv, 1), lastValidRow = im.sub(seqQv, 1);
   auto element4 = [&](Value vec, int64_t e) {
     return vector::ExtractOp::create(builder, loc, vec, ArrayRef<int64_t>{e}).getResult();
   };
@@ -295,8 +295,8 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
         for (int64_t e = 0; e < 4; ++e) {
           // Positions past the end read a clamped (valid) element: a key past the end is set to -inf below, a
           // row past the end is not stored.
-          Value key = im.min(im.add(key0, im.add(pairCol, j * 8 + e % 2)), lastKey);
-          Value row = im.min(e < 2 ? rowA : rowB, lastRow);
+          Value key = im.min(im.add(key0, im.add(pairCol, j * 8 + e % 2)), lastValidKey);
+          Value row = im.min(e < 2 ? rowA : rowB, lastValidRow);
           Value at = broadcastLinearIndex(im, maskShape, scoreShape, {b, head, row, key},
                                           {nullptr, nullptr, seqQv, seqKv});
           Value bias = lowering::widen(builder, loc, memref::LoadOp::create(builder, loc, mask, at));
