@@ -376,17 +376,16 @@ module {
 // then go into the ring as an f32 tile (rows padded to 136), and a loop stores it in chunks of 8 columns, two
 // chunks a thread an iteration: two 16-byte loads from the tile, the epilogue 8 times at a position clamped
 // inside the output, one guarded 16-byte store (N = 200 is whole chunks). M, N and K are parameters; K = 256 is
-// whole k-tiles, so a k-tile's chunks are inside or outside together (one comparison), while N = 200 is not whole
-// 128-column tiles and the B chunks count their elements inside.
+// whole k-tiles, so a k-tile's chunks are inside or outside together (one comparison; the first k-tile's offset
+// is the constant 0), while N = 200 is not whole 128-column tiles and the B chunks count their elements inside.
 // CHECK-LABEL: func.func private @w0_matmul
 // CHECK-SAME: kiln.launch = {block = array<i64: 256, 1, 1>, dynamic_shared_bytes = 131072 : i64, grid = array<i64: 2, 3, 1>, sizes = array<i64: 300, 200, 256>}
 // CHECK: memref.global "public" @w0_matmul_smem : memref<0xi8, #gpu.address_space<workgroup>> {alignment = 1024 : i64}
 // CHECK: gpu.func @w0_matmul(%{{.*}}, %[[M:.*]]: index, %[[N:.*]]: index, %[[K:.*]]: index)
 // CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
 // CHECK: memref.extract_aligned_pointer_as_index
-// CHECK: %[[K0:.*]] = arith.muli %{{.*}}, %c64
 // CHECK: arith.xori
-// CHECK: arith.cmpi ult, %[[K0]], %[[K]]
+// CHECK: arith.cmpi ult, %c0, %[[K]]
 // CHECK: nvgpu.device_async_copy
 // CHECK: arith.minui %{{.*}}, %[[N]]
 // CHECK-NEXT: arith.subi %[[N]]
@@ -403,23 +402,20 @@ module {
 // CHECK-NEXT: nvgpu.device_async_wait %{{.*}} {numGroups = 0 : i32}
 // CHECK-NEXT: gpu.barrier
 // CHECK: %[[TILE:.*]] = memref.view {{.*}} to memref<17408xf32, #gpu.address_space<workgroup>>
-// CHECK: %[[STRIDE:.*]] = arith.constant 136 : index
-// CHECK-NEXT: %[[AT:.*]] = arith.muli %{{.*}}, %[[STRIDE]] : index
+// CHECK: %[[AT:.*]] = arith.muli %{{.*}}, %c136 : index
 // CHECK-NEXT: %[[AT2:.*]] = arith.addi %[[AT]], %{{.*}} : index
 // CHECK-NEXT: vector.store %{{.*}}, %[[TILE]][%[[AT2]]] {alignment = 8 : i64} : memref<17408xf32, #gpu.address_space<workgroup>>, vector<2xf32>
 // CHECK-COUNT-31: vector.store %{{.*}}, %[[TILE]][%{{.*}}] {alignment = 8 : i64} : memref<17408xf32, #gpu.address_space<workgroup>>, vector<2xf32>
 // CHECK: gpu.barrier
 // CHECK: scf.for %{{.*}} = %{{.*}} to %c2048 step %c512
 // CHECK: %[[LOCAL_ROW:.*]] = arith.divui %[[CHUNK:.*]], %c16
-// CHECK: arith.constant 136 : index
+// CHECK: arith.muli %[[LOCAL_ROW]], %c136 : index
 // CHECK-COUNT-2: vector.load %[[TILE]][%{{.*}}] {alignment = 16 : i64} : memref<17408xf32, #gpu.address_space<workgroup>>, vector<4xf32>
 // CHECK: %[[LAST_ROW:.*]] = arith.subi %[[M]], %c1
 // CHECK: %[[SAFE_ROW:.*]] = arith.minui %[[ROW:.*]], %[[LAST_ROW]] : index
 // CHECK: %[[LAST_COL:.*]] = arith.subi %[[N]], %c8
 // CHECK: %[[SAFE_COL:.*]] = arith.minui %[[COL:.*]], %[[LAST_COL]] : index
-// CHECK-NEXT: %c0{{.*}} = arith.constant 0 : index
-// CHECK-NEXT: %[[BIAS_AT:.*]] = arith.addi %c0{{.*}}, %[[SAFE_COL]] : index
-// CHECK-NEXT: memref.load %arg2[%[[BIAS_AT]]] : memref<1099511627776xbf16>
+// CHECK-NEXT: memref.load %arg2[%[[SAFE_COL]]] : memref<1099511627776xbf16>
 // CHECK-COUNT-8: math.exp
 // CHECK: %[[IN_COL:.*]] = arith.cmpi ult, %[[COL]], %[[N]]
 // CHECK: %[[IN_ROW:.*]] = arith.cmpi ult, %[[ROW]], %[[M]]

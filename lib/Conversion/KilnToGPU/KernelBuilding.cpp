@@ -19,12 +19,13 @@ using namespace mlir::kiln::gpukernel;
 Value gpukernel::broadcastLinearIndex(IndexMath &m, ArrayRef<int64_t> operandShape, ArrayRef<int64_t> resultShape,
                                       ArrayRef<Value> indices, ArrayRef<Value> runtimeExtents) {
   int64_t offset = resultShape.size() - operandShape.size(), staticStride = 1;
-  Value linear = m.c(0), runtimeStride; // the stride is staticStride times runtimeStride (when set)
+  Value linear, runtimeStride; // 0 until set; the stride is staticStride times runtimeStride (when set)
   for (int64_t d = operandShape.size() - 1; d >= 0; --d) {
     int64_t resultDim = offset + d;
     if (operandShape[d] != 1 && indices[resultDim]) {
       Value term = m.mul(indices[resultDim], staticStride);
-      linear = m.add(linear, runtimeStride ? m.mul(term, runtimeStride) : term);
+      term = runtimeStride ? m.mul(term, runtimeStride) : term;
+      linear = linear ? m.add(linear, term) : term;
     }
     Value extent = runtimeExtents.empty() ? Value() : runtimeExtents[resultDim];
     if (operandShape[d] != 1 && extent)
@@ -32,7 +33,7 @@ Value gpukernel::broadcastLinearIndex(IndexMath &m, ArrayRef<int64_t> operandSha
     else
       staticStride *= operandShape[d];
   }
-  return linear;
+  return linear ? linear : m.c(0);
 }
 
 SmallVector<Value> gpukernel::packFragment(OpBuilder &b, Location loc, Value fragment) {
