@@ -1,13 +1,14 @@
 //===- KernelBuilding.h - Building blocks of Kiln's GPU kernels ----*- C++ -*-===//
 //
-// Index arithmetic, broadcast indexing, tensor-core fragments and the mma.sync call that the matmul and
-// attention kernel builders share. Kept out of every file that does not emit GPU code, since it pulls in the
-// NVVM and LLVM dialects.
+// Broadcast indexing, tensor-core fragments and the mma.sync call that the matmul and attention kernel builders
+// share. Kept out of every file that does not emit GPU code, since it pulls in the NVVM and LLVM dialects.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef KILN_LIB_CONVERSION_KILNTOGPU_KERNELBUILDING_H
 #define KILN_LIB_CONVERSION_KILNTOGPU_KERNELBUILDING_H
+
+#include "IndexMath.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -17,138 +18,6 @@
 namespace mlir {
 namespace kiln {
 namespace gpukernel {
-
-/// Index arithmetic that folds what it can as it builds: an operation on known constants becomes a constant,
-/// and adding 0, multiplying by 1 and the like return their operand. The kernels' unrolled copies and fragment
-/// loops compute most of their offsets from constants, and building the folded form directly keeps the kernel
-/// stage's IR about half the size it would be before canonicalize, which every later pass walks.
-struct IndexMath {
-  IndexMath(OpBuilder &b, Location loc) : b(b), loc(loc), kernelBody(enclosingKernelBody(b)) {}
-
-  OpBuilder &b;
-  Location loc;
-
-  /// The index constant `v`: one per value in a kernel, at the start of its body (the kernels use a dozen
-  /// distinct constants hundreds of times), or a new one where this was made outside any kernel.
-  Value c(int64_t v) {
-    if (!kernelBody)
-      return arith::ConstantIndexOp::create(b, loc, v);
-    for (Operation &op : *kernelBody) {
-      auto constant = dyn_cast<arith::ConstantIndexOp>(op);
-      if (!constant)
-        break;
-      if (constant.value() == v)
-        return constant;
-    }
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(kernelBody);
-    return arith::ConstantIndexOp::create(b, loc, v);
-  }
-  Value add(Value x, Value y) {
-    std::optional<int64_t> kx = known(x), ky = known(y);
-    if (kx && ky)
-      return c(*kx + *ky);
-    if (kx == 0 || ky == 0)
-      return kx == 0 ? y : x;
-    return arith::AddIOp::create(b, loc, x, y);
-  }
-  Value add(Value x, int64_t y) {
-    if (std::optional<int64_t> kx = known(x))
-      return c(*kx + y);
-    return y == 0 ? x : Value(arith::AddIOp::create(b, loc, x, c(y)));
-  }
-  Value mul(Value x, int64_t y) {
-    if (std::optional<int64_t> kx = known(x))
-      return c(*kx * y);
-    return y == 1 ? x : y == 0 ? c(0) : Value(arith::MulIOp::create(b, loc, x, c(y)));
-  }
-  Value mul(Value x, Value y) {
-    std::optional<int64_t> kx = known(x), ky = known(y);
-    if (kx && ky)
-      return c(*kx * *ky);
-    if (kx == 0 || ky == 0)
-      return kx == 0 ? x : y;
-    if (kx == 1 || ky == 1)
-      return kx == 1 ? y : x;
-    return arith::MulIOp::create(b, loc, x, y);
-  }
-  Value div(Value x, int64_t y) {
-    if (std::optional<int64_t> kx = known(x))
-      return c(int64_t(uint64_t(*kx) / uint64_t(y)));
-    return y == 1 ? x : Value(arith::DivUIOp::create(b, loc, x, c(y)));
-  }
-  Value rem(Value x, int64_t y) {
-    if (std::optional<int64_t> kx = known(x))
-      return c(int64_t(uint64_t(*kx) % uint64_t(y)));
-    return arith::RemUIOp::create(b, loc, x, c(y));
-  }
-  Value sub(Value x, int64_t y) {
-    if (std::optional<int64_t> kx = known(x))
-      return c(*kx - y);
-    return y == 0 ? x : Value(arith::SubIOp::create(b, loc, x, c(y)));
-  }
-  Value sub(Value x, Value y) {
-    std::optional<int64_t> kx = known(x), ky = known(y);
-    if (kx && ky)
-      return c(*kx - *ky);
-    return ky == 0 ? x : Value(arith::SubIOp::create(b, loc, x, y));
-  }
-  Value min(Value x, Value y) {
-    std::optional<int64_t> kx = known(x), ky = known(y);
-    if (kx && ky)
-      return c(int64_t(std::min(uint64_t(*kx), uint64_t(*ky))));
-    return arith::MinUIOp::create(b, loc, x, y);
-  }
-  Value max(Value x, Value y) {
-    std::optional<int64_t> kx = known(x), ky = known(y);
-    if (kx && ky)
-      return c(int64_t(std::max(uint64_t(*kx), uint64_t(*ky))));
-    return arith::MaxUIOp::create(b, loc, x, y);
-  }
-  Value lt(Value x, Value y) {
-    std::optional<int64_t> kx = known(x), ky = known(y);
-    if (kx && ky)
-      return arith::ConstantIntOp::create(b, loc, uint64_t(*kx) < uint64_t(*ky), 1);
-    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, x, y);
-  }
-  Value lt(Value x, int64_t y) {
-    if (std::optional<int64_t> kx = known(x))
-      return arith::ConstantIntOp::create(b, loc, uint64_t(*kx) < uint64_t(y), 1);
-    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, x, c(y));
-  }
-  Value select(Value cond, Value x, Value y) {
-    if (std::optional<int64_t> kc = known(cond))
-      return *kc ? x : y;
-    return arith::SelectOp::create(b, loc, cond, x, y);
-  }
-  Value andi(Value x, Value y) {
-    std::optional<int64_t> kx = known(x), ky = known(y);
-    if (kx || ky)
-      return kx ? (*kx ? y : x) : (*ky ? x : y);
-    return arith::AndIOp::create(b, loc, x, y);
-  }
-
-  /// The entry block of the gpu.func that `b` builds in, if any (none inside a region under construction).
-  static Block *enclosingKernelBody(OpBuilder &b) {
-    Block *block = b.getInsertionBlock();
-    Operation *parent = block ? block->getParentOp() : nullptr;
-    auto kernel = parent ? dyn_cast<gpu::GPUFuncOp>(parent) : nullptr;
-    if (!kernel && parent)
-      kernel = parent->getParentOfType<gpu::GPUFuncOp>();
-    return kernel ? &kernel.getBody().front() : nullptr;
-  }
-
-  /// The value of `x` when an arith.constant of index or integer type defines it (i1 true reads as nonzero).
-  static std::optional<int64_t> known(Value x) {
-    if (auto constant = x.getDefiningOp<arith::ConstantOp>())
-      if (auto value = dyn_cast<IntegerAttr>(constant.getValue()))
-        return value.getValue().getSExtValue();
-    return std::nullopt;
-  }
-
-private:
-  Block *kernelBody;
-};
 
 /// Linear index into a row-major operand of `operandShape` that broadcasts (numpy rules) against a result of
 /// `resultShape`, at the result position `indices` (one per result dim, or nullptr for 0). `runtimeExtents`,
