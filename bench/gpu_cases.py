@@ -152,6 +152,11 @@ def attention_bench_cases():
     for seq in (2048, 8192):
         cases.append(attention_case(f"ba_bf16_gqa32x8_d128_s{seq}_causal", 16384 // seq, 32, 8, seq, seq, 128,
                                     "bf16", True))
+    # Decode steps: one query row per sequence against a KV cache of whole and partial key tiles (no causal
+    # mask: a last row sees every key, and SDPA's causal mask would align it top-left).
+    for d in (64, 128):
+        for keys in (1000, 4096, 8191):
+            cases.append(attention_case(f"ba_bf16_decode_gqa32x8_d{d}_k{keys}", 16, 32, 8, 1, keys, d, "bf16"))
     return cases
 
 

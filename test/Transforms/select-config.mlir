@@ -171,6 +171,23 @@ func.func @attention_head_dim_128(%q: tensor<1x32x256x128xbf16>, %k: tensor<1x8x
 
 // -----
 
+// A decode step (one query row: a 16-row tile, one warp) stays on mma_sync; at head dim 128 it takes 64-key tiles
+// (128 would spill), at head dim 64 the usual 64.
+// CHECK-LABEL: func.func @attention_decode_step
+// SM80: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [16, 64], warps = 1, stages = 2, lowering = "mma_sync">}
+// SM80: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [16, 64], warps = 1, stages = 2, lowering = "mma_sync">}
+// SM90: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [16, 64], warps = 1, stages = 2, lowering = "mma_sync">}
+// SM90: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [16, 64], warps = 1, stages = 2, lowering = "mma_sync">}
+func.func @attention_decode_step(%q: tensor<4x32x1x128xbf16>, %k: tensor<4x8x1000x128xbf16>,
+                                 %q64: tensor<4x32x1x64xbf16>, %k64: tensor<4x8x1000x64xbf16>)
+    -> (tensor<4x32x1x128xbf16>, tensor<4x32x1x64xbf16>) {
+  %0 = kiln.attention %q, %k, %k : tensor<4x32x1x128xbf16>, tensor<4x8x1000x128xbf16>, tensor<4x8x1000x128xbf16> -> tensor<4x32x1x128xbf16>
+  %1 = kiln.attention %q64, %k64, %k64 : tensor<4x32x1x64xbf16>, tensor<4x8x1000x64xbf16>, tensor<4x8x1000x64xbf16> -> tensor<4x32x1x64xbf16>
+  return %0, %1 : tensor<4x32x1x128xbf16>, tensor<4x32x1x64xbf16>
+}
+
+// -----
+
 // Head dim 64 in bf16 on sm_90a: 64x64 wgmma tiles up to 1024 keys, 128x64 beyond.
 // CHECK-LABEL: func.func @attention_head_dim_64_bf16
 // SM90: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "wgmma">}

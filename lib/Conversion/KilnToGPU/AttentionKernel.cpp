@@ -20,8 +20,9 @@
 //   - GQA: the block of q head h reads k/v head h / (Hq / Hkv);
 //   - `layout = "bshd"` (and `out_layout`) only change where a head's rows start and how far apart they are;
 //   - Sq and Sk are kernel parameters (the launch's sizes), so that other lengths share the kernel; what the
-//     loops' form and the bounds checks depend on stays static: the number of key tiles, whether they are
-//     whole, whether Sq is a whole number of query tiles, and under the causal mask one query row or more.
+//     loops' form and the bounds checks depend on stays static: the number of key tiles (except in a decode
+//     step's kernel, one 16-row query tile, which a growing KV cache reuses), whether they are whole, whether
+//     Sq is a whole number of query tiles, and under the causal mask one query row or more.
 // An additive mask is added to the scores in base 2; the output O / l goes through the epilogue (if any) and is
 // stored with rows past Sq skipped; the lse, when asked for, is (m + log2 l) ln 2.
 //
@@ -208,16 +209,20 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   // constant trip count and last tile: with them read at run time ptxas took up to 48 more registers, a block
   // less per SM, and 3-15% of the speed), whether they are whole (else the last one masks keys past the end)
   // and, with `causal`, whether a block's rows see the same keys (one query row: else the tiles along the
-  // diagonal are masked). These decide which of the loops below exist.
+  // diagonal are masked). These decide which of the loops below exist. A decode step or a short chunk (the
+  // mma.sync kernel with one query tile) reads its number of key tiles too: one kernel then serves a growing KV
+  // cache, which would otherwise compile a kernel every BK tokens.
   int64_t allTiles = llvm::divideCeilSigned(seqK, bk);
   bool unmaskedLoop = seqK >= bk, anyTileMasked = seqK % bk != 0 || (causal && seqQ > 1);
+  bool tileCountAtRunTime = !wgmma && bq == 16 && seqQ <= bq;
+  Value tileCount = tileCountAtRunTime ? im.div(im.add(seqKv, bk - 1), bk) : im.c(allTiles);
   // Key tiles this block visits: all of them, or with `causal` up to its last row's diagonal.
   Value kvOffset = causal ? im.sub(seqKv, seqQv) : Value(); // Sk - Sq: the diagonal's shift
-  Value numTiles = im.c(allTiles);
-  if (causal && allTiles > 1) { // one key tile: every block's first row sees key 0
+  Value numTiles = tileCount;
+  if (causal && (tileCountAtRunTime || allTiles > 1)) { // one key tile: every block's first row sees key 0
     // Last key visible to row q0 + BQ - 1 is q0 + BQ - 1 + (Sk - Sq); tiles = ceil((that + 1) / BK).
     Value lastKey = im.add(im.add(q0, bq), kvOffset);
-    numTiles = im.min(im.div(im.add(lastKey, bk - 1), bk), im.c(allTiles));
+    numTiles = im.min(im.div(im.add(lastKey, bk - 1), bk), tileCount);
   }
 
   // Q and the first key tile; the wgmma pipeline also needs the second tile's K before its first iteration.
@@ -264,7 +269,8 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   // bodies have no branch: with an scf.if on the tile index around the masking, between the two groups of
   // wgmma instructions (`.aligned`, which need the warp converged), the masked tiles came out wrong on the
   // H200, without a word from ptxas.
-  Value unmaskedTiles = im.c(seqK / bk); // the same for every Sk of as many key tiles, whole or not
+  // The same for every Sk of as many key tiles, whole or not.
+  Value unmaskedTiles = tileCountAtRunTime ? im.div(seqKv, bk) : im.c(seqK / bk);
   if (causal)
     unmaskedTiles = im.min(unmaskedTiles, im.div(im.add(im.add(q0, kvOffset), 1), bk));
   unmaskedTiles = im.min(unmaskedTiles, numTiles);
@@ -382,57 +388,67 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
 
   SmallVector<Value> final; // row maxima, row sums and O fragments after the last key tile
   if (!wgmma) {
+    // acc += A B for this warp's 16 rows: A as `depth` / 16 fragments in registers, B a `depth`-deep tile in
+    // shared memory at `base` (rows `stride` apart, [N][K], or [K][N] when `kMajor`), 8 columns per accumulator.
+    auto multiply = [&](ArrayRef<SmallVector<Value>> a, Value shared, Value base, int64_t stride, int64_t depth,
+                        bool kMajor, SmallVector<Value> acc) {
+      for (int64_t kk = 0; kk < depth / 16; ++kk)
+        for (size_t j = 0; j < acc.size(); j += 2) {
+          auto [first, second] = loadBFragmentPair(builder, loc, im, shared, base, stride, lane, im.c(kk * 16),
+                                                   im.c(j * 8), kMajor);
+          acc[j] = mmaSync(builder, loc, a[kk], first, acc[j], bf16);
+          acc[j + 1] = mmaSync(builder, loc, a[kk], second, acc[j + 1], bf16);
+        }
+      return acc;
+    };
+    // One key tile at the builder's insertion point, from the carried row maxima, sums and O fragments to the
+    // next ones.
+    auto step = [&](bool masked, Value tile, ValueRange carried) -> SmallVector<Value> {
+      Value slot = im.rem(tile, 2);
+      // Prefetch the next tile into the other slot (read in the previous iteration, finished by all warps),
+      // and wait for this one, leaving the prefetch in flight.
+      gpu::BarrierOp::create(builder, loc);
+      Value next = im.add(tile, 1), nextTile = im.min(next, im.sub(tileCount, 1));
+      waitGroups(commitGroup({loadK(nextTile, im.rem(next, 2)), loadV(nextTile, im.rem(next, 2))}), 1);
+      gpu::BarrierOp::create(builder, loc);
+
+      // S = Q K^T for this warp's 16 rows and the tile's BK keys.
+      Value baseK = im.mul(slot, sizeK), baseV = im.mul(slot, sizeV);
+      SmallVector<Value> scores = multiply(qRegs, sharedK, baseK, strideK, headDim, /*kMajor=*/false,
+                                           SmallVector<Value>(scoreFrags, zeroAcc));
+      TileSoftmax soft = softmaxTile(scores, tile, masked, carried[0], carried[1], carried[2], carried[3]);
+
+      // Rescale O, then O += P V.
+      SmallVector<Value> acc = rescale(SmallVector<Value>(carried.drop_front(4)), soft.alphas);
+      acc = multiply(packProbabilities(soft.probs), sharedV, baseV, strideV, bk, /*kMajor=*/true, acc);
+      SmallVector<Value> after{soft.maxA, soft.maxB, soft.sumA, soft.sumB};
+      after.append(acc);
+      return after;
+    };
     auto body = [&](bool masked) {
       return [&, masked](OpBuilder &nested, Location, Value tile, ValueRange carried) {
         OpBuilder::InsertionGuard loopGuard(builder);
         builder.setInsertionPoint(nested.getInsertionBlock(), nested.getInsertionPoint());
-        Value slot = im.rem(tile, 2);
-        // Prefetch the next tile into the other slot (read in the previous iteration, finished by all warps),
-        // and wait for this one, leaving the prefetch in flight.
-        gpu::BarrierOp::create(builder, loc);
-        Value next = im.add(tile, 1), nextTile = im.min(next, im.c(allTiles - 1));
-        waitGroups(commitGroup({loadK(nextTile, im.rem(next, 2)), loadV(nextTile, im.rem(next, 2))}), 1);
-        gpu::BarrierOp::create(builder, loc);
-
-        // S = Q K^T for this warp's 16 rows and the tile's BK keys.
-        Value baseK = im.mul(slot, sizeK), baseV = im.mul(slot, sizeV);
-        SmallVector<Value> scores(scoreFrags, zeroAcc);
-        for (int64_t kk = 0; kk < headDim / 16; ++kk)
-          for (int64_t j = 0; j < scoreFrags; j += 2) {
-            auto [first, second] = loadBFragmentPair(builder, loc, im, sharedK, baseK, strideK, lane, im.c(kk * 16),
-                                                     im.c(j * 8), /*kMajor=*/false);
-            scores[j] = mmaSync(builder, loc, qRegs[kk], first, scores[j], bf16);
-            scores[j + 1] = mmaSync(builder, loc, qRegs[kk], second, scores[j + 1], bf16);
-          }
-        TileSoftmax soft = softmaxTile(scores, tile, masked, carried[0], carried[1], carried[2], carried[3]);
-
-        // Rescale O, then O += P V.
-        SmallVector<Value> acc = rescale(SmallVector<Value>(carried.drop_front(4)), soft.alphas);
-        SmallVector<SmallVector<Value>> pRegs = packProbabilities(soft.probs);
-        for (int64_t kk = 0; kk < bk / 16; ++kk)
-          for (int64_t d = 0; d < outFrags; d += 2) {
-            auto [first, second] = loadBFragmentPair(builder, loc, im, sharedV, baseV, strideV, lane, im.c(kk * 16),
-                                                     im.c(d * 8), /*kMajor=*/true);
-            acc[d] = mmaSync(builder, loc, pRegs[kk], first, acc[d], bf16);
-            acc[d + 1] = mmaSync(builder, loc, pRegs[kk], second, acc[d + 1], bf16);
-          }
-        SmallVector<Value> yielded{soft.maxA, soft.maxB, soft.sumA, soft.sumB};
-        yielded.append(acc);
-        scf::YieldOp::create(builder, loc, yielded);
+        scf::YieldOp::create(builder, loc, step(masked, tile, carried));
       };
     };
     // Without the masked loop every tile the block visits runs unmasked; without the unmasked one, masked.
-    ValueRange state = inits;
+    SmallVector<Value> state(inits.begin(), inits.end());
     if (unmaskedLoop)
-      state = scf::ForOp::create(builder, loc, im.c(0), anyTileMasked ? unmaskedTiles : numTiles, im.c(1), state,
-                                 body(false))
-                  .getResults();
-    if (anyTileMasked)
-      state = scf::ForOp::create(builder, loc, unmaskedLoop ? unmaskedTiles : im.c(0), numTiles, im.c(1), state,
-                                 body(true))
-                  .getResults();
+      state = SmallVector<Value>(scf::ForOp::create(builder, loc, im.c(0), anyTileMasked ? unmaskedTiles : numTiles,
+                                                    im.c(1), state, body(false))
+                                     .getResults());
+    // Where the tile count is read at run time and a block's rows see the same keys, only the last tile is
+    // masked: it runs once after the loop, as the constant one-trip loop folds to when the count is static (a
+    // loop of one trip unknown to LLVM and ptxas cost the decode kernels 4-10%).
+    if (anyTileMasked && tileCountAtRunTime && !(causal && seqQ > 1))
+      state = step(true, im.sub(numTiles, 1), state);
+    else if (anyTileMasked)
+      state = SmallVector<Value>(scf::ForOp::create(builder, loc, unmaskedLoop ? unmaskedTiles : im.c(0), numTiles,
+                                                    im.c(1), state, body(true))
+                                     .getResults());
     waitGroups(group0, 0); // the last prefetch lands before the block can exit
-    final.assign(state.begin(), state.end());
+    final = std::move(state);
   } else {
     // The wgmma loops (AttentionWgmmaLoops.cpp), from the same copies and softmax.
     // Up to four key tiles ending in a partial one, without the causal mask, the pipeline masks every tile in

@@ -314,8 +314,9 @@ def attention_source(seq_q, seq_k, causal=False):
 def test_attention_kernel_cache_serves_other_lengths(cache_dir, monkeypatch):
     """The attention kernel reads Sq and Sk from its parameters: another length with the same config and the
     same static properties (the number of key tiles, whether they are whole, whether Sq is a whole number of
-    query tiles, one query row or more under the causal mask) finds the compiled kernel and launches it with its own sizes and grid, a decode step too; a
-    length that changes one of them is another kernel."""
+    query tiles, one query row or more under the causal mask) finds the compiled kernel and launches it with its
+    own sizes and grid; a length that changes one of them is another kernel. A decode step reads its number of
+    key tiles too: a growing KV cache finds its kernel at every length of the same wholeness."""
     calls = counting_assembler(monkeypatch)
     first = kiln.compile(attention_source(250, 250, causal=True), target="sm_90a").kernels[0]
     again = kiln.compile(attention_source(190, 240, causal=True), target="sm_90a").kernels[0]
@@ -328,6 +329,10 @@ def test_attention_kernel_cache_serves_other_lengths(cache_dir, monkeypatch):
     bk = step["config"]["tile"][1]
     later = kiln.compile(attention_source(1, -(-300 // bk) * bk - 1, causal=True), target="sm_90a").kernels[0]
     assert step["config"] == later["config"] and (step["kernel_cache"], later["kernel_cache"]) == ("miss", "hit")
+    many = kiln.compile(attention_source(1, 20 * bk + 7, causal=True), target="sm_90a").kernels[0]
+    assert many["config"] == step["config"] and many["kernel_cache"] == "hit" and many["sizes"] == [1, 20 * bk + 7]
+    filled = [kiln.compile(attention_source(1, n * bk, causal=True), target="sm_90a").kernels[0] for n in (8, 30)]
+    assert [k["kernel_cache"] for k in filled] == ["miss", "hit"]  # whole key tiles: one more kernel for all
     whole = kiln.compile(attention_source(256, 256, causal=True), target="sm_90a").kernels[0]
     assert whole["config"] == first["config"] and whole["kernel_cache"] == "miss"  # no partial key tile
     longer = kiln.compile(attention_source(300, 300, causal=True), target="sm_90a").kernels[0]
