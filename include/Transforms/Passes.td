@@ -148,6 +148,28 @@ def KilnFoldMatmulBatch : Pass<"kiln-fold-matmul-batch"> {
   }];
 }
 
+def KilnPackGqaDecode : Pass<"kiln-pack-gqa-decode"> {
+  let summary = "Run a grouped-query decode step as multi-head attention of the group's query rows";
+  let description = [{
+    With one query row, q [B, Hq, 1, D] of grouped-query attention is also [B, Hkv, Hq / Hkv, D] (a view): the
+    q heads that share a KV head become that head's query rows, so each KV head is read once and the rows fill
+    the kernel's query tile. The output (and lse) is viewed back as [B, Hq, 1, ...]. The single row sees every
+    key under the causal mask, so the packed attention has none. An attention with a mask, an epilogue, or the
+    seq-major layout is left alone (run this before kiln-fuse-epilogue).
+
+    ```mlir
+    // before
+    %o = kiln.attention %q, %k, %v causal : tensor<2x32x1x128xbf16>, tensor<2x8x900x128xbf16>,
+        tensor<2x8x900x128xbf16> -> tensor<2x32x1x128xbf16>
+    // after
+    %q2 = kiln.reshape %q : tensor<2x32x1x128xbf16> -> tensor<2x8x4x128xbf16>
+    %o2 = kiln.attention %q2, %k, %v : tensor<2x8x4x128xbf16>, tensor<2x8x900x128xbf16>,
+        tensor<2x8x900x128xbf16> -> tensor<2x8x4x128xbf16>
+    %o = kiln.reshape %o2 : tensor<2x8x4x128xbf16> -> tensor<2x32x1x128xbf16>
+    ```
+  }];
+}
+
 def KilnFoldHeadTransposes : Pass<"kiln-fold-head-transposes"> {
   let summary = "Let attention and RoPE read [B, S, H, D] directly instead of transposing to [B, H, S, D]";
   let description = [{

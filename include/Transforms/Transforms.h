@@ -70,6 +70,11 @@ FailureOr<Operation *> fuseEpilogue(RewriterBase &rewriter, Operation *producer)
 /// operand broadcasts over the batch dims in a way a [rows, N] view cannot keep.
 FailureOr<MatmulOp> foldMatmulBatch(RewriterBase &rewriter, MatmulOp op);
 
+/// Rewrites a grouped-query attention of one query row, q [B, Hq, 1, D], as attention of q viewed as
+/// [B, Hkv, Hq / Hkv, D] (no causal mask: the row sees every key) between reshapes of q, the output and the lse.
+/// Fails on a mask, an epilogue, the seq-major layout, more query rows or plain multi-head attention.
+FailureOr<AttentionOp> packGqaDecode(RewriterBase &rewriter, AttentionOp op);
+
 /// Moves one compute op into a new private kernel function `name` (marked `kiln.kernel`) that writes its
 /// results into destination arguments, and replaces the op by an allocation of those destinations and a call.
 FailureOr<func::FuncOp> outlineKernel(RewriterBase &rewriter, Operation *op, llvm::StringRef name);

@@ -37,6 +37,7 @@ void kiln::buildFusionPipeline(OpPassManager &pm) {
   pm.addPass(createKilnFuseActivations());
   pm.addPass(createKilnFuseAttention());
   pm.addPass(createKilnFoldHeadTransposes());
+  pm.addPass(createKilnPackGqaDecode());
   pm.addPass(createKilnFuseEpilogue());
   pm.addPass(createKilnFoldMatmulBatch());
   pm.addPass(createCanonicalizerPass()); // reshape chains the batch folding leaves become one view

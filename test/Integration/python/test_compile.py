@@ -113,6 +113,29 @@ def test_example_block_fuses_to_attention_and_runs(record_error):
     check(record_error, "python: attention block f32", program(*args), reference, seed, 1e-4)
 
 
+def test_gqa_decode_step_runs_packed_with_its_lse(record_error):
+    """One query row of grouped-query attention runs as multi-head attention of the group's rows
+    (kiln-pack-gqa-decode); its output and lse are the unpacked computation's."""
+    b, hq, hk, sk, d = 2, 12, 3, 45, 16
+    source = (f"func.func @step(%q: tensor<{b}x{hq}x1x{d}xf32>, %k: tensor<{b}x{hk}x{sk}x{d}xf32>) -> "
+              f"(tensor<{b}x{hq}x1x{d}xf32>, tensor<{b}x{hq}x1xf32>) {{\n"
+              f"  %o, %lse = kiln.attention %q, %k, %k causal : tensor<{b}x{hq}x1x{d}xf32>, "
+              f"tensor<{b}x{hk}x{sk}x{d}xf32>, tensor<{b}x{hk}x{sk}x{d}xf32> -> tensor<{b}x{hq}x1x{d}xf32>, "
+              f"tensor<{b}x{hq}x1xf32>\n"
+              f"  return %o, %lse : tensor<{b}x{hq}x1x{d}xf32>, tensor<{b}x{hq}x1xf32>\n}}\n")
+    program = kiln.compile(source)
+    assert f"tensor<{b}x{hk}x{hq // hk}x{d}xf32>" in program.ir("fused")  # q viewed as the groups' rows
+    rng, seed = fresh_rng()
+    q, k = rng.standard_normal((b, hq, 1, d)).astype(np.float32), rng.standard_normal((b, hk, sk, d)).astype(np.float32)
+    out, lse = program(q, k)
+    kk = np.repeat(k.astype(np.float64), hq // hk, axis=1)
+    s = q.astype(np.float64) @ np.swapaxes(kk, -1, -2) / np.sqrt(d)
+    top = s.max(-1, keepdims=True)
+    reference_lse = (top + np.log(np.exp(s - top).sum(-1, keepdims=True)))[..., 0]
+    check(record_error, "python: gqa decode f32", out, attention_reference(q, k, k), seed, 1e-4)
+    check(record_error, "python: gqa decode lse f32", lse, reference_lse, seed, 1e-4)
+
+
 def test_every_stage_prints():
     program = kiln.compile(matmul_source(9, 10, 11))
     assert "kiln.matmul" in program.ir("kiln")

@@ -63,8 +63,9 @@ def attention_reference(q, k, v, causal, scale, mask):
     return (p / p.sum(axis=-1, keepdims=True)) @ v
 
 
-@pytest.mark.parametrize("shape", [(1, 4, 4, 33, 33, 16), (2, 8, 2, 20, 70, 32), (1, 6, 1, 65, 65, 64)],
-                         ids=["mha", "gqa4_sq<sk", "mqa"])
+@pytest.mark.parametrize("shape", [(1, 4, 4, 33, 33, 16), (2, 8, 2, 20, 70, 32), (1, 6, 1, 65, 65, 64),
+                                   (2, 8, 2, 1, 70, 32), (1, 6, 1, 1, 65, 64)],
+                         ids=["mha", "gqa4_sq<sk", "mqa", "gqa4_decode", "mqa_decode"])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("masked", [False, True])
 def test_attention(shape, causal, masked, record_error):
