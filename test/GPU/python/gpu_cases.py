@@ -35,6 +35,8 @@ JIT_CASES = [
     ("matmul_batched_f16", kiln.ops.matmul, [((3, 77, 96), "float16"), ((96, 40), "float16")], {}),
     ("attention_gqa_causal", kiln.ops.attention, [((1, 8, 77, 64), "bfloat16"), ((1, 2, 77, 64), "bfloat16"),
                                                    ((1, 2, 77, 64), "bfloat16")], {"causal": True}),
+    ("attention_gqa_decode", kiln.ops.attention, [((3, 32, 1, 128), "bfloat16"), ((3, 8, 1000, 128), "bfloat16"),
+                                                   ((3, 8, 1000, 128), "bfloat16")], {"causal": True}),
     ("attention_d128", kiln.ops.attention, [((2, 4, 130, 128), "float16"), ((2, 4, 200, 128), "float16"),
                                              ((2, 4, 200, 128), "float16")], {"causal": True}),
     ("softmax_wide", kiln.ops.softmax, [((3, 5000), "float16")], {}),

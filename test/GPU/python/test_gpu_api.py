@@ -25,6 +25,8 @@ import kiln.cache  # noqa: E402
 from kiln import frontend  # noqa: E402
 
 TOLERANCE = {torch.bfloat16: 2e-2, torch.float16: 5e-3, torch.float32: 1e-4}
+#: The jitted MLP's argument specs (shape, dtype name).
+MLP_ARGUMENTS = next(case[2] for case in gpu_cases.JIT_CASES if case[0] == "mlp")
 WORST = {}
 
 
@@ -264,7 +266,7 @@ def bad_calls():
          ValueError, "is not contiguous"),
         ("too few", lambda: program(*good[:2]), TypeError, "takes 6 arguments, got 2"),
         ("cpu torch into jit", lambda: gpu_cases.mlp(*[torch.zeros(s, dtype=torch.bfloat16) for s, _ in
-                                                       gpu_cases.JIT_CASES[8][2]]), TypeError, "is a CPU torch tensor"),
+                                                       MLP_ARGUMENTS]), TypeError, "is a CPU torch tensor"),
         ("mixed numpy and cuda", lambda: gpu_cases.mlp(np.zeros((64, 256), np.float32), good[3], good[3], good[3]),
          TypeError, "cannot be mixed"),
     ]
