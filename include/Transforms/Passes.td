@@ -154,8 +154,9 @@ def KilnPackGqaDecode : Pass<"kiln-pack-gqa-decode"> {
     With one query row, q [B, Hq, 1, D] of grouped-query attention is also [B, Hkv, Hq / Hkv, D] (a view): the
     q heads that share a KV head become that head's query rows, so each KV head is read once and the rows fill
     the kernel's query tile. The output (and lse) is viewed back as [B, Hq, 1, ...]. The single row sees every
-    key under the causal mask, so the packed attention has none. An attention with a mask, an epilogue, or the
-    seq-major layout is left alone (run this before kiln-fuse-epilogue).
+    key under the causal mask, so the packed attention has none. An output stored seq-major (`out_layout`) is the
+    same memory with one row. An attention with a mask, an epilogue, or seq-major q, k and v is left alone (run
+    this before kiln-fuse-epilogue).
 
     ```mlir
     // before

@@ -72,7 +72,7 @@ FailureOr<MatmulOp> foldMatmulBatch(RewriterBase &rewriter, MatmulOp op);
 
 /// Rewrites a grouped-query attention of one query row, q [B, Hq, 1, D], as attention of q viewed as
 /// [B, Hkv, Hq / Hkv, D] (no causal mask: the row sees every key) between reshapes of q, the output and the lse.
-/// Fails on a mask, an epilogue, the seq-major layout, more query rows or plain multi-head attention.
+/// Fails on a mask, an epilogue, seq-major q, k and v, more query rows or plain multi-head attention.
 FailureOr<AttentionOp> packGqaDecode(RewriterBase &rewriter, AttentionOp op);
 
 /// Moves one compute op into a new private kernel function `name` (marked `kiln.kernel`) that writes its

@@ -26,7 +26,9 @@ using namespace mlir::kiln;
 
 FailureOr<AttentionOp> kiln::packGqaDecode(RewriterBase &rewriter, AttentionOp op) {
   RankedTensorType qType = op.getQ().getType(), outType = op.getOut().getType();
-  if (op.isSeqMajor() || op.isOutSeqMajor())
+  // One row makes a seq-major output [B, 1, Hq, Dv] the same memory as [B, Hq, 1, Dv]: only k and v's layout
+  // matters.
+  if (op.isSeqMajor())
     return rewriter.notifyMatchFailure(op, "k and v are seq-major: q's packed rows would be another layout");
   if (op.getMask() || op.hasEpilogue())
     return rewriter.notifyMatchFailure(op, "a mask or an epilogue broadcasts over the query heads");

@@ -161,9 +161,10 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
         bk = fitTile(32, seqK, target);
       return make({bq, bk}, bq / 16, stages, "wgmma");
     }
-    // A decode step (one 16-row query tile, one warp) at head dim 128 takes 64-key tiles: with 128 its S and O
-    // fragments need more than 255 registers and spill (H200, 16 x 32 heads over 8 KV heads, 1000 / 4096 / 8191
-    // keys: 3.0 / 4.3 / 3.5 TFLOP/s against 1.9 / 3.7 / 2.3, bench/results/attention_decode_v1.md).
+    // A decode step (one 16-row query tile, one warp) above head dim 64 takes 64-key tiles: at head dim 128 its
+    // S and O fragments needed more than 255 registers with 128-key tiles and spilled (H200, 16 x 32 heads over 8
+    // KV heads, 1000 / 4096 / 8191 keys: 3.0 / 4.3 / 3.5 TFLOP/s against 1.9 / 3.7 / 2.3,
+    // bench/results/attention_decode_v1.md); larger head dims need more registers still.
     if (bq == 16 && headDim > 64)
       bk = fitTile(64, seqK, target);
     return make({bq, bk}, bq / 16, stages);

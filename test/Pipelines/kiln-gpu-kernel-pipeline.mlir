@@ -35,6 +35,8 @@
 // CHECK-NOT: arith.cmpi ugt
 // CHECK: gpu.module @e_k0_attention_module
 // CHECK: scf.for
+// CHECK-NOT: arith.cmpi ugt
+// CHECK: scf.yield
 // CHECK-NOT: scf.for
 // CHECK: arith.cmpi ugt
 // CHECK-NOT: scf.for

@@ -29,19 +29,68 @@ func.func @multi_query_lse(%q: tensor<1x8x1x64xf16>, %k: tensor<1x1x77x64xf16>) 
 
 // -----
 
-// Left alone: multi-head attention (nothing to share), two query rows, a mask, the seq-major layout.
-// CHECK-LABEL: func.func @left_alone
-// CHECK-NOT: kiln.reshape
-// CHECK-COUNT-4: kiln.attention
-// CHECK-NOT: kiln.reshape
-func.func @left_alone(%q: tensor<1x8x1x64xbf16>, %k: tensor<1x8x50x64xbf16>, %q2: tensor<1x8x2x64xbf16>,
-                      %k2: tensor<1x2x50x64xbf16>, %m: tensor<1x1x1x50xbf16>, %qs: tensor<1x1x8x64xbf16>,
-                      %ks: tensor<1x50x2x64xbf16>)
-    -> (tensor<1x8x1x64xbf16>, tensor<1x8x2x64xbf16>, tensor<1x8x1x64xbf16>, tensor<1x1x8x64xbf16>) {
+// An output stored seq-major is the same memory with one row: the step packs, and its output is viewed back as
+// [B, 1, Hq, Dv].
+// CHECK-LABEL: func.func @seq_major_output
+// CHECK: %[[Q:.*]] = kiln.reshape %arg0 : tensor<1x8x1x64xbf16> -> tensor<1x2x4x64xbf16>
+// CHECK: %[[O:.*]] = kiln.attention %[[Q]], %arg1, %arg1 : {{.*}} -> tensor<1x2x4x64xbf16>
+// CHECK-NOT: out_layout
+// CHECK: kiln.reshape %[[O]] : tensor<1x2x4x64xbf16> -> tensor<1x1x8x64xbf16>
+func.func @seq_major_output(%q: tensor<1x8x1x64xbf16>, %k: tensor<1x2x50x64xbf16>) -> tensor<1x1x8x64xbf16> {
+  %o = kiln.attention %q, %k, %k {out_layout = "bshd"} : tensor<1x8x1x64xbf16>, tensor<1x2x50x64xbf16>, tensor<1x2x50x64xbf16> -> tensor<1x1x8x64xbf16>
+  return %o : tensor<1x1x8x64xbf16>
+}
+
+// -----
+
+// Left alone: multi-head attention (no group to share a KV head).
+// CHECK-LABEL: func.func @multi_head
+// CHECK-NEXT: kiln.attention %arg0, %arg1, %arg1
+func.func @multi_head(%q: tensor<1x8x1x64xbf16>, %k: tensor<1x8x50x64xbf16>) -> tensor<1x8x1x64xbf16> {
   %0 = kiln.attention %q, %k, %k : tensor<1x8x1x64xbf16>, tensor<1x8x50x64xbf16>, tensor<1x8x50x64xbf16> -> tensor<1x8x1x64xbf16>
-  %1 = kiln.attention %q2, %k2, %k2 : tensor<1x8x2x64xbf16>, tensor<1x2x50x64xbf16>, tensor<1x2x50x64xbf16> -> tensor<1x8x2x64xbf16>
-  %q1 = kiln.slice %q2 offsets [0, 0, 0, 0] strides [1, 1, 1, 1] : tensor<1x8x2x64xbf16> -> tensor<1x8x1x64xbf16>
-  %2 = kiln.attention %q1, %k2, %k2 mask(%m : tensor<1x1x1x50xbf16>) : tensor<1x8x1x64xbf16>, tensor<1x2x50x64xbf16>, tensor<1x2x50x64xbf16> -> tensor<1x8x1x64xbf16>
-  %3 = kiln.attention %qs, %ks, %ks {layout = "bshd"} : tensor<1x1x8x64xbf16>, tensor<1x50x2x64xbf16>, tensor<1x50x2x64xbf16> -> tensor<1x1x8x64xbf16>
-  return %0, %1, %2, %3 : tensor<1x8x1x64xbf16>, tensor<1x8x2x64xbf16>, tensor<1x8x1x64xbf16>, tensor<1x1x8x64xbf16>
+  return %0 : tensor<1x8x1x64xbf16>
+}
+
+// -----
+
+// Left alone: two query rows (the group's rows would interleave two positions).
+// CHECK-LABEL: func.func @two_rows
+// CHECK-NEXT: kiln.attention %arg0, %arg1, %arg1
+func.func @two_rows(%q: tensor<1x8x2x64xbf16>, %k: tensor<1x2x50x64xbf16>) -> tensor<1x8x2x64xbf16> {
+  %0 = kiln.attention %q, %k, %k : tensor<1x8x2x64xbf16>, tensor<1x2x50x64xbf16>, tensor<1x2x50x64xbf16> -> tensor<1x8x2x64xbf16>
+  return %0 : tensor<1x8x2x64xbf16>
+}
+
+// -----
+
+// Left alone: a mask (it broadcasts over the query heads).
+// CHECK-LABEL: func.func @masked
+// CHECK-NEXT: kiln.attention %arg0, %arg1, %arg1 mask(%arg2
+func.func @masked(%q: tensor<1x8x1x64xbf16>, %k: tensor<1x2x50x64xbf16>, %m: tensor<1x1x1x50xbf16>) -> tensor<1x8x1x64xbf16> {
+  %0 = kiln.attention %q, %k, %k mask(%m : tensor<1x1x1x50xbf16>) : tensor<1x8x1x64xbf16>, tensor<1x2x50x64xbf16>, tensor<1x2x50x64xbf16> -> tensor<1x8x1x64xbf16>
+  return %0 : tensor<1x8x1x64xbf16>
+}
+
+// -----
+
+// Left alone: an epilogue (its operands broadcast against the query heads).
+// CHECK-LABEL: func.func @with_epilogue
+// CHECK-NEXT: kiln.attention %arg0, %arg1, %arg1 epilogue(%arg2
+func.func @with_epilogue(%q: tensor<1x8x1x64xf32>, %k: tensor<1x2x50x64xf32>, %g: tensor<64xf32>) -> tensor<1x8x1x64xf32> {
+  %0 = kiln.attention %q, %k, %k epilogue(%g : tensor<64xf32>) {
+  ^bb0(%acc: f32, %gate: f32):
+    %m = arith.mulf %acc, %gate : f32
+    kiln.yield %m : f32
+  } : tensor<1x8x1x64xf32>, tensor<1x2x50x64xf32>, tensor<1x2x50x64xf32> -> tensor<1x8x1x64xf32>
+  return %0 : tensor<1x8x1x64xf32>
+}
+
+// -----
+
+// Left alone: seq-major q, k and v (k and v keep their [B, Sk, Hkv, D] layout, which the packed q cannot share).
+// CHECK-LABEL: func.func @seq_major
+// CHECK-NEXT: kiln.attention %arg0, %arg1, %arg1
+func.func @seq_major(%q: tensor<1x1x8x64xbf16>, %k: tensor<1x50x2x64xbf16>) -> tensor<1x1x8x64xbf16> {
+  %0 = kiln.attention %q, %k, %k {layout = "bshd"} : tensor<1x1x8x64xbf16>, tensor<1x50x2x64xbf16>, tensor<1x50x2x64xbf16> -> tensor<1x1x8x64xbf16>
+  return %0 : tensor<1x1x8x64xbf16>
 }

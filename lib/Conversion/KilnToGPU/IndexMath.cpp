@@ -26,6 +26,9 @@ static Block *enclosingKernelBody(OpBuilder &b) {
   return kernel ? &kernel.getBody().front() : nullptr;
 }
 
+/// A 64-bit result of unsigned (wrapping) arithmetic as the index value arith's ops give.
+static int64_t wrap(uint64_t value) { return static_cast<int64_t>(value); }
+
 IndexMath::IndexMath(OpBuilder &b, Location loc) : b(b), loc(loc), kernelBody(enclosingKernelBody(b)) {}
 
 Value IndexMath::c(int64_t v) {
@@ -55,7 +58,7 @@ std::optional<int64_t> IndexMath::known(Value x) {
 Value IndexMath::add(Value x, Value y) {
   std::optional<int64_t> kx = known(x), ky = known(y);
   if (kx && ky)
-    return c(*kx + *ky);
+    return c(wrap(uint64_t(*kx) + uint64_t(*ky)));
   if (kx == 0 || ky == 0)
     return kx == 0 ? y : x;
   return arith::AddIOp::create(b, loc, x, y);
@@ -63,14 +66,14 @@ Value IndexMath::add(Value x, Value y) {
 
 Value IndexMath::add(Value x, int64_t y) {
   if (std::optional<int64_t> kx = known(x))
-    return c(*kx + y);
+    return c(wrap(uint64_t(*kx) + uint64_t(y)));
   return y == 0 ? x : Value(arith::AddIOp::create(b, loc, x, c(y)));
 }
 
 Value IndexMath::mul(Value x, Value y) {
   std::optional<int64_t> kx = known(x), ky = known(y);
   if (kx && ky)
-    return c(*kx * *ky);
+    return c(wrap(uint64_t(*kx) * uint64_t(*ky)));
   if (kx == 0 || ky == 0)
     return kx == 0 ? x : y;
   if (kx == 1 || ky == 1)
@@ -80,20 +83,20 @@ Value IndexMath::mul(Value x, Value y) {
 
 Value IndexMath::mul(Value x, int64_t y) {
   if (std::optional<int64_t> kx = known(x))
-    return c(*kx * y);
+    return c(wrap(uint64_t(*kx) * uint64_t(y)));
   if (y == 0)
     return c(0);
   return y == 1 ? x : Value(arith::MulIOp::create(b, loc, x, c(y)));
 }
 
 Value IndexMath::div(Value x, int64_t y) {
-  if (std::optional<int64_t> kx = known(x))
+  if (std::optional<int64_t> kx = known(x); kx && y != 0)
     return c(int64_t(uint64_t(*kx) / uint64_t(y)));
   return y == 1 ? x : Value(arith::DivUIOp::create(b, loc, x, c(y)));
 }
 
 Value IndexMath::rem(Value x, int64_t y) {
-  if (std::optional<int64_t> kx = known(x))
+  if (std::optional<int64_t> kx = known(x); kx && y != 0)
     return c(int64_t(uint64_t(*kx) % uint64_t(y)));
   return arith::RemUIOp::create(b, loc, x, c(y));
 }
@@ -101,13 +104,13 @@ Value IndexMath::rem(Value x, int64_t y) {
 Value IndexMath::sub(Value x, Value y) {
   std::optional<int64_t> kx = known(x), ky = known(y);
   if (kx && ky)
-    return c(*kx - *ky);
+    return c(wrap(uint64_t(*kx) - uint64_t(*ky)));
   return ky == 0 ? x : Value(arith::SubIOp::create(b, loc, x, y));
 }
 
 Value IndexMath::sub(Value x, int64_t y) {
   if (std::optional<int64_t> kx = known(x))
-    return c(*kx - y);
+    return c(wrap(uint64_t(*kx) - uint64_t(y)));
   return y == 0 ? x : Value(arith::SubIOp::create(b, loc, x, c(y)));
 }
 

@@ -20,8 +20,9 @@ namespace mlir {
 namespace kiln {
 namespace gpukernel {
 
-/// Index arithmetic on `b` at `loc` (unsigned division, remainder, min, max and comparison): an operation on
-/// known constants becomes a constant, and adding 0, multiplying by 1 and the like return their operand.
+/// Index arithmetic on `b` at `loc` (wrapping addition, subtraction and multiplication; unsigned division,
+/// remainder, min, max and comparison, as arith's ops): an operation on known constants becomes a constant
+/// (not a division by 0), and adding 0, multiplying by 1 and the like return their operand.
 struct IndexMath {
   IndexMath(OpBuilder &b, Location loc);
 

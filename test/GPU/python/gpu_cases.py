@@ -55,6 +55,18 @@ KERNEL_REUSE_CASES = [(f"matmul_{m}x512x1000_bias_silu", kiln.ops.matmul,
                        [((m, 1000), "bfloat16"), ((1000, 512), "bfloat16")],
                        {"bias": ((512,), "bfloat16"), "activation": "silu"}) for m in (300, 333, 301)]
 
+#: Decode steps and a causal chunk of a few rows against growing KV caches: each group, one attention kernel
+#: whose number of key tiles is read at run time (every length ends in a partial 64-key tile). The GQA steps run
+#: packed (kiln-pack-gqa-decode).
+ATTENTION_REUSE_CASES = [
+    (f"attention_{label}_{keys}_keys", kiln.ops.attention,
+     [((2, heads, rows, 64), "bfloat16"), ((2, kv_heads, keys, 64), "bfloat16"),
+      ((2, kv_heads, keys, 64), "bfloat16")], {"causal": True})
+    for label, heads, kv_heads, rows, lengths in (("decode", 4, 4, 1, (300, 1000, 1287)),
+                                                    ("gqa_decode", 8, 2, 1, (500, 1500)),
+                                                    ("chunk", 4, 4, 4, (70, 1000)))
+    for keys in lengths]
+
 #: kiln IR files compiled with kiln.compile(text, target="sm_90a").
 SOURCE_CASES = [("gpu_attention_block", ROOT / "examples" / "gpu_attention_block.mlir")]
 

@@ -41,7 +41,7 @@ def main():
         return value
 
     timings = {}
-    for name, fn, arguments, constants in gpu_cases.JIT_CASES + gpu_cases.KERNEL_REUSE_CASES:
+    for name, fn, arguments, constants in gpu_cases.JIT_CASES + gpu_cases.KERNEL_REUSE_CASES + gpu_cases.ATTENTION_REUSE_CASES:
         start = time.perf_counter()
         source = fn.source(*[spec(a) for a in arguments], **{k: spec(v) for k, v in constants.items()})
         kiln.compile(source, target="sm_90a")

@@ -121,6 +121,27 @@ def test_other_sizes_reuse_the_compiled_kernel():
     assert len(functions) == 1 and hits[1:] == ["hit", "hit"], (functions, hits)
 
 
+def test_growing_kv_caches_reuse_one_attention_kernel():
+    """A decode step, a packed GQA decode step and a causal chunk of 4 rows against KV caches of several lengths,
+    each ending in a partial key tile: each launches one compiled kernel at every length (the later compiles take
+    it from the kernel cache), which reads the number of key tiles at run time; each result is right."""
+    seeds = []
+    generator = fresh(seeds)
+    cubins, hits = {}, {}  # by group: the kernel's cubin at each length, kernel-cache hit or miss
+    for name, fn, arguments, constants in gpu_cases.ATTENTION_REUSE_CASES:
+        args = [tensor(spec, generator) for spec in arguments]
+        out = fn(*args, **constants)
+        torch.cuda.synchronize()
+        check(name, out, reference(name, args, constants), seeds[0])
+        program = list(fn.programs.values())[-1]
+        (kernel,) = program.kernels
+        group = name.rsplit("_", 2)[0]
+        cubins.setdefault(group, set()).add((program.folder / kernel["cubin"]).read_bytes())
+        hits.setdefault(group, []).append(kernel.get("kernel_cache"))
+    assert all(len(c) == 1 for c in cubins.values()), {group: len(c) for group, c in cubins.items()}
+    assert all(set(h[1:]) == {"hit"} for h in hits.values()), hits
+
+
 def test_compile_source_end_to_end():
     (name, path), = gpu_cases.SOURCE_CASES
     program = kiln.compile(path.read_text(), target="sm_90a")

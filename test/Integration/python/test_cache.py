@@ -316,7 +316,8 @@ def test_attention_kernel_cache_serves_other_lengths(cache_dir, monkeypatch):
     same static properties (the number of key tiles, whether they are whole, whether Sq is a whole number of
     query tiles, one query row or more under the causal mask) finds the compiled kernel and launches it with its
     own sizes and grid; a length that changes one of them is another kernel. A decode step reads its number of
-    key tiles too: a growing KV cache finds its kernel at every length of the same wholeness."""
+    key tiles too: a growing KV cache finds its kernel at every length of at least one key tile with the same
+    wholeness."""
     calls = counting_assembler(monkeypatch)
     first = kiln.compile(attention_source(250, 250, causal=True), target="sm_90a").kernels[0]
     again = kiln.compile(attention_source(190, 240, causal=True), target="sm_90a").kernels[0]
