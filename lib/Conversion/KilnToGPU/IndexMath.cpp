@@ -64,11 +64,7 @@ Value IndexMath::add(Value x, Value y) {
   return arith::AddIOp::create(b, loc, x, y);
 }
 
-Value IndexMath::add(Value x, int64_t y) {
-  if (std::optional<int64_t> kx = known(x))
-    return c(wrap(uint64_t(*kx) + uint64_t(y)));
-  return y == 0 ? x : Value(arith::AddIOp::create(b, loc, x, c(y)));
-}
+Value IndexMath::add(Value x, int64_t y) { return add(x, c(y)); }
 
 Value IndexMath::mul(Value x, Value y) {
   std::optional<int64_t> kx = known(x), ky = known(y);
@@ -81,13 +77,7 @@ Value IndexMath::mul(Value x, Value y) {
   return arith::MulIOp::create(b, loc, x, y);
 }
 
-Value IndexMath::mul(Value x, int64_t y) {
-  if (std::optional<int64_t> kx = known(x))
-    return c(wrap(uint64_t(*kx) * uint64_t(y)));
-  if (y == 0)
-    return c(0);
-  return y == 1 ? x : Value(arith::MulIOp::create(b, loc, x, c(y)));
-}
+Value IndexMath::mul(Value x, int64_t y) { return mul(x, c(y)); }
 
 Value IndexMath::div(Value x, int64_t y) {
   if (std::optional<int64_t> kx = known(x); kx && y != 0)
@@ -108,11 +98,7 @@ Value IndexMath::sub(Value x, Value y) {
   return ky == 0 ? x : Value(arith::SubIOp::create(b, loc, x, y));
 }
 
-Value IndexMath::sub(Value x, int64_t y) {
-  if (std::optional<int64_t> kx = known(x))
-    return c(wrap(uint64_t(*kx) - uint64_t(y)));
-  return y == 0 ? x : Value(arith::SubIOp::create(b, loc, x, c(y)));
-}
+Value IndexMath::sub(Value x, int64_t y) { return sub(x, c(y)); }
 
 Value IndexMath::min(Value x, Value y) {
   std::optional<int64_t> kx = known(x), ky = known(y);
@@ -135,11 +121,7 @@ Value IndexMath::lt(Value x, Value y) {
   return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, x, y);
 }
 
-Value IndexMath::lt(Value x, int64_t y) {
-  if (std::optional<int64_t> kx = known(x))
-    return flag(uint64_t(*kx) < uint64_t(y));
-  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, x, c(y));
-}
+Value IndexMath::lt(Value x, int64_t y) { return lt(x, c(y)); }
 
 Value IndexMath::select(Value cond, Value x, Value y) {
   if (std::optional<int64_t> kc = known(cond))
