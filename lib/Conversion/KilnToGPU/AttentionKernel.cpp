@@ -209,9 +209,9 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   // constant trip count and last tile: with them read at run time ptxas took up to 48 more registers, a block
   // less per SM, and 3-15% of the speed), whether they are whole (else the last one masks keys past the end)
   // and, with `causal`, whether a block's rows see the same keys (one query row: else the tiles along the
-  // diagonal are masked). These decide which of the loops below exist. A decode step or a short chunk (the
-  // mma.sync kernel with one query tile) reads its number of key tiles too: one kernel then serves a growing KV
-  // cache, which would otherwise compile a kernel every BK tokens.
+  // diagonal are masked). These decide which of the loops below exist. A decode step or a chunk of up to 16
+  // rows (the mma.sync kernel with one 16-row query tile) reads its number of key tiles too: one kernel then
+  // serves a growing KV cache, which would otherwise compile a kernel every BK tokens.
   int64_t allTiles = llvm::divideCeilSigned(seqK, bk);
   bool unmaskedLoop = seqK >= bk, anyTileMasked = seqK % bk != 0 || (causal && seqQ > 1);
   bool tileCountAtRunTime = !wgmma && bq == 16 && seqQ <= bq;
