@@ -36,8 +36,11 @@ class Runtime:
         self.launches = {}  # kernel handle -> what launches it (runtime.launcher)
         self.launcher = runtime.launcher
 
-    def load(self, cubin, name):
-        return self.gpu.kernel(self.gpu.load(Path(cubin).read_bytes()), name)
+    def load(self, cubin, entry):
+        """The kernel of manifest ``entry`` from ``cubin``, with the tensor maps its launches append (TMA)."""
+        params = len(entry["params"]) + len(entry.get("sizes", []))
+        return self.gpu.kernel(self.gpu.load(Path(cubin).read_bytes()), entry["function"], params,
+                               entry.get("tensor_maps", ()))
 
     def launch(self, kernel, launch, tensors):
         sizes = list(launch.get("sizes", []))  # a size-generic kernel's sizes follow its buffers
@@ -319,7 +322,7 @@ def main():
             continue
         manifest = json.loads((folder / "manifest.json").read_text())
         entry = manifest["kernels"][0]
-        kernel = runtime.load(folder / entry["cubin"], entry["function"])
+        kernel = runtime.load(folder / entry["cubin"], entry)
         if case["kind"] == "glue":
             row = run_glue(case, runtime, kernel, entry, generator)
             failures += not row["ok"]

@@ -66,6 +66,19 @@ def ConvertKilnToGPU : Pass<"convert-kiln-to-gpu", "::mlir::ModuleOp"> {
                            "::mlir::scf::SCFDialect", "::mlir::vector::VectorDialect"];
 }
 
+def KilnTensorMapParams : Pass<"kiln-tensor-map-params", "::mlir::gpu::GPUModuleOp"> {
+  let summary = "Pass the tensor maps of TMA kernels by value, as the hardware reads them";
+  let description = [{
+    After `convert-gpu-to-nvvm`: every parameter that a kernel's `kiln.tensor_map_params` lists (the tensor
+    maps its TMA copies read, which the kernel builders add as `!llvm.ptr` parameters) becomes a 128-byte
+    by-value parameter aligned to 64 bytes and marked `nvvm.grid_constant`, so that the pointer the kernel uses is
+    the parameter's own address (`cvta.param`), as `cp.async.bulk.tensor` requires; the list goes. The GPU
+    dialect's conversion drops argument attributes and rejects `nvvm.grid_constant` on a `gpu.func`, hence this
+    step after it.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect", "::mlir::NVVM::NVVMDialect"];
+}
+
 def KilnSplitKernelModules : Pass<"kiln-split-kernel-modules", "::mlir::ModuleOp"> {
   let summary = "Give every GPU kernel a gpu.module of its own, so that kernels lower, emit PTX and assemble in "
                 "parallel";

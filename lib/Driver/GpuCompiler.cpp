@@ -203,6 +203,19 @@ llvm::json::Array kiln::describeKernels(ModuleOp module) {
                               cast<IntegerAttr>(launch.get("dynamic_shared_bytes")).getInt()}};
     if (auto sizes = dyn_cast_or_null<DenseI64ArrayAttr>(launch.get("sizes")))
       entry["sizes"] = jsonArray(sizes.asArrayRef());
+    // The tensor maps the runtime builds at each launch and passes after the sizes (TMA kernels).
+    if (auto maps = dyn_cast_or_null<ArrayAttr>(launch.get("tensor_maps"))) {
+      llvm::json::Array specs;
+      for (auto map : maps.getAsRange<DictionaryAttr>()) {
+        llvm::json::Object spec{{"dtype", cast<StringAttr>(map.get("dtype")).str()},
+                                {"swizzle", cast<IntegerAttr>(map.get("swizzle")).getInt()}};
+        spec["buffer"] = cast<IntegerAttr>(map.get("buffer")).getInt();
+        for (StringRef field : {"dims", "strides", "box"})
+          spec[field] = jsonArray(cast<DenseI64ArrayAttr>(map.get(field)).asArrayRef());
+        specs.push_back(std::move(spec));
+      }
+      entry["tensor_maps"] = std::move(specs);
+    }
     // The kernel op and its config; a grouped kernel (kiln-group-kernels) runs several ops of one kind and lists
     // every member's config in order.
     llvm::json::Array configs;

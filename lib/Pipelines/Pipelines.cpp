@@ -71,7 +71,7 @@ void kiln::buildNvvmLoweringPipeline(OpPassManager &pm, const NvvmPipelineOption
   // and cse there left all 166 GPU test and benchmark kernels byte-identical and cost 1.2 ms of each compile).
   (void)appendPipeline(pm, attach + ",gpu.module(canonicalize,cse,convert-scf-to-cf,convert-nvgpu-to-nvvm,"
                                     "convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1 index-bitwidth=64},"
-                                    "convert-vector-to-llvm,convert-arith-to-llvm,convert-nvvm-to-llvm,"
+                                    "kiln-tensor-map-params,convert-vector-to-llvm,convert-arith-to-llvm,convert-nvvm-to-llvm,"
                                     "reconcile-unrealized-casts)");
 }
 

@@ -51,13 +51,14 @@ static constexpr int64_t kSequentialAttentionKeysD64 = 192, kSequentialAttention
 /// Multiprocessors of the GPU each target stands for: the A100 (sm_80) and the H100/H200 (sm_90a).
 static int64_t multiprocessors(Target target) { return target == Target::Sm90a ? 132 : 108; }
 
-/// Whether the sm_90a default for `matmul` is the wgmma kernel: bf16/f16 operands that copy in 16-byte rows,
-/// at least one 64-column tile, and more rows than a decoding step has (at M <= 64 the weight-streaming mma_sync
-/// tiles do better, and a 64-row warpgroup tile would be mostly padding).
+/// Whether the sm_90a default for `matmul` is the wgmma kernel: bf16/f16 operands whose rows TMA copies (16-byte
+/// strides, K > 0: a tensor map describes no empty array), at least one 64-column tile, and more rows than a
+/// decoding step has (at M <= 64 the weight-streaming mma_sync tiles do better, and a 64-row warpgroup tile would
+/// be mostly padding).
 static bool usesWgmma(MatmulOp matmul, int64_t m, int64_t n, int64_t k) {
   Type element = matmul.getLhs().getType().getElementType();
-  return (element.isBF16() || element.isF16()) && !matmul.getTransposeLhs() && m > 64 && n >= 64 && k % 8 == 0 &&
-         (matmul.getTransposeRhs() || n % 8 == 0);
+  return (element.isBF16() || element.isF16()) && !matmul.getTransposeLhs() && m > 64 && n >= 64 && k > 0 &&
+         k % 8 == 0 && (matmul.getTransposeRhs() || n % 8 == 0);
 }
 
 /// The wgmma config: 128-row tiles (two warpgroups); 256 columns while that still gives every multiprocessor

@@ -73,10 +73,32 @@ class Device:
             self.lib.kiln_buffer_free(cubin)
             self.lib.kiln_buffer_free(log)
 
-    def kernel(self, module, name):
+    def kernel(self, module, name, params=0, tensor_maps=()):
+        """The kernel ``name`` of ``module``; with ``tensor_maps`` (the manifest's specs), each launch appends one
+        TMA descriptor per spec, built from the address in parameter ``buffer``, after its ``params`` values."""
         kernel = ctypes.c_void_p()
         check(self.lib.kiln_module_get_kernel(module, name.encode(), ctypes.byref(kernel)), f"kernel '{name}'")
+        if tensor_maps:
+            specs = (TensorMapSpec * len(tensor_maps))(*[TensorMapSpec.of(m) for m in tensor_maps])
+            check(self.lib.kiln_kernel_set_tensor_maps(kernel, params, len(tensor_maps), specs),
+                  f"kernel '{name}'")
         return kernel
+
+
+class TensorMapSpec(ctypes.Structure):
+    """kiln_tensor_map_spec of runtime.h."""
+    _fields_ = [("buffer", ctypes.c_int), ("dtype", ctypes.c_int), ("rank", ctypes.c_int),
+                ("swizzle_bytes", ctypes.c_int), ("dims", ctypes.c_uint64 * 5), ("strides", ctypes.c_uint64 * 4),
+                ("box", ctypes.c_uint32 * 5)]
+
+    @classmethod
+    def of(cls, spec):
+        """From a manifest entry: buffer, dtype ("f16" or "bf16"), dims, strides (bytes), box, swizzle."""
+        if spec["dtype"] not in ("f16", "bf16") or not 1 <= len(spec["dims"]) <= 5:
+            raise ValueError(f"unsupported tensor map {spec}: dtype must be f16 or bf16, with 1 to 5 dims")
+        return cls(spec["buffer"], 1 if spec["dtype"] == "bf16" else 0, len(spec["dims"]), spec["swizzle"],
+                   (ctypes.c_uint64 * 5)(*spec["dims"]), (ctypes.c_uint64 * 4)(*spec["strides"]),
+                   (ctypes.c_uint32 * 5)(*spec["box"]))
 
 
 def device(ordinal=0):

@@ -67,6 +67,8 @@ LoadedDriver load() {
             resolve(library, "cuGetErrorString", d.cuGetErrorString, e);
   if (!ok)
     return loaded;
+  d.cuTensorMapEncodeTiled = reinterpret_cast<decltype(d.cuTensorMapEncodeTiled)>(
+      dlsym(library, "cuTensorMapEncodeTiled"));
   if (CUresult result = d.cuInit(0); result != kCudaSuccess) {
     loaded.error = "cuInit failed: " + describeCudaError(d, result);
     return loaded;

@@ -23,6 +23,11 @@ using CUfunction = struct CUfunc_st *;
 using CUstream = struct CUstream_st *;
 using CUlinkState = struct CUlinkState_st *;
 
+/// The driver's CUtensorMap: 128 opaque bytes, 64-byte aligned.
+struct alignas(64) CUtensorMap {
+  uint64_t opaque[16];
+};
+
 /// Values of the driver enums that the runtime uses.
 constexpr CUresult kCudaSuccess = 0;
 constexpr int kAttributeComputeCapabilityMajor = 75;
@@ -35,6 +40,8 @@ constexpr int kJitErrorLogBuffer = 5;
 constexpr int kJitErrorLogBufferSize = 6;
 constexpr int kJitLogVerbose = 12;
 constexpr int kJitInputPtx = 1;
+constexpr int kTensorMapFloat16 = 6, kTensorMapBfloat16 = 9;
+constexpr int kTensorMapInterleaveNone = 0, kTensorMapL2Promotion128B = 2, kTensorMapOobFillZeros = 0;
 
 /// Entry points of libcuda, resolved once.
 struct CudaDriver {
@@ -63,6 +70,9 @@ struct CudaDriver {
   CUresult (*cuMemcpyDtoH)(void *, CUdeviceptr, size_t);
   CUresult (*cuGetErrorName)(CUresult, const char **);
   CUresult (*cuGetErrorString)(CUresult, const char **);
+  /// Null on drivers before CUDA 12, which have no tensor maps.
+  CUresult (*cuTensorMapEncodeTiled)(CUtensorMap *, int, unsigned, void *, const uint64_t *, const uint64_t *,
+                                     const unsigned *, const unsigned *, int, int, int, int);
 };
 
 /// The loaded driver, or null with `error` set to why it could not be loaded (no libcuda, a missing symbol,

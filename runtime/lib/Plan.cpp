@@ -53,6 +53,36 @@ int64_t elementBytes(const std::string &dtype) {
   return 0;
 }
 
+/// The tensor-map specs of a kernel's manifest entry ("tensor_maps": buffer, dtype, dims, strides, box, swizzle
+/// per map); false with `why` on a malformed entry.
+bool parseTensorMaps(const Json *maps, std::vector<kiln_tensor_map_spec> &specs, std::string &why) {
+  if (!maps)
+    return true;
+  for (const Json &map : maps->array) {
+    kiln_tensor_map_spec spec{};
+    const Json *buffer = map.find("buffer"), *dtype = map.find("dtype"), *dims = map.find("dims"),
+               *strides = map.find("strides"), *box = map.find("box"), *swizzle = map.find("swizzle");
+    if (!buffer || !dtype || !dims || !strides || !box || !swizzle || dims->array.empty() ||
+        dims->array.size() > 5 || box->array.size() != dims->array.size() ||
+        strides->array.size() + 1 != dims->array.size() || (dtype->string != "f16" && dtype->string != "bf16")) {
+      why = "a tensor map needs buffer, dtype (f16 or bf16), 1 to 5 dims, as many box sizes and one stride fewer";
+      return false;
+    }
+    spec.buffer = static_cast<int>(buffer->number);
+    spec.dtype = dtype->string == "bf16" ? KILN_TENSOR_MAP_BF16 : KILN_TENSOR_MAP_F16;
+    spec.rank = static_cast<int>(dims->array.size());
+    spec.swizzle_bytes = static_cast<int>(swizzle->number);
+    for (size_t d = 0; d < dims->array.size(); ++d) {
+      spec.dims[d] = static_cast<uint64_t>(dims->array[d].number);
+      spec.box[d] = static_cast<uint32_t>(box->array[d].number);
+    }
+    for (size_t d = 0; d < strides->array.size(); ++d)
+      spec.strides[d] = static_cast<uint64_t>(strides->array[d].number);
+    specs.push_back(spec);
+  }
+  return true;
+}
+
 bool readFile(const std::string &path, std::string &contents) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
@@ -252,6 +282,14 @@ kiln_status kiln_plan_load(kiln_device *device, const char *folder, const char *
     if (const Json *sizes = launch.find("sizes"))
       for (const Json &size : sizes->array)
         s.sizes.push_back(static_cast<uint64_t>(size.number));
+    std::vector<kiln_tensor_map_spec> maps;
+    std::string why;
+    if (!parseTensorMaps(launch.find("tensor_maps"), maps, why))
+      return invalid(manifestPath, "kernel " + kernel->string + ": " + why);
+    if (kiln_status status = kiln_kernel_set_tensor_maps(s.kernel, static_cast<int>(s.args.size() + s.sizes.size()),
+                                                         static_cast<int>(maps.size()), maps.data());
+        status != KILN_OK)
+      return status;
     cells = std::max(cells, s.args.size() + s.sizes.size());
   }
   owned->argumentCells.resize(cells);

@@ -11,7 +11,9 @@
 #include "CudaDriver.h"
 #include "Errors.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -40,6 +42,9 @@ struct kiln_kernel {
   /// threads may launch one kernel at once.
   std::atomic<unsigned> sharedLimit;
   std::mutex raisingSharedLimit;
+  /// The parameters a launch takes from its caller, and the tensor maps it appends (kiln_kernel_set_tensor_maps).
+  int callerParams = 0;
+  std::vector<kiln_tensor_map_spec> tensorMaps;
 };
 
 namespace {
@@ -248,6 +253,63 @@ kiln_status kiln_module_get_kernel(kiln_module *module, const char *name, kiln_k
 
 void kiln_kernel_free(kiln_kernel *kernel) { delete kernel; }
 
+namespace {
+/// Builds the tensor map of `spec` for the array at `address` into `map`.
+kiln_status encodeTensorMap(const CudaDriver &driver, const kiln_tensor_map_spec &spec, uint64_t address,
+                            CUtensorMap &map) {
+  const unsigned elementStrides[5] = {1, 1, 1, 1, 1};
+  int swizzle = spec.swizzle_bytes == 128 ? 3 : spec.swizzle_bytes == 64 ? 2 : spec.swizzle_bytes == 32 ? 1 : 0;
+  CUresult result = driver.cuTensorMapEncodeTiled(
+      &map, spec.dtype == KILN_TENSOR_MAP_BF16 ? kTensorMapBfloat16 : kTensorMapFloat16,
+      static_cast<unsigned>(spec.rank), reinterpret_cast<void *>(static_cast<uintptr_t>(address)), spec.dims,
+      spec.strides, spec.box, elementStrides, kTensorMapInterleaveNone, swizzle, kTensorMapL2Promotion128B,
+      kTensorMapOobFillZeros);
+  if (result == kCudaSuccess)
+    return KILN_OK;
+  std::string dims;
+  for (int d = 0; d < spec.rank; ++d)
+    dims += (d ? " x " : "") + std::to_string(spec.dims[d]);
+  char at[32];
+  std::snprintf(at, sizeof(at), "0x%llx", static_cast<unsigned long long>(address));
+  return fail(KILN_ERROR_CUDA, "the tensor map of kernel parameter " + std::to_string(spec.buffer) + " (" + dims +
+                                   " elements, innermost first, at " + at +
+                                   ") was refused (TMA needs 16-byte aligned addresses and row strides): "
+                                   "cuTensorMapEncodeTiled failed: " + describeCudaError(driver, result));
+}
+} // namespace
+
+kiln_status kiln_kernel_set_tensor_maps(kiln_kernel *kernel, int params, int count,
+                                        const kiln_tensor_map_spec *specs) {
+  if (!kernel || (count > 0 && !specs))
+    return fail(KILN_ERROR_INVALID_ARGUMENT, "kiln_kernel_set_tensor_maps: null argument");
+  if (params < 0 || count < 0 || count > KILN_MAX_TENSOR_MAPS)
+    return fail(KILN_ERROR_INVALID_ARGUMENT, "kiln_kernel_set_tensor_maps: " + std::to_string(count) +
+                                                 " tensor maps after " + std::to_string(params) +
+                                                 " parameters (at most " +
+                                                 std::to_string(KILN_MAX_TENSOR_MAPS) + " maps)");
+  const CudaDriver &driver = *kernel->module->device->driver;
+  if (count > 0 && !driver.cuTensorMapEncodeTiled)
+    return fail(KILN_ERROR_CUDA, "this kernel reads through tensor maps (TMA), which the CUDA driver does not "
+                                 "provide (cuTensorMapEncodeTiled needs CUDA 12 or later)");
+  for (int i = 0; i < count; ++i) {
+    const kiln_tensor_map_spec &spec = specs[i];
+    std::string which = "kiln_kernel_set_tensor_maps: tensor map " + std::to_string(i);
+    if (spec.buffer < 0 || spec.buffer >= params)
+      return fail(KILN_ERROR_INVALID_ARGUMENT, which + " reads parameter " + std::to_string(spec.buffer) +
+                                                   ", not one of the " + std::to_string(params) + " before the maps");
+    if (spec.rank < 1 || spec.rank > 5 || (spec.dtype != KILN_TENSOR_MAP_F16 && spec.dtype != KILN_TENSOR_MAP_BF16) ||
+        (spec.swizzle_bytes != 0 && spec.swizzle_bytes != 32 && spec.swizzle_bytes != 64 && spec.swizzle_bytes != 128))
+      return fail(KILN_ERROR_INVALID_ARGUMENT, which + ": rank must be 1 to 5, dtype f16 or bf16, swizzle 0, 32, "
+                                                       "64 or 128 bytes");
+    CUtensorMap probe;
+    if (kiln_status status = encodeTensorMap(driver, spec, uint64_t(1) << 20, probe); status != KILN_OK)
+      return status;
+  }
+  kernel->callerParams = params;
+  kernel->tensorMaps.assign(specs, specs + count);
+  return KILN_OK;
+}
+
 kiln_status kiln_kernel_launch(kiln_kernel *kernel, const unsigned grid[3], const unsigned block[3],
                                unsigned dynamic_shared_bytes, void *stream, void **args) {
   if (!kernel || !grid || !block)
@@ -264,6 +326,30 @@ kiln_status kiln_kernel_launch(kiln_kernel *kernel, const unsigned grid[3], cons
                                             static_cast<int>(dynamic_shared_bytes)));
       kernel->sharedLimit.store(dynamic_shared_bytes);
     }
+  }
+  // The tensor maps follow the caller's parameters, built from the addresses those hold.
+  constexpr int kStackParams = 64;
+  CUtensorMap maps[KILN_MAX_TENSOR_MAPS];
+  void *withMaps[kStackParams];
+  std::vector<void *> heapParams;
+  if (!kernel->tensorMaps.empty()) {
+    if (!args)
+      return fail(KILN_ERROR_INVALID_ARGUMENT, "kiln_kernel_launch: null arguments for a kernel with tensor maps");
+    int total = kernel->callerParams + static_cast<int>(kernel->tensorMaps.size());
+    void **params = withMaps;
+    if (total > kStackParams) {
+      heapParams.resize(total);
+      params = heapParams.data();
+    }
+    std::copy(args, args + kernel->callerParams, params);
+    for (size_t i = 0; i < kernel->tensorMaps.size(); ++i) {
+      const kiln_tensor_map_spec &spec = kernel->tensorMaps[i];
+      uint64_t address = *static_cast<const uint64_t *>(args[spec.buffer]);
+      if (kiln_status status = encodeTensorMap(driver, spec, address, maps[i]); status != KILN_OK)
+        return status;
+      params[kernel->callerParams + i] = &maps[i];
+    }
+    args = params;
   }
   KILN_CHECK(driver, cuLaunchKernel(kernel->function, grid[0], grid[1], grid[2], block[0], block[1], block[2],
                                     dynamic_shared_bytes, static_cast<CUstream>(stream), args, nullptr));

@@ -369,37 +369,45 @@ module {
 // -----
 
 // A "wgmma" config (sm_90a) gives the Hopper kernel: two warpgroups (256 threads) of 64 x 128 accumulators in an
-// LLVM struct carried by the k loop, shared memory aligned to the 1024-byte period of the 128-byte swizzle
-// (chunks placed by an XOR), cp.async groups waited for stages - 3 = 1 deep, fenced into the async proxy, then
-// four wgmma.mma_async m64n128k16 per 64-deep k-tile reading bf16 A K-major (row) and the untransposed B N-major
-// (row); one group stays in flight across iterations and all are waited for before the epilogue. The accumulators
-// then go into the ring as an f32 tile (rows padded to 136), and a loop stores it in chunks of 8 columns, two
-// chunks a thread an iteration: two 16-byte loads from the tile, the epilogue 8 times at a position clamped
-// inside the output, one guarded 16-byte store (N = 200 is whole chunks). M, N and K are parameters; K = 256 is
-// whole k-tiles, so a k-tile's chunks are inside or outside together (one comparison; the first k-tile's offset
-// is the constant 0), while N = 200 is not whole 128-column tiles and the B chunks count their elements inside.
+// LLVM struct carried by the k loop, shared memory aligned to the 1024-byte period of the 128-byte swizzle. The
+// tiles come by TMA: tensor maps of A ([batch][M][K], boxes of 128 x 64) and of the untransposed B ([batch][K][N],
+// 64 x 64 panels) follow the sizes (kiln.tensor_map_params, which the launch's tensor_maps describe), one
+// mbarrier per ring slot sits after the ring, and thread 0 sets them up and starts the first stages - 2 = 2
+// k-tiles (the slot's 32768 bytes expected, then A's box and B's two panels). Each k-tile waits on its slot's
+// mbarrier at the parity of its round, then a barrier (the slot of tile - 2 is free), thread 0 starts tile + 2
+// when there is one, and four wgmma.mma_async m64n128k16 read bf16 A K-major (row) and B N-major (row); one group
+// stays in flight across iterations and all are waited for before the epilogue. The accumulators then go into the
+// ring as an f32 tile (rows padded to 136), and a loop stores it in chunks of 8 columns, two chunks a thread an
+// iteration: two 16-byte loads from the tile, the epilogue 8 times at a position clamped inside the output, one
+// guarded 16-byte store (N = 200 is whole chunks). M, N and K are parameters.
 // CHECK-LABEL: func.func private @w0_matmul
-// CHECK-SAME: kiln.launch = {block = array<i64: 256, 1, 1>, dynamic_shared_bytes = 131072 : i64, grid = array<i64: 2, 3, 1>, sizes = array<i64: 300, 200, 256>}
+// CHECK-SAME: kiln.launch = {block = array<i64: 256, 1, 1>, dynamic_shared_bytes = 131104 : i64, grid = array<i64: 2, 3, 1>, sizes = array<i64: 300, 200, 256>, tensor_maps = [{box = array<i64: 64, 128, 1>, buffer = 0 : i64, dims = array<i64: 256, 300, 1>, dtype = "bf16", strides = array<i64: 512, 153600>, swizzle = 128 : i64}, {box = array<i64: 64, 64, 1>, buffer = 1 : i64, dims = array<i64: 200, 256, 1>, dtype = "bf16", strides = array<i64: 400, 102400>, swizzle = 128 : i64}]}
 // CHECK: memref.global "public" @w0_matmul_smem : memref<0xi8, #gpu.address_space<workgroup>> {alignment = 1024 : i64}
-// CHECK: gpu.func @w0_matmul(%{{.*}}, %[[M:.*]]: index, %[[N:.*]]: index, %[[K:.*]]: index)
-// CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
-// CHECK: memref.extract_aligned_pointer_as_index
-// CHECK: arith.xori
-// CHECK: arith.cmpi ult, %c0, %[[K]]
-// CHECK: nvgpu.device_async_copy
-// CHECK: arith.minui %{{.*}}, %[[N]]
-// CHECK-NEXT: arith.subi %[[N]]
-// CHECK: scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}) -> (!llvm.struct<({{(f32, )+}}f32)>)
-// CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 1 : i32}
-// CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// CHECK: gpu.func @w0_matmul(%{{.*}}, %[[M:.*]]: index, %[[N:.*]]: index, %[[K:.*]]: index, %[[MAPA:.*]]: !llvm.ptr, %[[MAPB:.*]]: !llvm.ptr)
+// CHECK-SAME: kiln.tensor_map_params = array<i64: 7, 8>, known_block_size = array<i32: 256, 1, 1>
+// CHECK: %[[BASE:.*]] = memref.extract_aligned_pointer_as_index
+// CHECK: %[[LEADER:.*]] = arith.cmpi eq, %{{.*}}, %c0 : index
+// CHECK: scf.if %[[LEADER]]
+// CHECK-COUNT-4: nvvm.mbarrier.init
+// CHECK: nvvm.fence.mbarrier.init
+// CHECK: nvvm.mbarrier.arrive.expect_tx %[[BAR0:.*]], %c32768_i32
+// CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %[[MAPA]], %[[BAR0]], box[
+// CHECK-COUNT-2: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %[[MAPB]], %[[BAR0]], box[
+// CHECK: nvvm.mbarrier.arrive.expect_tx
 // CHECK: gpu.barrier
+// CHECK: scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}) -> (!llvm.struct<({{(f32, )+}}f32)>)
+// CHECK: nvvm.mbarrier.try_wait.parity
+// CHECK-NEXT: gpu.barrier
+// CHECK: %[[ISSUE:.*]] = arith.andi %[[LEADER]]
+// CHECK-NEXT: scf.if %[[ISSUE]]
+// CHECK: nvvm.mbarrier.arrive.expect_tx
+// CHECK-COUNT-3: nvvm.cp.async.bulk.tensor.shared.cluster.global
 // CHECK: nvvm.wgmma.fence.aligned
 // CHECK-COUNT-4: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 128, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <row>]
 // CHECK: nvvm.wgmma.commit.group.sync.aligned
 // CHECK: nvvm.wgmma.wait.group.sync.aligned 1
 // CHECK: scf.yield
 // CHECK: nvvm.wgmma.wait.group.sync.aligned 0
-// CHECK-NEXT: nvgpu.device_async_wait %{{.*}} {numGroups = 0 : i32}
 // CHECK-NEXT: gpu.barrier
 // CHECK: %[[TILE:.*]] = memref.view {{.*}} to memref<17408xf32, #gpu.address_space<workgroup>>
 // CHECK: %[[AT:.*]] = arith.muli %{{.*}}, %c136 : index
@@ -452,7 +460,7 @@ module {
 // f16 with a transposed rhs ([N, K]): B is read K-major too (col), over a batch in the grid's z dimension; one
 // warpgroup for 64-row tiles; an f32 output stores its chunks of 8 columns as 32 bytes.
 // CHECK-LABEL: func.func private @w1_matmul
-// CHECK-SAME: kiln.launch = {block = array<i64: 128, 1, 1>, dynamic_shared_bytes = 98304 : i64, grid = array<i64: 3, 2, 2>, sizes = array<i64: 77, 136, 128>}
+// CHECK-SAME: kiln.launch = {block = array<i64: 128, 1, 1>, dynamic_shared_bytes = 98352 : i64, grid = array<i64: 3, 2, 2>, sizes = array<i64: 77, 136, 128>, tensor_maps = [{box = array<i64: 64, 64, 1>, buffer = 0 : i64, dims = array<i64: 128, 77, 2>, dtype = "f16", strides = array<i64: 256, 19712>, swizzle = 128 : i64}, {box = array<i64: 64, 64, 1>, buffer = 1 : i64, dims = array<i64: 128, 136, 1>, dtype = "f16", strides = array<i64: 256, 34816>, swizzle = 128 : i64}]}
 // CHECK: gpu.block_id z
 // CHECK-COUNT-4: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <one>], A[<f16>, <one>, <row>], B[<f16>, <one>, <col>]
 // CHECK: memref.view {{.*}} to memref<4608xf32, #gpu.address_space<workgroup>>
@@ -471,7 +479,7 @@ module {
 // N = 201 (a transposed rhs allows it) is not whole chunks: each of a chunk's 8 elements is checked against the
 // edge and stored alone.
 // CHECK-LABEL: func.func private @w_odd_n_matmul
-// CHECK: gpu.func @w_odd_n_matmul(%{{.*}}, %{{.*}}: index, %[[N:.*]]: index, %{{.*}}: index)
+// CHECK: gpu.func @w_odd_n_matmul(%{{.*}}, %{{.*}}: index, %[[N:.*]]: index, %{{.*}}: index, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr)
 // CHECK: scf.for %{{.*}} = %{{.*}} to %c512 step %c128
 // CHECK-COUNT-2: vector.load {{.*}} : memref<4608xf32, #gpu.address_space<workgroup>>, vector<4xf32>
 // CHECK: arith.cmpi ult, %{{.*}}, %[[N]]
@@ -509,7 +517,7 @@ module {
 
 module {
   func.func private @w2_matmul(%x: tensor<256x256xbf16>, %w: tensor<256x256xbf16>, %out: tensor<256x256xbf16>) -> tensor<256x256xbf16> attributes {kiln.kernel} {
-    // expected-error @+1 {{does not fit the wgmma kernel: need BM a multiple of 64 with one warpgroup (4 warps) per 64 rows, BN a multiple of 64 up to 256, BK = 64, stages >= 3 and whole 16-byte chunks of the B tile per thread}}
+    // expected-error @+1 {{does not fit the wgmma kernel: need BM a multiple of 64 up to 256 with one warpgroup (4 warps) per 64 rows, BN a multiple of 64 up to 256, BK = 64 and stages >= 3}}
     %y = kiln.matmul %x, %w {kiln.config = #kiln.config<tile = [128, 128, 32], warps = 8, stages = 4, lowering = "wgmma">} : tensor<256x256xbf16>, tensor<256x256xbf16> -> tensor<256x256xbf16>
     %r = bufferization.materialize_in_destination %y in %out : (tensor<256x256xbf16>, tensor<256x256xbf16>) -> tensor<256x256xbf16>
     return %r : tensor<256x256xbf16>
@@ -522,7 +530,7 @@ module {
 // (264 KiB), which would not fit in a block's shared memory at all.
 module {
   func.func private @w_tile_too_big_matmul(%x: tensor<256x256xbf16>, %w: tensor<256x256xbf16>, %out: tensor<256x256xbf16>) -> tensor<256x256xbf16> attributes {kiln.kernel} {
-    // expected-error @+1 {{needs 270336 bytes of shared memory for its operand ring or its epilogue tile; the GPU has 232448}}
+    // expected-error @+1 {{needs 270360 bytes of shared memory for its operand ring or its epilogue tile; the GPU has 232448}}
     %y = kiln.matmul %x, %w {kiln.config = #kiln.config<tile = [256, 256, 64], warps = 16, stages = 3, lowering = "wgmma">} : tensor<256x256xbf16>, tensor<256x256xbf16> -> tensor<256x256xbf16>
     %r = bufferization.materialize_in_destination %y in %out : (tensor<256x256xbf16>, tensor<256x256xbf16>) -> tensor<256x256xbf16>
     return %r : tensor<256x256xbf16>
@@ -668,12 +676,25 @@ module {
 
 // -----
 
+// A TMA box spans at most 256 rows.
 module {
   func.func private @w7_matmul(%x: tensor<512x256xbf16>, %w: tensor<256x64xbf16>, %out: tensor<512x64xbf16>) -> tensor<512x64xbf16> attributes {kiln.kernel} {
-    // expected-error @+1 {{whole 16-byte chunks of the B tile per thread}}
+    // expected-error @+1 {{BM a multiple of 64 up to 256}}
     %y = kiln.matmul %x, %w {kiln.config = #kiln.config<tile = [512, 64, 64], warps = 32, stages = 3, lowering = "wgmma">} : tensor<512x256xbf16>, tensor<256x64xbf16> -> tensor<512x64xbf16>
     %r = bufferization.materialize_in_destination %y in %out : (tensor<512x64xbf16>, tensor<512x64xbf16>) -> tensor<512x64xbf16>
     return %r : tensor<512x64xbf16>
+  }
+}
+
+// -----
+
+// TMA describes no empty array: K = 0 stays with the mma_sync kernel.
+module {
+  func.func private @w8_matmul(%x: tensor<128x0xbf16>, %w: tensor<0x64xbf16>, %out: tensor<128x64xbf16>) -> tensor<128x64xbf16> attributes {kiln.kernel} {
+    // expected-error @+1 {{the wgmma kernel reads its tiles through TMA, which needs K > 0 (the mma_sync lowering takes K = 0)}}
+    %y = kiln.matmul %x, %w {kiln.config = #kiln.config<tile = [128, 64, 64], warps = 8, stages = 3, lowering = "wgmma">} : tensor<128x0xbf16>, tensor<0x64xbf16> -> tensor<128x64xbf16>
+    %r = bufferization.materialize_in_destination %y in %out : (tensor<128x64xbf16>, tensor<128x64xbf16>) -> tensor<128x64xbf16>
+    return %r : tensor<128x64xbf16>
   }
 }
 

@@ -23,7 +23,9 @@
 // MANIFEST80: "target": "sm_80"
 
 // On sm_90a the 77-row GEMM takes the wgmma kernel: two warpgroups, 128 x 64 x 64 tiles (128 x 128 would leave
-// most of the H200 idle), four stages of 24 KB in 1024-byte aligned shared memory.
+// most of the H200 idle), four stages of 24 KB in 1024-byte aligned shared memory and their four mbarriers, the
+// tiles copied by TMA through the two tensor maps the manifest describes: A as 77 rows of 256 (K), B as 256 rows
+// of 512 (N) in 64 x 64 panels.
 // MANIFEST90: "block": [
 // MANIFEST90-NEXT: 256,
 // MANIFEST90: "lowering": "wgmma",
@@ -32,13 +34,31 @@
 // MANIFEST90-NEXT: 64,
 // MANIFEST90-NEXT: 64
 // MANIFEST90: "cubin": "ffn_k0_matmul_module.sm_90a.cubin"
-// MANIFEST90: "dynamic_shared_bytes": 98304
+// MANIFEST90: "dynamic_shared_bytes": 98336
 // MANIFEST90: "grid": [
 // MANIFEST90-NEXT: 8,
 // MANIFEST90-NEXT: 1,
 // MANIFEST90-NEXT: 1
 // MANIFEST90: "dtype": "bf16"
 // MANIFEST90: "role": "output"
+// MANIFEST90: "tensor_maps": [
+// MANIFEST90-NEXT: {
+// MANIFEST90-NEXT: "box": [
+// MANIFEST90-NEXT: 64,
+// MANIFEST90-NEXT: 128,
+// MANIFEST90-NEXT: 1
+// MANIFEST90-NEXT: ],
+// MANIFEST90-NEXT: "buffer": 0,
+// MANIFEST90-NEXT: "dims": [
+// MANIFEST90-NEXT: 256,
+// MANIFEST90-NEXT: 77,
+// MANIFEST90-NEXT: 1
+// MANIFEST90: "buffer": 1,
+// MANIFEST90-NEXT: "dims": [
+// MANIFEST90-NEXT: 512,
+// MANIFEST90-NEXT: 256,
+// MANIFEST90-NEXT: 1
+// MANIFEST90: "swizzle": 128
 // MANIFEST90: 0 bytes spill stores, 0 bytes spill loads
 // MANIFEST90: "target": "sm_90a"
 
@@ -50,14 +70,21 @@
 
 // PTX90: .target sm_90a
 // PTX90: .extern .shared .align 1024 .b8 ffn_k0_matmul_smem[]
-// PTX90: cp.async.cg.shared.global
-// PTX90: cp.async.wait_group 1;
-// PTX90: fence.proxy.async.shared::cta;
+// PTX90: .param .align 64 .b8 ffn_k0_matmul_param_{{[0-9]+}}[128]
+// PTX90: cvta.param.u64
+// PTX90: mbarrier.init.shared.b64
+// PTX90: fence.mbarrier_init.release.cluster;
+// PTX90: mbarrier.arrive.expect_tx.shared.b64
+// PTX90: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
 // PTX90: bar.sync 0;
+// The k loop, as LLVM lays it out: the MMAs, then the wait for the next tile and its copies.
 // PTX90: wgmma.fence.sync.aligned;
 // PTX90-COUNT-4: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
 // PTX90: wgmma.commit_group.sync.aligned;
 // PTX90: wgmma.wait_group.sync.aligned 1;
+// PTX90: mbarrier.try_wait.parity.shared.b64
+// PTX90: bar.sync 0;
+// PTX90: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
 // PTX90: wgmma.wait_group.sync.aligned 0;
 func.func @ffn(%x: tensor<77x256xbf16>, %w: tensor<256x512xbf16>, %b: tensor<512xbf16>) -> tensor<77x512xbf16> {
   %y = kiln.matmul %x, %w : tensor<77x256xbf16>, tensor<256x512xbf16> -> tensor<77x512xbf16>

@@ -19,12 +19,24 @@ namespace mlir {
 namespace kiln {
 
 /// Launch shape of a generated kernel, recorded in the manifest.
+/// A tensor map (TMA descriptor) that a kernel takes by value after its sizes: the runtime builds it at each
+/// launch from the address of buffer parameter `buffer` and this layout (dims innermost first, byte strides of
+/// dims 1 and up, the box each copy moves, the shared-memory swizzle in bytes).
+struct TensorMapParam {
+  int64_t buffer;
+  StringRef dtype;
+  SmallVector<int64_t, 3> dims, strides, box;
+  int64_t swizzleBytes;
+};
+
 struct KernelLaunch {
   int64_t grid[3];
   int64_t block[3];
   int64_t dynamicSharedBytes;
   /// The values of a size-generic kernel's index parameters, which follow its buffers.
   SmallVector<int64_t, 3> sizes = {};
+  /// The tensor maps the kernel reads through TMA, which follow the sizes.
+  SmallVector<TensorMapParam, 2> tensorMaps = {};
 };
 
 /// The kernel op of an outlined kernel function (kiln-outline-kernels): its first kiln op, or null.
@@ -38,7 +50,8 @@ FailureOr<KernelLaunch> buildMatmulKernel(OpBuilder &builder, gpu::GPUModuleOp m
                                           StringRef name);
 
 /// Builds, like buildMatmulKernel, the Hopper kernel of `op` (sm_90a; a "wgmma" #kiln.config with tile =
-/// [BM, BN, 64], BM / 16 warps): cp.async into 128-byte swizzled shared memory and wgmma.mma_async m64nBNk16.
+/// [BM, BN, 64], BM / 16 warps, K > 0): TMA copies into 128-byte swizzled shared memory and wgmma.mma_async
+/// m64nBNk16. Its parameters end with the tensor maps of A and B (KernelLaunch::tensorMaps).
 FailureOr<KernelLaunch> buildWgmmaMatmulKernel(OpBuilder &builder, gpu::GPUModuleOp module, MatmulOp op,
                                                StringRef name);
 /// Builds the FlashAttention-2 forward kernel of `op` (bf16/f16, head dims multiples of 16 up to 256, causal or

@@ -96,6 +96,18 @@ struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUP
           builder.getNamedAttr("dynamic_shared_bytes", builder.getI64IntegerAttr(launch->dynamicSharedBytes))};
       if (!launch->sizes.empty())
         fields.push_back(builder.getNamedAttr("sizes", builder.getDenseI64ArrayAttr(launch->sizes)));
+      if (!launch->tensorMaps.empty()) {
+        SmallVector<Attribute> maps;
+        for (const TensorMapParam &map : launch->tensorMaps)
+          maps.push_back(builder.getDictionaryAttr(
+              {builder.getNamedAttr("buffer", builder.getI64IntegerAttr(map.buffer)),
+               builder.getNamedAttr("dtype", builder.getStringAttr(map.dtype)),
+               builder.getNamedAttr("dims", builder.getDenseI64ArrayAttr(map.dims)),
+               builder.getNamedAttr("strides", builder.getDenseI64ArrayAttr(map.strides)),
+               builder.getNamedAttr("box", builder.getDenseI64ArrayAttr(map.box)),
+               builder.getNamedAttr("swizzle", builder.getI64IntegerAttr(map.swizzleBytes))}));
+        fields.push_back(builder.getNamedAttr("tensor_maps", builder.getArrayAttr(maps)));
+      }
       func->setAttr("kiln.launch", builder.getDictionaryAttr(fields));
     }
     if (gpuModule)

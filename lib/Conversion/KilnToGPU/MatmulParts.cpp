@@ -79,14 +79,14 @@ MatmulFrame gpukernel::startMatmulKernel(OpBuilder &b, gpu::GPUModuleOp module, 
     frame.resultIndex[d] = im.rem(remaining, outShape[d]);
     remaining = im.div(remaining, outShape[d]);
   }
-  auto batchOffset = [&](RankedTensorType type, Value matrixElements) {
+  auto batchIndex = [&](RankedTensorType type) {
     SmallVector<int64_t> batchShape(type.getShape().drop_back(2)), resultBatch(outShape.drop_back(2));
-    Value index =
-        broadcastLinearIndex(im, batchShape, resultBatch, ArrayRef<Value>(frame.resultIndex).drop_back(2));
-    return im.mul(index, matrixElements);
+    return broadcastLinearIndex(im, batchShape, resultBatch, ArrayRef<Value>(frame.resultIndex).drop_back(2));
   };
-  frame.offsetA = batchOffset(lhsType, im.mul(frame.sizeM, frame.sizeK));
-  frame.offsetB = batchOffset(rhsType, im.mul(frame.sizeK, frame.sizeN));
+  frame.batchA = batchIndex(lhsType);
+  frame.batchB = batchIndex(rhsType);
+  frame.offsetA = im.mul(frame.batchA, im.mul(frame.sizeM, frame.sizeK));
+  frame.offsetB = im.mul(frame.batchB, im.mul(frame.sizeK, frame.sizeN));
   frame.outOffset = im.mul(batch, im.mul(frame.sizeM, frame.sizeN));
   return frame;
 }

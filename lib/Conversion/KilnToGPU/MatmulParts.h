@@ -1,9 +1,9 @@
 //===- MatmulParts.h - What Kiln's two GEMM kernels share ----------*- C++ -*-===//
 //
 // The mma_sync (Ampere-style) and wgmma (Hopper) matmul kernels differ in how the tensor cores read the tiles,
-// not in what surrounds that: the operand checks, the kernel parameters and batch offsets, the cp.async copies of
-// the A and B tiles into shared memory (zero-filled past the edges), and the epilogue applied per element before
-// the bounds-checked store. Those live here once; each kernel says where in shared memory a 16-byte chunk goes.
+// not in what surrounds that: the operand checks, the kernel parameters and batch offsets, and the epilogue
+// applied per element before the bounds-checked store. Those live here once, with the mma_sync kernel's cp.async
+// copies of the A and B tiles into shared memory (zero-filled past the edges; the wgmma kernel copies by TMA).
 //
 // Both kernels are size-generic: M, N and K are kernel parameters that the code reads (the manifest's `sizes`),
 // so that matmuls of one config, dtype and epilogue that differ only in their sizes build the same kernel, which
@@ -44,8 +44,9 @@ struct MatmulFrame {
   Value tid, m0, n0;
   /// The result's batch indices for this block (then two null entries for the row and column).
   SmallVector<Value> resultIndex;
-  /// Element offsets of this block's batch in the lhs, the rhs and the output.
-  Value offsetA, offsetB, outOffset;
+  /// This block's batch in the lhs and the rhs (linear indices over each one's own batch dims, broadcast dims
+  /// reading 0), and the element offsets of those batches and of the output's.
+  Value batchA, batchB, offsetA, offsetB, outOffset;
 };
 
 /// Checks what both lowerings need of `op` (bf16 or f16 operands, no transpose_lhs, K and, for an untransposed

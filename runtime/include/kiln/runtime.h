@@ -74,10 +74,43 @@ KILN_RUNTIME_API kiln_status kiln_module_get_kernel(kiln_module *module, const c
 KILN_RUNTIME_API void kiln_kernel_free(kiln_kernel *kernel);
 
 /// Launches a kernel on `stream` (a CUstream; NULL for the default stream). `args` holds one pointer per kernel
-/// parameter, pointing at its value. Dynamic shared memory above the default 48 KiB limit is allowed by
-/// raising the kernel's limit first.
+/// parameter, pointing at its value (for a kernel with tensor maps, one per parameter before the maps). Dynamic
+/// shared memory above the default 48 KiB limit is allowed by raising the kernel's limit first.
 KILN_RUNTIME_API kiln_status kiln_kernel_launch(kiln_kernel *kernel, const unsigned grid[3], const unsigned block[3],
                                unsigned dynamic_shared_bytes, void *stream, void **args);
+
+/// Tensor-core kernels on sm_90a read their tiles through TMA, which takes a tensor map (a 128-byte descriptor of
+/// a global array) by value as a kernel parameter. The map holds the array's address, so it is built at each
+/// launch: the kernel's spec says which parameter holds the address and the array's layout, which are fixed
+/// once the kernel is loaded for a program.
+typedef enum kiln_tensor_map_dtype {
+  KILN_TENSOR_MAP_F16 = 0,
+  KILN_TENSOR_MAP_BF16 = 1,
+} kiln_tensor_map_dtype;
+
+/// One tensor-map parameter: the array at the device address in parameter `buffer` (a pointer parameter among
+/// those the caller passes), `rank` dims of `dims` elements (innermost first), `strides` bytes between the
+/// indices of dims 1..rank-1, copied in boxes of `box` elements, with a 0, 32, 64 or 128 byte swizzle. Reads
+/// past the array's edges give zeros.
+typedef struct kiln_tensor_map_spec {
+  int buffer;
+  int dtype;
+  int rank;
+  int swizzle_bytes;
+  uint64_t dims[5];
+  uint64_t strides[4];
+  uint32_t box[5];
+} kiln_tensor_map_spec;
+
+/// The most tensor-map parameters a kernel may have.
+#define KILN_MAX_TENSOR_MAPS 8
+
+/// Gives `kernel` `count` tensor-map parameters after its first `params` parameters: every later
+/// kiln_kernel_launch passes `params` argument pointers, and the launch appends one map per spec, built from
+/// the address its `buffer` argument holds. Fails on a spec the driver would reject (checked with a 1024-byte
+/// aligned address), or when the driver has no tensor maps (before CUDA 12).
+KILN_RUNTIME_API kiln_status kiln_kernel_set_tensor_maps(kiln_kernel *kernel, int params, int count,
+                                                         const kiln_tensor_map_spec *specs);
 
 /// Device memory, for tests and tools that have no framework to allocate with.
 KILN_RUNTIME_API kiln_status kiln_malloc(kiln_device *device, size_t bytes, uint64_t *pointer);
