@@ -47,6 +47,27 @@ func.func @projections(%x: tensor<64x128xbf16>, %wq: tensor<128x128xbf16>, %wk: 
 
 // -----
 
+// Prefill projections take the wgmma kernel, which reads its tiles through tensor maps: the grouped kernel takes
+// both members' maps after all the buffers (kiln.tensor_map_params), and the launch lists them with their
+// buffers renumbered to the grouped kernel's parameters (x, wq, x, wk: 0 to 3).
+// CHECK-LABEL: func.func private @prefill_k0_matmul_x2(
+// CHECK-SAME: tensor_maps = [{box = array<i64: 64, 128, 1>, buffer = 0 : i64, dims = array<i64: 128, 200, 1>, {{.*}}}, {box = array<i64: 64, 64, 1>, buffer = 1 : i64, dims = array<i64: 128, 128, 1>, {{.*}}}, {box = array<i64: 64, 128, 1>, buffer = 2 : i64, dims = array<i64: 128, 200, 1>, {{.*}}}, {box = array<i64: 64, 64, 1>, buffer = 3 : i64, dims = array<i64: 64, 128, 1>, {{.*}}}]
+// CHECK-LABEL: func.func @prefill(
+// CHECK: call @prefill_k0_matmul_x2(%arg0, %arg1, %arg0, %arg2, %{{.*}}, %{{.*}})
+// CHECK: gpu.func @prefill_k0_matmul_x2(%{{.*}}: memref<1099511627776xbf16>, %[[MAP0:.*]]: !llvm.ptr, %[[MAP1:.*]]: !llvm.ptr, %[[MAP2:.*]]: !llvm.ptr, %[[MAP3:.*]]: !llvm.ptr) kernel attributes {kiln.tensor_map_params = array<i64: 6, 7, 8, 9>
+// CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %[[MAP0]],
+// CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %[[MAP1]],
+// CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %[[MAP2]],
+// CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %[[MAP3]],
+// CHECK: gpu.return
+func.func @prefill(%x: tensor<200x128xbf16>, %wq: tensor<128x128xbf16>, %wk: tensor<128x64xbf16>) -> (tensor<200x128xbf16>, tensor<200x64xbf16>) {
+  %q = kiln.matmul %x, %wq : tensor<200x128xbf16>, tensor<128x128xbf16> -> tensor<200x128xbf16>
+  %k = kiln.matmul %x, %wk : tensor<200x128xbf16>, tensor<128x64xbf16> -> tensor<200x64xbf16>
+  return %q, %k : tensor<200x128xbf16>, tensor<200x64xbf16>
+}
+
+// -----
+
 // The second matmul reads the first's result: two launches.
 // CHECK-LABEL: func.func @dependent(
 // CHECK: call @dependent_k0_matmul(

@@ -5,9 +5,9 @@
 // once on q and once on k, GPT-2 slices its fused qkv three times. Each such kernel is small next to the launch
 // and the tail of a GPU only partly filled; one grouped kernel runs every member's thread blocks side by side.
 //
-// The grouped gpu.func takes every member's parameters (inputs first, then outputs, member by member) and has a
-// 1-D grid of all members' blocks: block b runs the member whose range holds it, with that member's block index
-// recomputed from b. Members must be the same kind of kernel op with the same block size, so the register and
+// The grouped gpu.func takes every member's parameters (inputs first, then outputs, member by member, then the
+// tensor maps of the members that read through TMA) and has a 1-D grid of all members' blocks: block b runs the
+// member whose range holds it, with that member's block index recomputed from b. Members must be the same kind of kernel op with the same block size, so the register and
 // shared-memory budget of the group is the largest member's and nothing else. A call may join the group when it
 // reads nothing the group writes; reshapes (views) of the group's results that sit between the calls move after
 // the grouped call.
@@ -53,6 +53,9 @@ struct Member {
   /// The values of a size-generic kernel's trailing index parameters (kiln.launch `sizes`): the grouped kernel
   /// has them as constants.
   SmallVector<int64_t> sizes;
+  /// The tensor maps a TMA kernel takes after its sizes (kiln.launch `tensor_maps`): the grouped kernel takes
+  /// every member's, after all the buffers.
+  SmallVector<DictionaryAttr> tensorMaps;
   /// The kernel op's name: only kernels of one kind are grouped.
   StringRef kind;
 
@@ -86,8 +89,11 @@ static std::optional<Member> memberFor(func::CallOp call, SymbolTableCollection 
   Operation *kernelOp = kernelOpOf(host);
   auto sizes = launch ? dyn_cast_or_null<DenseI64ArrayAttr>(launch.get("sizes")) : nullptr;
   size_t numSizes = sizes ? sizes.size() : 0;
+  auto maps = launch ? dyn_cast_or_null<ArrayAttr>(launch.get("tensor_maps")) : nullptr;
+  size_t numMaps = maps ? maps.size() : 0;
   if (!launch || !device || !kernelOp || !device.getBody().hasOneBlock() ||
-      device.getNumArguments() != call.getNumOperands() + numSizes || device.getNumWorkgroupAttributions() != 0 ||
+      device.getNumArguments() != call.getNumOperands() + numSizes + numMaps ||
+      device.getNumWorkgroupAttributions() != 0 ||
       device.getNumPrivateAttributions() != 0)
     return std::nullopt;
   Block &body = device.getBody().front();
@@ -106,6 +112,7 @@ static std::optional<Member> memberFor(func::CallOp call, SymbolTableCollection 
                 launchSizes(launch, "block"),
                 0,
                 sizes ? llvm::to_vector(sizes.asArrayRef()) : SmallVector<int64_t>(),
+                maps ? llvm::to_vector(maps.getAsRange<DictionaryAttr>()) : SmallVector<DictionaryAttr>(),
                 kernelOp->getName().getStringRef()};
   if (!shared || member.grid.empty() || member.block.empty())
     return std::nullopt;
@@ -118,7 +125,7 @@ namespace {
 /// A run of calls being grouped, and the values they produce (with reshapes of them) so far.
 struct Group {
   /// The calls, in program order.
-  SmallVector<Member> members;
+  SmallVector<Member, 2> members;
   /// Their results and the reshapes of them seen so far.
   llvm::SetVector<Value> produced;
   /// Reshapes of produced values between the calls, in order (they move after the grouped call).
@@ -142,12 +149,16 @@ struct Group {
 } // namespace
 
 /// Clones `member`'s kernel body into `builder`'s block, its block index recomputed from `local` (the block's
-/// number within the member), its buffer parameters mapped to `params` and its size parameters to constants.
-static void inlineMemberBody(OpBuilder &builder, Location loc, Member &member, Value local, ValueRange params) {
+/// number within the member), its buffer parameters mapped to `params`, its size parameters to constants and its
+/// tensor-map parameters to `maps`.
+static void inlineMemberBody(OpBuilder &builder, Location loc, Member &member, Value local, ValueRange params,
+                             ValueRange maps) {
   IRMapping mapping;
   mapping.map(member.device.getArguments().take_front(params.size()), params);
-  for (auto [param, size] : llvm::zip_equal(member.device.getArguments().drop_front(params.size()), member.sizes))
+  auto sizeParams = member.device.getArguments().drop_front(params.size()).take_front(member.sizes.size());
+  for (auto [param, size] : llvm::zip_equal(sizeParams, member.sizes))
     mapping.map(param, arith::ConstantIndexOp::create(builder, loc, size).getResult());
+  mapping.map(member.device.getArguments().take_back(maps.size()), maps);
   Value gx = arith::ConstantIndexOp::create(builder, loc, member.grid[0]);
   Value gxy = arith::ConstantIndexOp::create(builder, loc, member.grid[0] * member.grid[1]);
   Value gy = arith::ConstantIndexOp::create(builder, loc, member.grid[1]);
@@ -225,7 +236,8 @@ static func::FuncOp buildGroupedFunction(MutableArrayRef<Member> members, const 
 }
 
 /// The grouped gpu.func `name`: a 1-D grid of every member's blocks in member order, each block running its
-/// member's body. Returns the function and its grid size.
+/// member's body; every member's tensor maps follow the buffers, in member order. Returns the function and its
+/// grid size.
 static std::pair<gpu::GPUFuncOp, int64_t> buildGroupedKernel(MutableArrayRef<Member> members,
                                                              const ParameterOrigins &origins, StringRef name) {
   Member &first = members.front();
@@ -235,12 +247,21 @@ static std::pair<gpu::GPUFuncOp, int64_t> buildGroupedKernel(MutableArrayRef<Mem
   SmallVector<Type> paramTypes;
   for (auto [index, operand] : origins)
     paramTypes.push_back(members[index].device.getArgument(operand).getType());
+  SmallVector<int64_t> mapParams;
+  for (Member &member : members)
+    for (BlockArgument map : member.device.getArguments().take_back(member.tensorMaps.size())) {
+      mapParams.push_back(paramTypes.size());
+      paramTypes.push_back(map.getType());
+    }
   auto device = gpu::GPUFuncOp::create(builder, loc, name, builder.getFunctionType(paramTypes, {}));
   device->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), builder.getUnitAttr());
+  if (!mapParams.empty())
+    device->setAttr("kiln.tensor_map_params", builder.getDenseI64ArrayAttr(mapParams));
   device.setKnownBlockSizeAttr(first.device.getKnownBlockSizeAttr());
   builder.setInsertionPointToStart(&device.getBody().front());
   Value blockIndex = gpu::BlockIdOp::create(builder, loc, gpu::Dimension::x);
   int64_t start = 0;
+  unsigned nextMap = origins.size();
   for (auto [index, member] : llvm::enumerate(members)) {
     // The member's parameters, in its own order.
     SmallVector<Value> params(member.call.getNumOperands());
@@ -255,7 +276,9 @@ static std::pair<gpu::GPUFuncOp, int64_t> buildGroupedKernel(MutableArrayRef<Mem
     auto branch = scf::IfOp::create(builder, loc, inside, /*withElseRegion=*/false);
     OpBuilder inner(branch.thenBlock()->getTerminator());
     Value local = arith::SubIOp::create(inner, loc, blockIndex, begin);
-    inlineMemberBody(inner, loc, member, local, params);
+    unsigned maps = member.tensorMaps.size();
+    inlineMemberBody(inner, loc, member, local, params, device.getArguments().slice(nextMap, maps));
+    nextMap += maps;
     start += member.blocks();
   }
   gpu::ReturnOp::create(builder, loc);
@@ -277,11 +300,23 @@ static void mergeGroup(Group &group, gpu::GPUModuleOp gpuModule) {
   host->setAttr("kiln.kernel", builder.getUnitAttr());
   host->setAttr("kiln.gpu_kernel",
                 SymbolRefAttr::get(gpuModule.getSymNameAttr(), {FlatSymbolRefAttr::get(device.getNameAttr())}));
-  host->setAttr("kiln.launch",
-                builder.getDictionaryAttr(
-                    {builder.getNamedAttr("grid", builder.getDenseI64ArrayAttr({blocks, 1, 1})),
-                     builder.getNamedAttr("block", builder.getDenseI64ArrayAttr(first.block)),
-                     builder.getNamedAttr("dynamic_shared_bytes", builder.getI64IntegerAttr(sharedBytes))}));
+  SmallVector<NamedAttribute> launch{
+      builder.getNamedAttr("grid", builder.getDenseI64ArrayAttr({blocks, 1, 1})),
+      builder.getNamedAttr("block", builder.getDenseI64ArrayAttr(first.block)),
+      builder.getNamedAttr("dynamic_shared_bytes", builder.getI64IntegerAttr(sharedBytes))};
+  // Each member's tensor maps, their buffers renumbered to the grouped kernel's parameters.
+  SmallVector<Attribute> maps;
+  for (auto [index, member] : llvm::enumerate(members))
+    for (DictionaryAttr map : member.tensorMaps) {
+      int64_t buffer = cast<IntegerAttr>(map.get("buffer")).getInt();
+      auto *at = llvm::find(origins, std::make_pair(static_cast<unsigned>(index), static_cast<unsigned>(buffer)));
+      NamedAttrList fields(map);
+      fields.set("buffer", builder.getI64IntegerAttr(at - origins.begin()));
+      maps.push_back(fields.getDictionary(builder.getContext()));
+    }
+  if (!maps.empty())
+    launch.push_back(builder.getNamedAttr("tensor_maps", builder.getArrayAttr(maps)));
+  host->setAttr("kiln.launch", builder.getDictionaryAttr(launch));
 
   // The host plan: one call where the last member was, then the views of the results that sat between.
   func::CallOp last = members.back().call;

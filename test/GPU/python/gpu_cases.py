@@ -22,6 +22,12 @@ def mlp(x, w1, w2, w3):
 
 
 @kiln.jit
+def projections(x, wq, wk, wv):
+    """The q, k and v projections of a prefill: three independent wgmma matmuls (TMA), launched as one group."""
+    return kiln.matmul(x, wq), kiln.matmul(x, wk), kiln.matmul(x, wv)
+
+
+@kiln.jit
 def attention_block(q, k, v, w, b, x):
     o = kiln.attention(q, k, v, causal=True)
     h = kiln.reshape(kiln.transpose(o, [0, 2, 1, 3]), x.shape)
@@ -45,6 +51,8 @@ JIT_CASES = [
     ("rope", kiln.ops.rope, [((1, 4, 33, 64), "bfloat16"), ((33, 32), "bfloat16"), ((33, 32), "bfloat16")], {}),
     ("mlp", mlp, [((64, 256), "bfloat16"), ((256, 512), "bfloat16"), ((512, 512), "bfloat16"),
                   ((512, 256), "bfloat16")], {}),
+    ("projections", projections, [((200, 264), "bfloat16"), ((264, 264), "bfloat16"), ((264, 136), "bfloat16"),
+                                  ((264, 136), "bfloat16")], {}),
     ("attention_block", attention_block, [((1, 8, 77, 64), "bfloat16"), ((1, 2, 77, 64), "bfloat16"),
                                           ((1, 2, 77, 64), "bfloat16"), ((512, 512), "bfloat16"),
                                           ((512,), "bfloat16"), ((1, 77, 512), "bfloat16")], {}),

@@ -81,6 +81,9 @@ def reference(name, args, constants):
         cos, sin = torch.cat([cos, cos], -1), torch.cat([sin, sin], -1)
         half = x.shape[-1] // 2
         return x * cos + torch.cat([-x[..., half:], x[..., :half]], -1) * sin
+    if name == "projections":
+        x, *weights = f
+        return torch.cat([(x @ w).flatten() for w in weights])
     if name == "mlp":
         x, w1, w2, w3 = f
         h = torch.nn.functional.silu(torch.nn.functional.silu(x @ w1) @ w2)
@@ -98,8 +101,13 @@ def test_jit_and_ops_on_cuda_tensors(case):
     kwargs = {k: (tensor(v, generator) if isinstance(v, tuple) else v) for k, v in constants.items()}
     out = fn(*args, **kwargs)
     torch.cuda.synchronize()
+    if isinstance(out, tuple):  # several results, checked as one
+        out = torch.cat([o.flatten() for o in out])
     assert out.device == args[0].device and out.dtype == args[0].dtype
     check(name, out, reference(name, args, kwargs), seeds[0])
+    if name == "projections":  # one launch of a grouped TMA kernel
+        program = list(fn.programs.values())[-1]
+        assert [k.get("group") for k in program.kernels] == [3], program.kernels
 
 
 def test_other_sizes_reuse_the_compiled_kernel():
