@@ -74,6 +74,22 @@ struct TmaCopies {
 };
 } // namespace
 
+/// Appends `count` tensor-map parameters (`!llvm.ptr`, what a TMA copy names its map by) to the kernel `func`
+/// and lists them in `kiln.tensor_map_params`, which kiln-tensor-map-params turns into by-value grid constants
+/// once the kernel is lowered. Returns the index of the first.
+static FailureOr<unsigned> appendTensorMapParams(gpu::GPUFuncOp func, unsigned count) {
+  Builder b(func.getContext());
+  unsigned first = func.getNumArguments();
+  SmallVector<int64_t> indices;
+  for (unsigned i = 0; i < count; ++i) {
+    if (failed(func.insertArgument(first + i, LLVM::LLVMPointerType::get(func.getContext()), {}, func.getLoc())))
+      return func.emitOpError() << "cannot take a tensor-map parameter";
+    indices.push_back(first + i);
+  }
+  func->setAttr("kiln.tensor_map_params", b.getDenseI64ArrayAttr(indices));
+  return first;
+}
+
 FailureOr<KernelLaunch> kiln::buildWgmmaMatmulKernel(OpBuilder &builder, gpu::GPUModuleOp module, MatmulOp op,
                                                      StringRef name) {
   ConfigAttr config = getConfig(op);
@@ -121,15 +137,12 @@ FailureOr<KernelLaunch> kiln::buildWgmmaMatmulKernel(OpBuilder &builder, gpu::GP
   // [batch][N][K] in boxes of bn x 64 (transposed), else [batch][K][N] in 64 x 64 panels. The boxes land in the
   // 128-byte swizzled layout wgmma reads (chunk c of row r at chunk c ^ (r % 8)), and what lies past M, N or K
   // reads as zeros.
-  gpu::GPUFuncOp func = frame.kernel.func;
-  auto pointerType = LLVM::LLVMPointerType::get(ctx);
-  unsigned mapIndex = func.getNumArguments();
-  func.insertArgument(mapIndex, pointerType, {}, loc);
-  func.insertArgument(mapIndex + 1, pointerType, {}, loc);
-  func->setAttr("kiln.tensor_map_params", builder.getDenseI64ArrayAttr({mapIndex, mapIndex + 1}));
-  Block &entry = func.getBody().front();
+  FailureOr<unsigned> mapIndex = appendTensorMapParams(frame.kernel.func, 2);
+  if (failed(mapIndex))
+    return failure();
+  Block &entry = frame.kernel.func.getBody().front();
   Value base = memref::ExtractAlignedPointerAsIndexOp::create(builder, loc, frame.kernel.sharedBytes);
-  TmaCopies tma{builder, loc, im, entry.getArgument(mapIndex), entry.getArgument(mapIndex + 1), base,
+  TmaCopies tma{builder, loc, im, entry.getArgument(*mapIndex), entry.getArgument(*mapIndex + 1), base,
                 barrierOffset};
   int64_t elementBytes = element.getIntOrFloatBitWidth() / 8;
   int32_t stageBytes = static_cast<int32_t>((slotA + slotB) * elementBytes);
