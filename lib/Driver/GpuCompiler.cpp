@@ -515,7 +515,8 @@ LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::S
   endStage("ptx_and_assembly");
   llvm::json::Object manifest{{"target", chip.str()},
                               {"abi", "parameters are device pointers to row-major buffers, in order, then a "
-                                      "kernel's sizes as 64-bit integers"}};
+                                      "kernel's sizes as 64-bit integers, then its tensor maps (128 bytes by value, "
+                                      "built from tensor_maps at each launch)"}};
   std::string logs;
   llvm::StringMap<const AssembledModule *> byName;
   llvm::SmallSetVector<StringRef, 2> assemblers; // normally one; both when the driver failed on some modules

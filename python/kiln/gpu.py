@@ -164,7 +164,8 @@ class GpuProgram:
         for index, tensor in enumerate(tensors):
             dtype, shape = expected[index]
             if not (isinstance(tensor, torch.Tensor) and tensor.is_cuda and tensor.dtype is dtype
-                    and tensor.shape == shape and tensor.is_contiguous() and (device is None or tensor.device == device)):
+                    and tensor.shape == shape and tensor.is_contiguous() and tensor.data_ptr() % 16 == 0
+                    and (device is None or tensor.device == device)):
                 self._reject(torch, index, tensor, device)
             device = tensor.device
         return torch.cuda.current_device() if device is None else device.index
@@ -203,7 +204,11 @@ class GpuProgram:
             raise TypeError(f"{name} has dtype {tensor.dtype}, expected torch.{TORCH_DTYPES[dtype]}")
         if tuple(tensor.shape) != shape:
             raise ValueError(f"{name} has shape {tuple(tensor.shape)}, expected {shape}")
-        raise ValueError(f"{name} is not contiguous; call .contiguous() first")
+        if not tensor.is_contiguous():
+            raise ValueError(f"{name} is not contiguous; call .contiguous() first")
+        # The kernels copy 16-byte pieces (cp.async, TMA): a view that starts between them would fault.
+        raise ValueError(f"{name} starts at {tensor.data_ptr():#x}, not on a 16-byte boundary (a view at an "
+                         f"offset); call .clone() first")
 
     def _load(self, torch, index):
         """The launches and how to fill every non-input slot on GPU ``index``, prepared on its first call."""

@@ -30,11 +30,13 @@ def _is_torch_tensor(value):
 
 
 def _argument_key(value):
-    """What a cached call must match of one argument, cheaply: dtype and shape of an array (and the GPU and
-    contiguity of a tensor), the type and value of a constant; None for anything else (the full path then
-    checks and reports it)."""
+    """What a cached call must match of one argument, cheaply: dtype and shape of an array (and the GPU of a
+    tensor, and whether it is contiguous and 16-byte aligned), the type and value of a constant; None for anything
+    else (the full path then checks and reports it)."""
     if _is_torch_tensor(value):
-        return (value.dtype, value.shape, value.get_device(), value.is_contiguous()) if value.is_cuda else None
+        if not value.is_cuda:
+            return None
+        return (value.dtype, value.shape, value.get_device(), value.is_contiguous() and value.data_ptr() % 16 == 0)
     if isinstance(value, _STATIC_TYPES):
         return (type(value), value)
     if isinstance(value, np.ndarray):
@@ -98,7 +100,7 @@ class JitFunction:
     @staticmethod
     def _runner(program, arrays):
         """What a cache hit calls with the array arguments: a GPU program runs them unchecked (the key holds
-        their dtypes, shapes, GPU and contiguity), a host program as usual."""
+        their dtypes, shapes, GPU, contiguity and alignment), a host program as usual."""
         if isinstance(program, GpuProgram) and arrays:
             torch, index = sys.modules["torch"], arrays[0].get_device()
             return lambda tensors: program.run_checked(torch, tensors, index)

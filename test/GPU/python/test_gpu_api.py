@@ -294,6 +294,9 @@ def bad_calls():
         ("wrong shape", lambda: program(good[0][:, :4], *good[1:]), ValueError, "has shape (1, 4, 77, 64)"),
         ("not contiguous", lambda: program(good[0].transpose(2, 3).contiguous().transpose(2, 3), *good[1:]),
          ValueError, "is not contiguous"),
+        ("misaligned view", lambda: program(torch.zeros(good[0].numel() + 1, dtype=torch.bfloat16,
+                                                        device="cuda")[1:].view(good[0].shape), *good[1:]),
+         ValueError, "not on a 16-byte boundary"),
         ("too few", lambda: program(*good[:2]), TypeError, "takes 6 arguments, got 2"),
         ("cpu torch into jit", lambda: gpu_cases.mlp(*[torch.zeros(s, dtype=torch.bfloat16) for s, _ in
                                                        MLP_ARGUMENTS]), TypeError, "is a CPU torch tensor"),
@@ -302,7 +305,7 @@ def bad_calls():
     ]
 
 
-@pytest.mark.parametrize("index", range(8))
+@pytest.mark.parametrize("index", range(9))
 def test_bad_input(index):
     description, call, error, text = bad_calls()[index]
     with pytest.raises(error) as raised:
