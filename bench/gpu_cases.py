@@ -26,10 +26,12 @@ def tensor(shape, dtype):
 
 
 def gemm_case(name, m, n, k, dtype="bf16", epilogue="none", batch=(), transpose_rhs=False, out_dtype=None,
-              config=None):
+              config=None, rhs_batch=()):
+    """`batch`: the lhs's batch dims; `rhs_batch`: the rhs's (the same, or with an unbatched lhs, broadcast)."""
     out_dtype = out_dtype or dtype
-    a = tensor((*batch, m, k), dtype)
-    b = tensor((n, k) if transpose_rhs else (k, n), dtype)
+    lhs_batch, batch = batch, batch or rhs_batch  # the result's batch dims
+    a = tensor((*lhs_batch, m, k), dtype)
+    b = tensor((*rhs_batch, n, k) if transpose_rhs else (*rhs_batch, k, n), dtype)
     y = tensor((*batch, m, n), dtype)
     v = tensor((n,), dtype)
     extra, body = EPILOGUES[epilogue]
@@ -49,7 +51,7 @@ def gemm_case(name, m, n, k, dtype="bf16", epilogue="none", batch=(), transpose_
     result = tensor((*batch, m, n), out_dtype)
     text = f"func.func @{name}({', '.join(args)}) -> {result} {{\n  " + "\n  ".join(lines) + "\n}\n"
     return dict(name=name, kind="gemm", m=m, n=n, k=k, dtype=dtype, out_dtype=out_dtype, epilogue=epilogue,
-                batch=list(batch),
+                batch=list(batch), lhs_batch=list(lhs_batch), rhs_batch=list(rhs_batch),
                 transpose_rhs=transpose_rhs, mlir=text)
 
 
@@ -236,6 +238,10 @@ def correctness_cases():
                       transpose_rhs=True),
             gemm_case(f"t_{dtype}_65x72x8", 65, 72, 8, dtype),
             gemm_case(f"t_{dtype}_batched_bcast_3x257x264x520", 257, 264, 520, dtype, batch=(3,)),
+            # Batched rhs (the tensor maps' third dim), and an unbatched lhs broadcast against a transposed one.
+            gemm_case(f"t_{dtype}_rhs_batched_2x300x136x264", 300, 136, 264, dtype, batch=(2,), rhs_batch=(2,)),
+            gemm_case(f"t_{dtype}_lhs_bcast_3x200x136x128_transposed", 200, 136, 128, dtype, rhs_batch=(3,),
+                      transpose_rhs=True),
             gemm_case(f"t_{dtype}_2100x4104x136_residual", 2100, 4104, 136, dtype, "residual"),
             # Row lengths that are not whole chunks of 8: an odd one stores one element at a time, an even one
             # in pairs.

@@ -55,8 +55,9 @@ def make_inputs(case, generator):
     m, n, k, batch = case["m"], case["n"], case["k"], tuple(case["batch"])
     def rnd(*shape, scale=1.0):
         return (torch.randn(*shape, generator=generator, device="cuda") * scale).to(dtype)
-    x = rnd(*batch, m, k)
-    w = rnd(n, k, scale=k ** -0.5) if case["transpose_rhs"] else rnd(k, n, scale=k ** -0.5)
+    x = rnd(*case.get("lhs_batch", batch), m, k)
+    rhs_batch = case.get("rhs_batch", [])
+    w = rnd(*rhs_batch, n, k, scale=k ** -0.5) if case["transpose_rhs"] else rnd(*rhs_batch, k, n, scale=k ** -0.5)
     extras = []
     if case["epilogue"] in ("bias_silu", "bias_gelu_tanh"):
         extras.append(rnd(n))
@@ -67,7 +68,7 @@ def make_inputs(case, generator):
 
 def reference(case, x, w, extras):
     """The graph's meaning in float32: the matmul result is held in the input dtype, the epilogue applies to it."""
-    wf = w.float().t() if case["transpose_rhs"] else w.float()
+    wf = w.float().transpose(-1, -2) if case["transpose_rhs"] else w.float()
     y = (x.float() @ wf).to(DTYPES[case["dtype"]]).float()
     if case["epilogue"] == "bias_silu":
         y = torch.nn.functional.silu(y + extras[0].float())

@@ -37,8 +37,10 @@ def ConvertKilnToGPU : Pass<"convert-kiln-to-gpu", "::mlir::ModuleOp"> {
     `"mma_sync"` or `"wgmma"` `#kiln.config`, emits a `gpu.func` of the same name in `gpu.module @kiln_kernels`: thread
     blocks over BM x BN output tiles, a cp.async multi-stage pipeline through padded dynamic shared memory,
     ldmatrix + mma.sync.m16n8k16 (bf16/f16 in, f32 accumulate), the epilogue in registers and a bounds-checked
-    store. A matmul with a `"wgmma"` config (sm_90a only) gets the Hopper kernel instead: cp.async into
-    128-byte swizzled, 1024-byte aligned shared memory, one warpgroup per 64 output rows issuing
+    store. A matmul with a `"wgmma"` config (sm_90a only) gets the Hopper kernel instead: TMA copies (thread 0,
+    one mbarrier per ring slot) into 128-byte swizzled, 1024-byte aligned shared memory through tensor maps of
+    A and B that follow its sizes (`kiln.tensor_map_params`; the launch's `tensor_maps` say how the runtime
+    builds them at each launch), one warpgroup per 64 output rows issuing
     wgmma.mma_async m64nBNk16 from shared-memory descriptors, one wgmma group in flight across k-tiles; an
     attention with a `"wgmma"` config runs S = Q K^T and O += P V as warpgroup MMAs with Q and P in
     registers and K and V in swizzled shared memory, pipelined within the warpgroup (the next tile's S
@@ -51,7 +53,8 @@ def ConvertKilnToGPU : Pass<"convert-kiln-to-gpu", "::mlir::ModuleOp"> {
     take the hardware approximations with subnormals flushed to zero (exp marked `fastmath<afn>`, x / y as x
     times `nvvm.rcp.approx.ftz.f`, and an `nvvm-reflect-ftz` module flag for libdevice, as Triton sets it),
     which also makes them quicker to assemble. The function gets `kiln.gpu_kernel` (the kernel's symbol) and
-    `kiln.launch` (grid, block, dynamic shared memory, and the sizes of a size-generic kernel). Attention becomes a FlashAttention-2 kernel, softmax/rms_norm/layer_norm a
+    `kiln.launch` (grid, block, dynamic shared memory, the sizes of a size-generic kernel, and the tensor maps
+    of a TMA kernel). Attention becomes a FlashAttention-2 kernel, softmax/rms_norm/layer_norm a
     warp-per-row kernel, elementwise ops, RoPE and data movement one-thread-per-element kernels; other kernel
     ops (reduce, concat, gather, logsumexp) are errors that name the op. A kernel whose config needs more
     dynamic shared memory than `chip` allows a block is an error that names the op and both sizes.

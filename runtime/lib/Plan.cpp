@@ -53,31 +53,48 @@ int64_t elementBytes(const std::string &dtype) {
   return 0;
 }
 
+/// Whether `value` is a whole number from 0 to `limit`, stored in `result`.
+bool wholeNumber(const Json *value, double limit, uint64_t &result) {
+  if (!value || value->kind != Json::Kind::Number || value->number < 0 || value->number > limit ||
+      value->number != static_cast<double>(static_cast<uint64_t>(value->number)))
+    return false;
+  result = static_cast<uint64_t>(value->number);
+  return true;
+}
+
 /// The tensor-map specs of a kernel's manifest entry ("tensor_maps": buffer, dtype, dims, strides, box, swizzle
 /// per map); false with `why` on a malformed entry.
 bool parseTensorMaps(const Json *maps, std::vector<kiln_tensor_map_spec> &specs, std::string &why) {
   if (!maps)
     return true;
+  why = "\"tensor_maps\" must list maps of a buffer index, dtype (f16 or bf16), 1 to 5 dims, as many box sizes, "
+        "one stride fewer and a swizzle, all whole numbers";
+  if (maps->kind != Json::Kind::Array)
+    return false;
   for (const Json &map : maps->array) {
     kiln_tensor_map_spec spec{};
-    const Json *buffer = map.find("buffer"), *dtype = map.find("dtype"), *dims = map.find("dims"),
-               *strides = map.find("strides"), *box = map.find("box"), *swizzle = map.find("swizzle");
-    if (!buffer || !dtype || !dims || !strides || !box || !swizzle || dims->array.empty() ||
-        dims->array.size() > 5 || box->array.size() != dims->array.size() ||
-        strides->array.size() + 1 != dims->array.size() || (dtype->string != "f16" && dtype->string != "bf16")) {
-      why = "a tensor map needs buffer, dtype (f16 or bf16), 1 to 5 dims, as many box sizes and one stride fewer";
+    const Json *dtype = map.find("dtype"), *dims = map.find("dims"), *strides = map.find("strides"),
+               *box = map.find("box");
+    uint64_t buffer = 0, swizzle = 0;
+    if (!wholeNumber(map.find("buffer"), 1 << 20, buffer) || !wholeNumber(map.find("swizzle"), 128, swizzle) ||
+        !dtype || dtype->kind != Json::Kind::String || (dtype->string != "f16" && dtype->string != "bf16") ||
+        !dims || !strides || !box || dims->kind != Json::Kind::Array || strides->kind != Json::Kind::Array ||
+        box->kind != Json::Kind::Array || dims->array.empty() || dims->array.size() > 5 ||
+        box->array.size() != dims->array.size() || strides->array.size() + 1 != dims->array.size())
       return false;
-    }
-    spec.buffer = static_cast<int>(buffer->number);
+    spec.buffer = static_cast<int>(buffer);
     spec.dtype = dtype->string == "bf16" ? KILN_TENSOR_MAP_BF16 : KILN_TENSOR_MAP_F16;
     spec.rank = static_cast<int>(dims->array.size());
-    spec.swizzle_bytes = static_cast<int>(swizzle->number);
+    spec.swizzle_bytes = static_cast<int>(swizzle);
     for (size_t d = 0; d < dims->array.size(); ++d) {
-      spec.dims[d] = static_cast<uint64_t>(dims->array[d].number);
-      spec.box[d] = static_cast<uint32_t>(box->array[d].number);
+      uint64_t boxSize = 0;
+      if (!wholeNumber(&dims->array[d], 1e15, spec.dims[d]) || !wholeNumber(&box->array[d], 256, boxSize))
+        return false;
+      spec.box[d] = static_cast<uint32_t>(boxSize);
     }
     for (size_t d = 0; d < strides->array.size(); ++d)
-      spec.strides[d] = static_cast<uint64_t>(strides->array[d].number);
+      if (!wholeNumber(&strides->array[d], 1e15, spec.strides[d]))
+        return false;
     specs.push_back(spec);
   }
   return true;

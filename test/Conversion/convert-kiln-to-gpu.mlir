@@ -688,10 +688,10 @@ module {
 
 // -----
 
-// TMA describes no empty array: K = 0 stays with the mma_sync kernel.
+// TMA describes no empty array: K = 0 stays with the mma_sync kernel (M, N or a batch of 0 likewise).
 module {
   func.func private @w8_matmul(%x: tensor<128x0xbf16>, %w: tensor<0x64xbf16>, %out: tensor<128x64xbf16>) -> tensor<128x64xbf16> attributes {kiln.kernel} {
-    // expected-error @+1 {{the wgmma kernel reads its tiles through TMA, which needs K > 0 (the mma_sync lowering takes K = 0)}}
+    // expected-error @+1 {{the wgmma kernel reads its tiles through TMA, which needs operands of at least one element (M, N, K and the batch dims > 0; the mma_sync lowering takes empty ones)}}
     %y = kiln.matmul %x, %w {kiln.config = #kiln.config<tile = [128, 64, 64], warps = 8, stages = 3, lowering = "wgmma">} : tensor<128x0xbf16>, tensor<0x64xbf16> -> tensor<128x64xbf16>
     %r = bufferization.materialize_in_destination %y in %out : (tensor<128x64xbf16>, tensor<128x64xbf16>) -> tensor<128x64xbf16>
     return %r : tensor<128x64xbf16>

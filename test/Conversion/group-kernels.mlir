@@ -68,6 +68,22 @@ func.func @prefill(%x: tensor<200x128xbf16>, %wq: tensor<128x128xbf16>, %wk: ten
 
 // -----
 
+// Five such projections: a group takes four (eight tensor maps, the most a kernel may take); the fifth launches
+// alone.
+// CHECK-LABEL: func.func @five(
+// CHECK: call @five_k0_matmul_x4(
+// CHECK: call @five_k4_matmul(
+func.func @five(%x: tensor<200x128xbf16>, %w1: tensor<128x64xbf16>, %w2: tensor<128x64xbf16>, %w3: tensor<128x64xbf16>, %w4: tensor<128x64xbf16>, %w5: tensor<128x64xbf16>) -> (tensor<200x64xbf16>, tensor<200x64xbf16>, tensor<200x64xbf16>, tensor<200x64xbf16>, tensor<200x64xbf16>) {
+  %a = kiln.matmul %x, %w1 : tensor<200x128xbf16>, tensor<128x64xbf16> -> tensor<200x64xbf16>
+  %b = kiln.matmul %x, %w2 : tensor<200x128xbf16>, tensor<128x64xbf16> -> tensor<200x64xbf16>
+  %c = kiln.matmul %x, %w3 : tensor<200x128xbf16>, tensor<128x64xbf16> -> tensor<200x64xbf16>
+  %d = kiln.matmul %x, %w4 : tensor<200x128xbf16>, tensor<128x64xbf16> -> tensor<200x64xbf16>
+  %e = kiln.matmul %x, %w5 : tensor<200x128xbf16>, tensor<128x64xbf16> -> tensor<200x64xbf16>
+  return %a, %b, %c, %d, %e : tensor<200x64xbf16>, tensor<200x64xbf16>, tensor<200x64xbf16>, tensor<200x64xbf16>, tensor<200x64xbf16>
+}
+
+// -----
+
 // The second matmul reads the first's result: two launches.
 // CHECK-LABEL: func.func @dependent(
 // CHECK: call @dependent_k0_matmul(

@@ -18,7 +18,6 @@
 namespace mlir {
 namespace kiln {
 
-/// Launch shape of a generated kernel, recorded in the manifest.
 /// A tensor map (TMA descriptor) that a kernel takes by value after its sizes: the runtime builds it at each
 /// launch from the address of buffer parameter `buffer` and this layout (dims innermost first, byte strides of
 /// dims 1 and up, the box each copy moves, the shared-memory swizzle in bytes).
@@ -29,6 +28,10 @@ struct TensorMapParam {
   int64_t swizzleBytes;
 };
 
+/// The most tensor maps a kernel may take (KILN_MAX_TENSOR_MAPS of the runtime).
+constexpr unsigned kMaxTensorMaps = 8;
+
+/// Launch shape of a generated kernel, recorded in the manifest.
 struct KernelLaunch {
   int64_t grid[3];
   int64_t block[3];

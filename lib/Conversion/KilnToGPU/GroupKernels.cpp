@@ -7,10 +7,11 @@
 //
 // The grouped gpu.func takes every member's parameters (inputs first, then outputs, member by member, then the
 // tensor maps of the members that read through TMA) and has a 1-D grid of all members' blocks: block b runs the
-// member whose range holds it, with that member's block index recomputed from b. Members must be the same kind of kernel op with the same block size, so the register and
-// shared-memory budget of the group is the largest member's and nothing else. A call may join the group when it
-// reads nothing the group writes; reshapes (views) of the group's results that sit between the calls move after
-// the grouped call.
+// member whose range holds it, with that member's block index recomputed from b. Members must be the same kind
+// of kernel op with the same block size, so the register and shared-memory budget of the group is the largest
+// member's and nothing else, and take no more tensor maps in all than a kernel may. A call may join the group
+// when it reads nothing the group writes; reshapes (views) of the group's results that sit between the calls
+// move after the grouped call.
 //
 //===----------------------------------------------------------------------===//
 
@@ -77,7 +78,7 @@ static SmallVector<int64_t> launchSizes(DictionaryAttr launch, StringRef name) {
 
 /// `call` as a group member, or nothing when it is not a GPU kernel launch that grouping can take: a complete
 /// kiln.launch, a gpu.func of one block ending in its only gpu.return, one parameter per call operand (then one
-/// per launch size) and no workgroup or private attributions, destinations that are fresh buffers used only
+/// per launch size and one per tensor map) and no workgroup or private attributions, destinations that are fresh buffers used only
 /// here.
 static std::optional<Member> memberFor(func::CallOp call, SymbolTableCollection &symbols) {
   auto host = symbols.lookupNearestSymbolFrom<func::FuncOp>(call, call.getCalleeAttr());
@@ -131,10 +132,16 @@ struct Group {
   /// Reshapes of produced values between the calls, in order (they move after the grouped call).
   SmallVector<ReshapeOp> views;
 
-  /// Whether `next` may join: the same kind and block size, reading nothing the group writes.
+  /// Whether `next` may join: the same kind and block size, reading nothing the group writes, and no more
+  /// tensor maps in all than a kernel may take.
   bool admits(Member &next) {
     Member &first = members.front();
     if (next.kind != first.kind || next.block != first.block)
+      return false;
+    size_t maps = next.tensorMaps.size();
+    for (Member &member : members)
+      maps += member.tensorMaps.size();
+    if (maps > kMaxTensorMaps)
       return false;
     return llvm::none_of(next.call.getOperands(), [&](Value operand) { return produced.contains(operand); });
   }
@@ -310,6 +317,7 @@ static void mergeGroup(Group &group, gpu::GPUModuleOp gpuModule) {
     for (DictionaryAttr map : member.tensorMaps) {
       int64_t buffer = cast<IntegerAttr>(map.get("buffer")).getInt();
       auto *at = llvm::find(origins, std::make_pair(static_cast<unsigned>(index), static_cast<unsigned>(buffer)));
+      assert(at != origins.end() && "a tensor map reads one of its member's buffers");
       NamedAttrList fields(map);
       fields.set("buffer", builder.getI64IntegerAttr(at - origins.begin()));
       maps.push_back(fields.getDictionary(builder.getContext()));

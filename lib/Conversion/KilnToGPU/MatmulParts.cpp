@@ -1,8 +1,8 @@
 //===- MatmulParts.cpp - What Kiln's two GEMM kernels share ----------------===//
 //
-// Operand checks, kernel start and batch offsets, the cp.async tile copies and the epilogue and stores of the
-// mma_sync and wgmma matmul kernels: per pair of accumulators from registers (mma_sync), or per chunk of 8
-// columns from a tile staged in shared memory (wgmma).
+// Operand checks, kernel start and batch offsets, and the epilogue and stores of the mma_sync and wgmma matmul
+// kernels: per pair of accumulators from registers (mma_sync), or per chunk of 8 columns from a tile staged in
+// shared memory (wgmma); and the mma_sync kernel's cp.async tile copies (the wgmma kernel's are TMA).
 //
 //===----------------------------------------------------------------------===//
 

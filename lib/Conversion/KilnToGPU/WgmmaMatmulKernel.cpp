@@ -110,9 +110,10 @@ FailureOr<KernelLaunch> kiln::buildWgmmaMatmulKernel(OpBuilder &builder, gpu::GP
                                "stages >= 3";
   RankedTensorType lhsType = op.getLhs().getType(), rhsType = op.getRhs().getType();
   int64_t k = lhsType.getDimSize(lhsType.getRank() - 1);
-  if (k == 0)
-    return op.emitOpError() << "the wgmma kernel reads its tiles through TMA, which needs K > 0 (the mma_sync "
-                               "lowering takes K = 0)";
+  if (lhsType.getNumElements() == 0 || rhsType.getNumElements() == 0)
+    return op.emitOpError() << "the wgmma kernel reads its tiles through TMA, which needs operands of at least "
+                               "one element (M, N, K and the batch dims > 0; the mma_sync lowering takes empty "
+                               "ones)";
   int64_t threads = warps * 32;
   bool transB = op.getTransposeRhs();
 

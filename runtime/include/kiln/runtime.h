@@ -107,8 +107,9 @@ typedef struct kiln_tensor_map_spec {
 
 /// Gives `kernel` `count` tensor-map parameters after its first `params` parameters: every later
 /// kiln_kernel_launch passes `params` argument pointers, and the launch appends one map per spec, built from
-/// the address its `buffer` argument holds. Fails on a spec the driver would reject (checked with a 1024-byte
-/// aligned address), or when the driver has no tensor maps (before CUDA 12).
+/// the address its `buffer` argument holds. Call it once, before the kernel's first launch (not while another
+/// thread launches it). Fails on a spec the driver would reject (checked with a 1 MiB-aligned address), or when
+/// the driver has no tensor maps (before CUDA 12).
 KILN_RUNTIME_API kiln_status kiln_kernel_set_tensor_maps(kiln_kernel *kernel, int params, int count,
                                                          const kiln_tensor_map_spec *specs);
 

@@ -284,6 +284,29 @@ def test_torch_export_imports():
     assert frontend.import_onnx(frontend.export_torch(gpt2, [y])).text.count("kiln.matmul") == 6
 
 
+def test_the_runtime_checks_tensor_map_specs():
+    """The wgmma matmul's kernel takes tensor maps of A and B; specs the runtime cannot build are refused when the
+    kernel is set up, with a message that names what is wrong."""
+    from kiln import runtime
+    a = torch.zeros((200, 264), dtype=torch.bfloat16, device="cuda")
+    b = torch.zeros((264, 136), dtype=torch.bfloat16, device="cuda")
+    program = kiln.compile(kiln.ops.matmul.source(a, b), target="sm_90a")
+    entry = program.kernels[0]
+    maps = entry["tensor_maps"]
+    assert [m["buffer"] for m in maps] == [0, 1]
+    gpu = runtime.device(0)
+    module = gpu.load((program.folder / program._image(entry, gpu.capability)).read_bytes())
+    params = len(entry["params"]) + len(entry.get("sizes", []))
+    misaligned = dict(maps[0], strides=[maps[0]["strides"][0] + 2, maps[0]["strides"][1]])
+    for specs, message in [([dict(maps[0], buffer=params)], f"reads parameter {params}, not one of the {params} "),
+                           ([dict(maps[0], swizzle=96)], "swizzle 0, 32, 64 or 128"),
+                           (maps * 5, "at most 8 maps"),
+                           ([misaligned], "tensor map of kernel parameter 0 .* cuTensorMapEncodeTiled failed")]:
+        with pytest.raises(RuntimeError, match=message):
+            gpu.kernel(module, entry["function"], params, specs)
+    assert gpu.kernel(module, entry["function"], params, maps)
+
+
 def bad_calls():
     program = kiln.compile(gpu_cases.SOURCE_CASES[0][1].read_text(), target="sm_90a")
     good = [torch.zeros(shape, dtype=torch.bfloat16, device="cuda") for _, shape in program.inputs]

@@ -182,3 +182,18 @@ def test_the_runtime_launcher_is_the_native_one():
         launch([1], 0)
     with pytest.raises(RuntimeError, match="kiln_kernel_launch: .*grid and block dimensions must be positive"):
         launch([1, 2], 0)
+
+
+def test_tensor_map_specs_from_the_manifest():
+    """A manifest's tensor map becomes the runtime's kiln_tensor_map_spec field by field; a dtype or rank the
+    runtime cannot describe raises before any call into it."""
+    spec = runtime.TensorMapSpec.of({"buffer": 1, "dtype": "bf16", "dims": [520, 257, 3], "strides": [1040, 267280],
+                                     "box": [64, 128, 1], "swizzle": 128})
+    assert (spec.buffer, spec.dtype, spec.rank, spec.swizzle_bytes) == (1, 1, 3, 128)
+    assert list(spec.dims) == [520, 257, 3, 0, 0] and list(spec.strides) == [1040, 267280, 0, 0]
+    assert list(spec.box) == [64, 128, 1, 0, 0]
+    with pytest.raises(ValueError, match="dtype must be f16 or bf16"):
+        runtime.TensorMapSpec.of({"buffer": 0, "dtype": "f32", "dims": [8], "strides": [], "box": [8], "swizzle": 0})
+    with pytest.raises(ValueError, match="with 1 to 5 dims"):
+        runtime.TensorMapSpec.of({"buffer": 0, "dtype": "f16", "dims": [8] * 6, "strides": [16] * 5, "box": [8] * 6,
+                                  "swizzle": 0})
