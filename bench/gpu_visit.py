@@ -38,9 +38,7 @@ class Runtime:
 
     def load(self, cubin, entry):
         """The kernel of manifest ``entry`` from ``cubin``, with the tensor maps its launches append (TMA)."""
-        params = len(entry["params"]) + len(entry.get("sizes", []))
-        return self.gpu.kernel(self.gpu.load(Path(cubin).read_bytes()), entry["function"], params,
-                               entry.get("tensor_maps", ()))
+        return self.gpu.manifest_kernel(self.gpu.load(Path(cubin).read_bytes()), entry)
 
     def launch(self, kernel, launch, tensors):
         sizes = list(launch.get("sizes", []))  # a size-generic kernel's sizes follow its buffers

@@ -150,8 +150,7 @@ def warm(kiln, torch, rows):
         from kiln import runtime
         entry, gpu = program.kernels[0], runtime.device(index)
         module = gpu.load((program.folder / program._image(entry, gpu.capability)).read_bytes())
-        kernel = gpu.kernel(module, entry["function"], len(pointers), entry.get("tensor_maps", ()))
-        through_ctypes = runtime.Launch(kernel, entry, len(pointers))
+        through_ctypes = runtime.Launch(gpu.manifest_kernel(module, entry), entry, len(pointers))
         rows["warm: one launch (ctypes + cuLaunchKernel)"] = us(lambda: through_ctypes(pointers, stream))
     rows["warm: torch.matmul 16x16"] = us(lambda: torch.matmul(a, a))
     torch.cuda.synchronize()

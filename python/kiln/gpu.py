@@ -221,11 +221,10 @@ class GpuProgram:
             image = self._image(entry, gpu.capability)
             if image not in modules:
                 modules[image] = gpu.load((self.folder / image).read_bytes())
+            kernel = gpu.manifest_kernel(modules[image], entry)
             # A size-generic kernel takes its sizes after the buffers (the same at every call of the step), and a
             # TMA kernel its tensor maps after those, which the runtime builds at each launch.
             sizes = list(entry.get("sizes", []))
-            kernel = gpu.kernel(modules[image], entry["function"], len(step["args"]) + len(sizes),
-                                entry.get("tensor_maps", ()))
             launch = runtime.launcher(kernel, entry, len(step["args"]) + len(sizes))
             steps.append((launch, [self._slots[i] for i in step["args"]], sizes))
         fills = []  # one per non-input slot, in slot order

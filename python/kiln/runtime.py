@@ -84,6 +84,12 @@ class Device:
                   f"kernel '{name}'")
         return kernel
 
+    def manifest_kernel(self, module, entry):
+        """The kernel of manifest ``entry`` in ``module``: its buffers and sizes are what a launch passes, and its
+        ``tensor_maps`` (if any) what the runtime appends."""
+        params = len(entry["params"]) + len(entry.get("sizes", []))
+        return self.kernel(module, entry["function"], params, entry.get("tensor_maps", ()))
+
 
 class TensorMapSpec(ctypes.Structure):
     """kiln_tensor_map_spec of runtime.h."""

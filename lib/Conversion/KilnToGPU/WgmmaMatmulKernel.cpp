@@ -193,7 +193,8 @@ FailureOr<KernelLaunch> kiln::buildWgmmaMatmulKernel(OpBuilder &builder, gpu::GP
   Value zero = zeroAccumulator(builder, loc, bn);
   Type accType = zero.getType();
   auto wgmmaType = element.isBF16() ? NVVM::WGMMATypes::bf16 : NVVM::WGMMATypes::f16;
-  Value ticks = arith::ConstantIntOp::create(builder, loc, 0x989680, 32);
+  // A waiting thread may be suspended up to 10 ms at a time (the hint of mbarrier.try_wait; the wait loops).
+  Value ticks = arith::ConstantIntOp::create(builder, loc, 10'000'000, 32);
   auto loop = scf::ForOp::create(
       builder, loc, im.c(0), kTiles, im.c(1), ValueRange{zero},
       [&](OpBuilder &nested, Location, Value kTile, ValueRange accs) {
@@ -254,8 +255,7 @@ FailureOr<KernelLaunch> kiln::buildWgmmaMatmulKernel(OpBuilder &builder, gpu::GP
   KernelLaunch launch = matmulLaunch(frame, bm, bn, threads, sharedBytes);
   // The maps' layouts: [batch][M][K] for A; [batch][N][K] or [batch][K][N] for B (innermost first below).
   int64_t n = frame.n, m = frame.m;
-  int64_t batchA = lhsType.getNumElements() / std::max<int64_t>(m * k, 1);
-  int64_t batchB = rhsType.getNumElements() / std::max<int64_t>(k * n, 1);
+  int64_t batchA = lhsType.getNumElements() / (m * k), batchB = rhsType.getNumElements() / (k * n);
   StringRef dtype = element.isBF16() ? "bf16" : "f16";
   launch.tensorMaps.push_back({0, dtype, {k, m, batchA}, {k * elementBytes, m * k * elementBytes}, {bk, bm, 1},
                                kSwizzleRowBytes});

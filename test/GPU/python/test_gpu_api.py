@@ -304,7 +304,7 @@ def test_the_runtime_checks_tensor_map_specs():
                            ([misaligned], "tensor map of kernel parameter 0 .* cuTensorMapEncodeTiled failed")]:
         with pytest.raises(RuntimeError, match=message):
             gpu.kernel(module, entry["function"], params, specs)
-    assert gpu.kernel(module, entry["function"], params, maps)
+    assert gpu.manifest_kernel(module, entry)
 
 
 def bad_calls():
