@@ -12,6 +12,8 @@
 #include "Transforms/Passes.h"
 #include "Transforms/Transforms.h"
 
+#include "llvm/Support/MathExtras.h"
+
 namespace mlir {
 namespace kiln {
 #define GEN_PASS_DEF_KILNFOLDMATMULBATCH
@@ -44,8 +46,13 @@ FailureOr<MatmulOp> kiln::foldMatmulBatch(RewriterBase &rewriter, MatmulOp op) {
     if (type.getRank() > 1 && type.getShape() != resultType.getShape())
       return rewriter.notifyMatchFailure(op, "an epilogue operand broadcasts over the batch dims");
   }
+  // The product of the leading dims, not the element count over K: K may be 0, and then the count says
+  // nothing about the rows (which may even overflow).
+  int64_t rows = 1;
+  for (int64_t size : lhsType.getShape().drop_back())
+    if (llvm::MulOverflow(rows, size, rows))
+      return rewriter.notifyMatchFailure(op, "the lhs row count overflows int64");
   Location loc = op.getLoc();
-  int64_t rows = lhsType.getNumElements() / lhsType.getShape().back();
   rewriter.setInsertionPoint(op);
   auto flatLhsType = RankedTensorType::get({rows, lhsType.getShape().back()}, lhsType.getElementType());
   Value lhs = ReshapeOp::create(rewriter, loc, flatLhsType, op.getLhs());

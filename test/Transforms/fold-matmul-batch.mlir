@@ -60,3 +60,17 @@ func.func @batch_broadcast_operand(%x: tensor<2x3x8xf32>, %w: tensor<8x4xf32>, %
   } : tensor<2x3x8xf32>, tensor<8x4xf32> -> tensor<2x3x4xf32>
   return %y : tensor<2x3x4xf32>
 }
+
+// -----
+
+// K = 0: the rows are the product of the leading dims (the element count over K would divide by zero); the
+// folded matmul is an empty sum per output, as numpy's.
+// CHECK-LABEL: func.func @empty_contraction
+// CHECK-NEXT: %[[X:.*]] = kiln.reshape %arg0 : tensor<2x3x0xf32> -> tensor<6x0xf32>
+// CHECK-NEXT: %[[Y:.*]] = kiln.matmul %[[X]], %arg1 : tensor<6x0xf32>, tensor<0x4xf32> -> tensor<6x4xf32>
+// CHECK-NEXT: %[[R:.*]] = kiln.reshape %[[Y]] : tensor<6x4xf32> -> tensor<2x3x4xf32>
+// CHECK-NEXT: return %[[R]]
+func.func @empty_contraction(%x: tensor<2x3x0xf32>, %w: tensor<0x4xf32>) -> tensor<2x3x4xf32> {
+  %y = kiln.matmul %x, %w : tensor<2x3x0xf32>, tensor<0x4xf32> -> tensor<2x3x4xf32>
+  return %y : tensor<2x3x4xf32>
+}

@@ -48,6 +48,15 @@ def test_matmul_bf16_without_bias(record_error):
     check(record_error, "ops: matmul bf16", out, a.astype(np.float64) @ b.astype(np.float64), seed, 2e-2)
 
 
+@pytest.mark.parametrize("a_shape,b_shape", [((2, 3, 0), (0, 4)), ((3, 0), (0, 4)), ((2, 3, 0), (2, 0, 4))])
+def test_matmul_empty_contraction(a_shape, b_shape):
+    """K = 0 is numpy's empty sum: zeros, plus the bias. (kiln-fold-matmul-batch once divided by K: SIGFPE.)"""
+    rng, _ = fresh_rng()
+    a, b, bias = np.zeros(a_shape, np.float32), np.zeros(b_shape, np.float32), randn(rng, b_shape[-1])
+    np.testing.assert_array_equal(kiln.ops.matmul(a, b), a @ b)
+    np.testing.assert_array_equal(kiln.ops.matmul(a, b, bias=bias), a @ b + bias)
+
+
 def attention_reference(q, k, v, causal, scale, mask):
     q, k, v = (x.astype(np.float64) for x in (q, k, v))
     group = q.shape[1] // k.shape[1]
