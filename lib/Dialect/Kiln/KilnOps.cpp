@@ -11,6 +11,7 @@
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <cmath>
 
@@ -27,6 +28,18 @@ static std::string formatShape(ArrayRef<int64_t> shape) {
 }
 
 static RankedTensorType tensorType(Value value) { return cast<RankedTensorType>(value.getType()); }
+
+/// The element count of `type`, or an error naming it (as `name`) when the count does not fit in int64:
+/// RankedTensorType::getNumElements would wrap, and a wrapped count can make two sizes look equal.
+static FailureOr<int64_t> checkedNumElements(Operation *op, StringRef name, RankedTensorType type) {
+  if (llvm::is_contained(type.getShape(), 0))
+    return 0;
+  int64_t count = 1;
+  for (int64_t size : type.getShape())
+    if (llvm::MulOverflow(count, size, count))
+      return op->emitOpError() << name << " type " << type << " has more elements than int64 can count";
+  return count;
+}
 
 /// Checks that an axis attribute lies in [0, rank).
 static LogicalResult verifyAxis(Operation *op, int64_t axis, int64_t rank) {
@@ -405,9 +418,15 @@ LogicalResult ReshapeOp::verify() {
   RankedTensorType input = getInput().getType(), result = getType();
   if (failed(verifySameElementType(*this, input, result)))
     return failure();
-  if (input.getNumElements() != result.getNumElements())
-    return emitOpError() << "cannot reshape " << formatShape(input.getShape()) << " (" << input.getNumElements()
-                         << " elements) to " << formatShape(result.getShape()) << " (" << result.getNumElements()
+  FailureOr<int64_t> inputCount = checkedNumElements(*this, "input", input);
+  if (failed(inputCount))
+    return failure();
+  FailureOr<int64_t> resultCount = checkedNumElements(*this, "result", result);
+  if (failed(resultCount))
+    return failure();
+  if (*inputCount != *resultCount)
+    return emitOpError() << "cannot reshape " << formatShape(input.getShape()) << " (" << *inputCount
+                         << " elements) to " << formatShape(result.getShape()) << " (" << *resultCount
                          << " elements)";
   return success();
 }
@@ -450,7 +469,8 @@ LogicalResult ConcatOp::verify() {
                              << " but input #0 has " << first.getDimSize(d) << " (only axis " << axis
                              << " may differ)";
     }
-    total += type.getDimSize(axis);
+    if (llvm::AddOverflow(total, type.getDimSize(axis), total))
+      return emitOpError() << "the inputs' sizes along axis " << axis << " add up to more than int64 can count";
   }
   SmallVector<int64_t> shape(first.getShape());
   shape[axis] = total;

@@ -891,6 +891,23 @@ func.func @reshape_element_count(%x: tensor<2x77x512xf32>) -> tensor<2x77x8x32xf
 
 // -----
 
+// 2^32 * (2^32 + 1) elements wrap to 2^32 in int64: without a checked product this reshape would pass.
+func.func @reshape_input_count_overflows(%x: tensor<4294967296x4294967297xf32>) -> tensor<4294967296xf32> {
+  // expected-error @+1 {{'kiln.reshape' op input type 'tensor<4294967296x4294967297xf32>' has more elements than int64 can count}}
+  %0 = kiln.reshape %x : tensor<4294967296x4294967297xf32> -> tensor<4294967296xf32>
+  return %0 : tensor<4294967296xf32>
+}
+
+// -----
+
+func.func @reshape_result_count_overflows(%x: tensor<4294967296xf32>) -> tensor<4294967296x4294967297xf32> {
+  // expected-error @+1 {{'kiln.reshape' op result type 'tensor<4294967296x4294967297xf32>' has more elements than int64 can count}}
+  %0 = kiln.reshape %x : tensor<4294967296xf32> -> tensor<4294967296x4294967297xf32>
+  return %0 : tensor<4294967296x4294967297xf32>
+}
+
+// -----
+
 func.func @broadcast_element_type(%x: tensor<8xi32>) -> tensor<4x8xi64> {
   // expected-error @+1 {{'kiln.broadcast' op result element type 'i64' differs from the input element type 'i32'}}
   %0 = kiln.broadcast %x : tensor<8xi32> -> tensor<4x8xi64>
@@ -979,6 +996,15 @@ func.func @concat_result_element_type(%a: tensor<4xi32>) -> tensor<8xi64> {
   // expected-error @+1 {{'kiln.concat' op result type 'tensor<8xi64>' does not match the inferred type 'tensor<8xi32>'}}
   %0 = kiln.concat %a, %a axis 0 : tensor<4xi32>, tensor<4xi32> -> tensor<8xi64>
   return %0 : tensor<8xi64>
+}
+
+// -----
+
+// Two halves of 2^62 add up to 2^63, one past int64.
+func.func @concat_size_overflows(%a: tensor<4611686018427387904xf32>) -> tensor<1xf32> {
+  // expected-error @+1 {{'kiln.concat' op the inputs' sizes along axis 0 add up to more than int64 can count}}
+  %0 = kiln.concat %a, %a axis 0 : tensor<4611686018427387904xf32>, tensor<4611686018427387904xf32> -> tensor<1xf32>
+  return %0 : tensor<1xf32>
 }
 
 // -----
