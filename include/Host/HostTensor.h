@@ -27,6 +27,11 @@ enum class ElementKind { F32, F16, BF16, I64, I32, I1 };
 /// Size in bytes of one element.
 size_t elementSize(ElementKind kind);
 
+/// The size in bytes of a dense tensor of `shape` and `kind`, or std::nullopt when its element count or byte
+/// count does not fit in int64: such a shape names no buffer that can exist, and an unchecked product would
+/// wrap to a small (even zero) size.
+std::optional<int64_t> checkedByteSize(ElementKind kind, llvm::ArrayRef<int64_t> shape);
+
 /// Human-readable name ("f32", "bf16", ...).
 llvm::StringRef elementName(ElementKind kind);
 
@@ -39,7 +44,7 @@ struct HostTensor {
   llvm::SmallVector<int64_t> shape;
   std::vector<uint8_t> bytes;
 
-  /// A zero-filled tensor.
+  /// A zero-filled tensor; `shape` must have a checkedByteSize.
   static HostTensor zeros(ElementKind kind, llvm::ArrayRef<int64_t> shape);
 
   /// Number of elements.

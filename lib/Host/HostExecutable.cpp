@@ -33,6 +33,9 @@ static FailureOr<SmallVector<TensorSignature>> signaturesOf(func::FuncOp func, T
       return func.emitError() << what << " #" << index << " has type " << type
                               << "; the host backend takes statically shaped tensors of f32, f16, bf16, i64, "
                                  "i32 or i1";
+    if (!checkedByteSize(*kind, tensor.getShape()))
+      return func.emitError() << what << " #" << index << " has type " << type
+                              << ", whose size in bytes does not fit in int64; no host buffer can hold it";
     signatures.push_back({*kind, SmallVector<int64_t>(tensor.getShape())});
   }
   return signatures;
@@ -57,6 +60,22 @@ FailureOr<std::unique_ptr<HostExecutable>> HostExecutable::compile(ModuleOp modu
   auto inputs = signaturesOf(func, func.getArgumentTypes(), "argument");
   auto outputs = signaturesOf(func, func.getResultTypes(), "result");
   if (failed(inputs) || failed(outputs))
+    return failure();
+  // A value that no buffer can hold would make the allocation size in the JIT code wrap; refuse it by name.
+  WalkResult tooLarge = func.walk([](Operation *op) {
+    for (auto [index, type] : llvm::enumerate(op->getResultTypes())) {
+      auto tensor = dyn_cast<RankedTensorType>(type);
+      std::optional<ElementKind> kind =
+          tensor && tensor.hasStaticShape() ? elementKindOf(tensor.getElementType()) : std::nullopt;
+      if (kind && !checkedByteSize(*kind, tensor.getShape())) {
+        op->emitOpError() << "result #" << index << " has type " << type
+                          << ", whose size in bytes does not fit in int64; no host buffer can hold it";
+        return WalkResult::interrupt();
+      }
+    }
+    return WalkResult::advance();
+  });
+  if (tooLarge.wasInterrupted())
     return failure();
 
   OwningOpRef<ModuleOp> lowered = cast<ModuleOp>(module->clone());

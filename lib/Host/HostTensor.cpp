@@ -9,6 +9,8 @@
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/APFloat.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <cmath>
 #include <cstring>
@@ -31,6 +33,16 @@ size_t kiln::elementSize(ElementKind kind) {
     return 1;
   }
   return 0;
+}
+
+std::optional<int64_t> kiln::checkedByteSize(ElementKind kind, ArrayRef<int64_t> shape) {
+  if (llvm::is_contained(shape, 0))
+    return 0;
+  int64_t bytes = static_cast<int64_t>(elementSize(kind));
+  for (int64_t size : shape)
+    if (size < 0 || llvm::MulOverflow(bytes, size, bytes))
+      return std::nullopt;
+  return bytes;
 }
 
 StringRef kiln::elementName(ElementKind kind) {
@@ -71,7 +83,9 @@ HostTensor HostTensor::zeros(ElementKind kind, ArrayRef<int64_t> shape) {
   HostTensor tensor;
   tensor.kind = kind;
   tensor.shape.assign(shape.begin(), shape.end());
-  tensor.bytes.assign(tensor.numElements() * elementSize(kind), 0);
+  std::optional<int64_t> size = checkedByteSize(kind, shape);
+  assert(size && "the caller checks that the shape fits in memory");
+  tensor.bytes.assign(*size, 0);
   return tensor;
 }
 

@@ -106,11 +106,15 @@ llvm::Expected<HostTensor> kiln::readNpy(StringRef path, std::optional<ElementKi
     }
     dims = rest;
   }
-  size_t payload = tensor.numElements() * elementSize(*kind);
+  // A header may claim any shape; an unchecked byte count could wrap to the size of the data that is there.
+  std::optional<int64_t> payload = checkedByteSize(*kind, tensor.shape);
+  if (!payload)
+    return npyError(path, "shape " + *shapeText + " of " + elementName(*kind) +
+                              " has more bytes than int64 can count");
   size_t offset = headerStart + headerLength;
-  if (data.size() - offset != payload)
+  if (data.size() - offset != static_cast<uint64_t>(*payload))
     return npyError(path, "holds " + llvm::Twine(data.size() - offset) + " data bytes but shape " + *shapeText +
-                              " of " + elementName(*kind) + " needs " + llvm::Twine(payload));
+                              " of " + elementName(*kind) + " needs " + llvm::Twine(*payload));
   tensor.bytes.assign(data.begin() + offset, data.end());
   return tensor;
 }
