@@ -8,6 +8,7 @@ by the dialect when the traced text is compiled.
 """
 
 import math
+import numbers
 
 import numpy as np
 
@@ -225,6 +226,16 @@ def attention(q, k, v, *, causal=False, scale=None, mask=None):
         raise ValueError(f"attention: batch of 'q' is {b} but of 'k' is {bk}")
     if hk == 0 or hq % hk:
         raise ValueError(f"attention: {hq} query heads cannot share {hk} key/value heads (not a divisor)")
+    if not isinstance(causal, bool):
+        raise TypeError(f"attention: 'causal' must be True or False, got {causal!r}")
+    if causal and sq > sk:
+        raise ValueError(f"attention: causal attention aligns the mask bottom-right and needs seq_q <= seq_k, got "
+                         f"seq_q = {sq} (from 'q') and seq_k = {sk} (from 'k')")
+    if scale is not None:
+        if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
+            raise TypeError(f"attention: 'scale' must be a number, got {type(scale).__name__}")
+        if not (math.isfinite(scale) and scale > 0):
+            raise ValueError(f"attention: 'scale' must be a finite positive number, got {scale}")
     full = (b, hq, sq, sk)
     if mask is not None and (mask.ndim > 4 or _broadcasts_to(mask.shape, full) is False):
         raise ValueError(f"attention: 'mask' of shape {mask.shape} does not broadcast to {full}")

@@ -175,6 +175,16 @@ BAD_OPS = [
      ValueError, "D even"),
     ("rope table shape", lambda: kiln.ops.rope(F, np.ones((8, 7), np.float32), np.ones((8, 8), np.float32)),
      ValueError, "'cos' has shape (8, 7)"),
+    ("attention causal not a bool", lambda: kiln.ops.attention(F, KV, KV, causal="False"),
+     TypeError, "'causal' must be True or False, got 'False'"),
+    ("attention causal long query", lambda: kiln.ops.attention(F, KV[:, :, :4], KV[:, :, :4], causal=True),
+     ValueError, "needs seq_q <= seq_k, got seq_q = 8 (from 'q') and seq_k = 4 (from 'k')"),
+    ("attention scale nan", lambda: kiln.ops.attention(F, KV, KV, scale=math.nan),
+     ValueError, "'scale' must be a finite positive number, got nan"),
+    ("attention scale inf", lambda: kiln.ops.attention(F, KV, KV, scale=math.inf),
+     ValueError, "'scale' must be a finite positive number, got inf"),
+    ("attention scale string", lambda: kiln.ops.attention(F, KV, KV, scale="0.5"),
+     TypeError, "'scale' must be a number, got str"),
 ]
 
 
