@@ -222,6 +222,10 @@ def attention(q, k, v, *, causal=False, scale=None, mask=None):
         raise ValueError(f"attention: 'k' {k.shape} and 'v' {v.shape} differ in batch, heads or sequence")
     if d != dk:
         raise ValueError(f"attention: head dim of 'q' is {d} but of 'k' is {dk}")
+    for name in ("q", "v"):
+        if tensors[name].shape[3] == 0:
+            raise ValueError(f"attention: '{name}' has head dim 0 (dim 3, shape {tensors[name].shape}); it must be "
+                             f"positive")
     if bk != b:
         raise ValueError(f"attention: batch of 'q' is {b} but of 'k' is {bk}")
     if hk == 0 or hq % hk:
@@ -258,7 +262,18 @@ def softmax(x, axis=-1):
     check_floats("softmax", x=x)
     if not -x.ndim <= axis < x.ndim:
         raise ValueError(f"softmax: axis {axis} is out of range for 'x' of rank {x.ndim}")
+    if x.shape[axis] == 0:
+        raise ValueError(f"softmax: 'x' has size 0 along axis {axis % x.ndim} (shape {x.shape}); softmax needs at "
+                         f"least one element to normalise over")
     return x.graph.emit(f"kiln.softmax {x.name} axis {axis % x.ndim} : {x.type}", x.shape, x.element)
+
+
+def _check_norm_input(op, x):
+    if x.ndim == 0:
+        raise ValueError(f"{op}: 'x' must have rank >= 1 to normalise its last dimension, got a scalar")
+    if x.shape[-1] == 0:
+        raise ValueError(f"{op}: 'x' has size 0 in its last dimension (dim {x.ndim - 1}, shape {x.shape}); there is "
+                         f"nothing to normalise over")
 
 
 def _check_norm_weight(op, x, name, weight):
@@ -269,6 +284,7 @@ def _check_norm_weight(op, x, name, weight):
 def rms_norm(x, weight, eps=1e-6):
     """``x / sqrt(mean(x^2, -1) + eps) * weight`` over the last dimension."""
     check_floats("rms_norm", x=x, weight=weight)
+    _check_norm_input("rms_norm", x)
     _check_norm_weight("rms_norm", x, "weight", weight)
     return x.graph.emit(f"kiln.rms_norm {x.name}, {weight.name} epsilon {float_literal(eps)} : {x.type}, "
                         f"{weight.type}", x.shape, x.element)
@@ -278,6 +294,7 @@ def layer_norm(x, weight, bias=None, eps=1e-5):
     """Layer normalisation over the last dimension, times ``weight``, plus ``bias`` when given."""
     tensors = {"x": x, "weight": weight} if bias is None else {"x": x, "weight": weight, "bias": bias}
     check_floats("layer_norm", **tensors)
+    _check_norm_input("layer_norm", x)
     _check_norm_weight("layer_norm", x, "weight", weight)
     _check_norm_weight("layer_norm", x, "bias", bias)
     operands = ", ".join(t.name for t in tensors.values())

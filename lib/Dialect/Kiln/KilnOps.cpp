@@ -220,6 +220,9 @@ LogicalResult AttentionOp::verify() {
   if (k.getDimSize(3) != q.getDimSize(3))
     return emitOpError() << "head dim of 'k' (dimension 3: " << k.getDimSize(3) << ") differs from 'q' ("
                          << q.getDimSize(3) << ")";
+  for (auto [name, type] : {std::pair<StringRef, RankedTensorType>{"q", q}, {"v", v}})
+    if (type.getDimSize(3) == 0)
+      return emitOpError() << "head dim of '" << name << "' (dimension 3) must be positive";
 
   int64_t batch = q.getDimSize(0), heads = q.getDimSize(headsDim), seqQ = q.getDimSize(seqDim),
           seqK = k.getDimSize(seqDim);
@@ -266,7 +269,14 @@ LogicalResult AttentionOp::verify() {
 // Normalisations and reductions
 //===----------------------------------------------------------------------===//
 
-LogicalResult SoftmaxOp::verify() { return verifyAxis(*this, getAxis(), getType().getRank()); }
+LogicalResult SoftmaxOp::verify() {
+  if (failed(verifyAxis(*this, getAxis(), getType().getRank())))
+    return failure();
+  if (getType().getDimSize(getAxis()) == 0)
+    return emitOpError() << "axis " << getAxis() << " of the input has size 0; softmax needs at least one element "
+                            "to normalise over";
+  return success();
+}
 
 LogicalResult LogSumExpOp::verify() {
   RankedTensorType input = getInput().getType();
@@ -319,6 +329,9 @@ static LogicalResult verifyChannelParameter(Operation *op, StringRef name, Value
 static LogicalResult verifyNorm(Operation *op, RankedTensorType input, APFloat epsilon) {
   if (input.getRank() < 1)
     return op->emitOpError() << "input must have rank >= 1 to normalise its last dimension";
+  if (input.getDimSize(input.getRank() - 1) == 0)
+    return op->emitOpError() << "the last dimension of the input (dimension " << input.getRank() - 1
+                             << ") has size 0; there is nothing to normalise over";
   if (!epsilon.isFinite() || epsilon.isNegative())
     return op->emitOpError() << "epsilon must be finite and non-negative, got " << epsilon.convertToDouble();
   return success();

@@ -373,6 +373,22 @@ func.func @attention_head_dim(%q: tensor<1x2x4x64xf32>, %k: tensor<1x2x4x32xf32>
 
 // -----
 
+func.func @attention_empty_head_dim(%q: tensor<1x2x4x0xf32>) -> tensor<1x2x4x0xf32> {
+  // expected-error @+1 {{'kiln.attention' op head dim of 'q' (dimension 3) must be positive}}
+  %0 = kiln.attention %q, %q, %q : tensor<1x2x4x0xf32>, tensor<1x2x4x0xf32>, tensor<1x2x4x0xf32> -> tensor<1x2x4x0xf32>
+  return %0 : tensor<1x2x4x0xf32>
+}
+
+// -----
+
+func.func @attention_empty_value_head_dim(%q: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x0xf32>) -> tensor<1x2x4x0xf32> {
+  // expected-error @+1 {{'kiln.attention' op head dim of 'v' (dimension 3) must be positive}}
+  %0 = kiln.attention %q, %q, %v : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x0xf32> -> tensor<1x2x4x0xf32>
+  return %0 : tensor<1x2x4x0xf32>
+}
+
+// -----
+
 func.func @attention_causal_long_query(%q: tensor<1x2x16x8xf32>, %k: tensor<1x2x4x8xf32>) -> tensor<1x2x16x8xf32> {
   // expected-error @+1 {{'kiln.attention' op causal attention aligns the mask bottom-right and needs seq_q <= seq_k, got seq_q = 16 and seq_k = 4}}
   %0 = kiln.attention %q, %k, %k causal : tensor<1x2x16x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32> -> tensor<1x2x16x8xf32>
@@ -498,6 +514,14 @@ func.func @softmax_scalar(%x: tensor<f32>) -> tensor<f32> {
 
 // -----
 
+func.func @softmax_empty_axis(%x: tensor<4x0xf32>) -> tensor<4x0xf32> {
+  // expected-error @+1 {{'kiln.softmax' op axis 1 of the input has size 0; softmax needs at least one element to normalise over}}
+  %0 = kiln.softmax %x axis 1 : tensor<4x0xf32>
+  return %0 : tensor<4x0xf32>
+}
+
+// -----
+
 func.func @reduce_no_axes(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   // expected-error @+1 {{'kiln.reduce' op needs at least one axis}}
   %0 = kiln.reduce sum %x axes [] : tensor<4x8xf32> -> tensor<4x8xf32>
@@ -562,6 +586,22 @@ func.func @rms_norm_scalar_input(%x: tensor<f32>, %w: tensor<1xf32>) -> tensor<f
   // expected-error @+1 {{'kiln.rms_norm' op input must have rank >= 1 to normalise its last dimension}}
   %0 = kiln.rms_norm %x, %w epsilon 1.0e-06 : tensor<f32>, tensor<1xf32>
   return %0 : tensor<f32>
+}
+
+// -----
+
+func.func @rms_norm_empty_rows(%x: tensor<4x0xf32>, %w: tensor<0xf32>) -> tensor<4x0xf32> {
+  // expected-error @+1 {{'kiln.rms_norm' op the last dimension of the input (dimension 1) has size 0; there is nothing to normalise over}}
+  %0 = kiln.rms_norm %x, %w epsilon 1.0e-06 : tensor<4x0xf32>, tensor<0xf32>
+  return %0 : tensor<4x0xf32>
+}
+
+// -----
+
+func.func @layer_norm_empty_rows(%x: tensor<2x3x0xf32>, %w: tensor<0xf32>) -> tensor<2x3x0xf32> {
+  // expected-error @+1 {{'kiln.layer_norm' op the last dimension of the input (dimension 2) has size 0; there is nothing to normalise over}}
+  %0 = kiln.layer_norm %x, %w epsilon 1.0e-05 : tensor<2x3x0xf32>, tensor<0xf32>
+  return %0 : tensor<2x3x0xf32>
 }
 
 // -----

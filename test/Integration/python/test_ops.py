@@ -185,6 +185,15 @@ BAD_OPS = [
      ValueError, "'scale' must be a finite positive number, got inf"),
     ("attention scale string", lambda: kiln.ops.attention(F, KV, KV, scale="0.5"),
      TypeError, "'scale' must be a number, got str"),
+    ("attention empty head dim", lambda: kiln.ops.attention(F[..., :0], KV[..., :0], KV[..., :0]),
+     ValueError, "'q' has head dim 0 (dim 3"),
+    ("attention empty value head dim", lambda: kiln.ops.attention(F, KV, KV[..., :0]),
+     ValueError, "'v' has head dim 0 (dim 3"),
+    ("softmax empty axis", lambda: kiln.ops.softmax(F[..., :0]), ValueError, "'x' has size 0 along axis 3"),
+    ("rms_norm empty rows", lambda: kiln.ops.rms_norm(F[..., :0], np.ones(0, np.float32)),
+     ValueError, "'x' has size 0 in its last dimension (dim 3"),
+    ("layer_norm empty rows", lambda: kiln.ops.layer_norm(F[..., :0], np.ones(0, np.float32)),
+     ValueError, "'x' has size 0 in its last dimension (dim 3"),
 ]
 
 
