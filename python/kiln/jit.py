@@ -29,17 +29,23 @@ def _is_torch_tensor(value):
     return torch is not None and isinstance(value, torch.Tensor)
 
 
+def _constant_key(value):
+    """A constant as a cache key: its type and value, a float by its bit pattern (``float.hex``), since 0.0 ==
+    -0.0 would share one program between them and a NaN, equal to nothing, would never hit."""
+    return (type(value), value.hex() if isinstance(value, float) else value)
+
+
 def _argument_key(value):
     """What a cached call must match of one argument, cheaply: dtype and shape of an array (and the GPU of a
     tensor, and whether it is contiguous and 16-byte aligned), the type and value of a constant; None for anything
-    else (the full path then checks and reports it)."""
+    else (the full path then checks and reports it), ndarray subclasses such as masked arrays included."""
     if _is_torch_tensor(value):
         if not value.is_cuda:
             return None
         return (value.dtype, value.shape, value.get_device(), value.is_contiguous() and value.data_ptr() % 16 == 0)
     if isinstance(value, _STATIC_TYPES):
-        return (type(value), value)
-    if isinstance(value, np.ndarray):
+        return _constant_key(value)
+    if type(value) is np.ndarray:
         return (value.dtype, value.shape)
     return None
 
@@ -134,6 +140,10 @@ class JitFunction:
     def _signature_of(self, arguments):
         key, arrays, numpy_arrays, cuda_tensors, elements = [], [], [], [], {}
         for name, value in arguments.items():
+            if isinstance(value, np.ma.MaskedArray):
+                raise TypeError(f"{self.name}: '{name}' is a numpy masked array; kiln would ignore its mask, so "
+                                f"pass a plain array (numpy.ma.getdata, or filled() with the value masked "
+                                f"entries should take)")
             if isinstance(value, np.ndarray):
                 element = trace.element_name(value.dtype)
                 if element is None:
@@ -152,7 +162,7 @@ class JitFunction:
                 key.append((name, str(value.dtype), tuple(value.shape), str(value.device)))
                 cuda_tensors.append(value)
             elif isinstance(value, _STATIC_TYPES):
-                key.append((name, type(value).__name__, value))
+                key.append((name,) + _constant_key(value))
                 continue
             else:
                 raise TypeError(f"{self.name}: '{name}' must be a numpy array, a torch CUDA tensor or a constant "

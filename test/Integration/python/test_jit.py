@@ -89,6 +89,30 @@ def test_programs_are_kept_per_signature():
 
 
 @kiln.jit
+def reciprocal_of_scaled(x, s):
+    return 1.0 / (x * s)
+
+
+def test_signed_zero_constants_get_their_own_programs():
+    """0.0 == -0.0, but they are different constants: s = -0.0 must give -inf after a call with 0.0 (one shared
+    program once returned +inf for both), on the full path and on the cached one alike."""
+    x = np.ones(3, np.float32)
+    for _ in range(2):
+        np.testing.assert_array_equal(reciprocal_of_scaled(x, 0.0), np.full(3, np.inf, np.float32))
+        np.testing.assert_array_equal(reciprocal_of_scaled(x, -0.0), np.full(3, -np.inf, np.float32))
+
+
+def test_masked_array_is_refused_on_every_path():
+    """A masked array's mask would be ignored: refused by name, also after a plain array of its type and shape
+    filled the cache."""
+    x = np.ones((2, 3), np.float32)
+    masked = np.ma.masked_array(x, mask=[[False, True, False], [False, False, False]])
+    two_results(x, np.ones((3, 2), np.float32))
+    with pytest.raises(TypeError, match="'x' is a numpy masked array"):
+        two_results(masked, np.ones((3, 2), np.float32))
+
+
+@kiln.jit
 def returns_a_number(x):
     return 3
 

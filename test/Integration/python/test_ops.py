@@ -194,6 +194,8 @@ BAD_OPS = [
      ValueError, "'x' has size 0 in its last dimension (dim 3"),
     ("layer_norm empty rows", lambda: kiln.ops.layer_norm(F[..., :0], np.ones(0, np.float32)),
      ValueError, "'x' has size 0 in its last dimension (dim 3"),
+    ("masked array", lambda: kiln.ops.softmax(np.ma.masked_array(F, mask=F < 0)),
+     TypeError, "'x' is a numpy masked array"),
 ]
 
 
