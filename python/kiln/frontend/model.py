@@ -110,8 +110,8 @@ class Model:
 
 
 def from_onnx(source, target="host", *, weights="constants", input_shapes=None):
-    """Imports an ONNX model (path or ModelProto) and compiles it for ``target`` ("host", "sm_80" or "sm_90a";
-    GPU kernels take bf16/f16 models); returns a ``Model``."""
+    """Imports an ONNX model (path, ModelProto or serialized bytes) and compiles it for ``target`` ("host",
+    "sm_80" or "sm_90a"; GPU kernels take bf16/f16 models); returns a ``Model``."""
     if target not in TARGETS:
         raise ValueError(f"unsupported target '{target}' (supported: {', '.join(TARGETS)})")
     return Model(import_onnx(source, weights=weights, input_shapes=input_shapes), target)

@@ -8,6 +8,7 @@ the compiler points back into the ONNX graph. It checks the whole graph for unsu
 starts, and reports all of them at once.
 """
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -129,10 +130,23 @@ def _to_array(proto, base_dir=None):
 
 
 def load_model(source):
-    """A ModelProto from a path or a ModelProto; errors name the file."""
+    """A ModelProto and the folder its external data is read from (None when there is none) from a path, a
+    ModelProto or the model's serialized bytes; errors name the file."""
     import onnx
     if isinstance(source, onnx.ModelProto):
         return source, None
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        where = f"<{len(source)} bytes>"
+        try:
+            model = onnx.load_model_from_string(bytes(source))
+        except Exception as error:  # the protobuf parser raises DecodeError and friends
+            raise FrontendError(f"{where}: not a readable ONNX model ({type(error).__name__}: {error})") from None
+        if not model.graph.node and not model.graph.output:
+            raise FrontendError(f"{where}: the bytes hold no ONNX graph")
+        return model, None
+    if not isinstance(source, (str, os.PathLike)):
+        raise TypeError(f"an ONNX model is a path, a ModelProto or its serialized bytes, got "
+                        f"{type(source).__name__}")
     path = Path(source)
     if not path.is_file():
         raise FrontendError(f"{path}: no such file")
@@ -178,7 +192,7 @@ def _input_shape(value, overrides):
 
 
 def import_onnx(source, *, weights="constants", input_shapes=None, name="main"):
-    """Imports an ONNX model (path or ModelProto) as one kiln function ``@name``.
+    """Imports an ONNX model (path, ModelProto or serialized bytes) as one kiln function ``@name``.
 
     ``weights="constants"`` writes the initializers into the IR; ``"arguments"`` makes every float initializer
     the program reads a function argument after the graph inputs (for large models, and for weights that live

@@ -209,6 +209,23 @@ def test_truncated_file(tmp_path):
         frontend.from_onnx(path)
 
 
+def test_serialized_bytes():
+    """A model's serialized bytes import as the model does (they once reached pathlib and raised its TypeError)."""
+    model = graph_model([helper.make_node("Relu", ["x"], ["y"])], [value("x", [2, 3])], [value("y", [2, 3])])
+    x = np.array([[-1.0, 2.0, -3.0], [4.0, -5.0, 6.0]], np.float32)
+    np.testing.assert_array_equal(frontend.from_onnx(model.SerializeToString())(x), np.maximum(x, 0))
+
+
+def test_corrupt_bytes():
+    with pytest.raises(FrontendError, match="<1024 bytes>: not a readable ONNX model"):
+        frontend.from_onnx(bytes(range(256)) * 4)
+
+
+def test_source_of_another_type():
+    with pytest.raises(TypeError, match="a path, a ModelProto or its serialized bytes, got int"):
+        frontend.from_onnx(42)
+
+
 def test_every_unsupported_op_listed():
     model = graph_model([helper.make_node("Relu", ["x"], ["a"], name="ok"),
                          helper.make_node("LSTM", ["a"], ["b"], name="rnn"),
