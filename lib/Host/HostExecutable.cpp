@@ -100,6 +100,9 @@ FailureOr<std::unique_ptr<HostExecutable>> HostExecutable::compile(ModuleOp modu
   auto transformer = makeOptimizingTransformer(/*optLevel=*/3, /*sizeLevel=*/0, /*targetMachine=*/nullptr);
   engineOptions.transformer = transformer;
   engineOptions.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
+  // The perf listener writes a jitdump file into $TMPDIR/.debug/jit for every process and never removes it
+  // (a build machine gathered a thousand folders); nothing reads them unless perf is recording.
+  engineOptions.enablePerfNotificationListener = false;
   auto engine = ExecutionEngine::create(*lowered, engineOptions);
   if (!engine)
     return mlir::emitError(module.getLoc()) << "the host JIT failed: " << llvm::toString(engine.takeError());

@@ -7,13 +7,16 @@ naming the thing at fault, with the MLIR diagnostic where there is one. The pack
 ``$KILN_BUILD_DIR/python`` (default /work/main/build/python), where the build assembles it.
 """
 
+import os
 import pathlib
+import subprocess
+import sys
 
 import ml_dtypes
 import numpy as np
 import pytest
 
-from numerics import check, fresh_rng, kiln
+from numerics import BUILD_DIR, check, fresh_rng, kiln
 
 EXAMPLE = pathlib.Path(__file__).resolve().parents[3] / "examples" / "attention_block.mlir"
 
@@ -196,3 +199,16 @@ def test_non_contiguous_input_is_accepted_and_correct():
     a = rng.standard_normal((6, 4)).astype(np.float32).T  # a transposed view, not C-contiguous
     out = kiln.compile(MM)(a, B32)
     assert np.allclose(out, a.astype(np.float64) @ B32, rtol=1e-5, atol=1e-5), f"seed {seed}"
+
+
+def test_host_jit_leaves_no_files(tmp_path):
+    """A process that compiles and runs a host program leaves nothing in its temporary or home folder: LLVM's perf
+    listener once wrote $TMPDIR/.debug/jit/llvm-IR-jit-*/jit-PID.dump for every process and never removed it."""
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import numpy as np, kiln\n"
+            "print(kiln.ops.softmax(np.ones((2, 3), np.float32)).sum())")
+    env = dict(os.environ, TMPDIR=str(tmp_path), HOME=str(tmp_path))
+    env.pop("JITDUMPDIR", None)
+    result = subprocess.run([sys.executable, "-c", code, str(BUILD_DIR / "python")], capture_output=True, text=True,
+                            env=env)
+    assert result.returncode == 0 and result.stdout.strip() == "2.0", result.stderr
+    assert sorted(str(path.relative_to(tmp_path)) for path in tmp_path.rglob("*")) == []
