@@ -37,8 +37,9 @@ WGMMA_SPACE = [((128, 256, 64), 8, 4, "wgmma"), ((128, 128, 64), 8, 4, "wgmma"),
 ATTENTION_SPACE = [((64, 64), 4, 2, "mma_sync"), ((128, 64), 8, 2, "mma_sync"), ((128, 128), 8, 2, "mma_sync"),
                    ((64, 128), 4, 2, "mma_sync"), ((128, 32), 8, 2, "mma_sync")]
 #: The Hopper attention kernel's tiles (bench/results/attention_wgmma_sweep_v1.md), where the compiler chose it;
-#: one stage is its sequential loop (faster on a few key tiles, bench/results/attention_wgmma_short_seq_stages_v1.log,
-#: and with 32-key tiles at head dim 64 up to 160 keys, attention_wgmma_short_tiles_v39.md).
+#: one stage is its sequential loop, about as fast or faster where a block sees only a few key tiles
+#: (bench/results/attention_short_d128_v41.md), and at head dim 64 faster still with 32-key tiles on the shortest
+#: key ranges (bench/results/attention_wgmma_short_tiles_v40.md).
 ATTENTION_WGMMA_SPACE = [((128, 128), 8, 2, "wgmma"), ((64, 128), 4, 2, "wgmma"), ((128, 64), 8, 2, "wgmma"),
                          ((128, 192), 8, 2, "wgmma"), ((64, 64), 4, 1, "wgmma"), ((64, 32), 4, 1, "wgmma"),
                          ((128, 64), 8, 1, "wgmma")]
