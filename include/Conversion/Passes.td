@@ -54,9 +54,13 @@ def ConvertKilnToGPU : Pass<"convert-kiln-to-gpu", "::mlir::ModuleOp"> {
     times `nvvm.rcp.approx.ftz.f`, and an `nvvm-reflect-ftz` module flag for libdevice, as Triton sets it),
     which also makes them quicker to assemble. The function gets `kiln.gpu_kernel` (the kernel's symbol) and
     `kiln.launch` (grid, block, dynamic shared memory, the sizes of a size-generic kernel, and the tensor maps
-    of a TMA kernel). Attention becomes a FlashAttention-2 kernel, softmax/rms_norm/layer_norm a
-    warp-per-row kernel, elementwise ops, RoPE and data movement one-thread-per-element kernels; other kernel
-    ops (reduce, concat, gather, logsumexp) are errors that name the op. A kernel whose config needs more
+    of a TMA kernel). Attention becomes a FlashAttention-2 kernel, elementwise ops, RoPE and data movement
+    one-thread-per-element kernels. A row kernel (softmax, logsumexp and reductions along the last axis,
+    rms_norm, layer_norm) arrives tiled instead — the `scf.forall` of `kiln-tile` with a `"rows"` config, its
+    body decomposed by `kiln-decompose-rows` and laid out by `kiln-assign-layouts` — and is lowered from that
+    loop: one thread block per iteration, each tile value in registers by its `#kiln.row_layout` (16-byte loads
+    and stores of whole runs, per-register arithmetic, row reductions by shuffles and shared memory). An
+    untiled row op is an error that names the passes it needs. A kernel whose config needs more
     dynamic shared memory than `chip` allows a block is an error that names the op and both sizes.
   }];
   let options = [

@@ -272,7 +272,10 @@ def KilnTile : Pass<"kiln-tile"> {
       row of scaled, masked scores, a `kiln.softmax` normalises it, a second `scf.for` accumulates P V. With
       `causal`, both loops stop at the last key tile the query tile can see, and only tiles that straddle the
       diagonal (or the end of the keys) are masked.
-    - `kiln.softmax` (last axis), `kiln.rms_norm`, `kiln.layer_norm`: `scf.forall` over blocks of rows.
+    - row ops (`kiln.softmax`, `kiln.logsumexp` and single-axis `kiln.reduce` along the last axis,
+      `kiln.rms_norm`, `kiln.layer_norm`): `scf.forall` over blocks of rows (a single row as a `[1, D]` view),
+      carrying the op's config; with a GPU `"rows"` config its iterations map onto thread blocks
+      (`#gpu.block<linear_dim_*>`).
 
     Sizes that do not divide the tile are handled by padding the tiles that run past the edge (zeros for
     contraction operands, -inf for scores) and storing only their valid part; every tile has a static shape.
@@ -290,8 +293,8 @@ def KilnTile : Pass<"kiln-tile"> {
     ```
   }];
   let dependentDialects = ["::mlir::affine::AffineDialect", "::mlir::arith::ArithDialect",
-                           "::mlir::linalg::LinalgDialect", "::mlir::scf::SCFDialect",
-                           "::mlir::tensor::TensorDialect"];
+                           "::mlir::gpu::GPUDialect", "::mlir::linalg::LinalgDialect",
+                           "::mlir::scf::SCFDialect", "::mlir::tensor::TensorDialect"];
 }
 
 def KilnOnlineSoftmax : Pass<"kiln-online-softmax"> {
@@ -307,6 +310,48 @@ def KilnOnlineSoftmax : Pass<"kiln-online-softmax"> {
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",
                            "::mlir::math::MathDialect", "::mlir::scf::SCFDialect",
                            "::mlir::tensor::TensorDialect"];
+}
+
+def KilnDecomposeRows : Pass<"kiln-decompose-rows"> {
+  let summary = "Write the row ops of tiles as f32 row reductions and elementwise ops";
+  let description = [{
+    Inside tiled kernels (an op nested in an `scf.forall`), rewrites `kiln.softmax` along the last axis,
+    `kiln.rms_norm`, `kiln.layer_norm` and `kiln.logsumexp` (last axis) as the primitives every backend lowers:
+    a cast to f32, `kiln.reduce ... keep_dims` along the last axis, elementwise ops that broadcast the reduced
+    `[R, 1]` column over the row, and a cast back. The host and the GPU run this same math; the GPU lowers each
+    primitive by its layout (`kiln-assign-layouts`).
+
+    ```mlir
+    // before
+    %p = kiln.softmax %t axis 1 : tensor<4x512xbf16>
+    // after
+    %x = kiln.cast %t : tensor<4x512xbf16> -> tensor<4x512xf32>
+    %m = kiln.reduce max %x axes [1] keep_dims : tensor<4x512xf32> -> tensor<4x1xf32>
+    %d = kiln.sub %x, %m : tensor<4x512xf32>, tensor<4x1xf32> -> tensor<4x512xf32>
+    %e = kiln.exp %d : tensor<4x512xf32>
+    %s = kiln.reduce sum %e axes [1] keep_dims : tensor<4x512xf32> -> tensor<4x1xf32>
+    %q = kiln.div %e, %s : tensor<4x512xf32>, tensor<4x1xf32> -> tensor<4x512xf32>
+    %p = kiln.cast %q : tensor<4x512xf32> -> tensor<4x512xbf16>
+    ```
+  }];
+  let dependentDialects = ["::mlir::kiln::KilnDialect"];
+}
+
+def KilnAssignLayouts : Pass<"kiln-assign-layouts"> {
+  let summary = "Give every tile value of a GPU row kernel its register layout";
+  let description = [{
+    For each tiled row kernel (an `scf.forall` carrying a `#kiln.config` with `lowering = "rows"`), chooses the
+    `#kiln.row_layout` of its tiles — `warps * 32 / rows` threads per row, and the widest vector of at most 16
+    bytes that divides the row of every operand — and writes it as the `kiln.layout` attribute of each kiln op
+    in the loop body, which the GPU lowering reads.
+
+    ```mlir
+    // a forall with #kiln.config<tile = [1], warps = 8, stages = 1, lowering = "rows"> over bf16 rows of 4096:
+    %m = kiln.reduce max %x axes [1] keep_dims {kiln.layout = #kiln.row_layout<threads_per_row = 256, vector = 8>}
+        : tensor<1x4096xf32> -> tensor<1x1xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::kiln::KilnDialect"];
 }
 
 #endif // KILN_TRANSFORMS_PASSES_TD

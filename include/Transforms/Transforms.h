@@ -14,6 +14,9 @@
 #include "mlir/IR/PatternMatch.h"
 
 namespace mlir {
+namespace scf {
+class ForallOp;
+} // namespace scf
 namespace kiln {
 
 /// The compilation targets Kiln knows.
@@ -79,6 +82,13 @@ FailureOr<AttentionOp> packGqaDecode(RewriterBase &rewriter, AttentionOp op);
 /// results into destination arguments, and replaces the op by an allocation of those destinations and a call.
 FailureOr<func::FuncOp> outlineKernel(RewriterBase &rewriter, Operation *op, llvm::StringRef name);
 
+/// The kernel op of an outlined kernel function: its tiled loop (an scf.forall that kiln-tile marked with the
+/// op it computes, kiln.tiled_op), or else its first kiln op; null when it has neither.
+Operation *kernelOpOf(func::FuncOp kernel);
+
+/// The name of the op that a kernel op computes: the tiled op's for a tiled loop, else its own.
+StringRef kernelOpName(Operation *kernelOp);
+
 /// Tiles a matmul by its config's [BM, BN, BK] into an scf.forall of output tiles with a K loop inside.
 /// Returns the replacement value.
 FailureOr<Value> tileMatmul(RewriterBase &rewriter, MatmulOp op);
@@ -87,8 +97,21 @@ FailureOr<Value> tileMatmul(RewriterBase &rewriter, MatmulOp op);
 /// tile by tile, a kiln.softmax over the row and a P V loop. Returns the replacements (out, and lse if any).
 FailureOr<SmallVector<Value>> tileAttention(RewriterBase &rewriter, AttentionOp op);
 
-/// Tiles a row kernel (softmax along the last axis, rms_norm, layer_norm) into blocks of config.tile[0] rows.
+/// True for the row ops: softmax, logsumexp and single-axis reduce along the last axis, rms_norm, layer_norm.
+bool isRowOp(Operation *op);
+
+/// Tiles a row op into an scf.forall over blocks of config.tile[0] rows (a single row as a [1, D] view); the
+/// forall carries the op's #kiln.config.
 FailureOr<Value> tileRowKernel(RewriterBase &rewriter, Operation *op);
+
+/// Rewrites a row op of a tile (softmax or logsumexp along the last axis, rms_norm, layer_norm, nested in an
+/// scf.forall) as f32 `kiln.reduce ... keep_dims` along the last axis and broadcasting elementwise ops. Returns
+/// the replacement value.
+FailureOr<Value> decomposeRowOp(RewriterBase &rewriter, Operation *op);
+
+/// Sets the `kiln.layout` (#kiln.row_layout) of every kiln op in the body of `forall`, a tiled row kernel whose
+/// #kiln.config has lowering "rows".
+LogicalResult assignRowLayouts(scf::ForallOp forall);
 
 /// Rewrites a kiln.softmax whose row is built by one scf.for of score tiles and consumed by a matching scf.for
 /// that accumulates tile products, into a single loop carrying the running max, the running sum and the

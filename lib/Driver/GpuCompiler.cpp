@@ -219,10 +219,11 @@ llvm::json::Array kiln::describeKernels(ModuleOp module) {
     // The kernel op and its config; a grouped kernel (kiln-group-kernels) runs several ops of one kind and lists
     // every member's config in order.
     llvm::json::Array configs;
+    Operation *tiled = kernelOpOf(func);
     for (Operation &op : func.getBody().front()) {
-      if (!isa<KilnDialect>(op.getDialect()))
+      if (tiled && tiled->hasAttr(kTiledOpAttrName) ? &op != tiled : !isa<KilnDialect>(op.getDialect()))
         continue;
-      entry["op"] = op.getName().getStringRef().str();
+      entry["op"] = kernelOpName(&op).str();
       ConfigAttr config = getConfig(&op);
       configs.push_back(config ? llvm::json::Value(llvm::json::Object{{"tile", jsonArray(config.getTile())},
                                                                       {"warps", config.getWarps()},

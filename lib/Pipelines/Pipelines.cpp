@@ -50,12 +50,14 @@ void kiln::buildKernelPipeline(OpPassManager &pm, const KernelPipelineOptions &o
   pm.addPass(createKilnTile());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createKilnOnlineSoftmax());
+  pm.addPass(createKilnDecomposeRows());
 }
 
 void kiln::buildGpuKernelPipeline(OpPassManager &pm, const NvvmPipelineOptions &options) {
-  buildFusionPipeline(pm);
-  pm.addPass(createKilnOutlineKernels());
-  pm.addPass(createKilnSelectConfig(KilnSelectConfigOptions{options.chip}));
+  KernelPipelineOptions kernelOptions;
+  kernelOptions.target = options.chip;
+  buildKernelPipeline(pm, kernelOptions);
+  pm.addPass(createKilnAssignLayouts());
   pm.addPass(createConvertKilnToGPU(ConvertKilnToGPUOptions{options.chip}));
   pm.addPass(createKilnGroupKernels());
   pm.addPass(createKilnSplitKernelModules());

@@ -75,6 +75,23 @@ FailureOr<func::FuncOp> kiln::outlineKernel(RewriterBase &rewriter, Operation *o
   return kernel;
 }
 
+Operation *kiln::kernelOpOf(func::FuncOp kernel) {
+  Operation *first = nullptr;
+  for (Operation &op : kernel.getBody().front()) {
+    if (isa<scf::ForallOp>(op) && op.hasAttr(kTiledOpAttrName))
+      return &op;
+    if (!first && isa<KilnDialect>(op.getDialect()))
+      first = &op;
+  }
+  return first;
+}
+
+StringRef kiln::kernelOpName(Operation *kernelOp) {
+  if (auto tiled = kernelOp->getAttrOfType<StringAttr>(kTiledOpAttrName))
+    return tiled.getValue();
+  return kernelOp->getName().getStringRef();
+}
+
 namespace {
 struct KilnOutlineKernelsPass : kiln::impl::KilnOutlineKernelsBase<KilnOutlineKernelsPass> {
   void runOnOperation() override {

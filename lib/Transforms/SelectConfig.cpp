@@ -11,6 +11,8 @@
 
 #include "llvm/Support/MathExtras.h"
 
+#include <limits>
+
 namespace mlir {
 namespace kiln {
 #define GEN_PASS_DEF_KILNSELECTCONFIG
@@ -31,7 +33,7 @@ std::optional<Target> kiln::parseTarget(StringRef name) {
 
 int64_t kiln::maxSharedBytesPerBlock(Target target) { return target == Target::Sm90a ? 232448 : 166912; }
 
-bool kiln::isKernelOp(Operation *op) { return isa<MatmulOp, AttentionOp, SoftmaxOp, RmsNormOp, LayerNormOp>(op); }
+bool kiln::isKernelOp(Operation *op) { return isa<MatmulOp, AttentionOp>(op) || isRowOp(op); }
 
 ConfigAttr kiln::getConfig(Operation *op) { return op->getAttrOfType<ConfigAttr>(kConfigAttrName); }
 
@@ -61,16 +63,38 @@ static bool usesWgmma(MatmulOp matmul, int64_t m, int64_t n, int64_t k) {
          k % 8 == 0 && (matmul.getTransposeRhs() || n % 8 == 0);
 }
 
+/// The number of output tiles of BM x BN in `result` (batch dims included), saturating at INT64_MAX: the shapes
+/// are only bounded by int64 each, and their product may not be (m * n wrapped to 0 and divided by once).
+static int64_t outputTiles(RankedTensorType result, int64_t bm, int64_t bn) {
+  ArrayRef<int64_t> shape = result.getShape();
+  int64_t m = shape[shape.size() - 2], n = shape.back();
+  uint64_t tiles = llvm::SaturatingMultiply<uint64_t>(llvm::divideCeil(m, bm), llvm::divideCeil(n, bn));
+  for (int64_t dim : shape.drop_back(2))
+    tiles = llvm::SaturatingMultiply<uint64_t>(tiles, dim);
+  return static_cast<int64_t>(std::min<uint64_t>(tiles, std::numeric_limits<int64_t>::max()));
+}
+
 /// The wgmma config: 128-row tiles (two warpgroups); 256 columns while that still gives every multiprocessor
 /// of the H200 a tile, else 128 while half of them get one, else 64; 64-deep k-tiles (one 128-byte swizzle
 /// row); 4 stages (at most 4 x 48 KB, within the 227 KB a block may have).
-static ConfigAttr getWgmmaConfig(MatmulOp matmul, int64_t m, int64_t n) {
+static ConfigAttr getWgmmaConfig(MatmulOp matmul) {
   RankedTensorType result = matmul.getType();
-  int64_t batch = result.getNumElements() / (m * n), bm = 128, bk = 64;
-  auto tiles = [&](int64_t bn) { return llvm::divideCeilSigned(m, bm) * llvm::divideCeilSigned(n, bn) * batch; };
+  int64_t bm = 128, bk = 64;
+  auto tiles = [&](int64_t bn) { return outputTiles(result, bm, bn); };
   int64_t sms = multiprocessors(Target::Sm90a);
-  int64_t bn = tiles(256) >= sms ? 256 : 2 * tiles(128) >= sms ? 128 : 64;
+  int64_t bn = tiles(256) >= sms ? 256 : tiles(128) >= static_cast<int64_t>(llvm::divideCeil(sms, 2)) ? 128 : 64;
   return ConfigAttr::get(matmul.getContext(), {bm, bn, bk}, bm / 16, /*stages=*/4, "wgmma");
+}
+
+/// The GPU config of a row kernel over `input`: enough threads per row (a power of two from one warp to a
+/// block of 1024) that each holds about 16 of the row's elements in registers, and blocks of at least four
+/// warps, several rows each when rows are narrow (no more rows than there are).
+static ConfigAttr getRowConfig(RankedTensorType input, MLIRContext *ctx) {
+  int64_t width = input.getShape().back();
+  int64_t rows = input.getRank() >= 2 ? input.getDimSize(input.getRank() - 2) : 1;
+  int64_t threadsPerRow = std::clamp<int64_t>(llvm::PowerOf2Ceil(llvm::divideCeilSigned(width, 16)), 32, 1024);
+  int64_t rowsPerBlock = std::clamp<int64_t>(128 / threadsPerRow, 1, llvm::PowerOf2Ceil(std::max<int64_t>(rows, 1)));
+  return ConfigAttr::get(ctx, {rowsPerBlock}, rowsPerBlock * threadsPerRow / 32, /*stages=*/1, "rows");
 }
 
 ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
@@ -87,7 +111,7 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
     int64_t m = result.getDimSize(result.getRank() - 2), n = result.getDimSize(result.getRank() - 1);
     int64_t k = matmul.getTransposeLhs() ? lhs.getDimSize(lhs.getRank() - 2) : lhs.getDimSize(lhs.getRank() - 1);
     if (target == Target::Sm90a && usesWgmma(matmul, m, n, k))
-      return getWgmmaConfig(matmul, m, n);
+      return getWgmmaConfig(matmul);
     int64_t bm = 64, bn = 64, bk = 64, warps = 4, stages = 3;
     if (target != Target::Host) {
       bm = m <= 64 ? 64 : 128, bn = 128, bk = 32, stages = target == Target::Sm90a ? 4 : 3;
@@ -108,9 +132,8 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
       // weight faster as long as that many are in flight: at M = 32 on the H200, N = 14336 runs 19% faster in 112
       // tiles of 128 columns than in 224 of 64, N = 6144 20% faster in 96 tiles of 64 than in 192 of 32, while
       // N = 4096 is 21% slower in 64 tiles of 64 than in 128 of 32 (bench/results/decode_gemm_configs_h200.log).
-      int64_t batch = result.getNumElements() / (m * n);
-      auto tiles = [&] { return llvm::divideCeilSigned(m, bm) * llvm::divideCeilSigned(n, bn) * batch; };
-      while (bn > 32 && 3 * tiles() < 2 * multiprocessors(target))
+      auto tiles = [&] { return outputTiles(result, bm, bn); };
+      while (bn > 32 && tiles() < static_cast<int64_t>(llvm::divideCeil(2 * multiprocessors(target), 3)))
         bn /= 2;
       // As many of the chosen stages as the target's shared memory holds (rows padded by 8 elements, as the
       // kernel lays them out).
@@ -171,10 +194,11 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
     return make({bq, bk}, bq / 16, stages);
   }
   // Row kernels: a block of rows per program.
-  auto type = cast<RankedTensorType>(op->getResult(0).getType());
-  int64_t rows = type.getRank() >= 2 ? type.getDimSize(type.getRank() - 2) : 1;
-  return make({fitTile(target == Target::Host ? 16 : 4, rows, target == Target::Host ? target : Target::Host)},
-              4, 1);
+  auto input = cast<RankedTensorType>(op->getOperand(0).getType());
+  int64_t rows = input.getRank() >= 2 ? input.getDimSize(input.getRank() - 2) : 1;
+  if (target == Target::Host)
+    return make({fitTile(16, rows, target)}, 1, 1);
+  return getRowConfig(input, ctx);
 }
 
 namespace {

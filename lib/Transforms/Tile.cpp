@@ -1,7 +1,8 @@
 //===- Tile.cpp - The kiln-tile pass ---------------------------------------===//
 //
-// Tiles every kernel op that carries a #kiln.config. The per-op tilers live in TileMatmul.cpp,
-// TileAttention.cpp and TileRows.cpp; the tile-sized ops they create carry no config and are left alone.
+// Tiles every kernel op that carries a #kiln.config whose tiles the passes lower. The per-op tilers live in
+// TileMatmul.cpp, TileAttention.cpp and TileRows.cpp; the tile-sized ops they create carry no config and are
+// left alone.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,15 +24,10 @@ namespace kiln {
 using namespace mlir;
 using namespace mlir::kiln;
 
-/// Row kernels that can be tiled: a softmax along the last axis, rms_norm or layer_norm, of rank >= 2 (a
-/// single row, or a softmax along another axis, stays one untiled kernel).
-static bool isRowKernel(Operation *op) {
-  auto type = cast<RankedTensorType>(op->getResult(0).getType());
-  if (type.getRank() < 2)
-    return false;
-  if (auto softmax = dyn_cast<SoftmaxOp>(op))
-    return static_cast<int64_t>(softmax.getAxis()) == type.getRank() - 1;
-  return isa<RmsNormOp, LayerNormOp>(op);
+/// Whether the passes lower this config's tiles: on the host, and the GPU's row kernels. The GPU's "mma_sync"
+/// and "wgmma" matmuls and attentions are still built whole from the op by convert-kiln-to-gpu.
+static bool tilesLoweredByPasses(ConfigAttr config) {
+  return config.getLowering() == "host" || config.getLowering() == "rows";
 }
 
 namespace {
@@ -39,7 +35,7 @@ struct KilnTilePass : kiln::impl::KilnTileBase<KilnTilePass> {
   void runOnOperation() override {
     SmallVector<Operation *> kernels;
     getOperation()->walk([&](Operation *op) {
-      if (isKernelOp(op) && getConfig(op))
+      if (isKernelOp(op) && getConfig(op) && tilesLoweredByPasses(getConfig(op)))
         kernels.push_back(op);
     });
     IRRewriter rewriter(&getContext());
@@ -50,7 +46,7 @@ struct KilnTilePass : kiln::impl::KilnTileBase<KilnTilePass> {
         result = tileMatmul(rewriter, matmul);
       else if (auto attention = dyn_cast<AttentionOp>(op))
         result = tileAttention(rewriter, attention);
-      else if (isRowKernel(op))
+      else if (isRowOp(op))
         result = tileRowKernel(rewriter, op);
       if (failed(result)) {
         op->emitError() << "kiln-tile: cannot tile this op with " << getConfig(op);

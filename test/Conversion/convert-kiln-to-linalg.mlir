@@ -289,15 +289,14 @@ func.func @logsumexp(%x: tensor<4x8xf32>) -> tensor<4xf32> {
 
 // -----
 
-// mean = sum / 8; keep_dims reshapes the [2, 3] result back to rank 3.
+// mean = sum / 8; keep_dims expands the [2, 3] result back to rank 3 (a view once bufferized).
 // CHECK-LABEL: func.func @reduce_mean_keep_dims
 // CHECK: %[[SUM:[a-zA-Z0-9_]+]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%{{.*}} : tensor<2x3x8xf32>) outs(%{{.*}} : tensor<2x3xf32>)
 // CHECK: arith.addf
 // CHECK: %[[MEAN:[a-zA-Z0-9_]+]] = linalg.generic {{.*}} ins(%[[SUM]] : tensor<2x3xf32>)
 // CHECK: %[[COUNT:[a-zA-Z0-9_]+]] = arith.constant 8.000000e+00 : f32
 // CHECK: arith.divf %{{.*}}, %[[COUNT]] : f32
-// CHECK: %[[SHAPE:[a-zA-Z0-9_]+]] = arith.constant dense<[2, 3, 1]> : tensor<3xindex>
-// CHECK: %[[RESULT:[a-zA-Z0-9_]+]] = tensor.reshape %[[MEAN]](%[[SHAPE]]) : (tensor<2x3xf32>, tensor<3xindex>) -> tensor<2x3x1xf32>
+// CHECK: %[[RESULT:[a-zA-Z0-9_]+]] = tensor.expand_shape %[[MEAN]] {{\[}}[0], [1, 2]] output_shape [2, 3, 1] : tensor<2x3xf32> into tensor<2x3x1xf32>
 // CHECK: return %[[RESULT]]
 func.func @reduce_mean_keep_dims(%x: tensor<2x3x8xf32>) -> tensor<2x3x1xf32> {
   %0 = kiln.reduce mean %x axes [2] keep_dims : tensor<2x3x8xf32> -> tensor<2x3x1xf32>
@@ -429,14 +428,20 @@ func.func @transpose(%x: tensor<2x3x4xf32>) -> tensor<4x2x3xf32> {
 
 // -----
 
+// A reshape whose dimensions group into one another is an expand_shape or collapse_shape (a view once
+// bufferized); any other goes through tensor.reshape with a constant shape.
 // CHECK-LABEL: func.func @reshape
-// CHECK-SAME: (%[[X:[a-zA-Z0-9_]+]]: tensor<2x12xf32>)
-// CHECK: %[[SHAPE:[a-zA-Z0-9_]+]] = arith.constant dense<[2, 3, 4]> : tensor<3xindex>
-// CHECK: %[[R:[a-zA-Z0-9_]+]] = tensor.reshape %[[X]](%[[SHAPE]]) : (tensor<2x12xf32>, tensor<3xindex>) -> tensor<2x3x4xf32>
-// CHECK: return %[[R]]
-func.func @reshape(%x: tensor<2x12xf32>) -> tensor<2x3x4xf32> {
+// CHECK-SAME: (%[[X:[a-zA-Z0-9_]+]]: tensor<2x12xf32>, %[[Y:[a-zA-Z0-9_]+]]: tensor<2x3x4xf32>, %[[Z:[a-zA-Z0-9_]+]]: tensor<6x4xf32>)
+// CHECK: %[[R:[a-zA-Z0-9_]+]] = tensor.expand_shape %[[X]] {{\[}}[0], [1, 2]] output_shape [2, 3, 4] : tensor<2x12xf32> into tensor<2x3x4xf32>
+// CHECK: %[[C:[a-zA-Z0-9_]+]] = tensor.collapse_shape %[[Y]] {{\[}}[0, 1], [2]] : tensor<2x3x4xf32> into tensor<6x4xf32>
+// CHECK: %[[SHAPE:[a-zA-Z0-9_]+]] = arith.constant dense<[4, 6]> : tensor<2xindex>
+// CHECK: %[[T:[a-zA-Z0-9_]+]] = tensor.reshape %[[Z]](%[[SHAPE]]) : (tensor<6x4xf32>, tensor<2xindex>) -> tensor<4x6xf32>
+// CHECK: return %[[R]], %[[C]], %[[T]]
+func.func @reshape(%x: tensor<2x12xf32>, %y: tensor<2x3x4xf32>, %z: tensor<6x4xf32>) -> (tensor<2x3x4xf32>, tensor<6x4xf32>, tensor<4x6xf32>) {
   %0 = kiln.reshape %x : tensor<2x12xf32> -> tensor<2x3x4xf32>
-  return %0 : tensor<2x3x4xf32>
+  %1 = kiln.reshape %y : tensor<2x3x4xf32> -> tensor<6x4xf32>
+  %2 = kiln.reshape %z : tensor<6x4xf32> -> tensor<4x6xf32>
+  return %0, %1, %2 : tensor<2x3x4xf32>, tensor<6x4xf32>, tensor<4x6xf32>
 }
 
 // -----

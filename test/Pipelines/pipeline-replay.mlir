@@ -3,7 +3,7 @@
 // RUN: kiln-opt %s --kiln-kernel-pipeline > %t.named
 // RUN: kiln-opt %s -canonicalize -cse -kiln-fuse-norms -kiln-fuse-rope -cse -kiln-fuse-activations -kiln-fuse-attention \
 // RUN:   -kiln-fuse-epilogue -kiln-fold-matmul-batch -canonicalize -kiln-outline-kernels \
-// RUN:   -kiln-select-config=target=host -kiln-tile -canonicalize -kiln-online-softmax > %t.passes
+// RUN:   -kiln-select-config=target=host -kiln-tile -canonicalize -kiln-online-softmax -kiln-decompose-rows > %t.passes
 // RUN: diff %t.named %t.passes
 // RUN: kiln-opt %s --kiln-host-pipeline | FileCheck %s
 // RUN: kiln-opt %s --kiln-kernel-pipeline | kiln-opt --kiln-host-pipeline=tile=false | FileCheck %s

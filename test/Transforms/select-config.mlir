@@ -245,22 +245,43 @@ func.func @attention_decode(%q: tensor<1x8x1x64xf32>, %k: tensor<1x8x300x64xf32>
 
 // -----
 
-// A block of rows per program: 16 on the host, 4 (one per warp) on the GPU.
+// A block of rows per program: 16 on the host; on the GPU ("rows", the register layout of row tiles) enough
+// threads per row that each holds about 16 of its elements, here one warp per row and four rows per block.
 // CHECK-LABEL: func.func @row_kernels
 // HOST: kiln.softmax {{.*}} axis 2 {kiln.config = #kiln.config<tile = [16], warps = 1, stages = 1, lowering = "host">}
 // HOST: kiln.rms_norm {{.*}} {kiln.config = #kiln.config<tile = [16], warps = 1, stages = 1, lowering = "host">}
 // HOST: kiln.layer_norm {{.*}} {kiln.config = #kiln.config<tile = [16], warps = 1, stages = 1, lowering = "host">}
-// SM80: kiln.softmax {{.*}} axis 2 {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "mma_sync">}
-// SM80: kiln.rms_norm {{.*}} {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "mma_sync">}
-// SM80: kiln.layer_norm {{.*}} {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "mma_sync">}
-// SM90: kiln.softmax {{.*}} axis 2 {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "mma_sync">}
-// SM90: kiln.rms_norm {{.*}} {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "mma_sync">}
-// SM90: kiln.layer_norm {{.*}} {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "mma_sync">}
+// SM80: kiln.softmax {{.*}} axis 2 {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "rows">}
+// SM80: kiln.rms_norm {{.*}} {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "rows">}
+// SM80: kiln.layer_norm {{.*}} {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "rows">}
+// SM90: kiln.softmax {{.*}} axis 2 {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "rows">}
+// SM90: kiln.rms_norm {{.*}} {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "rows">}
+// SM90: kiln.layer_norm {{.*}} {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "rows">}
 func.func @row_kernels(%x: tensor<2x77x512xf32>, %w: tensor<512xf32>) -> (tensor<2x77x512xf32>, tensor<2x77x512xf32>, tensor<2x77x512xf32>) {
   %0 = kiln.softmax %x axis 2 : tensor<2x77x512xf32>
   %1 = kiln.rms_norm %x, %w epsilon 1.0e-06 : tensor<2x77x512xf32>, tensor<512xf32>
   %2 = kiln.layer_norm %x, %w, %w epsilon 1.0e-05 : tensor<2x77x512xf32>, tensor<512xf32>, tensor<512xf32>
   return %0, %1, %2 : tensor<2x77x512xf32>, tensor<2x77x512xf32>, tensor<2x77x512xf32>
+}
+
+// -----
+
+// Wide rows on the GPU: 256 threads per row for 4096 columns, one row per block; 1024 threads for a 50257-wide
+// vocabulary row; no more rows per block than there are (two rows of 64: two warps). Reductions and logsumexp
+// along the last axis are row kernels too.
+// CHECK-LABEL: func.func @wide_rows
+// HOST: kiln.rms_norm {{.*}} {kiln.config = #kiln.config<tile = [2], warps = 1, stages = 1, lowering = "host">}
+// HOST: kiln.logsumexp {{.*}} {kiln.config = #kiln.config<tile = [3], warps = 1, stages = 1, lowering = "host">}
+// HOST: kiln.reduce max {{.*}} {kiln.config = #kiln.config<tile = [2], warps = 1, stages = 1, lowering = "host">}
+// SM80: kiln.rms_norm {{.*}} {kiln.config = #kiln.config<tile = [1], warps = 8, stages = 1, lowering = "rows">}
+// SM90: kiln.rms_norm {{.*}} {kiln.config = #kiln.config<tile = [1], warps = 8, stages = 1, lowering = "rows">}
+// SM90: kiln.logsumexp {{.*}} {kiln.config = #kiln.config<tile = [1], warps = 32, stages = 1, lowering = "rows">}
+// SM90: kiln.reduce max {{.*}} {kiln.config = #kiln.config<tile = [2], warps = 2, stages = 1, lowering = "rows">}
+func.func @wide_rows(%x: tensor<2x4096xbf16>, %w: tensor<4096xbf16>, %logits: tensor<3x50257xf32>, %s: tensor<2x64xf32>) -> (tensor<2x4096xbf16>, tensor<3xf32>, tensor<2x1xf32>) {
+  %0 = kiln.rms_norm %x, %w epsilon 1.0e-06 : tensor<2x4096xbf16>, tensor<4096xbf16>
+  %1 = kiln.logsumexp %logits axis 1 : tensor<3x50257xf32> -> tensor<3xf32>
+  %2 = kiln.reduce max %s axes [1] keep_dims : tensor<2x64xf32> -> tensor<2x1xf32>
+  return %0, %1, %2 : tensor<2x4096xbf16>, tensor<3xf32>, tensor<2x1xf32>
 }
 
 // -----
@@ -285,8 +306,8 @@ func.func @row_kernel_few_rows(%x: tensor<3x512xf32>) -> tensor<3x512xf32> {
 // CHECK: kiln.matmul %{{.*}}, %{{.*}} {kiln.config = #kiln.config<tile = [32, 16, 8], warps = 2, stages = 5, lowering = "mma_sync">}
 // CHECK: kiln.softmax %{{.*}} axis 1 {kiln.config = #kiln.config<tile = [2], warps = 1, stages = 1, lowering = "host">}
 // HOST: kiln.rms_norm {{.*}} {kiln.config = #kiln.config<tile = [16], warps = 1, stages = 1, lowering = "host">}
-// SM80: kiln.rms_norm {{.*}} {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "mma_sync">}
-// SM90: kiln.rms_norm {{.*}} {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "mma_sync">}
+// SM80: kiln.rms_norm {{.*}} {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "rows">}
+// SM90: kiln.rms_norm {{.*}} {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "rows">}
 func.func @explicit_config_wins(%a: tensor<128x128xf32>, %b: tensor<128x128xf32>, %w: tensor<128xf32>) -> tensor<128x128xf32> {
   %0 = kiln.matmul %a, %b {kiln.config = #kiln.config<tile = [32, 16, 8], warps = 2, stages = 5, lowering = "mma_sync">} : tensor<128x128xf32>, tensor<128x128xf32> -> tensor<128x128xf32>
   %1 = kiln.softmax %0 axis 1 {kiln.config = #kiln.config<tile = [2], warps = 1, stages = 1, lowering = "host">} : tensor<128x128xf32>
@@ -296,7 +317,7 @@ func.func @explicit_config_wins(%a: tensor<128x128xf32>, %b: tensor<128x128xf32>
 
 // -----
 
-// Elementwise and data-movement ops are not kernels and get no config.
+// Elementwise and data-movement ops, and reductions along other axes, are not kernels and get no config.
 // CHECK-LABEL: func.func @not_kernels
 // CHECK-NOT: kiln.config
 // CHECK: kiln.add
@@ -306,11 +327,11 @@ func.func @explicit_config_wins(%a: tensor<128x128xf32>, %b: tensor<128x128xf32>
 // CHECK: kiln.reduce
 // CHECK-NOT: kiln.config
 // CHECK: return
-func.func @not_kernels(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<8xf32> {
+func.func @not_kernels(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4xf32> {
   %0 = kiln.add %x, %b : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>
   %1 = kiln.transpose %0 [1, 0] : tensor<4x8xf32> -> tensor<8x4xf32>
-  %2 = kiln.reduce sum %1 axes [1] : tensor<8x4xf32> -> tensor<8xf32>
-  return %2 : tensor<8xf32>
+  %2 = kiln.reduce sum %1 axes [0] : tensor<8x4xf32> -> tensor<4xf32>
+  return %2 : tensor<4xf32>
 }
 
 // -----
@@ -319,8 +340,8 @@ func.func @not_kernels(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<8xf32> 
 // CHECK-LABEL: func.func @nested_kernel
 // CHECK: scf.for
 // HOST: kiln.softmax {{.*}} {kiln.config = #kiln.config<tile = [8], warps = 1, stages = 1, lowering = "host">}
-// SM80: kiln.softmax {{.*}} {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "mma_sync">}
-// SM90: kiln.softmax {{.*}} {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "mma_sync">}
+// SM80: kiln.softmax {{.*}} {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "rows">}
+// SM90: kiln.softmax {{.*}} {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "rows">}
 func.func @nested_kernel(%x: tensor<8x32xf32>, %n: index) -> tensor<8x32xf32> {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
@@ -329,4 +350,17 @@ func.func @nested_kernel(%x: tensor<8x32xf32>, %n: index) -> tensor<8x32xf32> {
     scf.yield %1 : tensor<8x32xf32>
   }
   return %0 : tensor<8x32xf32>
+}
+
+// -----
+
+// Shapes whose output tile count does not fit int64 (2^32 x 2^32 outputs) still get a config: the count
+// saturates instead of wrapping to 0 and being divided by.
+// CHECK-LABEL: func.func @huge_matmul
+// HOST: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [64, 64, 16], warps = 1, stages = 1, lowering = "host">}
+// SM80: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [128, 128, 16], warps = 4, stages = 3, lowering = "mma_sync">}
+// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [128, 256, 64], warps = 8, stages = 4, lowering = "wgmma">}
+func.func @huge_matmul(%a: tensor<4294967296x16xbf16>, %b: tensor<16x4294967296xbf16>) -> tensor<4294967296x4294967296xbf16> {
+  %0 = kiln.matmul %a, %b : tensor<4294967296x16xbf16>, tensor<16x4294967296xbf16> -> tensor<4294967296x4294967296xbf16>
+  return %0 : tensor<4294967296x4294967296xbf16>
 }

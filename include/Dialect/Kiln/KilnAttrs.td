@@ -39,7 +39,8 @@ def Kiln_ConfigAttr : AttrDef<Kiln_Dialect, "Config"> {
       `[rows]` for row kernels (softmax, rms_norm, layer_norm);
     - `warps`: warps per thread block (GPU lowerings; 1 on the host);
     - `stages`: depth of the shared-memory pipeline (GPU lowerings; 1 on the host);
-    - `lowering`: `"host"`, `"mma_sync"` (sm_80+) or `"wgmma"` (sm_90a).
+    - `lowering`: `"host"`, `"mma_sync"` (sm_80+), `"wgmma"` (sm_90a), or `"rows"` for a row kernel on a GPU:
+      its tile of `[rows]` is spread over `warps` warps, `warps / rows` of them per row (`#kiln.row_layout`).
 
     ```mlir
     %y = kiln.matmul %a, %b {kiln.config = #kiln.config<tile = [128, 128, 32], warps = 4, stages = 3,
@@ -50,6 +51,31 @@ def Kiln_ConfigAttr : AttrDef<Kiln_Dialect, "Config"> {
                         StringRefParameter<>:$lowering);
   let assemblyFormat = [{
     `<` `tile` `=` `[` $tile `]` `,` `warps` `=` $warps `,` `stages` `=` $stages `,` `lowering` `=` $lowering `>`
+  }];
+  let genVerifyDecl = 1;
+}
+
+def Kiln_RowLayoutAttr : AttrDef<Kiln_Dialect, "RowLayout"> {
+  let mnemonic = "row_layout";
+  let summary = "how a GPU thread block holds a tile of whole rows in registers";
+  let description = [{
+    The layout of a `[R, C]` tile value of a row kernel (`kiln-assign-layouts` writes it as the `kiln.layout`
+    attribute of the op that defines the value). Row `r` of the tile belongs to threads
+    `[r * threads_per_row, (r + 1) * threads_per_row)` of the block; within the row, thread `t` holds columns
+    `k * threads_per_row * vector + t * vector + j` for `j < vector` and every chunk `k` that starts inside the
+    row, so that the row's threads read it in coalesced runs of `vector` elements (16 bytes for bf16 rows of 8).
+    A `[R, 1]` or `[R]` value (a reduced row) is held by every thread of its row. Elementwise ops act on each
+    thread's registers; a reduction along the row folds a thread's registers, then its warp's lanes by
+    butterfly shuffles, then the row's warps through shared memory.
+
+    ```mlir
+    %m = kiln.reduce max %x axes [1] keep_dims {kiln.layout = #kiln.row_layout<threads_per_row = 256, vector = 8>}
+        : tensor<1x4096xf32> -> tensor<1x1xf32>
+    ```
+  }];
+  let parameters = (ins "int64_t":$threads_per_row, "int64_t":$vector);
+  let assemblyFormat = [{
+    `<` `threads_per_row` `=` $threads_per_row `,` `vector` `=` $vector `>`
   }];
   let genVerifyDecl = 1;
 }

@@ -21,6 +21,10 @@ namespace mlir {
 namespace kiln {
 /// Name of the discardable attribute that carries an op's #kiln.config.
 inline constexpr llvm::StringLiteral kConfigAttrName = "kiln.config";
+/// Name of the discardable attribute on a tiled kernel loop (scf.forall) that names the op it computes.
+inline constexpr llvm::StringLiteral kTiledOpAttrName = "kiln.tiled_op";
+/// Name of the discardable attribute that carries the register layout (#kiln.row_layout) of a tile op's result.
+inline constexpr llvm::StringLiteral kLayoutAttrName = "kiln.layout";
 } // namespace kiln
 } // namespace mlir
 

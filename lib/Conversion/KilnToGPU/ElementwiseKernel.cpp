@@ -14,6 +14,7 @@
 
 #include "Conversion/KilnToLinalg/LinalgBuilders.h"
 #include "KernelBuilding.h"
+#include "Transforms/Transforms.h"
 
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -32,7 +33,7 @@ bool kiln::isElementwiseKernelOp(Operation *op) {
   // Reductions, softmax and logsumexp the row kernels do not take (other axes, several axes): one thread per
   // output element.
   if (isa<ReduceOp, SoftmaxOp, LogSumExpOp>(op))
-    return !isRowKernelOp(op);
+    return !isRowOp(op);
   return isa<AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp, NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp,
              AbsOp, TanhOp, ErfOp, SigmoidOp, ReluOp, SiluOp, GeluOp, SelectOp>(op);
 }

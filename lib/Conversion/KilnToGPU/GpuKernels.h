@@ -1,6 +1,7 @@
 //===- GpuKernels.h - The GPU kernels Kiln builds ------------------*- C++ -*-===//
 //
-// The kernel builders: each emits one gpu.func for one kernel op. The "mma_sync" lowering (sm_80 and later)
+// The GPU kernels: row kernels lowered from their tiled IR by layout, and the builders that still emit one
+// gpu.func for one kernel op. The "mma_sync" lowering (sm_80 and later)
 // uses cp.async into dynamic shared memory, ldmatrix and mma.sync m16n8k16 with f32 accumulators; the "wgmma"
 // lowering of matmuls and attention (sm_90a) has the warpgroup's tensor cores read swizzled shared memory
 // directly.
@@ -14,6 +15,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 
 namespace mlir {
 namespace kiln {
@@ -41,9 +43,6 @@ struct KernelLaunch {
   /// The tensor maps the kernel reads through TMA, which follow the sizes.
   SmallVector<TensorMapParam, 2> tensorMaps = {};
 };
-
-/// The kernel op of an outlined kernel function (kiln-outline-kernels): its first kiln op, or null.
-Operation *kernelOpOf(func::FuncOp kernel);
 
 /// Builds, inside `module`, the kernel computing `op` (which must carry an "mma_sync" #kiln.config) as a
 /// gpu.func named `name`. Its parameters are the matmul's operands, then its epilogue operands, then the output,
@@ -75,13 +74,12 @@ bool isElementwiseKernelOp(Operation *op);
 FailureOr<KernelLaunch> buildElementwiseKernel(OpBuilder &builder, gpu::GPUModuleOp module, Operation *op,
                                                StringRef name);
 
-/// True for the row kernels buildRowKernel handles: softmax, reduce (one axis) and logsumexp along the last
-/// axis, rms_norm, layer_norm.
-bool isRowKernelOp(Operation *op);
-
-/// Builds a warp-per-row kernel for a row op as a gpu.func named `name` with parameters the op's operands and
-/// its output.
-FailureOr<KernelLaunch> buildRowKernel(OpBuilder &builder, gpu::GPUModuleOp module, Operation *op, StringRef name);
+/// Lowers the tiled row kernel `kernel` (its loop as kiln-tile, kiln-decompose-rows and kiln-assign-layouts
+/// leave it) to a gpu.func named `name` with parameters the function's arguments (operands, then the output):
+/// one thread block per loop iteration, each tile value in registers by its #kiln.row_layout
+/// (RowLayoutLowering.cpp).
+FailureOr<KernelLaunch> lowerRowKernel(OpBuilder &builder, gpu::GPUModuleOp module, func::FuncOp kernel,
+                                       StringRef name);
 
 /// Gives `gpuModule`'s f32 exp and division the hardware's approximations with subnormal results flushed to
 /// zero (FastMath.cpp): exp as libdevice's fast path, x / y as x times rcp.approx.ftz(y), and libdevice's

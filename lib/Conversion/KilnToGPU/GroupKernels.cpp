@@ -17,6 +17,7 @@
 
 #include "Conversion/Passes.h"
 #include "GpuKernels.h"
+#include "Transforms/Transforms.h"
 #include "Dialect/Kiln/KilnDialect.h"
 #include "Dialect/Kiln/KilnOps.h"
 
@@ -114,7 +115,7 @@ static std::optional<Member> memberFor(func::CallOp call, SymbolTableCollection 
                 0,
                 sizes ? llvm::to_vector(sizes.asArrayRef()) : SmallVector<int64_t>(),
                 maps ? llvm::to_vector(maps.getAsRange<DictionaryAttr>()) : SmallVector<DictionaryAttr>(),
-                kernelOp->getName().getStringRef()};
+                kernelOpName(kernelOp)};
   if (!shared || member.grid.empty() || member.block.empty())
     return std::nullopt;
   member.sharedBytes = shared.getInt();

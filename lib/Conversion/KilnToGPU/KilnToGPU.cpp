@@ -2,8 +2,9 @@
 //
 // Turns each outlined kernel function (kiln-outline-kernels) into a GPU kernel in the module's
 // `gpu.module @kiln_kernels`, and records on the function how to launch it (kiln.gpu_kernel, kiln.launch), so
-// that kilnc can write the kernel and its manifest. Kernel kinds without a GPU lowering are an error that
-// names the op.
+// that kilnc can write the kernel and its manifest. A tiled row kernel is lowered from its loop by layout; the
+// other kernel ops are still built whole from the op and its config. Kernel kinds without a GPU lowering are an
+// error that names the op.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,13 +25,6 @@ namespace kiln {
 using namespace mlir;
 using namespace mlir::kiln;
 
-Operation *kiln::kernelOpOf(func::FuncOp kernel) {
-  for (Operation &op : kernel.getBody().front())
-    if (isa<KilnDialect>(op.getDialect()))
-      return &op;
-  return nullptr;
-}
-
 namespace {
 struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUPass> {
   using Base::Base;
@@ -47,9 +41,24 @@ struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUP
       if (!func->hasAttr("kiln.kernel"))
         continue;
       Operation *kernelOp = kernelOpOf(func);
+      auto rowLoop = dyn_cast_or_null<scf::ForallOp>(kernelOp);
       if (!kernelOp)
         continue;
-      if (!isa<MatmulOp, AttentionOp>(kernelOp) && !isElementwiseKernelOp(kernelOp) && !isRowKernelOp(kernelOp)) {
+      ConfigAttr config = getConfig(kernelOp);
+      bool wgmma = config && config.getLowering() == "wgmma";
+      if (wgmma && (*target != Target::Sm90a || !isa<MatmulOp, AttentionOp>(kernelOp))) {
+        if (isa<MatmulOp, AttentionOp>(kernelOp))
+          kernelOp->emitOpError() << "the wgmma lowering needs sm_90a, not " << chip;
+        else
+          kernelOp->emitOpError() << "the wgmma lowering is for matmuls and attention only";
+        return signalPassFailure();
+      }
+      if (!rowLoop && isRowOp(kernelOp)) {
+        kernelOp->emitOpError() << "is a row kernel: the GPU lowers it from its tiled loop (kiln-select-config, "
+                                   "kiln-tile, kiln-decompose-rows, kiln-assign-layouts first)";
+        return signalPassFailure();
+      }
+      if (!rowLoop && !isa<MatmulOp, AttentionOp>(kernelOp) && !isElementwiseKernelOp(kernelOp)) {
         kernelOp->emitError() << "convert-kiln-to-gpu: the GPU backend has no lowering for '"
                               << kernelOp->getName()
                               << "' yet (matmul, attention, row, elementwise and data-movement kernels only)";
@@ -60,24 +69,15 @@ struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUP
         builder.setInsertionPointToEnd(module.getBody());
         gpuModule = gpu::GPUModuleOp::create(builder, module.getLoc(), "kiln_kernels");
       }
-      ConfigAttr config = getConfig(kernelOp);
-      bool wgmma = config && config.getLowering() == "wgmma";
-      if (wgmma && (*target != Target::Sm90a || !isa<MatmulOp, AttentionOp>(kernelOp))) {
-        if (isa<MatmulOp, AttentionOp>(kernelOp))
-          kernelOp->emitOpError() << "the wgmma lowering needs sm_90a, not " << chip;
-        else
-          kernelOp->emitOpError() << "the wgmma lowering is for matmuls and attention only";
-        return signalPassFailure();
-      }
       StringRef name = func.getSymName();
       FailureOr<KernelLaunch> launch = failure();
-      if (auto matmul = dyn_cast<MatmulOp>(kernelOp))
+      if (rowLoop)
+        launch = lowerRowKernel(builder, gpuModule, func, name);
+      else if (auto matmul = dyn_cast<MatmulOp>(kernelOp))
         launch = wgmma ? buildWgmmaMatmulKernel(builder, gpuModule, matmul, name)
                        : buildMatmulKernel(builder, gpuModule, matmul, name);
       else if (auto attention = dyn_cast<AttentionOp>(kernelOp))
         launch = buildAttentionKernel(builder, gpuModule, attention, name);
-      else if (isRowKernelOp(kernelOp))
-        launch = buildRowKernel(builder, gpuModule, kernelOp, name);
       else
         launch = buildElementwiseKernel(builder, gpuModule, kernelOp, name);
       if (failed(launch))

@@ -9,6 +9,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/ReshapeOpsUtils.h"
 
 using namespace mlir;
 using namespace mlir::kiln;
@@ -29,8 +30,16 @@ struct TransposeLowering : OpConversionPattern<TransposeOp> {
   }
 };
 
-/// A reshape of a static tensor through a constant shape operand.
+/// A reshape of a static tensor: a collapse_shape or expand_shape (a view once bufferized) when the shapes group
+/// into one another, otherwise a tensor.reshape through a constant shape operand.
 Value reshapeTo(OpBuilder &b, Location loc, Value input, RankedTensorType type) {
+  auto inputType = cast<RankedTensorType>(input.getType());
+  if (inputType.getRank() != type.getRank())
+    if (std::optional<SmallVector<ReassociationIndices>> groups = getReassociationIndicesForReshape(inputType, type)) {
+      if (inputType.getRank() > type.getRank())
+        return tensor::CollapseShapeOp::create(b, loc, type, input, *groups);
+      return tensor::ExpandShapeOp::create(b, loc, type, input, *groups);
+    }
   Value shape = arith::ConstantOp::create(b, loc, b.getIndexTensorAttr(type.getShape()));
   return tensor::ReshapeOp::create(b, loc, type, input, shape);
 }

@@ -10,6 +10,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/ReshapeOpsUtils.h"
 
 using namespace mlir;
 using namespace mlir::kiln;
@@ -96,10 +97,14 @@ struct ReduceLowering : OpConversionPattern<ReduceOp> {
                                       return arith::DivFOp::create(b, l, x[0],
                                                                    floatConstant(b, l, x[0].getType(), divisor));
                                     });
-    if (op.getKeepDims())
-      result = tensor::ReshapeOp::create(
-          rewriter, loc, resultType, result,
-          arith::ConstantOp::create(rewriter, loc, rewriter.getIndexTensorAttr(resultType.getShape())));
+    // The kept axes are unit dimensions: an expand_shape, which bufferizes to a view.
+    if (op.getKeepDims()) {
+      std::optional<SmallVector<ReassociationIndices>> groups =
+          getReassociationIndicesForReshape(cast<ShapedType>(result.getType()), resultType);
+      if (!groups)
+        return rewriter.notifyMatchFailure(op, "the kept dimensions do not expand the reduced shape");
+      result = tensor::ExpandShapeOp::create(rewriter, loc, resultType, result, *groups);
+    }
     rewriter.replaceOp(op, result);
     return success();
   }

@@ -40,9 +40,22 @@ LogicalResult ConfigAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitEr
     return emitError() << "#kiln.config warps must be in [1, 32], got " << warps;
   if (stages <= 0 || stages > 8)
     return emitError() << "#kiln.config stages must be in [1, 8], got " << stages;
-  if (lowering != "host" && lowering != "mma_sync" && lowering != "wgmma")
-    return emitError() << "#kiln.config lowering must be \"host\", \"mma_sync\" or \"wgmma\", got \""
+  if (lowering != "host" && lowering != "mma_sync" && lowering != "wgmma" && lowering != "rows")
+    return emitError() << "#kiln.config lowering must be \"host\", \"mma_sync\", \"wgmma\" or \"rows\", got \""
                        << lowering << "\"";
+  if (lowering == "rows" && (tile.size() != 1 || warps % tile[0] != 0))
+    return emitError() << "#kiln.config lowering \"rows\" needs tile = [rows] with rows dividing warps, got "
+                       << tile.size() << " tile sizes and " << warps << " warps";
+  return success();
+}
+
+LogicalResult RowLayoutAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError, int64_t threadsPerRow,
+                                    int64_t vector) {
+  if (threadsPerRow < 32 || threadsPerRow > 1024 || threadsPerRow % 32 != 0)
+    return emitError() << "#kiln.row_layout threads_per_row must be a multiple of 32 in [32, 1024], got "
+                       << threadsPerRow;
+  if (vector != 1 && vector != 2 && vector != 4 && vector != 8)
+    return emitError() << "#kiln.row_layout vector must be 1, 2, 4 or 8, got " << vector;
   return success();
 }
 

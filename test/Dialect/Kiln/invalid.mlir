@@ -1194,8 +1194,32 @@ func.func @matmul_narrowing_result(%a: tensor<4x8xf32>, %b: tensor<8x2xf32>) -> 
 // -----
 
 func.func @config_bad_lowering(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
-  // expected-error @+1 {{#kiln.config lowering must be "host", "mma_sync" or "wgmma", got "simt"}}
+  // expected-error @+1 {{#kiln.config lowering must be "host", "mma_sync", "wgmma" or "rows", got "simt"}}
   %0 = kiln.softmax %x axis 1 {kiln.config = #kiln.config<tile = [4], warps = 1, stages = 1, lowering = "simt">} : tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @config_rows_warps(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{#kiln.config lowering "rows" needs tile = [rows] with rows dividing warps, got 1 tile sizes and 2 warps}}
+  %0 = kiln.softmax %x axis 1 {kiln.config = #kiln.config<tile = [4], warps = 2, stages = 1, lowering = "rows">} : tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @row_layout_threads(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{#kiln.row_layout threads_per_row must be a multiple of 32 in [32, 1024], got 48}}
+  %0 = kiln.exp %x {kiln.layout = #kiln.row_layout<threads_per_row = 48, vector = 4>} : tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @row_layout_vector(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{#kiln.row_layout vector must be 1, 2, 4 or 8, got 3}}
+  %0 = kiln.exp %x {kiln.layout = #kiln.row_layout<threads_per_row = 32, vector = 3>} : tensor<4x8xf32>
   return %0 : tensor<4x8xf32>
 }
 

@@ -1,0 +1,230 @@
+"""Row kernels on the H200: the generated kernels (lowered from the tiled IR by layout) against the template
+kernels they replace, torch and torch.compile, checked against an fp64 reference in the same run.
+
+Why: the row kernels (softmax, RMSNorm, LayerNorm, logsumexp and reductions along the last axis) are the first
+family that the GPU backend lowers from the tiled, decomposed IR instead of building whole from the op. This
+script holds both halves of the visit:
+
+- ``prepare`` (here, where the compiler is): writes each case's kiln function and compiles it with the current
+  ``kilnc`` into ``<out>/generated/<case>`` and, given ``--template-kilnc`` (built from the commit before the
+  change), into ``<out>/template/<case>``, plus ``<out>/cases.json``.
+- ``visit`` (on the GPU machine, with build/python on PYTHONPATH for the runtime bindings): checks every kernel
+  on fresh random inputs (seed printed) against torch in float64, then times the ``b_`` cases with CUDA events
+  (warm-up, median of 30 samples of 10 back-to-back calls) beside the template kernel, torch eager and
+  torch.compile (Inductor's Triton kernels), and writes rows.json and rows.md to ``--out``.
+
+Bandwidth counts the bytes a kernel must move: its inputs read once and its output written once.
+Error: max|out - ref| / max|ref|; limits 1e-2 (bf16), 2e-3 (f16), 2e-5 (f32; exp and division take the hardware approximations), from the output's rounding.
+"""
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+LIMITS = {"bf16": 1e-2, "f16": 2e-3, "f32": 2e-5}
+BYTES = {"bf16": 2, "f16": 2, "f32": 4}
+
+
+def tensor(shape, dtype):
+    return "tensor<" + "x".join(str(s) for s in shape) + f"x{dtype}>"
+
+
+def case(name, op, shape, dtype):
+    """A row kernel of ``op`` over ``shape`` (the last dim is the row)."""
+    width = shape[-1]
+    x = tensor(shape, dtype)
+    w = tensor((width,), dtype)
+    inputs, result = [("x", shape, dtype)], (shape, dtype)
+    if op == "softmax":
+        body = f"%r = kiln.softmax %x axis {len(shape) - 1} : {x}"
+    elif op == "rms_norm":
+        inputs.append(("w", (width,), dtype))
+        body = f"%r = kiln.rms_norm %x, %w epsilon 1.0e-06 : {x}, {w}"
+    elif op == "layer_norm":
+        inputs += [("w", (width,), dtype), ("b", (width,), dtype)]
+        body = f"%r = kiln.layer_norm %x, %w, %b epsilon 1.0e-05 : {x}, {w}, {w}"
+    elif op == "logsumexp":
+        result = (shape[:-1], "f32")
+        body = f"%r = kiln.logsumexp %x axis {len(shape) - 1} : {x} -> {tensor(*result)}"
+    elif op in ("sum", "max", "mean"):
+        result = ((*shape[:-1], 1), dtype)
+        body = f"%r = kiln.reduce {op} %x axes [{len(shape) - 1}] keep_dims : {x} -> {tensor(*result)}"
+    else:
+        raise ValueError(op)
+    args = ", ".join(f"%{n}: {tensor(s, d)}" for n, s, d in inputs)
+    text = f"func.func @{name}({args}) -> {tensor(*result)} {{\n  {body}\n  return %r : {tensor(*result)}\n}}\n"
+    return dict(name=name, op=op, inputs=[[list(s), d] for _, s, d in inputs], shape=list(result[0]),
+                dtype=result[1], mlir=text)
+
+
+def cases():
+    """Correctness cases (odd widths and row counts that do not divide the blocks, every dtype, single rows) and
+    the benchmark shapes (``b_``: a Llama hidden state of 4096, GPT-2's 768, attention-score rows, a vocabulary)."""
+    listed = []
+    for dtype in ("bf16", "f16", "f32"):
+        for op in ("softmax", "rms_norm", "layer_norm", "logsumexp", "sum", "max", "mean"):
+            listed.append(case(f"t_{op}_{dtype}_3x77x1000", op, (3, 77, 1000), dtype))
+        listed += [case(f"t_softmax_{dtype}_5x33", "softmax", (5, 33), dtype),
+                   case(f"t_rms_norm_{dtype}_7x4100", "rms_norm", (7, 4100), dtype),
+                   case(f"t_layer_norm_{dtype}_1x9x4096", "layer_norm", (1, 9, 4096), dtype),
+                   case(f"t_softmax_{dtype}_row_777", "softmax", (777,), dtype),
+                   case(f"t_logsumexp_{dtype}_2x50257", "logsumexp", (2, 50257), dtype),
+                   case(f"t_rms_norm_{dtype}_1x1", "rms_norm", (1, 1), dtype)]
+    for rows, width in ((1, 4096), (32, 4096), (2048, 4096), (16384, 4096), (8192, 768), (4096, 14336)):
+        listed.append(case(f"b_rms_norm_bf16_{rows}x{width}", "rms_norm", (rows, width), "bf16"))
+    for rows, width in ((8192, 768), (2048, 4096)):
+        listed.append(case(f"b_layer_norm_bf16_{rows}x{width}", "layer_norm", (rows, width), "bf16"))
+    for rows, width in ((65536, 128), (16384, 1024), (4096, 4096), (128, 32768)):
+        listed.append(case(f"b_softmax_bf16_{rows}x{width}", "softmax", (rows, width), "bf16"))
+    listed.append(case("b_softmax_f32_4096x4096", "softmax", (4096, 4096), "f32"))
+    listed.append(case("b_logsumexp_f32_64x50257", "logsumexp", (64, 50257), "f32"))
+    listed.append(case("b_sum_f32_16384x1024", "sum", (16384, 1024), "f32"))
+    return listed
+
+
+def prepare(args):
+    out = Path(args.out)
+    variants = {"generated": args.kilnc}
+    if args.template_kilnc:
+        variants["template"] = args.template_kilnc
+    listed = cases()
+    for item in listed:
+        for variant, kilnc in variants.items():
+            folder = out / variant / item["name"]
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "graph.mlir").write_text(item["mlir"])
+            result = subprocess.run([kilnc, str(folder / "graph.mlir"), "--target=sm_90a", "-o", str(folder)],
+                                    capture_output=True, text=True)
+            if result.returncode != 0:
+                print(f"{variant} {item['name']}: kilnc failed:\n{result.stderr}", file=sys.stderr)
+                return 1
+            for ptx in folder.glob("*.ptx"):
+                ptx.unlink()
+    (out / "cases.json").write_text(json.dumps([{k: v for k, v in c.items() if k != "mlir"} for c in listed],
+                                               indent=1))
+    print(f"compiled {len(listed)} cases x {len(variants)} variants into {out}")
+    return 0
+
+
+def visit(args):
+    import torch
+    import torch.nn.functional as F
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from gpu_visit import Runtime, time_ms
+
+    dtypes = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
+    references = {
+        "softmax": lambda x: torch.softmax(x, -1),
+        "rms_norm": lambda x, w: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w,
+        "layer_norm": lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b, 1e-5),
+        "logsumexp": lambda x: torch.logsumexp(x, -1),
+        "sum": lambda x: x.sum(-1, keepdim=True),
+        "max": lambda x: x.amax(-1, keepdim=True),
+        "mean": lambda x: x.mean(-1, keepdim=True),
+    }
+    # What torch users call for each op, in the input's dtype.
+    eager = {
+        "softmax": lambda x: torch.softmax(x, -1),
+        "rms_norm": lambda x, w: F.rms_norm(x, (x.shape[-1],), w, 1e-6),
+        "layer_norm": lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b, 1e-5),
+        "logsumexp": lambda x: torch.logsumexp(x, -1),
+        "sum": lambda x: x.sum(-1, keepdim=True),
+        "max": lambda x: x.amax(-1, keepdim=True),
+        "mean": lambda x: x.mean(-1, keepdim=True),
+    }
+    runtime = Runtime(args.runtime)
+    build = Path(args.build)
+    listed = [c for c in json.loads((build / "cases.json").read_text()) if c["name"].startswith(args.only)]
+    seed = torch.seed() % 2**31
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+    print(f"seed {seed}, device {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    rows, failures = [], 0
+    for item in listed:
+        inputs = [(torch.randn(*shape, generator=generator, device="cuda") * 2).to(dtypes[dtype])
+                  for shape, dtype in item["inputs"]]
+        ref = references[item["op"]](*[t.double() for t in inputs])
+        row = dict(name=item["name"])
+        launches = {}
+        for variant in ("generated", "template"):
+            folder = build / variant / item["name"]
+            if not folder.exists():
+                continue
+            manifest = json.loads((folder / "manifest.json").read_text())
+            if len(manifest["kernels"]) != 1:
+                raise SystemExit(f"{item['name']} ({variant}): expected one kernel, got {len(manifest['kernels'])}")
+            entry = manifest["kernels"][0]
+            kernel = runtime.load(folder / entry["cubin"], entry)
+            out = torch.full(item["shape"], float("nan"), device="cuda", dtype=dtypes[item["dtype"]])
+            tensors = [*inputs, out]
+            runtime.launch(kernel, entry, tensors)
+            torch.cuda.synchronize()
+            error = ((out.double() - ref).abs().max() / ref.abs().max().clamp_min(1e-300)).item()
+            ok = error <= LIMITS[item["dtype"]] and not torch.isnan(out).any().item()
+            row[f"{variant}_error"] = error
+            row[f"{variant}_ok"] = ok
+            row[f"{variant}_registers"] = entry.get("registers")
+            if variant == "generated":
+                failures += not ok
+            launches[variant] = (lambda k=kernel, e=entry, t=tensors: runtime.launch(k, e, t))
+        if item["name"].startswith("b_") and not args.no_bench:
+            moved = sum(t.numel() * t.element_size() for t in inputs)
+            moved += torch.Size(item["shape"]).numel() * BYTES[item["dtype"]]
+            fn = eager[item["op"]]
+            timings = {variant: time_ms(launch) for variant, launch in launches.items()}
+            timings["torch"] = time_ms(lambda: fn(*inputs))
+            compiled = torch.compile(fn, dynamic=False)
+            compiled(*inputs)
+            timings["inductor"] = time_ms(lambda: compiled(*inputs))
+            for label, ms in timings.items():
+                row[f"{label}_ms"] = ms
+                row[f"{label}_tbs"] = moved / ms / 1e9
+            for label in ("template", "torch", "inductor"):
+                if label in timings:
+                    row[f"vs_{label}"] = timings[label] / timings["generated"]
+        rows.append(row)
+        line = f"{item['name']:34s} err {row.get('generated_error', float('nan')):.1e} " \
+               f"{'ok' if row.get('generated_ok') else 'FAILED'}"
+        if "template_error" in row:
+            line += f" (template {row['template_error']:.1e})"
+        if "generated_ms" in row:
+            line += f"  {row['generated_tbs']:5.2f} TB/s"
+            for label in ("template", "torch", "inductor"):
+                if f"vs_{label}" in row:
+                    line += f" | {label} {row[f'{label}_tbs']:5.2f} ({row[f'vs_{label}']:.2f}x)"
+        print(line, flush=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "rows.json").write_text(json.dumps(dict(seed=seed, device=torch.cuda.get_device_name(),
+                                                   torch=torch.__version__, rows=rows), indent=1))
+    bench = [r for r in rows if "generated_ms" in r]
+    lines = ["| case | generated TB/s | template TB/s | generated / template | torch TB/s | vs torch | "
+             "torch.compile TB/s | vs torch.compile |", "|---|---|---|---|---|---|---|---|"]
+    for r in bench:
+        cells = [f"{r.get(f'{label}_tbs', float('nan')):.2f} | {r.get(f'vs_{label}', float('nan')):.2f}x"
+                 for label in ("template", "torch", "inductor")]
+        lines.append(f"| {r['name']} | {r['generated_tbs']:.2f} | {' | '.join(cells)} |")
+    (out / "rows.md").write_text("\n".join(lines) + "\n")
+    print(f"{len(rows) - failures} passed, {failures} failed (generated kernels against fp64)")
+    return 1 if failures else 0
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("prepare")
+    p.add_argument("--kilnc", default="build/bin/kilnc")
+    p.add_argument("--template-kilnc", default="")
+    p.add_argument("--out", default="gpu_build/rows")
+    v = sub.add_parser("visit")
+    v.add_argument("--build", default="gpu_build/rows")
+    v.add_argument("--runtime", default="build/lib/libkiln_runtime.so")
+    v.add_argument("--out", default=".")
+    v.add_argument("--no-bench", action="store_true")
+    v.add_argument("--only", default="", help="only the cases whose names start with this")
+    args = parser.parse_args()
+    return prepare(args) if args.command == "prepare" else visit(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,570 @@
+//===- RowLayoutLowering.cpp - Row kernels lowered from their tiled IR -----===//
+//
+// A row kernel reaches the GPU as kiln-tile, kiln-decompose-rows and kiln-assign-layouts leave it: an
+// scf.forall over blocks of rows whose body reads [R, D] tiles (tensor.extract_slice, tensor.pad), computes
+// with f32 row reductions and elementwise ops that each carry a #kiln.row_layout, and inserts its valid rows
+// into the result. This file maps that loop nest onto a gpu.func: the forall's iterations onto thread blocks,
+// and each tile value onto registers by its layout, one lowering per op family: global tiles load in 16-byte
+// runs (padding rows and columns past the edge), elementwise ops act on each register, a row reduction folds a
+// thread's registers, then its warp by butterfly shuffles, then the row's warps through shared memory, and the
+// inserted slice stores the valid part. Every tile is read from memory once and stays in registers.
+//
+//===----------------------------------------------------------------------===//
+
+#include "GpuKernels.h"
+
+#include "Conversion/KilnToLinalg/LinalgBuilders.h"
+#include "KernelBuilding.h"
+#include "Transforms/Transforms.h"
+
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Affine/Utils.h"
+#include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/IR/Matchers.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::kiln;
+using namespace mlir::kiln::gpukernel;
+
+namespace {
+
+/// A kernel buffer seen with a shape: a kernel parameter, or a reshape of one (buffers are flat and row-major,
+/// so a reshape is only a new shape).
+struct GlobalTensor {
+  Value buffer;
+  SmallVector<int64_t> shape;
+
+  /// Row-major element strides of `shape`.
+  SmallVector<int64_t> strides() const {
+    SmallVector<int64_t> result(shape.size(), 1);
+    for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d)
+      result[d] = result[d + 1] * shape[d + 1];
+    return result;
+  }
+};
+
+/// A slice of a global tensor that is read when an op first uses it: `offsets` and valid `sizes` per source
+/// dimension (index values), the source dimensions that stand for the tile's rows and columns, and the value
+/// of the elements past the valid sizes (a tensor.pad's).
+struct GlobalTile {
+  GlobalTensor source;
+  SmallVector<Value> offsets, sizes;
+  int64_t rowDim, columnDim;
+  double pad = 0.0;
+};
+
+/// A tile value in a thread's registers. Along the row: one register per column the thread holds, chunk by
+/// chunk (`vector` columns each); otherwise one register for a value that is constant along the row (a
+/// reduced row, a scalar).
+struct RegisterTile {
+  SmallVector<Value> registers;
+  bool alongRow = false;
+};
+
+/// Lowers the body of one tiled row kernel into the gpu.func under construction.
+class RowKernelLowering {
+public:
+  RowKernelLowering(OpBuilder &b, Location loc, RowLayoutAttr layout, int64_t rowsPerBlock, Value sharedBytes)
+      : b(b), loc(loc), im{b, loc}, threadsPerRow(layout.getThreadsPerRow()), vector(layout.getVector()),
+        rowsPerBlock(rowsPerBlock), sharedBytes(sharedBytes) {
+    Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+    row = im.div(tid, threadsPerRow);
+    thread = im.rem(tid, threadsPerRow);
+  }
+
+  /// Binds a value of the kernel function to a global tensor.
+  void bindGlobal(Value value, GlobalTensor global) { globals[value] = std::move(global); }
+
+  /// Recreates an index or float constant of the kernel function (one that folding hoisted out of the loop).
+  void cloneConstant(arith::ConstantOp op) { b.clone(*op, mapping); }
+
+  /// Lowers the forall's body for the iteration `ivs` (this block's).
+  LogicalResult lowerBody(scf::ForallOp forall, ValueRange ivs, const GlobalTensor &output);
+
+private:
+  /// Columns past the end of a row of `width` held by chunk `chunk`'s first column: chunk validity.
+  Value chunkColumn(int64_t chunk) { return im.add(im.mul(thread, vector), chunk * threadsPerRow * vector); }
+  int64_t chunksOf(int64_t width) const { return llvm::divideCeilSigned(width, threadsPerRow * vector); }
+
+  LogicalResult lowerOp(Operation *op);
+  FailureOr<RegisterTile> registersOf(Value value, Operation *user);
+  RegisterTile loadTile(const GlobalTile &tile, int64_t width);
+  RegisterTile loadRowVector(const GlobalTensor &global);
+  LogicalResult lowerElementwise(Operation *op);
+  LogicalResult lowerReduce(ReduceOp op);
+  LogicalResult lowerInsert(tensor::ParallelInsertSliceOp op, const GlobalTensor &output);
+  Value reduceAcrossRow(Value partial, lowering::Combiner combiner);
+  Value index(Value value) { return mapping.lookupOrDefault(value); }
+  /// A whole [rows, columns] global tensor as a tile.
+  GlobalTile wholeTile(const GlobalTensor &global) {
+    return GlobalTile{global, {im.c(0), im.c(0)}, {im.c(global.shape[0]), im.c(global.shape[1])}, 0, 1};
+  }
+  Value elementIndex(const GlobalTensor &global, ArrayRef<Value> offsets, Value rowOffset, int64_t rowDim,
+                     Value columnOffset, int64_t columnDim);
+
+  OpBuilder &b;
+  Location loc;
+  IndexMath im;
+  int64_t threadsPerRow, vector, rowsPerBlock;
+  Value sharedBytes, row, thread;
+  IRMapping mapping;
+  DenseMap<Value, GlobalTensor> globals;
+  DenseMap<Value, GlobalTile> globalTiles;
+  DenseMap<Value, RegisterTile> tiles;
+};
+
+} // namespace
+
+Value RowKernelLowering::elementIndex(const GlobalTensor &global, ArrayRef<Value> offsets, Value rowOffset,
+                                      int64_t rowDim, Value columnOffset, int64_t columnDim) {
+  SmallVector<int64_t> strides = global.strides();
+  Value at = im.c(0);
+  for (auto [d, offset] : llvm::enumerate(offsets))
+    at = im.add(at, im.mul(offset, strides[d]));
+  if (rowOffset)
+    at = im.add(at, im.mul(rowOffset, strides[rowDim]));
+  if (columnOffset)
+    at = im.add(at, im.mul(columnOffset, strides[columnDim]));
+  return at;
+}
+
+/// Loads `count` elements of `buffer` from `at` (one vector load when `count` > 1; `at` must then be a multiple
+/// of `count`), or `pad` where `valid` is false (the load then reads element 0, always in bounds).
+static SmallVector<Value> loadElements(OpBuilder &b, Location loc, IndexMath &im, Value buffer, Value at,
+                                       int64_t count, Value valid, double pad) {
+  Type element = cast<MemRefType>(buffer.getType()).getElementType();
+  Value safe = im.select(valid, at, im.c(0));
+  Value padValue = lowering::floatConstant(b, loc, element, pad);
+  SmallVector<Value> values;
+  if (count == 1) {
+    values.push_back(memref::LoadOp::create(b, loc, buffer, ValueRange{safe}));
+  } else {
+    auto type = VectorType::get({count}, element);
+    Value loaded = vector::LoadOp::create(b, loc, type, buffer, ValueRange{safe}, /*nontemporal=*/false,
+                                          llvm::MaybeAlign(count * element.getIntOrFloatBitWidth() / 8));
+    for (int64_t j = 0; j < count; ++j)
+      values.push_back(vector::ExtractOp::create(b, loc, loaded, ArrayRef<int64_t>{j}));
+  }
+  for (Value &value : values)
+    value = arith::SelectOp::create(b, loc, valid, value, padValue);
+  return values;
+}
+
+RegisterTile RowKernelLowering::loadTile(const GlobalTile &tile, int64_t width) {
+  const GlobalTensor &source = tile.source;
+  // Runs of `vector` columns load as one vector when they are contiguous and never straddle the valid edge.
+  std::optional<int64_t> validColumns = getConstantIntValue(tile.sizes[tile.columnDim]);
+  bool contiguous = tile.columnDim == static_cast<int64_t>(source.shape.size()) - 1;
+  int64_t run = contiguous && validColumns && *validColumns % vector == 0 ? vector : 1;
+  Value rowValid = im.lt(row, tile.sizes[tile.rowDim]);
+  RegisterTile result{{}, /*alongRow=*/true};
+  for (int64_t chunk = 0, chunks = chunksOf(width); chunk < chunks; ++chunk) {
+    Value first = chunkColumn(chunk);
+    for (int64_t j = 0; j < vector; j += run) {
+      Value column = im.add(first, j);
+      Value valid = im.andi(rowValid, im.lt(column, tile.sizes[tile.columnDim]));
+      Value at = elementIndex(source, tile.offsets, row, tile.rowDim, column, tile.columnDim);
+      llvm::append_range(result.registers,
+                         loadElements(b, loc, im, source.buffer, at, run, valid, tile.pad));
+    }
+  }
+  return result;
+}
+
+RegisterTile RowKernelLowering::loadRowVector(const GlobalTensor &global) {
+  // A [D] operand (a norm's weight or bias) broadcast over the rows: every row's threads read the same columns.
+  int64_t width = global.shape.back();
+  int64_t run = width % vector == 0 ? vector : 1;
+  RegisterTile result{{}, /*alongRow=*/true};
+  for (int64_t chunk = 0, chunks = chunksOf(width); chunk < chunks; ++chunk) {
+    Value first = chunkColumn(chunk);
+    for (int64_t j = 0; j < vector; j += run) {
+      Value column = im.add(first, j);
+      llvm::append_range(result.registers, loadElements(b, loc, im, global.buffer, column, run,
+                                                        im.lt(column, width), 0.0));
+    }
+  }
+  return result;
+}
+
+FailureOr<RegisterTile> RowKernelLowering::registersOf(Value value, Operation *user) {
+  if (auto it = tiles.find(value); it != tiles.end())
+    return it->second;
+  auto type = cast<RankedTensorType>(value.getType());
+  RegisterTile result;
+  if (auto it = globalTiles.find(value); it != globalTiles.end()) {
+    result = loadTile(it->second, type.getShape().back());
+  } else if (auto constant = value.getDefiningOp<ConstantOp>()) {
+    auto elements = dyn_cast<SplatElementsAttr>(constant.getValue());
+    if (!elements)
+      return user->emitOpError() << "row-layout lowering: only splat constants are held in registers";
+    result.registers.push_back(arith::ConstantOp::create(b, loc, cast<TypedAttr>(elements.getSplatValue<Attribute>())));
+  } else if (auto it = globals.find(value); it != globals.end()) {
+    const GlobalTensor &global = it->second;
+    int64_t elements = type.getNumElements();
+    if (elements == 1)
+      result.registers.push_back(memref::LoadOp::create(b, loc, global.buffer, ValueRange{im.c(0)}));
+    else if (type.getRank() == 1)
+      result = loadRowVector(global);
+    else if (type.getRank() == 2) // a whole [rows, columns] buffer, the tile of a one-block loop
+      result = loadTile(wholeTile(global), type.getShape().back());
+    else
+      return user->emitOpError() << "row-layout lowering: operand of type " << type
+                                 << " is neither a tile, a row vector nor a scalar";
+  } else {
+    return user->emitOpError() << "row-layout lowering: an operand is defined by an op this lowering does not take";
+  }
+  tiles[value] = result;
+  return result;
+}
+
+LogicalResult RowKernelLowering::lowerElementwise(Operation *op) {
+  SmallVector<RegisterTile> operands;
+  bool alongRow = false;
+  size_t count = 1;
+  for (Value operand : op->getOperands()) {
+    FailureOr<RegisterTile> registers = registersOf(operand, op);
+    if (failed(registers))
+      return failure();
+    alongRow |= registers->alongRow;
+    count = std::max(count, registers->registers.size());
+    operands.push_back(*registers);
+  }
+  Type element = cast<RankedTensorType>(op->getResult(0).getType()).getElementType();
+  RegisterTile result{{}, alongRow};
+  for (size_t i = 0; i < count; ++i) {
+    SmallVector<Value> args;
+    for (const RegisterTile &operand : operands)
+      args.push_back(lowering::widen(b, loc, operand.alongRow ? operand.registers[i] : operand.registers[0]));
+    Value value = isa<CastOp>(op) ? args[0] : lowering::buildScalarFormula(b, loc, op, args);
+    if (!value)
+      return op->emitOpError() << "row-layout lowering: no elementwise formula for this op";
+    result.registers.push_back(lowering::narrow(b, loc, value, element));
+  }
+  tiles[op->getResult(0)] = result;
+  return success();
+}
+
+Value RowKernelLowering::reduceAcrossRow(Value partial, lowering::Combiner combiner) {
+  for (int32_t offset : {16, 8, 4, 2, 1})
+    partial = lowering::combine(
+        b, loc, combiner, partial,
+        gpu::ShuffleOp::create(b, loc, partial, offset, 32, gpu::ShuffleMode::XOR).getShuffleResult());
+  int64_t warpsPerRow = threadsPerRow / 32;
+  if (warpsPerRow == 1)
+    return partial;
+  // Each warp's first lane posts its partial; every thread of the row folds its row's posts. The second barrier
+  // keeps the next reduction's posts from overwriting partials still being read.
+  Value partials = sharedView(b, loc, sharedBytes, 0, rowsPerBlock * warpsPerRow, b.getF32Type());
+  Value warp = im.div(thread, 32), rowPosts = im.mul(row, warpsPerRow);
+  scf::IfOp::create(b, loc, im.lt(im.rem(thread, 32), 1), [&](OpBuilder &post, Location) {
+    memref::StoreOp::create(post, loc, partial, partials, ValueRange{im.add(rowPosts, warp)});
+    scf::YieldOp::create(post, loc);
+  });
+  gpu::BarrierOp::create(b, loc);
+  Value folded = memref::LoadOp::create(b, loc, partials, ValueRange{rowPosts});
+  for (int64_t w = 1; w < warpsPerRow; ++w)
+    folded = lowering::combine(b, loc, combiner, folded,
+                               memref::LoadOp::create(b, loc, partials, ValueRange{im.add(rowPosts, w)}));
+  gpu::BarrierOp::create(b, loc);
+  return folded;
+}
+
+LogicalResult RowKernelLowering::lowerReduce(ReduceOp op) {
+  RankedTensorType input = op.getInput().getType();
+  if (op.getAxes().size() != 1 || op.getAxes()[0] != input.getRank() - 1 || input.getRank() != 2)
+    return op.emitOpError() << "row-layout lowering: only a reduction of a [rows, columns] tile along its row";
+  FailureOr<RegisterTile> registers = registersOf(op.getInput(), op);
+  if (failed(registers))
+    return failure();
+  if (!registers->alongRow)
+    return op.emitOpError() << "row-layout lowering: the reduced tile is constant along its row";
+  lowering::Combiner combiner = op.getKind() == ReduceKind::max   ? lowering::Combiner::Max
+                                : op.getKind() == ReduceKind::min ? lowering::Combiner::Min
+                                                                  : lowering::Combiner::Sum;
+  const double inf = std::numeric_limits<double>::infinity();
+  double identity = combiner == lowering::Combiner::Max ? -inf : combiner == lowering::Combiner::Min ? inf : 0.0;
+  Value identityValue = lowering::floatConstant(b, loc, b.getF32Type(), identity);
+  int64_t width = input.getShape().back();
+  // Registers of columns past the row's end hold padding, which must not take part.
+  Value partial = identityValue;
+  for (auto [i, value] : llvm::enumerate(registers->registers)) {
+    int64_t chunk = i / vector, j = i % vector;
+    Value x = lowering::widen(b, loc, value);
+    Value inside = im.lt(im.add(chunkColumn(chunk), j), width);
+    partial = lowering::combine(b, loc, combiner, partial, arith::SelectOp::create(b, loc, inside, x, identityValue));
+  }
+  Value total = reduceAcrossRow(partial, combiner);
+  if (op.getKind() == ReduceKind::mean)
+    total = arith::DivFOp::create(b, loc, total, lowering::floatConstant(b, loc, b.getF32Type(), width));
+  tiles[op.getResult()] = RegisterTile{{lowering::narrow(b, loc, total, op.getType().getElementType())}, false};
+  return success();
+}
+
+LogicalResult RowKernelLowering::lowerInsert(tensor::ParallelInsertSliceOp op, const GlobalTensor &output) {
+  FailureOr<RegisterTile> registers = registersOf(op.getSource(), op);
+  if (failed(registers))
+    return failure();
+  SmallVector<Value> offsets, sizes;
+  for (OpFoldResult offset : op.getMixedOffsets())
+    offsets.push_back(getValueOrCreateConstantIndexOp(b, loc, offset));
+  for (OpFoldResult size : op.getMixedSizes())
+    sizes.push_back(getValueOrCreateConstantIndexOp(b, loc, size));
+  for (Value &value : offsets)
+    value = index(value);
+  for (Value &value : sizes)
+    value = index(value);
+  llvm::SmallBitVector dropped = op.getDroppedDims();
+  SmallVector<int64_t> kept;
+  for (int64_t d = 0, rank = output.shape.size(); d < rank; ++d)
+    if (!dropped.test(d))
+      kept.push_back(d);
+  Type element = cast<MemRefType>(output.buffer.getType()).getElementType();
+  Value rowValid = im.lt(row, sizes[kept[0]]);
+  auto storeIf = [&](Value valid, Value at, ArrayRef<Value> values) {
+    scf::IfOp::create(b, loc, valid, [&](OpBuilder &then, Location) {
+      SmallVector<Value> narrowed;
+      for (Value value : values)
+        narrowed.push_back(lowering::narrow(then, loc, lowering::widen(then, loc, value), element));
+      if (narrowed.size() == 1) {
+        memref::StoreOp::create(then, loc, narrowed[0], output.buffer, ValueRange{at});
+      } else {
+        auto type = VectorType::get({static_cast<int64_t>(narrowed.size())}, element);
+        Value packed = vector::FromElementsOp::create(then, loc, type, narrowed);
+        vector::StoreOp::create(then, loc, packed, output.buffer, ValueRange{at}, /*nontemporal=*/false,
+                                llvm::MaybeAlign(narrowed.size() * element.getIntOrFloatBitWidth() / 8));
+      }
+      scf::YieldOp::create(then, loc);
+    });
+  };
+  if (!registers->alongRow) {
+    // One value per row ([R] or [R, 1]): the row's first thread stores it.
+    Value at = elementIndex(output, offsets, row, kept[0], Value(), 0);
+    storeIf(im.andi(rowValid, im.lt(thread, 1)), at, registers->registers[0]);
+    return success();
+  }
+  if (kept.size() != 2)
+    return op.emitOpError() << "row-layout lowering: a row tile must be inserted as [rows, columns]";
+  auto type = cast<RankedTensorType>(op.getSource().getType());
+  int64_t width = type.getShape().back(), columnDim = kept[1];
+  std::optional<int64_t> validColumns = getConstantIntValue(sizes[columnDim]);
+  bool contiguous = columnDim == static_cast<int64_t>(output.shape.size()) - 1;
+  int64_t run = contiguous && validColumns && *validColumns % vector == 0 ? vector : 1;
+  for (int64_t chunk = 0, chunks = chunksOf(width); chunk < chunks; ++chunk) {
+    Value first = chunkColumn(chunk);
+    for (int64_t j = 0; j < vector; j += run) {
+      Value column = im.add(first, j);
+      Value valid = im.andi(rowValid, im.lt(column, sizes[columnDim]));
+      Value at = elementIndex(output, offsets, row, kept[0], column, columnDim);
+      ArrayRef<Value> values = ArrayRef<Value>(registers->registers).slice(chunk * vector + j, run);
+      storeIf(valid, at, values);
+    }
+  }
+  return success();
+}
+
+LogicalResult RowKernelLowering::lowerOp(Operation *op) {
+  // Index arithmetic (tile offsets and clamped sizes) is recomputed in the kernel.
+  if (auto min = dyn_cast<affine::AffineMinOp>(op)) {
+    SmallVector<Value> operands;
+    for (Value operand : min.getOperands())
+      operands.push_back(index(operand));
+    std::optional<SmallVector<Value, 8>> results = affine::expandAffineMap(b, loc, min.getMap(), operands);
+    if (!results)
+      return op->emitOpError() << "row-layout lowering: cannot expand this affine map";
+    Value value = (*results)[0];
+    for (Value other : llvm::drop_begin(*results))
+      value = im.min(value, other);
+    mapping.map(min.getResult(), value);
+    return success();
+  }
+  if (auto apply = dyn_cast<affine::AffineApplyOp>(op)) {
+    SmallVector<Value> operands;
+    for (Value operand : apply.getOperands())
+      operands.push_back(index(operand));
+    std::optional<SmallVector<Value, 8>> results = affine::expandAffineMap(b, loc, apply.getMap(), operands);
+    if (!results)
+      return op->emitOpError() << "row-layout lowering: cannot expand this affine map";
+    mapping.map(apply.getResult(), (*results)[0]);
+    return success();
+  }
+  if (auto dim = dyn_cast<tensor::DimOp>(op)) {
+    // The extent of a tile read from memory (a tensor.pad's high padding is computed from it).
+    auto tile = globalTiles.find(dim.getSource());
+    std::optional<int64_t> which = dim.getConstantIndex();
+    if (tile == globalTiles.end() || !which || *which > 1)
+      return op->emitOpError() << "row-layout lowering: only the extent of a tile read from memory is known";
+    mapping.map(dim.getResult(), tile->second.sizes[*which == 0 ? tile->second.rowDim : tile->second.columnDim]);
+    return success();
+  }
+  if (isa<arith::ConstantOp>(op) || (isa<arith::ArithDialect>(op->getDialect()) &&
+                                     llvm::all_of(op->getResultTypes(), [](Type t) { return t.isIndex(); }))) {
+    b.clone(*op, mapping);
+    return success();
+  }
+  if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op)) {
+    // The valid part of a register tile is the same registers; a slice of a global tensor is a tile to load.
+    if (auto it = tiles.find(slice.getSource()); it != tiles.end()) {
+      tiles[slice.getResult()] = it->second;
+      return success();
+    }
+    auto global = globals.find(slice.getSource());
+    if (global == globals.end() || slice.getType().getRank() != 2)
+      return op->emitOpError() << "row-layout lowering: a slice must take a [rows, columns] tile of a kernel buffer";
+    GlobalTile tile{global->second, {}, {}, 0, 0};
+    for (OpFoldResult offset : slice.getMixedOffsets())
+      tile.offsets.push_back(index(getValueOrCreateConstantIndexOp(b, loc, offset)));
+    for (OpFoldResult size : slice.getMixedSizes())
+      tile.sizes.push_back(index(getValueOrCreateConstantIndexOp(b, loc, size)));
+    SmallVector<int64_t> kept;
+    llvm::SmallBitVector dropped = slice.getDroppedDims();
+    for (int64_t d = 0, rank = tile.offsets.size(); d < rank; ++d)
+      if (!dropped.test(d))
+        kept.push_back(d);
+    tile.rowDim = kept[0];
+    tile.columnDim = kept[1];
+    globalTiles[slice.getResult()] = tile;
+    return success();
+  }
+  if (auto pad = dyn_cast<tensor::PadOp>(op)) {
+    if (auto global = globals.find(pad.getSource()); global != globals.end() && global->second.shape.size() == 2)
+      globalTiles[pad.getSource()] = wholeTile(global->second);
+    auto it = globalTiles.find(pad.getSource());
+    APFloat value(0.0);
+    Value padValue = pad.getConstantPaddingValue();
+    if (it == globalTiles.end() || !padValue || !matchPattern(padValue, m_ConstantFloat(&value)))
+      return op->emitOpError() << "row-layout lowering: only a tile read from a kernel buffer may be padded, "
+                                  "with a constant";
+    GlobalTile tile = it->second;
+    tile.pad = value.convertToDouble();
+    globalTiles[pad.getResult()] = tile;
+    return success();
+  }
+  if (auto reduce = dyn_cast<ReduceOp>(op))
+    return lowerReduce(reduce);
+  if (auto reshape = dyn_cast<ReshapeOp>(op)) {
+    // Within a tile a reshape only drops or adds the unit column of a reduced row.
+    FailureOr<RegisterTile> registers = registersOf(reshape.getInput(), op);
+    if (failed(registers) || registers->alongRow)
+      return op->emitOpError() << "row-layout lowering: only a reduced row may be reshaped within a tile";
+    tiles[reshape.getResult()] = *registers;
+    return success();
+  }
+  if (isa<ConstantOp>(op))
+    return success(); // held in registers when an op uses it
+  if (isa<CastOp>(op) || isa<AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp, NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp,
+                              ReciprocalOp, AbsOp, TanhOp, ErfOp, SigmoidOp, ReluOp, SiluOp, GeluOp>(op))
+    return lowerElementwise(op);
+  return op->emitOpError() << "row-layout lowering: no lowering for this op in a row kernel";
+}
+
+LogicalResult RowKernelLowering::lowerBody(scf::ForallOp forall, ValueRange ivs, const GlobalTensor &output) {
+  mapping.map(forall.getInductionVars(), ivs);
+  for (Operation &op : forall.getBody()->without_terminator())
+    if (failed(lowerOp(&op)))
+      return failure();
+  for (Operation &op : forall.getTerminator().getYieldingOps()) {
+    auto insert = dyn_cast<tensor::ParallelInsertSliceOp>(&op);
+    if (!insert || insert.getDest() != forall.getRegionIterArgs()[0])
+      return op.emitOpError() << "row-layout lowering: a row kernel inserts its tile into its one result";
+    if (failed(lowerInsert(insert, output)))
+      return failure();
+  }
+  return success();
+}
+
+FailureOr<KernelLaunch> kiln::lowerRowKernel(OpBuilder &builder, gpu::GPUModuleOp module, func::FuncOp kernel,
+                                             StringRef name) {
+  auto forall = dyn_cast_or_null<scf::ForallOp>(kernelOpOf(kernel));
+  ConfigAttr config = forall ? getConfig(forall) : ConfigAttr();
+  if (!config || config.getLowering() != "rows")
+    return kernel.emitError() << "row-layout lowering: no tiled loop with a \"rows\" config in the kernel";
+  RowLayoutAttr layout;
+  forall.getBody()->walk([&](Operation *op) {
+    if (auto attr = op->getAttrOfType<RowLayoutAttr>(kLayoutAttrName))
+      layout = attr;
+  });
+  if (!layout)
+    return forall.emitError() << "row-layout lowering: no #kiln.row_layout in the loop (run kiln-assign-layouts)";
+  int64_t rowsPerBlock = config.getTile()[0], threads = rowsPerBlock * layout.getThreadsPerRow();
+  if (threads != config.getWarps() * 32)
+    return forall.emitError() << "row-layout lowering: " << rowsPerBlock << " rows of "
+                              << layout.getThreadsPerRow() << " threads do not make the config's "
+                              << config.getWarps() << " warps";
+  if (forall.getNumResults() != 1)
+    return forall.emitError() << "row-layout lowering: a row kernel has one result";
+
+  // The loop's iteration space becomes the grid: one block per iteration, the last dimension fastest.
+  SmallVector<int64_t> lbs, counts, steps;
+  for (auto [lb, ub, step] : llvm::zip(forall.getMixedLowerBound(), forall.getMixedUpperBound(),
+                                       forall.getMixedStep())) {
+    std::optional<int64_t> l = getConstantIntValue(lb), u = getConstantIntValue(ub), s = getConstantIntValue(step);
+    if (!l || !u || !s || *s <= 0)
+      return forall.emitError() << "row-layout lowering: the loop needs constant bounds and steps";
+    lbs.push_back(*l);
+    steps.push_back(*s);
+    counts.push_back(std::max<int64_t>(0, llvm::divideCeilSigned(*u - *l, *s)));
+  }
+  int64_t blocks = 1;
+  for (int64_t count : counts)
+    blocks *= count;
+
+  int64_t warpsPerRow = layout.getThreadsPerRow() / 32;
+  int64_t sharedBytes = warpsPerRow > 1 ? rowsPerBlock * warpsPerRow * 4 : 0;
+  SmallVector<RankedTensorType> buffers;
+  for (Type type : kernel.getArgumentTypes())
+    buffers.push_back(cast<RankedTensorType>(type));
+  Location loc = forall.getLoc();
+  OpBuilder::InsertionGuard guard(builder);
+  KernelFunction gpuKernel = startKernel(builder, module, loc, name, buffers, threads, sharedBytes);
+  Block &entry = gpuKernel.func.getBody().front();
+  RowKernelLowering lowering(builder, loc, layout, rowsPerBlock, gpuKernel.sharedBytes);
+
+  // Kernel arguments and their reshapes are global tensors; the result goes to the destination argument that
+  // the loop's result (through a reshape, for a single row) is materialized in.
+  DenseMap<Value, GlobalTensor> views;
+  for (auto [argument, parameter] : llvm::zip(kernel.getArguments(), entry.getArguments()))
+    views[argument] = GlobalTensor{parameter, llvm::to_vector(cast<RankedTensorType>(argument.getType()).getShape())};
+  std::optional<GlobalTensor> output;
+  for (Operation &op : kernel.getBody().front()) {
+    if (auto constant = dyn_cast<arith::ConstantOp>(&op))
+      lowering.cloneConstant(constant);
+    else if (auto reshape = dyn_cast<ReshapeOp>(&op)) {
+      auto source = views.find(reshape.getInput());
+      if (source != views.end())
+        views[reshape.getResult()] = GlobalTensor{source->second.buffer, llvm::to_vector(reshape.getType().getShape())};
+    } else if (auto write = dyn_cast<bufferization::MaterializeInDestinationOp>(&op)) {
+      Value written = write.getSource();
+      if (auto reshape = written.getDefiningOp<ReshapeOp>())
+        written = reshape.getInput();
+      auto destination = views.find(write.getDest());
+      if (written == forall.getResult(0) && destination != views.end())
+        output = GlobalTensor{destination->second.buffer,
+                              llvm::to_vector(cast<RankedTensorType>(forall.getResult(0).getType()).getShape())};
+    }
+  }
+  if (!output)
+    return forall.emitError() << "row-layout lowering: the loop's result is not written to a kernel argument";
+  for (auto &[value, global] : views)
+    lowering.bindGlobal(value, global);
+
+  IndexMath im{builder, loc};
+  Value block = gpu::BlockIdOp::create(builder, loc, gpu::Dimension::x);
+  SmallVector<Value> ivs(counts.size());
+  for (int64_t d = static_cast<int64_t>(counts.size()) - 1; d >= 0; --d) {
+    ivs[d] = im.add(im.mul(im.rem(block, counts[d]), steps[d]), lbs[d]);
+    block = im.div(block, counts[d]);
+  }
+  if (failed(lowering.lowerBody(forall, ivs, *output)))
+    return failure();
+  gpu::ReturnOp::create(builder, loc);
+  return KernelLaunch{{blocks, 1, 1}, {threads, 1, 1}, sharedBytes};
+}

@@ -1,0 +1,85 @@
+//===- AssignLayouts.cpp - The kiln-assign-layouts pass --------------------===//
+//
+// A GPU lowering needs to know which thread holds which element of every tile value. The strategy is chosen
+// here, once per tiled kernel, from its #kiln.config and the shapes it moves, and written into the IR as a
+// `kiln.layout` attribute on each op, so that the lowering only reads it and a lit test can pin it. Row kernels
+// (lowering "rows") get a #kiln.row_layout: the config's warps split over its rows, and the widest load of at
+// most 16 bytes that every row buffer's width allows.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Transforms/Passes.h"
+#include "Transforms/Transforms.h"
+
+namespace mlir {
+namespace kiln {
+#define GEN_PASS_DEF_KILNASSIGNLAYOUTS
+#include "Transforms/Passes.h.inc"
+} // namespace kiln
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::kiln;
+
+/// The widest vector (elements of at most 16 bytes) that divides the row of every tensor of row width `width`
+/// that the kernel reads (values from outside the loop) or writes (the loop's results). Values computed in the
+/// loop live in registers, whatever their type.
+static int64_t rowVector(scf::ForallOp forall, int64_t width) {
+  int64_t vector = 8;
+  auto account = [&](Type type) {
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    if (!tensor || tensor.getRank() == 0 || tensor.getShape().back() != width)
+      return;
+    int64_t bytes = std::max<int64_t>(1, tensor.getElementTypeBitWidth() / 8);
+    vector = std::min(vector, 16 / bytes);
+  };
+  forall.getBody()->walk([&](Operation *op) {
+    for (Value operand : op->getOperands())
+      if (!forall.getRegion().isAncestor(operand.getParentRegion()))
+        account(operand.getType());
+  });
+  for (Type type : forall.getResultTypes())
+    account(type);
+  while (vector > 1 && width % vector != 0)
+    vector /= 2;
+  return vector;
+}
+
+LogicalResult kiln::assignRowLayouts(scf::ForallOp forall) {
+  ConfigAttr config = getConfig(forall);
+  if (!config || config.getLowering() != "rows")
+    return forall.emitError() << "kiln-assign-layouts: needs a #kiln.config with lowering \"rows\"";
+  // The tile's row width: the last dimension of the values the body computes.
+  int64_t width = 0;
+  forall.getBody()->walk([&](Operation *op) {
+    if (!isa<KilnDialect>(op->getDialect()) || op->getNumOperands() == 0)
+      return;
+    auto type = dyn_cast<RankedTensorType>(op->getOperand(0).getType());
+    if (type && type.getRank() == 2)
+      width = std::max(width, type.getShape().back());
+  });
+  if (width == 0)
+    return forall.emitError() << "kiln-assign-layouts: the row kernel's loop holds no [rows, columns] tile";
+  int64_t threadsPerRow = config.getWarps() * 32 / config.getTile()[0];
+  auto layout = RowLayoutAttr::get(forall.getContext(), threadsPerRow, rowVector(forall, width));
+  forall.getBody()->walk([&](Operation *op) {
+    if (isa<KilnDialect>(op->getDialect()) && !isa<ConstantOp>(op))
+      op->setAttr(kLayoutAttrName, layout);
+  });
+  return success();
+}
+
+namespace {
+struct KilnAssignLayoutsPass : kiln::impl::KilnAssignLayoutsBase<KilnAssignLayoutsPass> {
+  void runOnOperation() override {
+    SmallVector<scf::ForallOp> rowKernels;
+    getOperation()->walk([&](scf::ForallOp forall) {
+      if (ConfigAttr config = getConfig(forall); config && config.getLowering() == "rows")
+        rowKernels.push_back(forall);
+    });
+    for (scf::ForallOp forall : rowKernels)
+      if (failed(assignRowLayouts(forall)))
+        return signalPassFailure();
+  }
+};
+} // namespace

@@ -1,0 +1,91 @@
+// RUN: kiln-opt %s -kiln-assign-layouts -split-input-file -verify-diagnostics | FileCheck %s
+
+// kiln-assign-layouts gives every kiln op of a GPU row kernel's loop (lowering "rows") its #kiln.row_layout:
+// warps * 32 / rows threads per row, and the widest vector of at most 16 bytes that divides the row of every
+// tensor the loop reads or writes. Values computed in the loop (f32 here) do not narrow it.
+
+// bf16 rows of 4096 under 8 warps and one row per block: 256 threads per row, 8-element (16-byte) runs.
+// CHECK-LABEL: func.func @bf16_wide_rows
+// CHECK: kiln.cast %{{.*}} {kiln.layout = #kiln.row_layout<threads_per_row = 256, vector = 8>} : tensor<1x4096xbf16> to tensor<1x4096xf32>
+// CHECK: kiln.reduce max %{{.*}} {kiln.layout = #kiln.row_layout<threads_per_row = 256, vector = 8>}
+// CHECK: kiln.sub %{{.*}} {kiln.layout = #kiln.row_layout<threads_per_row = 256, vector = 8>}
+// CHECK: kiln.cast %{{.*}} {kiln.layout = #kiln.row_layout<threads_per_row = 256, vector = 8>} : tensor<1x4096xf32> to tensor<1x4096xbf16>
+func.func @bf16_wide_rows(%x: tensor<3x4096xbf16>) -> tensor<3x4096xbf16> {
+  %init = tensor.empty() : tensor<3x4096xbf16>
+  %r = scf.forall (%i) in (3) shared_outs(%o = %init) -> (tensor<3x4096xbf16>) {
+    %t = tensor.extract_slice %x[%i, 0] [1, 4096] [1, 1] : tensor<3x4096xbf16> to tensor<1x4096xbf16>
+    %f = kiln.cast %t : tensor<1x4096xbf16> to tensor<1x4096xf32>
+    %m = kiln.reduce max %f axes [1] keep_dims : tensor<1x4096xf32> -> tensor<1x1xf32>
+    %d = kiln.sub %f, %m : tensor<1x4096xf32>, tensor<1x1xf32> -> tensor<1x4096xf32>
+    %c = kiln.cast %d : tensor<1x4096xf32> to tensor<1x4096xbf16>
+    scf.forall.in_parallel {
+      tensor.parallel_insert_slice %c into %o[%i, 0] [1, 4096] [1, 1] : tensor<1x4096xbf16> into tensor<3x4096xbf16>
+    }
+  } {kiln.config = #kiln.config<tile = [1], warps = 8, stages = 1, lowering = "rows">}
+  return %r : tensor<3x4096xbf16>
+}
+
+// -----
+
+// f32 rows of 100 columns (four rows of one warp each): 16 bytes hold 4 f32, and 4 divides 100.
+// CHECK-LABEL: func.func @f32_narrow_rows
+// CHECK: kiln.exp %{{.*}} {kiln.layout = #kiln.row_layout<threads_per_row = 32, vector = 4>}
+func.func @f32_narrow_rows(%x: tensor<8x100xf32>) -> tensor<8x100xf32> {
+  %init = tensor.empty() : tensor<8x100xf32>
+  %r = scf.forall (%i) = (0) to (8) step (4) shared_outs(%o = %init) -> (tensor<8x100xf32>) {
+    %t = tensor.extract_slice %x[%i, 0] [4, 100] [1, 1] : tensor<8x100xf32> to tensor<4x100xf32>
+    %e = kiln.exp %t : tensor<4x100xf32>
+    scf.forall.in_parallel {
+      tensor.parallel_insert_slice %e into %o[%i, 0] [4, 100] [1, 1] : tensor<4x100xf32> into tensor<8x100xf32>
+    }
+  } {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "rows">}
+  return %r : tensor<8x100xf32>
+}
+
+// -----
+
+// A row of 50 f16 columns and a [50] weight: 16 bytes would be 8 elements, but only 2 divides 50.
+// CHECK-LABEL: func.func @odd_width
+// CHECK: kiln.mul %{{.*}} {kiln.layout = #kiln.row_layout<threads_per_row = 64, vector = 2>}
+func.func @odd_width(%x: tensor<2x50xf16>, %w: tensor<50xf16>) -> tensor<2x50xf16> {
+  %init = tensor.empty() : tensor<2x50xf16>
+  %r = scf.forall (%i) in (2) shared_outs(%o = %init) -> (tensor<2x50xf16>) {
+    %t = tensor.extract_slice %x[%i, 0] [1, 50] [1, 1] : tensor<2x50xf16> to tensor<1x50xf16>
+    %y = kiln.mul %t, %w : tensor<1x50xf16>, tensor<50xf16> -> tensor<1x50xf16>
+    scf.forall.in_parallel {
+      tensor.parallel_insert_slice %y into %o[%i, 0] [1, 50] [1, 1] : tensor<1x50xf16> into tensor<2x50xf16>
+    }
+  } {kiln.config = #kiln.config<tile = [1], warps = 2, stages = 1, lowering = "rows">}
+  return %r : tensor<2x50xf16>
+}
+
+// -----
+
+// Loops of other lowerings are left alone.
+// CHECK-LABEL: func.func @host_loop
+// CHECK-NOT: kiln.layout
+func.func @host_loop(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
+  %init = tensor.empty() : tensor<8x16xf32>
+  %r = scf.forall (%i) = (0) to (8) step (4) shared_outs(%o = %init) -> (tensor<8x16xf32>) {
+    %t = tensor.extract_slice %x[%i, 0] [4, 16] [1, 1] : tensor<8x16xf32> to tensor<4x16xf32>
+    %e = kiln.exp %t : tensor<4x16xf32>
+    scf.forall.in_parallel {
+      tensor.parallel_insert_slice %e into %o[%i, 0] [4, 16] [1, 1] : tensor<4x16xf32> into tensor<8x16xf32>
+    }
+  } {kiln.config = #kiln.config<tile = [4], warps = 1, stages = 1, lowering = "host">}
+  return %r : tensor<8x16xf32>
+}
+
+// -----
+
+func.func @no_tile(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %init = tensor.empty() : tensor<4xf32>
+  // expected-error @+1 {{kiln-assign-layouts: the row kernel's loop holds no [rows, columns] tile}}
+  %r = scf.forall (%i) in (1) shared_outs(%o = %init) -> (tensor<4xf32>) {
+    %e = kiln.exp %x : tensor<4xf32>
+    scf.forall.in_parallel {
+      tensor.parallel_insert_slice %e into %o[0] [4] [1] : tensor<4xf32> into tensor<4xf32>
+    }
+  } {kiln.config = #kiln.config<tile = [1], warps = 1, stages = 1, lowering = "rows">}
+  return %r : tensor<4xf32>
+}
