@@ -28,6 +28,7 @@
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Object/ELF.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -274,17 +275,54 @@ static void attachPtxasReport(llvm::json::Object &kernel, llvm::StringRef log) {
   }
 }
 
+/// Writes one of the compile's files; a failure (a full disk) is an error naming the file, which is then
+/// removed. The stream's error is taken off it: a stream destroyed with its error set ends the process.
 static LogicalResult writeFile(llvm::StringRef path, llvm::StringRef contents, std::string &error) {
   auto file = openOutputFile(path, &error);
   if (!file)
     return failure();
   file->os() << contents;
+  file->os().close();
+  if (std::error_code ec = file->os().error()) {
+    file->os().clear_error();
+    error = ("cannot write " + path + ": " + ec.message()).str();
+    return failure();
+  }
   file->keep();
   return success();
 }
 
+/// Why the file at `path` is not a whole cubin, or nothing: ptxas exits with 0 after writing a truncated one
+/// when the disk fills, and a cubin cut short must never be loaded (or stored in the kernel cache) as a kernel.
+static std::optional<std::string> incompleteCubin(llvm::StringRef path) {
+  // Read only a regular file: a device (/dev/full) would be read without end.
+  if (!llvm::sys::fs::is_regular_file(path))
+    return std::string("not a regular file");
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    return buffer.getError().message();
+  llvm::StringRef image = (*buffer)->getBuffer();
+  if (!image.starts_with("\x7f" "ELF"))
+    return std::string("not an ELF image");
+  auto elf = llvm::object::ELF64LEFile::create(image);
+  if (!elf)
+    return llvm::toString(elf.takeError());
+  // Every header table and every section's bytes lie inside the file.
+  auto headers = elf->program_headers();
+  if (!headers)
+    return llvm::toString(headers.takeError());
+  auto sections = elf->sections();
+  if (!sections)
+    return llvm::toString(sections.takeError());
+  for (const auto &section : *sections)
+    if (section.sh_type != llvm::ELF::SHT_NOBITS)
+      if (auto contents = elf->getSectionContents(section); !contents)
+        return llvm::toString(contents.takeError());
+  return std::nullopt;
+}
+
 /// Writes the cubin of `ptxPath` to `cubinPath` with ptxas (-O3, -v) and returns its log; nothing when ptxas is
-/// not installed.
+/// not installed. A cubin that ptxas leaves incomplete is an error naming it, and is removed.
 static FailureOr<std::optional<std::string>> assembleWithPtxas(llvm::StringRef ptxPath, llvm::StringRef chip,
                                                               llvm::StringRef cubinPath, std::string &error) {
   std::optional<std::string> ptxas = findPtxas();
@@ -300,6 +338,11 @@ static FailureOr<std::optional<std::string>> assembleWithPtxas(llvm::StringRef p
   (void)llvm::sys::fs::remove(logPath);
   if (status != 0) {
     error = ("ptxas failed on " + ptxPath + ": " + (log ? (*log)->getBuffer() : llvm::StringRef(message))).str();
+    return failure();
+  }
+  if (std::optional<std::string> why = incompleteCubin(cubinPath)) {
+    error = ("ptxas wrote an incomplete cubin " + cubinPath + " (" + *why + "; is the disk full?)").str();
+    (void)llvm::sys::fs::remove(cubinPath);
     return failure();
   }
   return std::optional<std::string>(log ? (*log)->getBuffer().str() : std::string());

@@ -31,28 +31,36 @@ static llvm::json::Object describeType(Type type) {
                             {"dtype", kind ? elementName(*kind).str() : std::string("unknown")}};
 }
 
-/// Writes a constant's elements (splats expanded) as raw bytes; returns the file name or an empty string.
-static std::string writeConstant(ConstantOp constant, StringRef outputDir, unsigned index) {
+/// Writes a constant's elements (splats expanded) as raw bytes; returns the file name, or fails with an error
+/// on the op that names the file (a full disk: the stream's error is taken off it, since a stream destroyed with
+/// its error set ends the process).
+static FailureOr<std::string> writeConstant(ConstantOp constant, StringRef outputDir, unsigned index) {
   auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
   if (!dense)
-    return {};
+    return constant.emitOpError() << "kilnc: cannot write this constant into the run plan (dense only)";
   std::string name = (constant->getParentOfType<func::FuncOp>().getSymName() + "_const" + Twine(index) + ".bin").str();
   SmallString<256> path(outputDir);
   llvm::sys::path::append(path, name);
   std::error_code error;
   llvm::raw_fd_ostream out(path, error, llvm::sys::fs::OF_None);
   if (error)
-    return {};
+    return constant.emitOpError() << "kilnc: cannot create " << path << ": " << error.message();
   int64_t count = dense.getNumElements();
   if (dense.getElementType().isInteger(1)) {
     // MLIR packs i1 into bits; the plan's buffers hold one byte (0 or 1) per element.
     for (bool bit : dense.getValues<bool>())
       out << static_cast<char>(bit ? 1 : 0);
-    return name;
+  } else {
+    ArrayRef<char> raw = dense.getRawData();
+    for (int64_t i = 0, copies = dense.isSplat() ? count : 1; i < copies; ++i)
+      out.write(raw.data(), raw.size());
   }
-  ArrayRef<char> raw = dense.getRawData();
-  for (int64_t i = 0, copies = dense.isSplat() ? count : 1; i < copies; ++i)
-    out.write(raw.data(), raw.size());
+  out.close();
+  if (std::error_code failed = out.error()) {
+    out.clear_error();
+    (void)llvm::sys::fs::remove(path);
+    return constant.emitOpError() << "kilnc: cannot write " << path << ": " << failed.message();
+  }
   return name;
 }
 
@@ -82,10 +90,10 @@ FailureOr<llvm::json::Array> kiln::describeRunPlans(ModuleOp module, StringRef o
       } else if (auto reshape = dyn_cast<ReshapeOp>(op)) {
         define(reshape, llvm::json::Object{{"kind", "view"}, {"of", ids.lookup(reshape.getInput())}});
       } else if (auto constant = dyn_cast<ConstantOp>(op)) {
-        std::string file = writeConstant(constant, outputDir, constants++);
-        if (file.empty())
-          return constant.emitOpError() << "kilnc: cannot write this constant into the run plan (dense only)";
-        define(constant, llvm::json::Object{{"kind", "constant"}, {"file", file}});
+        FailureOr<std::string> file = writeConstant(constant, outputDir, constants++);
+        if (failed(file))
+          return failure();
+        define(constant, llvm::json::Object{{"kind", "constant"}, {"file", *file}});
       } else if (auto call = dyn_cast<func::CallOp>(op)) {
         llvm::json::Array args;
         for (Value operand : call.getOperands())

@@ -143,7 +143,10 @@ llvm::Error kiln::writeNpy(StringRef path, const HostTensor &tensor) {
   out << "\x93NUMPY" << char(1) << char(0) << char(header.size() & 0xff) << char(header.size() >> 8) << header;
   out.write(reinterpret_cast<const char *>(tensor.bytes.data()), tensor.bytes.size());
   out.close();
-  if (out.has_error())
-    return npyError(path, "write failed: " + out.error().message());
+  // Taken off the stream: one destroyed with its error set ends the process ("IO failure on output stream").
+  if (std::error_code failed = out.error()) {
+    out.clear_error();
+    return npyError(path, "write failed: " + failed.message());
+  }
   return llvm::Error::success();
 }
