@@ -64,7 +64,9 @@ using PtxAssembler = KilnPtxAssembler;
 /// With a `kernelCacheDir` (Driver/KernelCache.h; one directory per build of the compiler), a kernel module
 /// compiled before by any program is taken from there instead of being lowered, emitted and assembled again, and
 /// every module compiled here that the assembler of choice made a cubin of is stored there; the manifest's kernel
-/// entries then say "kernel_cache": "hit" or "miss".
+/// entries then say "kernel_cache": "hit" or "miss", and a cache that could not be written (read-only, full) is
+/// no failure: the manifest's "kernel_cache_failed" says why. A file of the compile's own that cannot be written
+/// is an error naming it.
 LogicalResult compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::StringRef outputDir, std::string &error,
                             const PtxAssembler &assembler = nullptr, llvm::StringRef kernelCacheDir = {});
 

@@ -6,7 +6,9 @@
 // renamed by position, so that the names a program gives its kernels do not count): a compile that finds a
 // module there skips that module's NVVM lowering, LLVM and assembly, the tens of milliseconds a kernel costs.
 // An entry is written into a private folder and renamed into place in one step, and carries the SHA-256 of its
-// files, so that readers never take half an entry or a damaged one.
+// files and of its own description, so that readers never take half an entry, a damaged or hand-edited one, or
+// one moved in from another build's folder. A cache that cannot be written (read-only, full) costs the time it
+// would have saved and nothing else: the compile goes on and reports why.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +17,7 @@
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
 
 #include <optional>
 #include <string>
@@ -34,16 +37,21 @@ struct CachedKernel {
 
 /// The cache key of `gpuModule`: the SHA-256, in hex, of `toolchain` (what else makes the binary: the chip, the
 /// libdevice) and of the module's text with its own name and its symbols' names replaced by their positions.
-/// The compiler's build is not in it: a cache directory belongs to one build.
+/// The compiler's build is not in it: a cache directory belongs to one build, and is named by it (each entry
+/// records that name, so an entry copied from another build's folder is not taken).
 std::string kernelCacheKey(gpu::GPUModuleOp gpuModule, llvm::StringRef toolchain);
 
 /// Entry `key` of the cache in `directory`, or nothing when there is none or it is damaged (then it is moved
-/// aside and removed, and the caller compiles the kernel again). Every entry has a cubin.
+/// aside and removed, and the caller compiles the kernel again): a path that is not a folder (a file, a
+/// symlink, dangling or not), a file or a description that does not match its checksum, an entry another
+/// build's folder holds. Every entry has a cubin.
 std::optional<CachedKernel> lookupCachedKernel(llvm::StringRef directory, llvm::StringRef key);
 
 /// Stores `kernel` as entry `key` of the cache in `directory` (created when missing). When another process
-/// stored the entry first, its copy stays. A failure to write is not an error: the cache only saves time.
-void storeCachedKernel(llvm::StringRef directory, llvm::StringRef key, const CachedKernel &kernel);
+/// stored the entry first, its copy stays. A failure to write (read-only or full directory) leaves nothing
+/// behind and is returned, naming the file or folder, for the caller to report: the cache only saves time, so
+/// it is no reason to fail a compile.
+llvm::Error storeCachedKernel(llvm::StringRef directory, llvm::StringRef key, const CachedKernel &kernel);
 
 } // namespace kiln
 } // namespace mlir

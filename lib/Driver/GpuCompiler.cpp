@@ -352,6 +352,7 @@ namespace {
 /// What became of one kernel module's PTX: its files, and the assembler's log and name when there is a cubin.
 struct AssembledModule {
   std::string ptxFile, cubinFile, log, assembler, inProcessFailure, error;
+  std::string cacheFailure; ///< why the module could not be stored in the kernel cache (the compile goes on)
   bool interrupted = false;    ///< the in-process assembler was interrupted: no cubin, no fallback
   int64_t microseconds = 0;    ///< writing the PTX and assembling it, fallback included
   int64_t ptxMicroseconds = 0; ///< LLVM's emission of the PTX (KernelModulePtx::microseconds)
@@ -423,10 +424,10 @@ static FailureOr<AssembledModule> writeCachedFiles(const CachedKernel &cached, l
   return files;
 }
 
-/// Stores a module this compile emitted and assembled (`kernel`, its files in `outputDir`) in the kernel cache.
-static void storeAssembledModule(const KernelModulePtx &emitted, const AssembledModule &files,
-                                 llvm::StringRef function, llvm::StringRef outputDir,
-                                 llvm::StringRef kernelCacheDir, llvm::StringRef key) {
+/// Stores a module this compile emitted and assembled (`files`, in `outputDir`) in the kernel cache; a failure
+/// to is kept in `files.cacheFailure`.
+static void storeAssembledModule(const KernelModulePtx &emitted, AssembledModule &files, llvm::StringRef function,
+                                 llvm::StringRef outputDir, llvm::StringRef kernelCacheDir, llvm::StringRef key) {
   // Only a module the assembler of choice made a cubin of: PTX alone (no assembler, or the in-process one
   // failed and ptxas took over or was missing) would be JIT-compiled at every load, or fail at every one.
   if (files.cubinFile.empty() || !files.inProcessFailure.empty())
@@ -436,8 +437,10 @@ static void storeAssembledModule(const KernelModulePtx &emitted, const Assembled
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> cubin = llvm::MemoryBuffer::getFile(cubinPath);
   if (!cubin)
     return;
-  storeCachedKernel(kernelCacheDir, key,
-                    CachedKernel{emitted.ptx, (*cubin)->getBuffer().str(), function.str(), files.assembler, files.log});
+  if (llvm::Error failed = storeCachedKernel(
+          kernelCacheDir, key,
+          CachedKernel{emitted.ptx, (*cubin)->getBuffer().str(), function.str(), files.assembler, files.log}))
+    files.cacheFailure = llvm::toString(std::move(failed));
 }
 
 LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::StringRef outputDir,
@@ -512,7 +515,7 @@ LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::S
   // Python thread may hold the GIL while it waits for the shared pool. An interrupted assembler stops the rest.
   size_t count = gpuModules.size();
   SmallVector<KernelModulePtx> ptx(count);
-  SmallVector<AssembledModule> assembled(count);
+  SmallVector<AssembledModule, 0> assembled(count);
   std::atomic<size_t> nextModule{0};
   std::atomic<bool> interrupted{false}, emissionFailed{false};
   ParallelDiagnosticHandler diagnostics(module.getContext()); // in module order, whichever thread emits them
@@ -576,6 +579,9 @@ LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::S
       assemblers.insert(result.assembler);
     if (!result.inProcessFailure.empty() && !manifest.get("in_process_assembly_failed"))
       manifest["in_process_assembly_failed"] = result.inProcessFailure;
+    // The first reason the kernel cache could not be written: a read-only or full disk fails every module alike.
+    if (!result.cacheFailure.empty() && !manifest.get("kernel_cache_failed"))
+      manifest["kernel_cache_failed"] = result.cacheFailure;
   }
   for (auto &[name, files] : fromCache) {
     byName[name] = &files;

@@ -124,6 +124,9 @@ def test_processes_compiling_at_once(cache_dir):
     (entry,) = entries(cache_dir)
     assert folders == {str(entry)} and cache.lookup(entry.name) == entry
     assert not [p for p in cache_dir.iterdir() if p.name.startswith(".")], "a staging folder was left behind"
+    # The kernel cache, which the children wrote at once too: one entry, every child's staging folder gone.
+    (kernel,) = (cache_dir / "kernels" / cache.compiler_id()).iterdir()
+    assert sorted(p.name for p in kernel.iterdir()) == ["entry.json", "kernel.cubin", "kernel.ptx"]
 
 
 def test_compiler_build_is_part_of_the_key(cache_dir, monkeypatch):
@@ -396,15 +399,23 @@ def test_kernel_without_a_cubin_is_not_cached(cache_dir, monkeypatch):
     assert kiln.compile(SOURCE.replace("40x", "41x"), target="sm_90a").kernels[0]["kernel_cache"] == "miss"
 
 
-@pytest.mark.parametrize("damage", ["truncate ptx", "edit cubin", "drop entry", "bad json"])
+@pytest.mark.parametrize("damage", ["truncate ptx", "truncate cubin", "edit cubin", "drop entry", "bad json",
+                                    "edit function", "empty entry"])
 def test_damaged_kernel_entry_is_compiled_again(cache_dir, monkeypatch, damage):
-    """A kernel entry whose files do not match their checksums (or that cannot be read) is removed, and the
-    kernel is compiled again and stored anew."""
+    """A kernel entry whose files or description (the function the cubin is launched by) do not match their
+    checksums, or that cannot be read, is removed, and the kernel is compiled again and stored anew."""
     calls = counting_assembler(monkeypatch)
     kiln.compile(SOURCE, target="sm_90a")
     (entry,) = (cache_dir / "kernels" / cache.compiler_id()).iterdir()
     if damage == "truncate ptx":
         (entry / "kernel.ptx").write_text((entry / "kernel.ptx").read_text()[:100])
+    elif damage == "truncate cubin":
+        (entry / "kernel.cubin").write_bytes((entry / "kernel.cubin").read_bytes()[:4096])
+    elif damage == "edit function":  # valid JSON, the files' checksums still match: a wrong name to launch
+        description = json.loads((entry / "entry.json").read_text())
+        (entry / "entry.json").write_text(json.dumps(dict(description, function="other_k0_matmul")))
+    elif damage == "empty entry":
+        (entry / "entry.json").write_text("{}")
     elif damage == "edit cubin":
         (entry / "kernel.cubin").write_bytes(b"\0" + (entry / "kernel.cubin").read_bytes()[1:])
     elif damage == "drop entry":
@@ -416,6 +427,40 @@ def test_damaged_kernel_entry_is_compiled_again(cache_dir, monkeypatch, damage):
     assert sorted(p.name for p in entry.iterdir()) == ["entry.json", "kernel.cubin", "kernel.ptx"]
     assert kiln.compile(SOURCE.replace("40x", "42x"), target="sm_90a").kernels[0]["kernel_cache"] == "hit"
     assert len(calls) == 2
+
+
+@pytest.mark.parametrize("what", ["file", "dangling symlink", "symlink to an entry"])
+def test_kernel_entry_path_that_is_not_a_folder_is_replaced(cache_dir, monkeypatch, what):
+    """A file or a symlink where a kernel entry's folder belongs is removed and the kernel compiled and stored
+    again, rather than missed by every compile; a symlink is never taken as an entry, even to a valid one."""
+    calls = counting_assembler(monkeypatch)
+    kiln.compile(SOURCE, target="sm_90a")
+    (entry,) = (cache_dir / "kernels" / cache.compiler_id()).iterdir()
+    elsewhere = cache_dir / "elsewhere"
+    shutil.move(entry, elsewhere)
+    if what == "file":
+        entry.write_text("not an entry")
+    else:
+        entry.symlink_to(elsewhere if what == "symlink to an entry" else cache_dir / "missing")
+    assert kiln.compile(SOURCE.replace("40x", "41x"), target="sm_90a").kernels[0]["kernel_cache"] == "miss"
+    assert not entry.is_symlink() and entry.is_dir() and len(calls) == 2
+    assert kiln.compile(SOURCE.replace("40x", "42x"), target="sm_90a").kernels[0]["kernel_cache"] == "hit"
+    assert len(calls) == 2
+
+
+def test_kernel_entry_from_another_build_is_not_taken(cache_dir, monkeypatch):
+    """The kernel cache is one folder per compiler build, and an entry records the folder it was written for:
+    one copied from another build's folder (same kernel text, same key) is compiled again, not loaded."""
+    calls = counting_assembler(monkeypatch)
+    kiln.compile(SOURCE, target="sm_90a")
+    (entry,) = (cache_dir / "kernels" / cache.compiler_id()).iterdir()
+    other = cache_dir / "kernels" / "another-build"
+    other.mkdir()
+    shutil.copytree(entry, other / entry.name)
+    monkeypatch.setattr(cache, "compiler_id", lambda: "another-build")
+    assert kiln.compile(SOURCE.replace("40x", "41x"), target="sm_90a").kernels[0]["kernel_cache"] == "miss"
+    assert len(calls) == 2
+    assert kiln.compile(SOURCE.replace("40x", "42x"), target="sm_90a").kernels[0]["kernel_cache"] == "hit"
 
 
 def test_interrupt_in_the_assembler_is_raised_again(cache_dir, monkeypatch, tmp_path):
