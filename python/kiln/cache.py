@@ -6,19 +6,28 @@ target, entry, source) holding what the compiler wrote (manifest, PTX, cubin, co
 ``checksums.json`` with the SHA-256 of every file. An entry is built in a private temporary folder and renamed
 into place in one step, so readers never see half an entry; when two processes build the same entry, the first
 rename wins and the other process uses it. An entry whose checksums do not match (truncated, edited, partly
-deleted) is removed and rebuilt. Beside the programs, ``kernels/`` holds the kernel cache that the compiler
-itself reads and writes (one folder per compiled kernel module, the same guarantees; see Driver/KernelCache.h).
+deleted), whose manifest this Kiln cannot run (``gpu.ManifestError``), or whose path is not a folder (a file, a
+symlink) is removed and rebuilt. A cache directory that cannot be written (read-only) only costs time: the
+program is compiled into a private temporary folder, removed when the process exits, with a ``CacheWarning``.
+Beside the programs, ``kernels/`` holds the kernel cache that the compiler itself reads and writes (one folder
+per compiled kernel module, the same guarantees; see Driver/KernelCache.h).
 """
 
+import atexit
 import hashlib
 import json
 import os
 import shutil
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 _CHECKSUMS = "checksums.json"
+
+
+class CacheWarning(RuntimeWarning):
+    """A cache that could not be written (read-only, full): the compile went on without it."""
 
 
 def directory():
@@ -85,24 +94,69 @@ def _valid(folder):
         return False
 
 
+def _entry(folder):
+    """Whether ``folder`` is a valid entry: a real folder (a symlink never is one, wherever it points) whose
+    files match their checksums."""
+    return not folder.is_symlink() and folder.is_dir() and _valid(folder)
+
+
+def discard(folder):
+    """Removes what is at an entry's path: a folder with what it holds, or a file or symlink (not its target)."""
+    if folder.is_symlink() or not folder.is_dir():
+        try:
+            folder.unlink()
+        except OSError:  # gone already, or a read-only cache: it is not taken, only not removed
+            pass
+    else:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def lookup(entry_key):
-    """The folder of a valid entry, or None (an invalid one is removed)."""
+    """The folder of a valid entry, or None (anything else at its path is removed)."""
     folder = directory() / entry_key
-    if not folder.exists():
+    if not os.path.lexists(folder):
         return None
-    if _valid(folder):
+    if _entry(folder):
         return folder
-    shutil.rmtree(folder, ignore_errors=True)
+    discard(folder)
     return None
+
+
+_UNCACHED = []
+
+
+def _remove_uncached():
+    for folder in _UNCACHED:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _build_uncached(build, reason):
+    """Builds a program into a private temporary folder, kept until the process exits, after a CacheWarning."""
+    warnings.warn(f"the kiln cache {directory()} cannot be written ({reason}): compiling without it",
+                  CacheWarning, stacklevel=5)
+    folder = Path(tempfile.mkdtemp(prefix="kiln-uncached-"))
+    if not _UNCACHED:
+        atexit.register(_remove_uncached)
+    _UNCACHED.append(folder)
+    try:
+        build(str(folder))
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return folder
 
 
 def store(entry_key, build):
     """Builds an entry with ``build(folder)`` in a private folder, seals it with checksums and renames it into
-    place; returns the entry's folder (another process's, when it got there first)."""
+    place; returns the entry's folder (another process's, when it got there first), or, when the cache cannot be
+    written, a temporary folder outside it."""
     root = directory()
-    root.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{entry_key[:16]}.", dir=root))
+    except OSError as error:
+        return _build_uncached(build, error.strerror or error)
     _sweep_abandoned(root)
-    staging = Path(tempfile.mkdtemp(prefix=f".{entry_key[:16]}.", dir=root))
     try:
         build(str(staging))
         checksums = {p.name: _digest(p) for p in sorted(staging.iterdir())}
@@ -111,13 +165,13 @@ def store(entry_key, build):
         try:
             os.rename(staging, final)
         except OSError:
-            if not _valid(final):  # a corrupt leftover: replace it
-                shutil.rmtree(final, ignore_errors=True)
+            if not _entry(final):  # a corrupt leftover, a file or a symlink: replace it
+                discard(final)
                 try:
                     os.rename(staging, final)
                 except OSError:
                     pass
-            if not _valid(final):
+            if not _entry(final):
                 raise RuntimeError(f"the cache entry {final} could not be written") from None
         return final
     finally:

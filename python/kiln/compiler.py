@@ -9,12 +9,13 @@ what another compiled.
 
 import functools
 import importlib
+import warnings
 
 import ml_dtypes
 import numpy as np
 
 from . import cache
-from .gpu import GpuProgram, driver_assembler
+from .gpu import GpuProgram, ManifestError, driver_assembler
 
 try:
     from ._kiln import CompileError
@@ -122,11 +123,19 @@ def _compile_cached(source, target, entry, configs=None):
         return Program(native_host().HostProgram(source, entry))
     entry_key = cache.key(source + (f"\0configs={configs}" if configs else ""), target, entry)
     folder = cache.lookup(entry_key)
-    if folder is None:
-        as_lists = None if configs is None else [None if c is None else (list(c[0]), *c[1:]) for c in configs]
-        # The cubin from the driver's in-process JIT when the GPU is the target's (ptxas if that fails).
-        assembler = driver_assembler(target)
-        kernels = str(cache.kernel_directory() or "")
-        folder = cache.store(entry_key, lambda staging: native().compile_gpu(source, target, staging, as_lists,
-                                                                            assembler, kernels))
-    return GpuProgram(folder, entry or None, source)
+    if folder is not None:
+        try:
+            return GpuProgram(folder, entry or None, source)
+        except ManifestError:  # sealed, but not a manifest this Kiln runs (edited by hand): built again
+            cache.discard(folder)
+    as_lists = None if configs is None else [None if c is None else (list(c[0]), *c[1:]) for c in configs]
+    # The cubin from the driver's in-process JIT when the GPU is the target's (ptxas if that fails).
+    assembler = driver_assembler(target)
+    kernels = str(cache.kernel_directory() or "")
+    folder = cache.store(entry_key, lambda staging: native().compile_gpu(source, target, staging, as_lists,
+                                                                        assembler, kernels))
+    program = GpuProgram(folder, entry or None, source)
+    if "kernel_cache_failed" in program.manifest:
+        warnings.warn(f"the kiln kernel cache {kernels} cannot be written ({program.manifest['kernel_cache_failed']})"
+                      f": its kernels were compiled without it", cache.CacheWarning, stacklevel=3)
+    return program

@@ -57,17 +57,117 @@ def driver_assembler(target):
     return gpu.assemble if gpu.capability == CAPABILITIES.get(target) else None
 
 
+class ManifestError(ValueError):
+    """A manifest.json this Kiln cannot run: damaged, edited by hand, or written by an older Kiln."""
+
+
+_KINDS = {str: "a string", int: "an integer", list: "a list", dict: "an object"}
+
+
+def _checked_manifest(folder):
+    """The manifest of ``folder``, once every field that loading and launching the program reads is there with
+    its type, every file it names is in the folder and every id it uses is defined; else a ManifestError that
+    names the file and the field (a KeyError at the first call would name neither)."""
+    path = folder / "manifest.json"
+
+    def bad(why):
+        raise ManifestError(f"{path}: {why}; compile the program again")
+
+    def field(obj, key, kind, where, optional=False):
+        if optional and key not in obj:
+            return kind()
+        value = obj.get(key)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            bad(f"{where} has no {key!r} ({_KINDS[kind]})")
+        return value
+
+    def objects(obj, key, where):
+        items = field(obj, key, list, where)
+        if not all(isinstance(item, dict) for item in items):
+            bad(f"{where}'s {key!r} holds something other than objects")
+        return items
+
+    def integers(obj, key, where, count=None, optional=False):
+        values = field(obj, key, list, where, optional)
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in values) or \
+                count is not None and len(values) != count:
+            bad(f"{where}'s {key!r} is not a list of {f'{count} ' if count else ''}integers")
+        return values
+
+    def file(obj, key, where):
+        name = field(obj, key, str, where)
+        if Path(name).name != name or not (folder / name).is_file():
+            bad(f"{where} names {key} {name!r}, which is not a file of the folder")
+
+    try:
+        manifest = json.loads(path.read_text())
+    except ValueError as error:  # not JSON, or not text
+        bad(f"not JSON ({error})")
+    if not isinstance(manifest, dict):
+        bad("not a JSON object")
+    if field(manifest, "target", str, "the manifest") not in CAPABILITIES:
+        bad(f"target {manifest['target']!r} is not one of {', '.join(CAPABILITIES)}")
+    kernels = objects(manifest, "kernels", "the manifest")
+    unnamed = [k.get("name", "?") for k in kernels if not k.get("ptx") or not k.get("function")]
+    if unnamed:  # written before each kernel had files of its own, or named the function it launches
+        raise ManifestError(f"{folder}: kernel {unnamed[0]} names no PTX file or function; the folder comes from "
+                            f"an older Kiln, compile it again")
+    for kernel in kernels:
+        where = f"kernel {field(kernel, 'name', str, 'a kernel')!r}"
+        field(kernel, "function", str, where)
+        file(kernel, "ptx", where)
+        if kernel.get("cubin") is not None:
+            file(kernel, "cubin", where)
+        objects(kernel, "params", where)
+        integers(kernel, "grid", where, 3)
+        integers(kernel, "block", where, 3)
+        field(kernel, "dynamic_shared_bytes", int, where)
+        integers(kernel, "sizes", where, optional=True)
+        for spec in field(kernel, "tensor_maps", list, where, optional=True):
+            if not isinstance(spec, dict):
+                bad(f"{where}'s tensor map is not an object")
+            field(spec, "dtype", str, f"{where}'s tensor map")
+            for key in ("buffer", "swizzle"):
+                field(spec, key, int, f"{where}'s tensor map")
+            for key in ("dims", "strides", "box"):
+                integers(spec, key, f"{where}'s tensor map")
+    names = {kernel["name"] for kernel in kernels}
+    for plan in objects(manifest, "plans", "the manifest"):
+        where = f"plan {field(plan, 'function', str, 'a plan')!r}"
+        values = objects(plan, "values", where)
+        ids = {field(value, "id", int, f"a value of {where}") for value in values}
+        for value in values:
+            at = f"value {value['id']} of {where}"
+            kind = field(value, "kind", str, at)
+            if field(value, "dtype", str, at) not in TORCH_DTYPES:
+                bad(f"{at} has dtype {value['dtype']!r}")
+            integers(value, "shape", at)
+            if kind == "input":
+                field(value, "index", int, at)
+            elif kind == "view":
+                if field(value, "of", int, at) not in ids:
+                    bad(f"{at} is a view of value {value['of']}, which the plan does not define")
+            elif kind == "constant":
+                file(value, "file", at)
+            elif kind != "buffer":
+                bad(f"{at} is of unknown kind {kind!r}")
+        for step in objects(plan, "steps", where):
+            if field(step, "kernel", str, f"a step of {where}") not in names:
+                bad(f"a step of {where} launches kernel {step['kernel']!r}, which the manifest does not list")
+            if not set(integers(step, "args", f"step {step['kernel']!r} of {where}")) <= ids:
+                bad(f"step {step['kernel']!r} of {where} takes a value the plan does not define")
+        if not set(integers(plan, "outputs", where)) <= ids:
+            bad(f"{where} returns a value it does not define")
+    return manifest
+
+
 class GpuProgram:
     """A compiled entry function for a GPU target; call it with torch CUDA tensors."""
 
     def __init__(self, folder, entry=None, source=None):
         self.folder = Path(folder)
-        self.manifest = json.loads((self.folder / "manifest.json").read_text())
+        self.manifest = _checked_manifest(self.folder)
         self.target = self.manifest["target"]
-        unnamed = [k.get("name", "?") for k in self.manifest["kernels"] if not k.get("ptx") or not k.get("function")]
-        if unnamed:  # written before each kernel had files of its own, or named the function it launches
-            raise ValueError(f"{self.folder}: kernel {unnamed[0]} names no PTX file or function; the folder comes "
-                             f"from an older Kiln, compile it again")
         plans = self.manifest["plans"]
         names = [plan["function"] for plan in plans]
         if entry:
@@ -92,8 +192,6 @@ class GpuProgram:
         for value in self.plan["values"]:
             if value["kind"] == "input":
                 continue
-            if value["kind"] not in ("buffer", "view", "constant"):
-                raise ValueError(f"unknown plan value kind '{value['kind']}' in {self.folder / 'manifest.json'}")
             self._slots[value["id"]] = len(self._slots)
             self._layout.append((self._slots[value["id"]], value))
         self._value_count = len(self._slots)

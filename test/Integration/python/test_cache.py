@@ -7,9 +7,11 @@ never reads another build's entries. Running the programs is the GPU suite's job
 """
 
 import ctypes
+import hashlib
 import json
 import multiprocessing
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -78,13 +80,16 @@ def test_second_process_reads_the_cache(cache_dir):
     assert result.returncode == 0 and result.stdout.strip() == "mm", result.stderr
 
 
-@pytest.mark.parametrize("damage", ["truncate ptx", "edit manifest", "drop checksums", "extra file",
-                                    "empty checksums"])
+@pytest.mark.parametrize("damage", ["truncate ptx", "truncate cubin", "edit manifest", "drop checksums",
+                                    "extra file", "empty checksums"])
 def test_damaged_entry_is_rebuilt(cache_dir, monkeypatch, damage):
     entry = kiln.compile(SOURCE, target="sm_90a").folder
     ptx = (entry / PTX_FILE).read_text()
     if damage == "truncate ptx":
         (entry / PTX_FILE).write_text(ptx[: len(ptx) // 2])
+    elif damage == "truncate cubin":
+        cubin = entry / kiln.compile(SOURCE, target="sm_90a").kernels[0]["cubin"]
+        cubin.write_bytes(cubin.read_bytes()[:4096])
     elif damage == "edit manifest":
         (entry / "manifest.json").write_text((entry / "manifest.json").read_text().replace("sm_90a", "sm_80"))
     elif damage == "drop checksums":
@@ -101,6 +106,145 @@ def test_damaged_entry_is_rebuilt(cache_dir, monkeypatch, damage):
     compiler._compile_cached.cache_clear()
     monkeypatch.setattr(compiler, "native", lambda: NoCompiler())
     assert kiln.compile(SOURCE, target="sm_90a").folder == entry
+
+
+def _reseal(entry):
+    """Writes an entry's checksums anew, as a hand edit that knows the format would."""
+    checksums = {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+                 for p in sorted(entry.iterdir()) if p.name != "checksums.json"}
+    (entry / "checksums.json").write_text(json.dumps(checksums))
+
+
+@pytest.mark.parametrize("edit", ["empty object", "no grid", "unknown kernel", "missing constant"])
+def test_hand_edited_manifest_is_rebuilt(cache_dir, monkeypatch, edit):
+    """A manifest edited by hand and sealed again (its checksums match) is not one this Kiln can run: the entry
+    is rebuilt (a raw KeyError came from the manifest {} once), and kiln.load names the file and the field."""
+    source = SOURCE if edit != "missing constant" else CONSTANT_SOURCE
+    entry = kiln.compile(source, target="sm_90a").folder
+    manifest = json.loads((entry / "manifest.json").read_text())
+    if edit == "empty object":
+        manifest, error = {}, "the manifest has no 'target'"
+    elif edit == "no grid":
+        del manifest["kernels"][0]["grid"]
+        error = "kernel 'mm_k0_matmul' has no 'grid'"
+    elif edit == "unknown kernel":
+        manifest["plans"][0]["steps"][0]["kernel"] = "gone"
+        error = "a step of plan 'mm' launches kernel 'gone', which the manifest does not list"
+    else:
+        (constant,) = [v for v in manifest["plans"][0]["values"] if v["kind"] == "constant"]
+        (entry / constant["file"]).unlink()
+        error = f"value {constant['id']} of plan 'scaled' names file '{constant['file']}', which is not a file"
+    (entry / "manifest.json").write_text(json.dumps(manifest))
+    _reseal(entry)
+    assert cache.lookup(entry.name) == entry  # sealed: only reading the manifest tells
+    with pytest.raises(kiln.gpu.ManifestError, match=re.escape(str(entry / "manifest.json")) + ": " +
+                       re.escape(error)):
+        kiln.load(entry)
+    compiler._compile_cached.cache_clear()
+    rebuilt = kiln.compile(source, target="sm_90a")
+    assert rebuilt.folder == entry and rebuilt.target == "sm_90a" and cache.lookup(entry.name) == entry
+    assert kiln.load(entry).kernels[0]["grid"] == rebuilt.kernels[0]["grid"]
+
+
+CONSTANT_SOURCE = """func.func @scaled(%a: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %c = kiln.constant dense<1.5> : tensor<4x8xf32>
+  %r = kiln.mul %a, %c : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
+  return %r : tensor<4x8xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("what", ["file", "dangling symlink"])
+def test_entry_path_that_is_not_a_folder_is_replaced(cache_dir, what):
+    """A file or a dangling symlink where a program's folder belongs is replaced by the program (every compile
+    failed with 'could not be written' until it was removed by hand)."""
+    path = cache_dir / cache.key(SOURCE, "sm_90a", "")
+    if what == "file":
+        path.write_text("not an entry")
+    else:
+        path.symlink_to(cache_dir / "missing")
+    program = kiln.compile(SOURCE, target="sm_90a")
+    assert program.folder == path and not path.is_symlink() and path.is_dir() and cache.lookup(path.name) == path
+
+
+@pytest.fixture
+def mounts():
+    """Mounts for a test (a read-only bind mount, a tiny tmpfs), undone after it; skips where mounting is not
+    allowed. As root, a folder's mode does not stop writes: only a read-only mount does."""
+    mounted = []
+
+    def mount(*args):
+        target = args[-1]
+        result = subprocess.run(["mount", *args], capture_output=True, text=True)
+        if result.returncode != 0:
+            pytest.skip(f"cannot mount here: {result.stderr.strip()}")
+        if target not in mounted:  # a remount is no mount of its own
+            mounted.append(target)
+
+    yield mount
+    for target in reversed(mounted):
+        subprocess.run(["umount", target], check=True)
+
+
+def make_read_only(folder, mounts):
+    """Makes ``folder`` read-only for this process: by its mode, or for root by a read-only bind mount."""
+    if os.geteuid() != 0:
+        folder.chmod(0o555)
+        return
+    mounts("--bind", str(folder), str(folder))
+    mounts("-o", "remount,bind,ro", str(folder))
+
+
+def test_read_only_cache_compiles_uncached(cache_dir, monkeypatch, mounts):
+    """A cache directory that cannot be written costs time, not the compile: its entries are still used, and a
+    program it lacks is compiled into a temporary folder outside it, with a CacheWarning for each cache."""
+    counting_assembler(monkeypatch)
+    cached = kiln.compile(SOURCE, target="sm_90a").folder
+    before = sorted(str(p) for p in cache_dir.rglob("*"))
+    make_read_only(cache_dir, mounts)
+    compiler._compile_cached.cache_clear()
+    with monkeypatch.context() as patch:  # a valid entry is read as ever
+        patch.setattr(compiler, "native", lambda: NoCompiler())
+        assert kiln.compile(SOURCE, target="sm_90a").folder == cached
+    with pytest.warns(cache.CacheWarning) as caught:
+        program = kiln.compile(SOURCE.replace("40x", "64x"), target="sm_90a")
+    messages = [str(w.message) for w in caught]
+    assert any(f"the kiln cache {cache_dir} cannot be written" in m for m in messages), messages
+    assert any("kernel cache" in m and "cannot create" in m for m in messages), messages
+    assert cache_dir not in program.folder.parents and program.kernels[0]["kernel_cache"] == "miss"
+    assert program.inputs == [("bf16", (64, 64)), ("bf16", (64, 72))] and (program.folder / PTX_FILE).is_file()
+    assert sorted(str(p) for p in cache_dir.rglob("*")) == before
+
+
+def test_full_kernel_cache_is_skipped(cache_dir, monkeypatch, mounts):
+    """A kernel cache on a full disk (a 16 KiB tmpfs: the kernel's PTX does not fit) is skipped with a
+    CacheWarning naming the file it could not write, and leaves no staging folder; the program compiles and is
+    cached. (This once ended the process: "LLVM ERROR: IO failure on output stream".)"""
+    counting_assembler(monkeypatch)
+    kernels = cache_dir / "kernels" / cache.compiler_id()
+    kernels.mkdir(parents=True)
+    mounts("-t", "tmpfs", "-o", "size=16k", "tmpfs", str(kernels))
+    with pytest.warns(cache.CacheWarning, match=r"kernel cache .* cannot be written "
+                      r"\(cannot write .*kernel\.(ptx|cubin): No space left on device\)"):
+        program = kiln.compile(SOURCE, target="sm_90a")
+    assert program.kernels[0]["kernel_cache"] == "miss" and cache.lookup(program.folder.name) == program.folder
+    assert "No space left on device" in program.manifest["kernel_cache_failed"]
+    assert not list(kernels.iterdir()), "the kernel cache kept a staging folder or a partial entry"
+
+
+def test_full_program_cache_is_a_named_error(cache_dir, monkeypatch, mounts):
+    """A program cache on a full disk (a 24 KiB tmpfs: the PTX fits, its cubin does not) fails the compile with
+    a CompileError naming the file (ptxas itself exits with 0 after writing a truncated cubin), and leaves no
+    staging folder and no entry."""
+    root = cache_dir / "full"
+    root.mkdir()
+    monkeypatch.setenv("KILN_CACHE_DIR", str(root))
+    mounts("-t", "tmpfs", "-o", "size=24k", "tmpfs", str(root))
+    with pytest.raises(kiln.CompileError, match=r"(cannot write \S+|ptxas wrote an incomplete cubin \S+"
+                                                r"mm_k0_matmul_module\.sm_90a\.cubin)"):
+        kiln.compile(SOURCE, target="sm_90a")
+    assert [p.name for p in root.iterdir()] in ([], ["kernels"])
+    assert not [p for p in root.rglob("*") if p.is_file()], "a failed compile left files in the cache"
 
 
 def _compile_in_child(cache_root, build_python, queue):
