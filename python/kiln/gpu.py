@@ -115,9 +115,11 @@ def _checked_manifest(folder):
     for kernel in kernels:
         where = f"kernel {field(kernel, 'name', str, 'a kernel')!r}"
         field(kernel, "function", str, where)
-        file(kernel, "ptx", where)
+        # A folder may travel with its cubins alone (the PTX is only needed where no cubin fits the GPU).
         if kernel.get("cubin") is not None:
             file(kernel, "cubin", where)
+        else:
+            file(kernel, "ptx", where)
         objects(kernel, "params", where)
         integers(kernel, "grid", where, 3)
         integers(kernel, "block", where, 3)

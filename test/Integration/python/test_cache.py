@@ -146,6 +146,22 @@ def test_hand_edited_manifest_is_rebuilt(cache_dir, monkeypatch, edit):
     assert kiln.load(entry).kernels[0]["grid"] == rebuilt.kernels[0]["grid"]
 
 
+def test_folder_with_cubins_alone_loads(cache_dir, tmp_path):
+    """A compiled folder may travel with its cubins alone (the GPU visit scripts ship it so): the manifest's PTX
+    files are needed only where no cubin fits, so kiln.load takes the folder; a cubin it names and lacks is an
+    error naming that file."""
+    ptxas_or_skip()
+    folder = tmp_path / "out"
+    shutil.copytree(kiln.compile(SOURCE, target="sm_90a").folder, folder)
+    for ptx in folder.glob("*.ptx"):
+        ptx.unlink()
+    assert kiln.load(folder).kernels[0]["name"] == "mm_k0_matmul"
+    for cubin in folder.glob("*.cubin"):
+        cubin.unlink()
+    with pytest.raises(kiln.gpu.ManifestError, match="names cubin '.*', which is not a file of the folder"):
+        kiln.load(folder)
+
+
 CONSTANT_SOURCE = """func.func @scaled(%a: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %c = kiln.constant dense<1.5> : tensor<4x8xf32>
   %r = kiln.mul %a, %c : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
