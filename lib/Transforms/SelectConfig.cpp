@@ -86,14 +86,20 @@ static ConfigAttr getWgmmaConfig(MatmulOp matmul) {
   return ConfigAttr::get(matmul.getContext(), {bm, bn, bk}, bm / 16, /*stages=*/4, "wgmma");
 }
 
-/// The GPU config of a row kernel over `input`: enough threads per row (a power of two from one warp to a
-/// block of 1024) that each holds about 16 of the row's elements in registers, and blocks of at least four
-/// warps, several rows each when rows are narrow (no more rows than there are).
+/// The GPU config of a row kernel over `input`: enough threads per row (a power of two up to a block of 1024;
+/// short rows take a group of lanes of one warp) that each holds about 16 of the row's elements in registers,
+/// and blocks of four warps, several rows each when rows are short (no more rows than there are, but at least
+/// one warp).
 static ConfigAttr getRowConfig(RankedTensorType input, MLIRContext *ctx) {
   int64_t width = input.getShape().back();
   int64_t rows = input.getRank() >= 2 ? input.getDimSize(input.getRank() - 2) : 1;
-  int64_t threadsPerRow = std::clamp<int64_t>(llvm::PowerOf2Ceil(llvm::divideCeilSigned(width, 16)), 32, 1024);
-  int64_t rowsPerBlock = std::clamp<int64_t>(128 / threadsPerRow, 1, llvm::PowerOf2Ceil(std::max<int64_t>(rows, 1)));
+  int64_t threadsPerRow = std::clamp<int64_t>(llvm::PowerOf2Ceil(llvm::divideCeilSigned(width, 16)), 1, 1024);
+  // A few short rows spread over one warp rather than leave most of its lanes idle.
+  int64_t rowSlots = llvm::PowerOf2Ceil(std::max<int64_t>(rows, 1));
+  while (threadsPerRow < 32 && rowSlots * threadsPerRow < 32)
+    threadsPerRow *= 2;
+  int64_t rowsPerBlock = std::max<int64_t>(std::max<int64_t>(1, 32 / threadsPerRow),
+                                           std::min<int64_t>(std::max<int64_t>(1, 128 / threadsPerRow), rowSlots));
   return ConfigAttr::get(ctx, {rowsPerBlock}, rowsPerBlock * threadsPerRow / 32, /*stages=*/1, "rows");
 }
 

@@ -6,8 +6,9 @@
 
 // RMSNorm over bf16 rows of 4096, one row per block of 8 warps (256 threads per row, 8-element runs): each
 // thread loads its two 16-byte runs once (offset by the block's (batch, row) iteration), squares and sums them,
-// the warp folds by five butterfly shuffles, the 8 warps through 32 bytes of shared memory between barriers;
-// then rsqrt, the weight's runs, and two 16-byte stores. No scf.for: the row stays in registers.
+// the warp folds by five butterfly shuffles, the 8 warps through 32 bytes of shared memory between barriers
+// (each warp reads the 8 posts, one a lane, and folds them by three shuffles); then rsqrt, the weight's runs,
+// and two 16-byte stores. No scf.for: the row stays in registers.
 // CHECK-LABEL: func.func private @rms_norm
 // CHECK-SAME: kiln.launch = {block = array<i64: 256, 1, 1>, dynamic_shared_bytes = 32 : i64, grid = array<i64: 154, 1, 1>}
 // CHECK: gpu.func @rms_norm(%[[X:.*]]: memref<630784xbf16>, %[[W:.*]]: memref<4096xbf16>, %[[OUT:.*]]: memref<630784xbf16>) kernel
@@ -20,7 +21,8 @@
 // CHECK: scf.if
 // CHECK: memref.store {{.*}} : memref<8xf32, #gpu.address_space<workgroup>>
 // CHECK: gpu.barrier
-// CHECK-COUNT-8: memref.load {{.*}} : memref<8xf32, #gpu.address_space<workgroup>>
+// CHECK: memref.load {{.*}} : memref<8xf32, #gpu.address_space<workgroup>>
+// CHECK-COUNT-3: gpu.shuffle  xor
 // CHECK: gpu.barrier
 // CHECK: math.rsqrt
 // CHECK: vector.load %[[W]]
@@ -77,6 +79,29 @@ module {
     %m = kiln.reduce mean %x axes [1] keep_dims {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "rows">} : tensor<77x100xf16> -> tensor<77x1xf16>
     %r = bufferization.materialize_in_destination %m in %out : (tensor<77x1xf16>, tensor<77x1xf16>) -> tensor<77x1xf16>
     return %r : tensor<77x1xf16>
+  }
+}
+
+// -----
+
+// Short rows share a warp: 8 threads per row of 128 (two 8-element runs each), 16 rows per block of 4 warps;
+// the row folds by three shuffles within its group of 8 lanes, with no shared memory.
+// CHECK-LABEL: func.func private @short_rows
+// CHECK-SAME: kiln.launch = {block = array<i64: 128, 1, 1>, dynamic_shared_bytes = 0 : i64, grid = array<i64: 64, 1, 1>}
+// CHECK: gpu.func @short_rows
+// CHECK-COUNT-2: vector.load {{.*}} vector<8xbf16>
+// CHECK-COUNT-3: gpu.shuffle  xor
+// CHECK-NOT: gpu.shuffle
+// CHECK: math.exp
+// CHECK-COUNT-3: gpu.shuffle  xor
+// CHECK-NOT: gpu.shuffle
+// CHECK-NOT: gpu.barrier
+// CHECK: gpu.return
+module {
+  func.func private @short_rows(%x: tensor<1024x128xbf16>, %out: tensor<1024x128xbf16>) -> tensor<1024x128xbf16> attributes {kiln.kernel} {
+    %p = kiln.softmax %x axis 1 {kiln.config = #kiln.config<tile = [16], warps = 4, stages = 1, lowering = "rows">} : tensor<1024x128xbf16>
+    %r = bufferization.materialize_in_destination %p in %out : (tensor<1024x128xbf16>, tensor<1024x128xbf16>) -> tensor<1024x128xbf16>
+    return %r : tensor<1024x128xbf16>
   }
 }
 

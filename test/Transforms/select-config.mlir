@@ -246,7 +246,8 @@ func.func @attention_decode(%q: tensor<1x8x1x64xf32>, %k: tensor<1x8x300x64xf32>
 // -----
 
 // A block of rows per program: 16 on the host; on the GPU ("rows", the register layout of row tiles) enough
-// threads per row that each holds about 16 of its elements, here one warp per row and four rows per block.
+// threads per row that each holds about 16 of its elements (short rows share a warp), here one warp per row and
+// four rows per block.
 // CHECK-LABEL: func.func @row_kernels
 // HOST: kiln.softmax {{.*}} axis 2 {kiln.config = #kiln.config<tile = [16], warps = 1, stages = 1, lowering = "host">}
 // HOST: kiln.rms_norm {{.*}} {kiln.config = #kiln.config<tile = [16], warps = 1, stages = 1, lowering = "host">}
@@ -267,8 +268,8 @@ func.func @row_kernels(%x: tensor<2x77x512xf32>, %w: tensor<512xf32>) -> (tensor
 // -----
 
 // Wide rows on the GPU: 256 threads per row for 4096 columns, one row per block; 1024 threads for a 50257-wide
-// vocabulary row; no more rows per block than there are (two rows of 64: two warps). Reductions and logsumexp
-// along the last axis are row kernels too.
+// vocabulary row; no more rows per block than there are (two rows of 64: 16 lanes each, one warp). Reductions
+// and logsumexp along the last axis are row kernels too.
 // CHECK-LABEL: func.func @wide_rows
 // HOST: kiln.rms_norm {{.*}} {kiln.config = #kiln.config<tile = [2], warps = 1, stages = 1, lowering = "host">}
 // HOST: kiln.logsumexp {{.*}} {kiln.config = #kiln.config<tile = [3], warps = 1, stages = 1, lowering = "host">}
@@ -276,7 +277,7 @@ func.func @row_kernels(%x: tensor<2x77x512xf32>, %w: tensor<512xf32>) -> (tensor
 // SM80: kiln.rms_norm {{.*}} {kiln.config = #kiln.config<tile = [1], warps = 8, stages = 1, lowering = "rows">}
 // SM90: kiln.rms_norm {{.*}} {kiln.config = #kiln.config<tile = [1], warps = 8, stages = 1, lowering = "rows">}
 // SM90: kiln.logsumexp {{.*}} {kiln.config = #kiln.config<tile = [1], warps = 32, stages = 1, lowering = "rows">}
-// SM90: kiln.reduce max {{.*}} {kiln.config = #kiln.config<tile = [2], warps = 2, stages = 1, lowering = "rows">}
+// SM90: kiln.reduce max {{.*}} {kiln.config = #kiln.config<tile = [2], warps = 1, stages = 1, lowering = "rows">}
 func.func @wide_rows(%x: tensor<2x4096xbf16>, %w: tensor<4096xbf16>, %logits: tensor<3x50257xf32>, %s: tensor<2x64xf32>) -> (tensor<2x4096xbf16>, tensor<3xf32>, tensor<2x1xf32>) {
   %0 = kiln.rms_norm %x, %w epsilon 1.0e-06 : tensor<2x4096xbf16>, tensor<4096xbf16>
   %1 = kiln.logsumexp %logits axis 1 : tensor<3x50257xf32> -> tensor<3xf32>
@@ -306,8 +307,8 @@ func.func @row_kernel_few_rows(%x: tensor<3x512xf32>) -> tensor<3x512xf32> {
 // CHECK: kiln.matmul %{{.*}}, %{{.*}} {kiln.config = #kiln.config<tile = [32, 16, 8], warps = 2, stages = 5, lowering = "mma_sync">}
 // CHECK: kiln.softmax %{{.*}} axis 1 {kiln.config = #kiln.config<tile = [2], warps = 1, stages = 1, lowering = "host">}
 // HOST: kiln.rms_norm {{.*}} {kiln.config = #kiln.config<tile = [16], warps = 1, stages = 1, lowering = "host">}
-// SM80: kiln.rms_norm {{.*}} {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "rows">}
-// SM90: kiln.rms_norm {{.*}} {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "rows">}
+// SM80: kiln.rms_norm {{.*}} {kiln.config = #kiln.config<tile = [16], warps = 4, stages = 1, lowering = "rows">}
+// SM90: kiln.rms_norm {{.*}} {kiln.config = #kiln.config<tile = [16], warps = 4, stages = 1, lowering = "rows">}
 func.func @explicit_config_wins(%a: tensor<128x128xf32>, %b: tensor<128x128xf32>, %w: tensor<128xf32>) -> tensor<128x128xf32> {
   %0 = kiln.matmul %a, %b {kiln.config = #kiln.config<tile = [32, 16, 8], warps = 2, stages = 5, lowering = "mma_sync">} : tensor<128x128xf32>, tensor<128x128xf32> -> tensor<128x128xf32>
   %1 = kiln.softmax %0 axis 1 {kiln.config = #kiln.config<tile = [2], warps = 1, stages = 1, lowering = "host">} : tensor<128x128xf32>
@@ -340,8 +341,8 @@ func.func @not_kernels(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4xf32> 
 // CHECK-LABEL: func.func @nested_kernel
 // CHECK: scf.for
 // HOST: kiln.softmax {{.*}} {kiln.config = #kiln.config<tile = [8], warps = 1, stages = 1, lowering = "host">}
-// SM80: kiln.softmax {{.*}} {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "rows">}
-// SM90: kiln.softmax {{.*}} {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "rows">}
+// SM80: kiln.softmax {{.*}} {kiln.config = #kiln.config<tile = [8], warps = 1, stages = 1, lowering = "rows">}
+// SM90: kiln.softmax {{.*}} {kiln.config = #kiln.config<tile = [8], warps = 1, stages = 1, lowering = "rows">}
 func.func @nested_kernel(%x: tensor<8x32xf32>, %n: index) -> tensor<8x32xf32> {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index

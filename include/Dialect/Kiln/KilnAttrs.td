@@ -40,7 +40,8 @@ def Kiln_ConfigAttr : AttrDef<Kiln_Dialect, "Config"> {
     - `warps`: warps per thread block (GPU lowerings; 1 on the host);
     - `stages`: depth of the shared-memory pipeline (GPU lowerings; 1 on the host);
     - `lowering`: `"host"`, `"mma_sync"` (sm_80+), `"wgmma"` (sm_90a), or `"rows"` for a row kernel on a GPU:
-      its tile of `[rows]` is spread over `warps` warps, `warps / rows` of them per row (`#kiln.row_layout`).
+      its tile of `[rows]` is spread over `warps` warps, `warps * 32 / rows` threads per row
+      (`#kiln.row_layout`).
 
     ```mlir
     %y = kiln.matmul %a, %b {kiln.config = #kiln.config<tile = [128, 128, 32], warps = 4, stages = 3,
@@ -64,6 +65,8 @@ def Kiln_RowLayoutAttr : AttrDef<Kiln_Dialect, "RowLayout"> {
     `[r * threads_per_row, (r + 1) * threads_per_row)` of the block; within the row, thread `t` holds columns
     `k * threads_per_row * vector + t * vector + j` for `j < vector` and every chunk `k` that starts inside the
     row, so that the row's threads read it in coalesced runs of `vector` elements (16 bytes for bf16 rows of 8).
+    `threads_per_row` is a power of two up to 32 (an aligned group of lanes of one warp: short rows) or a
+    multiple of 32 up to 1024 (whole warps).
     A `[R, 1]` or `[R]` value (a reduced row) is held by every thread of its row. Elementwise ops act on each
     thread's registers; a reduction along the row folds a thread's registers, then its warp's lanes by
     butterfly shuffles, then the row's warps through shared memory.

@@ -209,8 +209,7 @@ FailureOr<RegisterTile> RowKernelLowering::registersOf(Value value, Operation *u
     result.registers.push_back(arith::ConstantOp::create(b, loc, cast<TypedAttr>(elements.getSplatValue<Attribute>())));
   } else if (auto it = globals.find(value); it != globals.end()) {
     const GlobalTensor &global = it->second;
-    int64_t elements = type.getNumElements();
-    if (elements == 1)
+    if (type.getRank() == 0)
       result.registers.push_back(memref::LoadOp::create(b, loc, global.buffer, ValueRange{im.c(0)}));
     else if (type.getRank() == 1)
       result = loadRowVector(global);
@@ -253,16 +252,25 @@ LogicalResult RowKernelLowering::lowerElementwise(Operation *op) {
   return success();
 }
 
+/// Folds `value` over the `lanes` lanes (a power of two up to 32) of each aligned group of its warp by butterfly
+/// shuffles: every lane of the group ends with the group's value.
+static Value shuffleFold(OpBuilder &b, Location loc, Value value, int64_t lanes, lowering::Combiner combiner) {
+  for (int32_t offset = static_cast<int32_t>(lanes) / 2; offset >= 1; offset /= 2)
+    value = lowering::combine(
+        b, loc, combiner, value,
+        gpu::ShuffleOp::create(b, loc, value, offset, 32, gpu::ShuffleMode::XOR).getShuffleResult());
+  return value;
+}
+
 Value RowKernelLowering::reduceAcrossRow(Value partial, lowering::Combiner combiner) {
-  for (int32_t offset : {16, 8, 4, 2, 1})
-    partial = lowering::combine(
-        b, loc, combiner, partial,
-        gpu::ShuffleOp::create(b, loc, partial, offset, 32, gpu::ShuffleMode::XOR).getShuffleResult());
+  // A row of fewer than 32 threads is an aligned group of lanes of one warp.
+  partial = shuffleFold(b, loc, partial, std::min<int64_t>(threadsPerRow, 32), combiner);
   int64_t warpsPerRow = threadsPerRow / 32;
-  if (warpsPerRow == 1)
+  if (warpsPerRow <= 1)
     return partial;
-  // Each warp's first lane posts its partial; every thread of the row folds its row's posts. The second barrier
-  // keeps the next reduction's posts from overwriting partials still being read.
+  // Each warp's first lane posts its partial. Every warp then folds its row's posts: lane l reads post
+  // l % warpsPerRow and the warp shuffles them together (a power-of-two count), or each thread reads them all in
+  // turn. The second barrier keeps the next reduction's posts from overwriting partials still being read.
   Value partials = sharedView(b, loc, sharedBytes, 0, rowsPerBlock * warpsPerRow, b.getF32Type());
   Value warp = im.div(thread, 32), rowPosts = im.mul(row, warpsPerRow);
   scf::IfOp::create(b, loc, im.lt(im.rem(thread, 32), 1), [&](OpBuilder &post, Location) {
@@ -270,10 +278,16 @@ Value RowKernelLowering::reduceAcrossRow(Value partial, lowering::Combiner combi
     scf::YieldOp::create(post, loc);
   });
   gpu::BarrierOp::create(b, loc);
-  Value folded = memref::LoadOp::create(b, loc, partials, ValueRange{rowPosts});
-  for (int64_t w = 1; w < warpsPerRow; ++w)
-    folded = lowering::combine(b, loc, combiner, folded,
-                               memref::LoadOp::create(b, loc, partials, ValueRange{im.add(rowPosts, w)}));
+  Value folded;
+  if (llvm::isPowerOf2_64(warpsPerRow)) {
+    Value post = im.add(rowPosts, im.rem(im.rem(thread, 32), warpsPerRow));
+    folded = shuffleFold(b, loc, memref::LoadOp::create(b, loc, partials, ValueRange{post}), warpsPerRow, combiner);
+  } else {
+    folded = memref::LoadOp::create(b, loc, partials, ValueRange{rowPosts});
+    for (int64_t w = 1; w < warpsPerRow; ++w)
+      folded = lowering::combine(b, loc, combiner, folded,
+                                 memref::LoadOp::create(b, loc, partials, ValueRange{im.add(rowPosts, w)}));
+  }
   gpu::BarrierOp::create(b, loc);
   return folded;
 }

@@ -8,6 +8,7 @@
 #include "Dialect/Kiln/KilnOps.h"
 
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace mlir::kiln;
@@ -29,6 +30,11 @@ void KilnDialect::initialize() {
       >();
 }
 
+/// Threads that can share a row: an aligned group of lanes of one warp (a power of two), or whole warps.
+static bool isValidThreadsPerRow(int64_t threads) {
+  return threads >= 1 && threads <= 1024 && (threads % 32 == 0 || (threads < 32 && llvm::isPowerOf2_64(threads)));
+}
+
 LogicalResult ConfigAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError, ArrayRef<int64_t> tile,
                                  int64_t warps, int64_t stages, StringRef lowering) {
   if (tile.empty() || tile.size() > 3)
@@ -43,16 +49,21 @@ LogicalResult ConfigAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitEr
   if (lowering != "host" && lowering != "mma_sync" && lowering != "wgmma" && lowering != "rows")
     return emitError() << "#kiln.config lowering must be \"host\", \"mma_sync\", \"wgmma\" or \"rows\", got \""
                        << lowering << "\"";
-  if (lowering == "rows" && (tile.size() != 1 || warps % tile[0] != 0))
-    return emitError() << "#kiln.config lowering \"rows\" needs tile = [rows] with rows dividing warps, got "
-                       << tile.size() << " tile sizes and " << warps << " warps";
+  if (lowering == "rows") {
+    int64_t threadsPerRow = tile.size() == 1 && (warps * 32) % tile[0] == 0 ? warps * 32 / tile[0] : 0;
+    if (!isValidThreadsPerRow(threadsPerRow))
+      return emitError() << "#kiln.config lowering \"rows\" needs tile = [rows] whose rows split the warps' "
+                            "threads into a power of two up to 32, or a multiple of 32, per row; got "
+                         << tile.size() << " tile sizes and " << warps << " warps";
+  }
   return success();
 }
 
 LogicalResult RowLayoutAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError, int64_t threadsPerRow,
                                     int64_t vector) {
-  if (threadsPerRow < 32 || threadsPerRow > 1024 || threadsPerRow % 32 != 0)
-    return emitError() << "#kiln.row_layout threads_per_row must be a multiple of 32 in [32, 1024], got "
+  if (!isValidThreadsPerRow(threadsPerRow))
+    return emitError() << "#kiln.row_layout threads_per_row must be a power of two up to 32 or a multiple of 32 "
+                          "up to 1024, got "
                        << threadsPerRow;
   if (vector != 1 && vector != 2 && vector != 4 && vector != 8)
     return emitError() << "#kiln.row_layout vector must be 1, 2, 4 or 8, got " << vector;

@@ -1202,15 +1202,15 @@ func.func @config_bad_lowering(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
 // -----
 
 func.func @config_rows_warps(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
-  // expected-error @+1 {{#kiln.config lowering "rows" needs tile = [rows] with rows dividing warps, got 1 tile sizes and 2 warps}}
-  %0 = kiln.softmax %x axis 1 {kiln.config = #kiln.config<tile = [4], warps = 2, stages = 1, lowering = "rows">} : tensor<4x8xf32>
+  // expected-error @+1 {{#kiln.config lowering "rows" needs tile = [rows] whose rows split the warps' threads into a power of two up to 32, or a multiple of 32, per row; got 1 tile sizes and 3 warps}}
+  %0 = kiln.softmax %x axis 1 {kiln.config = #kiln.config<tile = [4], warps = 3, stages = 1, lowering = "rows">} : tensor<4x8xf32>
   return %0 : tensor<4x8xf32>
 }
 
 // -----
 
 func.func @row_layout_threads(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
-  // expected-error @+1 {{#kiln.row_layout threads_per_row must be a multiple of 32 in [32, 1024], got 48}}
+  // expected-error @+1 {{#kiln.row_layout threads_per_row must be a power of two up to 32 or a multiple of 32 up to 1024, got 48}}
   %0 = kiln.exp %x {kiln.layout = #kiln.row_layout<threads_per_row = 48, vector = 4>} : tensor<4x8xf32>
   return %0 : tensor<4x8xf32>
 }
