@@ -28,6 +28,10 @@ std::optional<Target> parseTarget(llvm::StringRef name);
 /// The most dynamic shared memory one thread block may use on a GPU target (sm_80: 163 KB, sm_90a: 227 KB).
 int64_t maxSharedBytesPerBlock(Target target);
 
+/// Bytes of shared memory the GPU attention kernel takes for [bq, bk] tiles at these head dims (the Q tile, two
+/// K and two V tiles), with the wgmma kernel's unpadded K and V panels or the mma_sync kernel's padded rows.
+int64_t attentionSharedBytes(int64_t bq, int64_t bk, int64_t headDim, int64_t valueDim, bool wgmma);
+
 /// True for the ops that become kernels of their own and so carry a #kiln.config.
 bool isKernelOp(Operation *op);
 

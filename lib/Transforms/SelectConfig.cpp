@@ -53,6 +53,13 @@ static constexpr int64_t kSequentialAttentionKeysD64 = 192, kSequentialAttention
 /// Multiprocessors of the GPU each target stands for: the A100 (sm_80) and the H100/H200 (sm_90a).
 static int64_t multiprocessors(Target target) { return target == Target::Sm90a ? 132 : 108; }
 
+int64_t kiln::attentionSharedBytes(int64_t bq, int64_t bk, int64_t headDim, int64_t valueDim, bool wgmma) {
+  // The Q tile and two K and two V tiles of 16-bit elements; rows padded by 8 elements against bank conflicts,
+  // except the K and V panels that wgmma reads through a 128-byte swizzle.
+  int64_t strideQ = headDim + 8, strideK = wgmma ? headDim : headDim + 8, strideV = wgmma ? valueDim : valueDim + 8;
+  return 2 * (bq * strideQ + 2 * bk * strideK + 2 * bk * strideV);
+}
+
 /// Whether the sm_90a default for `matmul` is the wgmma kernel: bf16/f16 operands whose rows TMA copies (16-byte
 /// strides, K > 0: a tensor map describes no empty array), at least one 64-column tile, and more rows than a
 /// decoding step has (at M <= 64 the weight-streaming mma_sync tiles do better, and a 64-row warpgroup tile would
@@ -163,7 +170,10 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
       return make({fitTile(bq, seqQ, target), fitTile(bk, seqK, target)}, warps, stages);
     // Measured on the H200 (bench/results/attention_fa2_sweep_v1.md): 128 x 128 tiles for head dim 128,
     // 128 x 64 for head dim 64. One warp per 16 query rows.
-    bq = fitTile(128, seqQ, target), bk = fitTile(headDim <= 64 ? 64 : 128, seqK, target);
+    // Past head dim 128 the O fragment takes more of each thread's registers: narrower key tiles keep the S
+    // fragment small enough not to spill (64 keys up to head dim 192, 32 beyond).
+    int64_t keys = headDim <= 64 ? 64 : headDim <= 128 ? 128 : headDim <= 192 ? 64 : 32;
+    bq = fitTile(128, seqQ, target), bk = fitTile(keys, seqK, target);
     // On sm_90a the wgmma kernel takes query tiles of whole warpgroups (64 rows) at head dims 64 and 128 (the
     // decode shapes, a few query rows, stay on mma_sync). Up to 1024 keys, one-warpgroup 64-row tiles run
     // faster: small blocks, two or more per multiprocessor, where a block of 128 rows gets only a few key tiles
@@ -194,9 +204,19 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
     // A decode step (one 16-row query tile, one warp) above head dim 64 takes 64-key tiles: at head dim 128 its
     // S and O fragments needed more than 255 registers with 128-key tiles and spilled (H200, 16 x 32 heads over 8
     // KV heads, 1000 / 4096 / 8191 keys: 3.0 / 4.3 / 3.5 TFLOP/s against 1.9 / 3.7 / 2.3,
-    // bench/results/attention_decode_v1.md); larger head dims need more registers still.
+    // bench/results/attention_decode_v1.md); larger head dims need more registers still: past 128, 16-key tiles
+    // (a warp that also copies the K and V tiles alone spilled hundreds of bytes with 32 or 64 keys).
     if (bq == 16 && headDim > 64)
-      bk = fitTile(64, seqK, target);
+      bk = std::min(bk, fitTile(headDim <= 128 ? 64 : 16, seqK, target));
+    // Large head dims: narrower key tiles, then fewer query rows, until the tiles fit the chip's shared memory.
+    while (attentionSharedBytes(bq, bk, headDim, valueDim, /*wgmma=*/false) > maxSharedBytesPerBlock(target)) {
+      if (bk > 32)
+        bk /= 2;
+      else if (bq > 16)
+        bq /= 2;
+      else
+        break;
+    }
     return make({bq, bk}, bq / 16, stages);
   }
   // Row kernels: a block of rows per program.

@@ -148,15 +148,16 @@ func.func @attention_head_dim_64(%q: tensor<1x8x256x64xf32>, %k: tensor<1x8x256x
 
 // -----
 
-// Head dim 128 in bf16: 128x128 tiles; on sm_90a the wgmma kernel, with two warpgroups of 64 query rows past
-// 1024 keys, one-warpgroup 64x64 tiles up to there and 64x32 up to 512 keys. The f32 head-dim-64 case above and
-// the decode case below stay on mma_sync.
+// Head dim 128 in bf16: 128x128 tiles where they fit (sm_80's 163 KB holds 128x64: 128x128 would need 174080
+// bytes); on sm_90a the wgmma kernel, with two warpgroups of 64 query rows past 1024 keys, one-warpgroup 64x64
+// tiles up to there and 64x32 up to 512 keys. The f32 head-dim-64 case above and the decode case below stay on
+// mma_sync.
 // CHECK-LABEL: func.func @attention_head_dim_128
 // HOST: kiln.attention {{.*}} causal {kiln.config = #kiln.config<tile = [64, 64], warps = 1, stages = 1, lowering = "host">}
-// SM80: kiln.attention {{.*}} causal {kiln.config = #kiln.config<tile = [128, 128], warps = 8, stages = 2, lowering = "mma_sync">}
+// SM80: kiln.attention {{.*}} causal {kiln.config = #kiln.config<tile = [128, 64], warps = 8, stages = 2, lowering = "mma_sync">}
 // SM90: kiln.attention {{.*}} causal {kiln.config = #kiln.config<tile = [64, 32], warps = 4, stages = 2, lowering = "wgmma">}
 // HOST: kiln.attention {{.*}} causal {kiln.config = #kiln.config<tile = [64, 64], warps = 1, stages = 1, lowering = "host">}
-// SM80: kiln.attention {{.*}} causal {kiln.config = #kiln.config<tile = [128, 128], warps = 8, stages = 2, lowering = "mma_sync">}
+// SM80: kiln.attention {{.*}} causal {kiln.config = #kiln.config<tile = [128, 64], warps = 8, stages = 2, lowering = "mma_sync">}
 // SM90: kiln.attention {{.*}} causal {kiln.config = #kiln.config<tile = [128, 128], warps = 8, stages = 2, lowering = "wgmma">}
 // SM90: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "wgmma">}
 func.func @attention_head_dim_128(%q: tensor<1x32x256x128xbf16>, %k: tensor<1x8x256x128xbf16>, %v: tensor<1x8x256x128xbf16>,
@@ -364,4 +365,23 @@ func.func @nested_kernel(%x: tensor<8x32xf32>, %n: index) -> tensor<8x32xf32> {
 func.func @huge_matmul(%a: tensor<4294967296x16xbf16>, %b: tensor<16x4294967296xbf16>) -> tensor<4294967296x4294967296xbf16> {
   %0 = kiln.matmul %a, %b : tensor<4294967296x16xbf16>, tensor<16x4294967296xbf16> -> tensor<4294967296x4294967296xbf16>
   return %0 : tensor<4294967296x4294967296xbf16>
+}
+
+// -----
+
+// Head dims past 128 on the GPU: narrower key tiles keep the S fragment from spilling (64 keys up to head dim
+// 192, 32 beyond; a decode step's one warp 16), and the tiles shrink until they fit the chip's shared memory
+// (head dim 256: the Q tile and two K and two V tiles of 128 x 32 take 135168 bytes, within sm_80's 166912).
+// CHECK-LABEL: func.func @large_head_dims
+// SM80: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [128, 64], warps = 8, stages = 2, lowering = "mma_sync">} {{.*}}x192xbf16>
+// SM80: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [128, 32], warps = 8, stages = 2, lowering = "mma_sync">} {{.*}}x256xbf16>
+// SM80: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [16, 16], warps = 1, stages = 2, lowering = "mma_sync">} {{.*}}x256xbf16>
+// SM90: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [128, 64], warps = 8, stages = 2, lowering = "mma_sync">} {{.*}}x192xbf16>
+// SM90: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [128, 32], warps = 8, stages = 2, lowering = "mma_sync">} {{.*}}x256xbf16>
+// SM90: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [16, 16], warps = 1, stages = 2, lowering = "mma_sync">} {{.*}}x256xbf16>
+func.func @large_head_dims(%q: tensor<1x8x1000x192xbf16>, %k: tensor<1x8x1000x192xbf16>, %q2: tensor<1x8x1000x256xbf16>, %k2: tensor<1x8x1000x256xbf16>, %q1: tensor<1x8x1x256xbf16>) -> (tensor<1x8x1000x192xbf16>, tensor<1x8x1000x256xbf16>, tensor<1x8x1x256xbf16>) {
+  %0 = kiln.attention %q, %k, %k : tensor<1x8x1000x192xbf16>, tensor<1x8x1000x192xbf16>, tensor<1x8x1000x192xbf16> -> tensor<1x8x1000x192xbf16>
+  %1 = kiln.attention %q2, %k2, %k2 : tensor<1x8x1000x256xbf16>, tensor<1x8x1000x256xbf16>, tensor<1x8x1000x256xbf16> -> tensor<1x8x1000x256xbf16>
+  %2 = kiln.attention %q1, %k2, %k2 : tensor<1x8x1x256xbf16>, tensor<1x8x1000x256xbf16>, tensor<1x8x1000x256xbf16> -> tensor<1x8x1x256xbf16>
+  return %0, %1, %2 : tensor<1x8x1000x192xbf16>, tensor<1x8x1000x256xbf16>, tensor<1x8x1x256xbf16>
 }

@@ -103,7 +103,7 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   // V tiles first (1024-byte aligned, in swizzled 64-column panels, unpadded), then the padded Q tile.
   int64_t strideQ = headDim + 8, strideK = wgmma ? headDim : headDim + 8, strideV = wgmma ? valueDim : valueDim + 8;
   int64_t sizeQ = bq * strideQ, sizeK = bk * strideK, sizeV = bk * strideV;
-  int64_t sharedElements = sizeQ + 2 * sizeK + 2 * sizeV, sharedBytes = sharedElements * 2;
+  int64_t sharedBytes = attentionSharedBytes(bq, bk, headDim, valueDim, wgmma);
   int64_t offsetQ = wgmma ? 2 * sizeK + 2 * sizeV : 0, offsetK = wgmma ? 0 : sizeQ, offsetV = offsetK + 2 * sizeK;
 
   MLIRContext *ctx = builder.getContext();
