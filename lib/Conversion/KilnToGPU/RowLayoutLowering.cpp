@@ -90,23 +90,35 @@ public:
   LogicalResult lowerBody(scf::ForallOp forall, ValueRange ivs, const GlobalTensor &output);
 
 private:
-  /// Columns past the end of a row of `width` held by chunk `chunk`'s first column: chunk validity.
+  /// The first column of this thread's chunk `chunk` in its row.
   Value chunkColumn(int64_t chunk) { return im.add(im.mul(thread, vector), chunk * threadsPerRow * vector); }
+  /// How many chunks a row of `width` columns spans.
   int64_t chunksOf(int64_t width) const { return llvm::divideCeilSigned(width, threadsPerRow * vector); }
 
+  /// Lowers one op of the loop body by its family.
   LogicalResult lowerOp(Operation *op);
+  /// The registers of a tile value, loading a global tile or tensor, or materializing a constant, on first use.
   FailureOr<RegisterTile> registersOf(Value value, Operation *user);
+  /// This thread's columns of a tile read from memory, padded past its valid rows and columns.
   RegisterTile loadTile(const GlobalTile &tile, int64_t width);
+  /// This thread's columns of a [D] operand that broadcasts over the rows.
   RegisterTile loadRowVector(const GlobalTensor &global);
+  /// An elementwise op or a cast, register by register (a value constant along the row broadcasts).
   LogicalResult lowerElementwise(Operation *op);
+  /// A reduction along the row: registers, then the warp, then the row's warps.
   LogicalResult lowerReduce(ReduceOp op);
+  /// The store of a tile's valid part into the kernel's output.
   LogicalResult lowerInsert(tensor::ParallelInsertSliceOp op, const GlobalTensor &output);
+  /// Combines every thread's `partial` over its row; every thread of the row gets the result.
   Value reduceAcrossRow(Value partial, lowering::Combiner combiner);
+  /// The kernel's value for an index of the loop body.
   Value index(Value value) { return mapping.lookupOrDefault(value); }
   /// A whole [rows, columns] global tensor as a tile.
   GlobalTile wholeTile(const GlobalTensor &global) {
     return GlobalTile{global, {im.c(0), im.c(0)}, {im.c(global.shape[0]), im.c(global.shape[1])}, 0, 1};
   }
+  /// The linear index in `global` of the element at `offsets` plus `rowOffset` along `rowDim` and
+  /// `columnOffset` along `columnDim` (either may be null).
   Value elementIndex(const GlobalTensor &global, ArrayRef<Value> offsets, Value rowOffset, int64_t rowDim,
                      Value columnOffset, int64_t columnDim);
 
