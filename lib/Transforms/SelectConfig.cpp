@@ -141,10 +141,9 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
     bm = fitTile(bm, m, target), bn = fitTile(bn, n, target), bk = fitTile(bk, k, target);
     if (target != Target::Host) {
       // Too few tiles to fill the GPU (small M, as in decoding): narrower column tiles, down to 32, until about
-      // two thirds of the multiprocessors (108 on the A100, 132 on the H100/H200) get one. Wider tiles stream the
-      // weight faster as long as that many are in flight: at M = 32 on the H200, N = 14336 runs 19% faster in 112
-      // tiles of 128 columns than in 224 of 64, N = 6144 20% faster in 96 tiles of 64 than in 192 of 32, while
-      // N = 4096 is 21% slower in 64 tiles of 64 than in 128 of 32 (bench/results/decode_gemm_configs_h200.log).
+      // two thirds of the multiprocessors (108 on the A100, 132 on the H100/H200) get one. Wider column tiles
+      // stream the weight faster while enough are in flight; narrower ones win once too few tiles would leave
+      // multiprocessors idle (bench/results/decode_gemm_configs_h200.log).
       auto tiles = [&] { return outputTiles(result, bm, bn); };
       while (bn > 32 && tiles() < static_cast<int64_t>(llvm::divideCeil(2 * multiprocessors(target), 3)))
         bn /= 2;
@@ -177,10 +176,8 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
     // On sm_90a the wgmma kernel takes query tiles of whole warpgroups (64 rows) at head dims 64 and 128 (the
     // decode shapes, a few query rows, stay on mma_sync). Up to 1024 keys, one-warpgroup 64-row tiles run
     // faster: small blocks, two or more per multiprocessor, where a block of 128 rows gets only a few key tiles
-    // to amortise its prologue; at head dim 128 and up to 512 keys, 32-key tiles (the pipelined kernel, H200,
-    // 16k tokens, full / causal TFLOP/s, bench/results/attention_wgmma_short_seq_sweep_v2.log: d128 at 512 keys
-    // 290 / 189 with 64 x 32, 279 / 188 with 64 x 64, 261 / 155 with 128 x 128; at 1024 keys 346 / 273 with
-    // 64 x 64, 338 / 230 with 128 x 128; d64 at 512 keys 271 / 181 with 64 x 64, 261 / 159 with 128 x 64).
+    // to amortise its prologue; at head dim 128 and up to 512 keys, 32-key tiles run faster still
+    // (bench/results/attention_wgmma_short_seq_sweep_v2.log).
     Type element = q.getElementType();
     int64_t valueDim = attention.getV().getType().getDimSize(3);
     if (target == Target::Sm90a && (element.isBF16() || element.isF16()) && bq % 64 == 0 &&
@@ -188,13 +185,10 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
       if (seqK <= 1024)
         bq = 64, bk = fitTile(headDim == 128 && seqK <= 512 ? 32 : 64, seqK, target);
       // On a few key tiles the pipeline has little to overlap: one stage, the sequential loop, which ptxas
-      // assembles in half the time (most of a cold JIT compile) and runs about as fast. H200, 16k tokens, full /
-      // causal TFLOP/s: at head dim 64 up to 192 keys (bench/results/attention_wgmma_short_tiles_v39.md: 160 keys
-      // 180 / 96 sequential, 179 / 91 pipelined; 168 keys 203 / 108 and 203 / 101; 192 keys 235 / 119 and
-      // 238 / 122), at head dim 128 up to 128 keys (attention_wgmma_short_seq_stages_v1.log: 172 / 94 and
-      // 174 / 95; from 160 keys the pipeline wins by 4-5%). From 256 keys the pipeline wins by up to 14%. At
-      // head dim 64 up to 160 keys, 32-key tiles run faster still and assemble faster (185 / 103 at 160 keys,
-      // 151 / 80 at 136, against 180 / 96 and 143 / 74 with 64-key tiles).
+      // assembles in half the time (most of a cold JIT compile) and runs about as fast: at head dim 64 up to 192
+      // keys, with 32-key tiles (faster still, and quicker to assemble) up to 160
+      // (bench/results/attention_wgmma_short_tiles_v40.md); at head dim 128 up to 128 keys, since from 160 keys
+      // one stage is a few percent slower (bench/results/attention_short_d128_v41.md).
       if (seqK <= (headDim == 64 ? kSequentialAttentionKeysD64 : kSequentialAttentionKeysD128))
         stages = 1;
       if (headDim == 64 && seqK <= kNarrowKeyTileKeysD64)
@@ -202,9 +196,9 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
       return make({bq, bk}, bq / 16, stages, "wgmma");
     }
     // A decode step (one 16-row query tile, one warp) above head dim 64 takes 64-key tiles: at head dim 128 its
-    // S and O fragments needed more than 255 registers with 128-key tiles and spilled (H200, 16 x 32 heads over 8
-    // KV heads, 1000 / 4096 / 8191 keys: 3.0 / 4.3 / 3.5 TFLOP/s against 1.9 / 3.7 / 2.3,
-    // bench/results/attention_decode_v1.md); larger head dims need more registers still: past 128, 16-key tiles
+    // S and O fragments needed more than 255 registers with 128-key tiles and spilled, and the 64-key kernel ran
+    // faster at every cache length measured (bench/results/attention_decode_v1.md); larger head dims need more
+    // registers still: past 128, 16-key tiles
     // (a warp that also copies the K and V tiles alone spilled hundreds of bytes with 32 or 64 keys).
     if (bq == 16 && headDim > 64)
       bk = std::min(bk, fitTile(headDim <= 128 ? 64 : 16, seqK, target));

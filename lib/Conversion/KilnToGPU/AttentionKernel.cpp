@@ -453,9 +453,8 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
     // The wgmma loops (AttentionWgmmaLoops.cpp), from the same copies and softmax.
     // Up to four key tiles ending in a partial one, without the causal mask, the pipeline masks every tile in
     // one loop: with an unmasked and a masked loop of one trip each, MLIR folds both into straight-line copies
-    // of the body, half again as much code for ptxas; the mask costs nothing measurable there (H200, d64,
-    // 136 and 160 keys: 134 and 170 TFLOP/s against 133 and 173,
-    // bench/results/attention_wgmma_one_masked_loop_v1.log).
+    // of the body, half again as much code for ptxas; the mask costs nothing measurable there
+    // (bench/results/attention_wgmma_one_masked_loop_v1.log).
     bool maskAll = !unmaskedLoop || (pipelined && !causal && allTiles <= 4 && seqK % bk != 0);
     AttentionParts parts{bk, headDim, valueDim, outFrags, allTiles, sizeK, sizeV, offsetK, offsetV, bf16,
                          anyTileMasked, zeroAcc, negInf, numTiles, maskAll ? im.c(0) : unmaskedTiles, qRegs, loadK,
