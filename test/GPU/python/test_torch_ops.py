@@ -87,6 +87,7 @@ def test_export(generator):
 
 
 def test_cpu_tensors_run_on_the_host():
+    pytest.importorskip("kiln._kiln_host", reason="this install has no CPU host backend (the packed GPU JIT)")
     x = torch.randn(4, 33)
     out = torch.ops.kiln.softmax(x)
     assert out.device.type == "cpu"
