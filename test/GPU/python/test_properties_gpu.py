@@ -5,7 +5,7 @@ are drawn at random, the op runs through the GPU JIT (each new shape a compile, 
 result is checked against torch in float64 on the same (rounded) inputs; every run is repeated and must be
 bitwise identical. KILN_GPU_PROPERTY_EXAMPLES (default 40 per op) bounds the draws; the seed of a failure is in
 its message, and Hypothesis prints the shrunk example. Tolerances (relative in the max norm): bf16 2e-2,
-f16 5e-3.
+f16 5e-3. Matmul's N and K are drawn from multiples of 8, which the GPU matmul kernels still require.
 """
 
 import os
