@@ -231,6 +231,7 @@ def correctness_cases():
         cases += [
             gemm_case(f"t_{dtype}_77x200x256", 77, 200, 256, dtype),
             gemm_case(f"t_{dtype}_1x64x64", 1, 64, 64, dtype),
+            gemm_case(f"t_{dtype}_1x8x40", 1, 8, 40, dtype),
             gemm_case(f"t_{dtype}_33x72x40", 33, 72, 40, dtype),
             gemm_case(f"t_{dtype}_300x200x256_bias_silu", 300, 200, 256, dtype, "bias_silu"),
             gemm_case(f"t_{dtype}_129x136x264_gelu", 129, 136, 264, dtype, "bias_gelu_tanh"),

@@ -155,8 +155,16 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
       while (stages > 2 && stages * stageBytes() > maxSharedBytes)
         --stages;
     }
-    // Small tiles get fewer warps, so that every thread copies whole 16-byte chunks of each tile.
-    while (target != Target::Host && warps > 1 && ((bm * bk / 8) % (warps * 32) || (bk * bn / 8) % (warps * 32)))
+    // Small tiles get fewer warps, so that every thread copies whole 16-byte chunks of each tile and the warps
+    // split the tile into warp tiles of whole fragments (16 rows by 8 columns each way the kernel tries).
+    auto splitsIntoFragments = [&](int64_t count) {
+      for (int64_t rows = 1; rows <= count; rows *= 2)
+        if (count % rows == 0 && bm % (rows * 16) == 0 && bn % ((count / rows) * 8) == 0)
+          return true;
+      return false;
+    };
+    while (target != Target::Host && warps > 1 &&
+           ((bm * bk / 8) % (warps * 32) || (bk * bn / 8) % (warps * 32) || !splitsIntoFragments(warps)))
       warps /= 2;
     return make({bm, bn, bk}, warps, stages);
   }

@@ -385,3 +385,15 @@ func.func @large_head_dims(%q: tensor<1x8x1000x192xbf16>, %k: tensor<1x8x1000x19
   %2 = kiln.attention %q1, %k2, %k2 : tensor<1x8x1x256xbf16>, tensor<1x8x1000x256xbf16>, tensor<1x8x1000x256xbf16> -> tensor<1x8x1x256xbf16>
   return %0, %1, %2 : tensor<1x8x1000x192xbf16>, tensor<1x8x1000x256xbf16>, tensor<1x8x1x256xbf16>
 }
+
+// -----
+
+// A one-row matmul into 8 columns: 16 x 16 tiles, whose four warps could not each take whole 16 x 8 fragments
+// (one warp row leaves 4 columns of warps for 16 columns); two warps do (found by the GPU property tests).
+// CHECK-LABEL: func.func @matmul_one_row_eight_columns
+// SM80: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [16, 16, 64], warps = 2, stages = 3, lowering = "mma_sync">}
+// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [16, 16, 64], warps = 2, stages = 4, lowering = "mma_sync">}
+func.func @matmul_one_row_eight_columns(%a: tensor<1x40xbf16>, %b: tensor<40x8xbf16>) -> tensor<1x8xbf16> {
+  %0 = kiln.matmul %a, %b : tensor<1x40xbf16>, tensor<40x8xbf16> -> tensor<1x8xbf16>
+  return %0 : tensor<1x8xbf16>
+}
