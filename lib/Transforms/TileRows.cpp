@@ -39,6 +39,16 @@ static std::optional<bool> reducedKeepsDim(Operation *op) {
   return std::nullopt;
 }
 
+/// Points a row op of a [rows, columns] tile or view at its axis 1 (the ops without an axis attribute need none).
+static void reduceAlongSecondAxis(Operation *op) {
+  if (auto softmax = dyn_cast<SoftmaxOp>(op))
+    softmax.setAxis(1);
+  else if (auto logSumExp = dyn_cast<LogSumExpOp>(op))
+    logSumExp.setAxis(1);
+  else if (auto reduce = dyn_cast<ReduceOp>(op))
+    reduce.setAxes(ArrayRef<int64_t>{1});
+}
+
 /// Rewrites a row op of a single row [D] as the same op of a [1, D] view between reshapes. Returns the new op.
 static Operation *viewSingleRowAsTile(RewriterBase &rewriter, Operation *op) {
   Location loc = op->getLoc();
@@ -53,12 +63,7 @@ static Operation *viewSingleRowAsTile(RewriterBase &rewriter, Operation *op) {
   mapping.map(op->getOperand(0), row);
   Operation *view = rewriter.clone(*op, mapping);
   view->getResult(0).setType(RankedTensorType::get(viewShape, resultType.getElementType()));
-  if (auto softmax = dyn_cast<SoftmaxOp>(view))
-    softmax.setAxis(1);
-  else if (auto logSumExp = dyn_cast<LogSumExpOp>(view))
-    logSumExp.setAxis(1);
-  else if (auto reduce = dyn_cast<ReduceOp>(view))
-    reduce.setAxes(ArrayRef<int64_t>{1});
+  reduceAlongSecondAxis(view);
   rewriter.replaceOp(op, ReshapeOp::create(rewriter, loc, resultType, view->getResult(0)));
   rewriter.setInsertionPoint(view); // the tiled loop replaces the view, between the two reshapes
   return view;
@@ -120,12 +125,7 @@ FailureOr<Value> kiln::tileRowKernel(RewriterBase &rewriter, Operation *op) {
   SmallVector<int64_t> tileShape{rowsPerTile};
   if (!keepsDim || *keepsDim)
     tileShape.push_back(keepsDim ? 1 : width);
-  if (auto softmax = dyn_cast<SoftmaxOp>(tiled))
-    softmax.setAxis(1);
-  else if (auto logSumExp = dyn_cast<LogSumExpOp>(tiled))
-    logSumExp.setAxis(1);
-  else if (auto reduce = dyn_cast<ReduceOp>(tiled))
-    reduce.setAxes(ArrayRef<int64_t>{1});
+  reduceAlongSecondAxis(tiled);
   tiled->getResult(0).setType(RankedTensorType::get(tileShape, type.getElementType()));
 
   // The valid rows go to the same place of the result, whose last dimension is the row's (width), 1 (kept

@@ -399,27 +399,20 @@ LogicalResult RowKernelLowering::lowerInsert(tensor::ParallelInsertSliceOp op, c
 
 LogicalResult RowKernelLowering::lowerOp(Operation *op) {
   // Index arithmetic (tile offsets and clamped sizes) is recomputed in the kernel.
-  if (auto min = dyn_cast<affine::AffineMinOp>(op)) {
+  if (isa<affine::AffineMinOp, affine::AffineApplyOp>(op)) {
+    // The map's results in arith; a min takes the least of them, an apply has one.
+    auto map = isa<affine::AffineMinOp>(op) ? cast<affine::AffineMinOp>(op).getMap()
+                                            : cast<affine::AffineApplyOp>(op).getMap();
     SmallVector<Value> operands;
-    for (Value operand : min.getOperands())
+    for (Value operand : op->getOperands())
       operands.push_back(index(operand));
-    std::optional<SmallVector<Value, 8>> results = affine::expandAffineMap(b, loc, min.getMap(), operands);
+    std::optional<SmallVector<Value, 8>> results = affine::expandAffineMap(b, loc, map, operands);
     if (!results)
       return op->emitOpError() << "row-layout lowering: cannot expand this affine map";
     Value value = (*results)[0];
     for (Value other : llvm::drop_begin(*results))
       value = im.min(value, other);
-    mapping.map(min.getResult(), value);
-    return success();
-  }
-  if (auto apply = dyn_cast<affine::AffineApplyOp>(op)) {
-    SmallVector<Value> operands;
-    for (Value operand : apply.getOperands())
-      operands.push_back(index(operand));
-    std::optional<SmallVector<Value, 8>> results = affine::expandAffineMap(b, loc, apply.getMap(), operands);
-    if (!results)
-      return op->emitOpError() << "row-layout lowering: cannot expand this affine map";
-    mapping.map(apply.getResult(), (*results)[0]);
+    mapping.map(op->getResult(0), value);
     return success();
   }
   if (auto dim = dyn_cast<tensor::DimOp>(op)) {
