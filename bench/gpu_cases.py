@@ -359,6 +359,19 @@ def short_seq_cases():
     return cases
 
 
+def compile_graph(kilnc, graph, folder, target, name):
+    """Compiles ``graph`` with ``kilnc`` for ``target`` into ``folder`` and drops the PTX (the cubins travel; the
+    PTX is reproducible here). False, with kilnc's errors printed under ``name``, when it fails."""
+    result = subprocess.run([str(kilnc), str(graph), f"--target={target}", "-o", str(folder)],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        print(f"{name}: kilnc failed:\n{result.stderr}", file=sys.stderr)
+        return False
+    for ptx in Path(folder).glob("*.ptx"):
+        ptx.unlink()
+    return True
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--kilnc", default="build/bin/kilnc")
@@ -384,25 +397,15 @@ def main():
         folder = out / case["name"]
         folder.mkdir(exist_ok=True)
         (folder / "graph.mlir").write_text(case["mlir"])
-        result = subprocess.run([args.kilnc, str(folder / "graph.mlir"), f"--target={args.target}", "-o", str(folder)],
-                                capture_output=True, text=True)
-        if result.returncode != 0:
-            print(f"{case['name']}: kilnc failed:\n{result.stderr}", file=sys.stderr)
+        if not compile_graph(args.kilnc, folder / "graph.mlir", folder, args.target, case["name"]):
             return 1
-        for ptx in folder.glob("*.ptx"):
-            ptx.unlink()  # the cubins travel; the PTX is reproducible here
         listed.append({k: v for k, v in case.items() if k != "mlir"})
     # Whole graphs: kernels plus their run plan, checked end to end on the GPU.
     example = Path(__file__).resolve().parent.parent / "examples" / "gpu_attention_block.mlir"
     folder = out / "plan_gpu_attention_block"
     folder.mkdir(exist_ok=True)
-    result = subprocess.run([args.kilnc, str(example), f"--target={args.target}", "-o", str(folder)],
-                            capture_output=True, text=True)
-    if result.returncode != 0:
-        print(f"example: kilnc failed:\n{result.stderr}", file=sys.stderr)
+    if not compile_graph(args.kilnc, example, folder, args.target, "example"):
         return 1
-    for ptx in folder.glob("*.ptx"):
-        ptx.unlink()
     listed.append(dict(name="plan_gpu_attention_block", kind="plan", reference="attention_block", dtype="bf16"))
     (out / "cases.json").write_text(json.dumps(listed, indent=1))
     print(f"compiled {len(listed)} cases into {out}")

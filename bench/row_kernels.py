@@ -22,7 +22,6 @@ Error: max|out - ref| / max|ref|; limits 1e-2 (bf16), 2e-3 (f16), 2e-5 (f32; exp
 """
 import argparse
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -90,6 +89,8 @@ def cases():
 
 
 def prepare(args):
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from gpu_cases import compile_graph
     out = Path(args.out)
     variants = {"generated": args.kilnc}
     if args.template_kilnc:
@@ -100,13 +101,8 @@ def prepare(args):
             folder = out / variant / item["name"]
             folder.mkdir(parents=True, exist_ok=True)
             (folder / "graph.mlir").write_text(item["mlir"])
-            result = subprocess.run([kilnc, str(folder / "graph.mlir"), "--target=sm_90a", "-o", str(folder)],
-                                    capture_output=True, text=True)
-            if result.returncode != 0:
-                print(f"{variant} {item['name']}: kilnc failed:\n{result.stderr}", file=sys.stderr)
+            if not compile_graph(kilnc, folder / "graph.mlir", folder, "sm_90a", f"{variant} {item['name']}"):
                 return 1
-            for ptx in folder.glob("*.ptx"):
-                ptx.unlink()
     (out / "cases.json").write_text(json.dumps([{k: v for k, v in c.items() if k != "mlir"} for c in listed],
                                                indent=1))
     print(f"compiled {len(listed)} cases x {len(variants)} variants into {out}")
