@@ -117,6 +117,10 @@ FailureOr<Value> decomposeRowOp(RewriterBase &rewriter, Operation *op);
 /// #kiln.config has lowering "rows".
 LogicalResult assignRowLayouts(scf::ForallOp forall);
 
+/// Sets the `kiln.layout` (#kiln.mma_layout) of the kiln ops in the body of `forall`, a tiled matmul whose
+/// #kiln.config has lowering "mma_sync"; fails, naming the op, on operands or a config the layout does not take.
+LogicalResult assignMmaLayouts(scf::ForallOp forall);
+
 /// Rewrites a kiln.softmax whose row is built by one scf.for of score tiles and consumed by a matching scf.for
 /// that accumulates tile products, into a single loop carrying the running max, the running sum and the
 /// rescaled accumulator (FlashAttention). exp is computed as exp2 with log2(e) folded into the score scale.

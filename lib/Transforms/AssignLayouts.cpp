@@ -4,7 +4,9 @@
 // here, once per tiled kernel, from its #kiln.config and the shapes it moves, and written into the IR as a
 // `kiln.layout` attribute on each op, so that the lowering only reads it and a lit test can pin it. Row kernels
 // (lowering "rows") get a #kiln.row_layout: the config's warps split over its rows, and the widest load of at
-// most 16 bytes that every row buffer's width allows.
+// most 16 bytes that every row buffer's width allows. Matmuls (lowering "mma_sync") get a #kiln.mma_layout on
+// the tile matmul, its accumulation and the epilogue: the warps as the squarest grid of warp tiles of whole
+// m16n8 fragments.
 //
 //===----------------------------------------------------------------------===//
 
@@ -69,16 +71,62 @@ LogicalResult kiln::assignRowLayouts(scf::ForallOp forall) {
   return success();
 }
 
+/// The squarest warps_m x warps_n grid of `warps` warps whose warp tiles of a [bm, bn] tile are whole 16 x 8
+/// fragments (fewer shared-memory reads per mma), rows first on ties; null when none is.
+static MmaLayoutAttr squarestWarpGrid(MLIRContext *context, int64_t bm, int64_t bn, int64_t warps) {
+  MmaLayoutAttr best;
+  int64_t bestImbalance = INT64_MAX;
+  for (int64_t warpsM : {32, 16, 8, 4, 2, 1}) {
+    if (warps % warpsM != 0 || bm % (warpsM * 16) != 0 || bn % ((warps / warpsM) * 8) != 0)
+      continue;
+    int64_t imbalance = std::abs(bm / warpsM - bn / (warps / warpsM));
+    if (imbalance < bestImbalance)
+      bestImbalance = imbalance, best = MmaLayoutAttr::get(context, warpsM, warps / warpsM);
+  }
+  return best;
+}
+
+LogicalResult kiln::assignMmaLayouts(scf::ForallOp forall) {
+  ConfigAttr config = getConfig(forall);
+  if (!config || config.getLowering() != "mma_sync" || config.getTile().size() != 3)
+    return forall.emitError() << "kiln-assign-layouts: needs a #kiln.config with lowering \"mma_sync\" and tile = "
+                                 "[BM, BN, BK]";
+  // The tile matmul (none when K = 0 folded the contraction away).
+  MatmulOp tileMatmul;
+  forall.getBody()->walk([&](MatmulOp op) { tileMatmul = op; });
+  if (tileMatmul) {
+    Type element = tileMatmul.getLhs().getType().getElementType();
+    if (!element.isBF16() && !element.isF16())
+      return tileMatmul.emitOpError() << "the mma_sync lowering takes bf16 or f16 operands, got " << element;
+    if (tileMatmul.getTransposeLhs())
+      return tileMatmul.emitOpError() << "the mma_sync lowering does not take transpose_lhs yet";
+  }
+  int64_t bm = config.getTile()[0], bn = config.getTile()[1], bk = config.getTile()[2];
+  MmaLayoutAttr layout = squarestWarpGrid(forall.getContext(), bm, bn, config.getWarps());
+  if (!layout || bk % 16 != 0 || config.getStages() < 2)
+    return (tileMatmul ? tileMatmul.getOperation() : forall.getOperation())->emitError()
+           << "'kiln.matmul' op #kiln.config " << config
+           << " does not fit the mma_sync kernel: need BM a multiple of 16 x warp rows, BN of 8 x warp columns, "
+              "BK of 16 and stages >= 2";
+  forall->setAttr(kLayoutAttrName, layout);
+  forall.getBody()->walk([&](Operation *op) {
+    if (isa<KilnDialect>(op->getDialect()) && !isa<ConstantOp, ReshapeOp>(op))
+      op->setAttr(kLayoutAttrName, layout);
+  });
+  return success();
+}
+
 namespace {
 struct KilnAssignLayoutsPass : kiln::impl::KilnAssignLayoutsBase<KilnAssignLayoutsPass> {
   void runOnOperation() override {
-    SmallVector<scf::ForallOp> rowKernels;
+    SmallVector<scf::ForallOp> kernels;
     getOperation()->walk([&](scf::ForallOp forall) {
-      if (ConfigAttr config = getConfig(forall); config && config.getLowering() == "rows")
-        rowKernels.push_back(forall);
+      if (ConfigAttr config = getConfig(forall);
+          config && (config.getLowering() == "rows" || config.getLowering() == "mma_sync"))
+        kernels.push_back(forall);
     });
-    for (scf::ForallOp forall : rowKernels)
-      if (failed(assignRowLayouts(forall)))
+    for (scf::ForallOp forall : kernels)
+      if (failed(getConfig(forall).getLowering() == "rows" ? assignRowLayouts(forall) : assignMmaLayouts(forall)))
         return signalPassFailure();
   }
 };

@@ -24,10 +24,11 @@ namespace kiln {
 using namespace mlir;
 using namespace mlir::kiln;
 
-/// Whether the passes lower this config's tiles: on the host, and the GPU's row kernels. The GPU's "mma_sync"
-/// and "wgmma" matmuls and attentions are still built whole from the op by convert-kiln-to-gpu.
-static bool tilesLoweredByPasses(ConfigAttr config) {
-  return config.getLowering() == "host" || config.getLowering() == "rows";
+/// Whether the passes lower this op's tiles: on the host, and the GPU's row kernels and "mma_sync" matmuls. The
+/// GPU's attentions and "wgmma" matmuls are still built whole from the op by convert-kiln-to-gpu.
+static bool tilesLoweredByPasses(Operation *op, ConfigAttr config) {
+  StringRef lowering = config.getLowering();
+  return lowering == "host" || lowering == "rows" || (isa<MatmulOp>(op) && lowering == "mma_sync");
 }
 
 namespace {
@@ -35,7 +36,7 @@ struct KilnTilePass : kiln::impl::KilnTileBase<KilnTilePass> {
   void runOnOperation() override {
     SmallVector<Operation *> kernels;
     getOperation()->walk([&](Operation *op) {
-      if (isKernelOp(op) && getConfig(op) && tilesLoweredByPasses(getConfig(op)))
+      if (isKernelOp(op) && getConfig(op) && tilesLoweredByPasses(op, getConfig(op)))
         kernels.push_back(op);
     });
     IRRewriter rewriter(&getContext());

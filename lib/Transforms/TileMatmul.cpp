@@ -3,7 +3,7 @@
 // A matmul becomes an scf.forall over (batch..., BM-row, BN-column) output tiles; each tile runs an scf.for over
 // BK-wide slices of the contraction, multiplying padded static tiles with a tile-sized kiln.matmul into an f32
 // accumulator, and stores the valid part of the tile. This is the loop nest every backend starts from: the host
-// lowers it to loops, the GPU maps the forall to thread blocks.
+// lowers it to loops; the GPU ("mma_sync") maps the forall onto thread blocks, and the loop keeps the config.
 //
 //===----------------------------------------------------------------------===//
 
@@ -55,8 +55,21 @@ FailureOr<Value> kiln::tileMatmul(RewriterBase &rewriter, MatmulOp op) {
     ubs.push_back(rewriter.getIndexAttr(size));
   steps[rank - 2] = rewriter.getIndexAttr(bm);
   steps[rank - 1] = rewriter.getIndexAttr(bn);
+  // A GPU matmul keeps its config and name on the loop, whose iterations become thread blocks.
+  bool gpu = config.getLowering() == "mma_sync";
+  std::optional<ArrayAttr> blockMapping;
+  if (gpu) {
+    FailureOr<ArrayAttr> mapping = gpuBlockMapping(rewriter.getContext(), rank);
+    if (failed(mapping))
+      return rewriter.notifyMatchFailure(op, "a GPU matmul maps at most 8 batch dimensions onto blocks");
+    blockMapping = *mapping;
+  }
   Value init = tensor::EmptyOp::create(rewriter, loc, resultType.getShape(), resultType.getElementType());
-  auto forall = scf::ForallOp::create(rewriter, loc, lbs, ubs, steps, ValueRange{init}, std::nullopt);
+  auto forall = scf::ForallOp::create(rewriter, loc, lbs, ubs, steps, ValueRange{init}, blockMapping);
+  if (gpu) {
+    forall->setAttr(kConfigAttrName, config);
+    forall->setAttr(kTiledOpAttrName, rewriter.getStringAttr(MatmulOp::getOperationName()));
+  }
 
   OpBuilder::InsertionGuard guard(rewriter);
   rewriter.setInsertionPointToStart(forall.getBody());

@@ -4,14 +4,13 @@
 // over the leading dimensions (R rows at a time in the second-to-last one), each applying the same op to an
 // [R, D] tile padded with zero rows, and storing the valid rows. A single row ([D]) is tiled as a [1, D] view.
 // The forall keeps the op's #kiln.config: the GPU lowering spreads its rows over the config's warps, and maps
-// the iterations onto thread blocks (#gpu.block).
+// the iterations onto thread blocks (gpuBlockMapping).
 //
 //===----------------------------------------------------------------------===//
 
 #include "TilingUtils.h"
 #include "Transforms/Transforms.h"
 
-#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
@@ -89,18 +88,12 @@ FailureOr<Value> kiln::tileRowKernel(RewriterBase &rewriter, Operation *op) {
   for (int64_t d = 0; d < rank - 1; ++d)
     ubs.push_back(rewriter.getIndexAttr(inputType.getDimSize(d)));
   steps[rank - 2] = rewriter.getIndexAttr(rowsPerTile);
-  // On the GPU every iteration is a thread block: the mapping says so (the last dimension varying fastest), and
-  // keeps folding from dissolving a loop of one iteration, which the lowering starts from.
   std::optional<ArrayAttr> blockMapping;
   if (config.getLowering() == "rows") {
-    if (rank - 1 > 10)
+    FailureOr<ArrayAttr> mapping = gpuBlockMapping(rewriter.getContext(), rank - 1);
+    if (failed(mapping))
       return rewriter.notifyMatchFailure(op, "a GPU row kernel maps at most 10 leading dimensions onto blocks");
-    SmallVector<Attribute> blocks;
-    for (int64_t d = 0; d < rank - 1; ++d)
-      blocks.push_back(gpu::GPUBlockMappingAttr::get(
-          rewriter.getContext(), static_cast<gpu::MappingId>(static_cast<int64_t>(gpu::MappingId::LinearDim0) +
-                                                             rank - 2 - d)));
-    blockMapping = rewriter.getArrayAttr(blocks);
+    blockMapping = *mapping;
   }
   Value init = tensor::EmptyOp::create(rewriter, loc, type.getShape(), type.getElementType());
   auto forall = scf::ForallOp::create(rewriter, loc, lbs, ubs, steps, ValueRange{init}, blockMapping);

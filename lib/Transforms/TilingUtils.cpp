@@ -11,6 +11,7 @@
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Tensor/Utils/Utils.h"
 
@@ -74,4 +75,14 @@ Value kiln::extractBroadcastTile(OpBuilder &b, Location loc, Value operand, Arra
   // A rank-1 operand is one row of columns and a rank-0 operand a scalar: read it and make it 2-D.
   Value read = rank == 0 ? operand : extractPaddedTile(b, loc, operand, offsets, sizes, {shape[1]}, 0.0);
   return ReshapeOp::create(b, loc, RankedTensorType::get(shape, type.getElementType()), read);
+}
+
+FailureOr<ArrayAttr> kiln::gpuBlockMapping(MLIRContext *context, int64_t dims) {
+  if (dims > 10)
+    return failure();
+  SmallVector<Attribute> blocks;
+  for (int64_t d = 0; d < dims; ++d)
+    blocks.push_back(gpu::GPUBlockMappingAttr::get(
+        context, static_cast<gpu::MappingId>(static_cast<int64_t>(gpu::MappingId::LinearDim0) + dims - 1 - d)));
+  return ArrayAttr::get(context, blocks);
 }

@@ -35,6 +35,11 @@ Value extractBroadcastTile(OpBuilder &b, Location loc, Value operand, ArrayRef<O
                            ArrayRef<OpFoldResult> resultSizes, ArrayRef<int64_t> resultShape,
                            ArrayRef<int64_t> tileShape, std::optional<int64_t> rowDim = std::nullopt);
 
+/// The mapping of a tiled loop of `dims` dimensions onto GPU thread blocks: every iteration a block
+/// (#gpu.block linear dimensions, the loop's last dimension fastest). It also keeps folding from dissolving a
+/// loop of one iteration, which the GPU lowerings start from. Fails beyond the 10 dimensions it names.
+FailureOr<ArrayAttr> gpuBlockMapping(MLIRContext *context, int64_t dims);
+
 /// A `kiln.constant` scalar (tensor<f32>) holding `value`.
 Value scalarConstant(OpBuilder &b, Location loc, double value);
 

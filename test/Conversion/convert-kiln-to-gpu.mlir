@@ -1,124 +1,12 @@
 // RUN: kiln-opt %s -convert-kiln-to-gpu -split-input-file -verify-diagnostics | FileCheck %s
 
-// A bf16 matmul kernel with a bias + SiLU epilogue becomes an mma.sync kernel: cp.async into a dynamic
-// shared-memory ring, ldmatrix fragments (x4: two B fragments per load), nvvm.mma.sync m16n8k16 with bf16 operands packed in i32, and the
-// epilogue applied per element before a bounds-checked store, two adjacent columns at a time (N is even). Its
-// f32 exp and division take the hardware approximations with subnormals flushed: exp marked fastmath<afn>
-// (libdevice's fast path), x / y as x times nvvm.rcp.approx.ftz.f(y), and the module's nvvm-reflect-ftz flag.
-// The kernel is size-generic: its buffers are typed 2^40 elements long, M, N and K follow them as parameters
-// (their values in the launch's sizes), and the code reads those: the k-tile count (at least one), the row and
-// column guards, the row stride of the output.
-// CHECK-LABEL: func.func private @k0_matmul
-// CHECK-SAME: kiln.gpu_kernel = @kiln_kernels::@k0_matmul
-// CHECK-SAME: kiln.launch = {block = array<i64: 128, 1, 1>, dynamic_shared_bytes = 56832 : i64, grid = array<i64: 2, 3, 1>, sizes = array<i64: 300, 200, 256>}
-// CHECK: gpu.module @kiln_kernels
-// CHECK-NEXT: llvm.module_flags [#llvm.mlir.module_flag<override, "nvvm-reflect-ftz", 1 : i32>]
-// CHECK-NOT: llvm.module_flags
-// CHECK: memref.global "public" @k0_matmul_smem : memref<0xi8, #gpu.address_space<workgroup>>
-// CHECK: gpu.func @k0_matmul(%{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %[[M:.*]]: index, %[[N:.*]]: index, %[[K:.*]]: index) kernel
-// CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
-// CHECK: memref.view
-// CHECK: %[[K_UP:.*]] = arith.addi %[[K]], %c31
-// CHECK: %[[K_TILES:.*]] = arith.divui %[[K_UP]], %c32
-// CHECK: %[[K_TILES_1:.*]] = arith.maxui %[[K_TILES]], %c1
-// CHECK: arith.cmpi ult, %{{.*}}, %[[M]]
-// CHECK: nvgpu.device_async_copy {{.*}}, 8, %{{.*}} {bypassL1}
-// CHECK: nvgpu.device_async_create_group
-// CHECK: scf.for %{{.*}} = %{{.*}} to %[[K_TILES_1]]
-// CHECK: nvgpu.device_async_wait
-// CHECK: gpu.barrier
-// CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false} : memref<{{.*}}xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
-// CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = true} : memref<{{.*}}xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
-// CHECK: vector.bitcast {{.*}} : vector<2xbf16> to vector<1xi32>
-// CHECK: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>}
-// CHECK: scf.if
-// CHECK: math.exp {{.*}} fastmath<afn> : f32
-// CHECK-NOT: arith.divf
-// CHECK: %[[DENOMINATOR:.*]] = arith.addf
-// CHECK-NOT: arith.divf
-// CHECK: %[[RECIPROCAL:.*]] = nvvm.rcp.approx.ftz.f %[[DENOMINATOR]] : f32
-// CHECK: arith.mulf %{{.*}}, %[[RECIPROCAL]] : f32
-// CHECK-NOT: arith.divf
-// CHECK: arith.truncf {{.*}} : f32 to bf16
-// CHECK: %[[ROW_AT:.*]] = arith.muli %{{.*}}, %[[N]] : index
-// CHECK: vector.store {{.*}} {alignment = 4 : i64} : memref<1099511627776xbf16>, vector<2xbf16>
-module {
-  func.func private @k0_matmul(%x: tensor<300x256xbf16>, %w: tensor<256x200xbf16>, %b: tensor<200xbf16>, %out: tensor<300x200xbf16>) -> tensor<300x200xbf16> attributes {kiln.kernel} {
-    %y = kiln.matmul %x, %w epilogue(%b : tensor<200xbf16>) {
-    ^bb0(%acc: f32, %bias: f32):
-      %s = arith.addf %acc, %bias : f32
-      %n = arith.negf %s : f32
-      %e = math.exp %n : f32
-      %one = arith.constant 1.0 : f32
-      %d = arith.addf %one, %e : f32
-      %r = arith.divf %s, %d : f32
-      kiln.yield %r : f32
-    } {kiln.config = #kiln.config<tile = [128, 128, 32], warps = 4, stages = 3, lowering = "mma_sync">} : tensor<300x256xbf16>, tensor<256x200xbf16> -> tensor<300x200xbf16>
-    %r = bufferization.materialize_in_destination %y in %out : (tensor<300x200xbf16>, tensor<300x200xbf16>) -> tensor<300x200xbf16>
-    return %r : tensor<300x200xbf16>
-  }
-}
-
-// -----
-
-// f16 operands go to nvvm.mma.sync as vector<2xf16> pairs; a transposed rhs ([N, K]) is read with
-// non-transposed ldmatrix; the batch is the grid's z dimension.
-// CHECK-LABEL: func.func private @k1_matmul
-// CHECK-SAME: grid = array<i64: 2, 1, 2>
-// CHECK: gpu.func @k1_matmul
-// CHECK: gpu.block_id z
-// CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false} : memref<{{.*}}xf16, #gpu.address_space<workgroup>> -> vector<4x2xf16>
-// CHECK: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {{.*}} : (vector<2xf16>, vector<2xf16>, f32) -> !llvm.struct<(f32, f32, f32, f32)>
-module {
-  func.func private @k1_matmul(%x: tensor<2x77x128xf16>, %w: tensor<136x128xf16>, %out: tensor<2x77x136xf32>) -> tensor<2x77x136xf32> attributes {kiln.kernel} {
-    %y = kiln.matmul %x, %w transpose_rhs {kiln.config = #kiln.config<tile = [128, 128, 32], warps = 4, stages = 3, lowering = "mma_sync">} : tensor<2x77x128xf16>, tensor<136x128xf16> -> tensor<2x77x136xf32>
-    %r = bufferization.materialize_in_destination %y in %out : (tensor<2x77x136xf32>, tensor<2x77x136xf32>) -> tensor<2x77x136xf32>
-    return %r : tensor<2x77x136xf32>
-  }
-}
-
-// -----
-
-module {
-  func.func private @k2_matmul(%x: tensor<64x17xbf16>, %w: tensor<17x64xbf16>, %out: tensor<64x64xbf16>) -> tensor<64x64xbf16> attributes {kiln.kernel} {
-    // expected-error @+1 {{the mma_sync lowering copies 16-byte rows and needs K (17) and, for an untransposed rhs, N (64) to be multiples of 8}}
-    %y = kiln.matmul %x, %w {kiln.config = #kiln.config<tile = [64, 64, 32], warps = 4, stages = 3, lowering = "mma_sync">} : tensor<64x17xbf16>, tensor<17x64xbf16> -> tensor<64x64xbf16>
-    %r = bufferization.materialize_in_destination %y in %out : (tensor<64x64xbf16>, tensor<64x64xbf16>) -> tensor<64x64xbf16>
-    return %r : tensor<64x64xbf16>
-  }
-}
-
-// -----
-
-module {
-  func.func private @k3_matmul(%x: tensor<64x64xf32>, %w: tensor<64x64xf32>, %out: tensor<64x64xf32>) -> tensor<64x64xf32> attributes {kiln.kernel} {
-    // expected-error @+1 {{the mma_sync lowering takes bf16 or f16 operands, got 'f32'}}
-    %y = kiln.matmul %x, %w {kiln.config = #kiln.config<tile = [64, 64, 32], warps = 4, stages = 3, lowering = "mma_sync">} : tensor<64x64xf32>, tensor<64x64xf32> -> tensor<64x64xf32>
-    %r = bufferization.materialize_in_destination %y in %out : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
-    return %r : tensor<64x64xf32>
-  }
-}
-
-// -----
-
+// mma_sync matmuls reach this pass tiled (convert-kiln-to-gpu-matmul.mlir); an untiled matmul needs a wgmma config.
 module {
   func.func private @k4_matmul(%x: tensor<64x64xbf16>, %w: tensor<64x64xbf16>, %out: tensor<64x64xbf16>) -> tensor<64x64xbf16> attributes {kiln.kernel} {
-    // expected-error @+1 {{needs a #kiln.config with lowering = "mma_sync" and tile = [BM, BN, BK] for the GPU backend}}
+    // expected-error @+1 {{needs a #kiln.config with lowering "wgmma", or "mma_sync" and its tiled loop (kiln-select-config, kiln-tile, kiln-assign-layouts first), for the GPU backend}}
     %y = kiln.matmul %x, %w {kiln.config = #kiln.config<tile = [64, 64, 32], warps = 1, stages = 1, lowering = "host">} : tensor<64x64xbf16>, tensor<64x64xbf16> -> tensor<64x64xbf16>
     %r = bufferization.materialize_in_destination %y in %out : (tensor<64x64xbf16>, tensor<64x64xbf16>) -> tensor<64x64xbf16>
     return %r : tensor<64x64xbf16>
-  }
-}
-
-// -----
-
-// A config whose pipeline needs more shared memory than the chip allows a block is an error here, not at launch.
-module {
-  func.func private @k4_oversize(%x: tensor<512x512xbf16>, %w: tensor<512x512xbf16>, %out: tensor<512x512xbf16>) -> tensor<512x512xbf16> attributes {kiln.kernel} {
-    // expected-error @+1 {{'kiln.matmul' op config needs 409600 bytes of shared memory per block; sm_90a allows 232448}}
-    %y = kiln.matmul %x, %w {kiln.config = #kiln.config<tile = [128, 256, 128], warps = 8, stages = 4, lowering = "mma_sync">} : tensor<512x512xbf16>, tensor<512x512xbf16> -> tensor<512x512xbf16>
-    %r = bufferization.materialize_in_destination %y in %out : (tensor<512x512xbf16>, tensor<512x512xbf16>) -> tensor<512x512xbf16>
-    return %r : tensor<512x512xbf16>
   }
 }
 

@@ -89,3 +89,56 @@ func.func @no_tile(%x: tensor<4xf32>) -> tensor<4xf32> {
   } {kiln.config = #kiln.config<tile = [1], warps = 1, stages = 1, lowering = "rows">}
   return %r : tensor<4xf32>
 }
+
+// -----
+
+// A GPU matmul's loop (lowering "mma_sync"): its warps as the squarest grid of warp tiles of whole 16 x 8
+// fragments (8 warps over 128 x 128: 4 x 2, warp tiles of 32 x 64, rows first on ties), on the loop, the tile matmul and the
+// accumulation and cast of its result.
+// CHECK-LABEL: func.func @matmul
+// CHECK: kiln.matmul {{.*}} {kiln.layout = #kiln.mma_layout<warps_m = 4, warps_n = 2>}
+// CHECK: kiln.add {{.*}} {kiln.layout = #kiln.mma_layout<warps_m = 4, warps_n = 2>}
+// CHECK: kiln.cast {{.*}} {kiln.layout = #kiln.mma_layout<warps_m = 4, warps_n = 2>}
+// CHECK: kiln.layout = #kiln.mma_layout<warps_m = 4, warps_n = 2>, kiln.tiled_op = "kiln.matmul"
+func.func @matmul(%a: tensor<256x64xbf16>, %b: tensor<64x256xbf16>) -> tensor<256x256xbf16> {
+  %c0 = arith.constant 0 : index
+  %c64 = arith.constant 64 : index
+  %c32 = arith.constant 32 : index
+  %zero = arith.constant 0.0 : f32
+  %init = tensor.empty() : tensor<256x256xbf16>
+  %r = scf.forall (%i, %j) = (0, 0) to (256, 256) step (128, 128) shared_outs(%o = %init) -> (tensor<256x256xbf16>) {
+    %e = tensor.empty() : tensor<128x128xf32>
+    %acc0 = linalg.fill ins(%zero : f32) outs(%e : tensor<128x128xf32>) -> tensor<128x128xf32>
+    %acc = scf.for %k = %c0 to %c64 step %c32 iter_args(%acc1 = %acc0) -> (tensor<128x128xf32>) {
+      %ta = tensor.extract_slice %a[%i, %k] [128, 32] [1, 1] : tensor<256x64xbf16> to tensor<128x32xbf16>
+      %tb = tensor.extract_slice %b[%k, %j] [32, 128] [1, 1] : tensor<64x256xbf16> to tensor<32x128xbf16>
+      %p = kiln.matmul %ta, %tb : tensor<128x32xbf16>, tensor<32x128xbf16> -> tensor<128x128xf32>
+      %s = kiln.add %acc1, %p : tensor<128x128xf32>, tensor<128x128xf32> -> tensor<128x128xf32>
+      scf.yield %s : tensor<128x128xf32>
+    }
+    %c = kiln.cast %acc : tensor<128x128xf32> to tensor<128x128xbf16>
+    scf.forall.in_parallel {
+      tensor.parallel_insert_slice %c into %o[%i, %j] [128, 128] [1, 1] : tensor<128x128xbf16> into tensor<256x256xbf16>
+    }
+  } {kiln.config = #kiln.config<tile = [128, 128, 32], warps = 8, stages = 3, lowering = "mma_sync">, kiln.tiled_op = "kiln.matmul", mapping = [#gpu.block<linear_dim_1>, #gpu.block<linear_dim_0>]}
+  return %r : tensor<256x256xbf16>
+}
+
+// -----
+
+func.func @matmul_f32(%a: tensor<64x32xf32>, %b: tensor<32x64xf32>) -> tensor<64x64xf32> {
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %init = tensor.empty() : tensor<64x64xf32>
+  %r = scf.forall (%i, %j) = (0, 0) to (64, 64) step (64, 64) shared_outs(%o = %init) -> (tensor<64x64xf32>) {
+    %e = tensor.empty() : tensor<64x64xf32>
+    %acc0 = linalg.fill ins(%zero : f32) outs(%e : tensor<64x64xf32>) -> tensor<64x64xf32>
+    // expected-error @+1 {{the mma_sync lowering takes bf16 or f16 operands, got 'f32'}}
+    %p = kiln.matmul %a, %b : tensor<64x32xf32>, tensor<32x64xf32> -> tensor<64x64xf32>
+    %s = kiln.add %acc0, %p : tensor<64x64xf32>, tensor<64x64xf32> -> tensor<64x64xf32>
+    scf.forall.in_parallel {
+      tensor.parallel_insert_slice %s into %o[%i, %j] [64, 64] [1, 1] : tensor<64x64xf32> into tensor<64x64xf32>
+    }
+  } {kiln.config = #kiln.config<tile = [64, 64, 32], warps = 4, stages = 3, lowering = "mma_sync">, kiln.tiled_op = "kiln.matmul", mapping = [#gpu.block<linear_dim_1>, #gpu.block<linear_dim_0>]}
+  return %r : tensor<64x64xf32>
+}

@@ -445,3 +445,17 @@ func.func @softmax_not_a_row_kernel(%x: tensor<8x16xf32>, %y: tensor<16xf32>) ->
   %1 = kiln.softmax %y axis 0 {kiln.config = #kiln.config<tile = [1], warps = 1, stages = 1, lowering = "host">} : tensor<16xf32>
   return %0, %1 : tensor<8x16xf32>, tensor<16xf32>
 }
+
+// -----
+
+// A GPU matmul (lowering "mma_sync") tiles the same way, and its loop keeps what the GPU lowering reads: the
+// config, the op it computes, and the mapping of every iteration onto a thread block (the last dim fastest).
+// CHECK-LABEL: func.func @matmul_mma_sync
+// CHECK: scf.forall (%{{.*}}, %{{.*}}, %{{.*}}) = (0, 0, 0) to (2, 100, 136) step (1, 64, 64)
+// CHECK: scf.for
+// CHECK: kiln.matmul {{.*}} : tensor<64x32xbf16>, tensor<32x64xbf16> -> tensor<64x64xf32>
+// CHECK: } {kiln.config = #kiln.config<tile = [64, 64, 32], warps = 4, stages = 3, lowering = "mma_sync">, kiln.tiled_op = "kiln.matmul", mapping = [#gpu.block<linear_dim_2>, #gpu.block<linear_dim_1>, #gpu.block<linear_dim_0>]}
+func.func @matmul_mma_sync(%a: tensor<2x100x72xbf16>, %b: tensor<2x72x136xbf16>) -> tensor<2x100x136xbf16> {
+  %0 = kiln.matmul %a, %b {kiln.config = #kiln.config<tile = [64, 64, 32], warps = 4, stages = 3, lowering = "mma_sync">} : tensor<2x100x72xbf16>, tensor<2x72x136xbf16> -> tensor<2x100x136xbf16>
+  return %0 : tensor<2x100x136xbf16>
+}

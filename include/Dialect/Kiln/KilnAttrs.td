@@ -83,4 +83,29 @@ def Kiln_RowLayoutAttr : AttrDef<Kiln_Dialect, "RowLayout"> {
   let genVerifyDecl = 1;
 }
 
+def Kiln_MmaLayoutAttr : AttrDef<Kiln_Dialect, "MmaLayout"> {
+  let mnemonic = "mma_layout";
+  let summary = "how a GPU thread block splits a matmul tile into mma.sync fragments";
+  let description = [{
+    The layout of the tile matmul of a `"mma_sync"` matmul kernel and of the `[BM, BN]` f32 accumulator it adds
+    to (`kiln-assign-layouts` writes it as the `kiln.layout` attribute of the tile `kiln.matmul`, of the
+    `kiln.add` that accumulates it, and of the ops of the epilogue). The block's warps form a
+    `warps_m x warps_n` grid over the tile, warp `w` owning rows `[(w / warps_n) * BM / warps_m, ...)` and
+    columns `[(w % warps_n) * BN / warps_n, ...)`; each warp's part is a grid of m16n8k16 accumulator fragments,
+    lane `l` holding elements (`l / 4`, `2 * (l % 4) + {0, 1}`) and the same columns eight rows below of each
+    fragment. The operand tiles are staged in a shared-memory ring of the config's `stages` (rows padded by 16
+    bytes so that ldmatrix reads distinct banks) and read into A and B fragments by ldmatrix.
+
+    ```mlir
+    %p = kiln.matmul %a, %b {kiln.layout = #kiln.mma_layout<warps_m = 2, warps_n = 2>}
+        : tensor<128x32xbf16>, tensor<32x128xbf16> -> tensor<128x128xf32>
+    ```
+  }];
+  let parameters = (ins "int64_t":$warps_m, "int64_t":$warps_n);
+  let assemblyFormat = [{
+    `<` `warps_m` `=` $warps_m `,` `warps_n` `=` $warps_n `>`
+  }];
+  let genVerifyDecl = 1;
+}
+
 #endif // KILN_DIALECT_KILN_KILNATTRS_TD

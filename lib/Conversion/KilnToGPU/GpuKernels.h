@@ -44,14 +44,7 @@ struct KernelLaunch {
   SmallVector<TensorMapParam, 2> tensorMaps = {};
 };
 
-/// Builds, inside `module`, the kernel computing `op` (which must carry an "mma_sync" #kiln.config) as a
-/// gpu.func named `name`. Its parameters are the matmul's operands, then its epilogue operands, then the output,
-/// each as a flat row-major buffer, then M, N and K (KernelLaunch::sizes). Fails with a diagnostic on `op` when the op is outside what the kernel
-/// handles (element types, transposes, alignment).
-FailureOr<KernelLaunch> buildMatmulKernel(OpBuilder &builder, gpu::GPUModuleOp module, MatmulOp op,
-                                          StringRef name);
-
-/// Builds, like buildMatmulKernel, the Hopper kernel of `op` (sm_90a; a "wgmma" #kiln.config with tile =
+/// Builds, inside `module`, the Hopper kernel of `op` (sm_90a; a "wgmma" #kiln.config with tile =
 /// [BM, BN, 64], BM / 16 warps, K > 0): TMA copies into 128-byte swizzled shared memory and wgmma.mma_async
 /// m64nBNk16. Its parameters end with the tensor maps of A and B (KernelLaunch::tensorMaps).
 FailureOr<KernelLaunch> buildWgmmaMatmulKernel(OpBuilder &builder, gpu::GPUModuleOp module, MatmulOp op,
@@ -80,6 +73,13 @@ FailureOr<KernelLaunch> buildElementwiseKernel(OpBuilder &builder, gpu::GPUModul
 /// (RowLayoutLowering.cpp).
 FailureOr<KernelLaunch> lowerRowKernel(OpBuilder &builder, gpu::GPUModuleOp module, func::FuncOp kernel,
                                        StringRef name);
+
+/// Lowers the tiled "mma_sync" matmul `kernel` (its loop as kiln-tile and kiln-assign-layouts leave it) to a
+/// gpu.func named `name` with parameters the function's arguments (operands, epilogue operands, then the
+/// output): one thread block per output tile, the K loop a cp.async pipeline into shared memory feeding
+/// ldmatrix and mma.sync by the loop's #kiln.mma_layout (MmaLayoutLowering.cpp).
+FailureOr<KernelLaunch> lowerMmaMatmulKernel(OpBuilder &builder, gpu::GPUModuleOp module, func::FuncOp kernel,
+                                             StringRef name);
 
 /// Gives `gpuModule`'s f32 exp and division the hardware's approximations with subnormal results flushed to
 /// zero (FastMath.cpp): exp as libdevice's fast path, x / y as x times rcp.approx.ftz(y), and libdevice's

@@ -2,8 +2,8 @@
 //
 // Turns each outlined kernel function (kiln-outline-kernels) into a GPU kernel in the module's
 // `gpu.module @kiln_kernels`, and records on the function how to launch it (kiln.gpu_kernel, kiln.launch), so
-// that kilnc can write the kernel and its manifest. A tiled row kernel is lowered from its loop by layout; the
-// other kernel ops are still built whole from the op and its config. Kernel kinds without a GPU lowering are an
+// that kilnc can write the kernel and its manifest. Tiled row kernels and mma_sync matmuls are lowered from
+// their loops by layout; wgmma matmuls and attentions are still built whole from the op and its config. Kernel kinds without a GPU lowering are an
 // error that names the op.
 //
 //===----------------------------------------------------------------------===//
@@ -41,7 +41,7 @@ struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUP
       if (!func->hasAttr("kiln.kernel"))
         continue;
       Operation *kernelOp = kernelOpOf(func);
-      auto rowLoop = dyn_cast_or_null<scf::ForallOp>(kernelOp);
+      auto tiledLoop = dyn_cast_or_null<scf::ForallOp>(kernelOp);
       if (!kernelOp)
         continue;
       ConfigAttr config = getConfig(kernelOp);
@@ -53,12 +53,18 @@ struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUP
           kernelOp->emitOpError() << "the wgmma lowering is for matmuls and attention only";
         return signalPassFailure();
       }
-      if (!rowLoop && isRowOp(kernelOp)) {
+      if (!tiledLoop && isRowOp(kernelOp)) {
         kernelOp->emitOpError() << "is a row kernel: the GPU lowers it from its tiled loop (kiln-select-config, "
                                    "kiln-tile, kiln-decompose-rows, kiln-assign-layouts first)";
         return signalPassFailure();
       }
-      if (!rowLoop && !isa<MatmulOp, AttentionOp>(kernelOp) && !isElementwiseKernelOp(kernelOp)) {
+      if (!tiledLoop && isa<MatmulOp>(kernelOp) && !wgmma) {
+        kernelOp->emitOpError() << "needs a #kiln.config with lowering \"wgmma\", or \"mma_sync\" and its tiled "
+                                   "loop (kiln-select-config, kiln-tile, kiln-assign-layouts first), for the GPU "
+                                   "backend";
+        return signalPassFailure();
+      }
+      if (!tiledLoop && !isa<MatmulOp, AttentionOp>(kernelOp) && !isElementwiseKernelOp(kernelOp)) {
         kernelOp->emitError() << "convert-kiln-to-gpu: the GPU backend has no lowering for '"
                               << kernelOp->getName()
                               << "' yet (matmul, attention, row, elementwise and data-movement kernels only)";
@@ -71,11 +77,17 @@ struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUP
       }
       StringRef name = func.getSymName();
       FailureOr<KernelLaunch> launch = failure();
-      if (rowLoop)
+      StringRef lowering = config ? config.getLowering() : "";
+      if (tiledLoop && lowering == "rows")
         launch = lowerRowKernel(builder, gpuModule, func, name);
+      else if (tiledLoop && lowering == "mma_sync")
+        launch = lowerMmaMatmulKernel(builder, gpuModule, func, name);
+      else if (tiledLoop)
+        return tiledLoop.emitError() << "convert-kiln-to-gpu: a tiled " << kernelOpName(tiledLoop)
+                                     << " with lowering \"" << lowering << "\" has no GPU lowering",
+               signalPassFailure();
       else if (auto matmul = dyn_cast<MatmulOp>(kernelOp))
-        launch = wgmma ? buildWgmmaMatmulKernel(builder, gpuModule, matmul, name)
-                       : buildMatmulKernel(builder, gpuModule, matmul, name);
+        launch = buildWgmmaMatmulKernel(builder, gpuModule, matmul, name);
       else if (auto attention = dyn_cast<AttentionOp>(kernelOp))
         launch = buildAttentionKernel(builder, gpuModule, attention, name);
       else
@@ -83,7 +95,7 @@ struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUP
       if (failed(launch))
         return signalPassFailure();
       if (launch->dynamicSharedBytes > maxSharedBytesPerBlock(*target)) {
-        kernelOp->emitOpError() << "config needs " << launch->dynamicSharedBytes
+        kernelOp->emitError() << "'" << kernelOpName(kernelOp) << "' op config needs " << launch->dynamicSharedBytes
                                 << " bytes of shared memory per block; " << chip << " allows "
                                 << maxSharedBytesPerBlock(*target);
         return signalPassFailure();

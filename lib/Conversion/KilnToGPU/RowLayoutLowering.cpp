@@ -15,18 +15,15 @@
 
 #include "Conversion/KilnToLinalg/LinalgBuilders.h"
 #include "KernelBuilding.h"
+#include "TiledLoopLowering.h"
 #include "Transforms/Transforms.h"
 
-#include "mlir/Dialect/Affine/IR/AffineOps.h"
-#include "mlir/Dialect/Affine/Utils.h"
 #include "mlir/Dialect/Arith/Utils/Utils.h"
-#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
-#include "mlir/IR/Matchers.h"
 
 #include <limits>
 
@@ -35,31 +32,6 @@ using namespace mlir::kiln;
 using namespace mlir::kiln::gpukernel;
 
 namespace {
-
-/// A kernel buffer seen with a shape: a kernel parameter, or a reshape of one (buffers are flat and row-major,
-/// so a reshape is only a new shape).
-struct GlobalTensor {
-  Value buffer;
-  SmallVector<int64_t> shape;
-
-  /// Row-major element strides of `shape`.
-  SmallVector<int64_t> strides() const {
-    SmallVector<int64_t> result(shape.size(), 1);
-    for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d)
-      result[d] = result[d + 1] * shape[d + 1];
-    return result;
-  }
-};
-
-/// A slice of a global tensor that is read when an op first uses it: `offsets` and valid `sizes` per source
-/// dimension (index values), the source dimensions that stand for the tile's rows and columns, and the value
-/// of the elements past the valid sizes (a tensor.pad's).
-struct GlobalTile {
-  GlobalTensor source;
-  SmallVector<Value> offsets, sizes;
-  int64_t rowDim, columnDim;
-  double pad = 0.0;
-};
 
 /// A tile value in a thread's registers. Along the row: one register per column the thread holds, chunk by
 /// chunk (`vector` columns each); otherwise one register for a value that is constant along the row (a
@@ -70,24 +42,18 @@ struct RegisterTile {
 };
 
 /// Lowers the body of one tiled row kernel into the gpu.func under construction.
-class RowKernelLowering {
+class RowKernelLowering : public TiledLoopLowering {
 public:
   RowKernelLowering(OpBuilder &b, Location loc, RowLayoutAttr layout, int64_t rowsPerBlock, Value sharedBytes)
-      : b(b), loc(loc), im{b, loc}, threadsPerRow(layout.getThreadsPerRow()), vector(layout.getVector()),
+      : TiledLoopLowering(b, loc), threadsPerRow(layout.getThreadsPerRow()), vector(layout.getVector()),
         rowsPerBlock(rowsPerBlock), sharedBytes(sharedBytes) {
     Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
     row = im.div(tid, threadsPerRow);
     thread = im.rem(tid, threadsPerRow);
   }
 
-  /// Binds a value of the kernel function to a global tensor.
-  void bindGlobal(Value value, GlobalTensor global) { globals[value] = std::move(global); }
-
-  /// Recreates an index or float constant of the kernel function (one that folding hoisted out of the loop).
-  void cloneConstant(arith::ConstantOp op) { b.clone(*op, mapping); }
-
-  /// Lowers the forall's body for the iteration `ivs` (this block's).
-  LogicalResult lowerBody(scf::ForallOp forall, ValueRange ivs, const GlobalTensor &output);
+  /// Lowers the forall's body for this block's iteration (mapIterationToBlock).
+  LogicalResult lowerBody(scf::ForallOp forall);
 
 private:
   /// The first column of this thread's chunk `chunk` in its row.
@@ -108,82 +74,32 @@ private:
   /// A reduction along the row: registers, then the warp, then the row's warps.
   LogicalResult lowerReduce(ReduceOp op);
   /// The store of a tile's valid part into the kernel's output.
-  LogicalResult lowerInsert(tensor::ParallelInsertSliceOp op, const GlobalTensor &output);
+  LogicalResult lowerInsert(tensor::ParallelInsertSliceOp op);
   /// Combines every thread's `partial` over its row; every thread of the row gets the result.
   Value reduceAcrossRow(Value partial, lowering::Combiner combiner);
-  /// The kernel's value for an index of the loop body.
-  Value index(Value value) { return mapping.lookupOrDefault(value); }
-  /// A whole [rows, columns] global tensor as a tile.
-  GlobalTile wholeTile(const GlobalTensor &global) {
-    return GlobalTile{global, {im.c(0), im.c(0)}, {im.c(global.shape[0]), im.c(global.shape[1])}, 0, 1};
-  }
-  /// The linear index in `global` of the element at `offsets` plus `rowOffset` along `rowDim` and
-  /// `columnOffset` along `columnDim` (either may be null).
-  Value elementIndex(const GlobalTensor &global, ArrayRef<Value> offsets, Value rowOffset, int64_t rowDim,
-                     Value columnOffset, int64_t columnDim);
 
-  OpBuilder &b;
-  Location loc;
-  IndexMath im;
   int64_t threadsPerRow, vector, rowsPerBlock;
   Value sharedBytes, row, thread;
-  IRMapping mapping;
-  DenseMap<Value, GlobalTensor> globals;
-  DenseMap<Value, GlobalTile> globalTiles;
   DenseMap<Value, RegisterTile> tiles;
 };
 
 } // namespace
 
-Value RowKernelLowering::elementIndex(const GlobalTensor &global, ArrayRef<Value> offsets, Value rowOffset,
-                                      int64_t rowDim, Value columnOffset, int64_t columnDim) {
-  SmallVector<int64_t> strides = global.strides();
-  Value at = im.c(0);
-  for (auto [d, offset] : llvm::enumerate(offsets))
-    at = im.add(at, im.mul(offset, strides[d]));
-  if (rowOffset)
-    at = im.add(at, im.mul(rowOffset, strides[rowDim]));
-  if (columnOffset)
-    at = im.add(at, im.mul(columnOffset, strides[columnDim]));
-  return at;
-}
-
-/// Loads `count` elements of `buffer` from `at` (one vector load when `count` > 1; `at` must then be a multiple
-/// of `count`), or `pad` where `valid` is false (the load then reads element 0, always in bounds).
-static SmallVector<Value> loadElements(OpBuilder &b, Location loc, IndexMath &im, Value buffer, Value at,
-                                       int64_t count, Value valid, double pad) {
-  Type element = cast<MemRefType>(buffer.getType()).getElementType();
-  Value safe = im.select(valid, at, im.c(0));
-  Value padValue = lowering::floatConstant(b, loc, element, pad);
-  SmallVector<Value> values;
-  if (count == 1) {
-    values.push_back(memref::LoadOp::create(b, loc, buffer, ValueRange{safe}));
-  } else {
-    auto type = VectorType::get({count}, element);
-    Value loaded = vector::LoadOp::create(b, loc, type, buffer, ValueRange{safe}, /*nontemporal=*/false,
-                                          llvm::MaybeAlign(count * element.getIntOrFloatBitWidth() / 8));
-    for (int64_t j = 0; j < count; ++j)
-      values.push_back(vector::ExtractOp::create(b, loc, loaded, ArrayRef<int64_t>{j}));
-  }
-  for (Value &value : values)
-    value = arith::SelectOp::create(b, loc, valid, value, padValue);
-  return values;
-}
-
 RegisterTile RowKernelLowering::loadTile(const GlobalTile &tile, int64_t width) {
   const GlobalTensor &source = tile.source;
   // Runs of `vector` columns load as one vector when they are contiguous and never straddle the valid edge.
-  std::optional<int64_t> validColumns = getConstantIntValue(tile.sizes[tile.columnDim]);
-  bool contiguous = tile.columnDim == static_cast<int64_t>(source.shape.size()) - 1;
+  int64_t rowDim = tile.dims[0], columnDim = tile.dims[1];
+  std::optional<int64_t> validColumns = getConstantIntValue(tile.sizes[columnDim]);
+  bool contiguous = columnDim == static_cast<int64_t>(source.shape.size()) - 1;
   int64_t run = contiguous && validColumns && *validColumns % vector == 0 ? vector : 1;
-  Value rowValid = im.lt(row, tile.sizes[tile.rowDim]);
+  Value rowValid = im.lt(row, tile.sizes[rowDim]);
   RegisterTile result{{}, /*alongRow=*/true};
   for (int64_t chunk = 0, chunks = chunksOf(width); chunk < chunks; ++chunk) {
     Value first = chunkColumn(chunk);
     for (int64_t j = 0; j < vector; j += run) {
       Value column = im.add(first, j);
-      Value valid = im.andi(rowValid, im.lt(column, tile.sizes[tile.columnDim]));
-      Value at = elementIndex(source, tile.offsets, row, tile.rowDim, column, tile.columnDim);
+      Value valid = im.andi(rowValid, im.lt(column, tile.sizes[columnDim]));
+      Value at = elementIndex(source, tile.offsets, {rowDim, columnDim}, {row, column});
       llvm::append_range(result.registers,
                          loadElements(b, loc, im, source.buffer, at, run, valid, tile.pad));
     }
@@ -213,6 +129,8 @@ FailureOr<RegisterTile> RowKernelLowering::registersOf(Value value, Operation *u
   auto type = cast<RankedTensorType>(value.getType());
   RegisterTile result;
   if (auto it = globalTiles.find(value); it != globalTiles.end()) {
+    if (it->second.dims.size() != 2)
+      return user->emitOpError() << "row-layout lowering: a tile read from memory must be [rows, columns]";
     result = loadTile(it->second, type.getShape().back());
   } else if (auto constant = value.getDefiningOp<ConstantOp>()) {
     auto elements = dyn_cast<SplatElementsAttr>(constant.getValue());
@@ -335,7 +253,7 @@ LogicalResult RowKernelLowering::lowerReduce(ReduceOp op) {
   return success();
 }
 
-LogicalResult RowKernelLowering::lowerInsert(tensor::ParallelInsertSliceOp op, const GlobalTensor &output) {
+LogicalResult RowKernelLowering::lowerInsert(tensor::ParallelInsertSliceOp op) {
   FailureOr<RegisterTile> registers = registersOf(op.getSource(), op);
   if (failed(registers))
     return failure();
@@ -373,7 +291,7 @@ LogicalResult RowKernelLowering::lowerInsert(tensor::ParallelInsertSliceOp op, c
   };
   if (!registers->alongRow) {
     // One value per row ([R] or [R, 1]): the row's first thread stores it.
-    Value at = elementIndex(output, offsets, row, kept[0], Value(), 0);
+    Value at = elementIndex(output, offsets, {kept[0]}, {row});
     storeIf(im.andi(rowValid, im.lt(thread, 1)), at, registers->registers[0]);
     return success();
   }
@@ -389,7 +307,7 @@ LogicalResult RowKernelLowering::lowerInsert(tensor::ParallelInsertSliceOp op, c
     for (int64_t j = 0; j < vector; j += run) {
       Value column = im.add(first, j);
       Value valid = im.andi(rowValid, im.lt(column, sizes[columnDim]));
-      Value at = elementIndex(output, offsets, row, kept[0], column, columnDim);
+      Value at = elementIndex(output, offsets, {kept[0], columnDim}, {row, column});
       ArrayRef<Value> values = ArrayRef<Value>(registers->registers).slice(chunk * vector + j, run);
       storeIf(valid, at, values);
     }
@@ -398,75 +316,22 @@ LogicalResult RowKernelLowering::lowerInsert(tensor::ParallelInsertSliceOp op, c
 }
 
 LogicalResult RowKernelLowering::lowerOp(Operation *op) {
-  // Index arithmetic (tile offsets and clamped sizes) is recomputed in the kernel.
-  if (isa<affine::AffineMinOp, affine::AffineApplyOp>(op)) {
-    // The map's results in arith; a min takes the least of them, an apply has one.
-    auto map = isa<affine::AffineMinOp>(op) ? cast<affine::AffineMinOp>(op).getMap()
-                                            : cast<affine::AffineApplyOp>(op).getMap();
-    SmallVector<Value> operands;
-    for (Value operand : op->getOperands())
-      operands.push_back(index(operand));
-    std::optional<SmallVector<Value, 8>> results = affine::expandAffineMap(b, loc, map, operands);
-    if (!results)
-      return op->emitOpError() << "row-layout lowering: cannot expand this affine map";
-    Value value = (*results)[0];
-    for (Value other : llvm::drop_begin(*results))
-      value = im.min(value, other);
-    mapping.map(op->getResult(0), value);
-    return success();
-  }
-  if (auto dim = dyn_cast<tensor::DimOp>(op)) {
-    // The extent of a tile read from memory (a tensor.pad's high padding is computed from it).
-    auto tile = globalTiles.find(dim.getSource());
-    std::optional<int64_t> which = dim.getConstantIndex();
-    if (tile == globalTiles.end() || !which || *which > 1)
-      return op->emitOpError() << "row-layout lowering: only the extent of a tile read from memory is known";
-    mapping.map(dim.getResult(), tile->second.sizes[*which == 0 ? tile->second.rowDim : tile->second.columnDim]);
-    return success();
-  }
-  if (isa<arith::ConstantOp>(op) || (isa<arith::ArithDialect>(op->getDialect()) &&
-                                     llvm::all_of(op->getResultTypes(), [](Type t) { return t.isIndex(); }))) {
-    b.clone(*op, mapping);
-    return success();
-  }
+  // The valid part of a register tile is the same registers.
   if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op)) {
-    // The valid part of a register tile is the same registers; a slice of a global tensor is a tile to load.
     if (auto it = tiles.find(slice.getSource()); it != tiles.end()) {
       tiles[slice.getResult()] = it->second;
       return success();
     }
-    auto global = globals.find(slice.getSource());
-    if (global == globals.end() || slice.getType().getRank() != 2)
-      return op->emitOpError() << "row-layout lowering: a slice must take a [rows, columns] tile of a kernel buffer";
-    GlobalTile tile{global->second, {}, {}, 0, 0};
-    for (OpFoldResult offset : slice.getMixedOffsets())
-      tile.offsets.push_back(index(getValueOrCreateConstantIndexOp(b, loc, offset)));
-    for (OpFoldResult size : slice.getMixedSizes())
-      tile.sizes.push_back(index(getValueOrCreateConstantIndexOp(b, loc, size)));
-    SmallVector<int64_t> kept;
-    llvm::SmallBitVector dropped = slice.getDroppedDims();
-    for (int64_t d = 0, rank = tile.offsets.size(); d < rank; ++d)
-      if (!dropped.test(d))
-        kept.push_back(d);
-    tile.rowDim = kept[0];
-    tile.columnDim = kept[1];
-    globalTiles[slice.getResult()] = tile;
-    return success();
   }
-  if (auto pad = dyn_cast<tensor::PadOp>(op)) {
-    if (auto global = globals.find(pad.getSource()); global != globals.end() && global->second.shape.size() == 2)
-      globalTiles[pad.getSource()] = wholeTile(global->second);
-    auto it = globalTiles.find(pad.getSource());
-    APFloat value(0.0);
-    Value padValue = pad.getConstantPaddingValue();
-    if (it == globalTiles.end() || !padValue || !matchPattern(padValue, m_ConstantFloat(&value)))
-      return op->emitOpError() << "row-layout lowering: only a tile read from a kernel buffer may be padded, "
-                                  "with a constant";
-    GlobalTile tile = it->second;
-    tile.pad = value.convertToDouble();
-    globalTiles[pad.getResult()] = tile;
+  // Index arithmetic (tile offsets and clamped sizes) is recomputed in the kernel; tiles of kernel buffers are
+  // loaded when an op first uses them.
+  FailureOr<bool> addressing = lowerAddressing(op, "row-layout lowering");
+  if (failed(addressing))
+    return failure();
+  if (*addressing)
     return success();
-  }
+  if (isa<tensor::ExtractSliceOp>(op))
+    return op->emitOpError() << "row-layout lowering: a slice must take a tile of a kernel buffer";
   if (auto reduce = dyn_cast<ReduceOp>(op))
     return lowerReduce(reduce);
   if (auto reshape = dyn_cast<ReshapeOp>(op)) {
@@ -485,8 +350,7 @@ LogicalResult RowKernelLowering::lowerOp(Operation *op) {
   return op->emitOpError() << "row-layout lowering: no lowering for this op in a row kernel";
 }
 
-LogicalResult RowKernelLowering::lowerBody(scf::ForallOp forall, ValueRange ivs, const GlobalTensor &output) {
-  mapping.map(forall.getInductionVars(), ivs);
+LogicalResult RowKernelLowering::lowerBody(scf::ForallOp forall) {
   for (Operation &op : forall.getBody()->without_terminator())
     if (failed(lowerOp(&op)))
       return failure();
@@ -494,7 +358,7 @@ LogicalResult RowKernelLowering::lowerBody(scf::ForallOp forall, ValueRange ivs,
     auto insert = dyn_cast<tensor::ParallelInsertSliceOp>(&op);
     if (!insert || insert.getDest() != forall.getRegionIterArgs()[0])
       return op.emitOpError() << "row-layout lowering: a row kernel inserts its tile into its one result";
-    if (failed(lowerInsert(insert, output)))
+    if (failed(lowerInsert(insert)))
       return failure();
   }
   return success();
@@ -518,23 +382,6 @@ FailureOr<KernelLaunch> kiln::lowerRowKernel(OpBuilder &builder, gpu::GPUModuleO
     return forall.emitError() << "row-layout lowering: " << rowsPerBlock << " rows of "
                               << layout.getThreadsPerRow() << " threads do not make the config's "
                               << config.getWarps() << " warps";
-  if (forall.getNumResults() != 1)
-    return forall.emitError() << "row-layout lowering: a row kernel has one result";
-
-  // The loop's iteration space becomes the grid: one block per iteration, the last dimension fastest.
-  SmallVector<int64_t> lbs, counts, steps;
-  for (auto [lb, ub, step] : llvm::zip(forall.getMixedLowerBound(), forall.getMixedUpperBound(),
-                                       forall.getMixedStep())) {
-    std::optional<int64_t> l = getConstantIntValue(lb), u = getConstantIntValue(ub), s = getConstantIntValue(step);
-    if (!l || !u || !s || *s <= 0)
-      return forall.emitError() << "row-layout lowering: the loop needs constant bounds and steps";
-    lbs.push_back(*l);
-    steps.push_back(*s);
-    counts.push_back(std::max<int64_t>(0, llvm::divideCeilSigned(*u - *l, *s)));
-  }
-  int64_t blocks = 1;
-  for (int64_t count : counts)
-    blocks *= count;
 
   int64_t warpsPerRow = layout.getThreadsPerRow() / 32;
   int64_t sharedBytes = warpsPerRow > 1 ? rowsPerBlock * warpsPerRow * 4 : 0;
@@ -544,46 +391,12 @@ FailureOr<KernelLaunch> kiln::lowerRowKernel(OpBuilder &builder, gpu::GPUModuleO
   Location loc = forall.getLoc();
   OpBuilder::InsertionGuard guard(builder);
   KernelFunction gpuKernel = startKernel(builder, module, loc, name, buffers, threads, sharedBytes);
-  Block &entry = gpuKernel.func.getBody().front();
   RowKernelLowering lowering(builder, loc, layout, rowsPerBlock, gpuKernel.sharedBytes);
-
-  // Kernel arguments and their reshapes are global tensors; the result goes to the destination argument that
-  // the loop's result (through a reshape, for a single row) is materialized in.
-  DenseMap<Value, GlobalTensor> views;
-  for (auto [argument, parameter] : llvm::zip(kernel.getArguments(), entry.getArguments()))
-    views[argument] = GlobalTensor{parameter, llvm::to_vector(cast<RankedTensorType>(argument.getType()).getShape())};
-  std::optional<GlobalTensor> output;
-  for (Operation &op : kernel.getBody().front()) {
-    if (auto constant = dyn_cast<arith::ConstantOp>(&op))
-      lowering.cloneConstant(constant);
-    else if (auto reshape = dyn_cast<ReshapeOp>(&op)) {
-      auto source = views.find(reshape.getInput());
-      if (source != views.end())
-        views[reshape.getResult()] = GlobalTensor{source->second.buffer, llvm::to_vector(reshape.getType().getShape())};
-    } else if (auto write = dyn_cast<bufferization::MaterializeInDestinationOp>(&op)) {
-      Value written = write.getSource();
-      if (auto reshape = written.getDefiningOp<ReshapeOp>())
-        written = reshape.getInput();
-      auto destination = views.find(write.getDest());
-      if (written == forall.getResult(0) && destination != views.end())
-        output = GlobalTensor{destination->second.buffer,
-                              llvm::to_vector(cast<RankedTensorType>(forall.getResult(0).getType()).getShape())};
-    }
-  }
-  if (!output)
-    return forall.emitError() << "row-layout lowering: the loop's result is not written to a kernel argument";
-  for (auto &[value, global] : views)
-    lowering.bindGlobal(value, global);
-
-  IndexMath im{builder, loc};
-  Value block = gpu::BlockIdOp::create(builder, loc, gpu::Dimension::x);
-  SmallVector<Value> ivs(counts.size());
-  for (int64_t d = static_cast<int64_t>(counts.size()) - 1; d >= 0; --d) {
-    ivs[d] = im.add(im.mul(im.rem(block, counts[d]), steps[d]), lbs[d]);
-    block = im.div(block, counts[d]);
-  }
-  if (failed(lowering.lowerBody(forall, ivs, *output)))
+  if (failed(lowering.bindKernel(kernel, forall, gpuKernel.func.getBody().front(), "row-layout lowering")))
+    return failure();
+  FailureOr<int64_t> blocks = lowering.mapIterationToBlock(forall, "row-layout lowering");
+  if (failed(blocks) || failed(lowering.lowerBody(forall)))
     return failure();
   gpu::ReturnOp::create(builder, loc);
-  return KernelLaunch{{blocks, 1, 1}, {threads, 1, 1}, sharedBytes};
+  return KernelLaunch{{*blocks, 1, 1}, {threads, 1, 1}, sharedBytes};
 }

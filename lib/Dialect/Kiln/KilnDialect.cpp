@@ -70,6 +70,14 @@ LogicalResult RowLayoutAttr::verify(llvm::function_ref<InFlightDiagnostic()> emi
   return success();
 }
 
+LogicalResult MmaLayoutAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError, int64_t warpsM,
+                                    int64_t warpsN) {
+  if (warpsM < 1 || warpsN < 1 || warpsM * warpsN > 32)
+    return emitError() << "#kiln.mma_layout needs at least one warp each way and at most 32 warps, got "
+                       << warpsM << " x " << warpsN;
+  return success();
+}
+
 Operation *KilnDialect::materializeConstant(OpBuilder &builder, Attribute value, Type type, Location loc) {
   auto elements = dyn_cast<ElementsAttr>(value);
   if (!elements || elements.getType() != type)

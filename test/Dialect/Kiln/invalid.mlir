@@ -1225,6 +1225,14 @@ func.func @row_layout_vector(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
 
 // -----
 
+func.func @mma_layout_warps(%a: tensor<64x32xbf16>, %b: tensor<32x64xbf16>) -> tensor<64x64xf32> {
+  // expected-error @+1 {{#kiln.mma_layout needs at least one warp each way and at most 32 warps, got 0 x 4}}
+  %0 = kiln.matmul %a, %b {kiln.layout = #kiln.mma_layout<warps_m = 0, warps_n = 4>} : tensor<64x32xbf16>, tensor<32x64xbf16> -> tensor<64x64xf32>
+  return %0 : tensor<64x64xf32>
+}
+
+// -----
+
 func.func @config_bad_tile(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   // expected-error @+1 {{#kiln.config tile sizes must be positive, got 0}}
   %0 = kiln.softmax %x axis 1 {kiln.config = #kiln.config<tile = [0], warps = 1, stages = 1, lowering = "host">} : tensor<4x8xf32>

@@ -1,0 +1,567 @@
+//===- MmaLayoutLowering.cpp - mma.sync matmuls lowered from their tiled IR -===//
+//
+// A "mma_sync" matmul reaches the GPU as kiln-tile and kiln-assign-layouts leave it: an scf.forall over
+// [BM, BN] output tiles (batch dims first) whose body runs an scf.for over BK-deep slices of the contraction,
+// multiplying padded operand tiles with a tile kiln.matmul and adding the product to an f32 accumulator that
+// starts as a linalg.fill of zeros; after the loop, the epilogue (a linalg.generic reading tiles of its
+// operands) or a cast, and the insertion of the tile's valid part. This file maps that loop nest onto a
+// gpu.func by the loop's #kiln.mma_layout, op by op:
+//   - the forall's iterations become thread blocks (TiledLoopLowering);
+//   - the K loop becomes a software pipeline over a ring of `stages` shared-memory slots: the operand tiles the
+//     loop body reads (tensor.extract_slice + tensor.pad of kernel buffers) are copied for k-tile t + stages - 1
+//     while k-tile t is multiplied, by 16-byte cp.async where the rows allow it (narrower cp.async, or
+//     synchronous element loads, where a row length is not a multiple of 8 elements), past-the-edge elements
+//     zero-filled by the copy, rows padded by 16 bytes so that ldmatrix reads distinct banks;
+//   - the tile matmul and its accumulation become ldmatrix loads of A and B fragments and mma.sync m16n8k16
+//     into each warp's accumulator fragments;
+//   - the epilogue's body and casts run on each accumulator register, reading their operand tiles element by
+//     element, and the inserted slice stores the valid part, two columns at a time where rows allow.
+//
+//===----------------------------------------------------------------------===//
+
+#include "GpuKernels.h"
+
+#include "Conversion/KilnToLinalg/LinalgBuilders.h"
+#include "KernelBuilding.h"
+#include "TiledLoopLowering.h"
+#include "Transforms/Transforms.h"
+
+#include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/Affine/Utils.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+using namespace mlir;
+using namespace mlir::kiln;
+using namespace mlir::kiln::gpukernel;
+
+static constexpr StringLiteral kWhat = "mma-layout lowering";
+
+namespace {
+
+/// A shared-memory ring of one operand: `stages` slots of a [rows, columns] tile, rows `stride` elements apart.
+struct OperandRing {
+  Value shared;
+  int64_t rows, columns, stride, slotElements;
+};
+
+/// Lowers the body of one tiled mma_sync matmul into the gpu.func under construction. A tile value in the
+/// accumulator layout is a list of registers, fragment by fragment (i over the warp's 16-row fragments, j over
+/// its 8-column ones) and four per fragment (registerRow, registerColumn).
+class MmaMatmulLowering : public TiledLoopLowering {
+public:
+  MmaMatmulLowering(OpBuilder &b, Location loc, ConfigAttr config, MmaLayoutAttr layout, int64_t threads)
+      : TiledLoopLowering(b, loc), bm(config.getTile()[0]), bn(config.getTile()[1]), bk(config.getTile()[2]),
+        stages(config.getStages()), threads(threads), fragsM(bm / layout.getWarpsM() / 16),
+        fragsN(bn / layout.getWarpsN() / 8) {
+    tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+    Value warp = im.div(tid, 32);
+    lane = im.rem(tid, 32);
+    wm0 = im.mul(im.div(warp, layout.getWarpsN()), bm / layout.getWarpsM());
+    wn0 = im.mul(im.rem(warp, layout.getWarpsN()), bn / layout.getWarpsN());
+  }
+
+  /// The operand rings, placed by the lowering's caller (they size the kernel's shared memory).
+  OperandRing ringA, ringB;
+
+  /// Lowers the forall's body for this block's iteration.
+  LogicalResult lowerBody(scf::ForallOp forall);
+
+private:
+  LogicalResult lowerOp(Operation *op);
+  /// The K loop as a pipeline over the operand rings.
+  LogicalResult lowerContraction(scf::ForOp loop);
+  /// Lowers the addressing of the K loop's body for k-tile `kTile` and copies the tile matmul's operands into
+  /// ring slot `slot` (zeros for a k-tile past the last, `kTiles`); returns the cp.async group.
+  FailureOr<Value> stageOperands(scf::ForOp loop, MatmulOp product, Value kTile, int64_t kTiles, Value slot);
+  /// Copies `tile` (of `ring`'s shape) into slot `slot` of `ring`, or zeros where `enabled` is false, appending
+  /// its cp.async tokens.
+  void copyTile(const GlobalTile &tile, const OperandRing &ring, Value slot, Value enabled,
+                SmallVectorImpl<Value> &tokens);
+  /// A tile matmul outside a K loop (a contraction of one k-tile, whose loop folding removed): its operands
+  /// copied into slot 0 and multiplied into the registers of the accumulator its one user, a kiln.add, adds.
+  LogicalResult lowerSingleProduct(MatmulOp product);
+  /// The [rows, columns] tile of a kernel buffer that a tile matmul operand reads (a slice, or a whole buffer).
+  std::optional<GlobalTile> operandTile(Value operand);
+  /// The accumulator fragments (vector<4xf32>, as mma.sync takes them) of a tile's registers, and back.
+  SmallVector<Value> fragmentsOf(ArrayRef<Value> tile);
+  SmallVector<Value> registersOf(ValueRange fragments);
+  /// Multiplies the operand tiles in slot `slot` into the accumulator fragments `accs`.
+  SmallVector<Value> multiplySlot(Value slot, ArrayRef<Value> accs, bool transposedB, bool bf16);
+  /// An epilogue: its body on every register, reading operand tiles element by element.
+  LogicalResult lowerEpilogue(linalg::GenericOp op);
+  /// The store of a tile's valid part into the kernel's output.
+  LogicalResult lowerInsert(tensor::ParallelInsertSliceOp op);
+  /// The element of a tile read from memory (a GlobalTile, a kernel buffer or a reshape of either) at tile
+  /// position `indices`, its pad value where it lies past the valid part.
+  FailureOr<Value> memoryElement(Value tile, ArrayRef<Value> indices, Operation *user);
+
+  /// The tile row and column of register `r` of an accumulator-layout tile.
+  Value registerRow(int64_t r) { return im.add(wm0, im.add(im.div(lane, 4), (r / 4 / fragsN) * 16 + (r % 4 / 2) * 8)); }
+  Value registerColumn(int64_t r) { return im.add(wn0, im.add(im.mul(im.rem(lane, 4), 2), (r / 4 % fragsN) * 8 + r % 2)); }
+  int64_t numRegisters() const { return fragsM * fragsN * 4; }
+
+  int64_t bm, bn, bk, stages, threads, fragsM, fragsN;
+  Value tid, lane, wm0, wn0;
+  DenseMap<Value, SmallVector<Value>> registers;
+};
+
+} // namespace
+
+/// Whether `index` < `size`, known true when `size` is the constant `extent` (the tile is whole along it).
+static Value inside(IndexMath &im, Value index, Value size, int64_t extent) {
+  std::optional<int64_t> known = IndexMath::known(size);
+  if (known && *known >= extent)
+    return arith::ConstantIntOp::create(im.b, im.loc, 1, 1);
+  return im.lt(index, size);
+}
+
+void MmaMatmulLowering::copyTile(const GlobalTile &tile, const OperandRing &ring, Value slot, Value enabled,
+                                 SmallVectorImpl<Value> &tokens) {
+  const GlobalTensor &source = tile.source;
+  int64_t rowDim = tile.dims[0], columnDim = tile.dims[1];
+  int64_t rank = source.shape.size();
+  // The widest copy whose global address stays aligned: tile columns start at multiples of 8, so the row
+  // length decides (16-byte cp.async for 8 elements, 8 or 4 bytes for 4 or 2, else element loads).
+  int64_t width = 1;
+  if (columnDim == rank - 1)
+    for (int64_t candidate : {8, 4, 2})
+      if (source.shape.back() % candidate == 0) {
+        width = candidate;
+        break;
+      }
+  Type tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
+  Type element = cast<MemRefType>(source.buffer.getType()).getElementType();
+  int64_t chunksPerRow = ring.columns / 8, chunks = ring.rows * chunksPerRow;
+  Value slotBase = im.mul(slot, ring.slotElements);
+  for (int64_t first = 0; first < chunks; first += threads) {
+    Value chunk = im.add(tid, first);
+    auto copyChunk = [&] {
+      Value row = im.div(chunk, chunksPerRow), column = im.mul(im.rem(chunk, chunksPerRow), 8);
+      Value sharedAt = im.add(slotBase, im.add(im.mul(row, ring.stride), column));
+      Value rowValid = im.andi(enabled, inside(im, row, tile.sizes[rowDim], ring.rows));
+      std::optional<int64_t> wholeColumns = IndexMath::known(tile.sizes[columnDim]);
+      if (width == 1) {
+        // Element loads, predicated, stored to shared memory as one 16-byte chunk.
+        SmallVector<Value> values;
+        for (int64_t e = 0; e < 8; ++e) {
+          Value at = im.add(column, e);
+          Value valid = im.andi(rowValid, inside(im, at, tile.sizes[columnDim], ring.columns));
+          Value globalAt = elementIndex(source, tile.offsets, {rowDim, columnDim}, {row, at});
+          llvm::append_range(values, loadElements(b, loc, im, source.buffer, globalAt, 1, valid, 0.0));
+        }
+        Value chunkValue = vector::FromElementsOp::create(b, loc, VectorType::get({8}, element), values);
+        vector::StoreOp::create(b, loc, chunkValue, ring.shared, ValueRange{sharedAt}, /*nontemporal=*/false,
+                                llvm::MaybeAlign(16));
+        return;
+      }
+      for (int64_t part = 0; part < 8; part += width) {
+        Value at = im.add(column, part);
+        // Elements of this part before the valid edge (all or none where the tile is whole along the row).
+        Value count;
+        if (wholeColumns && *wholeColumns >= ring.columns) {
+          count = im.select(rowValid, im.c(width), im.c(0));
+        } else {
+          Value left = arith::SubIOp::create(b, loc, tile.sizes[columnDim], im.min(at, tile.sizes[columnDim]));
+          count = im.select(rowValid, im.min(left, im.c(width)), im.c(0));
+        }
+        Value globalAt = elementIndex(source, tile.offsets, {rowDim, columnDim}, {row, at});
+        Value any = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, count, im.c(0));
+        tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(
+            b, loc, tokenType, ring.shared, im.add(sharedAt, part), source.buffer, im.select(any, globalAt, im.c(0)),
+            b.getIndexAttr(width), count, width == 8 ? b.getUnitAttr() : UnitAttr()));
+      }
+    };
+    if (first + threads <= chunks) {
+      copyChunk();
+      continue;
+    }
+    // The last round of a tile whose chunks do not split evenly over the threads.
+    scf::IfOp::create(b, loc, im.lt(chunk, chunks), [&](OpBuilder &then, Location) {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(then.getInsertionBlock(), then.getInsertionPoint());
+      copyChunk();
+      scf::YieldOp::create(b, loc);
+    });
+  }
+}
+
+FailureOr<Value> MmaMatmulLowering::stageOperands(scf::ForOp loop, MatmulOp product, Value kTile, int64_t kTiles,
+                                                  Value slot) {
+  // A tile that divides K has a constant depth, whatever its offset: only the k-tile count bounds a prefetch.
+  mapping.map(loop.getInductionVar(), im.add(im.mul(kTile, bk), *getConstantIntValue(loop.getLowerBound())));
+  for (Operation &op : loop.getBody()->without_terminator()) {
+    if (&op == product.getOperation() || isa<AddOp>(op))
+      continue;
+    FailureOr<bool> addressing = lowerAddressing(&op, kWhat);
+    if (failed(addressing))
+      return failure();
+    if (auto tensorCast = dyn_cast<tensor::CastOp>(op)) {
+      if (auto it = globalTiles.find(tensorCast.getSource()); it != globalTiles.end()) {
+        globalTiles[tensorCast.getResult()] = it->second;
+        continue;
+      }
+    }
+    if (!*addressing)
+      return op.emitOpError() << kWhat << ": the K loop may only read operand tiles and multiply them";
+  }
+  std::optional<GlobalTile> lhs = operandTile(product.getLhs()), rhs = operandTile(product.getRhs());
+  if (!lhs || !rhs)
+    return product.emitOpError() << kWhat << ": the tile matmul must read [rows, columns] tiles of kernel buffers";
+  SmallVector<Value> tokens;
+  Value enabled = im.lt(kTile, kTiles);
+  copyTile(*lhs, ringA, slot, enabled, tokens);
+  copyTile(*rhs, ringB, slot, enabled, tokens);
+  Type tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
+  return nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens).getResult();
+}
+
+SmallVector<Value> MmaMatmulLowering::multiplySlot(Value slot, ArrayRef<Value> accs, bool transposedB, bool bf16) {
+  Type element = cast<MemRefType>(ringA.shared.getType()).getElementType();
+  auto fragA = VectorType::get({4, 2}, element);
+  Value baseA = im.mul(slot, ringA.slotElements), baseB = im.mul(slot, ringB.slotElements);
+  Value laneRow16 = im.rem(lane, 16), laneHalf = im.mul(im.div(lane, 16), 8);
+  SmallVector<Value> current(accs);
+  for (int64_t kk = 0; kk < bk / 16; ++kk) {
+    SmallVector<SmallVector<Value>> aRegs, bRegs;
+    for (int64_t i = 0; i < fragsM; ++i) {
+      Value row = im.add(wm0, im.add(laneRow16, i * 16)), col = im.add(laneHalf, kk * 16);
+      Value at = im.add(baseA, im.add(im.mul(row, ringA.stride), col));
+      Value fragment = nvgpu::LdMatrixOp::create(b, loc, fragA, ringA.shared, at, b.getBoolAttr(false),
+                                                 b.getI32IntegerAttr(4));
+      aRegs.push_back(packFragment(b, loc, fragment));
+    }
+    // One ldmatrix.x4 reads the B fragments of two adjacent 8-column blocks (an odd last one reads 8 columns
+    // past the warp tile, inside the ring's padding, and is not used).
+    for (int64_t j = 0; j < fragsN; j += 2) {
+      auto [first, second] = loadBFragmentPair(b, loc, im, ringB.shared, baseB, ringB.stride, lane, im.c(kk * 16),
+                                               im.add(wn0, j * 8), /*kMajor=*/!transposedB);
+      bRegs.push_back(first);
+      bRegs.push_back(second);
+    }
+    for (int64_t i = 0; i < fragsM; ++i)
+      for (int64_t j = 0; j < fragsN; ++j) {
+        Value &acc = current[i * fragsN + j];
+        acc = mmaSync(b, loc, aRegs[i], bRegs[j], acc, bf16);
+      }
+  }
+  return current;
+}
+
+LogicalResult MmaMatmulLowering::lowerContraction(scf::ForOp loop) {
+  auto yield = cast<scf::YieldOp>(loop.getBody()->getTerminator());
+  auto add = loop.getNumRegionIterArgs() == 1 ? yield.getOperand(0).getDefiningOp<AddOp>() : AddOp();
+  MatmulOp product;
+  if (add) {
+    Value iterArg = loop.getRegionIterArgs()[0];
+    Value other = add.getLhs() == iterArg ? add.getRhs() : add.getRhs() == iterArg ? add.getLhs() : Value();
+    product = other ? other.getDefiningOp<MatmulOp>() : MatmulOp();
+  }
+  std::optional<int64_t> lb = getConstantIntValue(loop.getLowerBound()),
+                         ub = getConstantIntValue(loop.getUpperBound()), step = getConstantIntValue(loop.getStep());
+  if (!product || !lb || !ub || !step || *step != bk)
+    return loop.emitOpError() << kWhat << ": the K loop must add a tile matmul to its one accumulator, stepping "
+                                          "by BK over constant bounds";
+  auto init = registers.find(loop.getInitArgs()[0]);
+  if (init == registers.end())
+    return loop.emitOpError() << kWhat << ": the accumulator must start as a tile in registers";
+
+  SmallVector<Value> accs = fragmentsOf(init->second);
+
+  // At least one k-tile (K = 0 reads one zero-filled tile).
+  int64_t kTiles = std::max<int64_t>(1, llvm::divideCeilSigned(*ub - *lb, bk));
+  Value lastGroup;
+  for (int64_t s = 0; s < stages - 1; ++s) {
+    FailureOr<Value> group = stageOperands(loop, product, im.c(s), kTiles, im.c(s));
+    if (failed(group))
+      return failure();
+    lastGroup = *group;
+  }
+  bool transposedB = product.getTransposeRhs();
+  bool bf16 = product.getLhs().getType().getElementType().isBF16();
+  LogicalResult status = success();
+  auto pipeline = scf::ForOp::create(
+      b, loc, im.c(0), im.c(kTiles), im.c(1), accs, [&](OpBuilder &nested, Location, Value kTile, ValueRange iter) {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPoint(nested.getInsertionBlock(), nested.getInsertionPoint());
+        // k-tile kTile has landed in every thread's copies; its slot's previous reads are done.
+        nvgpu::DeviceAsyncWaitOp::create(b, loc, lastGroup, b.getI32IntegerAttr(stages - 2));
+        gpu::BarrierOp::create(b, loc);
+        Value next = im.add(kTile, stages - 1);
+        if (failed(stageOperands(loop, product, next, kTiles, im.rem(next, stages))))
+          status = failure();
+        scf::YieldOp::create(b, loc, multiplySlot(im.rem(kTile, stages), SmallVector<Value>(iter), transposedB, bf16));
+      });
+  if (failed(status))
+    return failure();
+  nvgpu::DeviceAsyncWaitOp::create(b, loc, lastGroup, b.getI32IntegerAttr(0));
+  registers[loop.getResult(0)] = registersOf(pipeline.getResults());
+  return success();
+}
+
+std::optional<GlobalTile> MmaMatmulLowering::operandTile(Value operand) {
+  std::optional<GlobalTile> tile;
+  if (auto it = globalTiles.find(operand); it != globalTiles.end())
+    tile = it->second;
+  else if (auto global = globals.find(operand); global != globals.end())
+    tile = wholeTile(global->second);
+  if (tile && tile->dims.size() != 2)
+    return std::nullopt;
+  return tile;
+}
+
+SmallVector<Value> MmaMatmulLowering::fragmentsOf(ArrayRef<Value> tile) {
+  auto fragmentType = VectorType::get({4}, b.getF32Type());
+  SmallVector<Value> fragments;
+  for (int64_t f = 0; f < fragsM * fragsN; ++f) {
+    SmallVector<Value> elements;
+    for (Value value : tile.slice(f * 4, 4))
+      elements.push_back(lowering::widen(b, loc, value));
+    fragments.push_back(vector::FromElementsOp::create(b, loc, fragmentType, elements));
+  }
+  return fragments;
+}
+
+SmallVector<Value> MmaMatmulLowering::registersOf(ValueRange fragments) {
+  SmallVector<Value> result;
+  for (Value fragment : fragments)
+    for (int64_t e = 0; e < 4; ++e)
+      result.push_back(vector::ExtractOp::create(b, loc, fragment, ArrayRef<int64_t>{e}));
+  return result;
+}
+
+LogicalResult MmaMatmulLowering::lowerSingleProduct(MatmulOp product) {
+  auto add = product->hasOneUse() ? dyn_cast<AddOp>(*product->user_begin()) : AddOp();
+  Value other = !add ? Value() : add.getLhs() == product.getResult() ? add.getRhs() : add.getLhs();
+  auto accumulator = other ? registers.find(other) : registers.end();
+  std::optional<GlobalTile> lhs = operandTile(product.getLhs()), rhs = operandTile(product.getRhs());
+  if (accumulator == registers.end() || !lhs || !rhs)
+    return product.emitOpError() << kWhat << ": a tile matmul reads [rows, columns] tiles of kernel buffers and "
+                                            "is added to an accumulator tile";
+  SmallVector<Value> tokens;
+  Value enabled = arith::ConstantIntOp::create(b, loc, 1, 1);
+  copyTile(*lhs, ringA, im.c(0), enabled, tokens);
+  copyTile(*rhs, ringB, im.c(0), enabled, tokens);
+  Type tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
+  Value group = nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens);
+  nvgpu::DeviceAsyncWaitOp::create(b, loc, group, b.getI32IntegerAttr(0));
+  gpu::BarrierOp::create(b, loc);
+  SmallVector<Value> accs = multiplySlot(im.c(0), fragmentsOf(accumulator->second), product.getTransposeRhs(),
+                                         product.getLhs().getType().getElementType().isBF16());
+  registers[add.getResult()] = registersOf(accs);
+  return success();
+}
+
+FailureOr<Value> MmaMatmulLowering::memoryElement(Value tile, ArrayRef<Value> indices, Operation *user) {
+  if (auto reshape = tile.getDefiningOp<ReshapeOp>()) {
+    // Row-major: the same linear position in the reshaped tile's shape.
+    ArrayRef<int64_t> shape = reshape.getType().getShape(), sourceShape = reshape.getInput().getType().getShape();
+    Value linear = im.c(0);
+    for (auto [index, extent] : llvm::zip(indices, shape))
+      linear = im.add(im.mul(linear, extent), index);
+    SmallVector<Value> sourceIndices(sourceShape.size());
+    for (int64_t d = static_cast<int64_t>(sourceShape.size()) - 1; d >= 0; --d) {
+      sourceIndices[d] = im.rem(linear, sourceShape[d]);
+      linear = im.div(linear, sourceShape[d]);
+    }
+    return memoryElement(reshape.getInput(), sourceIndices, user);
+  }
+  GlobalTile read;
+  if (auto it = globalTiles.find(tile); it != globalTiles.end())
+    read = it->second;
+  else if (auto global = globals.find(tile); global != globals.end())
+    read = wholeTile(global->second);
+  else
+    return user->emitOpError() << kWhat << ": an epilogue operand must be a tile of a kernel buffer";
+  Value valid = arith::ConstantIntOp::create(b, loc, 1, 1);
+  for (auto [d, index] : llvm::zip(read.dims, indices))
+    valid = im.andi(valid, im.lt(index, read.sizes[d]));
+  Value at = elementIndex(read.source, read.offsets, read.dims, indices);
+  return loadElements(b, loc, im, read.source.buffer, at, 1, valid, read.pad)[0];
+}
+
+LogicalResult MmaMatmulLowering::lowerEpilogue(linalg::GenericOp op) {
+  if (op.getNumDpsInits() != 1 || op.getNumLoops() != 2 || !llvm::all_of(op.getIteratorTypesArray(), [](auto t) {
+        return t == utils::IteratorType::parallel;
+      }))
+    return op.emitOpError() << kWhat << ": an epilogue is a 2-D elementwise linalg.generic with one result";
+  Block &body = op->getRegion(0).front();
+  SmallVector<Value> result;
+  for (int64_t r = 0; r < numRegisters(); ++r) {
+    Value row = registerRow(r), column = registerColumn(r);
+    IRMapping scalars;
+    for (auto [input, map, argument] :
+         llvm::zip(op.getDpsInputs(), op.getIndexingMapsArray(), body.getArguments())) {
+      if (auto it = registers.find(input); it != registers.end()) {
+        if (!map.isIdentity())
+          return op.emitOpError() << kWhat << ": the accumulator must be read element for element";
+        scalars.map(argument, it->second[r]);
+        continue;
+      }
+      std::optional<SmallVector<Value, 8>> indices = affine::expandAffineMap(b, loc, map, {row, column});
+      if (!indices)
+        return op.emitOpError() << kWhat << ": cannot expand an epilogue operand's indexing map";
+      FailureOr<Value> element = memoryElement(input, *indices, op);
+      if (failed(element))
+        return failure();
+      scalars.map(argument, *element);
+    }
+    // Values the body captures from the kernel function (constants) are the kernel's copies.
+    body.walk([&](Operation *inner) {
+      for (Value operand : inner->getOperands())
+        if (!op->isAncestor(operand.getParentRegion()->getParentOp()) && !scalars.contains(operand))
+          scalars.map(operand, index(operand));
+    });
+    for (Operation &inner : body.without_terminator())
+      b.clone(inner, scalars);
+    result.push_back(scalars.lookupOrDefault(body.getTerminator()->getOperand(0)));
+  }
+  registers[op.getResult(0)] = result;
+  return success();
+}
+
+LogicalResult MmaMatmulLowering::lowerInsert(tensor::ParallelInsertSliceOp op) {
+  auto tile = registers.find(op.getSource());
+  if (tile == registers.end())
+    return op.emitOpError() << kWhat << ": the inserted tile must be in registers";
+  SmallVector<Value> offsets, sizes;
+  for (OpFoldResult offset : op.getMixedOffsets())
+    offsets.push_back(index(getValueOrCreateConstantIndexOp(b, loc, offset)));
+  for (OpFoldResult size : op.getMixedSizes())
+    sizes.push_back(index(getValueOrCreateConstantIndexOp(b, loc, size)));
+  llvm::SmallBitVector dropped = op.getDroppedDims();
+  SmallVector<int64_t> kept;
+  for (int64_t d = 0, rank = output.shape.size(); d < rank; ++d)
+    if (!dropped.test(d))
+      kept.push_back(d);
+  if (kept.size() != 2)
+    return op.emitOpError() << kWhat << ": a matmul tile is inserted as [rows, columns]";
+  Type element = cast<MemRefType>(output.buffer.getType()).getElementType();
+  // With an even row length, an even column's pair lies wholly inside or outside and starts 2-element aligned.
+  bool pairs = kept[1] == static_cast<int64_t>(output.shape.size()) - 1 && output.shape.back() % 2 == 0;
+  for (int64_t r = 0; r < numRegisters(); r += pairs ? 2 : 1) {
+    Value row = registerRow(r), column = registerColumn(r);
+    Value valid = im.andi(inside(im, row, sizes[kept[0]], bm), inside(im, column, sizes[kept[1]], bn));
+    Value at = elementIndex(output, offsets, kept, {row, column});
+    scf::IfOp::create(b, loc, valid, [&](OpBuilder &then, Location) {
+      SmallVector<Value> values;
+      for (int64_t e = 0; e < (pairs ? 2 : 1); ++e)
+        values.push_back(lowering::narrow(then, loc, lowering::widen(then, loc, tile->second[r + e]), element));
+      if (values.size() == 1) {
+        memref::StoreOp::create(then, loc, values[0], output.buffer, ValueRange{at});
+      } else {
+        Value pair = vector::FromElementsOp::create(then, loc, VectorType::get({2}, element), values);
+        vector::StoreOp::create(then, loc, pair, output.buffer, ValueRange{at}, /*nontemporal=*/false,
+                                llvm::MaybeAlign(2 * element.getIntOrFloatBitWidth() / 8));
+      }
+      scf::YieldOp::create(then, loc);
+    });
+  }
+  return success();
+}
+
+LogicalResult MmaMatmulLowering::lowerOp(Operation *op) {
+  if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op)) {
+    // The valid part of a register tile is the same registers.
+    if (auto it = registers.find(slice.getSource()); it != registers.end()) {
+      registers[slice.getResult()] = it->second;
+      return success();
+    }
+  }
+  FailureOr<bool> addressing = lowerAddressing(op, kWhat);
+  if (failed(addressing))
+    return failure();
+  if (*addressing || isa<tensor::EmptyOp, ReshapeOp>(op))
+    return success(); // a reshape of a tile read from memory is read through (memoryElement)
+  if (auto fill = dyn_cast<linalg::FillOp>(op)) {
+    registers[fill.getResult(0)] = SmallVector<Value>(numRegisters(), mapping.lookupOrDefault(fill.value()));
+    return success();
+  }
+  if (auto loop = dyn_cast<scf::ForOp>(op))
+    return lowerContraction(loop);
+  if (auto product = dyn_cast<MatmulOp>(op))
+    return lowerSingleProduct(product);
+  if (isa<AddOp>(op) && registers.count(op->getResult(0)))
+    return success(); // the accumulation of a tile matmul, lowered with it
+  if (auto generic = dyn_cast<linalg::GenericOp>(op))
+    return lowerEpilogue(generic);
+  if (auto castOp = dyn_cast<CastOp>(op)) {
+    auto it = registers.find(castOp.getInput());
+    if (it == registers.end())
+      return op->emitOpError() << kWhat << ": only a tile in registers is cast";
+    Type element = castOp.getType().getElementType();
+    SmallVector<Value> result;
+    for (Value value : it->second)
+      result.push_back(lowering::narrow(b, loc, lowering::widen(b, loc, value), element));
+    registers[castOp.getResult()] = result;
+    return success();
+  }
+  return op->emitOpError() << kWhat << ": no lowering for this op in a matmul kernel";
+}
+
+LogicalResult MmaMatmulLowering::lowerBody(scf::ForallOp forall) {
+  for (Operation &op : forall.getBody()->without_terminator())
+    if (failed(lowerOp(&op)))
+      return failure();
+  for (Operation &op : forall.getTerminator().getYieldingOps()) {
+    auto insert = dyn_cast<tensor::ParallelInsertSliceOp>(&op);
+    if (!insert || insert.getDest() != forall.getRegionIterArgs()[0])
+      return op.emitOpError() << kWhat << ": a matmul kernel inserts its tile into its one result";
+    if (failed(lowerInsert(insert)))
+      return failure();
+  }
+  return success();
+}
+
+FailureOr<KernelLaunch> kiln::lowerMmaMatmulKernel(OpBuilder &builder, gpu::GPUModuleOp module,
+                                                   func::FuncOp kernel, StringRef name) {
+  auto forall = dyn_cast_or_null<scf::ForallOp>(kernelOpOf(kernel));
+  ConfigAttr config = forall ? getConfig(forall) : ConfigAttr();
+  if (!config || config.getLowering() != "mma_sync" || config.getTile().size() != 3)
+    return kernel.emitError() << kWhat << ": no tiled loop with a \"mma_sync\" matmul config in the kernel";
+  auto layout = forall->getAttrOfType<MmaLayoutAttr>(kLayoutAttrName);
+  if (!layout)
+    return forall.emitError() << kWhat << ": no #kiln.mma_layout on the loop (run kiln-assign-layouts)";
+  int64_t bm = config.getTile()[0], bn = config.getTile()[1], bk = config.getTile()[2];
+  int64_t threads = config.getWarps() * 32;
+  if (layout.getWarpsM() * layout.getWarpsN() != config.getWarps() || bm % (layout.getWarpsM() * 16) != 0 ||
+      bn % (layout.getWarpsN() * 8) != 0 || bk % 16 != 0 || config.getStages() < 2)
+    return forall.emitError() << kWhat << ": " << layout << " does not split " << config
+                              << " into whole m16n8k16 fragments";
+
+  // The operand rings: A [BM, BK]; B [BK, BN], or [BN, BK] for a transposed rhs (8 spare rows, which the last
+  // ldmatrix.x4 of an odd count of 8-column fragments reads). Rows padded by 8 elements (16 bytes).
+  MatmulOp product;
+  forall.getBody()->walk([&](MatmulOp op) { product = op; });
+  bool transposedB = product && product.getTransposeRhs();
+  Type element = product ? product.getLhs().getType().getElementType() : builder.getBF16Type();
+  int64_t rowsB = transposedB ? bn + 8 : bk, columnsB = transposedB ? bk : bn;
+  int64_t slotA = bm * (bk + 8), slotB = rowsB * (columnsB + 8);
+  int64_t sharedBytes = product ? config.getStages() * (slotA + slotB) * 2 : 0;
+
+  SmallVector<RankedTensorType> buffers;
+  for (Type type : kernel.getArgumentTypes())
+    buffers.push_back(cast<RankedTensorType>(type));
+  Location loc = forall.getLoc();
+  OpBuilder::InsertionGuard guard(builder);
+  KernelFunction gpuKernel = startKernel(builder, module, loc, name, buffers, threads, sharedBytes);
+  MmaMatmulLowering lowering(builder, loc, config, layout, threads);
+  if (product) {
+    int64_t stages = config.getStages();
+    lowering.ringA = {sharedView(builder, loc, gpuKernel.sharedBytes, 0, stages * slotA, element), bm, bk, bk + 8,
+                      slotA};
+    lowering.ringB = {sharedView(builder, loc, gpuKernel.sharedBytes, stages * slotA, stages * slotB, element),
+                      transposedB ? bn : bk, columnsB, columnsB + 8, slotB};
+  }
+  if (failed(lowering.bindKernel(kernel, forall, gpuKernel.func.getBody().front(), kWhat)))
+    return failure();
+  FailureOr<int64_t> blocks = lowering.mapIterationToBlock(forall, kWhat);
+  if (failed(blocks) || failed(lowering.lowerBody(forall)))
+    return failure();
+  gpu::ReturnOp::create(builder, loc);
+  return KernelLaunch{{*blocks, 1, 1}, {threads, 1, 1}, sharedBytes};
+}

@@ -1,0 +1,201 @@
+//===- TiledLoopLowering.cpp - What the lowerings of tiled kernels share ---===//
+//
+// Kernel arguments and views, the block's iteration, index arithmetic and tile reads of a tiled loop, for the
+// lowerings by layout (see TiledLoopLowering.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "TiledLoopLowering.h"
+
+#include "Conversion/KilnToLinalg/LinalgBuilders.h"
+#include "Dialect/Kiln/KilnOps.h"
+
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Affine/Utils.h"
+#include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/Matchers.h"
+
+using namespace mlir;
+using namespace mlir::kiln;
+using namespace mlir::kiln::gpukernel;
+
+SmallVector<int64_t> GlobalTensor::strides() const {
+  SmallVector<int64_t> result(shape.size(), 1);
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d)
+    result[d] = result[d + 1] * shape[d + 1];
+  return result;
+}
+
+LogicalResult TiledLoopLowering::bindKernel(func::FuncOp kernel, scf::ForallOp forall, Block &entry,
+                                            StringRef what) {
+  if (forall.getNumResults() != 1)
+    return forall.emitError() << what << ": a tiled kernel has one result";
+  DenseMap<Value, GlobalTensor> views;
+  for (auto [argument, parameter] : llvm::zip(kernel.getArguments(), entry.getArguments()))
+    views[argument] = GlobalTensor{parameter, llvm::to_vector(cast<RankedTensorType>(argument.getType()).getShape())};
+  bool found = false;
+  for (Operation &op : kernel.getBody().front()) {
+    if (isa<arith::ConstantOp>(&op)) {
+      b.clone(op, mapping);
+    } else if (auto reshape = dyn_cast<ReshapeOp>(&op)) {
+      auto source = views.find(reshape.getInput());
+      if (source != views.end())
+        views[reshape.getResult()] = GlobalTensor{source->second.buffer, llvm::to_vector(reshape.getType().getShape())};
+    } else if (auto write = dyn_cast<bufferization::MaterializeInDestinationOp>(&op)) {
+      Value written = write.getSource();
+      if (auto reshape = written.getDefiningOp<ReshapeOp>())
+        written = reshape.getInput();
+      auto destination = views.find(write.getDest());
+      if (written == forall.getResult(0) && destination != views.end()) {
+        output = GlobalTensor{destination->second.buffer,
+                              llvm::to_vector(cast<RankedTensorType>(forall.getResult(0).getType()).getShape())};
+        found = true;
+      }
+    }
+  }
+  if (!found)
+    return forall.emitError() << what << ": the loop's result is not written to a kernel argument";
+  for (auto &[value, global] : views)
+    globals[value] = global;
+  return success();
+}
+
+FailureOr<int64_t> TiledLoopLowering::mapIterationToBlock(scf::ForallOp forall, StringRef what) {
+  SmallVector<int64_t> lbs, counts, steps;
+  for (auto [lb, ub, step] : llvm::zip(forall.getMixedLowerBound(), forall.getMixedUpperBound(),
+                                       forall.getMixedStep())) {
+    std::optional<int64_t> l = getConstantIntValue(lb), u = getConstantIntValue(ub), s = getConstantIntValue(step);
+    if (!l || !u || !s || *s <= 0)
+      return forall.emitError() << what << ": the loop needs constant bounds and steps";
+    lbs.push_back(*l);
+    steps.push_back(*s);
+    counts.push_back(std::max<int64_t>(0, llvm::divideCeilSigned(*u - *l, *s)));
+  }
+  int64_t blocks = 1;
+  for (int64_t count : counts)
+    blocks *= count;
+  Value block = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+  SmallVector<Value> ivs(counts.size());
+  for (int64_t d = static_cast<int64_t>(counts.size()) - 1; d >= 0; --d) {
+    ivs[d] = im.add(im.mul(im.rem(block, counts[d]), steps[d]), lbs[d]);
+    block = im.div(block, counts[d]);
+  }
+  mapping.map(forall.getInductionVars(), ivs);
+  return blocks;
+}
+
+Value TiledLoopLowering::elementIndex(const GlobalTensor &global, ArrayRef<Value> offsets, ArrayRef<int64_t> dims,
+                                      ArrayRef<Value> along) {
+  SmallVector<int64_t> strides = global.strides();
+  Value at = im.c(0);
+  for (auto [d, offset] : llvm::enumerate(offsets))
+    at = im.add(at, im.mul(offset, strides[d]));
+  for (auto [d, value] : llvm::zip(dims, along))
+    if (value)
+      at = im.add(at, im.mul(value, strides[d]));
+  return at;
+}
+
+GlobalTile TiledLoopLowering::wholeTile(const GlobalTensor &global) {
+  GlobalTile tile{global, {}, {}, {}, 0.0};
+  for (auto [d, extent] : llvm::enumerate(global.shape)) {
+    tile.offsets.push_back(im.c(0));
+    tile.sizes.push_back(im.c(extent));
+    tile.dims.push_back(d);
+  }
+  return tile;
+}
+
+FailureOr<bool> TiledLoopLowering::lowerAddressing(Operation *op, StringRef what) {
+  if (isa<affine::AffineMinOp, affine::AffineApplyOp>(op)) {
+    // The map's results in arith; a min takes the least of them (signed: a clamped size past the end of its
+    // dimension is negative), an apply has one.
+    auto map = isa<affine::AffineMinOp>(op) ? cast<affine::AffineMinOp>(op).getMap()
+                                            : cast<affine::AffineApplyOp>(op).getMap();
+    SmallVector<Value> operands;
+    for (Value operand : op->getOperands())
+      operands.push_back(index(operand));
+    std::optional<SmallVector<Value, 8>> results = affine::expandAffineMap(b, loc, map, operands);
+    if (!results)
+      return op->emitOpError() << what << ": cannot expand this affine map";
+    Value value = (*results)[0];
+    for (Value other : llvm::drop_begin(*results))
+      value = arith::MinSIOp::create(b, loc, value, other);
+    mapping.map(op->getResult(0), value);
+    return true;
+  }
+  if (auto dim = dyn_cast<tensor::DimOp>(op)) {
+    // The extent of a tile read from memory (a tensor.pad's high padding is computed from it).
+    auto tile = globalTiles.find(dim.getSource());
+    std::optional<int64_t> which = dim.getConstantIndex();
+    if (tile == globalTiles.end() || !which || *which >= static_cast<int64_t>(tile->second.dims.size()))
+      return op->emitOpError() << what << ": only the extent of a tile read from memory is known";
+    mapping.map(dim.getResult(), tile->second.sizes[tile->second.dims[*which]]);
+    return true;
+  }
+  if (isa<arith::ConstantOp>(op) || (isa<arith::ArithDialect>(op->getDialect()) &&
+                                     llvm::all_of(op->getResultTypes(), [](Type t) { return t.isIndex(); }))) {
+    b.clone(*op, mapping);
+    return true;
+  }
+  if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op)) {
+    auto global = globals.find(slice.getSource());
+    if (global == globals.end())
+      return false;
+    GlobalTile tile{global->second, {}, {}, {}, 0.0};
+    for (OpFoldResult offset : slice.getMixedOffsets())
+      tile.offsets.push_back(index(getValueOrCreateConstantIndexOp(b, loc, offset)));
+    // A clamped size is negative for a tile past the end (a prefetch beyond the last k-tile): nothing is valid.
+    for (OpFoldResult size : slice.getMixedSizes()) {
+      Value extent = index(getValueOrCreateConstantIndexOp(b, loc, size));
+      std::optional<int64_t> known = IndexMath::known(extent);
+      tile.sizes.push_back(known ? im.c(std::max<int64_t>(*known, 0))
+                                 : arith::MaxSIOp::create(b, loc, extent, im.c(0)).getResult());
+    }
+    llvm::SmallBitVector dropped = slice.getDroppedDims();
+    for (int64_t d = 0, rank = tile.offsets.size(); d < rank; ++d)
+      if (!dropped.test(d))
+        tile.dims.push_back(d);
+    globalTiles[slice.getResult()] = tile;
+    return true;
+  }
+  if (auto pad = dyn_cast<tensor::PadOp>(op)) {
+    if (auto global = globals.find(pad.getSource()); global != globals.end())
+      globalTiles[pad.getSource()] = wholeTile(global->second);
+    auto it = globalTiles.find(pad.getSource());
+    APFloat value(0.0);
+    Value padValue = pad.getConstantPaddingValue();
+    if (it == globalTiles.end() || !padValue || !matchPattern(padValue, m_ConstantFloat(&value)))
+      return op->emitOpError() << what << ": only a tile read from a kernel buffer may be padded, with a constant";
+    GlobalTile tile = it->second;
+    tile.pad = value.convertToDouble();
+    globalTiles[pad.getResult()] = tile;
+    return true;
+  }
+  return false;
+}
+
+SmallVector<Value> gpukernel::loadElements(OpBuilder &b, Location loc, IndexMath &im, Value buffer, Value at,
+                                           int64_t count, Value valid, double pad) {
+  Type element = cast<MemRefType>(buffer.getType()).getElementType();
+  Value safe = im.select(valid, at, im.c(0));
+  Value padValue = lowering::floatConstant(b, loc, element, pad);
+  SmallVector<Value> values;
+  if (count == 1) {
+    values.push_back(memref::LoadOp::create(b, loc, buffer, ValueRange{safe}));
+  } else {
+    auto type = VectorType::get({count}, element);
+    Value loaded = vector::LoadOp::create(b, loc, type, buffer, ValueRange{safe}, /*nontemporal=*/false,
+                                          llvm::MaybeAlign(count * element.getIntOrFloatBitWidth() / 8));
+    for (int64_t j = 0; j < count; ++j)
+      values.push_back(vector::ExtractOp::create(b, loc, loaded, ArrayRef<int64_t>{j}));
+  }
+  for (Value &value : values)
+    value = arith::SelectOp::create(b, loc, valid, value, padValue);
+  return values;
+}

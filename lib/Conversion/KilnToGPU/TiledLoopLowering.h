@@ -1,0 +1,97 @@
+//===- TiledLoopLowering.h - What the lowerings of tiled kernels share -*- C++ -*-===//
+//
+// A tiled kernel reaches the GPU as kiln-tile leaves it: an outlined function whose scf.forall (mapped onto
+// thread blocks) reads tiles of the function's arguments through tensor.extract_slice and tensor.pad, computes
+// with kiln ops that carry a layout, and inserts its valid part into the result. Every lowering by layout (row
+// kernels, mma.sync matmuls) needs the same groundwork: the arguments and their reshapes as flat global
+// buffers with a shape, the destination the loop's result is written to, this block's iteration of the loop,
+// the index arithmetic of tile offsets and clamped sizes recomputed in the kernel, and the tiles the loop reads
+// from memory as descriptors that each lowering loads its own way. This is that groundwork, once.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_LIB_CONVERSION_KILNTOGPU_TILEDLOOPLOWERING_H
+#define KILN_LIB_CONVERSION_KILNTOGPU_TILEDLOOPLOWERING_H
+
+#include "IndexMath.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/IRMapping.h"
+
+namespace mlir {
+namespace kiln {
+namespace gpukernel {
+
+/// A kernel buffer seen with a shape: a kernel parameter, or a reshape of one (buffers are flat and row-major,
+/// so a reshape is only a new shape).
+struct GlobalTensor {
+  Value buffer;
+  SmallVector<int64_t> shape;
+
+  /// Row-major element strides of `shape`.
+  SmallVector<int64_t> strides() const;
+};
+
+/// A slice of a global tensor that is read when an op first uses it: `offsets` and valid `sizes` per source
+/// dimension (index values; a size is never negative), the source dimensions that the tile's dimensions stand
+/// for (`dims`, in order), and the value of the elements past the valid sizes (a tensor.pad's).
+struct GlobalTile {
+  GlobalTensor source;
+  SmallVector<Value> offsets, sizes;
+  SmallVector<int64_t> dims;
+  double pad = 0.0;
+};
+
+/// Lowers the addressing of a tiled loop into a gpu.func under construction; the lowerings by layout derive
+/// from it and lower the compute ops.
+class TiledLoopLowering {
+public:
+  TiledLoopLowering(OpBuilder &b, Location loc) : b(b), loc(loc), im{b, loc} {}
+
+  /// Binds the arguments of `kernel` (the outlined function whose tiled loop is `forall`) and their reshapes to
+  /// the parameters of the gpu.func whose entry block is `entry`, recreates the function's top-level constants,
+  /// and finds the argument the loop's result is written to (through a reshape, for a single row). `what` names
+  /// the lowering in errors.
+  LogicalResult bindKernel(func::FuncOp kernel, scf::ForallOp forall, Block &entry, StringRef what);
+
+  /// Maps the induction variables of `forall` (constant bounds and steps) to this block's iteration: one block
+  /// per iteration of a 1-D grid, the loop's last dimension fastest. Returns the number of blocks.
+  FailureOr<int64_t> mapIterationToBlock(scf::ForallOp forall, StringRef what);
+
+  /// Lowers `op` when it computes addresses: index arithmetic (affine.min and affine.apply expanded, arith
+  /// index ops and constants cloned), tensor.dim of a tile read from memory, and the tensor.extract_slice and
+  /// tensor.pad of a kernel buffer that make a GlobalTile. Returns whether it did; fails on a malformed read.
+  FailureOr<bool> lowerAddressing(Operation *op, StringRef what);
+
+protected:
+  /// The kernel's value for an index of the loop body.
+  Value index(Value value) { return mapping.lookupOrDefault(value); }
+  /// The linear index in `global` of the element at `offsets` (one per dimension; may be empty for none) plus
+  /// `along[i]` along dimension `dims[i]` (entries may be null).
+  Value elementIndex(const GlobalTensor &global, ArrayRef<Value> offsets, ArrayRef<int64_t> dims,
+                     ArrayRef<Value> along);
+  /// A whole global tensor as a tile.
+  GlobalTile wholeTile(const GlobalTensor &global);
+
+  OpBuilder &b;
+  Location loc;
+  IndexMath im;
+  IRMapping mapping;
+  DenseMap<Value, GlobalTensor> globals;
+  DenseMap<Value, GlobalTile> globalTiles;
+  /// Where the loop's result goes (bindKernel).
+  GlobalTensor output;
+};
+
+/// Loads `count` elements of `buffer` from `at` (one vector load when `count` > 1; `at` must then be a multiple
+/// of `count`), or `pad` where `valid` is false (the load then reads element 0, always in bounds).
+SmallVector<Value> loadElements(OpBuilder &b, Location loc, IndexMath &im, Value buffer, Value at, int64_t count,
+                                Value valid, double pad);
+
+} // namespace gpukernel
+} // namespace kiln
+} // namespace mlir
+
+#endif // KILN_LIB_CONVERSION_KILNTOGPU_TILEDLOOPLOWERING_H

@@ -1,0 +1,155 @@
+// RUN: kiln-opt %s -split-input-file -kiln-tile -canonicalize -kiln-assign-layouts -convert-kiln-to-gpu -verify-diagnostics | FileCheck %s
+
+// An mma_sync matmul is lowered from its tiled loop by its #kiln.mma_layout. A bf16 matmul with a bias + SiLU
+// epilogue: one block per output tile (3 x 2 tiles of 128 x 128), the K loop a pipeline over a ring of three
+// shared-memory slots (rows padded by 16 bytes: 3 x (128 x 40 + 32 x 136) x 2 bytes) that 16-byte cp.async
+// fills two k-tiles ahead (the prologue's two groups, then one group each iteration, the wait leaving one in
+// flight), ldmatrix fragments (x4: two B fragments per load, transposed for the [K, N] rhs) and nvvm.mma.sync
+// m16n8k16 with bf16 operands packed in i32. After the loop the epilogue's body runs on every accumulator
+// register (its f32 exp and division as the hardware approximations), reading the bias tile from memory, and
+// the valid part is stored two adjacent columns at a time (N is even).
+// CHECK-LABEL: func.func private @k0_matmul
+// CHECK-SAME: kiln.gpu_kernel = @kiln_kernels::@k0_matmul
+// CHECK-SAME: kiln.launch = {block = array<i64: 128, 1, 1>, dynamic_shared_bytes = 56832 : i64, grid = array<i64: 6, 1, 1>}
+// CHECK: gpu.module @kiln_kernels
+// CHECK: gpu.func @k0_matmul(%{{.*}}: memref<76800xbf16>, %{{.*}}: memref<51200xbf16>, %{{.*}}: memref<200xbf16>, %{{.*}}: memref<60000xbf16>) kernel
+// CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
+// CHECK: gpu.block_id x
+// CHECK-COUNT-2: nvgpu.device_async_create_group
+// CHECK: scf.for %{{.*}} = %c0 to %c8 step %c1 iter_args
+// CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 1 : i32}
+// CHECK-NEXT: gpu.barrier
+// CHECK: nvgpu.device_async_copy {{.*}}, 8, %{{.*}} {bypassL1}
+// CHECK: nvgpu.device_async_create_group
+// CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false} : memref<{{.*}}xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
+// CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = true} : memref<{{.*}}xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
+// CHECK: vector.bitcast {{.*}} : vector<2xbf16> to vector<1xi32>
+// CHECK: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>}
+// CHECK: scf.yield
+// CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 0 : i32}
+// CHECK: memref.load %{{.*}} : memref<200xbf16>
+// CHECK: math.exp {{.*}} fastmath<afn> : f32
+// CHECK: nvvm.rcp.approx.ftz.f
+// CHECK: scf.if
+// CHECK: vector.store {{.*}} {alignment = 4 : i64} : memref<60000xbf16>, vector<2xbf16>
+module {
+  func.func private @k0_matmul(%x: tensor<300x256xbf16>, %w: tensor<256x200xbf16>, %b: tensor<200xbf16>, %out: tensor<300x200xbf16>) -> tensor<300x200xbf16> attributes {kiln.kernel} {
+    %y = kiln.matmul %x, %w epilogue(%b : tensor<200xbf16>) {
+    ^bb0(%acc: f32, %bias: f32):
+      %s = arith.addf %acc, %bias : f32
+      %n = arith.negf %s : f32
+      %e = math.exp %n : f32
+      %one = arith.constant 1.0 : f32
+      %d = arith.addf %one, %e : f32
+      %r = arith.divf %s, %d : f32
+      kiln.yield %r : f32
+    } {kiln.config = #kiln.config<tile = [128, 128, 32], warps = 4, stages = 3, lowering = "mma_sync">} : tensor<300x256xbf16>, tensor<256x200xbf16> -> tensor<300x200xbf16>
+    %r = bufferization.materialize_in_destination %y in %out : (tensor<300x200xbf16>, tensor<300x200xbf16>) -> tensor<300x200xbf16>
+    return %r : tensor<300x200xbf16>
+  }
+}
+
+// -----
+
+// f16 operands go to nvvm.mma.sync as vector<2xf16> pairs; a transposed rhs ([N, K]) is read with
+// non-transposed ldmatrix (its ring has 8 spare rows); the batch is a dimension of the loop, and so of the
+// 1-D grid (2 x 1 x 2 blocks). The f32 result is stored in pairs: N = 136 is even.
+// CHECK-LABEL: func.func private @k1_matmul
+// CHECK-SAME: dynamic_shared_bytes = 63360 : i64, grid = array<i64: 4, 1, 1>
+// CHECK: gpu.func @k1_matmul
+// CHECK-NOT: transpose = true
+// CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false} : memref<{{.*}}xf16, #gpu.address_space<workgroup>> -> vector<4x2xf16>
+// CHECK-NOT: transpose = true
+// CHECK: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {{.*}} : (vector<2xf16>, vector<2xf16>, f32) -> !llvm.struct<(f32, f32, f32, f32)>
+// CHECK: vector.store {{.*}} : memref<20944xf32>, vector<2xf32>
+module {
+  func.func private @k1_matmul(%x: tensor<2x77x128xf16>, %w: tensor<136x128xf16>, %out: tensor<2x77x136xf32>) -> tensor<2x77x136xf32> attributes {kiln.kernel} {
+    %y = kiln.matmul %x, %w transpose_rhs {kiln.config = #kiln.config<tile = [128, 128, 32], warps = 4, stages = 3, lowering = "mma_sync">} : tensor<2x77x128xf16>, tensor<136x128xf16> -> tensor<2x77x136xf32>
+    %r = bufferization.materialize_in_destination %y in %out : (tensor<2x77x136xf32>, tensor<2x77x136xf32>) -> tensor<2x77x136xf32>
+    return %r : tensor<2x77x136xf32>
+  }
+}
+
+// -----
+
+// Rows that 16-byte copies cannot start on: K = 17 (odd) makes the lhs rows element loads, predicated and
+// stored to shared memory as 16-byte chunks; N = 66 (even, not a multiple of 4) makes the rhs rows 4-byte
+// cp.async (no L1 bypass, which only 16-byte copies take).
+// CHECK-LABEL: func.func private @k2_matmul
+// CHECK: gpu.func @k2_matmul
+// CHECK: memref.load %{{.*}} : memref<1088xbf16>
+// CHECK: vector.store %{{.*}} : memref<{{.*}}xbf16, #gpu.address_space<workgroup>>, vector<8xbf16>
+// CHECK: nvgpu.device_async_copy %{{.*}}, 2, %{{.*}} : memref<1122xbf16> to memref<{{.*}}xbf16, #gpu.address_space<workgroup>>
+// CHECK-NOT: bypassL1
+// CHECK: nvvm.mma.sync
+module {
+  func.func private @k2_matmul(%x: tensor<64x17xbf16>, %w: tensor<17x66xbf16>, %out: tensor<64x66xbf16>) -> tensor<64x66xbf16> attributes {kiln.kernel} {
+    %y = kiln.matmul %x, %w {kiln.config = #kiln.config<tile = [64, 64, 32], warps = 4, stages = 3, lowering = "mma_sync">} : tensor<64x17xbf16>, tensor<17x66xbf16> -> tensor<64x66xbf16>
+    %r = bufferization.materialize_in_destination %y in %out : (tensor<64x66xbf16>, tensor<64x66xbf16>) -> tensor<64x66xbf16>
+    return %r : tensor<64x66xbf16>
+  }
+}
+
+// -----
+
+// An odd N (7) stores element by element.
+// CHECK-LABEL: gpu.func @k3_matmul
+// CHECK-NOT: memref<35xbf16>, vector<2xbf16>
+// CHECK: memref.store %{{.*}} : memref<35xbf16>
+module {
+  func.func private @k3_matmul(%x: tensor<5x32xbf16>, %w: tensor<32x7xbf16>, %out: tensor<5x7xbf16>) -> tensor<5x7xbf16> attributes {kiln.kernel} {
+    %y = kiln.matmul %x, %w {kiln.config = #kiln.config<tile = [16, 16, 32], warps = 1, stages = 2, lowering = "mma_sync">} : tensor<5x32xbf16>, tensor<32x7xbf16> -> tensor<5x7xbf16>
+    %r = bufferization.materialize_in_destination %y in %out : (tensor<5x7xbf16>, tensor<5x7xbf16>) -> tensor<5x7xbf16>
+    return %r : tensor<5x7xbf16>
+  }
+}
+
+// -----
+
+// K = 0: the contraction folds away, and the kernel stores the epilogue of zeros without shared memory.
+// CHECK-LABEL: func.func private @k4_matmul
+// CHECK-SAME: dynamic_shared_bytes = 0 : i64
+// CHECK: gpu.func @k4_matmul
+// CHECK-NOT: nvvm.mma.sync
+// CHECK: gpu.return
+module {
+  func.func private @k4_matmul(%x: tensor<64x0xbf16>, %w: tensor<0x64xbf16>, %out: tensor<64x64xbf16>) -> tensor<64x64xbf16> attributes {kiln.kernel} {
+    %y = kiln.matmul %x, %w {kiln.config = #kiln.config<tile = [64, 64, 16], warps = 4, stages = 2, lowering = "mma_sync">} : tensor<64x0xbf16>, tensor<0x64xbf16> -> tensor<64x64xbf16>
+    %r = bufferization.materialize_in_destination %y in %out : (tensor<64x64xbf16>, tensor<64x64xbf16>) -> tensor<64x64xbf16>
+    return %r : tensor<64x64xbf16>
+  }
+}
+
+// -----
+
+module {
+  func.func private @k5_matmul(%x: tensor<64x64xf32>, %w: tensor<64x64xf32>, %out: tensor<64x64xf32>) -> tensor<64x64xf32> attributes {kiln.kernel} {
+    // expected-error @+1 {{the mma_sync lowering takes bf16 or f16 operands, got 'f32'}}
+    %y = kiln.matmul %x, %w {kiln.config = #kiln.config<tile = [64, 64, 32], warps = 4, stages = 3, lowering = "mma_sync">} : tensor<64x64xf32>, tensor<64x64xf32> -> tensor<64x64xf32>
+    %r = bufferization.materialize_in_destination %y in %out : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+    return %r : tensor<64x64xf32>
+  }
+}
+
+// -----
+
+module {
+  func.func private @k6_matmul(%x: tensor<64x64xbf16>, %w: tensor<64x64xbf16>, %out: tensor<64x64xbf16>) -> tensor<64x64xbf16> attributes {kiln.kernel} {
+    // expected-error @+1 {{#kiln.config<tile = [48, 40, 24], warps = 4, stages = 3, lowering = "mma_sync"> does not fit the mma_sync kernel: need BM a multiple of 16 x warp rows, BN of 8 x warp columns, BK of 16 and stages >= 2}}
+    %y = kiln.matmul %x, %w {kiln.config = #kiln.config<tile = [48, 40, 24], warps = 4, stages = 3, lowering = "mma_sync">} : tensor<64x64xbf16>, tensor<64x64xbf16> -> tensor<64x64xbf16>
+    %r = bufferization.materialize_in_destination %y in %out : (tensor<64x64xbf16>, tensor<64x64xbf16>) -> tensor<64x64xbf16>
+    return %r : tensor<64x64xbf16>
+  }
+}
+
+// -----
+
+// A config whose pipeline needs more shared memory than the chip allows a block is an error here, not at launch.
+module {
+  func.func private @k7_oversize(%x: tensor<512x512xbf16>, %w: tensor<512x512xbf16>, %out: tensor<512x512xbf16>) -> tensor<512x512xbf16> attributes {kiln.kernel} {
+    // expected-error @+1 {{'kiln.matmul' op config needs 409600 bytes of shared memory per block; sm_90a allows 232448}}
+    %y = kiln.matmul %x, %w {kiln.config = #kiln.config<tile = [128, 256, 128], warps = 8, stages = 4, lowering = "mma_sync">} : tensor<512x512xbf16>, tensor<512x512xbf16> -> tensor<512x512xbf16>
+    %r = bufferization.materialize_in_destination %y in %out : (tensor<512x512xbf16>, tensor<512x512xbf16>) -> tensor<512x512xbf16>
+    return %r : tensor<512x512xbf16>
+  }
+}
