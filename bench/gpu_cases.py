@@ -255,6 +255,10 @@ def correctness_cases():
                       transpose_rhs=True),
             gemm_case(f"t_{dtype}_transposed_even_300x202x256_bias_silu", 300, 202, 256, dtype, "bias_silu",
                       transpose_rhs=True),
+            # Rows that 16-byte copies cannot start on (odd K, N not a multiple of 8): narrower or element copies.
+            gemm_case(f"t_{dtype}_unaligned_77x2050x1000", 77, 2050, 1000, dtype),
+            gemm_case(f"t_{dtype}_unaligned_transposed_200x136x777_bias_silu", 200, 136, 777, dtype, "bias_silu",
+                      transpose_rhs=True),
             # The mma_sync kernel pinned on a shape sm_90a now gives to wgmma.
             gemm_case(f"t_{dtype}_mma_sync_300x200x256", 300, 200, 256, dtype,
                       config=((128, 64, 32), 4, 4, "mma_sync")),

@@ -109,36 +109,39 @@ def prepare(args):
     return 0
 
 
+def time_ms(fn, calls=20, reps=30):
+    """Median device time of one call of ``fn``: ``calls`` calls captured in a CUDA graph (after warm-up on a side
+    stream), replayed ``reps`` times between CUDA events."""
+    import statistics
+    import torch
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    for _ in range(5):
+        graph.replay()
+    samples = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) / calls)
+    return statistics.median(samples)
+
+
 def visit(args):
     import torch
     import torch.nn.functional as F
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from gpu_visit import Runtime
-
-    def time_ms(fn, calls=20, reps=30):
-        """Median device time of one call of ``fn``: ``calls`` calls captured in a CUDA graph, replayed."""
-        import statistics
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(3):
-                fn()
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for _ in range(calls):
-                fn()
-        for _ in range(5):
-            graph.replay()
-        samples = []
-        for _ in range(reps):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            graph.replay()
-            end.record()
-            end.synchronize()
-            samples.append(start.elapsed_time(end) / calls)
-        return statistics.median(samples)
 
     dtypes = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
     references = {

@@ -1,8 +1,7 @@
-//===- MatmulParts.cpp - What Kiln's two GEMM kernels share ----------------===//
+//===- MatmulParts.cpp - What the wgmma GEMM kernel builds around its loop --===//
 //
-// Operand checks, kernel start and batch offsets, and the epilogue and stores of the mma_sync and wgmma matmul
-// kernels: per pair of accumulators from registers (mma_sync), or per chunk of 8 columns from a tile staged in
-// shared memory (wgmma); and the mma_sync kernel's cp.async tile copies (the wgmma kernel's are TMA).
+// Operand checks, kernel start and batch offsets, and the epilogue and stores of the wgmma matmul kernel: per
+// chunk of 8 columns from a tile staged in shared memory, or per pair of columns where rows are not whole chunks.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,7 +10,6 @@
 #include "Transforms/Transforms.h"
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
-#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/IRMapping.h"
@@ -89,64 +87,6 @@ MatmulFrame gpukernel::startMatmulKernel(OpBuilder &b, gpu::GPUModuleOp module, 
   frame.offsetB = im.mul(frame.batchB, im.mul(frame.sizeK, frame.sizeN));
   frame.outOffset = im.mul(batch, im.mul(frame.sizeM, frame.sizeN));
   return frame;
-}
-
-Value gpukernel::copyTiles(OpBuilder &b, IndexMath &im, const MatmulFrame &frame, int64_t bm, int64_t bn,
-                           int64_t bk, int64_t threads, Value kTile, Value sharedA, ChunkPlacement placeA,
-                           Value sharedB, ChunkPlacement placeB) {
-  Location loc = im.loc;
-  Type tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
-  Value m = frame.sizeM, n = frame.sizeN, k = frame.sizeK;
-  Value k0 = im.mul(kTile, bk);
-  SmallVector<Value> tokens;
-  auto copy = [&](Value shared, Value sharedIndex, Value global, Value globalIndex, Value count) {
-    tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(b, loc, tokenType, shared, sharedIndex, global, globalIndex,
-                                                      b.getIndexAttr(8), count, b.getUnitAttr()));
-  };
-  // Whether a row or column `index` of the tile that starts at `base` lies before `limit`. Along a dim that is
-  // a whole number of `tile`s the whole tile is inside or outside: one comparison that every chunk shares.
-  auto inside = [&](Value index, Value base, Value limit, int64_t staticLimit, int64_t tile) {
-    return im.lt(staticLimit % tile == 0 ? base : index, limit);
-  };
-  // Elements of the chunk at `column` (of the tile whose columns start at `columnBase`) that lie before `limit`,
-  // or none when its row is outside.
-  auto chunkCount = [&](Value rowValid, Value column, Value columnBase, Value limit, int64_t staticLimit,
-                        int64_t tile) {
-    if (staticLimit % tile == 0)
-      return im.select(im.andi(rowValid, im.lt(columnBase, limit)), im.c(8), im.c(0));
-    Value left = arith::SubIOp::create(b, loc, limit, im.min(column, limit));
-    return im.select(rowValid, im.min(left, im.c(8)), im.c(0));
-  };
-  auto validSource = [&](Value count, Value source) {
-    Value valid = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, count, im.c(0));
-    return im.select(valid, source, im.c(0));
-  };
-  int64_t chunksA = bk / 8;
-  for (int64_t i = 0; i < bm * bk / 8 / threads; ++i) {
-    Value chunk = im.add(frame.tid, i * threads);
-    Value row = im.div(chunk, chunksA), col = im.mul(im.rem(chunk, chunksA), 8);
-    Value gRow = im.add(frame.m0, row), gCol = im.add(k0, col);
-    Value count = chunkCount(inside(gRow, frame.m0, m, frame.m, bm), gCol, k0, k, frame.k, bk);
-    Value src = validSource(count, im.add(frame.offsetA, im.add(im.mul(gRow, k), gCol)));
-    copy(sharedA, placeA(row, col), frame.lhs, src, count);
-  }
-  int64_t chunksB = (frame.transB ? bk : bn) / 8;
-  for (int64_t i = 0; i < bk * bn / 8 / threads; ++i) {
-    Value chunk = im.add(frame.tid, i * threads);
-    Value row = im.div(chunk, chunksB), col = im.mul(im.rem(chunk, chunksB), 8);
-    Value count, src;
-    if (frame.transB) { // rhs stored [N][K]: rows are n, columns k.
-      Value gRow = im.add(frame.n0, row), gCol = im.add(k0, col);
-      count = chunkCount(inside(gRow, frame.n0, n, frame.n, bn), gCol, k0, k, frame.k, bk);
-      src = im.add(frame.offsetB, im.add(im.mul(gRow, k), gCol));
-    } else { // rhs stored [K][N]: rows are k, columns n.
-      Value gRow = im.add(k0, row), gCol = im.add(frame.n0, col);
-      count = chunkCount(inside(gRow, k0, k, frame.k, bk), gCol, frame.n0, n, frame.n, bn);
-      src = im.add(frame.offsetB, im.add(im.mul(gRow, n), gCol));
-    }
-    copy(sharedB, placeB(row, col), frame.rhs, validSource(count, src), count);
-  }
-  return nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens).getResult();
 }
 
 /// The epilogue applied to the f32 accumulator `value` of output element (row, column), in the output type.

@@ -1,15 +1,15 @@
-//===- MatmulParts.h - What Kiln's two GEMM kernels share ----------*- C++ -*-===//
+//===- MatmulParts.h - What the wgmma GEMM kernel builds around its loop -*- C++ -*-===//
 //
-// The mma_sync (Ampere-style) and wgmma (Hopper) matmul kernels differ in how the tensor cores read the tiles,
-// not in what surrounds that: the operand checks, the kernel parameters and batch offsets, and the epilogue
-// applied per element before the bounds-checked store. Those live here once, with the mma_sync kernel's cp.async
-// copies of the A and B tiles into shared memory (zero-filled past the edges; the wgmma kernel copies by TMA).
+// The wgmma (Hopper) matmul kernel, still built whole from the op, keeps what surrounds its tensor-core loop
+// here: the operand checks, the kernel parameters and batch offsets, and the epilogue applied per element of a
+// tile staged in shared memory before the bounds-checked store. (The mma_sync matmul is lowered from its tiled
+// loop: MmaLayoutLowering.cpp.)
 //
-// Both kernels are size-generic: M, N and K are kernel parameters that the code reads (the manifest's `sizes`),
+// The kernel is size-generic: M, N and K are kernel parameters that the code reads (the manifest's `sizes`),
 // so that matmuls of one config, dtype and epilogue that differ only in their sizes build the same kernel, which
 // kiln-share-kernel-modules then compiles once. What the code does depend on stays static: the batch shape, the
 // epilogue operands' broadcasting, whether N is a multiple of 8 or of 2 (the store's width), and whether M, N and
-// K are whole numbers of tiles (then one comparison guards all of a tile's copies).
+// K are whole numbers of tiles.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,7 +19,6 @@
 #include "GpuKernels.h"
 #include "KernelBuilding.h"
 
-#include "llvm/ADT/STLFunctionalExtras.h"
 
 namespace mlir {
 namespace kiln {
@@ -49,8 +48,8 @@ struct MatmulFrame {
   Value batchA, batchB, offsetA, offsetB, outOffset;
 };
 
-/// Checks what both lowerings need of `op` (bf16 or f16 operands, no transpose_lhs, K and, for an untransposed
-/// rhs, N multiples of 8 so that rows copy in 16-byte chunks); the diagnostic names `lowering`.
+/// Checks what the TMA-fed lowering needs of `op` (bf16 or f16 operands, no transpose_lhs, K and, for an
+/// untransposed rhs, N multiples of 8 so that rows copy in 16-byte chunks); the diagnostic names `lowering`.
 LogicalResult checkMatmulOperands(MatmulOp op, StringRef lowering);
 
 /// Starts the kernel of `op`: a gpu.func named `name` taking lhs, rhs, the epilogue operands and the output,
@@ -58,17 +57,6 @@ LogicalResult checkMatmulOperands(MatmulOp op, StringRef lowering);
 /// memory aligned to `sharedAlignment` bytes.
 MatmulFrame startMatmulKernel(OpBuilder &b, gpu::GPUModuleOp module, MatmulOp op, StringRef name, int64_t bm,
                               int64_t bn, int64_t threads, int64_t sharedBytes, int64_t sharedAlignment);
-
-/// Where a 16-byte chunk of a tile goes: the element index in the shared buffer for the chunk that starts at
-/// (row, column) of the tile as stored (A: [bm][bk]; B: [bn][bk] when transposed, else [bk][bn]).
-using ChunkPlacement = llvm::function_ref<Value(Value row, Value column)>;
-
-/// Issues the cp.async copies of k-tile `kTile` (bk columns of A, bk rows of B), every thread copying whole
-/// 16-byte chunks, and commits them as one group, whose token it returns. Chunks past the edge of M, N or K copy
-/// zero bytes, which zero-fills them.
-Value copyTiles(OpBuilder &b, IndexMath &im, const MatmulFrame &frame, int64_t bm, int64_t bn, int64_t bk,
-                int64_t threads, Value kTile, Value sharedA, ChunkPlacement placeA, Value sharedB,
-                ChunkPlacement placeB);
 
 /// Applies the matmul's epilogue to the f32 accumulators of output elements (row, column) and (row, column + 1),
 /// `column` even, casts them to the output type and stores those inside the output: as one two-element store

@@ -1,0 +1,206 @@
+"""mma_sync matmuls on the H200: the kernels lowered from the tiled IR against the template kernels they replace
+and cuBLAS, on shapes of every alignment, checked against an fp64 reference in the same run.
+
+Why: the mma_sync matmul (the decode-step GEMMs, every shape whose rows TMA cannot copy, and sm_80) is the
+second kernel family that the GPU backend lowers from the tiled IR by layout (MmaLayoutLowering.cpp) instead of
+building whole from the op. This script holds both halves of the visit, like row_kernels.py:
+
+- ``prepare`` (here, where the compiler is): compiles each case with the current ``kilnc`` into
+  ``<out>/generated/<case>`` and, given ``--template-kilnc`` (built from the commit before the change), into
+  ``<out>/template/<case>`` where the template takes the shape (it needs K, and N for an untransposed rhs, to be
+  multiples of 8), plus ``<out>/cases.json``.
+- ``visit`` (on the GPU machine, build/python on PYTHONPATH): checks every kernel on fresh random inputs (seed
+  printed) against torch in float64, then times the ``b_`` cases beside the template kernel and cuBLAS
+  (torch.matmul, plus the unfused torch epilogue where the case has one), each as a CUDA graph of back-to-back
+  calls (row_kernels.time_ms), and writes matmul.json and matmul.md to ``--out``.
+
+The ``t_`` cases take each of M, N and K from {1, 7, 77, 1000, 2050, 50257} (the others unaligned, so that the
+mma_sync lowering takes them on sm_90a too), with epilogues, a transposed rhs and a batch.
+Error: max|out - ref| / max|ref| with ref the graph's meaning in float64 from the same (rounded) inputs, the
+matmul result rounded to the input dtype before the epilogue as the graph holds it; limits 1e-2 (bf16) and
+5e-3 (f16) from the output's rounding and f32 accumulation over K up to 50257.
+"""
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gpu_cases import compile_graph, gemm_case  # noqa: E402
+
+LIMITS = {"bf16": 1e-2, "f16": 5e-3}
+SIZES = (1, 7, 77, 1000, 2050, 50257)
+
+
+def cases():
+    listed = []
+    for dtype in ("bf16", "f16"):
+        for size in SIZES:
+            listed.append(gemm_case(f"t_{dtype}_m{size}_{size}x77x1000", size, 77, 1000, dtype))
+            listed.append(gemm_case(f"t_{dtype}_n{size}_77x{size}x1000", 77, size, 1000, dtype))
+            listed.append(gemm_case(f"t_{dtype}_k{size}_77x136x{size}", 77, 136, size, dtype))
+        listed += [
+            gemm_case(f"t_{dtype}_300x777x1000_bias_silu", 300, 777, 1000, dtype, "bias_silu"),
+            gemm_case(f"t_{dtype}_129x203x98_residual", 129, 203, 98, dtype, "residual"),
+            gemm_case(f"t_{dtype}_transposed_200x136x777", 200, 136, 777, dtype, transpose_rhs=True),
+            gemm_case(f"t_{dtype}_batched_3x65x33x19", 65, 33, 19, dtype, batch=(3,), rhs_batch=(3,)),
+            gemm_case(f"t_{dtype}_lm_head_1x50257x768_transposed", 1, 50257, 768, dtype, transpose_rhs=True),
+        ]
+    # Benchmarks: the decode-step GEMMs (M <= 64: mma_sync on sm_90a), the mma_sync kernel pinned on a large
+    # square one, and unaligned shapes the template could not compile (against cuBLAS only).
+    for m, n, k in ((1, 4096, 4096), (32, 4096, 4096), (64, 4096, 4096), (32, 14336, 4096), (32, 4096, 14336),
+                    (32, 6144, 4096)):
+        listed.append(gemm_case(f"b_bf16_decode_{m}x{n}x{k}", m, n, k, "bf16"))
+    listed.append(gemm_case("b_bf16_decode_32x14336x4096_bias_silu", 32, 14336, 4096, "bf16", "bias_silu"))
+    listed.append(gemm_case("b_bf16_lm_head_32x50257x4096_transposed", 32, 50257, 4096, "bf16",
+                            transpose_rhs=True))
+    listed.append(gemm_case("b_bf16_mma_sync_4096x4096x4096", 4096, 4096, 4096, "bf16",
+                            config=((128, 256, 32), 8, 3, "mma_sync")))
+    listed.append(gemm_case("b_bf16_mma_sync_2048x4096x4096_bias_silu", 2048, 4096, 4096, "bf16", "bias_silu",
+                            config=((128, 128, 32), 4, 4, "mma_sync")))
+    listed.append(gemm_case("b_bf16_unaligned_4096x4100x4096", 4096, 4100, 4096, "bf16"))
+    listed.append(gemm_case("b_bf16_unaligned_4096x4096x4100", 4096, 4096, 4100, "bf16"))
+    listed.append(gemm_case("b_bf16_unaligned_2048x2050x2047", 2048, 2050, 2047, "bf16"))
+    return listed
+
+
+def prepare(args):
+    out = Path(args.out)
+    listed = cases()
+    for item in listed:
+        folder = out / "generated" / item["name"]
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "graph.mlir").write_text(item["mlir"])
+        if not compile_graph(args.kilnc, folder / "graph.mlir", folder, "sm_90a", f"generated {item['name']}"):
+            return 1
+        if args.template_kilnc:
+            folder = out / "template" / item["name"]
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "graph.mlir").write_text(item["mlir"])
+            # The template's shape limits are its own; a case it refuses is timed against cuBLAS only.
+            import contextlib
+            import io
+            with contextlib.redirect_stderr(io.StringIO()):
+                if not compile_graph(args.template_kilnc, folder / "graph.mlir", folder, "sm_90a", item["name"]):
+                    for leftover in folder.iterdir():
+                        leftover.unlink()
+                    folder.rmdir()
+    (out / "cases.json").write_text(json.dumps([{k: v for k, v in c.items() if k != "mlir"} for c in listed],
+                                               indent=1))
+    templates = sum(1 for _ in (out / "template").iterdir()) if args.template_kilnc else 0
+    print(f"compiled {len(listed)} cases ({templates} also with the template kilnc) into {out}")
+    return 0
+
+
+def visit(args):
+    import torch
+    import torch.nn.functional as F
+    from gpu_visit import DTYPES, Runtime, make_inputs
+    from row_kernels import time_ms
+
+    def reference(item, x, w, extras):
+        """The graph's meaning in float64: the matmul result held in the input dtype, then the epilogue."""
+        wd = w.double().transpose(-1, -2) if item["transpose_rhs"] else w.double()
+        y = (x.double() @ wd).to(DTYPES[item["dtype"]]).double()
+        if item["epilogue"] == "bias_silu":
+            y = F.silu(y + extras[0].double())
+        elif item["epilogue"] == "residual":
+            y = y + extras[0].double()
+        return y
+
+    def torch_version(item, x, w, extras):
+        y = torch.matmul(x, w.transpose(-1, -2) if item["transpose_rhs"] else w)
+        if item["epilogue"] == "bias_silu":
+            y = F.silu(y + extras[0])
+        elif item["epilogue"] == "residual":
+            y = y + extras[0]
+        return y
+
+    runtime = Runtime(args.runtime)
+    build = Path(args.build)
+    listed = [c for c in json.loads((build / "cases.json").read_text()) if c["name"].startswith(args.only)]
+    seed = torch.seed() % 2**31
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+    print(f"seed {seed}, device {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    rows, failures = [], 0
+    for item in listed:
+        x, w, extras = make_inputs(item, generator)
+        ref = reference(item, x, w, extras)
+        row = dict(name=item["name"], m=item["m"], n=item["n"], k=item["k"])
+        launches = {}
+        for variant in ("generated", "template"):
+            folder = build / variant / item["name"]
+            if not folder.exists():
+                continue
+            manifest = json.loads((folder / "manifest.json").read_text())
+            entry = manifest["kernels"][0]
+            row[f"{variant}_config"] = entry.get("config")
+            kernel = runtime.load(folder / entry["cubin"], entry)
+            out = torch.full((*item["batch"], item["m"], item["n"]), float("nan"), device="cuda",
+                             dtype=DTYPES[item["out_dtype"]])
+            tensors = [x, w, *extras, out]
+            runtime.launch(kernel, entry, tensors)
+            torch.cuda.synchronize()
+            error = ((out.double() - ref).abs().max() / ref.abs().max().clamp_min(1e-300)).item()
+            ok = error <= LIMITS[item["dtype"]] and not torch.isnan(out).any().item()
+            row[f"{variant}_error"], row[f"{variant}_ok"] = error, ok
+            if variant == "generated":
+                failures += not ok
+            launches[variant] = (lambda k=kernel, e=entry, t=tensors: runtime.launch(k, e, t))
+        if item["name"].startswith("b_") and not args.no_bench:
+            flops = 2.0 * item["m"] * item["n"] * item["k"] * math.prod(item["batch"])
+            timings = {variant: time_ms(launch) for variant, launch in launches.items()}
+            timings["cublas"] = time_ms(lambda: torch_version(item, x, w, extras))
+            for label, ms in timings.items():
+                row[f"{label}_ms"] = ms
+                row[f"{label}_tflops"] = flops / ms / 1e9
+            for label in ("template", "cublas"):
+                if label in timings:
+                    row[f"vs_{label}"] = timings[label] / timings["generated"]
+        rows.append(row)
+        line = f"{item['name']:44s} err {row.get('generated_error', float('nan')):.1e} " \
+               f"{'ok' if row.get('generated_ok') else 'FAILED'}"
+        if "template_error" in row:
+            line += f" (template {row['template_error']:.1e})"
+        if "generated_ms" in row:
+            line += f"  {row['generated_tflops']:6.1f} TFLOP/s"
+            for label in ("template", "cublas"):
+                if f"vs_{label}" in row:
+                    line += f" | {label} {row[f'{label}_tflops']:6.1f} ({row[f'vs_{label}']:.2f}x)"
+        print(line, flush=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "matmul.json").write_text(json.dumps(dict(seed=seed, device=torch.cuda.get_device_name(),
+                                                     torch=torch.__version__, rows=rows), indent=1))
+    lines = ["| case | generated TFLOP/s | template TFLOP/s | generated / template | cuBLAS TFLOP/s | vs cuBLAS |",
+             "|---|---|---|---|---|---|"]
+    for r in (r for r in rows if "generated_ms" in r):
+        cells = [f"{r.get(f'{label}_tflops', float('nan')):.1f} | {r.get(f'vs_{label}', float('nan')):.2f}x"
+                 for label in ("template", "cublas")]
+        lines.append(f"| {r['name']} | {r['generated_tflops']:.1f} | {' | '.join(cells)} |")
+    (out / "matmul.md").write_text("\n".join(lines) + "\n")
+    print(f"{len(rows) - failures} passed, {failures} failed (generated kernels against fp64)")
+    return 1 if failures else 0
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("prepare")
+    p.add_argument("--kilnc", default="build/bin/kilnc")
+    p.add_argument("--template-kilnc", default="")
+    p.add_argument("--out", default="gpu_build/matmul")
+    v = sub.add_parser("visit")
+    v.add_argument("--build", default="gpu_build/matmul")
+    v.add_argument("--runtime", default="build/lib/libkiln_runtime.so")
+    v.add_argument("--out", default=".")
+    v.add_argument("--no-bench", action="store_true")
+    v.add_argument("--only", default="", help="only the cases whose names start with this")
+    args = parser.parse_args()
+    return prepare(args) if args.command == "prepare" else visit(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
