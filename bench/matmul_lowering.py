@@ -13,6 +13,8 @@ building whole from the op. This script holds both halves of the visit, like row
   printed) against torch in float64, then times the ``b_`` cases beside the template kernel and cuBLAS
   (torch.matmul, plus the unfused torch epilogue where the case has one), each as a CUDA graph of back-to-back
   calls (row_kernels.time_ms), and writes matmul.json and matmul.md to ``--out``.
+- ``plot`` (anywhere with matplotlib): draws a visit's matmul.json as matmul.png beside it (and rewrites the
+  table, matmul.md, from it).
 
 The ``t_`` cases take each of M, N and K from {1, 7, 77, 1000, 2050, 50257} (the others unaligned, so that the
 mma_sync lowering takes them on sm_90a too), with epilogues, a transposed rhs and a batch.
@@ -92,6 +94,17 @@ def prepare(args):
     templates = sum(1 for _ in (out / "template").iterdir()) if args.template_kilnc else 0
     print(f"compiled {len(listed)} cases ({templates} also with the template kilnc) into {out}")
     return 0
+
+
+def write_table(rows, path):
+    """The benchmark rows of a visit as a markdown table ("-" where the template does not take the shape)."""
+    lines = ["| case | generated TFLOP/s | template TFLOP/s | generated / template | cuBLAS TFLOP/s | vs cuBLAS |",
+             "|---|---|---|---|---|---|"]
+    for r in (r for r in rows if "generated_ms" in r):
+        cells = [f"{r[f'{label}_tflops']:.1f} | {r[f'vs_{label}']:.2f}x" if f"vs_{label}" in r else "- | -"
+                 for label in ("template", "cublas")]
+        lines.append(f"| {r['name']} | {r['generated_tflops']:.1f} | {' | '.join(cells)} |")
+    Path(path).write_text("\n".join(lines) + "\n")
 
 
 def visit(args):
@@ -174,15 +187,31 @@ def visit(args):
     out.mkdir(parents=True, exist_ok=True)
     (out / "matmul.json").write_text(json.dumps(dict(seed=seed, device=torch.cuda.get_device_name(),
                                                      torch=torch.__version__, rows=rows), indent=1))
-    lines = ["| case | generated TFLOP/s | template TFLOP/s | generated / template | cuBLAS TFLOP/s | vs cuBLAS |",
-             "|---|---|---|---|---|---|"]
-    for r in (r for r in rows if "generated_ms" in r):
-        cells = [f"{r.get(f'{label}_tflops', float('nan')):.1f} | {r.get(f'vs_{label}', float('nan')):.2f}x"
-                 for label in ("template", "cublas")]
-        lines.append(f"| {r['name']} | {r['generated_tflops']:.1f} | {' | '.join(cells)} |")
-    (out / "matmul.md").write_text("\n".join(lines) + "\n")
+    write_table(rows, out / "matmul.md")
     print(f"{len(rows) - failures} passed, {failures} failed (generated kernels against fp64)")
     return 1 if failures else 0
+
+
+def plot(args):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    path = Path(args.json)
+    rows = [r for r in json.loads(path.read_text())["rows"] if "generated_tflops" in r]
+    labels = [r["name"][len("b_bf16_"):] for r in rows]
+    x = range(len(rows))
+    fig, ax = plt.subplots(figsize=(14, 6))
+    for offset, key, label in ((-0.27, "generated", "generated (tiled IR)"), (0, "template", "template"),
+                               (0.27, "cublas", "cuBLAS")):
+        ax.bar([i + offset for i in x], [r.get(f"{key}_tflops", 0) for r in rows], 0.27, label=label)
+    ax.set_xticks(list(x), labels, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("TFLOP/s")
+    ax.set_title("mma_sync matmuls on the H200, bf16 (no bar: the template does not take the shape)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path.with_suffix(".png"), dpi=110)
+    write_table(json.loads(path.read_text())["rows"], path.with_suffix(".md"))
+    return 0
 
 
 def main():
@@ -198,8 +227,10 @@ def main():
     v.add_argument("--out", default=".")
     v.add_argument("--no-bench", action="store_true")
     v.add_argument("--only", default="", help="only the cases whose names start with this")
+    g = sub.add_parser("plot")
+    g.add_argument("json")
     args = parser.parse_args()
-    return prepare(args) if args.command == "prepare" else visit(args)
+    return {"prepare": prepare, "visit": visit, "plot": plot}[args.command](args)
 
 
 if __name__ == "__main__":
