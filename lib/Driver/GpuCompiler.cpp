@@ -220,9 +220,11 @@ llvm::json::Array kiln::describeKernels(ModuleOp module) {
     // The kernel op and its config; a grouped kernel (kiln-group-kernels) runs several ops of one kind and lists
     // every member's config in order.
     llvm::json::Array configs;
-    Operation *tiled = kernelOpOf(func);
+    // A kernel of tiled loops counts its loops (the kiln ops beside them are views); others their kiln ops.
+    Operation *first = kernelOpOf(func);
+    bool tiled = first && first->hasAttr(kTiledOpAttrName);
     for (Operation &op : func.getBody().front()) {
-      if (tiled && tiled->hasAttr(kTiledOpAttrName) ? &op != tiled : !isa<KilnDialect>(op.getDialect()))
+      if (tiled ? !op.hasAttr(kTiledOpAttrName) : !isa<KilnDialect>(op.getDialect()))
         continue;
       entry["op"] = kernelOpName(&op).str();
       ConfigAttr config = getConfig(&op);

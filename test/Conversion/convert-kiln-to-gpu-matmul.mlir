@@ -7,16 +7,25 @@
 // flight), ldmatrix fragments (x4: two B fragments per load, transposed for the [K, N] rhs) and nvvm.mma.sync
 // m16n8k16 with bf16 operands packed in i32. After the loop the epilogue's body runs on every accumulator
 // register (its f32 exp and division as the hardware approximations), reading the bias tile from memory, and
-// the valid part is stored two adjacent columns at a time (N is even).
+// the valid part is stored two adjacent columns at a time (N is even). The kernel is size-generic: its buffers
+// are typed 2^40 elements long and M, N and K follow them as parameters (their values in the launch's sizes);
+// the code reads them for the block's tile (M / BM tiles of N / BN), the k-tile count (at least one), the
+// clamped tile sizes and the row strides.
 // CHECK-LABEL: func.func private @k0_matmul
 // CHECK-SAME: kiln.gpu_kernel = @kiln_kernels::@k0_matmul
-// CHECK-SAME: kiln.launch = {block = array<i64: 128, 1, 1>, dynamic_shared_bytes = 56832 : i64, grid = array<i64: 6, 1, 1>}
+// CHECK-SAME: kiln.launch = {block = array<i64: 128, 1, 1>, dynamic_shared_bytes = 56832 : i64, grid = array<i64: 6, 1, 1>, sizes = array<i64: 300, 200, 256>}
 // CHECK: gpu.module @kiln_kernels
-// CHECK: gpu.func @k0_matmul(%{{.*}}: memref<76800xbf16>, %{{.*}}: memref<51200xbf16>, %{{.*}}: memref<200xbf16>, %{{.*}}: memref<60000xbf16>) kernel
+// CHECK: gpu.func @k0_matmul(%{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %[[M:.*]]: index, %[[N:.*]]: index, %[[K:.*]]: index) kernel
 // CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
 // CHECK: gpu.block_id x
+// CHECK: %[[N_UP:.*]] = arith.addi %[[N]], %c127
+// CHECK: %[[N_TILES:.*]] = arith.divui %[[N_UP]], %c128
+// CHECK: arith.remui %{{.*}}, %[[N_TILES]]
+// CHECK: %[[K_UP:.*]] = arith.addi %[[K]], %c31
+// CHECK: %[[K_TILES:.*]] = arith.divui %[[K_UP]], %c32
+// CHECK: %[[K_TILES_1:.*]] = arith.maxui %[[K_TILES]], %c1
 // CHECK-COUNT-2: nvgpu.device_async_create_group
-// CHECK: scf.for %{{.*}} = %c0 to %c8 step %c1 iter_args
+// CHECK: scf.for %{{.*}} = %c0 to %[[K_TILES_1]] step %c1 iter_args
 // CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 1 : i32}
 // CHECK-NEXT: gpu.barrier
 // CHECK: nvgpu.device_async_copy {{.*}}, 8, %{{.*}} {bypassL1}
@@ -27,11 +36,11 @@
 // CHECK: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>}
 // CHECK: scf.yield
 // CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 0 : i32}
-// CHECK: memref.load %{{.*}} : memref<200xbf16>
+// CHECK: memref.load %{{.*}} : memref<1099511627776xbf16>
 // CHECK: math.exp {{.*}} fastmath<afn> : f32
 // CHECK: nvvm.rcp.approx.ftz.f
 // CHECK: scf.if
-// CHECK: vector.store {{.*}} {alignment = 4 : i64} : memref<60000xbf16>, vector<2xbf16>
+// CHECK: vector.store {{.*}} {alignment = 4 : i64} : memref<1099511627776xbf16>, vector<2xbf16>
 module {
   func.func private @k0_matmul(%x: tensor<300x256xbf16>, %w: tensor<256x200xbf16>, %b: tensor<200xbf16>, %out: tensor<300x200xbf16>) -> tensor<300x200xbf16> attributes {kiln.kernel} {
     %y = kiln.matmul %x, %w epilogue(%b : tensor<200xbf16>) {
@@ -55,13 +64,13 @@ module {
 // non-transposed ldmatrix (its ring has 8 spare rows); the batch is a dimension of the loop, and so of the
 // 1-D grid (2 x 1 x 2 blocks). The f32 result is stored in pairs: N = 136 is even.
 // CHECK-LABEL: func.func private @k1_matmul
-// CHECK-SAME: dynamic_shared_bytes = 63360 : i64, grid = array<i64: 4, 1, 1>
+// CHECK-SAME: dynamic_shared_bytes = 63360 : i64, grid = array<i64: 4, 1, 1>, sizes = array<i64: 77, 136, 128>
 // CHECK: gpu.func @k1_matmul
 // CHECK-NOT: transpose = true
 // CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false} : memref<{{.*}}xf16, #gpu.address_space<workgroup>> -> vector<4x2xf16>
 // CHECK-NOT: transpose = true
 // CHECK: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {{.*}} : (vector<2xf16>, vector<2xf16>, f32) -> !llvm.struct<(f32, f32, f32, f32)>
-// CHECK: vector.store {{.*}} : memref<20944xf32>, vector<2xf32>
+// CHECK: vector.store {{.*}} : memref<1099511627776xf32>, vector<2xf32>
 module {
   func.func private @k1_matmul(%x: tensor<2x77x128xf16>, %w: tensor<136x128xf16>, %out: tensor<2x77x136xf32>) -> tensor<2x77x136xf32> attributes {kiln.kernel} {
     %y = kiln.matmul %x, %w transpose_rhs {kiln.config = #kiln.config<tile = [128, 128, 32], warps = 4, stages = 3, lowering = "mma_sync">} : tensor<2x77x128xf16>, tensor<136x128xf16> -> tensor<2x77x136xf32>
@@ -77,9 +86,9 @@ module {
 // cp.async (no L1 bypass, which only 16-byte copies take).
 // CHECK-LABEL: func.func private @k2_matmul
 // CHECK: gpu.func @k2_matmul
-// CHECK: memref.load %{{.*}} : memref<1088xbf16>
+// CHECK: memref.load %{{.*}} : memref<1099511627776xbf16>
 // CHECK: vector.store %{{.*}} : memref<{{.*}}xbf16, #gpu.address_space<workgroup>>, vector<8xbf16>
-// CHECK: nvgpu.device_async_copy %{{.*}}, 2, %{{.*}} : memref<1122xbf16> to memref<{{.*}}xbf16, #gpu.address_space<workgroup>>
+// CHECK: nvgpu.device_async_copy %{{.*}}, 2, %{{.*}} : memref<1099511627776xbf16> to memref<{{.*}}xbf16, #gpu.address_space<workgroup>>
 // CHECK-NOT: bypassL1
 // CHECK: nvvm.mma.sync
 module {
@@ -94,8 +103,8 @@ module {
 
 // An odd N (7) stores element by element.
 // CHECK-LABEL: gpu.func @k3_matmul
-// CHECK-NOT: memref<35xbf16>, vector<2xbf16>
-// CHECK: memref.store %{{.*}} : memref<35xbf16>
+// CHECK-NOT: memref<1099511627776xbf16>, vector<2xbf16>
+// CHECK: memref.store %{{.*}} : memref<1099511627776xbf16>
 module {
   func.func private @k3_matmul(%x: tensor<5x32xbf16>, %w: tensor<32x7xbf16>, %out: tensor<5x7xbf16>) -> tensor<5x7xbf16> attributes {kiln.kernel} {
     %y = kiln.matmul %x, %w {kiln.config = #kiln.config<tile = [16, 16, 32], warps = 1, stages = 2, lowering = "mma_sync">} : tensor<5x32xbf16>, tensor<32x7xbf16> -> tensor<5x7xbf16>
@@ -106,7 +115,8 @@ module {
 
 // -----
 
-// K = 0: the contraction folds away, and the kernel stores the epilogue of zeros without shared memory.
+// K = 0: the contraction folds away, and the kernel stores the epilogue of zeros without shared memory (a
+// kernel of its shape alone: nothing it reads has a size to generalise).
 // CHECK-LABEL: func.func private @k4_matmul
 // CHECK-SAME: dynamic_shared_bytes = 0 : i64
 // CHECK: gpu.func @k4_matmul

@@ -4,8 +4,8 @@
 
 // Two projections of the same activation: one call of a grouped kernel (inputs of both, then both outputs) whose
 // 1-D grid holds both members' blocks (4 + 2); the reshape of the first result moves after the call. Each member
-// runs under the test for its block range, with its own block index recomputed. The grouped kernel takes the
-// members' buffers only.
+// runs under the test for its block range, with its own block index recomputed. The members' sizes (M, N and K
+// of the size-generic matmul kernels) become constants: the grouped kernel takes buffers only.
 // CHECK-LABEL: func.func private @projections_k0_matmul_x2(
 // CHECK-SAME: kiln.gpu_kernel = @kiln_kernels::@projections_k0_matmul_x2
 // CHECK-SAME: grid = array<i64: 6, 1, 1>}
@@ -19,11 +19,14 @@
 // CHECK-NOT: gpu.func @projections_k0_matmul(
 // CHECK-NOT: gpu.func @projections_k1_matmul(
 // CHECK: gpu.func @projections_k0_matmul_x2(
-// CHECK-SAME: memref<4096xbf16>) kernel
+// CHECK-SAME: memref<1099511627776xbf16>) kernel
 // CHECK: %[[B:.*]] = gpu.block_id x
 // CHECK: arith.cmpi ult, %[[B]], %c4
 // CHECK: scf.if
 // CHECK-NEXT: %[[L:.*]] = arith.subi %[[B]], %c0
+// CHECK-NEXT: arith.constant 64 : index
+// CHECK-NEXT: arith.constant 128 : index
+// CHECK-NEXT: arith.constant 128 : index
 // CHECK: arith.remui %[[L]], %c4
 // CHECK-NEXT: %[[Q:.*]] = arith.divui %[[L]], %c4
 // CHECK-NEXT: arith.remui %[[Q]], %c1

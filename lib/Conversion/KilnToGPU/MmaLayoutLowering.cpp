@@ -16,6 +16,10 @@
 //     into each warp's accumulator fragments;
 //   - the epilogue's body and casts run on each accumulator register, reading their operand tiles element by
 //     element, and the inserted slice stores the valid part, two columns at a time where rows allow.
+// The kernel is size-generic, like the kernel cache expects of a matmul: M, N and K are parameters that the
+// loop bounds, the clamped tile sizes (a remaining extent `M - i` reads the parameter) and the strides read, so
+// that matmuls that differ only in their sizes share one kernel; what the code does depend on stays static (the
+// batch shape, whether an extent is a whole number of tiles, the copy and store widths the row lengths allow).
 //
 //===----------------------------------------------------------------------===//
 
@@ -68,6 +72,11 @@ public:
   /// The operand rings, placed by the lowering's caller (they size the kernel's shared memory).
   OperandRing ringA, ringB;
 
+  /// Makes the kernel size-generic: M, N and K are the kernel values `sizes` (its last three parameters), and
+  /// the code reads them wherever the matmul's extents enter (the loop bounds, the clamped tile sizes, the
+  /// buffers' strides), so that matmuls that differ only in their sizes build the same kernel.
+  void makeSizeGeneric(func::FuncOp kernel, scf::ForallOp forall, ValueRange sizes, bool transposedB);
+
   /// Lowers the forall's body for this block's iteration.
   LogicalResult lowerBody(scf::ForallOp forall);
 
@@ -77,7 +86,7 @@ private:
   LogicalResult lowerContraction(scf::ForOp loop);
   /// Lowers the addressing of the K loop's body for k-tile `kTile` and copies the tile matmul's operands into
   /// ring slot `slot` (zeros for a k-tile past the last, `kTiles`); returns the cp.async group.
-  FailureOr<Value> stageOperands(scf::ForOp loop, MatmulOp product, Value kTile, int64_t kTiles, Value slot);
+  FailureOr<Value> stageOperands(scf::ForOp loop, MatmulOp product, Value kTile, Value kTiles, Value slot);
   /// Copies `tile` (of `ring`'s shape) into slot `slot` of `ring`, or zeros where `enabled` is false, appending
   /// its cp.async tokens.
   void copyTile(const GlobalTile &tile, const OperandRing &ring, Value slot, Value enabled,
@@ -107,6 +116,8 @@ private:
 
   int64_t bm, bn, bk, stages, threads, fragsM, fragsN;
   Value tid, lane, wm0, wn0;
+  /// K as the kernel reads it, in a size-generic kernel.
+  Value sizeK;
   DenseMap<Value, SmallVector<Value>> registers;
 };
 
@@ -190,7 +201,7 @@ void MmaMatmulLowering::copyTile(const GlobalTile &tile, const OperandRing &ring
   }
 }
 
-FailureOr<Value> MmaMatmulLowering::stageOperands(scf::ForOp loop, MatmulOp product, Value kTile, int64_t kTiles,
+FailureOr<Value> MmaMatmulLowering::stageOperands(scf::ForOp loop, MatmulOp product, Value kTile, Value kTiles,
                                                   Value slot) {
   // A tile that divides K has a constant depth, whatever its offset: only the k-tile count bounds a prefetch.
   mapping.map(loop.getInductionVar(), im.add(im.mul(kTile, bk), *getConstantIntValue(loop.getLowerBound())));
@@ -273,7 +284,8 @@ LogicalResult MmaMatmulLowering::lowerContraction(scf::ForOp loop) {
   SmallVector<Value> accs = fragmentsOf(init->second);
 
   // At least one k-tile (K = 0 reads one zero-filled tile).
-  int64_t kTiles = std::max<int64_t>(1, llvm::divideCeilSigned(*ub - *lb, bk));
+  Value kExtent = sizeK ? sizeK : im.c(*ub);
+  Value kTiles = im.max(im.div(im.add(im.sub(kExtent, *lb), bk - 1), bk), im.c(1));
   Value lastGroup;
   for (int64_t s = 0; s < stages - 1; ++s) {
     FailureOr<Value> group = stageOperands(loop, product, im.c(s), kTiles, im.c(s));
@@ -285,7 +297,7 @@ LogicalResult MmaMatmulLowering::lowerContraction(scf::ForOp loop) {
   bool bf16 = product.getLhs().getType().getElementType().isBF16();
   LogicalResult status = success();
   auto pipeline = scf::ForOp::create(
-      b, loc, im.c(0), im.c(kTiles), im.c(1), accs, [&](OpBuilder &nested, Location, Value kTile, ValueRange iter) {
+      b, loc, im.c(0), kTiles, im.c(1), accs, [&](OpBuilder &nested, Location, Value kTile, ValueRange iter) {
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPoint(nested.getInsertionBlock(), nested.getInsertionPoint());
         // k-tile kTile has landed in every thread's copies; its slot's previous reads are done.
@@ -431,8 +443,8 @@ LogicalResult MmaMatmulLowering::lowerInsert(tensor::ParallelInsertSliceOp op) {
   SmallVector<Value> offsets, sizes;
   for (OpFoldResult offset : op.getMixedOffsets())
     offsets.push_back(index(getValueOrCreateConstantIndexOp(b, loc, offset)));
-  for (OpFoldResult size : op.getMixedSizes())
-    sizes.push_back(index(getValueOrCreateConstantIndexOp(b, loc, size)));
+  for (auto [d, size] : llvm::enumerate(op.getMixedSizes()))
+    sizes.push_back(tileSize(output, d, offsets[d], index(getValueOrCreateConstantIndexOp(b, loc, size))));
   llvm::SmallBitVector dropped = op.getDroppedDims();
   SmallVector<int64_t> kept;
   for (int64_t d = 0, rank = output.shape.size(); d < rank; ++d)
@@ -503,6 +515,46 @@ LogicalResult MmaMatmulLowering::lowerOp(Operation *op) {
   return op->emitOpError() << kWhat << ": no lowering for this op in a matmul kernel";
 }
 
+void MmaMatmulLowering::makeSizeGeneric(func::FuncOp kernel, scf::ForallOp forall, ValueRange sizes,
+                                        bool transposedB) {
+  Value m = sizes[0], n = sizes[1];
+  sizeK = sizes[2];
+  // The function's arguments, as outlined: lhs [..., M, K], rhs [..., K, N] or [..., N, K], the epilogue's
+  // operands (broadcasting against the result), then the result [..., M, N].
+  auto result = cast<RankedTensorType>(kernel.getArgumentTypes().back());
+  int64_t rank = result.getRank();
+  auto extentsOf = [&](Value argument) -> SmallVector<Value> {
+    auto type = cast<RankedTensorType>(argument.getType());
+    int64_t r = type.getRank();
+    SmallVector<Value> extents(r);
+    unsigned position = cast<BlockArgument>(argument).getArgNumber();
+    if (position == 0) {
+      extents[r - 2] = m, extents[r - 1] = sizeK;
+    } else if (position == 1) {
+      extents[r - 2] = transposedB ? n : sizeK, extents[r - 1] = transposedB ? sizeK : n;
+    } else {
+      for (int64_t j = 0; j < r; ++j) {
+        int64_t resultDim = rank - r + j;
+        if (type.getDimSize(j) != 1 && resultDim == rank - 2)
+          extents[j] = m;
+        else if (type.getDimSize(j) != 1 && resultDim == rank - 1)
+          extents[j] = n;
+      }
+    }
+    return extents;
+  };
+  for (BlockArgument argument : kernel.getArguments())
+    if (auto it = globals.find(argument); it != globals.end())
+      it->second.extents = extentsOf(argument);
+  output.extents = extentsOf(kernel.getArguments().back());
+  ValueRange ivs = forall.getInductionVars();
+  setLoopExtent(ivs[rank - 2], m);
+  setLoopExtent(ivs[rank - 1], n);
+  setExtentTile(m, bm);
+  setExtentTile(n, bn);
+  setExtentTile(sizeK, bk);
+}
+
 LogicalResult MmaMatmulLowering::lowerBody(scf::ForallOp forall) {
   for (Operation &op : forall.getBody()->without_terminator())
     if (failed(lowerOp(&op)))
@@ -548,7 +600,9 @@ FailureOr<KernelLaunch> kiln::lowerMmaMatmulKernel(OpBuilder &builder, gpu::GPUM
     buffers.push_back(cast<RankedTensorType>(type));
   Location loc = forall.getLoc();
   OpBuilder::InsertionGuard guard(builder);
-  KernelFunction gpuKernel = startKernel(builder, module, loc, name, buffers, threads, sharedBytes);
+  // Size-generic (M, N and K parameters after the buffers) when there is a contraction to run.
+  KernelFunction gpuKernel = startKernel(builder, module, loc, name, buffers, threads, sharedBytes,
+                                         /*sharedAlignment=*/16, /*sizeParams=*/product ? 3 : 0);
   MmaMatmulLowering lowering(builder, loc, config, layout, threads);
   if (product) {
     int64_t stages = config.getStages();
@@ -557,11 +611,20 @@ FailureOr<KernelLaunch> kiln::lowerMmaMatmulKernel(OpBuilder &builder, gpu::GPUM
     lowering.ringB = {sharedView(builder, loc, gpuKernel.sharedBytes, stages * slotA, stages * slotB, element),
                       transposedB ? bn : bk, columnsB, columnsB + 8, slotB};
   }
-  if (failed(lowering.bindKernel(kernel, forall, gpuKernel.func.getBody().front(), kWhat)))
+  Block &entry = gpuKernel.func.getBody().front();
+  if (failed(lowering.bindKernel(kernel, forall, entry, kWhat)))
     return failure();
+  SmallVector<int64_t, 3> sizes;
+  if (product) {
+    auto lhs = cast<RankedTensorType>(kernel.getArgumentTypes().front());
+    auto result = cast<RankedTensorType>(kernel.getArgumentTypes().back());
+    sizes = {result.getDimSize(result.getRank() - 2), result.getShape().back(), lhs.getShape().back()};
+    lowering.makeSizeGeneric(kernel, forall, entry.getArguments().take_back(3), transposedB);
+  }
   FailureOr<int64_t> blocks = lowering.mapIterationToBlock(forall, kWhat);
   if (failed(blocks) || failed(lowering.lowerBody(forall)))
     return failure();
   gpu::ReturnOp::create(builder, loc);
-  return KernelLaunch{{*blocks, 1, 1}, {threads, 1, 1}, sharedBytes};
+  eraseDeadOps(gpuKernel.func);
+  return KernelLaunch{{*blocks, 1, 1}, {threads, 1, 1}, sharedBytes, sizes};
 }

@@ -19,16 +19,29 @@
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/Matchers.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 using namespace mlir;
 using namespace mlir::kiln;
 using namespace mlir::kiln::gpukernel;
 
-SmallVector<int64_t> GlobalTensor::strides() const {
-  SmallVector<int64_t> result(shape.size(), 1);
-  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d)
-    result[d] = result[d + 1] * shape[d + 1];
-  return result;
+Value TiledLoopLowering::extent(const GlobalTensor &global, int64_t d) {
+  if (d < static_cast<int64_t>(global.extents.size()) && global.extents[d])
+    return global.extents[d];
+  return im.c(global.shape[d]);
+}
+
+Value TiledLoopLowering::tileSize(const GlobalTensor &global, int64_t d, Value offset, Value irSize) {
+  Value dynamic = d < static_cast<int64_t>(global.extents.size()) ? global.extents[d] : Value();
+  auto tile = dynamic ? extentTiles.find(dynamic) : extentTiles.end();
+  if (tile == extentTiles.end()) {
+    std::optional<int64_t> known = IndexMath::known(irSize);
+    return known ? im.c(std::max<int64_t>(*known, 0)) : arith::MaxSIOp::create(b, loc, irSize, im.c(0)).getResult();
+  }
+  if (global.shape[d] % tile->second == 0)
+    return im.c(tile->second);
+  Value left = arith::MaxSIOp::create(b, loc, im.sub(dynamic, offset), im.c(0));
+  return arith::MinSIOp::create(b, loc, left, im.c(tile->second));
 }
 
 LogicalResult TiledLoopLowering::bindKernel(func::FuncOp kernel, scf::ForallOp forall, Block &entry,
@@ -79,19 +92,35 @@ FailureOr<int64_t> TiledLoopLowering::mapIterationToBlock(scf::ForallOp forall, 
   int64_t blocks = 1;
   for (int64_t count : counts)
     blocks *= count;
+  // A dimension whose extent is a kernel value counts its iterations from it (the grid is the launch's).
   Value block = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
   SmallVector<Value> ivs(counts.size());
+  ValueRange inductionVars = forall.getInductionVars();
   for (int64_t d = static_cast<int64_t>(counts.size()) - 1; d >= 0; --d) {
-    ivs[d] = im.add(im.mul(im.rem(block, counts[d]), steps[d]), lbs[d]);
-    block = im.div(block, counts[d]);
+    auto known = loopExtents.find(inductionVars[d]);
+    if (known == loopExtents.end()) {
+      ivs[d] = im.add(im.mul(im.rem(block, counts[d]), steps[d]), lbs[d]);
+      block = im.div(block, counts[d]);
+      continue;
+    }
+    Value count = im.div(im.add(im.sub(known->second, lbs[d]), steps[d] - 1), steps[d]);
+    Value position = d == 0 ? block : arith::RemUIOp::create(b, loc, block, count).getResult();
+    ivs[d] = im.add(im.mul(position, steps[d]), lbs[d]);
+    block = arith::DivUIOp::create(b, loc, block, count);
   }
-  mapping.map(forall.getInductionVars(), ivs);
+  mapping.map(inductionVars, ivs);
   return blocks;
 }
 
 Value TiledLoopLowering::elementIndex(const GlobalTensor &global, ArrayRef<Value> offsets, ArrayRef<int64_t> dims,
                                       ArrayRef<Value> along) {
-  SmallVector<int64_t> strides = global.strides();
+  // Row-major strides, from the extents the kernel reads.
+  SmallVector<Value> strides(global.shape.size());
+  Value stride = im.c(1);
+  for (int64_t d = static_cast<int64_t>(global.shape.size()) - 1; d >= 0; --d) {
+    strides[d] = stride;
+    stride = im.mul(stride, extent(global, d));
+  }
   Value at = im.c(0);
   for (auto [d, offset] : llvm::enumerate(offsets))
     at = im.add(at, im.mul(offset, strides[d]));
@@ -103,9 +132,9 @@ Value TiledLoopLowering::elementIndex(const GlobalTensor &global, ArrayRef<Value
 
 GlobalTile TiledLoopLowering::wholeTile(const GlobalTensor &global) {
   GlobalTile tile{global, {}, {}, {}, 0.0};
-  for (auto [d, extent] : llvm::enumerate(global.shape)) {
+  for (int64_t d = 0, rank = global.shape.size(); d < rank; ++d) {
     tile.offsets.push_back(im.c(0));
-    tile.sizes.push_back(im.c(extent));
+    tile.sizes.push_back(extent(global, d));
     tile.dims.push_back(d);
   }
   return tile;
@@ -151,12 +180,9 @@ FailureOr<bool> TiledLoopLowering::lowerAddressing(Operation *op, StringRef what
     for (OpFoldResult offset : slice.getMixedOffsets())
       tile.offsets.push_back(index(getValueOrCreateConstantIndexOp(b, loc, offset)));
     // A clamped size is negative for a tile past the end (a prefetch beyond the last k-tile): nothing is valid.
-    for (OpFoldResult size : slice.getMixedSizes()) {
-      Value extent = index(getValueOrCreateConstantIndexOp(b, loc, size));
-      std::optional<int64_t> known = IndexMath::known(extent);
-      tile.sizes.push_back(known ? im.c(std::max<int64_t>(*known, 0))
-                                 : arith::MaxSIOp::create(b, loc, extent, im.c(0)).getResult());
-    }
+    for (auto [d, size] : llvm::enumerate(slice.getMixedSizes()))
+      tile.sizes.push_back(
+          tileSize(global->second, d, tile.offsets[d], index(getValueOrCreateConstantIndexOp(b, loc, size))));
     llvm::SmallBitVector dropped = slice.getDroppedDims();
     for (int64_t d = 0, rank = tile.offsets.size(); d < rank; ++d)
       if (!dropped.test(d))
@@ -178,6 +204,18 @@ FailureOr<bool> TiledLoopLowering::lowerAddressing(Operation *op, StringRef what
     return true;
   }
   return false;
+}
+
+void gpukernel::eraseDeadOps(gpu::GPUFuncOp func) {
+  // Users come after what they use: the ops without regions in reverse order.
+  SmallVector<Operation *> ops;
+  func.walk([&](Operation *op) {
+    if (op->getNumRegions() == 0)
+      ops.push_back(op);
+  });
+  for (Operation *op : llvm::reverse(ops))
+    if (isOpTriviallyDead(op))
+      op->erase();
 }
 
 SmallVector<Value> gpukernel::loadElements(OpBuilder &b, Location loc, IndexMath &im, Value buffer, Value at,

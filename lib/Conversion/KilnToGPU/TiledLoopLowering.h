@@ -25,13 +25,12 @@ namespace kiln {
 namespace gpukernel {
 
 /// A kernel buffer seen with a shape: a kernel parameter, or a reshape of one (buffers are flat and row-major,
-/// so a reshape is only a new shape).
+/// so a reshape is only a new shape). In a size-generic kernel some extents are kernel parameters (`extents`,
+/// one per dimension, null where the extent is the static one).
 struct GlobalTensor {
   Value buffer;
   SmallVector<int64_t> shape;
-
-  /// Row-major element strides of `shape`.
-  SmallVector<int64_t> strides() const;
+  SmallVector<Value> extents = {};
 };
 
 /// A slice of a global tensor that is read when an op first uses it: `offsets` and valid `sizes` per source
@@ -60,6 +59,14 @@ public:
   /// per iteration of a 1-D grid, the loop's last dimension fastest. Returns the number of blocks.
   FailureOr<int64_t> mapIterationToBlock(scf::ForallOp forall, StringRef what);
 
+  /// Makes the extent that loop induction variable `iv` runs up to the kernel value `extent`, a size-generic
+  /// kernel's size parameter: mapIterationToBlock counts the loop's blocks from it.
+  void setLoopExtent(Value iv, Value extent) { loopExtents[iv] = extent; }
+  /// Says that the tiles along the dimensions whose extent is the kernel value `extent` are `tile` long: a slice
+  /// or insertion along them covers min(tile, extent - offset) (tileSize), whatever constant the IR folded its
+  /// clamp to for the sizes it was compiled for.
+  void setExtentTile(Value extent, int64_t tile) { extentTiles[extent] = tile; }
+
   /// Lowers `op` when it computes addresses: index arithmetic (affine.min and affine.apply expanded, arith
   /// index ops and constants cloned), tensor.dim of a tile read from memory, and the tensor.extract_slice and
   /// tensor.pad of a kernel buffer that make a GlobalTile. Returns whether it did; fails on a malformed read.
@@ -74,6 +81,13 @@ protected:
                      ArrayRef<Value> along);
   /// A whole global tensor as a tile.
   GlobalTile wholeTile(const GlobalTensor &global);
+  /// The extent of dimension `d` of `global` as the kernel reads it (a size parameter or a constant).
+  Value extent(const GlobalTensor &global, int64_t d);
+  /// The valid size along dimension `d` of `global` of a tile at `offset` whose size the IR computes as
+  /// `irSize`: in a size-generic kernel, along a dimension of a kernel-value extent (setExtentTile), the tile
+  /// (a whole tile where the compiled extent was a whole number of them, as the IR's constant says) clamped to
+  /// the extent; otherwise `irSize`. Never negative.
+  Value tileSize(const GlobalTensor &global, int64_t d, Value offset, Value irSize);
 
   OpBuilder &b;
   Location loc;
@@ -83,7 +97,16 @@ protected:
   DenseMap<Value, GlobalTile> globalTiles;
   /// Where the loop's result goes (bindKernel).
   GlobalTensor output;
+  /// The kernel-value extents of loop induction variables (setLoopExtent).
+  DenseMap<Value, Value> loopExtents;
+  /// The tile length along the dimensions of each kernel-value extent (setExtentTile).
+  DenseMap<Value, int64_t> extentTiles;
 };
+
+/// Erases the ops of `func` whose results nothing uses and that have no effect (index arithmetic the lowering
+/// recreated for a size the kernel reads another way): a size-generic kernel's text is then the same for every
+/// size, as the kernel cache's key needs.
+void eraseDeadOps(gpu::GPUFuncOp func);
 
 /// Loads `count` elements of `buffer` from `at` (one vector load when `count` > 1; `at` must then be a multiple
 /// of `count`), or `pad` where `valid` is false (the load then reads element 0, always in bounds).
