@@ -160,7 +160,11 @@ def store(entry_key, build):
     try:
         build(str(staging))
         checksums = {p.name: _digest(p) for p in sorted(staging.iterdir())}
-        (staging / _CHECKSUMS).write_text(json.dumps(checksums, indent=1))
+        seal = staging / _CHECKSUMS
+        try:
+            seal.write_text(json.dumps(checksums, indent=1))
+        except OSError as error:  # a full disk fails the write or the close, whose error names no file
+            raise OSError(error.errno, f"cannot write {seal}: {error.strerror}") from None
         final = root / entry_key
         try:
             os.rename(staging, final)
@@ -175,4 +179,16 @@ def store(entry_key, build):
                 raise RuntimeError(f"the cache entry {final} could not be written") from None
         return final
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        # Ctrl-C during a compile is raised at the first Python call after the extension returns, which is often
+        # this removal: a KeyboardInterrupt inside rmtree left half a staging folder in the cache (for the hour
+        # until a sweep). The removal is finished first and the interrupt raised after it; the retry loop sits
+        # in this frame because the interrupt may also fire on entry to rmtree.
+        interrupt = None
+        while True:
+            try:
+                shutil.rmtree(staging, ignore_errors=True)
+                break
+            except KeyboardInterrupt as error:
+                interrupt = error
+        if interrupt is not None:
+            raise interrupt

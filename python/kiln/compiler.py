@@ -58,6 +58,15 @@ DTYPES = {
 TARGETS = ("host", "sm_80", "sm_90a")
 
 
+def _bytes(dtype, shape):
+    """The size of a ``dtype`` array of ``shape`` in readable units ("4.0 TiB")."""
+    size = float(dtype.itemsize * np.prod(shape, dtype=object))
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if size < 1024 or unit == "PiB":
+            return f"{size:.0f} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024
+
+
 class Program:
     """A compiled entry function: call it with numpy arrays, read its IR at any stage with ``ir(stage)``."""
 
@@ -75,9 +84,16 @@ class Program:
         if len(arrays) != len(self.inputs):
             raise TypeError(f"'{self.entry}' takes {len(self.inputs)} arguments, got {len(arrays)}")
         checked = [self._check(i, array) for i, array in enumerate(arrays)]
+        try:
+            outputs = self._native.run(checked)
+        except MemoryError:
+            # The extension's own message is "std::bad_alloc"; say which buffers did not fit.
+            sizes = ", ".join(f"result #{i} {dtype} {shape}: {_bytes(dtype, shape)}"
+                              for i, (dtype, shape) in enumerate(self.outputs))
+            raise MemoryError(f"running '{self.entry}': the host cannot allocate its buffers ({sizes})") from None
         results = [
             np.frombuffer(data, dtype=dtype).reshape(shape).copy()
-            for data, (dtype, shape) in zip(self._native.run(checked), self.outputs)
+            for data, (dtype, shape) in zip(outputs, self.outputs)
         ]
         return results[0] if len(results) == 1 else tuple(results)
 
@@ -132,8 +148,11 @@ def _compile_cached(source, target, entry, configs=None):
     # The cubin from the driver's in-process JIT when the GPU is the target's (ptxas if that fails).
     assembler = driver_assembler(target)
     kernels = str(cache.kernel_directory() or "")
-    folder = cache.store(entry_key, lambda staging: native().compile_gpu(source, target, staging, as_lists,
-                                                                        assembler, kernels))
+    try:
+        folder = cache.store(entry_key, lambda staging: native().compile_gpu(source, target, staging, as_lists,
+                                                                            assembler, kernels))
+    except OSError as error:  # the program cache's own files (a full disk): the compile failed, named
+        raise CompileError(str(error)) from None
     program = GpuProgram(folder, entry or None, source)
     if "kernel_cache_failed" in program.manifest:
         warnings.warn(f"the kiln kernel cache {kernels} cannot be written ({program.manifest['kernel_cache_failed']})"

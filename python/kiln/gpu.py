@@ -320,7 +320,11 @@ class GpuProgram:
             entry = entries[step["kernel"]]
             image = self._image(entry, gpu.capability)
             if image not in modules:
-                modules[image] = gpu.load((self.folder / image).read_bytes())
+                try:
+                    modules[image] = gpu.load((self.folder / image).read_bytes())
+                except RuntimeError as error:  # the driver names the CUDA error, not the file it was given
+                    raise RuntimeError(f"{self.folder / image}: {error} (compiled for {self.target}; the GPU has "
+                                       f"compute capability {gpu.capability[0]}.{gpu.capability[1]})") from None
             kernel = gpu.manifest_kernel(modules[image], entry)
             # A size-generic kernel takes its sizes after the buffers (the same at every call of the step), and a
             # TMA kernel its tensor maps after those, which the runtime builds at each launch.

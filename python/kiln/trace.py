@@ -226,6 +226,9 @@ def attention(q, k, v, *, causal=False, scale=None, mask=None):
         if tensors[name].shape[3] == 0:
             raise ValueError(f"attention: '{name}' has head dim 0 (dim 3, shape {tensors[name].shape}); it must be "
                              f"positive")
+    if sk == 0:  # every query row would take a softmax over no scores
+        raise ValueError(f"attention: 'k' has sequence length 0 (dim 2, shape {k.shape}); each query needs at least "
+                         f"one key to attend to")
     if bk != b:
         raise ValueError(f"attention: batch of 'q' is {b} but of 'k' is {bk}")
     if hk == 0 or hq % hk:

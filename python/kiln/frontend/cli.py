@@ -2,8 +2,8 @@
 
     kiln-import model.onnx -o model.mlir [--weights=constants|arguments]
 
-Errors (a missing or corrupt file, unsupported operators, shape mismatches) are one line on stderr naming the
-file, input or node, and exit status 1.
+Errors (a missing or corrupt file, unsupported operators, shape mismatches, an output that cannot be written)
+are one line on stderr naming the file, input or node, and exit status 1.
 """
 
 import argparse
@@ -28,9 +28,13 @@ def main(argv=None):
         return 1
     if args.output == "-":
         sys.stdout.write(text)
-    else:
+        return 0
+    try:
         with open(args.output, "w") as out:
             out.write(text)
+    except OSError as error:  # a missing folder, a directory, no permission, a full disk
+        print(f"kiln-import: error: cannot write {args.output}: {error.strerror or error}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -148,6 +148,8 @@ def load_model(source):
         raise TypeError(f"an ONNX model is a path, a ModelProto or its serialized bytes, got "
                         f"{type(source).__name__}")
     path = Path(source)
+    if path.is_dir():
+        raise FrontendError(f"{path}: a directory, not an ONNX model file")
     if not path.is_file():
         raise FrontendError(f"{path}: no such file")
     try:
