@@ -5,9 +5,9 @@
 // shared-memory slots (rows padded by 16 bytes: 3 x (128 x 40 + 32 x 136) x 2 bytes) that 16-byte cp.async
 // fills two k-tiles ahead (the prologue's two groups, then one group each iteration, the wait leaving one in
 // flight), ldmatrix fragments (x4: two B fragments per load, transposed for the [K, N] rhs) and nvvm.mma.sync
-// m16n8k16 with bf16 operands packed in i32. After the loop the epilogue's body runs on every accumulator
-// register (its f32 exp and division as the hardware approximations), reading the bias tile from memory, and
-// the valid part is stored two adjacent columns at a time (N is even). The kernel is size-generic: its buffers
+// m16n8k16 with bf16 operands packed in i32. After the loop, under each store's bounds check, the epilogue's
+// body runs on the accumulator registers it stores (its f32 exp and division as the hardware approximations),
+// reading the bias tile from memory, and the valid part is stored two adjacent columns at a time (N is even). The kernel is size-generic: its buffers
 // are typed 2^40 elements long and M, N and K follow them as parameters (their values in the launch's sizes);
 // the code reads them for the block's tile (M / BM tiles of N / BN), the k-tile count (at least one), the
 // clamped tile sizes and the row strides.
@@ -36,10 +36,10 @@
 // CHECK: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>}
 // CHECK: scf.yield
 // CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 0 : i32}
+// CHECK: scf.if
 // CHECK: memref.load %{{.*}} : memref<1099511627776xbf16>
 // CHECK: math.exp {{.*}} fastmath<afn> : f32
 // CHECK: nvvm.rcp.approx.ftz.f
-// CHECK: scf.if
 // CHECK: vector.store {{.*}} {alignment = 4 : i64} : memref<1099511627776xbf16>, vector<2xbf16>
 module {
   func.func private @k0_matmul(%x: tensor<300x256xbf16>, %w: tensor<256x200xbf16>, %b: tensor<200xbf16>, %out: tensor<300x200xbf16>) -> tensor<300x200xbf16> attributes {kiln.kernel} {

@@ -101,8 +101,11 @@ private:
   SmallVector<Value> registersOf(ValueRange fragments);
   /// Multiplies the operand tiles in slot `slot` into the accumulator fragments `accs`.
   SmallVector<Value> multiplySlot(Value slot, ArrayRef<Value> accs, bool transposedB, bool bf16);
-  /// An epilogue: its body on every register, reading operand tiles element by element.
+  /// An epilogue: checked, and kept for the store, which runs its body on each register it stores (reading
+  /// operand tiles element by element).
   LogicalResult lowerEpilogue(linalg::GenericOp op);
+  /// The epilogue `op` of register `r`, computed at the builder's insertion point.
+  FailureOr<Value> epilogueValue(linalg::GenericOp op, int64_t r);
   /// The store of a tile's valid part into the kernel's output.
   LogicalResult lowerInsert(tensor::ParallelInsertSliceOp op);
   /// The element of a tile read from memory (a GlobalTile, a kernel buffer or a reshape of either) at tile
@@ -119,6 +122,8 @@ private:
   /// K as the kernel reads it, in a size-generic kernel.
   Value sizeK;
   DenseMap<Value, SmallVector<Value>> registers;
+  /// Tiles that are an epilogue of registers (and their valid parts), computed where they are stored.
+  DenseMap<Value, linalg::GenericOp> epilogues;
 };
 
 } // namespace
@@ -401,45 +406,46 @@ LogicalResult MmaMatmulLowering::lowerEpilogue(linalg::GenericOp op) {
         return t == utils::IteratorType::parallel;
       }))
     return op.emitOpError() << kWhat << ": an epilogue is a 2-D elementwise linalg.generic with one result";
-  Block &body = op->getRegion(0).front();
-  SmallVector<Value> result;
-  for (int64_t r = 0; r < numRegisters(); ++r) {
-    Value row = registerRow(r), column = registerColumn(r);
-    IRMapping scalars;
-    for (auto [input, map, argument] :
-         llvm::zip(op.getDpsInputs(), op.getIndexingMapsArray(), body.getArguments())) {
-      if (auto it = registers.find(input); it != registers.end()) {
-        if (!map.isIdentity())
-          return op.emitOpError() << kWhat << ": the accumulator must be read element for element";
-        scalars.map(argument, it->second[r]);
-        continue;
-      }
-      std::optional<SmallVector<Value, 8>> indices = affine::expandAffineMap(b, loc, map, {row, column});
-      if (!indices)
-        return op.emitOpError() << kWhat << ": cannot expand an epilogue operand's indexing map";
-      FailureOr<Value> element = memoryElement(input, *indices, op);
-      if (failed(element))
-        return failure();
-      scalars.map(argument, *element);
-    }
-    // Values the body captures from the kernel function (constants) are the kernel's copies.
-    body.walk([&](Operation *inner) {
-      for (Value operand : inner->getOperands())
-        if (!op->isAncestor(operand.getParentRegion()->getParentOp()) && !scalars.contains(operand))
-          scalars.map(operand, index(operand));
-    });
-    for (Operation &inner : body.without_terminator())
-      b.clone(inner, scalars);
-    result.push_back(scalars.lookupOrDefault(body.getTerminator()->getOperand(0)));
-  }
-  registers[op.getResult(0)] = result;
+  for (auto [input, map] : llvm::zip(op.getDpsInputs(), op.getIndexingMapsArray()))
+    if (registers.count(input) && !map.isIdentity())
+      return op.emitOpError() << kWhat << ": the accumulator must be read element for element";
+  epilogues[op.getResult(0)] = op;
   return success();
+}
+
+FailureOr<Value> MmaMatmulLowering::epilogueValue(linalg::GenericOp op, int64_t r) {
+  Block &body = op->getRegion(0).front();
+  Value row = registerRow(r), column = registerColumn(r);
+  IRMapping scalars;
+  for (auto [input, map, argument] : llvm::zip(op.getDpsInputs(), op.getIndexingMapsArray(), body.getArguments())) {
+    if (auto it = registers.find(input); it != registers.end()) {
+      scalars.map(argument, it->second[r]);
+      continue;
+    }
+    std::optional<SmallVector<Value, 8>> indices = affine::expandAffineMap(b, loc, map, {row, column});
+    if (!indices)
+      return op.emitOpError() << kWhat << ": cannot expand an epilogue operand's indexing map";
+    FailureOr<Value> element = memoryElement(input, *indices, op);
+    if (failed(element))
+      return failure();
+    scalars.map(argument, *element);
+  }
+  // Values the body captures from the kernel function (constants) are the kernel's copies.
+  body.walk([&](Operation *inner) {
+    for (Value operand : inner->getOperands())
+      if (!op->isAncestor(operand.getParentRegion()->getParentOp()) && !scalars.contains(operand))
+        scalars.map(operand, index(operand));
+  });
+  for (Operation &inner : body.without_terminator())
+    b.clone(inner, scalars);
+  return scalars.lookupOrDefault(body.getTerminator()->getOperand(0));
 }
 
 LogicalResult MmaMatmulLowering::lowerInsert(tensor::ParallelInsertSliceOp op) {
   auto tile = registers.find(op.getSource());
-  if (tile == registers.end())
-    return op.emitOpError() << kWhat << ": the inserted tile must be in registers";
+  auto epilogue = epilogues.find(op.getSource());
+  if (tile == registers.end() && epilogue == epilogues.end())
+    return op.emitOpError() << kWhat << ": the inserted tile must be in registers or an epilogue of them";
   SmallVector<Value> offsets, sizes;
   for (OpFoldResult offset : op.getMixedOffsets())
     offsets.push_back(index(getValueOrCreateConstantIndexOp(b, loc, offset)));
@@ -459,19 +465,31 @@ LogicalResult MmaMatmulLowering::lowerInsert(tensor::ParallelInsertSliceOp op) {
     Value row = registerRow(r), column = registerColumn(r);
     Value valid = im.andi(inside(im, row, sizes[kept[0]], bm), inside(im, column, sizes[kept[1]], bn));
     Value at = elementIndex(output, offsets, kept, {row, column});
+    // The epilogue runs where its element is stored, as the store needs it.
+    LogicalResult status = success();
     scf::IfOp::create(b, loc, valid, [&](OpBuilder &then, Location) {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(then.getInsertionBlock(), then.getInsertionPoint());
       SmallVector<Value> values;
-      for (int64_t e = 0; e < (pairs ? 2 : 1); ++e)
-        values.push_back(lowering::narrow(then, loc, lowering::widen(then, loc, tile->second[r + e]), element));
+      for (int64_t e = 0; e < (pairs ? 2 : 1) && succeeded(status); ++e) {
+        FailureOr<Value> value = tile != registers.end() ? FailureOr<Value>(tile->second[r + e])
+                                                         : epilogueValue(epilogue->second, r + e);
+        if (failed(value))
+          status = failure();
+        else
+          values.push_back(lowering::narrow(b, loc, lowering::widen(b, loc, *value), element));
+      }
       if (values.size() == 1) {
-        memref::StoreOp::create(then, loc, values[0], output.buffer, ValueRange{at});
-      } else {
-        Value pair = vector::FromElementsOp::create(then, loc, VectorType::get({2}, element), values);
-        vector::StoreOp::create(then, loc, pair, output.buffer, ValueRange{at}, /*nontemporal=*/false,
+        memref::StoreOp::create(b, loc, values[0], output.buffer, ValueRange{at});
+      } else if (values.size() == 2) {
+        Value pair = vector::FromElementsOp::create(b, loc, VectorType::get({2}, element), values);
+        vector::StoreOp::create(b, loc, pair, output.buffer, ValueRange{at}, /*nontemporal=*/false,
                                 llvm::MaybeAlign(2 * element.getIntOrFloatBitWidth() / 8));
       }
-      scf::YieldOp::create(then, loc);
+      scf::YieldOp::create(b, loc);
     });
+    if (failed(status))
+      return failure();
   }
   return success();
 }
@@ -481,6 +499,10 @@ LogicalResult MmaMatmulLowering::lowerOp(Operation *op) {
     // The valid part of a register tile is the same registers.
     if (auto it = registers.find(slice.getSource()); it != registers.end()) {
       registers[slice.getResult()] = it->second;
+      return success();
+    }
+    if (auto it = epilogues.find(slice.getSource()); it != epilogues.end()) {
+      epilogues[slice.getResult()] = it->second;
       return success();
     }
   }
