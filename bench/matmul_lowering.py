@@ -22,7 +22,6 @@ Error: max|out - ref| / max|ref| with ref the graph's meaning in float64 from th
 matmul result rounded to the input dtype before the epilogue as the graph holds it; limits 1e-2 (bf16) and
 5e-3 (f16) from the output's rounding and f32 accumulation over K up to 50257.
 """
-import argparse
 import json
 import math
 import sys
@@ -215,22 +214,8 @@ def plot(args):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("prepare")
-    p.add_argument("--kilnc", default="build/bin/kilnc")
-    p.add_argument("--template-kilnc", default="")
-    p.add_argument("--out", default="gpu_build/matmul")
-    v = sub.add_parser("visit")
-    v.add_argument("--build", default="gpu_build/matmul")
-    v.add_argument("--runtime", default="build/lib/libkiln_runtime.so")
-    v.add_argument("--out", default=".")
-    v.add_argument("--no-bench", action="store_true")
-    v.add_argument("--only", default="", help="only the cases whose names start with this")
-    g = sub.add_parser("plot")
-    g.add_argument("json")
-    args = parser.parse_args()
-    return {"prepare": prepare, "visit": visit, "plot": plot}[args.command](args)
+    from row_kernels import command_line
+    return command_line(__doc__, "gpu_build/matmul", prepare, visit, plot)
 
 
 if __name__ == "__main__":

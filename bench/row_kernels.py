@@ -239,21 +239,29 @@ def visit(args):
     return 1 if failures else 0
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def command_line(doc, out, prepare, visit, plot=None):
+    """Runs the ``prepare`` / ``visit`` (/ ``plot``) command line that this script and matmul_lowering.py share;
+    ``out`` names the folder the cases are compiled into."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("prepare")
     p.add_argument("--kilnc", default="build/bin/kilnc")
     p.add_argument("--template-kilnc", default="")
-    p.add_argument("--out", default="gpu_build/rows")
+    p.add_argument("--out", default=out)
     v = sub.add_parser("visit")
-    v.add_argument("--build", default="gpu_build/rows")
+    v.add_argument("--build", default=out)
     v.add_argument("--runtime", default="build/lib/libkiln_runtime.so")
     v.add_argument("--out", default=".")
     v.add_argument("--no-bench", action="store_true")
     v.add_argument("--only", default="", help="only the cases whose names start with this")
+    if plot:
+        sub.add_parser("plot").add_argument("json")
     args = parser.parse_args()
-    return prepare(args) if args.command == "prepare" else visit(args)
+    return {"prepare": prepare, "visit": visit, "plot": plot}[args.command](args)
+
+
+def main():
+    return command_line(__doc__, "gpu_build/rows", prepare, visit)
 
 
 if __name__ == "__main__":
