@@ -109,8 +109,8 @@ def write_table(rows, path):
 def visit(args):
     import torch
     import torch.nn.functional as F
-    from gpu_visit import DTYPES, Runtime, make_inputs
-    from row_kernels import time_ms
+    from gpu_visit import DTYPES, make_inputs
+    from row_kernels import record_timings, start_visit, summary_line, time_ms
 
     def reference(item, x, w, extras):
         """The graph's meaning in float64: the matmul result held in the input dtype, then the epilogue."""
@@ -130,12 +130,7 @@ def visit(args):
             y = y + extras[0]
         return y
 
-    runtime = Runtime(args.runtime)
-    build = Path(args.build)
-    listed = [c for c in json.loads((build / "cases.json").read_text()) if c["name"].startswith(args.only)]
-    seed = torch.seed() % 2**31
-    generator = torch.Generator(device="cuda").manual_seed(seed)
-    print(f"seed {seed}, device {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    runtime, build, listed, seed, generator = start_visit(args)
     rows, failures = [], 0
     for item in listed:
         x, w, extras = make_inputs(item, generator)
@@ -165,23 +160,9 @@ def visit(args):
             flops = 2.0 * item["m"] * item["n"] * item["k"] * math.prod(item["batch"])
             timings = {variant: time_ms(launch) for variant, launch in launches.items()}
             timings["cublas"] = time_ms(lambda: torch_version(item, x, w, extras))
-            for label, ms in timings.items():
-                row[f"{label}_ms"] = ms
-                row[f"{label}_tflops"] = flops / ms / 1e9
-            for label in ("template", "cublas"):
-                if label in timings:
-                    row[f"vs_{label}"] = timings[label] / timings["generated"]
+            record_timings(row, timings, flops, "tflops", ("template", "cublas"))
         rows.append(row)
-        line = f"{item['name']:44s} err {row.get('generated_error', float('nan')):.1e} " \
-               f"{'ok' if row.get('generated_ok') else 'FAILED'}"
-        if "template_error" in row:
-            line += f" (template {row['template_error']:.1e})"
-        if "generated_ms" in row:
-            line += f"  {row['generated_tflops']:6.1f} TFLOP/s"
-            for label in ("template", "cublas"):
-                if f"vs_{label}" in row:
-                    line += f" | {label} {row[f'{label}_tflops']:6.1f} ({row[f'vs_{label}']:.2f}x)"
-        print(line, flush=True)
+        print(summary_line(row, 44, "tflops", "6.1f", ("template", "cublas")), flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "matmul.json").write_text(json.dumps(dict(seed=seed, device=torch.cuda.get_device_name(),

@@ -27,6 +27,7 @@ from pathlib import Path
 
 LIMITS = {"bf16": 1e-2, "f16": 2e-3, "f32": 2e-5}
 BYTES = {"bf16": 2, "f16": 2, "f32": 4}
+UNITS = {"tbs": "TB/s", "tflops": "TFLOP/s"}
 
 
 def tensor(shape, dtype):
@@ -137,11 +138,48 @@ def time_ms(fn, calls=20, reps=30):
     return statistics.median(samples)
 
 
+def start_visit(args):
+    """What a visit starts from: the runtime's bindings, the build folder, its cases (those ``--only`` names),
+    and a fresh seed (printed) with its CUDA generator."""
+    import torch
+    from gpu_visit import Runtime
+    build = Path(args.build)
+    listed = [c for c in json.loads((build / "cases.json").read_text()) if c["name"].startswith(args.only)]
+    seed = torch.seed() % 2**31
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+    print(f"seed {seed}, device {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    return Runtime(args.runtime), build, listed, seed, generator
+
+
+def record_timings(row, timings, work, unit, baselines):
+    """Fills ``row`` with each timing in ms, its rate (``work`` / 1e9 per ms: TB/s of bytes, TFLOP/s of flops)
+    under ``<label>_<unit>``, and each of ``baselines``' time relative to the generated kernel's (``vs_<label>``)."""
+    for label, ms in timings.items():
+        row[f"{label}_ms"] = ms
+        row[f"{label}_{unit}"] = work / ms / 1e9
+    for label in baselines:
+        if label in timings:
+            row[f"vs_{label}"] = timings[label] / timings["generated"]
+
+
+def summary_line(row, width, unit, rate_format, baselines):
+    """One printed line per case: its error against fp64 (and the template's), its rate and the baselines'."""
+    line = f"{row['name']:{width}s} err {row.get('generated_error', float('nan')):.1e} " \
+           f"{'ok' if row.get('generated_ok') else 'FAILED'}"
+    if "template_error" in row:
+        line += f" (template {row['template_error']:.1e})"
+    if "generated_ms" in row:
+        line += f"  {row[f'generated_{unit}']:{rate_format}} {UNITS[unit]}"
+        for label in baselines:
+            if f"vs_{label}" in row:
+                line += f" | {label} {row[f'{label}_{unit}']:{rate_format}} ({row[f'vs_{label}']:.2f}x)"
+    return line
+
+
 def visit(args):
     import torch
     import torch.nn.functional as F
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from gpu_visit import Runtime
 
     dtypes = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
     references = {
@@ -163,12 +201,7 @@ def visit(args):
         "max": lambda x: x.amax(-1, keepdim=True),
         "mean": lambda x: x.mean(-1, keepdim=True),
     }
-    runtime = Runtime(args.runtime)
-    build = Path(args.build)
-    listed = [c for c in json.loads((build / "cases.json").read_text()) if c["name"].startswith(args.only)]
-    seed = torch.seed() % 2**31
-    generator = torch.Generator(device="cuda").manual_seed(seed)
-    print(f"seed {seed}, device {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    runtime, build, listed, seed, generator = start_visit(args)
     rows, failures = [], 0
     for item in listed:
         inputs = [(torch.randn(*shape, generator=generator, device="cuda") * 2).to(dtypes[dtype])
@@ -206,23 +239,9 @@ def visit(args):
             compiled = torch.compile(fn, dynamic=False)
             compiled(*inputs)
             timings["inductor"] = time_ms(lambda: compiled(*inputs))
-            for label, ms in timings.items():
-                row[f"{label}_ms"] = ms
-                row[f"{label}_tbs"] = moved / ms / 1e9
-            for label in ("template", "torch", "inductor"):
-                if label in timings:
-                    row[f"vs_{label}"] = timings[label] / timings["generated"]
+            record_timings(row, timings, moved, "tbs", ("template", "torch", "inductor"))
         rows.append(row)
-        line = f"{item['name']:34s} err {row.get('generated_error', float('nan')):.1e} " \
-               f"{'ok' if row.get('generated_ok') else 'FAILED'}"
-        if "template_error" in row:
-            line += f" (template {row['template_error']:.1e})"
-        if "generated_ms" in row:
-            line += f"  {row['generated_tbs']:5.2f} TB/s"
-            for label in ("template", "torch", "inductor"):
-                if f"vs_{label}" in row:
-                    line += f" | {label} {row[f'{label}_tbs']:5.2f} ({row[f'vs_{label}']:.2f}x)"
-        print(line, flush=True)
+        print(summary_line(row, 34, "tbs", "5.2f", ("template", "torch", "inductor")), flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "rows.json").write_text(json.dumps(dict(seed=seed, device=torch.cuda.get_device_name(),
