@@ -282,6 +282,9 @@ LogicalResult LogSumExpOp::verify() {
   RankedTensorType input = getInput().getType();
   if (failed(verifyAxis(*this, getAxis(), input.getRank())))
     return failure();
+  if (input.getDimSize(getAxis()) == 0)
+    return emitOpError() << "axis " << getAxis() << " of the input has size 0; logsumexp needs at least one "
+                            "element to reduce over";
   SmallVector<int64_t> shape(input.getShape());
   shape.erase(shape.begin() + getAxis());
   return verifyResultType(*this, getType(), RankedTensorType::get(shape, Float32Type::get(getContext())));
@@ -297,6 +300,11 @@ LogicalResult ReduceOp::verify() {
       return failure();
     if (index > 0 && axis <= axes[index - 1])
       return emitOpError() << "axes must be unique and ascending, got " << formatShape(axes);
+    // A sum over nothing is 0 but a max over nothing has no value; one rule for every kind keeps the
+    // lowerings free of an empty-row case.
+    if (input.getDimSize(axis) == 0)
+      return emitOpError() << "axis " << axis << " of the input has size 0; " << stringifyReduceKind(getKind())
+                           << " needs at least one element to reduce over";
   }
   SmallVector<int64_t> shape;
   for (int64_t i = 0; i < input.getRank(); ++i) {

@@ -578,6 +578,22 @@ func.func @reduce_dims_kept_without_keep_dims(%x: tensor<4x8xf32>) -> tensor<4x1
 
 // -----
 
+func.func @reduce_empty_axis(%x: tensor<3x0xf32>) -> tensor<3xf32> {
+  // expected-error @+1 {{'kiln.reduce' op axis 1 of the input has size 0; sum needs at least one element to reduce over}}
+  %0 = kiln.reduce sum %x axes [1] : tensor<3x0xf32> -> tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
+
+// -----
+
+func.func @reduce_empty_second_axis(%x: tensor<2x3x0xf32>) -> tensor<2x1x1xf32> {
+  // expected-error @+1 {{'kiln.reduce' op axis 2 of the input has size 0; max needs at least one element to reduce over}}
+  %0 = kiln.reduce max %x axes [1, 2] keep_dims : tensor<2x3x0xf32> -> tensor<2x1x1xf32>
+  return %0 : tensor<2x1x1xf32>
+}
+
+// -----
+
 //===----------------------------------------------------------------------===//
 // kiln.rms_norm, kiln.layer_norm
 //===----------------------------------------------------------------------===//
@@ -1269,6 +1285,14 @@ func.func @logsumexp_axis(%x: tensor<4x8xf32>) -> tensor<4xf32> {
   // expected-error @+1 {{'kiln.logsumexp' op axis 2 is out of range for rank 2 (expected 0 <= axis < 2)}}
   %0 = kiln.logsumexp %x axis 2 : tensor<4x8xf32> -> tensor<4xf32>
   return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @logsumexp_empty_axis(%x: tensor<3x0xf32>) -> tensor<3xf32> {
+  // expected-error @+1 {{'kiln.logsumexp' op axis 1 of the input has size 0; logsumexp needs at least one element to reduce over}}
+  %0 = kiln.logsumexp %x axis 1 : tensor<3x0xf32> -> tensor<3xf32>
+  return %0 : tensor<3xf32>
 }
 
 // -----
