@@ -217,6 +217,9 @@ LogicalResult AttentionOp::verify() {
   if (v.getDimSize(seqDim) != k.getDimSize(seqDim))
     return emitOpError() << "sequence length of 'v' (dimension " << seqDim << ": " << v.getDimSize(seqDim)
                          << ") differs from 'k' (" << k.getDimSize(seqDim) << ")";
+  if (k.getDimSize(seqDim) == 0)
+    return emitOpError() << "sequence length of 'k' (dimension " << seqDim
+                         << ") is 0; each query needs at least one key to attend to";
   if (k.getDimSize(3) != q.getDimSize(3))
     return emitOpError() << "head dim of 'k' (dimension 3: " << k.getDimSize(3) << ") differs from 'q' ("
                          << q.getDimSize(3) << ")";

@@ -365,6 +365,23 @@ func.func @attention_v_seq(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x16x8xf32>, %v
 
 // -----
 
+// Without keys a softmax row has nothing to normalise over.
+func.func @attention_no_keys(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x0x8xf32>) -> tensor<1x2x4x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op sequence length of 'k' (dimension 2) is 0; each query needs at least one key to attend to}}
+  %0 = kiln.attention %q, %k, %k : tensor<1x2x4x8xf32>, tensor<1x2x0x8xf32>, tensor<1x2x0x8xf32> -> tensor<1x2x4x8xf32>
+  return %0 : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_seq_major_no_keys(%q: tensor<1x4x2x8xf32>, %k: tensor<1x0x2x8xf32>) -> tensor<1x4x2x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op sequence length of 'k' (dimension 1) is 0; each query needs at least one key to attend to}}
+  %0 = kiln.attention %q, %k, %k {layout = "bshd"} : tensor<1x4x2x8xf32>, tensor<1x0x2x8xf32>, tensor<1x0x2x8xf32> -> tensor<1x4x2x8xf32>
+  return %0 : tensor<1x4x2x8xf32>
+}
+
+// -----
+
 func.func @attention_head_dim(%q: tensor<1x2x4x64xf32>, %k: tensor<1x2x4x32xf32>) -> tensor<1x2x4x32xf32> {
   // expected-error @+1 {{'kiln.attention' op head dim of 'k' (dimension 3: 32) differs from 'q' (64)}}
   %0 = kiln.attention %q, %k, %k : tensor<1x2x4x64xf32>, tensor<1x2x4x32xf32>, tensor<1x2x4x32xf32> -> tensor<1x2x4x32xf32>

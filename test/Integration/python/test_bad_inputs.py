@@ -298,6 +298,14 @@ def test_attention_without_keys():
         kiln.ops.attention(q, kv, kv)
 
 
+def test_attention_without_keys_in_ir():
+    """The same in kiln IR: the verifier names the attention, not the softmax of its decomposition."""
+    t, kv = "tensor<1x2x4x8xf32>", "tensor<1x2x0x8xf32>"
+    source = func("att", [("q", t), ("k", kv)], t, [f"%r = kiln.attention %q, %k, %k : {t}, {kv}, {kv} -> {t}"])
+    with pytest.raises(kiln.CompileError, match=r"'kiln.attention' op sequence length of 'k' \(dimension 2\) is 0"):
+        kiln.compile(source)
+
+
 @pytest.mark.parametrize("op", ["reduce sum %a axes [1]", "logsumexp %a axis 1"])
 def test_reduction_over_an_empty_axis(op):
     """A reduction over a size-0 axis is refused by the verifier, naming the op and the axis (it used to fail in
