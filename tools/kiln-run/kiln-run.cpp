@@ -12,6 +12,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/raw_ostream.h"
@@ -66,6 +67,10 @@ static double defaultTolerance(ElementKind kind) {
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::ParseCommandLineOptions(argc, argv, "Kiln CPU runner: execute a kiln function on .npy inputs\n");
+  // No error is below a negative limit or a NaN one, so --check would report an exact result as FAILED.
+  if (tolerance.getNumOccurrences() && !(tolerance.getValue() >= 0))
+    return fail(llvm::formatv("--tolerance must be a relative error of 0 or more, got {0}",
+                              llvm::format("%g", tolerance.getValue())));
 
   InputModule input(inputFile);
   if (!input.openError().empty())
