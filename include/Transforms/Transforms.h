@@ -32,6 +32,20 @@ int64_t maxSharedBytesPerBlock(Target target);
 /// K and two V tiles), with the wgmma kernel's unpadded K and V panels or the mma_sync kernel's padded rows.
 int64_t attentionSharedBytes(int64_t bq, int64_t bk, int64_t headDim, int64_t valueDim, bool wgmma);
 
+/// The shared-memory operand slots of one pipeline stage of the mma_sync matmul: A as a [BM, BK] tile, B as
+/// [BK, BN] or, for a transposed rhs, [BN, BK] plus 8 spare rows (the last ldmatrix.x4 of an odd count of
+/// 8-column fragments reads them). Rows are padded so that the fragment loads of a warp hit distinct banks: by
+/// 16 bytes, and by 32 for a [BK, BN] tile of 32-bit elements (whose B fragments are read element by element,
+/// four rows at a time).
+struct MmaOperandSlots {
+  int64_t rowsA, columnsA, strideA, rowsB, columnsB, strideB;
+  /// Elements of one stage's slot of each operand (spare rows included).
+  int64_t slotA, slotB;
+  /// Bytes of one stage (both slots).
+  int64_t stageBytes;
+};
+MmaOperandSlots mmaOperandSlots(int64_t bm, int64_t bn, int64_t bk, bool transposedRhs, unsigned elementBits);
+
 /// True for the ops that become kernels of their own and so carry a #kiln.config.
 bool isKernelOp(Operation *op);
 

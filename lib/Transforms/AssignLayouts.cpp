@@ -94,20 +94,21 @@ LogicalResult kiln::assignMmaLayouts(scf::ForallOp forall) {
   // The tile matmul (none when K = 0 folded the contraction away).
   MatmulOp tileMatmul;
   forall.getBody()->walk([&](MatmulOp op) { tileMatmul = op; });
+  // The fragment depth: m16n8k16 for 16-bit operands, m16n8k8 for f32 (as TF32).
+  int64_t fragmentK = 16;
   if (tileMatmul) {
-    Type element = tileMatmul.getLhs().getType().getElementType();
-    if (!element.isBF16() && !element.isF16())
-      return tileMatmul.emitOpError() << "the mma_sync lowering takes bf16 or f16 operands, got " << element;
+    fragmentK = tileMatmul.getLhs().getType().getElementType().isF32() ? 8 : 16;
     if (tileMatmul.getTransposeLhs())
       return tileMatmul.emitOpError() << "the mma_sync lowering does not take transpose_lhs yet";
   }
   int64_t bm = config.getTile()[0], bn = config.getTile()[1], bk = config.getTile()[2];
   MmaLayoutAttr layout = squarestWarpGrid(forall.getContext(), bm, bn, config.getWarps());
-  if (!layout || bk % 16 != 0 || config.getStages() < 2)
+  if (!layout || bk % fragmentK != 0 || config.getStages() < 2)
     return (tileMatmul ? tileMatmul.getOperation() : forall.getOperation())->emitError()
            << "'kiln.matmul' op #kiln.config " << config
            << " does not fit the mma_sync kernel: need BM a multiple of 16 x warp rows, BN of 8 x warp columns, "
-              "BK of 16 and stages >= 2";
+              "BK of "
+           << fragmentK << " and stages >= 2";
   forall->setAttr(kLayoutAttrName, layout);
   forall.getBody()->walk([&](Operation *op) {
     if (isa<KilnDialect>(op->getDialect()) && !isa<ConstantOp, ReshapeOp>(op))

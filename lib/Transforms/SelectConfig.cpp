@@ -60,6 +60,19 @@ int64_t kiln::attentionSharedBytes(int64_t bq, int64_t bk, int64_t headDim, int6
   return 2 * (bq * strideQ + 2 * bk * strideK + 2 * bk * strideV);
 }
 
+MmaOperandSlots kiln::mmaOperandSlots(int64_t bm, int64_t bn, int64_t bk, bool transposedRhs,
+                                     unsigned elementBits) {
+  int64_t pad = 128 / elementBits; // 16 bytes
+  MmaOperandSlots slots;
+  slots.rowsA = bm, slots.columnsA = bk, slots.strideA = bk + pad;
+  slots.rowsB = transposedRhs ? bn : bk, slots.columnsB = transposedRhs ? bk : bn;
+  slots.strideB = slots.columnsB + (!transposedRhs && elementBits == 32 ? 2 * pad : pad);
+  slots.slotA = slots.rowsA * slots.strideA;
+  slots.slotB = (transposedRhs ? bn + 8 : bk) * slots.strideB;
+  slots.stageBytes = (slots.slotA + slots.slotB) * elementBits / 8;
+  return slots;
+}
+
 /// Whether the sm_90a default for `matmul` is the wgmma kernel: bf16/f16 operands whose rows TMA copies (16-byte
 /// strides, K > 0: a tensor map describes no empty array), at least one 64-column tile, and more rows than a
 /// decoding step has (at M <= 64 the weight-streaming mma_sync tiles do better, and a 64-row warpgroup tile would
@@ -123,6 +136,7 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
     RankedTensorType result = matmul.getType(), lhs = matmul.getLhs().getType();
     int64_t m = result.getDimSize(result.getRank() - 2), n = result.getDimSize(result.getRank() - 1);
     int64_t k = matmul.getTransposeLhs() ? lhs.getDimSize(lhs.getRank() - 2) : lhs.getDimSize(lhs.getRank() - 1);
+    unsigned bits = lhs.getElementType().getIntOrFloatBitWidth();
     if (target == Target::Sm90a && usesWgmma(matmul, m, n, k))
       return getWgmmaConfig(matmul);
     int64_t bm = 64, bn = 64, bk = 64, warps = 4, stages = 3;
@@ -147,12 +161,9 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
       auto tiles = [&] { return outputTiles(result, bm, bn); };
       while (bn > 32 && tiles() < static_cast<int64_t>(llvm::divideCeil(2 * multiprocessors(target), 3)))
         bn /= 2;
-      // As many of the chosen stages as the target's shared memory holds (rows padded by 8 elements, as the
-      // kernel lays them out).
-      int64_t maxSharedBytes = maxSharedBytesPerBlock(target);
-      bool transposedRhs = matmul.getTransposeRhs();
-      auto stageBytes = [&] { return (bm * (bk + 8) + (transposedRhs ? bn * (bk + 8) : bk * (bn + 8))) * 2; };
-      while (stages > 2 && stages * stageBytes() > maxSharedBytes)
+      // As many of the chosen stages as the target's shared memory holds, in the kernel's layout.
+      auto stageBytes = [&] { return mmaOperandSlots(bm, bn, bk, matmul.getTransposeRhs(), bits).stageBytes; };
+      while (stages > 2 && stages * stageBytes() > maxSharedBytesPerBlock(target))
         --stages;
     }
     // Small tiles get fewer warps, so that every thread copies whole 16-byte chunks of each tile and the warps
@@ -164,7 +175,8 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
       return false;
     };
     while (target != Target::Host && warps > 1 &&
-           ((bm * bk / 8) % (warps * 32) || (bk * bn / 8) % (warps * 32) || !splitsIntoFragments(warps)))
+           ((bm * bk * bits / 128) % (warps * 32) || (bk * bn * bits / 128) % (warps * 32) ||
+            !splitsIntoFragments(warps)))
       warps /= 2;
     return make({bm, bn, bk}, warps, stages);
   }

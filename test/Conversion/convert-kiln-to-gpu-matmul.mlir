@@ -132,12 +132,45 @@ module {
 
 // -----
 
+// f32 operands run on TF32 tensor cores: 16-byte cp.async copies of 4 elements, rows padded by 16 bytes (A) and
+// 32 bytes ([K, N] B, whose fragments are read element by element: ldmatrix transposes only 16-bit elements),
+// 3 x (64 x 36 + 32 x 72) x 4 bytes; A fragments by ldmatrix (4 x 1 f32 each), every element rounded to TF32 as
+// it is loaded, and nvvm.mma.sync m16n8k8 tf32; the f32 result stored two columns at a time.
+// CHECK-LABEL: func.func private @k5_matmul
+// CHECK-SAME: dynamic_shared_bytes = 55296
+// CHECK: gpu.func @k5_matmul(%{{.*}}: memref<1099511627776xf32>
+// CHECK: nvgpu.device_async_copy {{.*}}, 4, %{{.*}} {bypassL1}
+// CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false} : memref<{{.*}}xf32, #gpu.address_space<workgroup>> -> vector<4x1xf32>
+// CHECK: nvvm.convert.float.to.tf32 {{.*}} {rnd = #nvvm.fp_rnd_mode<rna>}
+// CHECK: memref.load {{.*}} : memref<{{.*}}xf32, #gpu.address_space<workgroup>>
+// CHECK: nvvm.convert.float.to.tf32
+// CHECK: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<tf32>, multiplicandBPtxType = #nvvm.mma_type<tf32>, shape = #nvvm.shape<m = 16, n = 8, k = 8>}
+// CHECK: vector.store {{.*}} {alignment = 8 : i64} : memref<1099511627776xf32>, vector<2xf32>
 module {
-  func.func private @k5_matmul(%x: tensor<64x64xf32>, %w: tensor<64x64xf32>, %out: tensor<64x64xf32>) -> tensor<64x64xf32> attributes {kiln.kernel} {
-    // expected-error @+1 {{the mma_sync lowering takes bf16 or f16 operands, got 'f32'}}
-    %y = kiln.matmul %x, %w {kiln.config = #kiln.config<tile = [64, 64, 32], warps = 4, stages = 3, lowering = "mma_sync">} : tensor<64x64xf32>, tensor<64x64xf32> -> tensor<64x64xf32>
-    %r = bufferization.materialize_in_destination %y in %out : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
-    return %r : tensor<64x64xf32>
+  func.func private @k5_matmul(%x: tensor<100x64xf32>, %w: tensor<64x64xf32>, %out: tensor<100x64xf32>) -> tensor<100x64xf32> attributes {kiln.kernel} {
+    %y = kiln.matmul %x, %w {kiln.config = #kiln.config<tile = [64, 64, 32], warps = 4, stages = 3, lowering = "mma_sync">} : tensor<100x64xf32>, tensor<64x64xf32> -> tensor<100x64xf32>
+    %r = bufferization.materialize_in_destination %y in %out : (tensor<100x64xf32>, tensor<100x64xf32>) -> tensor<100x64xf32>
+    return %r : tensor<100x64xf32>
+  }
+}
+
+// -----
+
+// An f32 matmul by a transposed rhs (an nn.Linear weight [N, K]) whose K = 30 is not a whole number of 16-byte
+// chunks: 8-byte cp.async copies, and B's fragments by ldmatrix from its [N, K] rows like A's (N + 8 rows:
+// 3 x (64 x 36 + 72 x 36) x 4 bytes).
+// CHECK-LABEL: func.func private @k6_matmul
+// CHECK-SAME: dynamic_shared_bytes = 58752
+// CHECK: nvgpu.device_async_copy {{.*}}, 2, %{{.*}} :
+// CHECK-NOT: bypassL1
+// CHECK: nvgpu.ldmatrix {{.*}} -> vector<4x1xf32>
+// CHECK: nvgpu.ldmatrix {{.*}} -> vector<4x1xf32>
+// CHECK: nvvm.mma.sync {{.*}} shape = #nvvm.shape<m = 16, n = 8, k = 8>
+module {
+  func.func private @k6_matmul(%x: tensor<64x30xf32>, %w: tensor<50x30xf32>, %out: tensor<64x50xf32>) -> tensor<64x50xf32> attributes {kiln.kernel} {
+    %y = kiln.matmul %x, %w transpose_rhs {kiln.config = #kiln.config<tile = [64, 64, 32], warps = 4, stages = 3, lowering = "mma_sync">} : tensor<64x30xf32>, tensor<50x30xf32> -> tensor<64x50xf32>
+    %r = bufferization.materialize_in_destination %y in %out : (tensor<64x50xf32>, tensor<64x50xf32>) -> tensor<64x50xf32>
+    return %r : tensor<64x50xf32>
   }
 }
 

@@ -126,19 +126,41 @@ func.func @matmul(%a: tensor<256x64xbf16>, %b: tensor<64x256xbf16>) -> tensor<25
 
 // -----
 
-func.func @matmul_f32(%a: tensor<64x32xf32>, %b: tensor<32x64xf32>) -> tensor<64x64xf32> {
-  %c0 = arith.constant 0 : index
+// f32 operands run m16n8k8 TF32 fragments: the same warp grid (2 x 2 over 64 x 64), and BK a multiple of 8.
+// CHECK-LABEL: func.func @matmul_f32
+// CHECK: kiln.matmul {{.*}} {kiln.layout = #kiln.mma_layout<warps_m = 2, warps_n = 2>}
+// CHECK: kiln.layout = #kiln.mma_layout<warps_m = 2, warps_n = 2>, kiln.tiled_op = "kiln.matmul"
+func.func @matmul_f32(%a: tensor<64x8xf32>, %b: tensor<8x64xf32>) -> tensor<64x64xf32> {
   %zero = arith.constant 0.0 : f32
   %init = tensor.empty() : tensor<64x64xf32>
   %r = scf.forall (%i, %j) = (0, 0) to (64, 64) step (64, 64) shared_outs(%o = %init) -> (tensor<64x64xf32>) {
     %e = tensor.empty() : tensor<64x64xf32>
     %acc0 = linalg.fill ins(%zero : f32) outs(%e : tensor<64x64xf32>) -> tensor<64x64xf32>
-    // expected-error @+1 {{the mma_sync lowering takes bf16 or f16 operands, got 'f32'}}
-    %p = kiln.matmul %a, %b : tensor<64x32xf32>, tensor<32x64xf32> -> tensor<64x64xf32>
+    %p = kiln.matmul %a, %b : tensor<64x8xf32>, tensor<8x64xf32> -> tensor<64x64xf32>
     %s = kiln.add %acc0, %p : tensor<64x64xf32>, tensor<64x64xf32> -> tensor<64x64xf32>
     scf.forall.in_parallel {
       tensor.parallel_insert_slice %s into %o[%i, %j] [64, 64] [1, 1] : tensor<64x64xf32> into tensor<64x64xf32>
     }
-  } {kiln.config = #kiln.config<tile = [64, 64, 32], warps = 4, stages = 3, lowering = "mma_sync">, kiln.tiled_op = "kiln.matmul", mapping = [#gpu.block<linear_dim_1>, #gpu.block<linear_dim_0>]}
+  } {kiln.config = #kiln.config<tile = [64, 64, 8], warps = 4, stages = 3, lowering = "mma_sync">, kiln.tiled_op = "kiln.matmul", mapping = [#gpu.block<linear_dim_1>, #gpu.block<linear_dim_0>]}
   return %r : tensor<64x64xf32>
 }
+
+// -----
+
+// 16-bit operands need BK a multiple of 16 (m16n8k16 fragments).
+func.func @matmul_bf16_shallow(%a: tensor<64x8xbf16>, %b: tensor<8x64xbf16>) -> tensor<64x64xf32> {
+  %zero = arith.constant 0.0 : f32
+  %init = tensor.empty() : tensor<64x64xf32>
+  %r = scf.forall (%i, %j) = (0, 0) to (64, 64) step (64, 64) shared_outs(%o = %init) -> (tensor<64x64xf32>) {
+    %e = tensor.empty() : tensor<64x64xf32>
+    %acc0 = linalg.fill ins(%zero : f32) outs(%e : tensor<64x64xf32>) -> tensor<64x64xf32>
+    // expected-error @+1 {{does not fit the mma_sync kernel: need BM a multiple of 16 x warp rows, BN of 8 x warp columns, BK of 16 and stages >= 2}}
+    %p = kiln.matmul %a, %b : tensor<64x8xbf16>, tensor<8x64xbf16> -> tensor<64x64xf32>
+    %s = kiln.add %acc0, %p : tensor<64x64xf32>, tensor<64x64xf32> -> tensor<64x64xf32>
+    scf.forall.in_parallel {
+      tensor.parallel_insert_slice %s into %o[%i, %j] [64, 64] [1, 1] : tensor<64x64xf32> into tensor<64x64xf32>
+    }
+  } {kiln.config = #kiln.config<tile = [64, 64, 8], warps = 4, stages = 3, lowering = "mma_sync">, kiln.tiled_op = "kiln.matmul", mapping = [#gpu.block<linear_dim_1>, #gpu.block<linear_dim_0>]}
+  return %r : tensor<64x64xf32>
+}
+

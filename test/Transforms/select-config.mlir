@@ -71,8 +71,8 @@ func.func @matmul_one_row(%a: tensor<1x4096xf32>, %b: tensor<4096x4096xf32>) -> 
 // power of two at or above it (M = 3 -> 16, N = 40 -> 64, K = 20 -> 32).
 // CHECK-LABEL: func.func @matmul_small
 // HOST: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [3, 40, 20], warps = 1, stages = 1, lowering = "host">}
-// SM80: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [16, 32, 32], warps = 2, stages = 3, lowering = "mma_sync">}
-// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [16, 32, 32], warps = 2, stages = 4, lowering = "mma_sync">}
+// SM80: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [16, 32, 32], warps = 4, stages = 3, lowering = "mma_sync">}
+// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [16, 32, 32], warps = 4, stages = 4, lowering = "mma_sync">}
 func.func @matmul_small(%a: tensor<3x20xf32>, %b: tensor<20x40xf32>) -> tensor<3x40xf32> {
   %0 = kiln.matmul %a, %b : tensor<3x20xf32>, tensor<20x40xf32> -> tensor<3x40xf32>
   return %0 : tensor<3x40xf32>

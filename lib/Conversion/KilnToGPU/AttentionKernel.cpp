@@ -396,8 +396,8 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
         for (size_t j = 0; j < acc.size(); j += 2) {
           auto [first, second] = loadBFragmentPair(builder, loc, im, shared, base, stride, lane, im.c(kk * 16),
                                                    im.c(j * 8), kMajor);
-          acc[j] = mmaSync(builder, loc, a[kk], first, acc[j], bf16);
-          acc[j + 1] = mmaSync(builder, loc, a[kk], second, acc[j + 1], bf16);
+          acc[j] = mmaSync(builder, loc, a[kk], first, acc[j], element);
+          acc[j + 1] = mmaSync(builder, loc, a[kk], second, acc[j + 1], element);
         }
       return acc;
     };

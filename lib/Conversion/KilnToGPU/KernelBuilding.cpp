@@ -36,6 +36,11 @@ Value gpukernel::broadcastLinearIndex(IndexMath &m, ArrayRef<int64_t> operandSha
   return linear ? linear : m.c(0);
 }
 
+Value gpukernel::toTf32(OpBuilder &b, Location loc, Value value) {
+  return NVVM::ConvertFloatToTF32Op::create(b, loc, b.getI32Type(), value, NVVM::FPRoundingMode::RNA,
+                                            NVVM::SaturationMode::NONE, /*relu=*/false);
+}
+
 SmallVector<Value> gpukernel::packFragment(OpBuilder &b, Location loc, Value fragment) {
   auto type = cast<VectorType>(fragment.getType());
   Type i32 = b.getI32Type();
@@ -46,6 +51,10 @@ SmallVector<Value> gpukernel::packFragment(OpBuilder &b, Location loc, Value fra
       registers.push_back(pair);
       continue;
     }
+    if (type.getElementType().isF32()) {
+      registers.push_back(toTf32(b, loc, vector::ExtractOp::create(b, loc, pair, ArrayRef<int64_t>{0})));
+      continue;
+    }
     Value word = vector::BitCastOp::create(b, loc, VectorType::get({1}, i32), pair);
     registers.push_back(vector::ExtractOp::create(b, loc, word, ArrayRef<int64_t>{0}));
   }
@@ -53,14 +62,17 @@ SmallVector<Value> gpukernel::packFragment(OpBuilder &b, Location loc, Value fra
 }
 
 Value gpukernel::mmaSync(OpBuilder &b, Location loc, ArrayRef<Value> a, ArrayRef<Value> bFragment, Value acc,
-                         bool bf16) {
+                         Type element) {
   MLIRContext *ctx = b.getContext();
   auto result = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(4, b.getF32Type()));
   SmallVector<Value> c;
   for (int64_t e = 0; e < 4; ++e)
     c.push_back(vector::ExtractOp::create(b, loc, acc, ArrayRef<int64_t>{e}));
-  NVVM::MMATypes type = bf16 ? NVVM::MMATypes::bf16 : NVVM::MMATypes::f16;
-  Value d = NVVM::MmaOp::create(b, loc, result, a, bFragment, c, {16, 8, 16}, std::nullopt, std::nullopt,
+  NVVM::MMATypes type = element.isBF16() ? NVVM::MMATypes::bf16
+                        : element.isF16() ? NVVM::MMATypes::f16
+                                          : NVVM::MMATypes::tf32;
+  int64_t depth = element.isF32() ? 8 : 16;
+  Value d = NVVM::MmaOp::create(b, loc, result, a, bFragment, c, {16, 8, depth}, std::nullopt, std::nullopt,
                                 std::array<NVVM::MMATypes, 2>{type, type},
                                 std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row, NVVM::MMALayout::col});
   SmallVector<Value> parts;
@@ -111,18 +123,23 @@ Value gpukernel::sharedView(OpBuilder &b, Location loc, Value sharedBytes, int64
 std::pair<SmallVector<Value>, SmallVector<Value>>
 gpukernel::loadBFragmentPair(OpBuilder &b, Location loc, IndexMath &m, Value shared, Value base, int64_t stride,
                              Value lane, Value k0, Value n0, bool kMajor) {
-  // Lanes 8i..8i+7 address the rows of matrix i: (k 0-7, n 0-7), (k 8-15, n 0-7), (k 0-7, n 8-15), (k 8-15, n 8-15).
+  Type element = cast<MemRefType>(shared.getType()).getElementType();
+  unsigned bits = element.getIntOrFloatBitWidth();
+  // Each 8-row matrix holds 16 bytes per row: 8 16-bit elements, or 4 32-bit ones (half an m16n8k8 fragment's
+  // depth).
+  int64_t perRow = 128 / bits;
+  // Lanes 8i..8i+7 address the rows of matrix i: (k 0-7, n 0-7), (k 8-15, n 0-7), (k 0-7, n 8-15), (k 8-15, n 8-15)
+  // for 16-bit elements; (n 0-7, k 0-3), (n 0-7, k 4-7), (n 8-15, k 0-3), (n 8-15, k 4-7) for 32-bit ones.
   Value row, col;
   if (kMajor) {
     row = m.add(k0, m.rem(lane, 16));
     col = m.add(n0, m.mul(m.div(lane, 16), 8));
   } else {
     row = m.add(n0, m.add(m.rem(lane, 8), m.mul(m.div(lane, 16), 8)));
-    col = m.add(k0, m.mul(m.rem(m.div(lane, 8), 2), 8));
+    col = m.add(k0, m.mul(m.rem(m.div(lane, 8), 2), perRow));
   }
   Value index = m.add(base, m.add(m.mul(row, stride), col));
-  Type element = cast<MemRefType>(shared.getType()).getElementType();
-  Value fragment = nvgpu::LdMatrixOp::create(b, loc, VectorType::get({4, 2}, element), shared, index,
+  Value fragment = nvgpu::LdMatrixOp::create(b, loc, VectorType::get({4, 32 / bits}, element), shared, index,
                                              b.getBoolAttr(kMajor), b.getI32IntegerAttr(4));
   SmallVector<Value> registers = packFragment(b, loc, fragment);
   return {{registers[0], registers[1]}, {registers[2], registers[3]}};

@@ -26,13 +26,17 @@ namespace gpukernel {
 Value broadcastLinearIndex(IndexMath &m, ArrayRef<int64_t> operandShape, ArrayRef<int64_t> resultShape,
                            ArrayRef<Value> indices, ArrayRef<Value> runtimeExtents = {});
 
+/// An f32 value rounded to TF32 (to nearest, ties away from zero), in the i32 register mma.sync takes.
+Value toTf32(OpBuilder &b, Location loc, Value value);
+
 /// The four registers of an A fragment, or the two of a B fragment, as nvvm.mma.sync takes them: pairs of f16
-/// as vector<2xf16>, pairs of bf16 packed into i32.
+/// as vector<2xf16>, pairs of bf16 packed into i32, f32 elements (vector<1xf32> rows) rounded to TF32.
 SmallVector<Value> packFragment(OpBuilder &b, Location loc, Value fragment);
 
 /// The B fragments of two adjacent 8-column blocks (columns n0..n0+7 and n0+8..n0+15, rows k0..k0+15 of the
-/// K x N operand) with one ldmatrix.x4 from a shared tile stored row-major with `stride` elements per row:
-/// `kMajor` for a [K][N] tile (a transposed load), otherwise [N][K]. Returns the two packed fragments.
+/// K x N operand, k0..k0+7 for 32-bit elements) with one ldmatrix.x4 from a shared tile stored row-major with
+/// `stride` elements per row: `kMajor` for a [K][N] tile (a transposed load, 16-bit elements only), otherwise
+/// [N][K]. Returns the two packed fragments.
 std::pair<SmallVector<Value>, SmallVector<Value>> loadBFragmentPair(OpBuilder &b, Location loc, IndexMath &m,
                                                                     Value shared, Value base, int64_t stride,
                                                                     Value lane, Value k0, Value n0, bool kMajor);
@@ -59,9 +63,9 @@ KernelFunction startKernel(OpBuilder &b, gpu::GPUModuleOp module, Location loc, 
 /// A 1-D view of `size` elements of `element` at element offset `offset` of the kernel's shared memory.
 Value sharedView(OpBuilder &b, Location loc, Value sharedBytes, int64_t offset, int64_t size, Type element);
 
-/// Runs one mma.sync m16n8k16 (f16 or bf16 operands as `packFragment` gives them, f32 accumulators) on the
-/// accumulator fragment `acc` (vector<4xf32>) and returns the new fragment.
-Value mmaSync(OpBuilder &b, Location loc, ArrayRef<Value> a, ArrayRef<Value> bFragment, Value acc, bool bf16);
+/// Runs one mma.sync on the accumulator fragment `acc` (vector<4xf32>) and returns the new fragment: m16n8k16
+/// for f16 or bf16 operands, m16n8k8 TF32 for f32 ones (`element`), as `packFragment` gives them.
+Value mmaSync(OpBuilder &b, Location loc, ArrayRef<Value> a, ArrayRef<Value> bFragment, Value acc, Type element);
 
 } // namespace gpukernel
 } // namespace kiln

@@ -10,10 +10,12 @@
 //   - the K loop becomes a software pipeline over a ring of `stages` shared-memory slots: the operand tiles the
 //     loop body reads (tensor.extract_slice + tensor.pad of kernel buffers) are copied for k-tile t + stages - 1
 //     while k-tile t is multiplied, by 16-byte cp.async where the rows allow it (narrower cp.async, or
-//     synchronous element loads, where a row length is not a multiple of 8 elements), past-the-edge elements
-//     zero-filled by the copy, rows padded by 16 bytes so that ldmatrix reads distinct banks;
+//     synchronous element loads of 16-bit elements, where a row length is not a multiple of 16 bytes),
+//     past-the-edge elements zero-filled by the copy, rows padded (kiln::mmaOperandSlots) so that the fragment
+//     loads read distinct banks;
 //   - the tile matmul and its accumulation become ldmatrix loads of A and B fragments and mma.sync m16n8k16
-//     into each warp's accumulator fragments;
+//     into each warp's accumulator fragments; f32 operands run m16n8k8 on TF32 tensor cores, rounded to TF32
+//     (to nearest) as their fragments are loaded, as cuBLAS does when TF32 is allowed;
 //   - the epilogue's body and casts run on each accumulator register, reading their operand tiles element by
 //     element, and the inserted slice stores the valid part, two columns at a time where rows allow.
 // The kernel is size-generic, like the kernel cache expects of a matmul: M, N and K are parameters that the
@@ -100,7 +102,7 @@ private:
   SmallVector<Value> fragmentsOf(ArrayRef<Value> tile);
   SmallVector<Value> registersOf(ValueRange fragments);
   /// Multiplies the operand tiles in slot `slot` into the accumulator fragments `accs`.
-  SmallVector<Value> multiplySlot(Value slot, ArrayRef<Value> accs, bool transposedB, bool bf16);
+  SmallVector<Value> multiplySlot(Value slot, ArrayRef<Value> accs, bool transposedB);
   /// An epilogue: checked, and kept for the store, which runs its body on each register it stores (reading
   /// operand tiles element by element).
   LogicalResult lowerEpilogue(linalg::GenericOp op);
@@ -141,41 +143,43 @@ void MmaMatmulLowering::copyTile(const GlobalTile &tile, const OperandRing &ring
   const GlobalTensor &source = tile.source;
   int64_t rowDim = tile.dims[0], columnDim = tile.dims[1];
   int64_t rank = source.shape.size();
-  // The widest copy whose global address stays aligned: tile columns start at multiples of 8, so the row
-  // length decides (16-byte cp.async for 8 elements, 8 or 4 bytes for 4 or 2, else element loads).
+  Type tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
+  Type element = cast<MemRefType>(source.buffer.getType()).getElementType();
+  int64_t bytes = element.getIntOrFloatBitWidth() / 8, chunk = 16 / bytes;
+  // The widest copy whose global address stays aligned: tile columns start at multiples of a 16-byte chunk, so
+  // the row length decides (16-byte cp.async for a multiple of a chunk, else 8 or 4 bytes, else element loads).
   int64_t width = 1;
   if (columnDim == rank - 1)
-    for (int64_t candidate : {8, 4, 2})
-      if (source.shape.back() % candidate == 0) {
+    for (int64_t candidate : {chunk, chunk / 2, chunk / 4})
+      if (candidate * bytes >= 4 && source.shape.back() % candidate == 0) {
         width = candidate;
         break;
       }
-  Type tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
-  Type element = cast<MemRefType>(source.buffer.getType()).getElementType();
-  int64_t chunksPerRow = ring.columns / 8, chunks = ring.rows * chunksPerRow;
+  bool elementLoads = width * bytes < 4;
+  int64_t chunksPerRow = ring.columns / chunk, chunks = ring.rows * chunksPerRow;
   Value slotBase = im.mul(slot, ring.slotElements);
   for (int64_t first = 0; first < chunks; first += threads) {
-    Value chunk = im.add(tid, first);
+    Value index = im.add(tid, first);
     auto copyChunk = [&] {
-      Value row = im.div(chunk, chunksPerRow), column = im.mul(im.rem(chunk, chunksPerRow), 8);
+      Value row = im.div(index, chunksPerRow), column = im.mul(im.rem(index, chunksPerRow), chunk);
       Value sharedAt = im.add(slotBase, im.add(im.mul(row, ring.stride), column));
       Value rowValid = im.andi(enabled, inside(im, row, tile.sizes[rowDim], ring.rows));
       std::optional<int64_t> wholeColumns = IndexMath::known(tile.sizes[columnDim]);
-      if (width == 1) {
+      if (elementLoads) {
         // Element loads, predicated, stored to shared memory as one 16-byte chunk.
         SmallVector<Value> values;
-        for (int64_t e = 0; e < 8; ++e) {
+        for (int64_t e = 0; e < chunk; ++e) {
           Value at = im.add(column, e);
           Value valid = im.andi(rowValid, inside(im, at, tile.sizes[columnDim], ring.columns));
           Value globalAt = elementIndex(source, tile.offsets, {rowDim, columnDim}, {row, at});
           llvm::append_range(values, loadElements(b, loc, im, source.buffer, globalAt, 1, valid, 0.0));
         }
-        Value chunkValue = vector::FromElementsOp::create(b, loc, VectorType::get({8}, element), values);
+        Value chunkValue = vector::FromElementsOp::create(b, loc, VectorType::get({chunk}, element), values);
         vector::StoreOp::create(b, loc, chunkValue, ring.shared, ValueRange{sharedAt}, /*nontemporal=*/false,
                                 llvm::MaybeAlign(16));
         return;
       }
-      for (int64_t part = 0; part < 8; part += width) {
+      for (int64_t part = 0; part < chunk; part += width) {
         Value at = im.add(column, part);
         // Elements of this part before the valid edge (all or none where the tile is whole along the row).
         Value count;
@@ -189,7 +193,7 @@ void MmaMatmulLowering::copyTile(const GlobalTile &tile, const OperandRing &ring
         Value any = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, count, im.c(0));
         tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(
             b, loc, tokenType, ring.shared, im.add(sharedAt, part), source.buffer, im.select(any, globalAt, im.c(0)),
-            b.getIndexAttr(width), count, width == 8 ? b.getUnitAttr() : UnitAttr()));
+            b.getIndexAttr(width), count, width * bytes == 16 ? b.getUnitAttr() : UnitAttr()));
       }
     };
     if (first + threads <= chunks) {
@@ -197,7 +201,7 @@ void MmaMatmulLowering::copyTile(const GlobalTile &tile, const OperandRing &ring
       continue;
     }
     // The last round of a tile whose chunks do not split evenly over the threads.
-    scf::IfOp::create(b, loc, im.lt(chunk, chunks), [&](OpBuilder &then, Location) {
+    scf::IfOp::create(b, loc, im.lt(index, chunks), [&](OpBuilder &then, Location) {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPoint(then.getInsertionBlock(), then.getInsertionPoint());
       copyChunk();
@@ -236,33 +240,52 @@ FailureOr<Value> MmaMatmulLowering::stageOperands(scf::ForOp loop, MatmulOp prod
   return nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens).getResult();
 }
 
-SmallVector<Value> MmaMatmulLowering::multiplySlot(Value slot, ArrayRef<Value> accs, bool transposedB, bool bf16) {
+SmallVector<Value> MmaMatmulLowering::multiplySlot(Value slot, ArrayRef<Value> accs, bool transposedB) {
   Type element = cast<MemRefType>(ringA.shared.getType()).getElementType();
-  auto fragA = VectorType::get({4, 2}, element);
+  // 16-bit operands run m16n8k16; f32 ones m16n8k8 as TF32, whose fragment rows are 4 elements (16 bytes) wide.
+  bool tf32 = element.isF32();
+  int64_t depth = tf32 ? 8 : 16;
+  auto fragA = VectorType::get({4, tf32 ? 1 : 2}, element);
   Value baseA = im.mul(slot, ringA.slotElements), baseB = im.mul(slot, ringB.slotElements);
-  Value laneRow16 = im.rem(lane, 16), laneHalf = im.mul(im.div(lane, 16), 8);
+  Value laneRow16 = im.rem(lane, 16), laneHalf = im.mul(im.div(lane, 16), depth / 2);
   SmallVector<Value> current(accs);
-  for (int64_t kk = 0; kk < bk / 16; ++kk) {
+  for (int64_t kk = 0; kk < bk / depth; ++kk) {
     SmallVector<SmallVector<Value>> aRegs, bRegs;
     for (int64_t i = 0; i < fragsM; ++i) {
-      Value row = im.add(wm0, im.add(laneRow16, i * 16)), col = im.add(laneHalf, kk * 16);
+      Value row = im.add(wm0, im.add(laneRow16, i * 16)), col = im.add(laneHalf, kk * depth);
       Value at = im.add(baseA, im.add(im.mul(row, ringA.stride), col));
       Value fragment = nvgpu::LdMatrixOp::create(b, loc, fragA, ringA.shared, at, b.getBoolAttr(false),
                                                  b.getI32IntegerAttr(4));
       aRegs.push_back(packFragment(b, loc, fragment));
     }
-    // One ldmatrix.x4 reads the B fragments of two adjacent 8-column blocks (an odd last one reads 8 columns
-    // past the warp tile, inside the ring's padding, and is not used).
-    for (int64_t j = 0; j < fragsN; j += 2) {
-      auto [first, second] = loadBFragmentPair(b, loc, im, ringB.shared, baseB, ringB.stride, lane, im.c(kk * 16),
-                                               im.add(wn0, j * 8), /*kMajor=*/!transposedB);
-      bRegs.push_back(first);
-      bRegs.push_back(second);
+    if (tf32 && !transposedB) {
+      // ldmatrix transposes only 16-bit elements: a [K, N] tile's TF32 fragments are read element by element,
+      // lane l taking rows k = l % 4 and l % 4 + 4 of column n = l / 4 (the rows' padding keeps the 32 lanes on
+      // distinct banks).
+      Value k = im.add(im.rem(lane, 4), kk * depth);
+      for (int64_t j = 0; j < fragsN; ++j) {
+        Value n = im.add(wn0, im.add(im.div(lane, 4), j * 8));
+        SmallVector<Value> fragment;
+        for (int64_t half = 0; half < 2; ++half) {
+          Value at = im.add(baseB, im.add(im.mul(im.add(k, half * 4), ringB.stride), n));
+          fragment.push_back(toTf32(b, loc, memref::LoadOp::create(b, loc, ringB.shared, ValueRange{at})));
+        }
+        bRegs.push_back(fragment);
+      }
+    } else {
+      // One ldmatrix.x4 reads the B fragments of two adjacent 8-column blocks (an odd last one reads 8 columns
+      // past the warp tile, inside the ring's padding or spare rows, and is not used).
+      for (int64_t j = 0; j < fragsN; j += 2) {
+        auto [first, second] = loadBFragmentPair(b, loc, im, ringB.shared, baseB, ringB.stride, lane,
+                                                 im.c(kk * depth), im.add(wn0, j * 8), /*kMajor=*/!transposedB);
+        bRegs.push_back(first);
+        bRegs.push_back(second);
+      }
     }
     for (int64_t i = 0; i < fragsM; ++i)
       for (int64_t j = 0; j < fragsN; ++j) {
         Value &acc = current[i * fragsN + j];
-        acc = mmaSync(b, loc, aRegs[i], bRegs[j], acc, bf16);
+        acc = mmaSync(b, loc, aRegs[i], bRegs[j], acc, element);
       }
   }
   return current;
@@ -299,7 +322,6 @@ LogicalResult MmaMatmulLowering::lowerContraction(scf::ForOp loop) {
     lastGroup = *group;
   }
   bool transposedB = product.getTransposeRhs();
-  bool bf16 = product.getLhs().getType().getElementType().isBF16();
   LogicalResult status = success();
   auto pipeline = scf::ForOp::create(
       b, loc, im.c(0), kTiles, im.c(1), accs, [&](OpBuilder &nested, Location, Value kTile, ValueRange iter) {
@@ -311,7 +333,7 @@ LogicalResult MmaMatmulLowering::lowerContraction(scf::ForOp loop) {
         Value next = im.add(kTile, stages - 1);
         if (failed(stageOperands(loop, product, next, kTiles, im.rem(next, stages))))
           status = failure();
-        scf::YieldOp::create(b, loc, multiplySlot(im.rem(kTile, stages), SmallVector<Value>(iter), transposedB, bf16));
+        scf::YieldOp::create(b, loc, multiplySlot(im.rem(kTile, stages), SmallVector<Value>(iter), transposedB));
       });
   if (failed(status))
     return failure();
@@ -367,8 +389,7 @@ LogicalResult MmaMatmulLowering::lowerSingleProduct(MatmulOp product) {
   Value group = nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens);
   nvgpu::DeviceAsyncWaitOp::create(b, loc, group, b.getI32IntegerAttr(0));
   gpu::BarrierOp::create(b, loc);
-  SmallVector<Value> accs = multiplySlot(im.c(0), fragmentsOf(accumulator->second), product.getTransposeRhs(),
-                                         product.getLhs().getType().getElementType().isBF16());
+  SmallVector<Value> accs = multiplySlot(im.c(0), fragmentsOf(accumulator->second), product.getTransposeRhs());
   registers[add.getResult()] = registersOf(accs);
   return success();
 }
@@ -602,20 +623,19 @@ FailureOr<KernelLaunch> kiln::lowerMmaMatmulKernel(OpBuilder &builder, gpu::GPUM
     return forall.emitError() << kWhat << ": no #kiln.mma_layout on the loop (run kiln-assign-layouts)";
   int64_t bm = config.getTile()[0], bn = config.getTile()[1], bk = config.getTile()[2];
   int64_t threads = config.getWarps() * 32;
-  if (layout.getWarpsM() * layout.getWarpsN() != config.getWarps() || bm % (layout.getWarpsM() * 16) != 0 ||
-      bn % (layout.getWarpsN() * 8) != 0 || bk % 16 != 0 || config.getStages() < 2)
-    return forall.emitError() << kWhat << ": " << layout << " does not split " << config
-                              << " into whole m16n8k16 fragments";
-
-  // The operand rings: A [BM, BK]; B [BK, BN], or [BN, BK] for a transposed rhs (8 spare rows, which the last
-  // ldmatrix.x4 of an odd count of 8-column fragments reads). Rows padded by 8 elements (16 bytes).
   MatmulOp product;
   forall.getBody()->walk([&](MatmulOp op) { product = op; });
   bool transposedB = product && product.getTransposeRhs();
   Type element = product ? product.getLhs().getType().getElementType() : builder.getBF16Type();
-  int64_t rowsB = transposedB ? bn + 8 : bk, columnsB = transposedB ? bk : bn;
-  int64_t slotA = bm * (bk + 8), slotB = rowsB * (columnsB + 8);
-  int64_t sharedBytes = product ? config.getStages() * (slotA + slotB) * 2 : 0;
+  int64_t depth = element.isF32() ? 8 : 16;
+  if (layout.getWarpsM() * layout.getWarpsN() != config.getWarps() || bm % (layout.getWarpsM() * 16) != 0 ||
+      bn % (layout.getWarpsN() * 8) != 0 || bk % depth != 0 || config.getStages() < 2)
+    return forall.emitError() << kWhat << ": " << layout << " does not split " << config
+                              << " into whole m16n8k" << depth << " fragments";
+
+  // The operand rings (kiln::mmaOperandSlots: the layout kiln-select-config sizes the stages by).
+  MmaOperandSlots slots = mmaOperandSlots(bm, bn, bk, transposedB, element.getIntOrFloatBitWidth());
+  int64_t sharedBytes = product ? config.getStages() * slots.stageBytes : 0;
 
   SmallVector<RankedTensorType> buffers;
   for (Type type : kernel.getArgumentTypes())
@@ -628,10 +648,11 @@ FailureOr<KernelLaunch> kiln::lowerMmaMatmulKernel(OpBuilder &builder, gpu::GPUM
   MmaMatmulLowering lowering(builder, loc, config, layout, threads);
   if (product) {
     int64_t stages = config.getStages();
-    lowering.ringA = {sharedView(builder, loc, gpuKernel.sharedBytes, 0, stages * slotA, element), bm, bk, bk + 8,
-                      slotA};
-    lowering.ringB = {sharedView(builder, loc, gpuKernel.sharedBytes, stages * slotA, stages * slotB, element),
-                      transposedB ? bn : bk, columnsB, columnsB + 8, slotB};
+    lowering.ringA = {sharedView(builder, loc, gpuKernel.sharedBytes, 0, stages * slots.slotA, element),
+                      slots.rowsA, slots.columnsA, slots.strideA, slots.slotA};
+    lowering.ringB = {
+        sharedView(builder, loc, gpuKernel.sharedBytes, stages * slots.slotA, stages * slots.slotB, element),
+        slots.rowsB, slots.columnsB, slots.strideB, slots.slotB};
   }
   Block &entry = gpuKernel.func.getBody().front();
   if (failed(lowering.bindKernel(kernel, forall, entry, kWhat)))

@@ -328,9 +328,9 @@ def test_missing_weight_data(tmp_path):
         frontend.import_onnx(tmp_path / "ext.onnx")
 
 
-def test_gpu_target_needs_half_precision():
+def test_gpu_attention_needs_half_precision():
     model, _, _ = onnx_blocks.gpt2_block(batch=1, seq=4, hidden=16, heads=2)
-    with pytest.raises(kiln.CompileError, match="loc\\(\"/gpt2/MatMul_.*takes bf16 or f16 operands, got 'f32'"):
+    with pytest.raises(kiln.CompileError, match="loc\\(\"/gpt2/MatMul_.*attention kernel takes bf16 or f16 q/k/v, got 'f32'"):
         frontend.from_onnx(model, target="sm_90a")
     with pytest.raises(ValueError, match="unsupported target 'sm_70'"):
         frontend.from_onnx(model, target="sm_70")

@@ -784,8 +784,11 @@ def test_load_what_kilnc_wrote(tmp_path):
 
 
 def test_gpu_compile_errors(cache_dir):
-    with pytest.raises(kiln.CompileError, match="takes bf16 or f16 operands, got 'f32'"):
-        kiln.compile(SOURCE.replace("bf16", "f32"), target="sm_90a")
+    # A config that the mma_sync kernel cannot split into fragments (BK = 8 for bf16).
+    pinned = SOURCE.replace(" : tensor<40x64xbf16>, tensor<64x72xbf16>", ' {kiln.config = #kiln.config<tile = [64, 64, 8], '
+                            'warps = 4, stages = 3, lowering = "mma_sync">} : tensor<40x64xbf16>, tensor<64x72xbf16>')
+    with pytest.raises(kiln.CompileError, match="does not fit the mma_sync kernel"):
+        kiln.compile(pinned, target="sm_90a")
     assert not entries(cache_dir) and not list(cache_dir.iterdir()), "a failed compile left files in the cache"
     with pytest.raises(ValueError, match="unsupported target 'sm_75'"):
         kiln.compile(SOURCE, target="sm_75")
