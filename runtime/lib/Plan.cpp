@@ -3,7 +3,8 @@
 // A compiled module's public function is a plan (written by kilnc into manifest.json): inputs, buffers, views
 // (the same bytes under another shape), constants in files, and kernel launches in order. Loading a plan loads
 // its kernels and allocates every buffer and constant once; a run only binds the inputs' addresses and issues
-// the launches on a stream, so whole graphs run from C or C++ with no Python and no MLIR.
+// the launches on a stream, so whole graphs run from C or C++ with no Python and no MLIR. Reading a plan (the
+// manifest and the files it names) needs no GPU, so that a tool can check a folder and its inputs first.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,25 +21,33 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
+
 using namespace kiln::runtime;
 
 namespace {
 /// One tensor of the plan: where its bytes are, and what they hold.
 struct Slot {
   std::string kind, dtype;
+  std::string file;    // a constant's data, in the folder
   std::vector<int64_t> shape;
+  int64_t bytes = 0;
   int index = -1;      // argument position of an input
   int of = -1;         // slot a view aliases
   uint64_t pointer = 0;
   bool owned = false;  // allocated by the plan (buffers and constants)
 };
 
+/// One kernel launch: what the manifest says of it, and its kernel handle once the plan is on a GPU.
 struct Step {
-  kiln_kernel *kernel = nullptr;
+  std::string name, function;
+  std::string cubin, ptx;      ///< the kernel's files in the folder ("" when the manifest names none)
   unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1};
   unsigned shared = 0;
   std::vector<int> args;
   std::vector<uint64_t> sizes; ///< a size-generic kernel's sizes, passed after its buffers
+  std::vector<kiln_tensor_map_spec> maps;
+  kiln_kernel *kernel = nullptr;
 };
 
 int64_t elementBytes(const std::string &dtype) {
@@ -108,11 +117,26 @@ bool readFile(const std::string &path, std::string &contents) {
   return true;
 }
 
-std::vector<int64_t> shapeOf(const Json &value) {
-  std::vector<int64_t> shape;
-  for (const Json &dim : value.array)
-    shape.push_back(static_cast<int64_t>(dim.number));
-  return shape;
+/// Whether `path` is a regular file (of `size` bytes, when given).
+bool isFile(const std::string &path, int64_t size = -1) {
+  struct stat info;
+  return stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) && (size < 0 || info.st_size == size);
+}
+
+/// The shape and byte count of a plan value; false when the shape is not a list of sizes or its bytes overflow.
+bool shapeOf(const Json *value, int64_t elementSize, std::vector<int64_t> &shape, int64_t &bytes) {
+  if (!value || value->kind != Json::Kind::Array)
+    return false;
+  bytes = elementSize;
+  for (const Json &dim : value->array) {
+    uint64_t size = 0;
+    if (!wholeNumber(&dim, 9007199254740992.0, size))
+      return false;
+    shape.push_back(static_cast<int64_t>(size));
+    if (__builtin_mul_overflow(bytes, static_cast<int64_t>(size), &bytes))
+      return false;
+  }
+  return true;
 }
 
 unsigned dim(const Json *array, size_t index) {
@@ -121,7 +145,8 @@ unsigned dim(const Json *array, size_t index) {
 } // namespace
 
 struct kiln_plan {
-  kiln_device *device = nullptr;
+  std::string folder, manifest, target;
+  kiln_device *device = nullptr; ///< null for a plan read without a GPU
   std::map<std::string, kiln_module *> modules; ///< by file: one per kernel
   std::vector<Slot> slots;
   std::vector<int> inputs, outputs;
@@ -142,70 +167,54 @@ struct kiln_plan {
 };
 
 namespace {
-int64_t bytesOf(const Slot &slot) {
-  int64_t count = 1;
-  for (int64_t d : slot.shape)
-    count *= d;
-  return count * elementBytes(slot.dtype);
-}
-
 kiln_status invalid(const std::string &manifest, const std::string &what) {
   return fail(KILN_ERROR_INVALID_ARGUMENT, manifest + ": " + what);
 }
-} // namespace
 
-extern "C" {
-
-kiln_status kiln_plan_load(kiln_device *device, const char *folder, const char *function, kiln_plan **result) {
-  if (!device || !folder || !result)
-    return fail(KILN_ERROR_INVALID_ARGUMENT, "kiln_plan_load: null device, folder or result");
-  *result = nullptr;
-  std::string root(folder), manifestPath = root + "/manifest.json", text, error;
+/// Reads the plan of `function` (null: the only one) from `plan.folder` into `plan`, checking the manifest and
+/// that every file it names is in the folder; touches no GPU.
+kiln_status readPlan(const char *function, kiln_plan &plan) {
+  const std::string &root = plan.folder, &manifestPath = plan.manifest;
+  std::string text, error;
   if (!readFile(manifestPath, text))
     return fail(KILN_ERROR_NOT_FOUND, manifestPath + ": cannot read it (not a compiled Kiln folder?)");
   Json manifest;
   if (!parseJson(text, manifest, error))
     return invalid(manifestPath, "not valid JSON (" + error + ")");
   const Json *plans = manifest.find("plans"), *kernels = manifest.find("kernels");
-  if (!plans || plans->kind != Json::Kind::Array || plans->array.empty() || !kernels)
+  if (!plans || plans->kind != Json::Kind::Array || plans->array.empty() || !kernels ||
+      kernels->kind != Json::Kind::Array)
     return invalid(manifestPath, "no run plan (compile with kilnc)");
-  const Json *plan = nullptr;
+  const Json *chosen = nullptr;
   std::string names;
   for (const Json &candidate : plans->array) {
     const Json *name = candidate.find("function");
     std::string n = name ? name->string : "";
     names += (names.empty() ? "" : ", ") + n;
     if ((function && n == function) || (!function && plans->array.size() == 1))
-      plan = &candidate;
+      chosen = &candidate;
   }
-  if (!plan)
+  if (!chosen)
     return invalid(manifestPath, function ? "no function '" + std::string(function) + "' (it has " + names + ")"
                                           : "several functions (" + names + "); name one");
-
-  auto owned = std::make_unique<kiln_plan>();
-  owned->device = device;
-  // Each kernel's cubin when it was built for this GPU (sm_90a: exactly 9.0; sm_80: an 8.x device), else its
-  // PTX for the driver to compile.
-  const Json *target = manifest.find("target");
-  int major = 0, minor = 0, multiprocessors = 0;
-  if (kiln_status status = kiln_device_info(device, &major, &minor, &multiprocessors); status != KILN_OK)
-    return status;
-  std::string chip = target ? target->string : "";
-  bool cubinFits = (chip == "sm_90a" && major == 9 && minor == 0) || (chip == "sm_80" && major == 8);
+  if (const Json *target = manifest.find("target"))
+    plan.target = target->string;
   std::map<std::string, const Json *> launches;
   for (const Json &kernel : kernels->array)
     if (const Json *name = kernel.find("name"))
       launches[name->string] = &kernel;
 
   std::map<int64_t, int> slotOf;
-  const Json *values = plan->find("values");
+  const Json *values = chosen->find("values");
   for (const Json &value : values ? values->array : std::vector<Json>()) {
     Slot slot;
-    const Json *kind = value.find("kind"), *id = value.find("id"), *shape = value.find("shape"),
-               *dtype = value.find("dtype");
-    if (!kind || !id || !shape || !dtype || !elementBytes(dtype->string))
+    const Json *kind = value.find("kind"), *id = value.find("id"), *dtype = value.find("dtype");
+    if (!kind || !id || !dtype || !elementBytes(dtype->string))
       return invalid(manifestPath, "a plan value lacks kind, id, shape or a known dtype");
-    slot.kind = kind->string, slot.dtype = dtype->string, slot.shape = shapeOf(*shape);
+    slot.kind = kind->string, slot.dtype = dtype->string;
+    if (!shapeOf(value.find("shape"), elementBytes(slot.dtype), slot.shape, slot.bytes))
+      return invalid(manifestPath, "plan value " + std::to_string(static_cast<int64_t>(id->number)) +
+                                       " has no shape of whole sizes, or more bytes than int64 can count");
     if (slot.kind == "input") {
       const Json *index = value.find("index");
       slot.index = index ? static_cast<int>(index->number) : -1;
@@ -216,76 +225,59 @@ kiln_status kiln_plan_load(kiln_device *device, const char *folder, const char *
       slot.of = slotOf[static_cast<int64_t>(of->number)];
     } else if (slot.kind == "buffer" || slot.kind == "constant") {
       slot.owned = true;
-      int64_t bytes = std::max<int64_t>(bytesOf(slot), 1);
-      if (kiln_status status = kiln_malloc(device, static_cast<size_t>(bytes), &slot.pointer); status != KILN_OK)
-        return status;
       if (slot.kind == "constant") {
         const Json *file = value.find("file");
-        std::string data;
-        bool read = file && readFile(root + "/" + file->string, data) &&
-                    static_cast<int64_t>(data.size()) == bytesOf(slot);
-        uint64_t pointer = slot.pointer;  // not in the plan yet: freed here on failure
-        if (!read) {
-          kiln_free(device, pointer);
+        if (!file || file->kind != Json::Kind::String || !isFile(root + "/" + file->string, slot.bytes))
           return invalid(manifestPath, "constant file " + (file ? file->string : "?") + " is missing or has the "
-                                       "wrong size");
-        }
-        if (kiln_status status = kiln_copy_to_device(device, pointer, data.data(), data.size()); status != KILN_OK) {
-          kiln_free(device, pointer);
-          return status;
-        }
+                                       "wrong size (expected " + std::to_string(slot.bytes) + " bytes)");
+        slot.file = file->string;
       }
     } else {
       return invalid(manifestPath, "unknown plan value kind '" + slot.kind + "'");
     }
-    slotOf[static_cast<int64_t>(id->number)] = static_cast<int>(owned->slots.size());
-    owned->slots.push_back(std::move(slot));
+    slotOf[static_cast<int64_t>(id->number)] = static_cast<int>(plan.slots.size());
+    plan.slots.push_back(std::move(slot));
   }
-  for (size_t i = 0; i < owned->slots.size(); ++i)
-    if (owned->slots[i].kind == "input") {
-      int index = owned->slots[i].index;
-      if (index < 0 || index >= static_cast<int>(owned->slots.size()))
+  for (size_t i = 0; i < plan.slots.size(); ++i)
+    if (plan.slots[i].kind == "input") {
+      int index = plan.slots[i].index;
+      if (index < 0 || index >= static_cast<int>(plan.slots.size()))
         return invalid(manifestPath, "an input without a valid index");
-      if (owned->inputs.size() <= static_cast<size_t>(index))
-        owned->inputs.resize(index + 1, -1);
-      if (owned->inputs[index] != -1)
+      if (plan.inputs.size() <= static_cast<size_t>(index))
+        plan.inputs.resize(index + 1, -1);
+      if (plan.inputs[index] != -1)
         return invalid(manifestPath, "two inputs with index " + std::to_string(index));
-      owned->inputs[index] = static_cast<int>(i);
+      plan.inputs[index] = static_cast<int>(i);
     }
-  for (size_t i = 0; i < owned->inputs.size(); ++i)
-    if (owned->inputs[i] == -1)
+  for (size_t i = 0; i < plan.inputs.size(); ++i)
+    if (plan.inputs[i] == -1)
       return invalid(manifestPath, "no input with index " + std::to_string(i));
-  for (const Json &output : plan->find("outputs") ? plan->find("outputs")->array : std::vector<Json>()) {
+  for (const Json &output : chosen->find("outputs") ? chosen->find("outputs")->array : std::vector<Json>()) {
     auto it = slotOf.find(static_cast<int64_t>(output.number));
     if (it == slotOf.end())
       return invalid(manifestPath, "an output that is not a plan value");
-    owned->outputs.push_back(it->second);
+    plan.outputs.push_back(it->second);
   }
   size_t cells = 0;
-  for (const Json &step : plan->find("steps") ? plan->find("steps")->array : std::vector<Json>()) {
+  for (const Json &step : chosen->find("steps") ? chosen->find("steps")->array : std::vector<Json>()) {
     const Json *kernel = step.find("kernel"), *args = step.find("args");
     if (!kernel || !args || !launches.count(kernel->string))
       return invalid(manifestPath, "a step names no known kernel");
     const Json &launch = *launches[kernel->string];
-    const Json *cubin = launch.find("cubin"), *ptx = launch.find("ptx");
-    std::string file = cubin && cubin->kind == Json::Kind::String && cubinFits ? cubin->string
-                       : ptx && ptx->kind == Json::Kind::String             ? ptx->string
-                                                                            : "";
-    if (file.empty())
-      return invalid(manifestPath, "kernel " + kernel->string + " names no PTX file");
-    kiln_module *&module = owned->modules[file];
-    if (!module)
-      if (kiln_status status = kiln_module_load_file(device, (root + "/" + file).c_str(), &module);
-          status != KILN_OK) {
-        owned->modules.erase(file);
-        return status;
-      }
-    const Json *function = launch.find("function");
-    if (!function || function->kind != Json::Kind::String)
-      return invalid(manifestPath, "kernel " + kernel->string + " names no function");
-    Step &s = owned->steps.emplace_back();  // in the plan before its kernel handle exists: freed with it
-    if (kiln_status status = kiln_module_get_kernel(module, function->string.c_str(), &s.kernel); status != KILN_OK)
-      return status;
+    Step &s = plan.steps.emplace_back();
+    s.name = kernel->string;
+    for (auto [key, file] : {std::pair<const char *, std::string *>{"cubin", &s.cubin}, {"ptx", &s.ptx}})
+      if (const Json *name = launch.find(key); name && name->kind == Json::Kind::String)
+        *file = name->string;
+    if (s.ptx.empty() && s.cubin.empty())
+      return invalid(manifestPath, "kernel " + s.name + " names no PTX file");
+    if (!(!s.ptx.empty() && isFile(root + "/" + s.ptx)) && !(!s.cubin.empty() && isFile(root + "/" + s.cubin)))
+      return invalid(manifestPath, "kernel " + s.name + ": " + (s.ptx.empty() ? s.cubin : s.ptx) +
+                                       " is not a file of the folder");
+    const Json *functionName = launch.find("function");
+    if (!functionName || functionName->kind != Json::Kind::String)
+      return invalid(manifestPath, "kernel " + s.name + " names no function");
+    s.function = functionName->string;
     for (size_t d = 0; d < 3; ++d)
       s.grid[d] = dim(launch.find("grid"), d), s.block[d] = dim(launch.find("block"), d);
     const Json *shared = launch.find("dynamic_shared_bytes");
@@ -299,20 +291,95 @@ kiln_status kiln_plan_load(kiln_device *device, const char *folder, const char *
     if (const Json *sizes = launch.find("sizes"))
       for (const Json &size : sizes->array)
         s.sizes.push_back(static_cast<uint64_t>(size.number));
-    std::vector<kiln_tensor_map_spec> maps;
     std::string why;
-    if (!parseTensorMaps(launch.find("tensor_maps"), maps, why))
-      return invalid(manifestPath, "kernel " + kernel->string + ": " + why);
-    if (kiln_status status = kiln_kernel_set_tensor_maps(s.kernel, static_cast<int>(s.args.size() + s.sizes.size()),
-                                                         static_cast<int>(maps.size()), maps.data());
-        status != KILN_OK)
-      return status;
+    if (!parseTensorMaps(launch.find("tensor_maps"), s.maps, why))
+      return invalid(manifestPath, "kernel " + s.name + ": " + why);
     cells = std::max(cells, s.args.size() + s.sizes.size());
   }
-  owned->argumentCells.resize(cells);
-  for (uint64_t &cell : owned->argumentCells)
-    owned->argumentPointers.push_back(&cell);
-  *result = owned.release();
+  plan.argumentCells.resize(cells);
+  for (uint64_t &cell : plan.argumentCells)
+    plan.argumentPointers.push_back(&cell);
+  return KILN_OK;
+}
+
+/// Puts a read plan on `device`: each kernel's module (its cubin when it was built for this GPU, sm_90a exactly
+/// 9.0 and sm_80 an 8.x device, else its PTX for the driver to compile), device buffers, and the constants.
+kiln_status loadPlan(kiln_device *device, kiln_plan &plan) {
+  int major = 0, minor = 0, multiprocessors = 0;
+  if (kiln_status status = kiln_device_info(device, &major, &minor, &multiprocessors); status != KILN_OK)
+    return status;
+  plan.device = device;
+  bool cubinFits = (plan.target == "sm_90a" && major == 9 && minor == 0) || (plan.target == "sm_80" && major == 8);
+  for (Slot &slot : plan.slots) {
+    if (!slot.owned)
+      continue;
+    if (kiln_status status = kiln_malloc(device, static_cast<size_t>(std::max<int64_t>(slot.bytes, 1)),
+                                         &slot.pointer);
+        status != KILN_OK)
+      return status;
+    if (slot.kind != "constant")
+      continue;
+    std::string data;
+    if (!readFile(plan.folder + "/" + slot.file, data) || static_cast<int64_t>(data.size()) != slot.bytes)
+      return invalid(plan.manifest, "constant file " + slot.file + " is missing or has the wrong size (expected " +
+                                        std::to_string(slot.bytes) + " bytes)");
+    if (kiln_status status = kiln_copy_to_device(device, slot.pointer, data.data(), data.size()); status != KILN_OK)
+      return status;
+  }
+  for (Step &s : plan.steps) {
+    std::string file = cubinFits && !s.cubin.empty() && isFile(plan.folder + "/" + s.cubin) ? s.cubin : s.ptx;
+    if (file.empty())
+      return invalid(plan.manifest, "kernel " + s.name + " names no PTX file, and its cubin is for " +
+                                        (plan.target.empty() ? "another GPU" : plan.target));
+    kiln_module *&module = plan.modules[file];
+    if (!module)
+      if (kiln_status status = kiln_module_load_file(device, (plan.folder + "/" + file).c_str(), &module);
+          status != KILN_OK) {
+        plan.modules.erase(file);
+        return status;
+      }
+    if (kiln_status status = kiln_module_get_kernel(module, s.function.c_str(), &s.kernel); status != KILN_OK)
+      return status;
+    if (kiln_status status = kiln_kernel_set_tensor_maps(s.kernel, static_cast<int>(s.args.size() + s.sizes.size()),
+                                                         static_cast<int>(s.maps.size()), s.maps.data());
+        status != KILN_OK)
+      return status;
+  }
+  return KILN_OK;
+}
+
+/// A plan of `folder` with its paths set, for readPlan to fill.
+std::unique_ptr<kiln_plan> emptyPlan(const char *folder) {
+  auto plan = std::make_unique<kiln_plan>();
+  plan->folder = folder;
+  plan->manifest = plan->folder + "/manifest.json";
+  return plan;
+}
+} // namespace
+
+extern "C" {
+
+kiln_status kiln_plan_read(const char *folder, const char *function, kiln_plan **result) {
+  if (!folder || !result)
+    return fail(KILN_ERROR_INVALID_ARGUMENT, "kiln_plan_read: null folder or result");
+  *result = nullptr;
+  std::unique_ptr<kiln_plan> plan = emptyPlan(folder);
+  if (kiln_status status = readPlan(function, *plan); status != KILN_OK)
+    return status;
+  *result = plan.release();
+  return KILN_OK;
+}
+
+kiln_status kiln_plan_load(kiln_device *device, const char *folder, const char *function, kiln_plan **result) {
+  if (!device || !folder || !result)
+    return fail(KILN_ERROR_INVALID_ARGUMENT, "kiln_plan_load: null device, folder or result");
+  *result = nullptr;
+  std::unique_ptr<kiln_plan> plan = emptyPlan(folder);
+  if (kiln_status status = readPlan(function, *plan); status != KILN_OK)
+    return status;
+  if (kiln_status status = loadPlan(device, *plan); status != KILN_OK)
+    return status;
+  *result = plan.release();
   return KILN_OK;
 }
 
@@ -342,6 +409,9 @@ kiln_status kiln_plan_tensor_info(const kiln_plan *plan, int is_output, int inde
 kiln_status kiln_plan_run(kiln_plan *plan, const uint64_t *inputs, uint64_t *outputs, void *stream) {
   if (!plan || (!inputs && !plan->inputs.empty()) || (!outputs && !plan->outputs.empty()))
     return fail(KILN_ERROR_INVALID_ARGUMENT, "kiln_plan_run: null plan, inputs or outputs");
+  if (!plan->device)
+    return fail(KILN_ERROR_INVALID_ARGUMENT, "kiln_plan_run: " + plan->folder + " was read without a GPU "
+                                             "(kiln_plan_read); load it with kiln_plan_load to run it");
   for (size_t i = 0; i < plan->inputs.size(); ++i)
     plan->slots[plan->inputs[i]].pointer = inputs[i];
   for (Slot &slot : plan->slots)  // views follow their base (slots come after what they view)

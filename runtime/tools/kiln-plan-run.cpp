@@ -5,19 +5,23 @@
 // Loads the run plan kilnc wrote into FOLDER through the runtime's C API, copies the inputs (.npy, C order,
 // little endian; bf16 as uint16) to the GPU, runs the plan and writes each output to PREFIX<i>.npy. With
 // --repeat N it runs N more times and prints the median wall time of a run (launches plus synchronize). Every
-// mismatch between a file and the plan (dtype, shape, count) is an error naming the file.
+// mismatch between a file and the plan (dtype, shape, count) is an error naming the file, found before the GPU
+// is opened: the arguments, the folder and the inputs are read first, so a mistake in them is reported as such
+// on a machine without a GPU too.
 //
 //===----------------------------------------------------------------------===//
 
 #include "kiln/runtime.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -136,6 +140,59 @@ int64_t elements(const std::vector<int64_t> &shape) {
     count *= d;
   return count;
 }
+
+/// " (bf16)" for the descr that stands for bf16 (numpy has no bf16 and saves its bits as uint16), else "".
+std::string dtypeNote(const std::string &descr) { return descr == "<u2" ? " (bf16)" : ""; }
+
+/// Renders a shape as numpy does: `(1, 8, 77, 64)`, `(512,)`.
+std::string formatShape(const std::vector<int64_t> &shape) {
+  std::string text = "(";
+  for (size_t d = 0; d < shape.size(); ++d)
+    text += (d ? ", " : "") + std::to_string(shape[d]);
+  return text + (shape.size() == 1 ? ",)" : ")");
+}
+
+/// Parses --repeat's value: a whole number of runs, 0 or more; false on anything else ("abc", "-5", "3x").
+bool parseRepeat(const std::string &text, int &repeat) {
+  char *end = nullptr;
+  errno = 0;
+  long value = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || text[0] == '-' || text[0] == '+' || *end != '\0' || errno == ERANGE || value < 0 ||
+      value > std::numeric_limits<int>::max())
+    return false;
+  repeat = static_cast<int>(value);
+  return true;
+}
+
+/// The inputs read from their files, each checked against the plan's input of its position.
+bool readInputs(const kiln_plan *plan, const std::vector<std::string> &paths, std::vector<Array> &arrays,
+                std::string &error) {
+  int numInputs = kiln_plan_num_inputs(plan);
+  if (static_cast<int>(paths.size()) != numInputs)
+    return error = "the plan takes " + std::to_string(numInputs) + " inputs, got " + std::to_string(paths.size()) +
+                   " files",
+           false;
+  arrays.resize(paths.size());
+  for (int i = 0; i < numInputs; ++i) {
+    std::string descr;
+    std::vector<int64_t> expected;
+    if (!tensorInfo(plan, false, i, descr, expected))
+      return error = kiln_last_error(), false;
+    Array &array = arrays[i];
+    if (!readNpy(paths[i], array, error))
+      return false;
+    if (array.descr != descr || array.shape != expected)
+      return error = paths[i] + ": input " + std::to_string(i) + " must be " + descr + dtypeNote(descr) +
+                     " of shape " + formatShape(expected) + "; the file holds " + array.descr + " of shape " +
+                     formatShape(array.shape),
+             false;
+    if (static_cast<int64_t>(array.data.size()) != elements(expected) * elementBytes(array.descr))
+      return error = paths[i] + ": the file holds " + std::to_string(array.data.size()) +
+                     " bytes of data, expected " + std::to_string(elements(expected) * elementBytes(array.descr)),
+             false;
+  }
+  return true;
+}
 } // namespace
 
 int main(int argc, char **argv) {
@@ -150,9 +207,10 @@ int main(int argc, char **argv) {
       prefix = argv[++i];
     else if (arg == "--function")
       function = argv[++i];
-    else if (arg == "--repeat")
-      repeat = std::atoi(argv[++i]);
-    else if (folder.empty())
+    else if (arg == "--repeat") {
+      if (!parseRepeat(argv[++i], repeat))
+        return fail(std::string("--repeat takes a whole number of runs (0 or more), got '") + argv[i] + "'");
+    } else if (folder.empty())
       folder = arg;
     else
       inputs.push_back(arg);
@@ -160,33 +218,28 @@ int main(int argc, char **argv) {
   if (folder.empty() || prefix.empty())
     return fail("usage: kiln-plan-run FOLDER [--function NAME] [--repeat N] -o PREFIX INPUT.npy...");
 
-  kiln_device *device = nullptr;
+  // The folder and the inputs first: their mistakes are the user's to fix whether or not there is a GPU.
+  const char *functionName = function.empty() ? nullptr : function.c_str();
   kiln_plan *plan = nullptr;
+  if (kiln_plan_read(folder.c_str(), functionName, &plan) != KILN_OK)
+    return fail(kiln_last_error());
+  std::vector<Array> arrays;
+  std::string error;
+  bool readable = readInputs(plan, inputs, arrays, error);
+  kiln_plan_free(plan);
+  if (!readable)
+    return fail(error);
+
+  kiln_device *device = nullptr;
   if (kiln_device_open(0, &device) != KILN_OK ||
-      kiln_plan_load(device, folder.c_str(), function.empty() ? nullptr : function.c_str(), &plan) != KILN_OK)
+      kiln_plan_load(device, folder.c_str(), functionName, &plan) != KILN_OK)
     return fail(kiln_last_error());
   int numInputs = kiln_plan_num_inputs(plan), numOutputs = kiln_plan_num_outputs(plan);
-  if (static_cast<int>(inputs.size()) != numInputs)
-    return fail("the plan takes " + std::to_string(numInputs) + " inputs, got " + std::to_string(inputs.size()) +
-                " files");
   std::vector<uint64_t> inputPointers(numInputs), outputPointers(numOutputs);
   for (int i = 0; i < numInputs; ++i) {
-    std::string descr;
-    std::vector<int64_t> expected;
-    if (!tensorInfo(plan, false, i, descr, expected))
-      return fail(kiln_last_error());
-    Array array;
-    std::string error;
-    if (!readNpy(inputs[i], array, error))
-      return fail(error);
-    if (array.descr != descr || array.shape != expected)
-      return fail(inputs[i] + ": input " + std::to_string(i) + " must be " + descr +
-                  " of the plan's shape; the file holds " + array.descr + " of another shape or type");
-    if (static_cast<int64_t>(array.data.size()) != elements(expected) * elementBytes(array.descr))
-      return fail(inputs[i] + ": the file holds " + std::to_string(array.data.size()) + " bytes of data, expected " +
-                  std::to_string(elements(expected) * elementBytes(array.descr)));
-    if (kiln_malloc(device, std::max<size_t>(array.data.size(), 1), &inputPointers[i]) != KILN_OK ||
-        kiln_copy_to_device(device, inputPointers[i], array.data.data(), array.data.size()) != KILN_OK)
+    const std::string &data = arrays[i].data;
+    if (kiln_malloc(device, std::max<size_t>(data.size(), 1), &inputPointers[i]) != KILN_OK ||
+        kiln_copy_to_device(device, inputPointers[i], data.data(), data.size()) != KILN_OK)
       return fail(inputs[i] + ": " + kiln_last_error());
   }
   auto run = [&] {

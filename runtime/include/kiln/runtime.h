@@ -129,6 +129,11 @@ typedef struct kiln_plan kiln_plan;
 /// step's buffers, then the kernel's `sizes` (size-generic kernels) as 64-bit integers.
 KILN_RUNTIME_API kiln_status kiln_plan_load(kiln_device *device, const char *folder, const char *function,
                                             kiln_plan **plan);
+/// Reads the plan of `function` (NULL: the manifest's only plan) from `folder` without a GPU: the manifest is
+/// checked and every kernel and constant file it names must be in the folder. The plan answers
+/// kiln_plan_num_inputs, kiln_plan_num_outputs and kiln_plan_tensor_info, so that a tool can check its inputs
+/// before it opens a GPU; kiln_plan_run refuses it.
+KILN_RUNTIME_API kiln_status kiln_plan_read(const char *folder, const char *function, kiln_plan **plan);
 KILN_RUNTIME_API void kiln_plan_free(kiln_plan *plan);
 /// How many inputs (device pointers, in order) and outputs the plan has.
 KILN_RUNTIME_API int kiln_plan_num_inputs(const kiln_plan *plan);
