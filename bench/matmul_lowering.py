@@ -17,10 +17,12 @@ building whole from the op. This script holds both halves of the visit, like row
   table, matmul.md, from it).
 
 The ``t_`` cases take each of M, N and K from {1, 7, 77, 1000, 2050, 50257} (the others unaligned, so that the
-mma_sync lowering takes them on sm_90a too), with epilogues, a transposed rhs and a batch.
+mma_sync lowering takes them on sm_90a too), with epilogues, a transposed rhs and a batch, in bf16, f16 and f32
+(TF32 tensor cores; cuBLAS is timed and checked with TF32 allowed too, torch.backends.cuda.matmul.allow_tf32).
 Error: max|out - ref| / max|ref| with ref the graph's meaning in float64 from the same (rounded) inputs, the
 matmul result rounded to the input dtype before the epilogue as the graph holds it; limits 1e-2 (bf16) and
-5e-3 (f16) from the output's rounding and f32 accumulation over K up to 50257.
+5e-3 (f16) from the output's rounding and f32 accumulation over K up to 50257, 2e-3 (f32) from TF32's rounding
+of each input to 10 mantissa bits (2^-11 relative); cuBLAS's error on the same inputs is recorded beside it.
 """
 import json
 import math
@@ -31,13 +33,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gpu_cases import compile_graph, gemm_case  # noqa: E402
 
-LIMITS = {"bf16": 1e-2, "f16": 5e-3}
+LIMITS = {"bf16": 1e-2, "f16": 5e-3, "f32": 2e-3}
 SIZES = (1, 7, 77, 1000, 2050, 50257)
 
 
 def cases():
     listed = []
-    for dtype in ("bf16", "f16"):
+    for dtype in ("bf16", "f16", "f32"):
         for size in SIZES:
             listed.append(gemm_case(f"t_{dtype}_m{size}_{size}x77x1000", size, 77, 1000, dtype))
             listed.append(gemm_case(f"t_{dtype}_n{size}_77x{size}x1000", 77, size, 1000, dtype))
@@ -64,6 +66,11 @@ def cases():
     listed.append(gemm_case("b_bf16_unaligned_4096x4100x4096", 4096, 4100, 4096, "bf16"))
     listed.append(gemm_case("b_bf16_unaligned_4096x4096x4100", 4096, 4096, 4100, "bf16"))
     listed.append(gemm_case("b_bf16_unaligned_2048x2050x2047", 2048, 2050, 2047, "bf16"))
+    # f32 on TF32 tensor cores (mma_sync m16n8k8) against cuBLAS with TF32 allowed.
+    listed.append(gemm_case("b_f32_4096x4096x4096", 4096, 4096, 4096, "f32"))
+    listed.append(gemm_case("b_f32_4096x4096x4096_transposed", 4096, 4096, 4096, "f32", transpose_rhs=True))
+    listed.append(gemm_case("b_f32_decode_32x4096x4096", 32, 4096, 4096, "f32"))
+    listed.append(gemm_case("b_f32_unaligned_2048x2050x2047", 2048, 2050, 2047, "f32"))
     return listed
 
 
@@ -131,11 +138,14 @@ def visit(args):
         return y
 
     runtime, build, listed, seed, generator = start_visit(args)
+    torch.backends.cuda.matmul.allow_tf32 = True  # f32 cases: cuBLAS on TF32 tensor cores, as the kernels
     rows, failures = [], 0
     for item in listed:
         x, w, extras = make_inputs(item, generator)
         ref = reference(item, x, w, extras)
         row = dict(name=item["name"], m=item["m"], n=item["n"], k=item["k"])
+        theirs = torch_version(item, x, w, extras)
+        row["cublas_error"] = ((theirs.double() - ref).abs().max() / ref.abs().max().clamp_min(1e-300)).item()
         launches = {}
         for variant in ("generated", "template"):
             folder = build / variant / item["name"]
@@ -178,7 +188,7 @@ def plot(args):
     import matplotlib.pyplot as plt
     path = Path(args.json)
     rows = [r for r in json.loads(path.read_text())["rows"] if "generated_tflops" in r]
-    labels = [r["name"][len("b_bf16_"):] for r in rows]
+    labels = [r["name"][len("b_"):] for r in rows]
     x = range(len(rows))
     fig, ax = plt.subplots(figsize=(14, 6))
     for offset, key, label in ((-0.27, "generated", "generated (tiled IR)"), (0, "template", "template"),
@@ -186,7 +196,7 @@ def plot(args):
         ax.bar([i + offset for i in x], [r.get(f"{key}_tflops", 0) for r in rows], 0.27, label=label)
     ax.set_xticks(list(x), labels, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("TFLOP/s")
-    ax.set_title("mma_sync matmuls on the H200, bf16 (no bar: the template does not take the shape)")
+    ax.set_title("mma_sync matmuls on the H200, bf16 and f32 as TF32 (no bar: the template does not take the shape)")
     ax.legend()
     fig.tight_layout()
     fig.savefig(path.with_suffix(".png"), dpi=110)
