@@ -29,7 +29,8 @@ std::string findLibdevice();
 std::optional<std::string> findPtxas();
 
 /// Runs the kernel stage for `chip` ("sm_80" or "sm_90a"): kernels outlined, configured and written as gpu.func
-/// kernels beside their host functions.
+/// kernels beside their host functions. A zero-size tensor, or a kernel whose grid or block no GPU launches, is
+/// an error at its op naming it.
 LogicalResult runGpuKernelStage(ModuleOp module, llvm::StringRef chip, std::string &error);
 
 /// Lowers the kernels of a module after the kernel stage to the NVVM/LLVM dialects.

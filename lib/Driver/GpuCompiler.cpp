@@ -104,15 +104,99 @@ FailureOr<SmallVector<Operation *>> kiln::fuseAndListTunableKernels(ModuleOp mod
   return ops;
 }
 
+/// Refuses the first zero-size tensor of `module`'s functions, naming it: a kernel over no elements would be
+/// given an empty grid, which the driver refuses at the launch, far from the op that made the tensor.
+static LogicalResult refuseEmptyTensors(ModuleOp module) {
+  auto isEmpty = [](Type type) {
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    return tensor && llvm::is_contained(tensor.getShape(), 0);
+  };
+  const char *why = "; the GPU targets take no zero-size tensors (the host target does)";
+  for (auto func : module.getOps<func::FuncOp>()) {
+    for (BlockArgument argument : func.getArguments())
+      if (isEmpty(argument.getType()))
+        return emitError(argument.getLoc()) << "argument #" << argument.getArgNumber() << " of @"
+                                            << func.getSymName() << " has zero-size type " << argument.getType()
+                                            << why;
+    WalkResult walk = func.walk([&](Operation *op) {
+      for (OpResult result : op->getResults())
+        if (isEmpty(result.getType())) {
+          op->emitOpError() << "result #" << result.getResultNumber() << " has zero-size type " << result.getType()
+                            << why;
+          return WalkResult::interrupt();
+        }
+      return WalkResult::advance();
+    });
+    if (walk.wasInterrupted())
+      return failure();
+  }
+  return success();
+}
+
+/// The most blocks a grid holds along x, y and z, and threads a block holds, on every chip Kiln targets.
+static constexpr int64_t kMaxGrid[3] = {2147483647, 65535, 65535};
+static constexpr int64_t kMaxBlockThreads = 1024;
+
+/// Refuses a kernel whose launch no GPU can make (a grid of more blocks than it holds: a tensor too large for the
+/// kernel's tiling), naming the kernel and its op; the manifest would otherwise hold a grid that does not fit the
+/// 32 bits of a launch.
+static LogicalResult refuseImpossibleLaunches(ModuleOp module) {
+  for (auto func : module.getOps<func::FuncOp>()) {
+    auto launch = func->getAttrOfType<DictionaryAttr>("kiln.launch");
+    if (!launch)
+      continue;
+    auto grid = dyn_cast_or_null<DenseI64ArrayAttr>(launch.get("grid"));
+    auto block = dyn_cast_or_null<DenseI64ArrayAttr>(launch.get("block"));
+    Operation *op = kernelOpOf(func);
+    auto report = [&]() {
+      InFlightDiagnostic diagnostic = emitError(op ? op->getLoc() : func.getLoc());
+      diagnostic << "kernel '" << func.getSymName() << "'";
+      if (op)
+        diagnostic << " (" << kernelOpName(op) << ")";
+      return diagnostic;
+    };
+    auto format = [](DenseI64ArrayAttr dims) {
+      std::string text;
+      llvm::raw_string_ostream os(text);
+      os << "[";
+      llvm::interleaveComma(dims.asArrayRef(), os);
+      os << "]";
+      return text;
+    };
+    if (!grid || grid.size() != 3 || !block || block.size() != 3)
+      return report() << " has no 3-d grid and block";
+    for (int64_t d = 0; d < 3; ++d)
+      if (grid[d] < 1 || grid[d] > kMaxGrid[d])
+        return report() << " needs a grid of " << format(grid) << " blocks; a GPU grid holds 1 to " << kMaxGrid[0]
+                        << " blocks along x and 1 to " << kMaxGrid[1] << " along y and z";
+    bool fits = llvm::all_of(block.asArrayRef(), [](int64_t size) { return size >= 1 && size <= kMaxBlockThreads; });
+    if (!fits || block[0] * block[1] * block[2] > kMaxBlockThreads)
+      return report() << " needs blocks of " << format(block) << " threads; a GPU block holds 1 to "
+                      << kMaxBlockThreads << " threads";
+  }
+  return success();
+}
+
 LogicalResult kiln::runGpuKernelStage(ModuleOp module, llvm::StringRef chip, std::string &error) {
   if (chip != "sm_80" && chip != "sm_90a") {
     error = ("unsupported GPU target '" + chip + "' (expected sm_80 or sm_90a)").str();
     return failure();
   }
+  if (failed(refuseEmptyTensors(module))) {
+    error = "the kernel stage failed (see the diagnostics above)";
+    return failure();
+  }
   NvvmPipelineOptions options;
   setNvvmOptions(options, chip);
-  return runStage(
-      module, "kernel", error, [&](OpPassManager &pm) { buildGpuKernelPipeline(pm, options); }, Verify::Result);
+  if (failed(runStage(
+          module, "kernel", error, [&](OpPassManager &pm) { buildGpuKernelPipeline(pm, options); },
+          Verify::Result)))
+    return failure();
+  if (failed(refuseImpossibleLaunches(module))) {
+    error = "the kernel stage failed (see the diagnostics above)";
+    return failure();
+  }
+  return success();
 }
 
 LogicalResult kiln::runNvvmLowering(ModuleOp module, llvm::StringRef chip, std::string &error) {

@@ -139,8 +139,18 @@ bool shapeOf(const Json *value, int64_t elementSize, std::vector<int64_t> &shape
   return true;
 }
 
-unsigned dim(const Json *array, size_t index) {
-  return array && index < array->array.size() ? static_cast<unsigned>(array->array[index].number) : 1;
+/// A launch's grid or block into `dims`: three whole numbers from 1 to `limits`, which also keeps them
+/// in the 32 bits of a launch; false on anything else.
+bool launchDims(const Json *array, const double limits[3], unsigned dims[3]) {
+  if (!array || array->kind != Json::Kind::Array || array->array.size() != 3)
+    return false;
+  for (size_t d = 0; d < 3; ++d) {
+    uint64_t size = 0;
+    if (!wholeNumber(&array->array[d], limits[d], size) || size < 1)
+      return false;
+    dims[d] = static_cast<unsigned>(size);
+  }
+  return true;
 }
 } // namespace
 
@@ -278,10 +288,21 @@ kiln_status readPlan(const char *function, kiln_plan &plan) {
     if (!functionName || functionName->kind != Json::Kind::String)
       return invalid(manifestPath, "kernel " + s.name + " names no function");
     s.function = functionName->string;
-    for (size_t d = 0; d < 3; ++d)
-      s.grid[d] = dim(launch.find("grid"), d), s.block[d] = dim(launch.find("block"), d);
-    const Json *shared = launch.find("dynamic_shared_bytes");
-    s.shared = shared ? static_cast<unsigned>(shared->number) : 0;
+    // What every chip Kiln targets launches: grids of up to 2^31 - 1 blocks along x and 65535 along y and z,
+    // blocks of up to 1024 threads.
+    const double gridLimits[3] = {2147483647.0, 65535.0, 65535.0}, blockLimits[3] = {1024.0, 1024.0, 64.0};
+    if (!launchDims(launch.find("grid"), gridLimits, s.grid))
+      return invalid(manifestPath, "kernel " + s.name + ": \"grid\" must be 3 whole numbers of blocks, 1 to "
+                                   "2147483647 along x and 1 to 65535 along y and z (a grid no GPU launches)");
+    if (!launchDims(launch.find("block"), blockLimits, s.block) ||
+        static_cast<uint64_t>(s.block[0]) * s.block[1] * s.block[2] > 1024)
+      return invalid(manifestPath, "kernel " + s.name + ": \"block\" must be 3 whole numbers of threads, at "
+                                   "most 1024 in all (64 along z)");
+    uint64_t shared = 0;
+    if (const Json *bytes = launch.find("dynamic_shared_bytes"); bytes && !wholeNumber(bytes, 4294967295.0, shared))
+      return invalid(manifestPath, "kernel " + s.name + ": \"dynamic_shared_bytes\" must be a whole number of "
+                                   "bytes that fits in 32 bits");
+    s.shared = static_cast<unsigned>(shared);
     for (const Json &arg : args->array) {
       auto it = slotOf.find(static_cast<int64_t>(arg.number));
       if (it == slotOf.end())
@@ -289,8 +310,12 @@ kiln_status readPlan(const char *function, kiln_plan &plan) {
       s.args.push_back(it->second);
     }
     if (const Json *sizes = launch.find("sizes"))
-      for (const Json &size : sizes->array)
-        s.sizes.push_back(static_cast<uint64_t>(size.number));
+      for (const Json &size : sizes->array) {
+        uint64_t value = 0;
+        if (!wholeNumber(&size, 9007199254740992.0, value))
+          return invalid(manifestPath, "kernel " + s.name + ": \"sizes\" must be whole numbers");
+        s.sizes.push_back(value);
+      }
     std::string why;
     if (!parseTensorMaps(launch.find("tensor_maps"), s.maps, why))
       return invalid(manifestPath, "kernel " + s.name + ": " + why);

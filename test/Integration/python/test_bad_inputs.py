@@ -377,6 +377,25 @@ def test_gpu_compile_interrupted_leaves_no_cache_entry(tmp_path):
         sorted(str(p.relative_to(cache)) for p in cache.rglob("*"))
 
 
+@pytest.mark.parametrize("case", ["zero-size", "grid too large"])
+def test_gpu_compile_refuses_what_no_launch_runs(tmp_path, monkeypatch, case):
+    """A zero-size tensor or one too large for a grid, for a GPU target: a CompileError naming the tensor or the
+    kernel at compile time (no GPU needed), not a launch the driver refuses; nothing stays in the cache."""
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
+    if case == "zero-size":
+        t = "tensor<0x8xbf16>"
+        source = func("zero", [("a", t)], t, [f"%r = kiln.add %a, %a : {t}, {t} -> {t}"])
+        message = rf"argument #0 of @zero has zero-size type '{t}'; the GPU targets take no zero-size tensors"
+    else:
+        t = "tensor<1099511627776xbf16>"
+        source = func("big", [("a", "tensor<1xbf16>")], t, [f"%r = kiln.broadcast %a : tensor<1xbf16> -> {t}"])
+        message = r"kernel 'big_k0_broadcast' \(kiln.broadcast\) needs a grid of \[4294967296, 1, 1\] blocks"
+    compiler._compile_cached.cache_clear()
+    with pytest.raises(kiln.CompileError, match=message):
+        kiln.compile(source, target="sm_90a")
+    assert not [p for p in tmp_path.rglob("*") if p.is_file()], sorted(map(str, tmp_path.rglob("*")))
+
+
 def test_cache_disk_full_when_sealing(tmp_path, monkeypatch):
     """A cache whose disk fills up just as an entry is sealed (its files fit, checksums.json does not; a kernel
     that shrank made kiln.compile reach this): an OSError naming the file, and nothing left in the cache."""
