@@ -3,7 +3,9 @@
 Why one table: the importer's job per node is always the same — constant inputs fold (shape arithmetic, masks,
 rotary tables, weight transposes never reach the program), anything else becomes kiln ops whose types are worked
 out here, so that a shape error names the ONNX node instead of surfacing later as a verifier message on
-anonymous IR. ``OPS`` maps an operator to its emitter; ``FOLD_ONLY`` lists operators accepted only on constants.
+anonymous IR. ``OPS`` maps an operator to its emitter; ``FOLD_ONLY`` lists operators accepted only on constants;
+``SCHEMAS`` records the newest revision of each operator an emitter follows (the signature changes between opsets
+13 and the newest: Reduce* axes and Split sizes as inputs, Split's num_outputs, Dropout's training_mode, ...).
 """
 
 import math
@@ -37,10 +39,15 @@ def _ints(ctx, value, what):
 
 # --- elementwise -----------------------------------------------------------------------------------------------
 
-def _binary(kind, fold):
+def binary(kind, fold):
+    """The emitter of a broadcasting binary op: ``fold`` on two constants, else ``kiln.<kind>`` on floats."""
     def op(ctx, a, b):
         if isinstance(a, Const) and isinstance(b, Const):
             return [Const(fold(a.array, b.array))]
+        if isinstance(a, Const) and a.array.dtype.kind not in "fV":
+            # The result takes A's type (Pow's base may differ from its exponent): an integer result at run time.
+            raise FrontendError(f"{ctx.node.describe()}: input A is a constant of type {a.array.dtype} but input B "
+                                f"depends on a graph input; kiln computes {a.array.dtype} on constants only")
         a, b = ctx.same_float(a, b)
         try:
             shape = np.broadcast_shapes(_shape(a), _shape(b))
@@ -49,6 +56,18 @@ def _binary(kind, fold):
                 from None
         out = trace.tensor_type(shape, a.element)
         return [ctx.emit(f"kiln.{kind} {a.name}, {b.name} : {a.type}, {b.type} -> {out}", shape, a.element)]
+    return op
+
+
+def _variadic(kind, fold):
+    """Max and Min take one or more inputs: a chain of the binary op."""
+    pairwise = binary(kind, fold)
+
+    def op(ctx, first, *rest):
+        result = first
+        for other in rest:
+            (result,) = pairwise(ctx, result, other)
+        return [result]
     return op
 
 
@@ -109,17 +128,23 @@ def _where(ctx, cond, a, b):
 
 def _cast(ctx, x):
     from onnx import helper
-    dtype = np.dtype(helper.tensor_dtype_to_np_dtype(ctx.attr("to")))
-    if dtype == np.dtype(np.uint16) and ctx.attr("to") == 16:  # bfloat16 travels as uint16 in onnx's tables
+    to = ctx.attr("to")
+    dtype = np.dtype(helper.tensor_dtype_to_np_dtype(to))
+    if to == 16:  # bfloat16, which older onnx releases give as uint16
         import ml_dtypes
         dtype = np.dtype(ml_dtypes.bfloat16)
+    elif dtype.type.__module__.startswith("ml_dtypes"):
+        # 8-, 6-, 4- and 2-bit types: their saturation and rounding modes are not numpy's conversions.
+        raise FrontendError(f"{ctx.node.describe()}: a cast to {helper.tensor_dtype_to_string(to)} (attribute 'to') "
+                            f"is not supported; kiln has no such type")
     if isinstance(x, Const):
         return [Const(x.array.astype(dtype))]
     from .values import ELEMENTS
     element = ELEMENTS.get(dtype)
-    if element not in _FLOATS or x.element not in _FLOATS:
+    # kiln.cast converts floats and integers as ONNX does; bool differs (ONNX: any nonzero value is true).
+    if element in (None, "i1") or x.element == "i1":
         raise FrontendError(f"{ctx.node.describe()}: a cast of a runtime tensor from {x.element} to {dtype} is not "
-                            f"supported (float to float only)")
+                            f"supported (float32, float16, bfloat16, int32 and int64 only)")
     x = ctx.tensor(x)
     if element == x.element:
         return [x]
@@ -133,8 +158,15 @@ def _matmul(ctx, a, b):
     if isinstance(a, Const) and isinstance(b, Const):
         return [Const(np.matmul(a.array, b.array))]
     a, b = ctx.same_float(a, b)
-    if a.ndim < 2 or b.ndim < 2:
-        raise FrontendError(f"{ctx.node.describe()}: 1-D operands are not supported (shapes {a.shape}, {b.shape})")
+    if a.ndim == 0 or b.ndim == 0:
+        raise FrontendError(f"{ctx.node.describe()}: scalar operands are not supported (shapes {a.shape}, {b.shape})")
+    # numpy's rule for 1-D operands: a row vector on the left, a column vector on the right, dropped afterwards.
+    if a.ndim == 1 or b.ndim == 1:
+        rows = reshape_to(ctx, a, (1,) + a.shape) if a.ndim == 1 else a
+        columns = reshape_to(ctx, b, b.shape + (1,)) if b.ndim == 1 else b
+        (y,) = _matmul(ctx, rows, columns)
+        shape = y.shape[:-2] + (y.shape[-2:-1] if a.ndim > 1 else ()) + (y.shape[-1:] if b.ndim > 1 else ())
+        return [reshape_to(ctx, y, shape)]
     if a.shape[-1] != b.shape[-2]:
         raise FrontendError(f"{ctx.node.describe()}: inner dimensions differ: {a.shape} @ {b.shape}")
     try:
@@ -150,16 +182,16 @@ def _matmul(ctx, a, b):
 def _gemm(ctx, a, b, c=None):
     alpha, beta = ctx.attr("alpha", 1.0), ctx.attr("beta", 1.0)
     if ctx.attr("transA", 0):
-        a = _transpose_to(ctx, a, [1, 0])
+        a = transpose_to(ctx, a, [1, 0])
     if ctx.attr("transB", 0):
-        b = _transpose_to(ctx, b, [1, 0])
+        b = transpose_to(ctx, b, [1, 0])
     (y,) = _matmul(ctx, a, b)
     if alpha != 1.0:
-        (y,) = _binary("mul", np.multiply)(ctx, y, Const(np.asarray(alpha, dtype=_dtype_of(ctx, y))))
+        (y,) = binary("mul", np.multiply)(ctx, y, Const(np.asarray(alpha, dtype=_dtype_of(ctx, y))))
     if c is not None:
         if beta != 1.0:
-            (c,) = _binary("mul", np.multiply)(ctx, c, Const(np.asarray(beta, dtype=_dtype_of(ctx, c))))
-        (y,) = _binary("add", np.add)(ctx, y, c)
+            (c,) = binary("mul", np.multiply)(ctx, c, Const(np.asarray(beta, dtype=_dtype_of(ctx, c))))
+        (y,) = binary("add", np.add)(ctx, y, c)
     return [y]
 
 
@@ -181,7 +213,8 @@ def _softmax(ctx, x):
 
 def _reduce(kind, fold):
     def op(ctx, x, axes=None):
-        if ctx.opset >= 18 or (kind == "sum" and ctx.opset >= 13):
+        # Axes are an input from opset 13 for ReduceSum and from 18 for the others.
+        if ctx.opset >= 18 or kind == "sum":
             axes = _ints(ctx, axes, "axes") if axes is not None else None
         else:
             axes = ctx.attr("axes", None)
@@ -194,58 +227,101 @@ def _reduce(kind, fold):
         axes = sorted({_axis(a, rank, ctx.node) for a in axes})
         if isinstance(x, Const):
             return [Const(fold(x.array, axis=tuple(axes), keepdims=keep).astype(x.array.dtype))]
-        x = ctx.float_tensor(x, "data")
-        shape = tuple(1 if i in axes else d for i, d in enumerate(x.shape) if keep or i not in axes)
-        flag = " keep_dims" if keep else ""
-        return [ctx.emit(f"kiln.reduce {kind} {x.name} axes [{', '.join(map(str, axes))}]{flag} : {x.type} -> "
-                         f"{trace.tensor_type(shape, x.element)}", shape, x.element)]
+        if kind in _EMPTY_REDUCTIONS and any(x.shape[a] == 0 for a in axes):
+            # Over no elements the result is the reduction's identity, whatever the input holds.
+            shape = tuple(1 if i in axes else d for i, d in enumerate(x.shape) if keep or i not in axes)
+            return [Const(np.full(shape, _EMPTY_REDUCTIONS[kind], trace.DTYPES[x.element]))]
+        return [reduce_to(ctx, kind, ctx.float_tensor(x, "data"), axes, keep)]
     return op
 
 
+#: What a reduction over no elements gives (a mean over none is 0 / 0, left to the compiler to refuse).
+_EMPTY_REDUCTIONS = {"sum": 0.0, "max": -np.inf, "min": np.inf}
+
+
+def reduce_to(ctx, kind, x, axes, keep):
+    """``kiln.reduce`` of a tensor over sorted, non-negative axes."""
+    shape = tuple(1 if i in axes else d for i, d in enumerate(x.shape) if keep or i not in axes)
+    flag = " keep_dims" if keep else ""
+    return ctx.emit(f"kiln.reduce {kind} {x.name} axes [{', '.join(map(str, axes))}]{flag} : {x.type} -> "
+                    f"{trace.tensor_type(shape, x.element)}", shape, x.element)
+
+
 def _norm_operands(ctx, x, weights, names):
+    """The normalised axes (``axis`` to the last), X as [..., N] over them and each weight broadcast to them and
+    flattened to [N]: kiln's norms work on the last axis, and the flattening makes ONNX's multi-axis
+    normalisation one of those. Kiln's norms compute their statistics in f32, which is stash_type 1."""
+    stash = ctx.attr("stash_type", 1)
+    if stash != 1:
+        raise FrontendError(f"{ctx.node.describe()}: stash_type {stash} is not supported (kiln normalises in float32, "
+                            f"stash_type 1)")
     x = ctx.float_tensor(x, "X")
-    out = [x]
+    axis = _axis(ctx.attr("axis", -1), x.ndim, ctx.node)
+    inner = x.shape[axis:]
+    size = math.prod(inner)
+    out = [reshape_to(ctx, x, x.shape[:axis] + (size,))]
     for name, w in zip(names, weights):
         if w is None:
             continue
-        if tuple(_shape(w)) != (x.shape[-1],):
-            raise FrontendError(f"{ctx.node.describe()}: {name} has shape {tuple(_shape(w))}, expected "
-                                f"({x.shape[-1]},) (normalisation over the last axis only)")
-        w = ctx.tensor(w, like=x)
+        try:
+            fits = tuple(np.broadcast_shapes(_shape(w), inner)) == inner
+        except ValueError:
+            fits = False
+        if not fits:
+            raise FrontendError(f"{ctx.node.describe()}: {name} has shape {tuple(_shape(w))}, which does not "
+                                f"broadcast to the normalised shape {inner}")
+        if isinstance(w, Const):
+            w = Const(np.broadcast_to(w.array, inner).astype(trace.DTYPES[x.element]))
+        else:
+            (w,) = _expand(ctx, ctx.tensor(w), Const(np.asarray(inner)))
+        w = ctx.tensor(reshape_to(ctx, w, (size,)))
         if w.element != x.element:
             raise FrontendError(f"{ctx.node.describe()}: {name} is {w.element} but X is {x.element}")
         out.append(w)
-    return out
-
-
-def _check_last_axis(ctx, x):
-    axis = ctx.attr("axis", -1)
-    if _axis(axis, len(_shape(x)), ctx.node) != len(_shape(x)) - 1:
-        raise FrontendError(f"{ctx.node.describe()}: normalisation over axis {axis} is not supported (last axis only)")
-    if any(ctx.node.proto.output[1:]):
-        raise FrontendError(f"{ctx.node.describe()}: the Mean/InvStdDev outputs are not supported")
+    return axis, out
 
 
 def _layer_norm(ctx, x, scale, bias=None):
-    _check_last_axis(ctx, x)
-    eps = trace.float_literal(ctx.attr("epsilon", 1e-5))
-    values = _norm_operands(ctx, x, (scale, bias), ("Scale", "B"))
-    x = values[0]
+    eps = ctx.attr("epsilon", 1e-5)
+    axis, values = _norm_operands(ctx, x, (scale, bias), ("Scale", "B"))
     operands = ", ".join(v.name for v in values)
     types = ", ".join(v.type for v in values)
-    return [ctx.emit(f"kiln.layer_norm {operands} epsilon {eps} : {types}", x.shape, x.element)]
+    flat = values[0]
+    y = ctx.emit(f"kiln.layer_norm {operands} epsilon {trace.float_literal(eps)} : {types}", flat.shape,
+                 flat.element)
+    results = [reshape_to(ctx, y, _shape(x))]
+    if any(ctx.node.proto.output[1:]):
+        results += _norm_statistics(ctx, ctx.tensor(x), axis, eps)
+    return results
+
+
+def _norm_statistics(ctx, x, axis, eps):
+    """LayerNormalization's optional Mean and InvStdDev outputs, in f32 (stash_type 1) with the normalised axes
+    kept as 1."""
+    if x.element != "f32":
+        x = ctx.emit(f"kiln.cast {x.name} : {x.type} to {trace.tensor_type(x.shape, 'f32')}", x.shape, "f32")
+    axes = list(range(axis, x.ndim))
+    mean = reduce_to(ctx, "mean", x, axes, keep=True)
+    (centered,) = binary("sub", np.subtract)(ctx, x, mean)
+    (square,) = binary("mul", np.multiply)(ctx, centered, centered)
+    variance = reduce_to(ctx, "mean", square, axes, keep=True)
+    (shifted,) = binary("add", np.add)(ctx, variance, Const(np.float32(eps)))
+    inverse = ctx.emit(f"kiln.rsqrt {shifted.name} : {shifted.type}", shifted.shape, shifted.element)
+    return [mean, inverse]
 
 
 def _rms_norm(ctx, x, scale):
-    _check_last_axis(ctx, x)
     eps = trace.float_literal(ctx.attr("epsilon", 1e-5))
-    x, w = _norm_operands(ctx, x, (scale,), ("scale",))
-    return [ctx.emit(f"kiln.rms_norm {x.name}, {w.name} epsilon {eps} : {x.type}, {w.type}", x.shape, x.element)]
+    _, (flat, w) = _norm_operands(ctx, x, (scale,), ("scale",))
+    y = ctx.emit(f"kiln.rms_norm {flat.name}, {w.name} epsilon {eps} : {flat.type}, {w.type}", flat.shape,
+                 flat.element)
+    return [reshape_to(ctx, y, _shape(x))]
 
 
 # --- data movement ---------------------------------------------------------------------------------------------
 
-def _reshape_to(ctx, x, shape):
+def reshape_to(ctx, x, shape):
+    """``x`` with a new shape of the same size: folded, or ``kiln.reshape`` (nothing when the shape is x's)."""
     shape = tuple(int(d) for d in shape)
     if math.prod(shape) != math.prod(_shape(x)):
         raise FrontendError(f"{ctx.node.describe()}: cannot reshape {_shape(x)} to {shape}")
@@ -269,7 +345,7 @@ def _reshape(ctx, x, shape):
         if known == 0 or math.prod(source) % known:
             raise FrontendError(f"{ctx.node.describe()}: cannot reshape {source} to {target}")
         dims[dims.index(-1)] = math.prod(source) // known
-    return [_reshape_to(ctx, x, dims)]
+    return [reshape_to(ctx, x, dims)]
 
 
 def _unsqueeze(ctx, x, axes=None):
@@ -279,7 +355,7 @@ def _unsqueeze(ctx, x, axes=None):
     shape = list(_shape(x))
     for a in axes:
         shape.insert(a, 1)
-    return [_reshape_to(ctx, x, shape)]
+    return [reshape_to(ctx, x, shape)]
 
 
 def _squeeze(ctx, x, axes=None):
@@ -293,7 +369,7 @@ def _squeeze(ctx, x, axes=None):
     axes = {_axis(a, len(source), ctx.node) for a in axes}
     if any(source[a] != 1 for a in axes):
         raise FrontendError(f"{ctx.node.describe()}: cannot squeeze a dimension that is not 1 (shape {source})")
-    return [_reshape_to(ctx, x, [d for i, d in enumerate(source) if i not in axes])]
+    return [reshape_to(ctx, x, [d for i, d in enumerate(source) if i not in axes])]
 
 
 def _flatten(ctx, x):
@@ -302,10 +378,11 @@ def _flatten(ctx, x):
     axis = axis + len(source) if axis < 0 else axis
     if not 0 <= axis <= len(source):
         raise FrontendError(f"{ctx.node.describe()}: axis {ctx.attr('axis', 1)} is out of range for rank {len(source)}")
-    return [_reshape_to(ctx, x, (math.prod(source[:axis]), math.prod(source[axis:])))]
+    return [reshape_to(ctx, x, (math.prod(source[:axis]), math.prod(source[axis:])))]
 
 
-def _transpose_to(ctx, x, perm):
+def transpose_to(ctx, x, perm):
+    """``x`` with its dimensions permuted: folded, or ``kiln.transpose`` (nothing for the identity)."""
     if isinstance(x, Const):
         return Const(np.transpose(x.array, perm))
     x = ctx.tensor(x)
@@ -321,7 +398,7 @@ def _transpose(ctx, x):
     perm = ctx.attr("perm", list(reversed(range(rank))))
     if sorted(perm) != list(range(rank)):
         raise FrontendError(f"{ctx.node.describe()}: perm {perm} is not a permutation of {rank} dims")
-    return [_transpose_to(ctx, x, perm)]
+    return [transpose_to(ctx, x, perm)]
 
 
 def _expand(ctx, x, shape):
@@ -332,19 +409,25 @@ def _expand(ctx, x, shape):
         raise FrontendError(f"{ctx.node.describe()}: {_shape(x)} does not expand to {target}") from None
     if isinstance(x, Const):
         return [Const(np.broadcast_to(x.array, out).copy())]
-    x = _reshape_to(ctx, x, (1,) * (len(out) - len(_shape(x))) + _shape(x))
+    x = reshape_to(ctx, x, (1,) * (len(out) - len(_shape(x))) + _shape(x))
     if x.shape == out:
         return [x]
     return [ctx.emit(f"kiln.broadcast {x.name} : {x.type} -> {trace.tensor_type(out, x.element)}", out, x.element)]
 
 
 def _concat(ctx, *inputs):
-    inputs = [v for v in inputs if math.prod(_shape(v)) or len(_shape(v)) != 1]  # torch emits empty 1-D inputs
+    # Empty inputs add nothing (torch emits empty 1-D ones; a Split may leave an empty part).
+    inputs = [v for v in inputs if math.prod(_shape(v))]
     if not inputs:
         raise FrontendError(f"{ctx.node.describe()}: every input is empty")
-    axis = _axis(ctx.attr("axis"), len(_shape(inputs[0])), ctx.node)
+    return [concat(ctx, inputs, ctx.attr("axis"))]
+
+
+def concat(ctx, inputs, axis):
+    """The values joined along ``axis``: folded, or one ``kiln.concat``."""
+    axis = _axis(axis, len(_shape(inputs[0])), ctx.node)
     if all(isinstance(v, Const) for v in inputs):
-        return [Const(np.concatenate([v.array for v in inputs], axis=axis))]
+        return Const(np.concatenate([v.array for v in inputs], axis=axis))
     tensors = [ctx.tensor(v) for v in inputs]
     first = next(t for t in tensors)
     for t in tensors:
@@ -353,15 +436,19 @@ def _concat(ctx, *inputs):
             raise FrontendError(f"{ctx.node.describe()}: inputs {[v.shape for v in tensors]} do not concatenate "
                                 f"along axis {axis}")
     if len(tensors) == 1:
-        return [tensors[0]]
+        return tensors[0]
     shape = list(first.shape)
     shape[axis] = sum(t.shape[axis] for t in tensors)
-    return [ctx.emit(f"kiln.concat {', '.join(t.name for t in tensors)} axis {axis} : "
-                     f"{', '.join(t.type for t in tensors)} -> {trace.tensor_type(shape, first.element)}",
-                     shape, first.element)]
+    return ctx.emit(f"kiln.concat {', '.join(t.name for t in tensors)} axis {axis} : "
+                    f"{', '.join(t.type for t in tensors)} -> {trace.tensor_type(shape, first.element)}",
+                    shape, first.element)
 
 
-def _slice_window(ctx, x, offsets, sizes, strides):
+def slice_window(ctx, x, offsets, sizes, strides):
+    """The strided window of ``x`` at ``offsets`` with ``sizes`` elements per dimension: folded, or ``kiln.slice``.
+    An empty window is a constant: there is nothing in it to compute."""
+    if not isinstance(x, Const) and not math.prod(sizes):
+        return Const(np.zeros(sizes, trace.DTYPES[x.element]))
     if isinstance(x, Const):
         index = tuple(slice(o, o + n * s, s) for o, n, s in zip(offsets, sizes, strides))
         return Const(x.array[index])
@@ -379,27 +466,35 @@ def _slice(ctx, x, starts, ends, axes=None, steps=None):
     axes = _ints(ctx, axes, "axes") if axes is not None else list(range(len(starts)))
     steps = _ints(ctx, steps, "steps") if steps is not None else [1] * len(starts)
     offsets, sizes, strides = [0] * len(source), list(source), [1] * len(source)
+    backwards = []
     for start, end, axis, step in zip(starts, ends, axes, steps):
         axis = _axis(axis, len(source), ctx.node)
-        if step <= 0:
-            raise FrontendError(f"{ctx.node.describe()}: step {step} on axis {axis} is not supported (positive only)")
+        if step == 0:
+            raise FrontendError(f"{ctx.node.describe()}: step 0 on axis {axis}")
         begin, stop, _ = slice(start, end, step).indices(source[axis])
+        if step < 0:
+            backwards.append((axis, range(begin, stop, step)))
+            continue
         offsets[axis], strides[axis] = begin, step
         sizes[axis] = max(0, -(-(stop - begin) // step))
-    if any(n == 0 for n in sizes):
-        raise FrontendError(f"{ctx.node.describe()}: the slice of {source} is empty")
-    return [_slice_window(ctx, x, offsets, sizes, strides)]
+    y = slice_window(ctx, x, offsets, sizes, strides)
+    # kiln.slice strides forwards only: an axis read backwards is a gather of the positions it visits.
+    for axis, positions in backwards:
+        y = take(ctx, y, Const(np.asarray(positions, dtype=np.int64)), axis)
+    return [y]
 
 
 def _split(ctx, x, split=None):
     source = _shape(x)
     axis = _axis(ctx.attr("axis", 0), len(source), ctx.node)
     outputs = len(ctx.node.proto.output)
+    if ctx.attr("num_outputs", outputs) != outputs:  # the attribute arrived in opset 18
+        raise FrontendError(f"{ctx.node.describe()}: num_outputs {ctx.attr('num_outputs')} but the node has "
+                            f"{outputs} outputs")
     if split is not None:
         sizes = _ints(ctx, split, "split")
-    elif ctx.attr("split", None) is not None:
-        sizes = ctx.attr("split")
     else:
+        # Equal parts; from opset 18 the last may be smaller.
         chunk = -(-source[axis] // outputs)
         sizes = [min(chunk, source[axis] - i * chunk) for i in range(outputs)]
     if sum(sizes) != source[axis] or len(sizes) != outputs:
@@ -408,16 +503,25 @@ def _split(ctx, x, split=None):
     for size in sizes:
         offsets = [offset if i == axis else 0 for i in range(len(source))]
         window = [size if i == axis else d for i, d in enumerate(source)]
-        results.append(_slice_window(ctx, x, offsets, window, [1] * len(source)))
+        results.append(slice_window(ctx, x, offsets, window, [1] * len(source)))
         offset += size
     return results
 
 
 def _gather(ctx, data, indices):
+    return [take(ctx, data, indices, ctx.attr("axis", 0))]
+
+
+def take(ctx, data, indices, axis):
+    """``data`` indexed along ``axis`` by ``indices`` (numpy's take): folded, a slice for one constant index, or
+    ``kiln.gather``."""
     source = _shape(data)
-    axis = _axis(ctx.attr("axis", 0), len(source), ctx.node)
+    axis = _axis(axis, len(source), ctx.node)
+    if isinstance(indices, Const) and not isinstance(data, Const) and not indices.array.size:
+        shape = source[:axis] + indices.array.shape + source[axis + 1:]
+        return Const(np.zeros(shape, trace.DTYPES[data.element]))
     if isinstance(data, Const) and isinstance(indices, Const):
-        return [Const(np.take(data.array, indices.array, axis=axis))]
+        return Const(np.take(data.array, indices.array, axis=axis))
     if isinstance(indices, Const) and indices.array.ndim == 0:
         # One index: a slice of width 1 with the axis dropped.
         index = int(indices.array)
@@ -426,15 +530,15 @@ def _gather(ctx, data, indices):
                                 f"{source[axis]}")
         index %= source[axis]
         window = [1 if i == axis else d for i, d in enumerate(source)]
-        sliced = _slice_window(ctx, data, [index if i == axis else 0 for i in range(len(source))], window,
+        sliced = slice_window(ctx, data, [index if i == axis else 0 for i in range(len(source))], window,
                                [1] * len(source))
-        return [_reshape_to(ctx, sliced, [d for i, d in enumerate(source) if i != axis])]
+        return reshape_to(ctx, sliced, [d for i, d in enumerate(source) if i != axis])
     table, index = ctx.tensor(data), ctx.tensor(indices)
     if index.element not in ("i64", "i32"):
         raise FrontendError(f"{ctx.node.describe()}: indices must be int64 or int32, got {index.element}")
     shape = source[:axis] + index.shape + source[axis + 1:]
-    return [ctx.emit(f"kiln.gather {table.name}[{index.name}] axis {axis} : {table.type}, {index.type} -> "
-                     f"{trace.tensor_type(shape, table.element)}", shape, table.element)]
+    return ctx.emit(f"kiln.gather {table.name}[{index.name}] axis {axis} : {table.type}, {index.type} -> "
+                    f"{trace.tensor_type(shape, table.element)}", shape, table.element)
 
 
 # --- constants and shapes (fold only) ------------------------------------------------------------------------------
@@ -467,13 +571,32 @@ def _size(ctx, x):
     return [Const(np.asarray(math.prod(_shape(x)), dtype=np.int64))]
 
 
-def _identity(ctx, x, *rest):
+def _identity(ctx, x):
     return [x]
+
+
+def _dropout(ctx, x, ratio=None, training_mode=None):
+    """Inference: the input unchanged and an all-true mask. A graph that trains (training_mode true, or computed
+    at run time) is refused: what it drops is random."""
+    if training_mode is not None and (not isinstance(training_mode, Const) or bool(training_mode.array)):
+        raise FrontendError(f"{ctx.node.describe()}: training_mode (input 2) must be a constant false; kiln imports "
+                            f"inference graphs")
+    return [x, Const(np.ones(_shape(x), dtype=bool))]
 
 
 def _range(ctx, start, limit, delta):
     s, l, d = (ctx.const(v, name).array for v, name in ((start, "start"), (limit, "limit"), (delta, "delta")))
-    return [Const(np.arange(s, l, d, dtype=np.asarray(s).dtype))]
+    dtype = np.asarray(s).dtype
+    # Opset 27's stash_type 1 (the default) computes a float16/bfloat16 range in float32.
+    work = np.float32 if dtype.itemsize == 2 and dtype.kind in "fV" and ctx.attr("stash_type", 1) == 1 else dtype
+    s, l, d = (np.asarray(v).astype(work) for v in (s, l, d))
+    count = max(int(np.ceil((l - s) / d)), 0)
+    return [Const((s + np.arange(count).astype(work) * d).astype(dtype))]
+
+
+def _mod(ctx, a, b):
+    remainder = np.fmod if ctx.attr("fmod", 0) else np.mod  # truncated (sign of A) or floored (sign of B)
+    return _fold(remainder)(ctx, a, b)
 
 
 def _trilu(ctx, x, k=None):
@@ -495,13 +618,13 @@ def _fold_float(fn):
 
 
 OPS = {
-    "Add": _binary("add", np.add),
-    "Sub": _binary("sub", np.subtract),
-    "Mul": _binary("mul", np.multiply),
-    "Div": _binary("div", _int_div),
-    "Pow": _binary("pow", _pow),
-    "Max": _binary("max", np.maximum),
-    "Min": _binary("min", np.minimum),
+    "Add": binary("add", np.add),
+    "Sub": binary("sub", np.subtract),
+    "Mul": binary("mul", np.multiply),
+    "Div": binary("div", _int_div),
+    "Pow": binary("pow", _pow),
+    "Max": _variadic("max", np.maximum),
+    "Min": _variadic("min", np.minimum),
     "Sqrt": _unary("sqrt", np.sqrt),
     "Reciprocal": _unary("reciprocal", lambda x: 1.0 / x),
     "Neg": _unary("neg", np.negative),
@@ -540,7 +663,7 @@ OPS = {
     "Shape": _shape_of,
     "Size": _size,
     "Identity": _identity,
-    "Dropout": _identity,
+    "Dropout": _dropout,
     "Range": _range,
     "Trilu": _trilu,
     "Equal": _fold(np.equal),
@@ -551,7 +674,7 @@ OPS = {
     "Not": _fold(np.logical_not),
     "And": _fold(np.logical_and),
     "Or": _fold(np.logical_or),
-    "Mod": _fold(np.mod),
+    "Mod": _mod,
     "Cos": _fold_float(np.cos),
     "Sin": _fold_float(np.sin),
     "Floor": _fold_float(np.floor),
@@ -561,3 +684,16 @@ OPS = {
 #: Operators accepted only when every input is a constant (they build masks, tables and shapes).
 FOLD_ONLY = {"Range", "Trilu", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Not", "And", "Or",
              "Mod", "Cos", "Sin", "Floor", "Ceil", "ConstantOfShape"}
+
+#: The newest revision (schema ``since_version``) of each default-domain operator its emitter follows; revisions
+#: between opset 13's and these add only types, or changes the emitter reads by opset.
+SCHEMAS = {
+    "Abs": 13, "Add": 14, "And": 7, "Cast": 28, "Ceil": 13, "Concat": 13, "Constant": 25, "ConstantOfShape": 25,
+    "Cos": 22, "Div": 14, "Dropout": 22, "Equal": 19, "Erf": 13, "Exp": 13, "Expand": 13, "Flatten": 25,
+    "Floor": 13, "Gather": 13, "Gelu": 20, "Gemm": 13, "Greater": 13, "GreaterOrEqual": 16, "Identity": 25,
+    "LayerNormalization": 17, "Less": 13, "LessOrEqual": 16, "Log": 13, "MatMul": 13, "Max": 13, "Min": 13,
+    "Mod": 28, "Mul": 14, "Neg": 13, "Not": 1, "Or": 7, "Pow": 15, "RMSNormalization": 23, "Range": 27,
+    "Reciprocal": 13, "ReduceMax": 20, "ReduceMean": 18, "ReduceMin": 20, "ReduceSum": 13, "Relu": 14,
+    "Reshape": 25, "Shape": 25, "Sigmoid": 13, "Sin": 22, "Size": 25, "Slice": 13, "Softmax": 13, "Split": 18,
+    "Sqrt": 13, "Squeeze": 25, "Sub": 14, "Tanh": 13, "Transpose": 25, "Trilu": 14, "Unsqueeze": 25, "Where": 16,
+}

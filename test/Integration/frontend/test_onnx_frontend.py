@@ -293,11 +293,12 @@ def test_constant_gather_index_out_of_range():
         frontend.import_onnx(model)
 
 
-def test_layer_norm_over_other_axis():
-    g = numpy_helper.from_array(np.ones((2, 3), np.float32), "g")
+def test_layer_norm_scale_off_the_normalised_shape():
+    g = numpy_helper.from_array(np.ones((3, 2), np.float32), "g")
     model = graph_model([helper.make_node("LayerNormalization", ["x", "g"], ["y"], name="ln", axis=1)],
                         [value("x", [4, 2, 3])], [value("y", [4, 2, 3])], [g])
-    with pytest.raises(FrontendError, match="LayerNormalization node 'ln': normalisation over axis 1"):
+    with pytest.raises(FrontendError, match=r"LayerNormalization node 'ln': Scale has shape \(3, 2\), which does not "
+                                            r"broadcast to the normalised shape \(2, 3\)"):
         frontend.import_onnx(model)
 
 
