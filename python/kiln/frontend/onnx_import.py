@@ -15,11 +15,15 @@ from pathlib import Path
 import numpy as np
 
 from .. import trace
-from .onnx_ops import FOLD_ONLY, OPS
+from . import onnx_attention, onnx_ops
 from .values import ELEMENTS, Const, FrontendError, Weight, constant_text
 
-#: Default-domain opsets the importer is written against.
-OPSETS = range(13, 21)
+#: Operator -> emitter, for every operator the importer reads.
+OPS = {**onnx_ops.OPS, **onnx_attention.OPS}
+#: Operator -> the newest default-domain schema version (``since_version``) its emitter follows.
+SCHEMAS = {**onnx_ops.SCHEMAS, **onnx_attention.SCHEMAS}
+#: The oldest default-domain opset the importer reads; the newest is the installed onnx release's.
+OLDEST_OPSET = 13
 _DOMAINS = ("", "ai.onnx", "com.microsoft")
 _REQUIRED = object()
 
@@ -161,6 +165,31 @@ def load_model(source):
     return model, path.parent
 
 
+def supported_opsets():
+    """Default-domain opsets the importer reads: 13 up to the newest the installed onnx release defines. A newer
+    release may revise an operator; ``outdated_ops`` then names the nodes whose operator version is newer than
+    the one its emitter follows, so the range can follow the release without reading a revision wrongly."""
+    import onnx.defs
+    return range(OLDEST_OPSET, onnx.defs.onnx_opset_version() + 1)
+
+
+def outdated_ops(graph, opset):
+    """'OpType-version (node name)' for every default-domain node whose operator, at ``opset``, is a revision
+    newer than the one the importer follows."""
+    import onnx.defs
+    found = []
+    for index, proto in enumerate(graph.node):
+        if proto.domain not in ("", "ai.onnx") or proto.op_type not in SCHEMAS:
+            continue
+        try:
+            version = onnx.defs.get_schema(proto.op_type, opset, "").since_version
+        except onnx.defs.SchemaError:  # not defined at this opset: read as the revision the importer follows
+            continue
+        if version > SCHEMAS[proto.op_type]:
+            found.append(f"{proto.op_type}-{version} (node '{Node(proto, index).name}')")
+    return found
+
+
 def _opset(model):
     for entry in model.opset_import:
         if entry.domain in ("", "ai.onnx"):
@@ -206,12 +235,17 @@ def import_onnx(source, *, weights="constants", input_shapes=None, name="main"):
         raise ValueError(f"weights must be 'constants' or 'arguments', got {weights!r}")
     model, base_dir = load_model(source)
     opset = _opset(model)
-    if opset not in OPSETS:
-        raise FrontendError(f"opset {opset} is not supported (opsets {OPSETS.start}-{OPSETS.stop - 1})")
+    opsets = supported_opsets()
+    if opset not in opsets:
+        raise FrontendError(f"opset {opset} is not supported (opsets {opsets.start}-{opsets.stop - 1})")
     graph_proto = model.graph
     missing = unsupported_ops(graph_proto)
     if missing:
         raise FrontendError(f"{len(missing)} unsupported operator(s): " + ", ".join(missing))
+    outdated = outdated_ops(graph_proto, opset)
+    if outdated:
+        raise FrontendError(f"{len(outdated)} operator revision(s) newer than the importer reads: "
+                            + ", ".join(outdated))
     overrides = {k: tuple(v) for k, v in (input_shapes or {}).items()}
 
     env = {}
@@ -236,6 +270,9 @@ def import_onnx(source, *, weights="constants", input_shapes=None, name="main"):
     for value in graph_proto.input:
         if value.name in env:
             continue
+        kind = value.type.WhichOneof("value")
+        if kind != "tensor_type":
+            raise FrontendError(f"input '{value.name}' is of ONNX type {kind or 'unknown'}; kiln takes tensors only")
         dtype = np.dtype(helper.tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type)) \
             if value.type.tensor_type.elem_type != 16 else _bf16()
         element = ELEMENTS.get(dtype)
@@ -264,7 +301,7 @@ def import_onnx(source, *, weights="constants", input_shapes=None, name="main"):
         while args and args[-1] is None:
             args.pop()
         args = _resolve_weights(ctx, args)
-        if proto.op_type in FOLD_ONLY and not all(a is None or isinstance(a, Const) for a in args):
+        if proto.op_type in onnx_ops.FOLD_ONLY and not all(a is None or isinstance(a, Const) for a in args):
             raise FrontendError(f"{ctx.node.describe()}: {proto.op_type} is supported on constants only, but an "
                                 f"input depends on a graph input")
         try:

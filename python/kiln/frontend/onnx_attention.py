@@ -1,0 +1,313 @@
+"""ONNX's attention operators (opset 23 on): Attention onto kiln.attention, RotaryEmbedding onto kiln.rope.
+
+Why a file of their own: each of these ONNX operators folds many variants into one node — 3-D or 4-D inputs, a
+KV cache concatenated inside the node, boolean or additive masks shorter than the keys, causal masks aligned to
+the cache, sliding windows, fully masked rows that must give zeros, angles gathered from a cache by position —
+and the importer maps every variant onto the one kiln op that owns the semantics, with reshapes, slices and
+masks around it, or refuses it by name. Masks that depend only on shapes and attributes (causal at the cache
+offset, windows, a constant nonpad_kv_seqlen) are built with numpy at import time.
+"""
+
+import math
+
+import numpy as np
+
+from .. import trace
+from .onnx_ops import binary, concat, reduce_to, reshape_to, slice_window, take, transpose_to
+from .values import Const, FrontendError
+
+_FLOAT_MAX = float(np.finfo(np.float32).max)
+
+
+# --- Attention -------------------------------------------------------------------------------------------------
+
+def _attention(ctx, q, k, v, attn_mask=None, past_key=None, past_value=None, nonpad_kv_seqlen=None):
+    """ONNX Attention (23-25) as ``softmax(scale q k^T + bias) v`` by kiln.attention, where the bias gathers the
+    mask input, the causal frontier and the windows; a query row that no key may attend yields zeros."""
+    _check_attention_attributes(ctx)
+    q, k, v = (ctx.float_tensor(t, name) for t, name in ((q, "Q"), (k, "K"), (v, "V")))
+    if not q.element == k.element == v.element:
+        raise FrontendError(f"{ctx.node.describe()}: Q, K and V have different types ({q.element}, {k.element}, "
+                            f"{v.element})")
+    rank = q.ndim
+    if rank not in (3, 4) or k.ndim != rank or v.ndim != rank:
+        raise FrontendError(f"{ctx.node.describe()}: Q, K and V must all be 3-D or all 4-D, got shapes {q.shape}, "
+                            f"{k.shape}, {v.shape}")
+    if rank == 3:
+        q = _split_heads(ctx, q, "Q", "q_num_heads")
+        k = _split_heads(ctx, k, "K", "kv_num_heads")
+        v = _split_heads(ctx, v, "V", "kv_num_heads")
+    if (past_key is None) != (past_value is None):
+        raise FrontendError(f"{ctx.node.describe()}: past_key and past_value must be given together")
+    offset = 0
+    if past_key is not None:
+        if nonpad_kv_seqlen is not None:
+            raise FrontendError(f"{ctx.node.describe()}: nonpad_kv_seqlen cannot be combined with past_key")
+        k = _append(ctx, past_key, k, "past_key", "K")
+        v = _append(ctx, past_value, v, "past_value", "V")
+        offset = _shape(past_key)[2]
+    batch, q_heads, q_len, head_dim = q.shape
+    kv_heads, kv_len = k.shape[1], k.shape[2]
+    if kv_heads == 0 or q_heads % kv_heads:
+        raise FrontendError(f"{ctx.node.describe()}: {q_heads} query heads cannot share {kv_heads} key/value heads")
+    padding = None
+    if nonpad_kv_seqlen is not None:
+        if not isinstance(nonpad_kv_seqlen, Const):
+            raise FrontendError(f"{ctx.node.describe()}: nonpad_kv_seqlen (input 6) must be a constant, but it "
+                                f"depends on a graph input")
+        padding = nonpad_kv_seqlen.array.reshape(-1).astype(np.int64)
+        offset = padding - q_len
+
+    causal = bool(ctx.attr("is_causal", 0))
+    windows = (ctx.attr("left_window_size", -1), ctx.attr("right_window_size", -1))
+    mask = _mask_bias(ctx, attn_mask, kv_len) if attn_mask is not None else None
+    # kiln's causal flag is ONNX's frontier when the offset is the number of keys before the queries' block;
+    # with a mask, the frontier joins the mask so that the rows the two leave empty are found.
+    causal_flag = causal and mask is None and padding is None and windows == (-1, -1) and \
+        offset == kv_len - q_len
+    allowed = _allowed(q_len, kv_len, offset, causal and not causal_flag, windows, padding)
+    bias, keep = _guarded_bias(ctx, mask, allowed)
+
+    operands = f"{q.name}, {k.name}, {v.name}"
+    types = f"{q.type}, {k.type}, {v.type}"
+    if bias is not None:
+        bias = ctx.tensor(bias)
+        operands += f" mask({bias.name} : {bias.type})"
+    scale = ctx.attr("scale", None)
+    flags = (" causal" if causal_flag else "") + \
+        (f" {{scale = {trace.float_literal(scale)} : f32}}" if scale is not None else "")
+    shape = (batch, q_heads, q_len, v.shape[3])
+    y = ctx.emit(f"kiln.attention {operands}{flags} : {types} -> {trace.tensor_type(shape, q.element)}", shape,
+                 q.element)
+    if keep is not None:
+        (y,) = binary("mul", np.multiply)(ctx, y, _as_element(ctx, keep, y.element))
+    if rank == 3:
+        y = transpose_to(ctx, y, [0, 2, 1, 3])
+        y = reshape_to(ctx, y, (batch, q_len, q_heads * v.shape[3]))
+    return [y, k, v]
+
+
+def _check_attention_attributes(ctx):
+    """Refuses the variants kiln.attention cannot express, naming the attribute or output. softmax_precision
+    needs nothing: kiln's softmax runs in f32 whatever the input type."""
+    softcap = ctx.attr("softcap", 0.0)
+    if softcap != 0.0:
+        raise FrontendError(f"{ctx.node.describe()}: softcap {softcap} is not supported (kiln.attention has no "
+                            f"logit soft cap)")
+    if len(ctx.node.proto.output) > 3 and ctx.node.proto.output[3]:
+        raise FrontendError(f"{ctx.node.describe()}: the qk_matmul_output output (qk_matmul_output_mode "
+                            f"{ctx.attr('qk_matmul_output_mode', 0)}) is not supported (kiln.attention keeps the "
+                            f"scores inside the kernel)")
+    scale = ctx.attr("scale", None)
+    if scale is not None and not (math.isfinite(scale) and scale > 0):
+        raise FrontendError(f"{ctx.node.describe()}: scale {scale} is not supported (a finite positive number)")
+    for name in ("left_window_size", "right_window_size"):
+        if ctx.attr(name, -1) < -1:
+            raise FrontendError(f"{ctx.node.describe()}: {name} {ctx.attr(name)} must be -1 or non-negative")
+
+
+def _split_heads(ctx, x, name, heads_attribute):
+    """A 3-D [B, S, H * D] input as [B, H, S, D]."""
+    heads = ctx.attr(heads_attribute, 0)
+    batch, seq, hidden = x.shape
+    if heads <= 0 or hidden % heads:
+        raise FrontendError(f"{ctx.node.describe()}: 3-D {name} of width {hidden} needs attribute "
+                            f"{heads_attribute} dividing it, got {heads or 'none'}")
+    x = reshape_to(ctx, x, (batch, seq, heads, hidden // heads))
+    return transpose_to(ctx, x, [0, 2, 1, 3])
+
+
+def _append(ctx, past, new, past_name, new_name):
+    """The cache ``past`` [B, H, P, D] followed by ``new`` [B, H, S, D] along the sequence (present_key/value)."""
+    past = ctx.float_tensor(past, past_name)
+    if past.ndim != 4 or past.element != new.element or past.shape[:2] != new.shape[:2] or \
+            past.shape[3] != new.shape[3]:
+        raise FrontendError(f"{ctx.node.describe()}: {past_name} {past.type} does not extend {new_name} {new.type}")
+    return concat(ctx, [past, new], 2)
+
+
+def _mask_bias(ctx, mask, kv_len):
+    """attn_mask as an additive f32 bias over the keys: a boolean mask gives 0 (attend) or -inf; a mask
+    shorter than the keys is padded with -inf (the keys it does not cover are not attended)."""
+    shape = _shape(mask)
+    if not 1 <= len(shape) <= 4:
+        raise FrontendError(f"{ctx.node.describe()}: attn_mask of rank {len(shape)} does not broadcast to [batch, "
+                            f"heads, q_len, kv_len]")
+    if shape[-1] > kv_len:
+        raise FrontendError(f"{ctx.node.describe()}: attn_mask covers {shape[-1]} keys but there are {kv_len}")
+    boolean = (mask.array.dtype == np.bool_) if isinstance(mask, Const) else mask.element == "i1"
+    if isinstance(mask, Const):
+        bias = np.where(mask.array, 0.0, -np.inf) if boolean else mask.array
+        bias = bias.astype(np.float32)
+        pad = [(0, 0)] * (len(shape) - 1) + [(0, kv_len - shape[-1])]
+        return Const(np.pad(bias, pad, constant_values=-np.inf))
+    if boolean:
+        f32 = trace.tensor_type(shape, "f32")
+        zero, minus_inf = (ctx.tensor(Const(np.float32(value))) for value in (0.0, -np.inf))
+        bias = ctx.emit(f"kiln.select {mask.name}, {zero.name}, {minus_inf.name} : {mask.type}, {zero.type}, "
+                        f"{minus_inf.type} -> {f32}", shape, "f32")
+    else:
+        bias = _as_element(ctx, ctx.float_tensor(mask, "attn_mask"), "f32")
+    if shape[-1] < kv_len:
+        fill = Const(np.full(shape[:-1] + (kv_len - shape[-1],), -np.inf, np.float32))
+        bias = concat(ctx, [bias, fill], -1)
+    return bias
+
+
+def _allowed(q_len, kv_len, offset, causal, windows, padding):
+    """Which keys each query may attend under the causal frontier, the windows and the padding, as a boolean
+    [q_len, kv_len] array ([B, 1, q_len, kv_len] when the offset is per batch), or None when all may.
+
+    Query i sits at position ``offset + i``: after the cache, or at nonpad_kv_seqlen - q_len per batch."""
+    if not causal and windows == (-1, -1) and padding is None:
+        return None
+    rows, columns = np.arange(q_len)[:, None], np.arange(kv_len)[None, :]
+    offset = np.reshape(offset, (-1, 1, 1, 1)) if np.ndim(offset) else offset
+    distance = rows + offset - columns
+    allowed = np.ones(np.shape(distance), dtype=bool)
+    if causal:
+        allowed &= distance >= 0
+    left, right = windows
+    if left >= 0:
+        allowed &= distance <= left
+    if right >= 0:
+        allowed &= -distance <= right
+    if padding is not None:
+        allowed = allowed & (columns < padding.reshape(-1, 1, 1, 1))
+    return allowed
+
+
+def _guarded_bias(ctx, mask, allowed):
+    """The bias for kiln.attention and the factor (0 or 1 per query row) that zeroes the rows no key may attend,
+    as ONNX asks. Such a row is all -inf, which kiln's softmax turns into NaN: its bias is made finite first.
+    Returns (None, None) when nothing is masked."""
+    structure = None if allowed is None else np.where(allowed, 0.0, -np.inf).astype(np.float32)
+    if mask is None and structure is None:
+        return None, None
+    if not isinstance(mask, trace.Tensor):
+        bias = structure if mask is None else (mask.array if structure is None else mask.array + structure)
+        dead = np.isneginf(bias.max(axis=-1, keepdims=True))
+        if not dead.any():
+            return Const(bias), None
+        return Const(np.where(dead, np.float32(0), bias)), Const((~dead).astype(np.float32))
+    bias = mask
+    if structure is not None:
+        (bias,) = binary("add", np.add)(ctx, bias, Const(structure))
+    # -inf becomes the most negative float: still no weight beside any attended key, and a dead row stays finite.
+    (bias,) = binary("max", np.maximum)(ctx, bias, Const(np.float32(-_FLOAT_MAX)))
+    # 1 where a key is attended, 0 where its bias was -inf: the sum is 0 or at least float32's step there, 2^104.
+    (attended,) = binary("add", np.add)(ctx, bias, Const(np.float32(_FLOAT_MAX)))
+    (attended,) = binary("min", np.minimum)(ctx, attended, Const(np.float32(1)))
+    keep = reduce_to(ctx, "max", attended, [attended.ndim - 1], keep=True)
+    return bias, keep
+
+
+def _as_element(ctx, value, element):
+    """A float value in another float type (a constant is converted, a tensor gets kiln.cast)."""
+    if isinstance(value, Const):
+        return Const(value.array.astype(trace.DTYPES[element]))
+    if value.element == element:
+        return value
+    return ctx.emit(f"kiln.cast {value.name} : {value.type} to {trace.tensor_type(value.shape, element)}",
+                    value.shape, element)
+
+
+# --- RotaryEmbedding ---------------------------------------------------------------------------------------------
+
+def _rotary_embedding(ctx, x, cos_cache, sin_cache, position_ids=None):
+    """ONNX RotaryEmbedding (23) as kiln.rope on the rotated part of each head; one kiln.rope per batch row when
+    the rows' angles differ (kiln.rope takes one [S, D/2] table)."""
+    x = ctx.float_tensor(x, "X")
+    if x.ndim == 4:
+        batch, _, seq, head_dim = x.shape
+        heads_view, seq_dim = x, 2
+    elif x.ndim == 3:
+        heads = ctx.attr("num_heads", 0)
+        batch, seq, hidden = x.shape
+        if heads <= 0 or hidden % heads:
+            raise FrontendError(f"{ctx.node.describe()}: 3-D X of width {hidden} needs attribute num_heads dividing "
+                                f"it, got {heads or 'none'}")
+        head_dim = hidden // heads
+        heads_view, seq_dim = reshape_to(ctx, x, (batch, seq, heads, head_dim)), 1
+    else:
+        raise FrontendError(f"{ctx.node.describe()}: X must be 3-D or 4-D, got shape {x.shape}")
+    rotary = ctx.attr("rotary_embedding_dim", 0) or head_dim
+    if rotary % 2 or rotary > head_dim:
+        raise FrontendError(f"{ctx.node.describe()}: rotary_embedding_dim {rotary} must be even and at most the "
+                            f"head size {head_dim}")
+    tables = [_angles(ctx, cache, name, position_ids, (batch, seq, rotary // 2), x.element)
+              for cache, name in ((cos_cache, "cos_cache"), (sin_cache, "sin_cache"))]
+    shared = all(_rows_equal(t) for t in tables)
+    pieces = []
+    for row in [0] if shared else range(batch):
+        part = heads_view if shared else _batch_row(ctx, heads_view, row)
+        cos, sin = (ctx.tensor(reshape_to(ctx, _batch_row(ctx, t, min(row, t.shape[0] - 1)), (seq, rotary // 2)))
+                    for t in tables)
+        pieces.append(_rope_part(ctx, part, cos, sin, rotary, seq_dim))
+    y = pieces[0] if shared else concat(ctx, pieces, 0)
+    return [reshape_to(ctx, y, x.shape)]
+
+
+def _angles(ctx, cache, name, position_ids, expected, element):
+    """cos_cache or sin_cache as [B or 1, S, R/2] angles: rows of the cache gathered by position_ids, or the
+    cache itself when there are no positions."""
+    if position_ids is not None:
+        if len(_shape(cache)) != 2:
+            raise FrontendError(f"{ctx.node.describe()}: {name} must be 2-D [positions, R/2] with position_ids, got "
+                                f"shape {tuple(_shape(cache))}")
+        cache = take(ctx, cache, position_ids, 0)
+    shape = tuple(_shape(cache))
+    if len(shape) != 3 or shape[0] not in (1, expected[0]) or shape[1:] != expected[1:]:
+        raise FrontendError(f"{ctx.node.describe()}: {name} gives angles of shape {shape}, expected "
+                            f"[{expected[0]}, {expected[1]}, {expected[2]}]")
+    if isinstance(cache, Const):
+        return Const(cache.array.astype(trace.DTYPES[element]))
+    cache = ctx.float_tensor(cache, name)
+    if cache.element != element:
+        raise FrontendError(f"{ctx.node.describe()}: {name} is {cache.element} but X is {element}")
+    return cache
+
+
+def _rows_equal(table):
+    """True when every batch row of the angles is the same (one kiln.rope serves the whole batch)."""
+    if table.shape[0] == 1:
+        return True
+    return isinstance(table, Const) and bool((table.array == table.array[:1]).all())
+
+
+def _batch_row(ctx, value, row):
+    shape = _shape(value)
+    return slice_window(ctx, value, [row] + [0] * (len(shape) - 1), (1,) + tuple(shape[1:]), [1] * len(shape))
+
+
+def _rope_part(ctx, x, cos, sin, rotary, seq_dim):
+    """kiln.rope of the first ``rotary`` features of each head, the positions along ``seq_dim``; the rest of the
+    features pass through."""
+    head_dim = x.shape[-1]
+    rotated = x if rotary == head_dim else _features(ctx, x, 0, rotary)
+    flags = (" interleaved" if ctx.attr("interleaved", 0) else "") + \
+        (f" {{seq_dim = {seq_dim} : i64}}" if seq_dim != x.ndim - 2 else "")
+    y = ctx.emit(f"kiln.rope {rotated.name}, {cos.name}, {sin.name}{flags} : {rotated.type}, {cos.type}, "
+                 f"{sin.type}", rotated.shape, rotated.element)
+    if rotary == head_dim:
+        return y
+    return concat(ctx, [y, _features(ctx, x, rotary, head_dim - rotary)], -1)
+
+
+def _features(ctx, x, start, count):
+    """``count`` features of the last dimension from ``start``."""
+    offsets = [0] * (x.ndim - 1) + [start]
+    return ctx.tensor(slice_window(ctx, x, offsets, x.shape[:-1] + (count,), [1] * x.ndim))
+
+
+def _shape(value):
+    return tuple(value.shape)
+
+
+OPS = {
+    "Attention": _attention,
+    "RotaryEmbedding": _rotary_embedding,
+}
+
+#: The newest revision (schema ``since_version``) of each operator its emitter follows.
+SCHEMAS = {"Attention": 25, "RotaryEmbedding": 23}
