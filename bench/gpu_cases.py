@@ -106,7 +106,7 @@ def attention_correctness_cases():
         attention_extras_case("ta_mask_lse_gate_bf16", mask_shape=(2, 4, 77, 150), lse=True, gate=True),
     ]
     for dtype in ("bf16", "f16"):
-        for d in (64, 80, 96, 112, 128, 160, 192, 256):
+        for d in (24, 40, 64, 72, 80, 96, 112, 128, 160, 192, 256):
             for causal in (False, True):
                 cases.append(attention_case(f"ta_{dtype}_d{d}_{'causal' if causal else 'full'}_77", 1, 4, 4, 77, 77,
                                             d, dtype, causal))
@@ -123,6 +123,10 @@ def attention_correctness_cases():
         attention_case("ta_f16_d192_sq100_sk333", 1, 4, 2, 100, 333, 192, "f16", False),
         attention_case("ta_bf16_d256_decode", 4, 8, 2, 1, 1000, 256, "bf16", True),
         attention_case("ta_bf16_d160_decode", 2, 16, 4, 1, 777, 160, "bf16", True),
+        # Head dims of an odd number of 8-element chunks: each row zero-padded to whole 16-element steps.
+        attention_case("ta_bf16_d72_gqa4_sq300_sk1000_causal", 2, 8, 2, 300, 1000, 72, "bf16", True),
+        attention_case("ta_f16_d24_bshd_sq77_sk200", 3, 4, 4, 77, 200, 24, "f16", False, seq_major=True),
+        attention_case("ta_bf16_d40_decode", 4, 8, 2, 1, 1000, 40, "bf16", True),
         # The wgmma pipeline's edges (pinned: short key ranges default to the sequential loop): one key tile
         # (prologue and last P V only), one unmasked tile then masked ones.
         attention_case("ta_bf16_d128_one_tile_50_causal", 1, 4, 4, 50, 50, 128, "bf16", True, (64, 64),

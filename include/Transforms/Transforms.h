@@ -29,7 +29,8 @@ std::optional<Target> parseTarget(llvm::StringRef name);
 int64_t maxSharedBytesPerBlock(Target target);
 
 /// Bytes of shared memory the GPU attention kernel takes for [bq, bk] tiles at these head dims (the Q tile, two
-/// K and two V tiles), with the wgmma kernel's unpadded K and V panels or the mma_sync kernel's padded rows.
+/// K and two V tiles, their rows rounded up to 16 elements), with the wgmma kernel's unpadded K and V panels or
+/// the mma_sync kernel's padded rows.
 int64_t attentionSharedBytes(int64_t bq, int64_t bk, int64_t headDim, int64_t valueDim, bool wgmma);
 
 /// The shared-memory operand slots of one pipeline stage of the mma_sync matmul: A as a [BM, BK] tile, B as

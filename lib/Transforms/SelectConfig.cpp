@@ -54,9 +54,12 @@ static constexpr int64_t kSequentialAttentionKeysD64 = 192, kSequentialAttention
 static int64_t multiprocessors(Target target) { return target == Target::Sm90a ? 132 : 108; }
 
 int64_t kiln::attentionSharedBytes(int64_t bq, int64_t bk, int64_t headDim, int64_t valueDim, bool wgmma) {
-  // The Q tile and two K and two V tiles of 16-bit elements; rows padded by 8 elements against bank conflicts,
-  // except the K and V panels that wgmma reads through a 128-byte swizzle.
-  int64_t strideQ = headDim + 8, strideK = wgmma ? headDim : headDim + 8, strideV = wgmma ? valueDim : valueDim + 8;
+  // The Q tile and two K and two V tiles of 16-bit elements, their rows a whole number of 16-element steps;
+  // rows padded by 8 elements against bank conflicts, except the K and V panels that wgmma reads through a
+  // 128-byte swizzle.
+  int64_t headDimPadded = llvm::alignTo(headDim, 16), valueDimPadded = llvm::alignTo(valueDim, 16);
+  int64_t strideQ = headDimPadded + 8, strideK = wgmma ? headDim : headDimPadded + 8,
+          strideV = wgmma ? valueDim : valueDimPadded + 8;
   return 2 * (bq * strideQ + 2 * bk * strideK + 2 * bk * strideV);
 }
 

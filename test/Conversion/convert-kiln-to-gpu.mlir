@@ -134,6 +134,40 @@ module {
 
 // -----
 
+// A head dim of an odd number of 8-element chunks (24): the Q, K and V rows in shared memory hold whole
+// 16-element steps (32 columns, padded by 8: 2 x (64 x 40 + 2 x 64 x 40 + 2 x 64 x 40) bytes), the copies
+// zero-fill columns 24-31, and only the three 8-column O fragments of the head dim are stored (two rows each).
+// CHECK-LABEL: func.func private @k6_attention_d24
+// CHECK-SAME: dynamic_shared_bytes = 25600
+// CHECK: gpu.func @k6_attention_d24
+// CHECK: arith.cmpi ult, %{{.*}}, %c24 : index
+// CHECK: nvgpu.device_async_copy
+// CHECK: nvvm.mma.sync
+// CHECK: nvvm.rcp.approx.ftz.f
+// CHECK-COUNT-6: vector.store
+// CHECK-NOT: vector.store
+// CHECK: gpu.return
+module {
+  func.func private @k6_attention_d24(%q: tensor<1x4x100x24xbf16>, %out: tensor<1x4x100x24xbf16>) -> tensor<1x4x100x24xbf16> attributes {kiln.kernel} {
+    %o = kiln.attention %q, %q, %q causal {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "mma_sync">} : tensor<1x4x100x24xbf16>, tensor<1x4x100x24xbf16>, tensor<1x4x100x24xbf16> -> tensor<1x4x100x24xbf16>
+    %r = bufferization.materialize_in_destination %o in %out : (tensor<1x4x100x24xbf16>, tensor<1x4x100x24xbf16>) -> tensor<1x4x100x24xbf16>
+    return %r : tensor<1x4x100x24xbf16>
+  }
+}
+
+// -----
+
+module {
+  func.func private @k6_attention_d20(%q: tensor<1x4x100x20xbf16>, %out: tensor<1x4x100x20xbf16>) -> tensor<1x4x100x20xbf16> attributes {kiln.kernel} {
+    // expected-error @+1 {{the GPU attention kernel needs head dims that are multiples of 8 up to 256, got 20 and 20}}
+    %o = kiln.attention %q, %q, %q causal {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "mma_sync">} : tensor<1x4x100x20xbf16>, tensor<1x4x100x20xbf16>, tensor<1x4x100x20xbf16> -> tensor<1x4x100x20xbf16>
+    %r = bufferization.materialize_in_destination %o in %out : (tensor<1x4x100x20xbf16>, tensor<1x4x100x20xbf16>) -> tensor<1x4x100x20xbf16>
+    return %r : tensor<1x4x100x20xbf16>
+  }
+}
+
+// -----
+
 // An additive mask (added in base 2), an lse result (one lane per quad stores it) and an epilogue.
 // CHECK-LABEL: func.func private @k7_attention
 // CHECK-SAME: sizes = array<i64: 64, 64>

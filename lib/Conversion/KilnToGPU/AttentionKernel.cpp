@@ -72,9 +72,13 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   int64_t batch = qType.getDimSize(0), heads = qType.getDimSize(headsDim), seqQ = qType.getDimSize(seqDim);
   int64_t headDim = qType.getDimSize(3), kvHeads = kType.getDimSize(headsDim), seqK = kType.getDimSize(seqDim);
   int64_t valueDim = op.getV().getType().getDimSize(3), group = op.getGroupSize();
-  if (headDim % 16 != 0 || valueDim % 16 != 0 || headDim > 256 || valueDim > 256)
-    return op.emitOpError() << "the GPU attention kernel needs head dims that are multiples of 16 up to 256, got "
+  if (headDim % 8 != 0 || valueDim % 8 != 0 || headDim > 256 || valueDim > 256)
+    return op.emitOpError() << "the GPU attention kernel needs head dims that are multiples of 8 up to 256, got "
                             << headDim << " and " << valueDim;
+  // The tiles in shared memory hold whole m16n8k16 steps: a head dim of an odd number of 8-element chunks (24,
+  // 72, ...) gets one chunk of zeros per row, which adds nothing to Q K^T and gives O columns that are not
+  // stored.
+  int64_t headDimPadded = llvm::alignTo(headDim, 16), valueDimPadded = llvm::alignTo(valueDim, 16);
   bool causal = op.getCausal();
   // Tiles from the config: BQ query rows (16 per warp) and BK keys per step.
   ConfigAttr config = getConfig(op);
@@ -83,7 +87,7 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
     return op.emitOpError() << "needs a #kiln.config with lowering = \"mma_sync\" or \"wgmma\" and tile = [BQ, BK] "
                                "for the GPU backend";
   const int64_t bq = config.getTile()[0], bk = config.getTile()[1], warps = bq / 16, threads = warps * 32;
-  if (bq % 16 != 0 || bq > 256 || bk % 16 != 0 || bk > 256 || (bq * headDim / 8) % threads != 0)
+  if (bq % 16 != 0 || bq > 256 || bk % 16 != 0 || bk > 256 || (bq * headDimPadded / 8) % threads != 0)
     return op.emitOpError() << "#kiln.config " << config
                             << " does not fit the attention kernel: BQ must be a multiple of 16 (one warp per 16 "
                                "rows) up to 256, BK a multiple of 16 up to 256";
@@ -101,7 +105,8 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
 
   // Shared memory: the Q tile, then two K and two V tiles, rows padded by 8 elements. With wgmma: two K and two
   // V tiles first (1024-byte aligned, in swizzled 64-column panels, unpadded), then the padded Q tile.
-  int64_t strideQ = headDim + 8, strideK = wgmma ? headDim : headDim + 8, strideV = wgmma ? valueDim : valueDim + 8;
+  int64_t strideQ = headDimPadded + 8, strideK = wgmma ? headDim : headDimPadded + 8,
+          strideV = wgmma ? valueDim : valueDimPadded + 8;
   int64_t sizeQ = bq * strideQ, sizeK = bk * strideK, sizeV = bk * strideV;
   int64_t sharedBytes = attentionSharedBytes(bq, bk, headDim, valueDim, wgmma);
   int64_t offsetQ = wgmma ? 2 * sizeK + 2 * sizeV : 0, offsetK = wgmma ? 0 : sizeQ, offsetV = offsetK + 2 * sizeK;
@@ -159,11 +164,13 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   Type tokenType = nvgpu::DeviceAsyncTokenType::get(ctx);
 
   // Copies rows [row0, row0 + rows) of a [limit x width] matrix at `base` (rows `globalStride` apart) into
-  // `shared` (row stride `stride`, or swizzled 64-column panels when `swizzled`), zero-filling rows past `limit`;
-  // none are when the matrix is a whole number of such tiles (`wholeTiles`: row0 starts one of them).
+  // `shared` (row stride `stride`, or swizzled 64-column panels when `swizzled`), zero-filling rows past `limit`
+  // and, in each row, the columns from `width` up to the next multiple of 16; no rows are zero-filled when the
+  // matrix is a whole number of such tiles (`wholeTiles`: row0 starts one of them).
   auto copyRows = [&](Value shared, Value sharedBase, int64_t stride, Value global, Value base, int64_t globalStride,
                       Value row0, int64_t rows, int64_t width, Value limit, bool wholeTiles, bool swizzled = false) {
-    int64_t chunksPerRow = width / 8, chunks = rows * chunksPerRow;
+    int64_t paddedWidth = llvm::alignTo(width, 16);
+    int64_t chunksPerRow = paddedWidth / 8, chunks = rows * chunksPerRow;
     SmallVector<Value> tokens;
     for (int64_t i = 0; i < llvm::divideCeilSigned(chunks, threads); ++i) {
       Value chunk = im.add(tid, i * threads);
@@ -173,8 +180,14 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
       Value row = im.div(chunk, chunksPerRow), col = im.mul(im.rem(chunk, chunksPerRow), 8);
       Value globalRow = im.add(row0, row);
       Value count = im.c(8), src = im.add(base, im.add(im.mul(globalRow, globalStride), col));
-      if (!wholeTiles) {
-        Value inside = im.lt(globalRow, limit);
+      Value inside;
+      if (!wholeTiles)
+        inside = im.lt(globalRow, limit);
+      if (paddedWidth != width) {
+        Value inRow = im.lt(col, width);
+        inside = inside ? im.andi(inside, inRow) : inRow;
+      }
+      if (inside) {
         count = im.select(inside, count, im.c(0));
         src = im.select(inside, src, im.c(0));
       }
@@ -242,7 +255,7 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   Value laneRow16 = im.rem(lane, 16), laneHalf = im.mul(im.div(lane, 16), 8);
   Value warpRow = im.mul(warp, 16);
   SmallVector<SmallVector<Value>> qRegs;
-  for (int64_t kk = 0; kk < headDim / 16; ++kk) {
+  for (int64_t kk = 0; kk < headDimPadded / 16; ++kk) {
     Value index = im.add(im.mul(im.add(warpRow, laneRow16), strideQ), im.add(laneHalf, kk * 16));
     qRegs.push_back(packFragment(builder, loc,
                                  nvgpu::LdMatrixOp::create(builder, loc, fragA, sharedQ, index,
@@ -255,7 +268,7 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   auto accType = VectorType::get({4}, f32);
   Value zeroAcc = arith::ConstantOp::create(builder, loc, DenseElementsAttr::get(accType, 0.0f));
   Value negInf = f32c(-std::numeric_limits<double>::infinity());
-  int64_t outFrags = valueDim / 8, scoreFrags = bk / 8;
+  int64_t outFrags = valueDimPadded / 8, scoreFrags = bk / 8;
   SmallVector<Value> inits{negInf, negInf, f32c(0.0), f32c(0.0)};
   inits.append(outFrags, zeroAcc);
   double scaleLog2 = op.getEffectiveScale() * kLog2E;
@@ -414,7 +427,7 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
 
       // S = Q K^T for this warp's 16 rows and the tile's BK keys.
       Value baseK = im.mul(slot, sizeK), baseV = im.mul(slot, sizeV);
-      SmallVector<Value> scores = multiply(qRegs, sharedK, baseK, strideK, headDim, /*kMajor=*/false,
+      SmallVector<Value> scores = multiply(qRegs, sharedK, baseK, strideK, headDimPadded, /*kMajor=*/false,
                                            SmallVector<Value>(scoreFrags, zeroAcc));
       TileSoftmax soft = softmaxTile(scores, tile, masked, carried[0], carried[1], carried[2], carried[3]);
 
@@ -500,8 +513,9 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
     return seqQ % bq == 0 ? Value(arith::ConstantIntOp::create(builder, loc, /*value=*/1, /*width=*/1))
                           : im.lt(row, seqQv);
   };
-  // Each thread holds column pairs (even column, head dims and row strides even): one 2-element store per pair.
-  for (int64_t d = 0; d < outFrags; ++d) {
+  // Each thread holds column pairs (even column, head dims and row strides even): one 2-element store per pair,
+  // for the fragments of the value dim's columns (not its zero padding).
+  for (int64_t d = 0; d < valueDim / 8; ++d) {
     Value o = final[4 + d];
     for (int64_t e : {0, 2}) {
       Value row = e == 0 ? rowA : rowB, inverse = e == 0 ? invA : invB;

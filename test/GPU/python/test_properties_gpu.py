@@ -5,7 +5,8 @@ are drawn at random, the op runs through the GPU JIT (each new shape a compile, 
 result is checked against torch in float64 on the same (rounded) inputs; every run is repeated and must be
 bitwise identical. KILN_GPU_PROPERTY_EXAMPLES (default 40 per op) bounds the draws; the seed of a failure is in
 its message, and Hypothesis prints the shrunk example. Tolerances (relative in the max norm): bf16 2e-2,
-f16 5e-3. Matmul's N and K take any size, aligned to 16 bytes or not.
+f16 5e-3, f32 2e-3 (matmuls on TF32 tensor cores, each input rounded to 10 mantissa bits). Matmul's N and K take
+any size, aligned to 16 bytes or not; attention (bf16 and f16) head dims that are multiples of 8, 24 to 256.
 """
 
 import os
@@ -22,14 +23,15 @@ import kiln  # noqa: E402
 
 F = torch.nn.functional
 EXAMPLES = int(os.environ.get("KILN_GPU_PROPERTY_EXAMPLES", "40"))
-DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16}
-TOLERANCES = {"bf16": 2e-2, "f16": 5e-3}
+DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
+TOLERANCES = {"bf16": 2e-2, "f16": 5e-3, "f32": 2e-3}
 WORST = {}
 # Each new shape compiles a program, which Hypothesis would otherwise flag as slow data generation.
 PROPERTY = settings(max_examples=EXAMPLES, deadline=None, print_blob=True,
                     suppress_health_check=[HealthCheck.too_slow])
 
 dtypes = st.sampled_from(sorted(DTYPES))
+half_dtypes = st.sampled_from(["bf16", "f16"])
 seeds = st.integers(0, 2**31 - 1)
 
 
@@ -74,8 +76,9 @@ def test_rows(dtype, rows, width, op, seed):
 
 
 @PROPERTY
-@given(dtype=dtypes, b=st.integers(1, 2), kv_heads=st.integers(1, 4), group=st.sampled_from([1, 2, 4]),
-       seq_q=st.integers(1, 200), extra_keys=st.integers(0, 300), head_dim=st.sampled_from([64, 80, 96, 128, 256]),
+@given(dtype=half_dtypes, b=st.integers(1, 2), kv_heads=st.integers(1, 4), group=st.sampled_from([1, 2, 4]),
+       seq_q=st.integers(1, 200), extra_keys=st.integers(0, 300),
+       head_dim=st.sampled_from([24, 40, 64, 72, 80, 96, 128, 256]),
        causal=st.booleans(), seed=seeds)
 def test_attention(dtype, b, kv_heads, group, seq_q, extra_keys, head_dim, causal, seed):
     seq_k = seq_q + extra_keys

@@ -347,7 +347,7 @@ def test_bf16_block_compiles_for_the_gpu(tmp_path, monkeypatch):
 
 
 def test_bf16_gpt2_block_compiles_for_the_gpu(tmp_path, monkeypatch):
-    """The GPT-2-style block in bf16 (head dim 32, as the GPU attention kernel needs multiples of 16): 8 kernels,
+    """The GPT-2-style block in bf16 (head dim 32): 8 kernels,
     the three slices of the fused qkv in one launch."""
     monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
     model, _, _ = onnx_blocks.gpt2_block(hidden=128, heads=4, dtype="bfloat16")
