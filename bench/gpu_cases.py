@@ -26,8 +26,9 @@ def tensor(shape, dtype):
 
 
 def gemm_case(name, m, n, k, dtype="bf16", epilogue="none", batch=(), transpose_rhs=False, out_dtype=None,
-              config=None, rhs_batch=()):
-    """`batch`: the lhs's batch dims; `rhs_batch`: the rhs's (the same, or with an unbatched lhs, broadcast)."""
+              config=None, rhs_batch=(), fp32_precision=None):
+    """`batch`: the lhs's batch dims; `rhs_batch`: the rhs's (the same, or with an unbatched lhs, broadcast);
+    `fp32_precision`: the matmul's attribute of that name (f32: "tf32" or "ieee")."""
     out_dtype = out_dtype or dtype
     lhs_batch, batch = batch, batch or rhs_batch  # the result's batch dims
     a = tensor((*lhs_batch, m, k), dtype)
@@ -36,11 +37,12 @@ def gemm_case(name, m, n, k, dtype="bf16", epilogue="none", batch=(), transpose_
     v = tensor((n,), dtype)
     extra, body = EPILOGUES[epilogue]
     args = [f"%x: {a}", f"%w: {b}"] + [f"%{e}: {v if kind == 'vec' else y}" for e, kind in extra]
-    pinned = ""
+    attributes = [f'fp32_precision = "{fp32_precision}"'] if fp32_precision else []
     if config:
         tile, warps, stages, lowering = config
-        pinned = (f" {{kiln.config = #kiln.config<tile = [{', '.join(map(str, tile))}], warps = {warps}, "
-                  f"stages = {stages}, lowering = \"{lowering}\">}}")
+        attributes.append(f"kiln.config = #kiln.config<tile = [{', '.join(map(str, tile))}], warps = {warps}, "
+                          f"stages = {stages}, lowering = \"{lowering}\">")
+    pinned = f" {{{', '.join(attributes)}}}" if attributes else ""
     lines = [f"%y = kiln.matmul %x, %w{' transpose_rhs' if transpose_rhs else ''}{pinned} : {a}, {b} -> {y}"]
     lines += [line.format(Y=y, V=v) for line in body]
     if out_dtype != dtype:
@@ -52,7 +54,7 @@ def gemm_case(name, m, n, k, dtype="bf16", epilogue="none", batch=(), transpose_
     text = f"func.func @{name}({', '.join(args)}) -> {result} {{\n  " + "\n  ".join(lines) + "\n}\n"
     return dict(name=name, kind="gemm", m=m, n=n, k=k, dtype=dtype, out_dtype=out_dtype, epilogue=epilogue,
                 batch=list(batch), lhs_batch=list(lhs_batch), rhs_batch=list(rhs_batch),
-                transpose_rhs=transpose_rhs, mlir=text)
+                transpose_rhs=transpose_rhs, fp32_precision=fp32_precision, mlir=text)
 
 
 def attention_case(name, batch, heads, kv_heads, seq_q, seq_k, head_dim, dtype="bf16", causal=False, tile=None,

@@ -18,11 +18,13 @@ building whole from the op. This script holds both halves of the visit, like row
 
 The ``t_`` cases take each of M, N and K from {1, 7, 77, 1000, 2050, 50257} (the others unaligned, so that the
 mma_sync lowering takes them on sm_90a too), with epilogues, a transposed rhs and a batch, in bf16, f16 and f32
-(TF32 tensor cores; cuBLAS is timed and checked with TF32 allowed too, torch.backends.cuda.matmul.allow_tf32).
+(TF32 tensor cores; cuBLAS is timed and checked with TF32 allowed too, torch.backends.cuda.matmul.allow_tf32),
+and f32 with fp32_precision = "ieee" (3xTF32; against cuBLAS in f32, TF32 not allowed).
 Error: max|out - ref| / max|ref| with ref the graph's meaning in float64 from the same (rounded) inputs, the
 matmul result rounded to the input dtype before the epilogue as the graph holds it; limits 1e-2 (bf16) and
 5e-3 (f16) from the output's rounding and f32 accumulation over K up to 50257, 2e-3 (f32) from TF32's rounding
-of each input to 10 mantissa bits (2^-11 relative); cuBLAS's error on the same inputs is recorded beside it.
+of each input to 10 mantissa bits (2^-11 relative), 1e-5 (f32 "ieee") from f32's; cuBLAS's error on the same
+inputs is recorded beside it.
 """
 import json
 import math
@@ -33,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gpu_cases import compile_graph, gemm_case  # noqa: E402
 
-LIMITS = {"bf16": 1e-2, "f16": 5e-3, "f32": 2e-3}
+LIMITS = {"bf16": 1e-2, "f16": 5e-3, "f32": 2e-3, "f32 ieee": 1e-5}
 SIZES = (1, 7, 77, 1000, 2050, 50257)
 
 
@@ -51,6 +53,13 @@ def cases():
             gemm_case(f"t_{dtype}_batched_3x65x33x19", 65, 33, 19, dtype, batch=(3,), rhs_batch=(3,)),
             gemm_case(f"t_{dtype}_lm_head_1x50257x768_transposed", 1, 50257, 768, dtype, transpose_rhs=True),
         ]
+    for size in SIZES:
+        listed.append(gemm_case(f"t_f32_ieee_k{size}_77x136x{size}", 77, 136, size, "f32", fp32_precision="ieee"))
+    listed += [
+        gemm_case("t_f32_ieee_300x777x1000_bias_silu", 300, 777, 1000, "f32", "bias_silu", fp32_precision="ieee"),
+        gemm_case("t_f32_ieee_transposed_200x136x777", 200, 136, 777, "f32", transpose_rhs=True,
+                  fp32_precision="ieee"),
+    ]
     # Benchmarks: the decode-step GEMMs (M <= 64: mma_sync on sm_90a), the mma_sync kernel pinned on a large
     # square one, and unaligned shapes the template could not compile (against cuBLAS only).
     for m, n, k in ((1, 4096, 4096), (32, 4096, 4096), (64, 4096, 4096), (32, 14336, 4096), (32, 4096, 14336),
@@ -71,6 +80,9 @@ def cases():
     listed.append(gemm_case("b_f32_4096x4096x4096_transposed", 4096, 4096, 4096, "f32", transpose_rhs=True))
     listed.append(gemm_case("b_f32_decode_32x4096x4096", 32, 4096, 4096, "f32"))
     listed.append(gemm_case("b_f32_unaligned_2048x2050x2047", 2048, 2050, 2047, "f32"))
+    # f32 to f32 accuracy (3xTF32) against cuBLAS in f32.
+    listed.append(gemm_case("b_f32_ieee_4096x4096x4096", 4096, 4096, 4096, "f32", fp32_precision="ieee"))
+    listed.append(gemm_case("b_f32_ieee_decode_32x4096x4096", 32, 4096, 4096, "f32", fp32_precision="ieee"))
     return listed
 
 
@@ -130,6 +142,8 @@ def visit(args):
         return y
 
     def torch_version(item, x, w, extras):
+        # TF32 for f32 cases unless the case asks for f32 accuracy.
+        torch.backends.cuda.matmul.allow_tf32 = item.get("fp32_precision") != "ieee"
         y = torch.matmul(x, w.transpose(-1, -2) if item["transpose_rhs"] else w)
         if item["epilogue"] == "bias_silu":
             y = F.silu(y + extras[0])
@@ -138,7 +152,6 @@ def visit(args):
         return y
 
     runtime, build, listed, seed, generator = start_visit(args)
-    torch.backends.cuda.matmul.allow_tf32 = True  # f32 cases: cuBLAS on TF32 tensor cores, as the kernels
     rows, failures = [], 0
     for item in listed:
         x, w, extras = make_inputs(item, generator)
@@ -161,7 +174,8 @@ def visit(args):
             runtime.launch(kernel, entry, tensors)
             torch.cuda.synchronize()
             error = ((out.double() - ref).abs().max() / ref.abs().max().clamp_min(1e-300)).item()
-            ok = error <= LIMITS[item["dtype"]] and not torch.isnan(out).any().item()
+            limit = LIMITS["f32 ieee" if item.get("fp32_precision") == "ieee" else item["dtype"]]
+            ok = error <= limit and not torch.isnan(out).any().item()
             row[f"{variant}_error"], row[f"{variant}_ok"] = error, ok
             if variant == "generated":
                 failures += not ok

@@ -61,7 +61,7 @@ FailureOr<MatmulOp> kiln::foldMatmulBatch(RewriterBase &rewriter, MatmulOp op) {
     operands.push_back(flattenEpilogueOperand(rewriter, loc, operand, resultType, rows));
   auto flatType = RankedTensorType::get({rows, resultType.getShape().back()}, resultType.getElementType());
   auto flat = MatmulOp::create(rewriter, loc, flatType, lhs, op.getRhs(), /*transposeLhs=*/false,
-                               op.getTransposeRhs(), operands);
+                               op.getTransposeRhs(), operands, op.getFp32PrecisionAttr());
   flat->setDiscardableAttrs(op->getDiscardableAttrDictionary());
   rewriter.inlineRegionBefore(op.getEpilogue(), flat.getEpilogue(), flat.getEpilogue().end());
   rewriter.replaceOpWithNewOp<ReshapeOp>(op, resultType, flat.getResult());

@@ -96,7 +96,7 @@ FailureOr<Operation *> kiln::fuseEpilogue(RewriterBase &rewriter, Operation *pro
   Operation *fused;
   if (auto matmul = dyn_cast<MatmulOp>(producer)) {
     fused = MatmulOp::create(rewriter, loc, resultType, matmul.getLhs(), matmul.getRhs(), matmul.getTransposeLhs(),
-                             matmul.getTransposeRhs(), operands);
+                             matmul.getTransposeRhs(), operands, matmul.getFp32PrecisionAttr());
   } else {
     auto attention = cast<AttentionOp>(producer);
     Type lseType = attention.getLse() ? attention.getLse().getType() : Type();

@@ -107,8 +107,9 @@ FailureOr<Value> kiln::tileMatmul(RewriterBase &rewriter, MatmulOp op) {
                                                              : SmallVector<int64_t>{bk, bn};
         Value lhsTile = extractPaddedTile(b, l, op.getLhs(), lhsOffsets, lhsSizes, lhsShape, 0.0);
         Value rhsTile = extractPaddedTile(b, l, op.getRhs(), rhsOffsets, rhsSizes, rhsShape, 0.0);
-        Value product = MatmulOp::create(b, l, accType, lhsTile, rhsTile, op.getTransposeLhs(),
-                                         op.getTransposeRhs());
+        auto product = MatmulOp::create(b, l, accType, lhsTile, rhsTile, op.getTransposeLhs(),
+                                        op.getTransposeRhs());
+        product.setFp32PrecisionAttr(op.getFp32PrecisionAttr());
         Value sum = AddOp::create(b, l, accType, iterArgs[0], product);
         scf::YieldOp::create(b, l, sum);
       });

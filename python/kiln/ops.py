@@ -10,9 +10,10 @@ from .jit import jit
 
 
 @jit
-def matmul(a, b, *, bias=None, activation=None):
-    """``activation(a @ b + bias)`` with numpy batch broadcasting; a: [..., M, K], b: [..., K, N], bias: [N]."""
-    return trace.matmul(a, b, bias=bias, activation=activation)
+def matmul(a, b, *, bias=None, activation=None, fp32_precision=None):
+    """``activation(a @ b + bias)`` with numpy batch broadcasting; a: [..., M, K], b: [..., K, N], bias: [N].
+    f32 operands multiply on a GPU's TF32 tensor cores unless ``fp32_precision="ieee"`` (f32 accuracy)."""
+    return trace.matmul(a, b, bias=bias, activation=activation, fp32_precision=fp32_precision)
 
 
 @jit

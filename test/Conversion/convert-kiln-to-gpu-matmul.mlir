@@ -156,6 +156,24 @@ module {
 
 // -----
 
+// fp32_precision = "ieee" (3xTF32): each loaded f32 element split into its TF32 rounding and the TF32 rounding
+// of the remainder, and three mma.sync per fragment pair, the two small products first.
+// CHECK-LABEL: func.func private @k5_matmul_ieee
+// CHECK: nvvm.convert.float.to.tf32
+// CHECK: arith.bitcast {{.*}} : i32 to f32
+// CHECK: arith.subf
+// CHECK: nvvm.convert.float.to.tf32
+// CHECK-COUNT-3: nvvm.mma.sync {{.*}} shape = #nvvm.shape<m = 16, n = 8, k = 8>
+module {
+  func.func private @k5_matmul_ieee(%x: tensor<100x64xf32>, %w: tensor<64x64xf32>, %out: tensor<100x64xf32>) -> tensor<100x64xf32> attributes {kiln.kernel} {
+    %y = kiln.matmul %x, %w {fp32_precision = "ieee", kiln.config = #kiln.config<tile = [64, 64, 32], warps = 4, stages = 3, lowering = "mma_sync">} : tensor<100x64xf32>, tensor<64x64xf32> -> tensor<100x64xf32>
+    %r = bufferization.materialize_in_destination %y in %out : (tensor<100x64xf32>, tensor<100x64xf32>) -> tensor<100x64xf32>
+    return %r : tensor<100x64xf32>
+  }
+}
+
+// -----
+
 // An f32 matmul by a transposed rhs (an nn.Linear weight [N, K]) whose K = 30 is not a whole number of 16-byte
 // chunks: 8-byte cp.async copies, and B's fragments by ldmatrix from its [N, K] rows like A's (N + 8 rows:
 // 3 x (64 x 36 + 72 x 36) x 4 bytes).

@@ -74,3 +74,13 @@ func.func @empty_contraction(%x: tensor<2x3x0xf32>, %w: tensor<0x4xf32>) -> tens
   %y = kiln.matmul %x, %w : tensor<2x3x0xf32>, tensor<0x4xf32> -> tensor<2x3x4xf32>
   return %y : tensor<2x3x4xf32>
 }
+
+// -----
+
+// The folded GEMM keeps the matmul's fp32_precision.
+// CHECK-LABEL: func.func @keeps_precision
+// CHECK: kiln.matmul {{.*}} {fp32_precision = "ieee"} : tensor<6x8xf32>, tensor<8x4xf32> -> tensor<6x4xf32>
+func.func @keeps_precision(%x: tensor<2x3x8xf32>, %w: tensor<8x4xf32>) -> tensor<2x3x4xf32> {
+  %y = kiln.matmul %x, %w {fp32_precision = "ieee"} : tensor<2x3x8xf32>, tensor<8x4xf32> -> tensor<2x3x4xf32>
+  return %y : tensor<2x3x4xf32>
+}

@@ -508,3 +508,15 @@ func.func @pinned_config_kept(%x: tensor<77x512xbf16>, %w: tensor<512x128xbf16>,
   %s = kiln.silu %o : tensor<1x2x77x64xbf16>
   return %a, %s : tensor<77x128xbf16>, tensor<1x2x77x64xbf16>
 }
+
+// -----
+
+// The fused matmul keeps the matmul's fp32_precision.
+// CHECK-LABEL: func.func @keeps_precision
+// CHECK: kiln.matmul %arg0, %arg1 epilogue
+// CHECK: } {fp32_precision = "ieee"} : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+func.func @keeps_precision(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>, %r: tensor<4x16xf32>) -> tensor<4x16xf32> {
+  %y = kiln.matmul %a, %b {fp32_precision = "ieee"} : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %z = kiln.add %y, %r : tensor<4x16xf32>, tensor<4x16xf32> -> tensor<4x16xf32>
+  return %z : tensor<4x16xf32>
+}

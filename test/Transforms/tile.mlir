@@ -459,3 +459,13 @@ func.func @matmul_mma_sync(%a: tensor<2x100x72xbf16>, %b: tensor<2x72x136xbf16>)
   %0 = kiln.matmul %a, %b {kiln.config = #kiln.config<tile = [64, 64, 32], warps = 4, stages = 3, lowering = "mma_sync">} : tensor<2x100x72xbf16>, tensor<2x72x136xbf16> -> tensor<2x100x136xbf16>
   return %0 : tensor<2x100x136xbf16>
 }
+
+// -----
+
+// The tile matmul keeps the op's fp32_precision.
+// CHECK-LABEL: func.func @matmul_mma_sync_ieee
+// CHECK: kiln.matmul {{.*}} {fp32_precision = "ieee"} : tensor<64x32xf32>, tensor<32x64xf32> -> tensor<64x64xf32>
+func.func @matmul_mma_sync_ieee(%a: tensor<100x96xf32>, %b: tensor<96x80xf32>) -> tensor<100x80xf32> {
+  %0 = kiln.matmul %a, %b {fp32_precision = "ieee", kiln.config = #kiln.config<tile = [64, 64, 32], warps = 4, stages = 3, lowering = "mma_sync">} : tensor<100x96xf32>, tensor<96x80xf32> -> tensor<100x80xf32>
+  return %0 : tensor<100x80xf32>
+}

@@ -70,6 +70,11 @@ def Kiln_MatmulOp : Kiln_Op<"matmul", [Pure, IsolatedFromAbove]> {
     store. The region is isolated from above: it computes from its arguments and its own constants, so the op
     can move into a kernel of its own. With an epilogue the result may have any float element type.
 
+    `fp32_precision` (f32 operands only) says how a GPU multiplies them: `"tf32"` (the default) on TF32 tensor
+    cores, each input rounded to 10 mantissa bits (as torch with `fp32_precision = "tf32"`), or `"ieee"` to f32
+    accuracy, each input split into a TF32 value and a TF32 remainder and three of their products summed (as
+    CUTLASS's 3xTF32), at about a third of the speed. The host backend multiplies in f32 either way.
+
     ```mlir
     %y = kiln.matmul %x, %w transpose_rhs
         : tensor<2x77x512xbf16>, tensor<1024x512xbf16> -> tensor<2x77x1024xbf16>
@@ -82,7 +87,7 @@ def Kiln_MatmulOp : Kiln_Op<"matmul", [Pure, IsolatedFromAbove]> {
   }];
   let arguments = (ins Kiln_FloatTensor:$lhs, Kiln_FloatTensor:$rhs,
                        UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs,
-                       Variadic<Kiln_FloatTensor>:$epilogue_operands);
+                       Variadic<Kiln_FloatTensor>:$epilogue_operands, OptionalAttr<StrAttr>:$fp32_precision);
   let results = (outs Kiln_FloatTensor:$result);
   let regions = (region MaxSizedRegion<1>:$epilogue);
   let assemblyFormat = [{
@@ -95,7 +100,8 @@ def Kiln_MatmulOp : Kiln_Op<"matmul", [Pure, IsolatedFromAbove]> {
                    CArg<"bool", "false">:$transposeLhs, CArg<"bool", "false">:$transposeRhs)>,
     OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$lhs, "::mlir::Value":$rhs,
                    "bool":$transposeLhs, "bool":$transposeRhs), [{
-      build($_builder, $_state, result, lhs, rhs, transposeLhs, transposeRhs, ::mlir::ValueRange{});
+      build($_builder, $_state, result, lhs, rhs, transposeLhs, transposeRhs, ::mlir::ValueRange{},
+            ::mlir::StringAttr());
     }]>
   ];
   let extraClassDeclaration = [{

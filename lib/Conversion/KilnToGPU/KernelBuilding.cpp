@@ -41,6 +41,13 @@ Value gpukernel::toTf32(OpBuilder &b, Location loc, Value value) {
                                             NVVM::SaturationMode::NONE, /*relu=*/false);
 }
 
+std::pair<Value, Value> gpukernel::splitTf32(OpBuilder &b, Location loc, Value value) {
+  Value big = toTf32(b, loc, value);
+  Value bigValue = arith::BitcastOp::create(b, loc, b.getF32Type(), big);
+  Value rest = arith::SubFOp::create(b, loc, value, bigValue);
+  return {big, toTf32(b, loc, rest)};
+}
+
 SmallVector<Value> gpukernel::packFragment(OpBuilder &b, Location loc, Value fragment) {
   auto type = cast<VectorType>(fragment.getType());
   Type i32 = b.getI32Type();
@@ -52,7 +59,7 @@ SmallVector<Value> gpukernel::packFragment(OpBuilder &b, Location loc, Value fra
       continue;
     }
     if (type.getElementType().isF32()) {
-      registers.push_back(toTf32(b, loc, vector::ExtractOp::create(b, loc, pair, ArrayRef<int64_t>{0})));
+      registers.push_back(vector::ExtractOp::create(b, loc, pair, ArrayRef<int64_t>{0}));
       continue;
     }
     Value word = vector::BitCastOp::create(b, loc, VectorType::get({1}, i32), pair);

@@ -29,14 +29,19 @@ Value broadcastLinearIndex(IndexMath &m, ArrayRef<int64_t> operandShape, ArrayRe
 /// An f32 value rounded to TF32 (to nearest, ties away from zero), in the i32 register mma.sync takes.
 Value toTf32(OpBuilder &b, Location loc, Value value);
 
+/// An f32 value as two TF32 registers whose sum holds it to about 21 mantissa bits: the value rounded to TF32,
+/// and what that rounding left, rounded to TF32 too (3xTF32 multiplies with three products of the parts).
+std::pair<Value, Value> splitTf32(OpBuilder &b, Location loc, Value value);
+
 /// The four registers of an A fragment, or the two of a B fragment, as nvvm.mma.sync takes them: pairs of f16
-/// as vector<2xf16>, pairs of bf16 packed into i32, f32 elements (vector<1xf32> rows) rounded to TF32.
+/// as vector<2xf16>, pairs of bf16 packed into i32; f32 elements (vector<1xf32> rows) as f32 values, which
+/// `toTf32` or `splitTf32` turn into registers.
 SmallVector<Value> packFragment(OpBuilder &b, Location loc, Value fragment);
 
 /// The B fragments of two adjacent 8-column blocks (columns n0..n0+7 and n0+8..n0+15, rows k0..k0+15 of the
 /// K x N operand, k0..k0+7 for 32-bit elements) with one ldmatrix.x4 from a shared tile stored row-major with
 /// `stride` elements per row: `kMajor` for a [K][N] tile (a transposed load, 16-bit elements only), otherwise
-/// [N][K]. Returns the two packed fragments.
+/// [N][K]. Returns the two fragments as `packFragment` gives them.
 std::pair<SmallVector<Value>, SmallVector<Value>> loadBFragmentPair(OpBuilder &b, Location loc, IndexMath &m,
                                                                     Value shared, Value base, int64_t stride,
                                                                     Value lane, Value k0, Value n0, bool kMajor);

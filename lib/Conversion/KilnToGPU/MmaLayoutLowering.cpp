@@ -101,8 +101,9 @@ private:
   /// The accumulator fragments (vector<4xf32>, as mma.sync takes them) of a tile's registers, and back.
   SmallVector<Value> fragmentsOf(ArrayRef<Value> tile);
   SmallVector<Value> registersOf(ValueRange fragments);
-  /// Multiplies the operand tiles in slot `slot` into the accumulator fragments `accs`.
-  SmallVector<Value> multiplySlot(Value slot, ArrayRef<Value> accs, bool transposedB);
+  /// Multiplies the operand tiles in slot `slot` into the accumulator fragments `accs` as the tile matmul
+  /// `product` says (its transposed rhs, its fp32_precision).
+  SmallVector<Value> multiplySlot(Value slot, ArrayRef<Value> accs, MatmulOp product);
   /// An epilogue: checked, and kept for the store, which runs its body on each register it stores (reading
   /// operand tiles element by element).
   LogicalResult lowerEpilogue(linalg::GenericOp op);
@@ -240,23 +241,45 @@ FailureOr<Value> MmaMatmulLowering::stageOperands(scf::ForOp loop, MatmulOp prod
   return nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens).getResult();
 }
 
-SmallVector<Value> MmaMatmulLowering::multiplySlot(Value slot, ArrayRef<Value> accs, bool transposedB) {
+SmallVector<Value> MmaMatmulLowering::multiplySlot(Value slot, ArrayRef<Value> accs, MatmulOp product) {
   Type element = cast<MemRefType>(ringA.shared.getType()).getElementType();
-  // 16-bit operands run m16n8k16; f32 ones m16n8k8 as TF32, whose fragment rows are 4 elements (16 bytes) wide.
-  bool tf32 = element.isF32();
+  bool transposedB = product.getTransposeRhs();
+  // 16-bit operands run m16n8k16; f32 ones m16n8k8 as TF32, whose fragment rows are 4 elements (16 bytes) wide,
+  // their elements rounded to TF32, or with fp32_precision = "ieee" split into two TF32 parts (3xTF32).
+  bool tf32 = element.isF32(), split = tf32 && product.getFp32Precision() == "ieee";
   int64_t depth = tf32 ? 8 : 16;
   auto fragA = VectorType::get({4, tf32 ? 1 : 2}, element);
   Value baseA = im.mul(slot, ringA.slotElements), baseB = im.mul(slot, ringB.slotElements);
   Value laneRow16 = im.rem(lane, 16), laneHalf = im.mul(im.div(lane, 16), depth / 2);
+  // A fragment's registers, and the remainders' registers when f32 values are split.
+  auto toRegisters = [&](SmallVector<Value> values, SmallVectorImpl<SmallVector<Value>> &big,
+                         SmallVectorImpl<SmallVector<Value>> &small) {
+    if (!tf32) {
+      big.push_back(values);
+      return;
+    }
+    SmallVector<Value> bigParts, smallParts;
+    for (Value value : values) {
+      if (split) {
+        auto [high, low] = splitTf32(b, loc, value);
+        bigParts.push_back(high);
+        smallParts.push_back(low);
+      } else {
+        bigParts.push_back(toTf32(b, loc, value));
+      }
+    }
+    big.push_back(bigParts);
+    small.push_back(smallParts);
+  };
   SmallVector<Value> current(accs);
   for (int64_t kk = 0; kk < bk / depth; ++kk) {
-    SmallVector<SmallVector<Value>> aRegs, bRegs;
+    SmallVector<SmallVector<Value>> aRegs, aRest, bRegs, bRest;
     for (int64_t i = 0; i < fragsM; ++i) {
       Value row = im.add(wm0, im.add(laneRow16, i * 16)), col = im.add(laneHalf, kk * depth);
       Value at = im.add(baseA, im.add(im.mul(row, ringA.stride), col));
       Value fragment = nvgpu::LdMatrixOp::create(b, loc, fragA, ringA.shared, at, b.getBoolAttr(false),
                                                  b.getI32IntegerAttr(4));
-      aRegs.push_back(packFragment(b, loc, fragment));
+      toRegisters(packFragment(b, loc, fragment), aRegs, aRest);
     }
     if (tf32 && !transposedB) {
       // ldmatrix transposes only 16-bit elements: a [K, N] tile's TF32 fragments are read element by element,
@@ -268,9 +291,9 @@ SmallVector<Value> MmaMatmulLowering::multiplySlot(Value slot, ArrayRef<Value> a
         SmallVector<Value> fragment;
         for (int64_t half = 0; half < 2; ++half) {
           Value at = im.add(baseB, im.add(im.mul(im.add(k, half * 4), ringB.stride), n));
-          fragment.push_back(toTf32(b, loc, memref::LoadOp::create(b, loc, ringB.shared, ValueRange{at})));
+          fragment.push_back(memref::LoadOp::create(b, loc, ringB.shared, ValueRange{at}));
         }
-        bRegs.push_back(fragment);
+        toRegisters(fragment, bRegs, bRest);
       }
     } else {
       // One ldmatrix.x4 reads the B fragments of two adjacent 8-column blocks (an odd last one reads 8 columns
@@ -278,13 +301,18 @@ SmallVector<Value> MmaMatmulLowering::multiplySlot(Value slot, ArrayRef<Value> a
       for (int64_t j = 0; j < fragsN; j += 2) {
         auto [first, second] = loadBFragmentPair(b, loc, im, ringB.shared, baseB, ringB.stride, lane,
                                                  im.c(kk * depth), im.add(wn0, j * 8), /*kMajor=*/!transposedB);
-        bRegs.push_back(first);
-        bRegs.push_back(second);
+        toRegisters(first, bRegs, bRest);
+        toRegisters(second, bRegs, bRest);
       }
     }
     for (int64_t i = 0; i < fragsM; ++i)
       for (int64_t j = 0; j < fragsN; ++j) {
         Value &acc = current[i * fragsN + j];
+        // The small products first, so that they are not lost against the large one.
+        if (split) {
+          acc = mmaSync(b, loc, aRest[i], bRegs[j], acc, element);
+          acc = mmaSync(b, loc, aRegs[i], bRest[j], acc, element);
+        }
         acc = mmaSync(b, loc, aRegs[i], bRegs[j], acc, element);
       }
   }
@@ -321,7 +349,6 @@ LogicalResult MmaMatmulLowering::lowerContraction(scf::ForOp loop) {
       return failure();
     lastGroup = *group;
   }
-  bool transposedB = product.getTransposeRhs();
   LogicalResult status = success();
   auto pipeline = scf::ForOp::create(
       b, loc, im.c(0), kTiles, im.c(1), accs, [&](OpBuilder &nested, Location, Value kTile, ValueRange iter) {
@@ -333,7 +360,7 @@ LogicalResult MmaMatmulLowering::lowerContraction(scf::ForOp loop) {
         Value next = im.add(kTile, stages - 1);
         if (failed(stageOperands(loop, product, next, kTiles, im.rem(next, stages))))
           status = failure();
-        scf::YieldOp::create(b, loc, multiplySlot(im.rem(kTile, stages), SmallVector<Value>(iter), transposedB));
+        scf::YieldOp::create(b, loc, multiplySlot(im.rem(kTile, stages), SmallVector<Value>(iter), product));
       });
   if (failed(status))
     return failure();
@@ -389,7 +416,7 @@ LogicalResult MmaMatmulLowering::lowerSingleProduct(MatmulOp product) {
   Value group = nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens);
   nvgpu::DeviceAsyncWaitOp::create(b, loc, group, b.getI32IntegerAttr(0));
   gpu::BarrierOp::create(b, loc);
-  SmallVector<Value> accs = multiplySlot(im.c(0), fragmentsOf(accumulator->second), product.getTransposeRhs());
+  SmallVector<Value> accs = multiplySlot(im.c(0), fragmentsOf(accumulator->second), product);
   registers[add.getResult()] = registersOf(accs);
   return success();
 }

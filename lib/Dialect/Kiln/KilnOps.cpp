@@ -90,7 +90,7 @@ void MatmulOp::build(OpBuilder &builder, OperationState &state, Value lhs, Value
   RankedTensorType lhsType = tensorType(lhs);
   Type resultType =
       inferMatmulType(lhsType, tensorType(rhs), transposeLhs, transposeRhs, lhsType.getElementType());
-  build(builder, state, resultType, lhs, rhs, transposeLhs, transposeRhs, ValueRange{});
+  build(builder, state, resultType, lhs, rhs, transposeLhs, transposeRhs, ValueRange{}, StringAttr());
 }
 
 LogicalResult MatmulOp::verify() {
@@ -115,6 +115,13 @@ LogicalResult MatmulOp::verify() {
                          << formatShape(rhs.getShape().drop_back(2)) << " (rhs) do not broadcast: "
                          << conflict->lhsSize << " vs " << conflict->rhsSize << " at batch dimension "
                          << conflict->resultDim;
+
+  if (std::optional<StringRef> precision = getFp32Precision()) {
+    if (*precision != "tf32" && *precision != "ieee")
+      return emitOpError() << "fp32_precision must be \"tf32\" or \"ieee\", got \"" << *precision << "\"";
+    if (!lhs.getElementType().isF32())
+      return emitOpError() << "fp32_precision applies to f32 operands, got " << lhs.getElementType();
+  }
 
   RankedTensorType result = getType();
   if (!hasEpilogue() && result.getElementType() != lhs.getElementType() && !result.getElementType().isF32())

@@ -145,6 +145,22 @@ func.func @matmul_lhs_rank(%a: tensor<8xf32>, %b: tensor<8x16xf32>) -> tensor<16
 
 func.func @matmul_rhs_rank(%a: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4xf32> {
   // expected-error @+1 {{'kiln.matmul' op operand #1 (rhs) must have rank >= 2, got rank 1}}
+
+// -----
+
+func.func @matmul_fp32_precision_value(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>) -> tensor<4x16xf32> {
+  // expected-error @+1 {{'kiln.matmul' op fp32_precision must be "tf32" or "ieee", got "highest"}}
+  %0 = kiln.matmul %a, %b {fp32_precision = "highest"} : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  return %0 : tensor<4x16xf32>
+}
+
+// -----
+
+func.func @matmul_fp32_precision_bf16(%a: tensor<4x8xbf16>, %b: tensor<8x16xbf16>) -> tensor<4x16xbf16> {
+  // expected-error @+1 {{'kiln.matmul' op fp32_precision applies to f32 operands, got 'bf16'}}
+  %0 = kiln.matmul %a, %b {fp32_precision = "ieee"} : tensor<4x8xbf16>, tensor<8x16xbf16> -> tensor<4x16xbf16>
+  return %0 : tensor<4x16xbf16>
+}
   %0 = kiln.matmul %a, %b : tensor<4x8xf32>, tensor<8xf32> -> tensor<4xf32>
   return %0 : tensor<4xf32>
 }

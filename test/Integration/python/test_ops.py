@@ -48,6 +48,32 @@ def test_matmul_bf16_without_bias(record_error):
     check(record_error, "ops: matmul bf16", out, a.astype(np.float64) @ b.astype(np.float64), seed, 2e-2)
 
 
+@pytest.mark.parametrize("fp32_precision", ["tf32", "ieee"])
+def test_matmul_fp32_precision_on_the_host(fp32_precision, record_error):
+    """The host multiplies f32 in f32 whatever the precision asked of a GPU."""
+    rng, seed = fresh_rng()
+    a, b = randn(rng, 2, 37, 61), randn(rng, 61, 29)
+    out = kiln.ops.matmul(a, b, fp32_precision=fp32_precision)
+    check(record_error, f"ops: matmul f32 {fp32_precision}", out, a.astype(np.float64) @ b, seed)
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
+def test_matmul_fp32_precision_on_the_gpu(target, tmp_path, monkeypatch):
+    """Compiled here (no GPU): f32 runs mma.sync m16n8k8 on TF32, "ieee" three of them per fragment pair (3xTF32);
+    the H200 runs check their numerics (bench/matmul_lowering.py)."""
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
+    mma = "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"
+    counts = {}
+    for precision in ("tf32", "ieee"):
+        source = (f'func.func @mm(%a: tensor<100x64xf32>, %b: tensor<64x72xf32>) -> tensor<100x72xf32> {{\n'
+                  f'  %c = kiln.matmul %a, %b {{fp32_precision = "{precision}"}} : tensor<100x64xf32>, '
+                  f'tensor<64x72xf32> -> tensor<100x72xf32>\n  return %c : tensor<100x72xf32>\n}}\n')
+        ptx = kiln.compile(source, target=target).ptx
+        assert "cvt.rna.tf32.f32" in ptx
+        counts[precision] = ptx.count(mma)
+    assert counts["tf32"] > 0 and counts["ieee"] == 3 * counts["tf32"], counts
+
+
 @pytest.mark.parametrize("a_shape,b_shape", [((2, 3, 0), (0, 4)), ((3, 0), (0, 4)), ((2, 3, 0), (2, 0, 4))])
 def test_matmul_empty_contraction(a_shape, b_shape):
     """K = 0 is numpy's empty sum: zeros, plus the bias. (kiln-fold-matmul-batch once divided by K: SIGFPE.)"""
@@ -160,6 +186,12 @@ BAD_OPS = [
      TypeError, "'a' has dtype int32"),
     ("matmul not an array", lambda: kiln.ops.matmul([[1.0]], np.ones((1, 1), np.float32)),
      TypeError, "'a' must be a numpy array"),
+    ("matmul fp32_precision value", lambda: kiln.ops.matmul(np.ones((3, 4), np.float32), np.ones((4, 6), np.float32),
+                                                            fp32_precision="highest"),
+     ValueError, "fp32_precision must be 'tf32' or 'ieee', got 'highest'"),
+    ("matmul fp32_precision bf16", lambda: kiln.ops.matmul(np.ones((3, 4), ml_dtypes.bfloat16),
+                                                           np.ones((4, 6), ml_dtypes.bfloat16), fp32_precision="ieee"),
+     ValueError, "fp32_precision applies to f32 operands, got bf16"),
     ("attention rank", lambda: kiln.ops.attention(F[0], KV, KV), ValueError, "'q' must be [B, H, S, D]"),
     ("attention head dim", lambda: kiln.ops.attention(F, KV[..., :8], KV[..., :8]), ValueError, "head dim of 'q' is 16"),
     ("attention head count", lambda: kiln.ops.attention(F[:, :3], KV, KV), ValueError, "3 query heads cannot share 2"),
