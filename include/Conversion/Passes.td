@@ -27,7 +27,8 @@ def ConvertKilnToLinalg : Pass<"convert-kiln-to-linalg"> {
     ```
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",
-                           "::mlir::math::MathDialect", "::mlir::tensor::TensorDialect"];
+                           "::mlir::math::MathDialect", "::mlir::scf::SCFDialect",
+                           "::mlir::tensor::TensorDialect"];
 }
 
 def ConvertKilnToGPU : Pass<"convert-kiln-to-gpu", "::mlir::ModuleOp"> {

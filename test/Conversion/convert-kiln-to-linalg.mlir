@@ -520,3 +520,88 @@ func.func @cast_f16_to_bf16(%x: tensor<4xf16>) -> tensor<4xbf16> {
   %0 = kiln.cast %x : tensor<4xf16> to tensor<4xbf16>
   return %0 : tensor<4xbf16>
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Paged KV cache
+//===----------------------------------------------------------------------===//
+
+// Paged attention gathers each sequence's keys and values through its block table (page j / 16 of the row of
+// sequence b), page ids clamped into the caches and zero from seq_lens[b] on; the causal mask is read from
+// seq_lens at run time, and a row that sees no key is zero rather than NaN.
+// CHECK-DAG: #[[$LEN:.+]] = affine_map<(d0, d1, d2, d3) -> (d0)>
+// CHECK-DAG: #[[$PAGE:.+]] = affine_map<(d0, d1, d2, d3) -> (d0, d2 floordiv 16)>
+// CHECK-DAG: #[[$KV:.+]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1 floordiv 2, d3, d4)>
+// CHECK-LABEL: func.func @paged_attention
+// CHECK-SAME: (%[[Q:[a-zA-Z0-9_]+]]: tensor<2x4x3x8xf32>, %[[KC:[a-zA-Z0-9_]+]]: tensor<5x16x2x8xf32>, %[[VC:[a-zA-Z0-9_]+]]: tensor<5x16x2x8xf32>, %[[TABLE:[a-zA-Z0-9_]+]]: tensor<2x3xi32>, %[[LENS:[a-zA-Z0-9_]+]]: tensor<2xi32>)
+// CHECK: %[[KEYS:[a-zA-Z0-9_]+]] = linalg.generic {indexing_maps = [#[[$LEN]], #[[$PAGE]], #{{.+}}], {{.*}}} ins(%[[LENS]], %[[TABLE]] : tensor<2xi32>, tensor<2x3xi32>) outs(%{{.*}} : tensor<2x2x48x8xf32>)
+// CHECK-NEXT: ^bb0(%[[LEN:[a-zA-Z0-9_]+]]: i32, %[[PAGE_ID:[a-zA-Z0-9_]+]]: i32, %{{.*}}: f32):
+// CHECK: %[[J:[a-zA-Z0-9_]+]] = linalg.index 2 : index
+// CHECK: %[[ID:[a-zA-Z0-9_]+]] = arith.index_cast %[[PAGE_ID]] : i32 to index
+// CHECK: %[[LOW:[a-zA-Z0-9_]+]] = arith.maxsi %[[ID]], %{{.*}} : index
+// CHECK: %[[PAGE:[a-zA-Z0-9_]+]] = arith.minsi %[[LOW]], %{{.*}} : index
+// CHECK: %[[ROW:[a-zA-Z0-9_]+]] = arith.remui %[[J]], %{{.*}} : index
+// CHECK: %[[K:[a-zA-Z0-9_]+]] = tensor.extract %[[KC]][%[[PAGE]], %[[ROW]], %{{.*}}, %{{.*}}] : tensor<5x16x2x8xf32>
+// CHECK: %[[N:[a-zA-Z0-9_]+]] = arith.index_cast %[[LEN]] : i32 to index
+// CHECK: %[[IN_SEQ:[a-zA-Z0-9_]+]] = arith.cmpi slt, %[[J]], %[[N]] : index
+// CHECK: arith.select %[[IN_SEQ]], %[[K]], %{{.*}} : f32
+// CHECK: %[[VALUES:[a-zA-Z0-9_]+]] = linalg.generic {{.*}} ins(%[[LENS]], %[[TABLE]] : tensor<2xi32>, tensor<2x3xi32>)
+// CHECK: tensor.extract %[[VC]]
+// CHECK: %[[SCORES:[a-zA-Z0-9_]+]] = linalg.generic {indexing_maps = [#{{.+}}, #[[$KV]], #{{.+}}], {{.*}}} ins(%[[Q]], %[[KEYS]] : tensor<2x4x3x8xf32>, tensor<2x2x48x8xf32>)
+// CHECK: linalg.generic {{.*}} ins(%[[SCORES]], %[[LENS]] : tensor<2x4x3x48xf32>, tensor<2xi32>)
+// CHECK-NEXT: ^bb0(%{{.*}}: f32, %[[MASK_LEN:[a-zA-Z0-9_]+]]: i32, %{{.*}}: f32):
+// CHECK: %[[I:[a-zA-Z0-9_]+]] = linalg.index 2 : index
+// CHECK: %[[KEY:[a-zA-Z0-9_]+]] = linalg.index 3 : index
+// CHECK: %[[SEQ_Q:[a-zA-Z0-9_]+]] = arith.constant 3 : index
+// CHECK: %[[MASK_N:[a-zA-Z0-9_]+]] = arith.index_cast %[[MASK_LEN]] : i32 to index
+// CHECK: %[[FIRST:[a-zA-Z0-9_]+]] = arith.subi %[[MASK_N]], %[[SEQ_Q]] : index
+// CHECK: %[[LAST:[a-zA-Z0-9_]+]] = arith.addi %[[FIRST]], %[[I]] : index
+// CHECK: %[[FUTURE:[a-zA-Z0-9_]+]] = arith.cmpi sgt, %[[KEY]], %[[LAST]] : index
+// CHECK: arith.select %[[FUTURE]], %{{.*}}, %{{.*}} : f32
+// CHECK: arith.cmpf oeq, %{{.*}}, %{{.*}} : f32
+// CHECK: math.exp
+// CHECK: linalg.generic {{.*}} ins(%{{.*}}, %[[VALUES]] : tensor<2x4x3x48xf32>, tensor<2x2x48x8xf32>)
+// CHECK: %[[SEEN:[a-zA-Z0-9_]+]] = arith.cmpf ogt, %{{.*}}, %{{.*}} : f32
+// CHECK: arith.select %[[SEEN]]
+func.func @paged_attention(%q: tensor<2x4x3x8xf32>, %kc: tensor<5x16x2x8xf32>, %vc: tensor<5x16x2x8xf32>,
+                           %table: tensor<2x3xi32>, %lens: tensor<2xi32>) -> tensor<2x4x3x8xf32> {
+  %0 = kiln.paged_attention %q, %kc, %vc, %table, %lens
+      : tensor<2x4x3x8xf32>, tensor<5x16x2x8xf32>, tensor<5x16x2x8xf32>, tensor<2x3xi32>, tensor<2xi32>
+      -> tensor<2x4x3x8xf32>
+  return %0 : tensor<2x4x3x8xf32>
+}
+
+// -----
+
+// The append copies the caches (its operands keep their values), then writes each new token's row [Hkv, D] at
+// page block_table[b, p / 16], row p % 16 of p = positions[b] + s, skipping a slot outside the table or the
+// caches.
+// CHECK-LABEL: func.func @append_kv
+// CHECK-SAME: (%[[KC:[a-zA-Z0-9_]+]]: tensor<5x16x2x8xbf16>, %[[VC:[a-zA-Z0-9_]+]]: tensor<5x16x2x8xbf16>, %[[K:[a-zA-Z0-9_]+]]: tensor<2x2x3x8xbf16>, %[[V:[a-zA-Z0-9_]+]]: tensor<2x2x3x8xbf16>, %[[TABLE:[a-zA-Z0-9_]+]]: tensor<2x3xi32>, %[[POS:[a-zA-Z0-9_]+]]: tensor<2xi32>)
+// CHECK: %[[K_COPY:[a-zA-Z0-9_]+]] = linalg.copy ins(%[[KC]] : tensor<5x16x2x8xbf16>)
+// CHECK: %[[V_COPY:[a-zA-Z0-9_]+]] = linalg.copy ins(%[[VC]] : tensor<5x16x2x8xbf16>)
+// CHECK: %[[OUT:[a-zA-Z0-9_]+]]:2 = scf.for %[[B:[a-zA-Z0-9_]+]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%{{.*}} = %[[K_COPY]], %{{.*}} = %[[V_COPY]])
+// CHECK: %[[START_I32:[a-zA-Z0-9_]+]] = tensor.extract %[[POS]][%[[B]]] : tensor<2xi32>
+// CHECK: scf.for %[[S:[a-zA-Z0-9_]+]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[K_ACC:[a-zA-Z0-9_]+]] = %{{.*}}, %[[V_ACC:[a-zA-Z0-9_]+]] = %{{.*}})
+// CHECK: %[[P:[a-zA-Z0-9_]+]] = arith.addi %{{.*}}, %[[S]] : index
+// CHECK: %[[COLUMN:[a-zA-Z0-9_]+]] = arith.divui
+// CHECK: %[[ROW:[a-zA-Z0-9_]+]] = arith.remui
+// CHECK: %[[PAGE_I32:[a-zA-Z0-9_]+]] = tensor.extract %[[TABLE]][%[[B]], %[[COLUMN]]] : tensor<2x3xi32>
+// CHECK: %[[PAGE:[a-zA-Z0-9_]+]] = arith.index_cast %[[PAGE_I32]] : i32 to index
+// CHECK: %[[WRITTEN:[a-zA-Z0-9_]+]]:2 = scf.if %{{.*}} -> (tensor<5x16x2x8xbf16>, tensor<5x16x2x8xbf16>) {
+// CHECK: %[[K_ROW:[a-zA-Z0-9_]+]] = tensor.extract_slice %[[K]][%[[B]], 0, %[[S]], 0] [1, 2, 1, 8] [1, 1, 1, 1] : tensor<2x2x3x8xbf16> to tensor<2x8xbf16>
+// CHECK: tensor.insert_slice %[[K_ROW]] into %[[K_ACC]][%[[PAGE]], %[[ROW]], 0, 0] [1, 1, 2, 8] [1, 1, 1, 1] : tensor<2x8xbf16> into tensor<5x16x2x8xbf16>
+// CHECK: %[[V_ROW:[a-zA-Z0-9_]+]] = tensor.extract_slice %[[V]]
+// CHECK: tensor.insert_slice %[[V_ROW]] into %[[V_ACC]]
+// CHECK: } else {
+// CHECK-NEXT: scf.yield %[[K_ACC]], %[[V_ACC]]
+// CHECK: return %[[OUT]]#0, %[[OUT]]#1
+func.func @append_kv(%kc: tensor<5x16x2x8xbf16>, %vc: tensor<5x16x2x8xbf16>, %k: tensor<2x2x3x8xbf16>,
+                     %v: tensor<2x2x3x8xbf16>, %table: tensor<2x3xi32>, %pos: tensor<2xi32>)
+    -> (tensor<5x16x2x8xbf16>, tensor<5x16x2x8xbf16>) {
+  %0:2 = kiln.append_kv %kc, %vc, %k, %v, %table, %pos
+      : tensor<5x16x2x8xbf16>, tensor<5x16x2x8xbf16>, tensor<2x2x3x8xbf16>, tensor<2x2x3x8xbf16>, tensor<2x3xi32>,
+        tensor<2xi32> -> tensor<5x16x2x8xbf16>, tensor<5x16x2x8xbf16>
+  return %0#0, %0#1 : tensor<5x16x2x8xbf16>, tensor<5x16x2x8xbf16>
+}

@@ -82,6 +82,7 @@ void populateElementwiseLoweringPatterns(RewritePatternSet &patterns);
 void populateContractionLoweringPatterns(RewritePatternSet &patterns);
 void populateNormalizationLoweringPatterns(RewritePatternSet &patterns);
 void populateDataMovementLoweringPatterns(RewritePatternSet &patterns);
+void populatePagedKvLoweringPatterns(RewritePatternSet &patterns);
 
 } // namespace kiln
 } // namespace mlir

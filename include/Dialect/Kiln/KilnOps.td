@@ -541,4 +541,95 @@ def Kiln_GatherOp : Kiln_Op<"gather", [Pure]> {
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Paged KV cache (serving)
+//===----------------------------------------------------------------------===//
+
+def Kiln_PagedAttentionOp : Kiln_Op<"paged_attention", [Pure]> {
+  let summary = "attention of each sequence's newest tokens over its paged KV cache";
+  let description = [{
+    Decode and chunked-prefill attention over a KV cache kept in fixed-size pages, as serving engines keep it
+    (PagedAttention): the keys of all sequences share one pool of pages, and each sequence's block table lists
+    the pages that hold its keys in order.
+
+    - `q : [B, Hq, Sq, D]`: the `Sq` newest tokens of each of the `B` sequences (already appended to the cache).
+    - `k_cache, v_cache : [num_pages, page_size, Hkv, D]`, same type as each other, element type of `q`;
+      `page_size` is 16 to 256.
+    - `block_table : [B, max_pages]` (i32): key position `j` of sequence `b` lives in page
+      `block_table[b, j / page_size]`, row `j % page_size`.
+    - `seq_lens : [B]` (i32): each sequence's length, its new tokens included.
+    - `out : [B, Hq, Sq, D]`, element type of `q`. Query `i` of sequence `b` attends to the keys
+      `0 <= j <= seq_lens[b] - Sq + i` (causal, aligned bottom-right within each sequence); a row that sees no
+      key (`seq_lens[b] < Sq - i`) is zero.
+    - GQA/MQA from the head counts (`Hq` a multiple of `Hkv`), `scale` defaulting to `1 / sqrt(D)`, as in
+      `kiln.attention`.
+
+    The tables are data: a page id outside `[0, num_pages)` or a length outside `[0, max_pages * page_size]`
+    is the caller's error, which the Python API refuses before running. Lowerings never read outside the
+    caches for them, and no key past a sequence's length reaches its output.
+
+    ```mlir
+    %o = kiln.paged_attention %q, %k_cache, %v_cache, %block_table, %seq_lens
+        : tensor<4x32x1x128xbf16>, tensor<512x16x8x128xbf16>, tensor<512x16x8x128xbf16>, tensor<4x64xi32>,
+          tensor<4xi32> -> tensor<4x32x1x128xbf16>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$q, Kiln_FloatTensor:$k_cache, Kiln_FloatTensor:$v_cache,
+                       Kiln_AnyTensor:$block_table, Kiln_AnyTensor:$seq_lens, OptionalAttr<F32Attr>:$scale);
+  let results = (outs Kiln_FloatTensor:$out);
+  let assemblyFormat = [{
+    $q `,` $k_cache `,` $v_cache `,` $block_table `,` $seq_lens attr-dict
+    `:` type($q) `,` type($k_cache) `,` type($v_cache) `,` type($block_table) `,` type($seq_lens) `->` type($out)
+  }];
+  let extraClassDeclaration = [{
+    /// The scale applied to q k^T: the attribute, or 1/sqrt(head_dim) when it is absent.
+    double getEffectiveScale();
+    /// Number of q heads that share one k/v head (1 for plain multi-head attention).
+    int64_t getGroupSize();
+    /// Rows per page (dimension 1 of the caches).
+    int64_t getPageSize() { return getKCache().getType().getDimSize(1); }
+    /// Keys the block table can address per sequence: max_pages * page_size.
+    int64_t getCapacity();
+  }];
+  let hasVerifier = 1;
+}
+
+def Kiln_AppendKvOp : Kiln_Op<"append_kv", [Pure]> {
+  let summary = "write new K/V rows into their pages of a paged KV cache";
+  let description = [{
+    Returns `k_cache` and `v_cache` with the new rows written (value semantics, like every kiln op; a backend
+    may write in place when the old caches are dead).
+
+    - `k_cache, v_cache : [num_pages, page_size, Hkv, D]` as in `kiln.paged_attention`.
+    - `k, v : [B, Hkv, S_new, D]`, the rows of the `S_new` new tokens of each sequence in the dialect's
+      `[batch, heads, seq, head_dim]` layout (what the K/V projection and `kiln.rope` produce there), element
+      type of the caches.
+    - `block_table : [B, max_pages]` (i32), as in `kiln.paged_attention`.
+    - `positions : [B]` (i32): the position of each sequence's first new token, i.e. its length before the
+      append; token `s` of sequence `b` goes to position `p = positions[b] + s`, that is page
+      `block_table[b, p / page_size]`, row `p % page_size`. New tokens of a sequence are contiguous, so one
+      start per sequence says where all of them go, and `positions + S_new` is the `seq_lens` that
+      `kiln.paged_attention` takes next.
+
+    Rows of different sequences must land in different slots. A position past the table or a page id outside
+    `[0, num_pages)` is the caller's error, which the Python API refuses before running; lowerings never write
+    outside the caches for it.
+
+    ```mlir
+    %kc, %vc = kiln.append_kv %k_cache, %v_cache, %k, %v, %block_table, %positions
+        : tensor<512x16x8x128xbf16>, tensor<512x16x8x128xbf16>, tensor<4x8x1x128xbf16>, tensor<4x8x1x128xbf16>,
+          tensor<4x64xi32>, tensor<4xi32> -> tensor<512x16x8x128xbf16>, tensor<512x16x8x128xbf16>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$k_cache, Kiln_FloatTensor:$v_cache, Kiln_FloatTensor:$k,
+                       Kiln_FloatTensor:$v, Kiln_AnyTensor:$block_table, Kiln_AnyTensor:$positions);
+  let results = (outs Kiln_FloatTensor:$new_k_cache, Kiln_FloatTensor:$new_v_cache);
+  let assemblyFormat = [{
+    $k_cache `,` $v_cache `,` $k `,` $v `,` $block_table `,` $positions attr-dict
+    `:` type($k_cache) `,` type($v_cache) `,` type($k) `,` type($v) `,` type($block_table) `,` type($positions)
+    `->` type($new_k_cache) `,` type($new_v_cache)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // KILN_DIALECT_KILN_KILNOPS_TD

@@ -25,6 +25,7 @@ void kiln::populateKilnToLinalgPatterns(RewritePatternSet &patterns) {
   populateContractionLoweringPatterns(patterns);
   populateNormalizationLoweringPatterns(patterns);
   populateDataMovementLoweringPatterns(patterns);
+  populatePagedKvLoweringPatterns(patterns);
 }
 
 namespace {

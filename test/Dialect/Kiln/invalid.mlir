@@ -145,6 +145,9 @@ func.func @matmul_lhs_rank(%a: tensor<8xf32>, %b: tensor<8x16xf32>) -> tensor<16
 
 func.func @matmul_rhs_rank(%a: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4xf32> {
   // expected-error @+1 {{'kiln.matmul' op operand #1 (rhs) must have rank >= 2, got rank 1}}
+  %0 = kiln.matmul %a, %b : tensor<4x8xf32>, tensor<8xf32> -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
 
 // -----
 
@@ -160,9 +163,6 @@ func.func @matmul_fp32_precision_bf16(%a: tensor<4x8xbf16>, %b: tensor<8x16xbf16
   // expected-error @+1 {{'kiln.matmul' op fp32_precision applies to f32 operands, got 'bf16'}}
   %0 = kiln.matmul %a, %b {fp32_precision = "ieee"} : tensor<4x8xbf16>, tensor<8x16xbf16> -> tensor<4x16xbf16>
   return %0 : tensor<4x16xbf16>
-}
-  %0 = kiln.matmul %a, %b : tensor<4x8xf32>, tensor<8xf32> -> tensor<4xf32>
-  return %0 : tensor<4xf32>
 }
 
 // -----
@@ -1433,4 +1433,272 @@ func.func @attention_narrow_output_without_epilogue(%q: tensor<1x2x4x8xf32>) -> 
   // expected-error @+1 {{'kiln.attention' op result type 'tensor<1x2x4x8xbf16>' does not match the inferred type 'tensor<1x2x4x8xf32>'}}
   %0 = kiln.attention %q, %q, %q : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32> -> tensor<1x2x4x8xbf16>
   return %0 : tensor<1x2x4x8xbf16>
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Paged KV cache
+//===----------------------------------------------------------------------===//
+
+func.func @paged_q_rank(%q: tensor<2x4x8xf32>, %kc: tensor<4x16x2x8xf32>, %vc: tensor<4x16x2x8xf32>, %t: tensor<2x3xi32>, %l: tensor<2xi32>) -> tensor<2x4x8xf32> {
+  // expected-error @+1 {{'kiln.paged_attention' op operand 'q' must have rank 4 [batch, heads, seq, head_dim], got 'tensor<2x4x8xf32>'}}
+  %0 = kiln.paged_attention %q, %kc, %vc, %t, %l : tensor<2x4x8xf32>, tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>, tensor<2x3xi32>, tensor<2xi32> -> tensor<2x4x8xf32>
+  return %0 : tensor<2x4x8xf32>
+}
+
+// -----
+
+func.func @paged_k_cache_rank(%q: tensor<2x4x1x8xf32>, %kc: tensor<64x2x8xf32>, %vc: tensor<64x2x8xf32>, %t: tensor<2x3xi32>, %l: tensor<2xi32>) -> tensor<2x4x1x8xf32> {
+  // expected-error @+1 {{'kiln.paged_attention' op operand 'k_cache' must have rank 4 [num_pages, page_size, kv_heads, head_dim], got 'tensor<64x2x8xf32>'}}
+  %0 = kiln.paged_attention %q, %kc, %vc, %t, %l : tensor<2x4x1x8xf32>, tensor<64x2x8xf32>, tensor<64x2x8xf32>, tensor<2x3xi32>, tensor<2xi32> -> tensor<2x4x1x8xf32>
+  return %0 : tensor<2x4x1x8xf32>
+}
+
+// -----
+
+func.func @paged_v_cache_type(%q: tensor<2x4x1x8xf32>, %kc: tensor<4x16x2x8xf32>, %vc: tensor<4x32x2x8xf32>, %t: tensor<2x3xi32>, %l: tensor<2xi32>) -> tensor<2x4x1x8xf32> {
+  // expected-error @+1 {{'kiln.paged_attention' op 'v_cache' type 'tensor<4x32x2x8xf32>' differs from 'k_cache' type 'tensor<4x16x2x8xf32>'}}
+  %0 = kiln.paged_attention %q, %kc, %vc, %t, %l : tensor<2x4x1x8xf32>, tensor<4x16x2x8xf32>, tensor<4x32x2x8xf32>, tensor<2x3xi32>, tensor<2xi32> -> tensor<2x4x1x8xf32>
+  return %0 : tensor<2x4x1x8xf32>
+}
+
+// -----
+
+func.func @paged_no_pages(%q: tensor<2x4x1x8xf32>, %kc: tensor<0x16x2x8xf32>, %vc: tensor<0x16x2x8xf32>, %t: tensor<2x3xi32>, %l: tensor<2xi32>) -> tensor<2x4x1x8xf32> {
+  // expected-error @+1 {{'kiln.paged_attention' op 'k_cache' has no pages (dimension 0 is 0)}}
+  %0 = kiln.paged_attention %q, %kc, %vc, %t, %l : tensor<2x4x1x8xf32>, tensor<0x16x2x8xf32>, tensor<0x16x2x8xf32>, tensor<2x3xi32>, tensor<2xi32> -> tensor<2x4x1x8xf32>
+  return %0 : tensor<2x4x1x8xf32>
+}
+
+// -----
+
+func.func @paged_page_size_small(%q: tensor<2x4x1x8xf32>, %kc: tensor<4x8x2x8xf32>, %vc: tensor<4x8x2x8xf32>, %t: tensor<2x3xi32>, %l: tensor<2xi32>) -> tensor<2x4x1x8xf32> {
+  // expected-error @+1 {{'kiln.paged_attention' op page size of 'k_cache' (dimension 1: 8) must be in [16, 256]}}
+  %0 = kiln.paged_attention %q, %kc, %vc, %t, %l : tensor<2x4x1x8xf32>, tensor<4x8x2x8xf32>, tensor<4x8x2x8xf32>, tensor<2x3xi32>, tensor<2xi32> -> tensor<2x4x1x8xf32>
+  return %0 : tensor<2x4x1x8xf32>
+}
+
+// -----
+
+func.func @paged_page_size_large(%q: tensor<2x4x1x8xf32>, %kc: tensor<4x512x2x8xf32>, %vc: tensor<4x512x2x8xf32>, %t: tensor<2x3xi32>, %l: tensor<2xi32>) -> tensor<2x4x1x8xf32> {
+  // expected-error @+1 {{'kiln.paged_attention' op page size of 'k_cache' (dimension 1: 512) must be in [16, 256]}}
+  %0 = kiln.paged_attention %q, %kc, %vc, %t, %l : tensor<2x4x1x8xf32>, tensor<4x512x2x8xf32>, tensor<4x512x2x8xf32>, tensor<2x3xi32>, tensor<2xi32> -> tensor<2x4x1x8xf32>
+  return %0 : tensor<2x4x1x8xf32>
+}
+
+// -----
+
+func.func @paged_no_kv_heads(%q: tensor<2x4x1x8xf32>, %kc: tensor<4x16x0x8xf32>, %vc: tensor<4x16x0x8xf32>, %t: tensor<2x3xi32>, %l: tensor<2xi32>) -> tensor<2x4x1x8xf32> {
+  // expected-error @+1 {{'kiln.paged_attention' op head count of 'k_cache' (dimension 2) must be positive}}
+  %0 = kiln.paged_attention %q, %kc, %vc, %t, %l : tensor<2x4x1x8xf32>, tensor<4x16x0x8xf32>, tensor<4x16x0x8xf32>, tensor<2x3xi32>, tensor<2xi32> -> tensor<2x4x1x8xf32>
+  return %0 : tensor<2x4x1x8xf32>
+}
+
+// -----
+
+func.func @paged_zero_head_dim(%q: tensor<2x4x1x0xf32>, %kc: tensor<4x16x2x0xf32>, %vc: tensor<4x16x2x0xf32>, %t: tensor<2x3xi32>, %l: tensor<2xi32>) -> tensor<2x4x1x0xf32> {
+  // expected-error @+1 {{'kiln.paged_attention' op head dim of 'k_cache' (dimension 3) must be positive}}
+  %0 = kiln.paged_attention %q, %kc, %vc, %t, %l : tensor<2x4x1x0xf32>, tensor<4x16x2x0xf32>, tensor<4x16x2x0xf32>, tensor<2x3xi32>, tensor<2xi32> -> tensor<2x4x1x0xf32>
+  return %0 : tensor<2x4x1x0xf32>
+}
+
+// -----
+
+func.func @paged_cache_dtype(%q: tensor<2x4x1x8xf32>, %kc: tensor<4x16x2x8xbf16>, %vc: tensor<4x16x2x8xbf16>, %t: tensor<2x3xi32>, %l: tensor<2xi32>) -> tensor<2x4x1x8xf32> {
+  // expected-error @+1 {{'kiln.paged_attention' op element type of 'k_cache' ('bf16') differs from 'q' ('f32')}}
+  %0 = kiln.paged_attention %q, %kc, %vc, %t, %l : tensor<2x4x1x8xf32>, tensor<4x16x2x8xbf16>, tensor<4x16x2x8xbf16>, tensor<2x3xi32>, tensor<2xi32> -> tensor<2x4x1x8xf32>
+  return %0 : tensor<2x4x1x8xf32>
+}
+
+// -----
+
+func.func @paged_head_dim(%q: tensor<2x4x1x8xf32>, %kc: tensor<4x16x2x16xf32>, %vc: tensor<4x16x2x16xf32>, %t: tensor<2x3xi32>, %l: tensor<2xi32>) -> tensor<2x4x1x8xf32> {
+  // expected-error @+1 {{'kiln.paged_attention' op head dim of 'k_cache' (dimension 3: 16) differs from 'q' (8)}}
+  %0 = kiln.paged_attention %q, %kc, %vc, %t, %l : tensor<2x4x1x8xf32>, tensor<4x16x2x16xf32>, tensor<4x16x2x16xf32>, tensor<2x3xi32>, tensor<2xi32> -> tensor<2x4x1x8xf32>
+  return %0 : tensor<2x4x1x8xf32>
+}
+
+// -----
+
+func.func @paged_gqa_heads(%q: tensor<2x4x1x8xf32>, %kc: tensor<4x16x3x8xf32>, %vc: tensor<4x16x3x8xf32>, %t: tensor<2x3xi32>, %l: tensor<2xi32>) -> tensor<2x4x1x8xf32> {
+  // expected-error @+1 {{'kiln.paged_attention' op head count of 'q' (4) is not a multiple of the cache's head count (3)}}
+  %0 = kiln.paged_attention %q, %kc, %vc, %t, %l : tensor<2x4x1x8xf32>, tensor<4x16x3x8xf32>, tensor<4x16x3x8xf32>, tensor<2x3xi32>, tensor<2xi32> -> tensor<2x4x1x8xf32>
+  return %0 : tensor<2x4x1x8xf32>
+}
+
+// -----
+
+func.func @paged_block_table_rank(%q: tensor<2x4x1x8xf32>, %kc: tensor<4x16x2x8xf32>, %vc: tensor<4x16x2x8xf32>, %t: tensor<6xi32>, %l: tensor<2xi32>) -> tensor<2x4x1x8xf32> {
+  // expected-error @+1 {{'kiln.paged_attention' op operand 'block_table' must have rank 2 [batch, max_pages], got 'tensor<6xi32>'}}
+  %0 = kiln.paged_attention %q, %kc, %vc, %t, %l : tensor<2x4x1x8xf32>, tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>, tensor<6xi32>, tensor<2xi32> -> tensor<2x4x1x8xf32>
+  return %0 : tensor<2x4x1x8xf32>
+}
+
+// -----
+
+func.func @paged_block_table_dtype(%q: tensor<2x4x1x8xf32>, %kc: tensor<4x16x2x8xf32>, %vc: tensor<4x16x2x8xf32>, %t: tensor<2x3xi64>, %l: tensor<2xi32>) -> tensor<2x4x1x8xf32> {
+  // expected-error @+1 {{'kiln.paged_attention' op operand 'block_table' must have element type i32, got 'i64'}}
+  %0 = kiln.paged_attention %q, %kc, %vc, %t, %l : tensor<2x4x1x8xf32>, tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>, tensor<2x3xi64>, tensor<2xi32> -> tensor<2x4x1x8xf32>
+  return %0 : tensor<2x4x1x8xf32>
+}
+
+// -----
+
+func.func @paged_block_table_batch(%q: tensor<2x4x1x8xf32>, %kc: tensor<4x16x2x8xf32>, %vc: tensor<4x16x2x8xf32>, %t: tensor<3x3xi32>, %l: tensor<2xi32>) -> tensor<2x4x1x8xf32> {
+  // expected-error @+1 {{'kiln.paged_attention' op batch size of 'block_table' (dimension 0: 3) differs from the batch (2)}}
+  %0 = kiln.paged_attention %q, %kc, %vc, %t, %l : tensor<2x4x1x8xf32>, tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>, tensor<3x3xi32>, tensor<2xi32> -> tensor<2x4x1x8xf32>
+  return %0 : tensor<2x4x1x8xf32>
+}
+
+// -----
+
+func.func @paged_block_table_empty(%q: tensor<2x4x1x8xf32>, %kc: tensor<4x16x2x8xf32>, %vc: tensor<4x16x2x8xf32>, %t: tensor<2x0xi32>, %l: tensor<2xi32>) -> tensor<2x4x1x8xf32> {
+  // expected-error @+1 {{'kiln.paged_attention' op 'block_table' has no page columns (dimension 1 is 0)}}
+  %0 = kiln.paged_attention %q, %kc, %vc, %t, %l : tensor<2x4x1x8xf32>, tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>, tensor<2x0xi32>, tensor<2xi32> -> tensor<2x4x1x8xf32>
+  return %0 : tensor<2x4x1x8xf32>
+}
+
+// -----
+
+func.func @paged_seq_lens_rank(%q: tensor<2x4x1x8xf32>, %kc: tensor<4x16x2x8xf32>, %vc: tensor<4x16x2x8xf32>, %t: tensor<2x3xi32>, %l: tensor<2x1xi32>) -> tensor<2x4x1x8xf32> {
+  // expected-error @+1 {{'kiln.paged_attention' op operand 'seq_lens' must have rank 1 [batch], got 'tensor<2x1xi32>'}}
+  %0 = kiln.paged_attention %q, %kc, %vc, %t, %l : tensor<2x4x1x8xf32>, tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>, tensor<2x3xi32>, tensor<2x1xi32> -> tensor<2x4x1x8xf32>
+  return %0 : tensor<2x4x1x8xf32>
+}
+
+// -----
+
+func.func @paged_seq_lens_dtype(%q: tensor<2x4x1x8xf32>, %kc: tensor<4x16x2x8xf32>, %vc: tensor<4x16x2x8xf32>, %t: tensor<2x3xi32>, %l: tensor<2xf32>) -> tensor<2x4x1x8xf32> {
+  // expected-error @+1 {{'kiln.paged_attention' op operand 'seq_lens' must have element type i32, got 'f32'}}
+  %0 = kiln.paged_attention %q, %kc, %vc, %t, %l : tensor<2x4x1x8xf32>, tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>, tensor<2x3xi32>, tensor<2xf32> -> tensor<2x4x1x8xf32>
+  return %0 : tensor<2x4x1x8xf32>
+}
+
+// -----
+
+func.func @paged_seq_lens_batch(%q: tensor<2x4x1x8xf32>, %kc: tensor<4x16x2x8xf32>, %vc: tensor<4x16x2x8xf32>, %t: tensor<2x3xi32>, %l: tensor<1xi32>) -> tensor<2x4x1x8xf32> {
+  // expected-error @+1 {{'kiln.paged_attention' op batch size of 'seq_lens' (dimension 0: 1) differs from the batch (2)}}
+  %0 = kiln.paged_attention %q, %kc, %vc, %t, %l : tensor<2x4x1x8xf32>, tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>, tensor<2x3xi32>, tensor<1xi32> -> tensor<2x4x1x8xf32>
+  return %0 : tensor<2x4x1x8xf32>
+}
+
+// -----
+
+func.func @paged_queries_past_table(%q: tensor<2x4x49x8xf32>, %kc: tensor<4x16x2x8xf32>, %vc: tensor<4x16x2x8xf32>, %t: tensor<2x3xi32>, %l: tensor<2xi32>) -> tensor<2x4x49x8xf32> {
+  // expected-error @+1 {{'kiln.paged_attention' op 'q' has 49 new tokens per sequence (dimension 2) but the block table holds 48 keys per sequence (max_pages * page_size)}}
+  %0 = kiln.paged_attention %q, %kc, %vc, %t, %l : tensor<2x4x49x8xf32>, tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>, tensor<2x3xi32>, tensor<2xi32> -> tensor<2x4x49x8xf32>
+  return %0 : tensor<2x4x49x8xf32>
+}
+
+// -----
+
+func.func @paged_scale(%q: tensor<2x4x1x8xf32>, %kc: tensor<4x16x2x8xf32>, %vc: tensor<4x16x2x8xf32>, %t: tensor<2x3xi32>, %l: tensor<2xi32>) -> tensor<2x4x1x8xf32> {
+  // expected-error @+1 {{'kiln.paged_attention' op scale must be a finite positive number, got -1.000000e+00}}
+  %0 = kiln.paged_attention %q, %kc, %vc, %t, %l {scale = -1.0 : f32} : tensor<2x4x1x8xf32>, tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>, tensor<2x3xi32>, tensor<2xi32> -> tensor<2x4x1x8xf32>
+  return %0 : tensor<2x4x1x8xf32>
+}
+
+// -----
+
+func.func @paged_result_type(%q: tensor<2x4x1x8xf32>, %kc: tensor<4x16x2x8xf32>, %vc: tensor<4x16x2x8xf32>, %t: tensor<2x3xi32>, %l: tensor<2xi32>) -> tensor<2x4x1x8xbf16> {
+  // expected-error @+1 {{'kiln.paged_attention' op result type 'tensor<2x4x1x8xbf16>' differs from the type of 'q' ('tensor<2x4x1x8xf32>')}}
+  %0 = kiln.paged_attention %q, %kc, %vc, %t, %l : tensor<2x4x1x8xf32>, tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>, tensor<2x3xi32>, tensor<2xi32> -> tensor<2x4x1x8xbf16>
+  return %0 : tensor<2x4x1x8xbf16>
+}
+
+// -----
+
+func.func @append_cache_page_size(%kc: tensor<4x8x2x8xf32>, %vc: tensor<4x8x2x8xf32>, %k: tensor<2x2x3x8xf32>, %v: tensor<2x2x3x8xf32>, %t: tensor<2x3xi32>, %p: tensor<2xi32>) -> (tensor<4x8x2x8xf32>, tensor<4x8x2x8xf32>) {
+  // expected-error @+1 {{'kiln.append_kv' op page size of 'k_cache' (dimension 1: 8) must be in [16, 256]}}
+  %0:2 = kiln.append_kv %kc, %vc, %k, %v, %t, %p : tensor<4x8x2x8xf32>, tensor<4x8x2x8xf32>, tensor<2x2x3x8xf32>, tensor<2x2x3x8xf32>, tensor<2x3xi32>, tensor<2xi32> -> tensor<4x8x2x8xf32>, tensor<4x8x2x8xf32>
+  return %0#0, %0#1 : tensor<4x8x2x8xf32>, tensor<4x8x2x8xf32>
+}
+
+// -----
+
+func.func @append_k_rank(%kc: tensor<4x16x2x8xf32>, %vc: tensor<4x16x2x8xf32>, %k: tensor<2x3x8xf32>, %v: tensor<2x3x8xf32>, %t: tensor<2x3xi32>, %p: tensor<2xi32>) -> (tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>) {
+  // expected-error @+1 {{'kiln.append_kv' op operand 'k' must have rank 4 [batch, kv_heads, seq, head_dim], got 'tensor<2x3x8xf32>'}}
+  %0:2 = kiln.append_kv %kc, %vc, %k, %v, %t, %p : tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>, tensor<2x3x8xf32>, tensor<2x3x8xf32>, tensor<2x3xi32>, tensor<2xi32> -> tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>
+  return %0#0, %0#1 : tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>
+}
+
+// -----
+
+func.func @append_v_type(%kc: tensor<4x16x2x8xf32>, %vc: tensor<4x16x2x8xf32>, %k: tensor<2x2x3x8xf32>, %v: tensor<2x2x4x8xf32>, %t: tensor<2x3xi32>, %p: tensor<2xi32>) -> (tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>) {
+  // expected-error @+1 {{'kiln.append_kv' op 'v' type 'tensor<2x2x4x8xf32>' differs from 'k' type 'tensor<2x2x3x8xf32>'}}
+  %0:2 = kiln.append_kv %kc, %vc, %k, %v, %t, %p : tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>, tensor<2x2x3x8xf32>, tensor<2x2x4x8xf32>, tensor<2x3xi32>, tensor<2xi32> -> tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>
+  return %0#0, %0#1 : tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>
+}
+
+// -----
+
+func.func @append_k_dtype(%kc: tensor<4x16x2x8xf32>, %vc: tensor<4x16x2x8xf32>, %k: tensor<2x2x3x8xf16>, %v: tensor<2x2x3x8xf16>, %t: tensor<2x3xi32>, %p: tensor<2xi32>) -> (tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>) {
+  // expected-error @+1 {{'kiln.append_kv' op element type of 'k' ('f16') differs from 'k_cache' ('f32')}}
+  %0:2 = kiln.append_kv %kc, %vc, %k, %v, %t, %p : tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>, tensor<2x2x3x8xf16>, tensor<2x2x3x8xf16>, tensor<2x3xi32>, tensor<2xi32> -> tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>
+  return %0#0, %0#1 : tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>
+}
+
+// -----
+
+func.func @append_k_heads(%kc: tensor<4x16x2x8xf32>, %vc: tensor<4x16x2x8xf32>, %k: tensor<2x4x3x8xf32>, %v: tensor<2x4x3x8xf32>, %t: tensor<2x3xi32>, %p: tensor<2xi32>) -> (tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>) {
+  // expected-error @+1 {{'kiln.append_kv' op head count of 'k' (dimension 1: 4) differs from 'k_cache' (dimension 2: 2)}}
+  %0:2 = kiln.append_kv %kc, %vc, %k, %v, %t, %p : tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>, tensor<2x4x3x8xf32>, tensor<2x4x3x8xf32>, tensor<2x3xi32>, tensor<2xi32> -> tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>
+  return %0#0, %0#1 : tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>
+}
+
+// -----
+
+func.func @append_k_head_dim(%kc: tensor<4x16x2x8xf32>, %vc: tensor<4x16x2x8xf32>, %k: tensor<2x2x3x4xf32>, %v: tensor<2x2x3x4xf32>, %t: tensor<2x3xi32>, %p: tensor<2xi32>) -> (tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>) {
+  // expected-error @+1 {{'kiln.append_kv' op head dim of 'k' (dimension 3: 4) differs from 'k_cache' (8)}}
+  %0:2 = kiln.append_kv %kc, %vc, %k, %v, %t, %p : tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>, tensor<2x2x3x4xf32>, tensor<2x2x3x4xf32>, tensor<2x3xi32>, tensor<2xi32> -> tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>
+  return %0#0, %0#1 : tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>
+}
+
+// -----
+
+func.func @append_block_table_batch(%kc: tensor<4x16x2x8xf32>, %vc: tensor<4x16x2x8xf32>, %k: tensor<2x2x3x8xf32>, %v: tensor<2x2x3x8xf32>, %t: tensor<1x3xi32>, %p: tensor<2xi32>) -> (tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>) {
+  // expected-error @+1 {{'kiln.append_kv' op batch size of 'block_table' (dimension 0: 1) differs from the batch (2)}}
+  %0:2 = kiln.append_kv %kc, %vc, %k, %v, %t, %p : tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>, tensor<2x2x3x8xf32>, tensor<2x2x3x8xf32>, tensor<1x3xi32>, tensor<2xi32> -> tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>
+  return %0#0, %0#1 : tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>
+}
+
+// -----
+
+func.func @append_positions_rank(%kc: tensor<4x16x2x8xf32>, %vc: tensor<4x16x2x8xf32>, %k: tensor<2x2x3x8xf32>, %v: tensor<2x2x3x8xf32>, %t: tensor<2x3xi32>, %p: tensor<2x3xi32>) -> (tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>) {
+  // expected-error @+1 {{'kiln.append_kv' op operand 'positions' must have rank 1 [batch], got 'tensor<2x3xi32>'}}
+  %0:2 = kiln.append_kv %kc, %vc, %k, %v, %t, %p : tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>, tensor<2x2x3x8xf32>, tensor<2x2x3x8xf32>, tensor<2x3xi32>, tensor<2x3xi32> -> tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>
+  return %0#0, %0#1 : tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>
+}
+
+// -----
+
+func.func @append_positions_dtype(%kc: tensor<4x16x2x8xf32>, %vc: tensor<4x16x2x8xf32>, %k: tensor<2x2x3x8xf32>, %v: tensor<2x2x3x8xf32>, %t: tensor<2x3xi32>, %p: tensor<2xi64>) -> (tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>) {
+  // expected-error @+1 {{'kiln.append_kv' op operand 'positions' must have element type i32, got 'i64'}}
+  %0:2 = kiln.append_kv %kc, %vc, %k, %v, %t, %p : tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>, tensor<2x2x3x8xf32>, tensor<2x2x3x8xf32>, tensor<2x3xi32>, tensor<2xi64> -> tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>
+  return %0#0, %0#1 : tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>
+}
+
+// -----
+
+func.func @append_positions_batch(%kc: tensor<4x16x2x8xf32>, %vc: tensor<4x16x2x8xf32>, %k: tensor<2x2x3x8xf32>, %v: tensor<2x2x3x8xf32>, %t: tensor<2x3xi32>, %p: tensor<4xi32>) -> (tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>) {
+  // expected-error @+1 {{'kiln.append_kv' op batch size of 'positions' (dimension 0: 4) differs from the batch (2)}}
+  %0:2 = kiln.append_kv %kc, %vc, %k, %v, %t, %p : tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>, tensor<2x2x3x8xf32>, tensor<2x2x3x8xf32>, tensor<2x3xi32>, tensor<4xi32> -> tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>
+  return %0#0, %0#1 : tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>
+}
+
+// -----
+
+func.func @append_rows_past_table(%kc: tensor<4x16x2x8xf32>, %vc: tensor<4x16x2x8xf32>, %k: tensor<2x2x49x8xf32>, %v: tensor<2x2x49x8xf32>, %t: tensor<2x3xi32>, %p: tensor<2xi32>) -> (tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>) {
+  // expected-error @+1 {{'kiln.append_kv' op 'k' has 49 new tokens per sequence (dimension 2) but the block table holds 48 keys per sequence (max_pages * page_size)}}
+  %0:2 = kiln.append_kv %kc, %vc, %k, %v, %t, %p : tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>, tensor<2x2x49x8xf32>, tensor<2x2x49x8xf32>, tensor<2x3xi32>, tensor<2xi32> -> tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>
+  return %0#0, %0#1 : tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>
+}
+
+// -----
+
+func.func @append_result_type(%kc: tensor<4x16x2x8xf32>, %vc: tensor<4x16x2x8xf32>, %k: tensor<2x2x3x8xf32>, %v: tensor<2x2x3x8xf32>, %t: tensor<2x3xi32>, %p: tensor<2xi32>) -> (tensor<4x16x2x8xf32>, tensor<4x16x2x8xf16>) {
+  // expected-error @+1 {{'kiln.append_kv' op result type 'tensor<4x16x2x8xf16>' differs from the type of the caches ('tensor<4x16x2x8xf32>')}}
+  %0:2 = kiln.append_kv %kc, %vc, %k, %v, %t, %p : tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>, tensor<2x2x3x8xf32>, tensor<2x2x3x8xf32>, tensor<2x3xi32>, tensor<2xi32> -> tensor<4x16x2x8xf32>, tensor<4x16x2x8xf16>
+  return %0#0, %0#1 : tensor<4x16x2x8xf32>, tensor<4x16x2x8xf16>
 }

@@ -496,6 +496,28 @@ func.func @gather(%embed: tensor<50257x768xf32>, %ids: tensor<2x77xi64>, %idx: t
   return %0, %1, %2 : tensor<2x77x768xf32>, tensor<50257x4xf32>, tensor<768xf32>
 }
 
+//===----------------------------------------------------------------------===//
+// kiln.append_kv, kiln.paged_attention
+//===----------------------------------------------------------------------===//
+
+// A decode step: append the new rows, then attend over the pages.
+
+// CHECK-LABEL: func.func @paged_decode_step
+// CHECK-SAME: (%[[Q:[a-zA-Z0-9_]+]]: tensor<2x8x1x64xbf16>, %[[KC:[a-zA-Z0-9_]+]]: tensor<16x16x2x64xbf16>, %[[VC:[a-zA-Z0-9_]+]]: tensor<16x16x2x64xbf16>, %[[K:[a-zA-Z0-9_]+]]: tensor<2x2x1x64xbf16>, %[[V:[a-zA-Z0-9_]+]]: tensor<2x2x1x64xbf16>, %[[TABLE:[a-zA-Z0-9_]+]]: tensor<2x4xi32>, %[[POS:[a-zA-Z0-9_]+]]: tensor<2xi32>, %[[LENS:[a-zA-Z0-9_]+]]: tensor<2xi32>)
+func.func @paged_decode_step(%q: tensor<2x8x1x64xbf16>, %kc: tensor<16x16x2x64xbf16>, %vc: tensor<16x16x2x64xbf16>,
+                             %k: tensor<2x2x1x64xbf16>, %v: tensor<2x2x1x64xbf16>, %table: tensor<2x4xi32>,
+                             %pos: tensor<2xi32>, %lens: tensor<2xi32>) -> tensor<2x8x1x64xbf16> {
+  // CHECK: %[[NEW_K:[a-zA-Z0-9_]+]], %[[NEW_V:[a-zA-Z0-9_]+]] = kiln.append_kv %[[KC]], %[[VC]], %[[K]], %[[V]], %[[TABLE]], %[[POS]] : tensor<16x16x2x64xbf16>, tensor<16x16x2x64xbf16>, tensor<2x2x1x64xbf16>, tensor<2x2x1x64xbf16>, tensor<2x4xi32>, tensor<2xi32> -> tensor<16x16x2x64xbf16>, tensor<16x16x2x64xbf16>
+  %caches:2 = kiln.append_kv %kc, %vc, %k, %v, %table, %pos
+      : tensor<16x16x2x64xbf16>, tensor<16x16x2x64xbf16>, tensor<2x2x1x64xbf16>, tensor<2x2x1x64xbf16>,
+        tensor<2x4xi32>, tensor<2xi32> -> tensor<16x16x2x64xbf16>, tensor<16x16x2x64xbf16>
+  // CHECK: %[[O:.*]] = kiln.paged_attention %[[Q]], %[[NEW_K]], %[[NEW_V]], %[[TABLE]], %[[LENS]] {scale = 1.250000e-01 : f32} : tensor<2x8x1x64xbf16>, tensor<16x16x2x64xbf16>, tensor<16x16x2x64xbf16>, tensor<2x4xi32>, tensor<2xi32> -> tensor<2x8x1x64xbf16>
+  %o = kiln.paged_attention %q, %caches#0, %caches#1, %table, %lens {scale = 0.125 : f32}
+      : tensor<2x8x1x64xbf16>, tensor<16x16x2x64xbf16>, tensor<16x16x2x64xbf16>, tensor<2x4xi32>, tensor<2xi32>
+      -> tensor<2x8x1x64xbf16>
+  // CHECK: return %[[O]]
+  return %o : tensor<2x8x1x64xbf16>
+}
 
 // CHECK: dialect_resources
 // CHECK: blk0_w: "0x040000000000803F00000040"
