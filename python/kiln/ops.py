@@ -1,9 +1,14 @@
-"""Ready-made kernels on numpy arrays: kiln.ops.matmul, attention, softmax, rms_norm, layer_norm, rope.
+"""Ready-made kernels on numpy arrays: kiln.ops.matmul, attention, softmax, rms_norm, layer_norm, rope, and the
+paged KV cache's paged_attention and append_kv.
 
 Each is a one-op ``@kiln.jit`` function over the traced op of the same name (kiln/trace.py), so the argument
 checks are those of the tracer and a repeated signature goes straight to the run. matmul's bias and activation
-become separate ops that the fusion pass folds into the matmul's epilogue.
+become separate ops that the fusion pass folds into the matmul's epilogue. The paged ops also read their tables
+before running: a page id outside the caches or a length past the block table is data no compile-time check
+sees, and the compiled op would clamp it rather than fail, so it is refused here, naming the entry.
 """
+
+import numpy as np
 
 from . import trace
 from .jit import jit
@@ -44,3 +49,98 @@ def layer_norm(x, weight, bias=None, eps=1e-5):
 def rope(x, cos, sin, *, interleaved=False):
     """Rotary embedding of ``x`` [..., S, D] by ``cos``, ``sin`` [S, D/2]."""
     return trace.rope(x, cos, sin, interleaved=interleaved)
+
+
+@jit
+def _paged_attention(q, k_cache, v_cache, block_table, seq_lens, scale):
+    return trace.paged_attention(q, k_cache, v_cache, block_table, seq_lens, scale=scale)
+
+
+@jit
+def _append_kv(k_cache, v_cache, k, v, block_table, positions):
+    return trace.append_kv(k_cache, v_cache, k, v, block_table, positions)
+
+
+def _check_pages(op, block_table, num_pages, page_size, row, first, stop):
+    """Checks that the pages holding positions [first, stop) of sequence ``row`` are pages of the caches."""
+    if stop <= first:
+        return
+    columns = np.arange(first // page_size, (stop - 1) // page_size + 1)
+    ids = block_table[row, columns]
+    bad = np.flatnonzero((ids < 0) | (ids >= num_pages))
+    if bad.size:
+        column = columns[bad[0]]
+        raise ValueError(f"{op}: 'block_table'[{row}, {column}] = {ids[bad[0]]} is not a page of the caches "
+                         f"(0 <= id < {num_pages}); sequence {row} uses it for positions "
+                         f"{max(first, column * page_size)}..{min(stop, (column + 1) * page_size) - 1}")
+
+
+def _on_host(*arrays):
+    """True when the tables are numpy arrays, read here before the host backend runs."""
+    return all(isinstance(a, np.ndarray) for a in arrays)
+
+
+def paged_attention(q, k_cache, v_cache, block_table, seq_lens, *, scale=None):
+    """Attention of each sequence's ``Sq`` newest tokens over its paged KV cache.
+
+    ``q`` [B, Hq, Sq, D] (the new tokens, already appended), ``k_cache``, ``v_cache`` [num_pages, page_size, Hkv,
+    D] (page_size 16..256), ``block_table`` [B, max_pages] int32 (sequence b's position j lives in page
+    ``block_table[b, j // page_size]``, row ``j % page_size``), ``seq_lens`` [B] int32 (each length, the new
+    tokens included: ``Sq <= seq_lens[b] <= max_pages * page_size``). Returns [B, Hq, Sq, D]; query i of
+    sequence b sees positions ``0..seq_lens[b] - Sq + i``. GQA/MQA from the head counts; ``scale`` defaults to
+    ``1/sqrt(D)``. Only the table entries a sequence's length reaches are read, so unused ones may hold anything.
+    """
+    _paged_attention.source(q, k_cache, v_cache, block_table, seq_lens, scale)  # types and shapes, named
+    if _on_host(block_table, seq_lens):
+        op, seq_q = "paged_attention", q.shape[2]
+        num_pages, page_size = k_cache.shape[:2]
+        capacity = block_table.shape[1] * page_size
+        for b, length in enumerate(seq_lens.tolist()):
+            if length < 0:
+                raise ValueError(f"{op}: 'seq_lens'[{b}] = {length} is negative")
+            if length < seq_q:
+                raise ValueError(f"{op}: 'seq_lens'[{b}] = {length} is less than the {seq_q} new tokens of 'q' "
+                                 f"(dim 2); a length counts the sequence's new tokens")
+            if length > capacity:
+                raise ValueError(f"{op}: 'seq_lens'[{b}] = {length} is past the end of 'block_table', which holds "
+                                 f"{capacity} positions per sequence (max_pages * page_size)")
+            _check_pages(op, block_table, num_pages, page_size, b, 0, length)
+    return _paged_attention(q, k_cache, v_cache, block_table, seq_lens, scale)
+
+
+def append_kv(k_cache, v_cache, k, v, block_table, positions):
+    """The caches with new K/V rows written into their pages; returns ``(k_cache, v_cache)`` (the arguments are
+    not modified).
+
+    ``k_cache``, ``v_cache`` [num_pages, page_size, Hkv, D], ``k``, ``v`` [B, Hkv, S_new, D], ``block_table``
+    [B, max_pages] int32, ``positions`` [B] int32: token s of sequence b goes to position ``positions[b] + s``
+    (``positions`` is each length before the append, so ``positions + S_new`` is the ``seq_lens`` that
+    ``paged_attention`` takes next). Every written position must lie in the table and in a page of the caches,
+    and no two sequences may write the same slot.
+    """
+    _append_kv.source(k_cache, v_cache, k, v, block_table, positions)  # types and shapes, named
+    if _on_host(block_table, positions):
+        op, count = "append_kv", k.shape[2]
+        num_pages, page_size = k_cache.shape[:2]
+        capacity = block_table.shape[1] * page_size
+        slots, owners = [np.zeros(0, np.int64)], [np.zeros((0, 2), np.int64)]
+        for b, start in enumerate(positions.tolist()):
+            if start < 0:
+                raise ValueError(f"{op}: 'positions'[{b}] = {start} is negative")
+            if start + count > capacity:
+                raise ValueError(f"{op}: 'positions'[{b}] = {start} plus the {count} new tokens of 'k' (dim 2) is "
+                                 f"past the end of 'block_table', which holds {capacity} positions per sequence "
+                                 f"(max_pages * page_size)")
+            _check_pages(op, block_table, num_pages, page_size, b, start, start + count)
+            written = np.arange(start, start + count)
+            slots.append(block_table[b, written // page_size].astype(np.int64) * page_size + written % page_size)
+            owners.append(np.stack([np.full(count, b), written], axis=1))
+        slots, owners = np.concatenate(slots), np.concatenate(owners)
+        order = np.argsort(slots, kind="stable")
+        same = np.flatnonzero(slots[order][1:] == slots[order][:-1])
+        if same.size:
+            (b0, p0), (b1, p1) = owners[order[same[0]]], owners[order[same[0] + 1]]
+            page, row = divmod(int(slots[order[same[0]]]), page_size)
+            raise ValueError(f"{op}: 'block_table' sends position {p0} of sequence {b0} and position {p1} of "
+                             f"sequence {b1} to the same slot (page {page}, row {row}); each new row needs its own")
+    return _append_kv(k_cache, v_cache, k, v, block_table, positions)

@@ -36,12 +36,16 @@ class Graph:
         self.lines = []
         self.count = 0
 
-    def emit(self, text, shape, element):
-        """Appends ``%vN = text`` and returns its result as a Tensor."""
+    def emit(self, text, shape, element, results=1):
+        """Appends ``%vN = text`` and returns its result as a Tensor, or a tuple of ``results`` Tensors of the
+        same shape and element type (``%vN#0``, ...) when the op has several."""
         name = f"%v{self.count}"
         self.count += 1
-        self.lines.append(f"{name} = {text}")
-        return Tensor(self, name, shape, element)
+        if results == 1:
+            self.lines.append(f"{name} = {text}")
+            return Tensor(self, name, shape, element)
+        self.lines.append(f"{name}:{results} = {text}")
+        return tuple(Tensor(self, f"{name}#{i}", shape, element) for i in range(results))
 
     def __enter__(self):
         _GRAPHS.append(self)
@@ -258,6 +262,105 @@ def attention(q, k, v, *, causal=False, scale=None, mask=None):
     flags = (" causal" if causal else "") + (f" {{scale = {float_literal(scale)} : f32}}" if scale is not None else "")
     return q.graph.emit(f"kiln.attention {q.name}, {k.name}, {v.name}{masked}{flags} : {q.type}, {k.type}, "
                         f"{v.type} -> {tensor_type(shape, element)}", shape, element)
+
+
+#: Rows per page the paged KV cache ops take (kiln.paged_attention, kiln.append_kv).
+PAGE_SIZES = (16, 256)
+
+
+def check_i32(op, **tensors):
+    """Checks that the tensors (block tables, lengths, positions) are int32."""
+    for name, tensor in tensors.items():
+        if not isinstance(tensor, Tensor):
+            raise TypeError(f"{op}: '{name}' must be a tensor argument of the jitted function, got "
+                            f"{type(tensor).__name__}")
+        if tensor.element != "i32":
+            raise TypeError(f"{op}: '{name}' has dtype {tensor.dtype}; expected int32")
+
+
+def _check_caches(op, k_cache, v_cache):
+    """Checks a [num_pages, page_size, kv_heads, head_dim] cache pair."""
+    if k_cache.ndim != 4:
+        raise ValueError(f"{op}: 'k_cache' must be [num_pages, page_size, kv_heads, head_dim], got shape "
+                         f"{k_cache.shape}")
+    if v_cache.shape != k_cache.shape:
+        raise ValueError(f"{op}: 'v_cache' has shape {v_cache.shape} but 'k_cache' has {k_cache.shape}")
+    num_pages, page_size, heads, dim = k_cache.shape
+    if num_pages == 0:
+        raise ValueError(f"{op}: 'k_cache' has no pages (dim 0 is 0)")
+    if not PAGE_SIZES[0] <= page_size <= PAGE_SIZES[1]:
+        raise ValueError(f"{op}: 'k_cache' has page size {page_size} (dim 1); it must be in "
+                         f"[{PAGE_SIZES[0]}, {PAGE_SIZES[1]}]")
+    if heads == 0 or dim == 0:
+        raise ValueError(f"{op}: 'k_cache' has shape {k_cache.shape}; kv_heads and head_dim must be positive")
+
+
+def _check_tables(op, block_table, lengths_name, lengths, batch, page_size):
+    """Checks block_table [batch, max_pages] and a [batch] lengths/positions vector; returns the table's
+    capacity in keys per sequence."""
+    if block_table.ndim != 2 or block_table.shape[0] != batch or block_table.shape[1] == 0:
+        raise ValueError(f"{op}: 'block_table' must be [batch, max_pages] with batch {batch} and max_pages > 0, got "
+                         f"shape {block_table.shape}")
+    if lengths.shape != (batch,):
+        raise ValueError(f"{op}: '{lengths_name}' must have shape ({batch},) (one per sequence), got "
+                         f"{lengths.shape}")
+    return block_table.shape[1] * page_size
+
+
+def paged_attention(q, k_cache, v_cache, block_table, seq_lens, *, scale=None):
+    """Attention of each sequence's ``Sq`` newest tokens ``q`` [B, Hq, Sq, D] over its keys in the paged caches
+    [num_pages, page_size, Hkv, D], found through ``block_table`` [B, max_pages] (int32), ``seq_lens`` [B] (int32)
+    long; causal bottom-right within each sequence."""
+    op = "paged_attention"
+    element = check_floats(op, q=q, k_cache=k_cache, v_cache=v_cache)
+    check_i32(op, block_table=block_table, seq_lens=seq_lens)
+    if q.ndim != 4:
+        raise ValueError(f"{op}: 'q' must be [B, H, S, D], got shape {q.shape}")
+    _check_caches(op, k_cache, v_cache)
+    batch, heads, seq_q, dim = q.shape
+    _, page_size, kv_heads, cache_dim = k_cache.shape
+    if cache_dim != dim:
+        raise ValueError(f"{op}: head dim of 'q' is {dim} but of 'k_cache' is {cache_dim}")
+    if heads % kv_heads:
+        raise ValueError(f"{op}: {heads} query heads cannot share {kv_heads} key/value heads (not a divisor)")
+    capacity = _check_tables(op, block_table, "seq_lens", seq_lens, batch, page_size)
+    if seq_q > capacity:
+        raise ValueError(f"{op}: 'q' has {seq_q} new tokens per sequence but 'block_table' holds {capacity} keys "
+                         f"per sequence (max_pages * page_size)")
+    if scale is not None:
+        if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
+            raise TypeError(f"{op}: 'scale' must be a number, got {type(scale).__name__}")
+        if not (math.isfinite(scale) and scale > 0):
+            raise ValueError(f"{op}: 'scale' must be a finite positive number, got {scale}")
+    flags = f" {{scale = {float_literal(scale)} : f32}}" if scale is not None else ""
+    tensors = (q, k_cache, v_cache, block_table, seq_lens)
+    return q.graph.emit(f"kiln.paged_attention {', '.join(t.name for t in tensors)}{flags} : "
+                        f"{', '.join(t.type for t in tensors)} -> {q.type}", q.shape, element)
+
+
+def append_kv(k_cache, v_cache, k, v, block_table, positions):
+    """``(k_cache, v_cache)`` with the rows ``k``, ``v`` [B, Hkv, S_new, D] written at positions
+    ``positions[b] + s`` of each sequence, in the pages ``block_table`` [B, max_pages] names (int32)."""
+    op = "append_kv"
+    element = check_floats(op, k_cache=k_cache, v_cache=v_cache, k=k, v=v)
+    check_i32(op, block_table=block_table, positions=positions)
+    _check_caches(op, k_cache, v_cache)
+    if k.ndim != 4:
+        raise ValueError(f"{op}: 'k' must be [B, kv_heads, S_new, D], got shape {k.shape}")
+    if v.shape != k.shape:
+        raise ValueError(f"{op}: 'v' has shape {v.shape} but 'k' has {k.shape}")
+    _, page_size, kv_heads, dim = k_cache.shape
+    if k.shape[1] != kv_heads or k.shape[3] != dim:
+        raise ValueError(f"{op}: 'k' has {k.shape[1]} heads of dim {k.shape[3]} but 'k_cache' holds {kv_heads} "
+                         f"of dim {dim}")
+    capacity = _check_tables(op, block_table, "positions", positions, k.shape[0], page_size)
+    if k.shape[2] > capacity:
+        raise ValueError(f"{op}: 'k' has {k.shape[2]} new tokens per sequence but 'block_table' holds {capacity} "
+                         f"keys per sequence (max_pages * page_size)")
+    tensors = (k_cache, v_cache, k, v, block_table, positions)
+    return k_cache.graph.emit(f"kiln.append_kv {', '.join(t.name for t in tensors)} : "
+                              f"{', '.join(t.type for t in tensors)} -> {k_cache.type}, {v_cache.type}",
+                              k_cache.shape, element, results=2)
 
 
 def _broadcasts_to(shape, full):
