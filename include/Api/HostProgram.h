@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,11 @@ namespace api {
 struct TensorDesc {
   std::string dtype;
   std::vector<int64_t> shape;
+};
+
+/// A buffer the host cannot allocate (a MemoryError in Python); the message names it, its op and its size.
+struct OutOfMemory : std::runtime_error {
+  using std::runtime_error::runtime_error;
 };
 
 /// A caller-owned input buffer.
@@ -47,6 +53,7 @@ public:
   std::vector<TensorDesc> inputs() const;
   std::vector<TensorDesc> outputs() const;
   /// Runs the entry on one buffer per input (sizes checked against `inputs()`); returns each output's bytes.
+  /// Throws OutOfMemory when the host cannot allocate a buffer of the run, InvalidArgument on other failures.
   std::vector<std::string> run(const std::vector<BufferView> &buffers) const;
 
 private:

@@ -45,15 +45,27 @@ public:
   llvm::ArrayRef<TensorSignature> inputs() const { return inputSignatures; }
   llvm::ArrayRef<TensorSignature> outputs() const { return outputSignatures; }
 
-  /// Runs the entry on `inputs` (checked against the signature) and returns its results.
+  /// Runs the entry on `inputs` (checked against the signature) and returns its results. A buffer the host
+  /// cannot allocate (a result, a copy of an input, or an intermediate of the JIT code) stops the run with an
+  /// error of code std::errc::not_enough_memory that names it, its op's location and its size.
   llvm::Expected<std::vector<HostTensor>> run(llvm::ArrayRef<HostTensor> inputs) const;
+
+  /// What the JIT code allocates at one of its allocation sites, for the error when the host cannot.
+  struct AllocationSite {
+    std::string where; ///< the op's location ("big.mlir:2:8: "), or ""
+    std::string op;    ///< the op's name ("'kiln.broadcast'"), or ""
+    /// Each result of the op: its type and bytes (-1 and "" for one that is no host tensor).
+    llvm::SmallVector<std::pair<std::string, int64_t>> results;
+  };
 
 private:
   HostExecutable() = default;
 
   std::unique_ptr<ExecutionEngine> engine;
   std::string entryName;
+  std::string entryLocation; ///< where the entry is defined ("big.mlir:1:1: "), or ""
   llvm::SmallVector<TensorSignature> inputSignatures, outputSignatures;
+  std::vector<AllocationSite> allocationSites;
 };
 
 } // namespace kiln

@@ -12,11 +12,13 @@
 #include "mlir/IR/Types.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
 
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <optional>
 #include <string>
-#include <vector>
 
 namespace mlir {
 namespace kiln {
@@ -38,14 +40,44 @@ llvm::StringRef elementName(ElementKind kind);
 /// The element kind of an MLIR element type, if the host backend supports it.
 std::optional<ElementKind> elementKindOf(Type type);
 
+/// "tensor<2x3xf32>"-style description of a tensor type, for messages.
+std::string describeTensor(ElementKind kind, llvm::ArrayRef<int64_t> shape);
+
+/// A byte count for messages: "128 bytes", "256.0 TiB".
+std::string formatByteCount(uint64_t bytes);
+
+/// A tensor's bytes, from calloc rather than operator new: a size the host cannot hold is then an error to
+/// report, where operator new would end the process (LLVM's out-of-memory handler, which the tools install,
+/// aborts), and zero pages cost nothing until written. Move-only, so that no large copy happens unseen.
+class HostBytes {
+public:
+  HostBytes() = default;
+
+  /// `size` zero bytes, or std::nullopt when the host cannot allocate them.
+  static std::optional<HostBytes> zeros(size_t size);
+
+  uint8_t *data() { return storage.get(); }
+  const uint8_t *data() const { return storage.get(); }
+  size_t size() const { return length; }
+
+private:
+  struct Free {
+    void operator()(uint8_t *pointer) const { std::free(pointer); }
+  };
+  std::unique_ptr<uint8_t[], Free> storage;
+  size_t length = 0;
+};
+
 /// A dense row-major tensor in host memory.
 struct HostTensor {
   ElementKind kind = ElementKind::F32;
   llvm::SmallVector<int64_t> shape;
-  std::vector<uint8_t> bytes;
+  HostBytes bytes;
 
-  /// A zero-filled tensor; `shape` must have a checkedByteSize.
-  static HostTensor zeros(ElementKind kind, llvm::ArrayRef<int64_t> shape);
+  /// A zero-filled tensor, or an error (std::errc::not_enough_memory) naming its type and size when the host
+  /// cannot allocate it: "the host cannot allocate tensor<70368744177664xf32> (256.0 TiB)". `shape` must have a
+  /// checkedByteSize.
+  static llvm::Expected<HostTensor> zeros(ElementKind kind, llvm::ArrayRef<int64_t> shape);
 
   /// Number of elements.
   int64_t numElements() const;

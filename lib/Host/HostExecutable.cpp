@@ -3,12 +3,16 @@
 // The host ABI: the entry gets a C interface (`_mlir_ciface_<entry>`) whose parameters are pointers to memref
 // descriptors, inputs first and then one out-parameter per result (buffer-results-to-out-params). A descriptor
 // is {allocated, aligned, offset, sizes[rank], strides[rank]}, built here over the HostTensors' storage.
+// The JIT code allocates its intermediates through hooks of this file rather than malloc and free, and every
+// function returns as soon as an allocation fails: a buffer the host cannot hold is an error naming the op it
+// belongs to, where an unchecked malloc would have the code write through a null pointer.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Host/HostExecutable.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/ExecutionEngine/CRunnerUtils.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
@@ -16,12 +20,148 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/TargetSelect.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <utility>
 
 using namespace mlir;
 using namespace mlir::kiln;
 
 HostExecutable::~HostExecutable() = default;
+
+namespace {
+/// The allocations of the JIT code running on this thread: those it holds, and the first it could not get (its
+/// site and bytes).
+struct RunAllocations {
+  llvm::DenseSet<void *> live;
+  std::optional<std::pair<int64_t, uint64_t>> failed;
+};
+thread_local RunAllocations *currentRun = nullptr;
+
+/// The hooks the JIT code calls for malloc and free, and to learn whether an allocation failed.
+constexpr llvm::StringLiteral kAllocHook = "kiln_host_alloc", kFreeHook = "kiln_host_free",
+                              kFailedHook = "kiln_host_failed";
+} // namespace
+
+static void *hostAlloc(uint64_t bytes, int64_t site) {
+  void *pointer = std::malloc(bytes ? bytes : 1);
+  if (pointer)
+    currentRun->live.insert(pointer);
+  else if (!currentRun->failed)
+    currentRun->failed = {site, bytes};
+  return pointer;
+}
+
+static void hostFree(void *pointer) {
+  currentRun->live.erase(pointer);
+  std::free(pointer);
+}
+
+static int32_t hostFailed() { return currentRun->failed.has_value(); }
+
+/// "big.mlir:2:8: " for the first file location within `loc`, or "".
+static std::string describeLocation(Location loc) {
+  auto file = loc->findInstanceOf<FileLineColLoc>();
+  return file ? llvm::formatv("{0}:{1}:{2}: ", file.getFilename(), file.getLine(), file.getColumn()).str() : "";
+}
+
+/// What an allocation at `loc` serves: the first op of `original` at the same file location, and its results.
+static HostExecutable::AllocationSite describeSite(Location loc, ModuleOp original) {
+  HostExecutable::AllocationSite site;
+  site.where = describeLocation(loc);
+  auto file = loc->findInstanceOf<FileLineColLoc>();
+  if (!file)
+    return site;
+  original.walk([&](Operation *op) {
+    if (op->getNumResults() == 0 || op->getLoc()->findInstanceOf<FileLineColLoc>() != file)
+      return WalkResult::advance();
+    site.op = ("'" + op->getName().getStringRef() + "'").str();
+    for (Type type : op->getResultTypes()) {
+      auto tensor = dyn_cast<RankedTensorType>(type);
+      std::optional<ElementKind> kind =
+          tensor && tensor.hasStaticShape() ? elementKindOf(tensor.getElementType()) : std::nullopt;
+      std::optional<int64_t> bytes = kind ? checkedByteSize(*kind, tensor.getShape()) : std::nullopt;
+      site.results.push_back({bytes ? describeTensor(*kind, tensor.getShape()) : std::string(), bytes.value_or(-1)});
+    }
+    return WalkResult::interrupt();
+  });
+  return site;
+}
+
+/// Routes the allocations of `lowered` (the program in the LLVM dialect) through the hooks, and makes every
+/// function return at once when an allocation, or a function it calls, failed. Returns what each allocation
+/// site serves: the op of `original` at the site's location.
+static std::vector<HostExecutable::AllocationSite> routeAllocations(ModuleOp lowered, ModuleOp original) {
+  MLIRContext *context = lowered.getContext();
+  auto i64 = IntegerType::get(context, 64), i32 = IntegerType::get(context, 32);
+  auto pointer = LLVM::LLVMPointerType::get(context);
+  OpBuilder builder = OpBuilder::atBlockBegin(lowered.getBody());
+  auto allocHook = LLVM::LLVMFuncOp::create(builder, lowered.getLoc(), kAllocHook,
+                                            LLVM::LLVMFunctionType::get(pointer, {i64, i64}));
+  auto freeHook = LLVM::LLVMFuncOp::create(builder, lowered.getLoc(), kFreeHook,
+                                           LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(context), {pointer}));
+  auto failedHook = LLVM::LLVMFuncOp::create(builder, lowered.getLoc(), kFailedHook,
+                                             LLVM::LLVMFunctionType::get(i32, {}));
+
+  std::vector<HostExecutable::AllocationSite> sites;
+  llvm::DenseMap<Operation *, Block *> returnBlocks; // by function: the block that returns early
+  auto returnBlockOf = [&](LLVM::LLVMFuncOp func) {
+    Block *&block = returnBlocks[func];
+    if (block)
+      return block;
+    block = new Block();
+    func.getBody().push_back(block);
+    OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPointToStart(block);
+    Type result = func.getFunctionType().getReturnType();
+    if (isa<LLVM::LLVMVoidType>(result))
+      LLVM::ReturnOp::create(builder, func.getLoc(), ValueRange());
+    else
+      LLVM::ReturnOp::create(builder, func.getLoc(), LLVM::PoisonOp::create(builder, func.getLoc(), result));
+    return block;
+  };
+  SmallVector<LLVM::CallOp> calls;
+  lowered.walk([&](LLVM::CallOp call) { calls.push_back(call); });
+  for (LLVM::CallOp call : calls) {
+    std::optional<StringRef> callee = call.getCallee();
+    if (!callee)
+      continue;
+    if (*callee == "free") {
+      builder.setInsertionPoint(call);
+      LLVM::CallOp::create(builder, call.getLoc(), freeHook, call.getOperands());
+      call.erase();
+      continue;
+    }
+    auto target = lowered.lookupSymbol<LLVM::LLVMFuncOp>(*callee);
+    bool allocation = *callee == "malloc", internal = target && !target.isExternal();
+    if (!allocation && !internal)
+      continue;
+    Location loc = call.getLoc();
+    builder.setInsertionPointAfter(call);
+    Value failed;
+    if (allocation) {
+      Value site = LLVM::ConstantOp::create(builder, loc, i64, static_cast<int64_t>(sites.size()));
+      auto hooked = LLVM::CallOp::create(builder, loc, allocHook, ValueRange{call.getOperand(0), site});
+      call->getResult(0).replaceAllUsesWith(hooked->getResult(0));
+      call.erase();
+      Value null = LLVM::ZeroOp::create(builder, loc, pointer);
+      failed = LLVM::ICmpOp::create(builder, loc, LLVM::ICmpPredicate::eq, hooked->getResult(0), null);
+      sites.push_back(describeSite(loc, original));
+    } else {
+      Value flag = LLVM::CallOp::create(builder, loc, failedHook, ValueRange())->getResult(0);
+      failed = LLVM::ICmpOp::create(builder, loc, LLVM::ICmpPredicate::ne, flag,
+                                    LLVM::ConstantOp::create(builder, loc, i32, 0));
+    }
+    Operation *check = failed.getDefiningOp();
+    Block *rest = check->getBlock()->splitBlock(check->getNextNode());
+    builder.setInsertionPointAfter(check);
+    LLVM::CondBrOp::create(builder, loc, failed, returnBlockOf(check->getParentOfType<LLVM::LLVMFuncOp>()), rest);
+  }
+  return sites;
+}
 
 /// The signature of a function type's tensors, or an error naming the first unsupported one.
 static FailureOr<SmallVector<TensorSignature>> signaturesOf(func::FuncOp func, TypeRange types, StringRef what) {
@@ -84,6 +224,7 @@ FailureOr<std::unique_ptr<HostExecutable>> HostExecutable::compile(ModuleOp modu
   PassManager pm(module.getContext());
   if (failed(buildHostPipeline(pm, options)) || failed(pm.run(*lowered)))
     return failure();
+  std::vector<AllocationSite> sites = routeAllocations(*lowered, module);
 
   static bool nativeTargetReady = [] {
     llvm::InitializeNativeTarget();
@@ -107,17 +248,23 @@ FailureOr<std::unique_ptr<HostExecutable>> HostExecutable::compile(ModuleOp modu
   if (!engine)
     return mlir::emitError(module.getLoc()) << "the host JIT failed: " << llvm::toString(engine.takeError());
 
-  // Copies between strided buffers call into the runner utilities; bind the symbol explicitly.
+  // Copies between strided buffers call into the runner utilities, allocations into the hooks; bind them.
   (*engine)->registerSymbols([](llvm::orc::MangleAndInterner interner) {
     llvm::orc::SymbolMap symbols;
     symbols[interner("memrefCopy")] = {llvm::orc::ExecutorAddr::fromPtr(&memrefCopy),
                                        llvm::JITSymbolFlags::Exported};
+    symbols[interner(kAllocHook)] = {llvm::orc::ExecutorAddr::fromPtr(&hostAlloc), llvm::JITSymbolFlags::Exported};
+    symbols[interner(kFreeHook)] = {llvm::orc::ExecutorAddr::fromPtr(&hostFree), llvm::JITSymbolFlags::Exported};
+    symbols[interner(kFailedHook)] = {llvm::orc::ExecutorAddr::fromPtr(&hostFailed),
+                                      llvm::JITSymbolFlags::Exported};
     return symbols;
   });
 
   std::unique_ptr<HostExecutable> executable(new HostExecutable());
   executable->engine = std::move(*engine);
   executable->entryName = entry.str();
+  executable->entryLocation = describeLocation(func.getLoc());
+  executable->allocationSites = std::move(sites);
   executable->inputSignatures = std::move(*inputs);
   executable->outputSignatures = std::move(*outputs);
   return executable;
@@ -138,6 +285,11 @@ static std::vector<int64_t> descriptorOf(HostTensor &tensor) {
   return words;
 }
 
+/// The error for a buffer the host cannot allocate.
+static llvm::Error outOfMemory(const llvm::Twine &message) {
+  return llvm::createStringError(std::make_error_code(std::errc::not_enough_memory), message);
+}
+
 llvm::Expected<std::vector<HostTensor>> HostExecutable::run(ArrayRef<HostTensor> inputs) const {
   auto fail = [](const llvm::Twine &message) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(), message.str());
@@ -145,19 +297,30 @@ llvm::Expected<std::vector<HostTensor>> HostExecutable::run(ArrayRef<HostTensor>
   if (inputs.size() != inputSignatures.size())
     return fail("'" + entryName + "' takes " + llvm::Twine(inputSignatures.size()) + " inputs, got " +
                 llvm::Twine(inputs.size()));
-  std::vector<HostTensor> arguments(inputs.begin(), inputs.end());
   for (auto [index, signature] : llvm::enumerate(inputSignatures)) {
-    const HostTensor &input = arguments[index];
-    if (input.kind != signature.kind || ArrayRef<int64_t>(input.shape) != ArrayRef<int64_t>(signature.shape)) {
-      HostTensor expected = HostTensor::zeros(signature.kind, {});
-      expected.shape = signature.shape;
-      return fail("input #" + llvm::Twine(index) + " of '" + entryName + "' must be " + expected.describe() +
-                  ", got " + input.describe());
-    }
+    const HostTensor &input = inputs[index];
+    if (input.kind != signature.kind || ArrayRef<int64_t>(input.shape) != ArrayRef<int64_t>(signature.shape))
+      return fail("input #" + llvm::Twine(index) + " of '" + entryName + "' must be " +
+                  describeTensor(signature.kind, signature.shape) + ", got " + input.describe());
   }
-  std::vector<HostTensor> results;
-  for (const TensorSignature &signature : outputSignatures)
-    results.push_back(HostTensor::zeros(signature.kind, signature.shape));
+  // The JIT code may write into its arguments (function arguments bufferize as writable): it gets copies.
+  std::vector<HostTensor> arguments, results;
+  for (auto [index, input] : llvm::enumerate(inputs)) {
+    llvm::Expected<HostTensor> copy = HostTensor::zeros(input.kind, input.shape);
+    if (!copy)
+      return outOfMemory(entryLocation + "a copy of input #" + llvm::Twine(index) + " of '" + entryName +
+                         "': " + llvm::toString(copy.takeError()));
+    if (input.bytes.size())
+      std::memcpy(copy->bytes.data(), input.bytes.data(), input.bytes.size());
+    arguments.push_back(std::move(*copy));
+  }
+  for (auto [index, signature] : llvm::enumerate(outputSignatures)) {
+    llvm::Expected<HostTensor> result = HostTensor::zeros(signature.kind, signature.shape);
+    if (!result)
+      return outOfMemory(entryLocation + "result #" + llvm::Twine(index) + " of '" + entryName +
+                         "': " + llvm::toString(result.takeError()));
+    results.push_back(std::move(*result));
+  }
 
   std::vector<std::vector<int64_t>> descriptors;
   for (HostTensor &tensor : arguments)
@@ -170,7 +333,25 @@ llvm::Expected<std::vector<HostTensor>> HostExecutable::run(ArrayRef<HostTensor>
   std::vector<void *> packed;
   for (void *&pointer : descriptorPointers)
     packed.push_back(&pointer);
-  if (llvm::Error error = engine->invokePacked("_mlir_ciface_" + entryName, packed))
+  RunAllocations allocations;
+  RunAllocations *outer = std::exchange(currentRun, &allocations);
+  llvm::Error error = engine->invokePacked("_mlir_ciface_" + entryName, packed);
+  currentRun = outer;
+  if (error)
     return std::move(error);
-  return results;
+  if (!allocations.failed)
+    return results;
+  // The JIT code returned at the failed allocation; what it held would otherwise leak.
+  for (void *pointer : allocations.live)
+    std::free(pointer);
+  auto [site, bytes] = *allocations.failed;
+  const AllocationSite &described = allocationSites[site];
+  for (auto [index, result] : llvm::enumerate(described.results))
+    // The JIT code asks for the result's bytes plus its alignment.
+    if (result.second >= 0 && static_cast<uint64_t>(result.second) <= bytes && bytes - result.second <= 4096)
+      return outOfMemory(described.where + described.op + " op result #" + llvm::Twine(index) +
+                         ": the host cannot allocate " + result.first + " (" +
+                         formatByteCount(result.second) + ")");
+  return outOfMemory(described.where + "the host cannot allocate a buffer of " + formatByteCount(bytes) +
+                     (described.op.empty() ? "" : " for " + described.op));
 }

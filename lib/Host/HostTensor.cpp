@@ -10,6 +10,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MathExtras.h"
 
 #include <cmath>
@@ -79,13 +80,48 @@ std::optional<ElementKind> kiln::elementKindOf(Type type) {
   return std::nullopt;
 }
 
-HostTensor HostTensor::zeros(ElementKind kind, ArrayRef<int64_t> shape) {
+std::string kiln::describeTensor(ElementKind kind, ArrayRef<int64_t> shape) {
+  std::string text = "tensor<";
+  for (int64_t size : shape)
+    text += std::to_string(size) + "x";
+  return text + elementName(kind).str() + ">";
+}
+
+std::string kiln::formatByteCount(uint64_t bytes) {
+  if (bytes < 1024)
+    return std::to_string(bytes) + " bytes";
+  double size = static_cast<double>(bytes);
+  const char *unit = "bytes";
+  for (const char *next : {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}) {
+    if (size < 1024)
+      break;
+    size /= 1024, unit = next;
+  }
+  return llvm::formatv("{0:F1} {1}", size, unit).str();
+}
+
+std::optional<HostBytes> HostBytes::zeros(size_t size) {
+  HostBytes bytes;
+  if (size == 0)
+    return bytes;
+  bytes.storage.reset(static_cast<uint8_t *>(std::calloc(size, 1)));
+  if (!bytes.storage)
+    return std::nullopt;
+  bytes.length = size;
+  return bytes;
+}
+
+llvm::Expected<HostTensor> HostTensor::zeros(ElementKind kind, ArrayRef<int64_t> shape) {
+  std::optional<int64_t> size = checkedByteSize(kind, shape);
+  assert(size && "the caller checks that the shape fits in memory");
+  std::optional<HostBytes> bytes = HostBytes::zeros(static_cast<size_t>(*size));
+  if (!bytes)
+    return llvm::createStringError(std::errc::not_enough_memory, "the host cannot allocate %s (%s)",
+                                   describeTensor(kind, shape).c_str(), formatByteCount(*size).c_str());
   HostTensor tensor;
   tensor.kind = kind;
   tensor.shape.assign(shape.begin(), shape.end());
-  std::optional<int64_t> size = checkedByteSize(kind, shape);
-  assert(size && "the caller checks that the shape fits in memory");
-  tensor.bytes.assign(*size, 0);
+  tensor.bytes = std::move(*bytes);
   return tensor;
 }
 
@@ -164,12 +200,7 @@ void HostTensor::set(int64_t i, double value) {
   }
 }
 
-std::string HostTensor::describe() const {
-  std::string text = "tensor<";
-  for (int64_t size : shape)
-    text += std::to_string(size) + "x";
-  return text + elementName(kind).str() + ">";
-}
+std::string HostTensor::describe() const { return describeTensor(kind, shape); }
 
 void kiln::fillRandom(HostTensor &tensor, uint64_t seed) {
   std::mt19937_64 generator(seed);

@@ -115,8 +115,12 @@ llvm::Expected<HostTensor> kiln::readNpy(StringRef path, std::optional<ElementKi
   if (data.size() - offset != static_cast<uint64_t>(*payload))
     return npyError(path, "holds " + llvm::Twine(data.size() - offset) + " data bytes but shape " + *shapeText +
                               " of " + elementName(*kind) + " needs " + llvm::Twine(*payload));
-  tensor.bytes.assign(data.begin() + offset, data.end());
-  return tensor;
+  llvm::Expected<HostTensor> loaded = HostTensor::zeros(tensor.kind, tensor.shape);
+  if (!loaded)
+    return npyError(path, llvm::toString(loaded.takeError()));
+  if (loaded->bytes.size())
+    std::memcpy(loaded->bytes.data(), data.data() + offset, loaded->bytes.size());
+  return loaded;
 }
 
 llvm::Error kiln::writeNpy(StringRef path, const HostTensor &tensor) {

@@ -58,15 +58,6 @@ DTYPES = {
 TARGETS = ("host", "sm_80", "sm_90a")
 
 
-def _bytes(dtype, shape):
-    """The size of a ``dtype`` array of ``shape`` in readable units ("4.0 TiB")."""
-    size = float(dtype.itemsize * np.prod(shape, dtype=object))
-    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if size < 1024 or unit == "PiB":
-            return f"{size:.0f} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
-        size /= 1024
-
-
 class Program:
     """A compiled entry function: call it with numpy arrays, read its IR at any stage with ``ir(stage)``."""
 
@@ -84,13 +75,9 @@ class Program:
         if len(arrays) != len(self.inputs):
             raise TypeError(f"'{self.entry}' takes {len(self.inputs)} arguments, got {len(arrays)}")
         checked = [self._check(i, array) for i, array in enumerate(arrays)]
-        try:
-            outputs = self._native.run(checked)
-        except MemoryError:
-            # The extension's own message is "std::bad_alloc"; say which buffers did not fit.
-            sizes = ", ".join(f"result #{i} {dtype} {shape}: {_bytes(dtype, shape)}"
-                              for i, (dtype, shape) in enumerate(self.outputs))
-            raise MemoryError(f"running '{self.entry}': the host cannot allocate its buffers ({sizes})") from None
+        # A buffer the host cannot allocate is a MemoryError naming it (a result, an argument's copy or an
+        # intermediate, with its op's location and size).
+        outputs = self._native.run(checked)
         results = [
             np.frombuffer(data, dtype=dtype).reshape(shape).copy()
             for data, (dtype, shape) in zip(outputs, self.outputs)

@@ -2,7 +2,8 @@
 //
 // The host half of the `kiln` package, bound over Api/HostProgram.h: a kiln program compiled for the CPU and run
 // on numpy buffers. A module of its own because the host executor needs the MLIR runner utilities at run time,
-// which the packed GPU JIT does not carry; its failures raise the same kiln.CompileError as the compiler's.
+// which the packed GPU JIT does not carry; its failures raise the same kiln.CompileError as the compiler's, and a
+// buffer the host cannot allocate a MemoryError naming it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -56,6 +57,8 @@ PYBIND11_MODULE(_kiln_host, m) {
     } catch (const CompileError &compileError) {
       static py::handle type = py::object(py::module_::import("kiln._kiln").attr("CompileError")).release();
       PyErr_SetString(type.ptr(), compileError.what());
+    } catch (const OutOfMemory &outOfMemory) {
+      PyErr_SetString(PyExc_MemoryError, outOfMemory.what());
     }
   });
   py::class_<HostProgram>(m, "HostProgram")

@@ -99,8 +99,11 @@ int main(int argc, char **argv) {
     uint64_t actualSeed = seed.getNumOccurrences() ? seed.getValue() : std::random_device{}();
     llvm::outs() << "seed: " << actualSeed << "\n";
     for (auto [index, sig] : llvm::enumerate(signature)) {
-      inputs.push_back(HostTensor::zeros(sig.kind, sig.shape));
-      fillRandom(inputs.back(), actualSeed + index);
+      llvm::Expected<HostTensor> tensor = HostTensor::zeros(sig.kind, sig.shape);
+      if (!tensor)
+        return fail("input #" + llvm::Twine(index) + " of '" + *entry + "': " + llvm::toString(tensor.takeError()));
+      fillRandom(*tensor, actualSeed + index);
+      inputs.push_back(std::move(*tensor));
     }
   } else {
     if (inputPaths.size() != signature.size())

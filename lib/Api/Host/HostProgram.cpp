@@ -86,16 +86,29 @@ std::vector<std::string> HostProgram::run(const std::vector<BufferView> &buffers
                           std::to_string(buffers.size()));
   std::vector<HostTensor> tensors;
   for (size_t i = 0; i < buffers.size(); ++i) {
-    HostTensor tensor = HostTensor::zeros(signatures[i].kind, signatures[i].shape);
-    if (buffers[i].bytes != tensor.bytes.size())
+    llvm::Expected<HostTensor> tensor = HostTensor::zeros(signatures[i].kind, signatures[i].shape);
+    if (!tensor)
+      throw OutOfMemory("argument " + std::to_string(i) + " of '" + state->entryName +
+                        "': " + llvm::toString(tensor.takeError()));
+    if (buffers[i].bytes != tensor->bytes.size())
       throw InvalidArgument("argument " + std::to_string(i) + " has " + std::to_string(buffers[i].bytes) +
-                            " bytes, expected " + std::to_string(tensor.bytes.size()));
-    std::memcpy(tensor.bytes.data(), buffers[i].data, tensor.bytes.size());
-    tensors.push_back(std::move(tensor));
+                            " bytes, expected " + std::to_string(tensor->bytes.size()));
+    if (tensor->bytes.size())
+      std::memcpy(tensor->bytes.data(), buffers[i].data, tensor->bytes.size());
+    tensors.push_back(std::move(*tensor));
   }
   llvm::Expected<std::vector<HostTensor>> results = state->executable->run(tensors);
-  if (!results)
-    throw InvalidArgument(llvm::toString(results.takeError()));
+  if (!results) {
+    std::string message;
+    bool outOfMemory = false;
+    llvm::handleAllErrors(results.takeError(), [&](const llvm::ErrorInfoBase &error) {
+      outOfMemory = error.convertToErrorCode() == std::errc::not_enough_memory;
+      message = error.message();
+    });
+    if (outOfMemory)
+      throw OutOfMemory(message);
+    throw InvalidArgument(message);
+  }
   std::vector<std::string> bytes;
   for (HostTensor &result : *results)
     bytes.emplace_back(reinterpret_cast<const char *>(result.bytes.data()), result.bytes.size());
