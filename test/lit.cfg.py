@@ -15,6 +15,8 @@ config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 # The Python the build found (with onnx, numpy): for tests that make inputs or drive the Python importer.
 config.substitutions.append(("%python", config.python_executable))
+# The build's `kiln` package (PYTHONPATH), for tests that call the extension itself.
+config.substitutions.append(("%kiln_python", os.path.join(config.kiln_obj_root, "python")))
 llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
 

@@ -12,6 +12,7 @@
 
 #include "Api/PtxAssembler.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/Support/JSON.h"
 
 #include <functional>
@@ -70,6 +71,14 @@ using PtxAssembler = KilnPtxAssembler;
 /// is an error naming it.
 LogicalResult compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::StringRef outputDir, std::string &error,
                             const PtxAssembler &assembler = nullptr, llvm::StringRef kernelCacheDir = {});
+
+/// compileForGpu into the folder `outputDir` as a whole: the compile writes into a staging folder (inside
+/// `outputDir` when it exists, else beside it), which becomes `outputDir`, or whose files replace an earlier
+/// compile's there (the manifest last), only once every file is written. A failed compile leaves `outputDir` as
+/// it was and removes the staging folder; `onStaging` is told its path before anything is written there, so that
+/// a tool can remove it when interrupted.
+LogicalResult compileForGpuFolder(ModuleOp module, llvm::StringRef chip, llvm::StringRef outputDir,
+                                  std::string &error, llvm::function_ref<void(llvm::StringRef)> onStaging = {});
 
 } // namespace kiln
 } // namespace mlir

@@ -36,6 +36,7 @@
 #include "llvm/Support/Program.h"
 #include "llvm/Support/ToolOutputFile.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -709,4 +710,107 @@ LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::S
   llvm::raw_string_ostream os(text);
   os << llvm::formatv("{0:2}", llvm::json::Value(std::move(manifest)));
   return writeFile(manifestPath, text, error);
+}
+
+/// The files an earlier compile wrote into `folder`, as its manifest names them: its kernels' PTX and cubins, its
+/// constants and the manifest. Only names of files within the folder are taken, whatever a hand-edited manifest
+/// says.
+static SmallVector<std::string> filesOfEarlierCompile(llvm::StringRef folder) {
+  SmallVector<std::string> files;
+  SmallString<256> manifestPath(folder);
+  llvm::sys::path::append(manifestPath, "manifest.json");
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> text = llvm::MemoryBuffer::getFile(manifestPath);
+  if (!text)
+    return files;
+  files.push_back("manifest.json");
+  llvm::Expected<llvm::json::Value> manifest = llvm::json::parse((*text)->getBuffer());
+  if (!manifest) {
+    llvm::consumeError(manifest.takeError());
+    return files;
+  }
+  auto take = [&](const llvm::json::Value *name) {
+    std::optional<llvm::StringRef> file = name ? name->getAsString() : std::nullopt;
+    if (file && !file->empty() && *file != "." && *file != ".." && llvm::sys::path::filename(*file) == *file)
+      files.push_back(file->str());
+  };
+  const llvm::json::Object *root = manifest->getAsObject();
+  if (const llvm::json::Array *kernels = root ? root->getArray("kernels") : nullptr)
+    for (const llvm::json::Value &kernel : *kernels)
+      if (const llvm::json::Object *entry = kernel.getAsObject())
+        take(entry->get("ptx")), take(entry->get("cubin"));
+  if (const llvm::json::Array *plans = root ? root->getArray("plans") : nullptr)
+    for (const llvm::json::Value &plan : *plans)
+      if (const llvm::json::Array *values = plan.getAsObject() ? plan.getAsObject()->getArray("values") : nullptr)
+        for (const llvm::json::Value &value : *values)
+          if (const llvm::json::Object *entry = value.getAsObject())
+            take(entry->get("file"));
+  return files;
+}
+
+/// Moves a finished compile from `staging` into the folder `outputDir` that already exists: the earlier
+/// compile's manifest and files out first, the new files in, the new manifest last, so that no manifest ever
+/// names another compile's files. Files of the folder that no compile wrote stay.
+static LogicalResult publishIntoFolder(llvm::StringRef staging, llvm::StringRef outputDir, std::string &error) {
+  auto inFolder = [](llvm::StringRef folder, llvm::StringRef name) {
+    SmallString<256> path(folder);
+    llvm::sys::path::append(path, name);
+    return path;
+  };
+  for (const std::string &file : filesOfEarlierCompile(outputDir))
+    (void)llvm::sys::fs::remove(inFolder(outputDir, file));
+  std::error_code ec;
+  SmallVector<std::string> names;
+  for (llvm::sys::fs::directory_iterator entry(staging, ec), end; entry != end && !ec; entry.increment(ec))
+    names.push_back(llvm::sys::path::filename(entry->path()).str());
+  // The manifest last.
+  std::stable_partition(names.begin(), names.end(), [](const std::string &name) { return name != "manifest.json"; });
+  for (const std::string &name : names)
+    if (!ec)
+      if ((ec = llvm::sys::fs::rename(inFolder(staging, name), inFolder(outputDir, name))))
+        error = ("cannot move " + name + " into " + outputDir + ": " + ec.message()).str();
+  if (ec && error.empty())
+    error = ("cannot list " + staging + ": " + ec.message()).str();
+  return failure(bool(ec));
+}
+
+LogicalResult kiln::compileForGpuFolder(ModuleOp module, llvm::StringRef chip, llvm::StringRef outputDir,
+                                        std::string &error, llvm::function_ref<void(llvm::StringRef)> onStaging) {
+  // The staging folder: inside `outputDir` when it exists, else beside it, so that the moves at the end stay
+  // within one file system.
+  bool exists = llvm::sys::fs::is_directory(outputDir);
+  SmallString<256> prefix(outputDir);
+  if (exists) {
+    llvm::sys::path::append(prefix, ".kilnc-staging");
+  } else {
+    llvm::StringRef parent = llvm::sys::path::parent_path(outputDir);
+    if (!parent.empty() && !llvm::sys::fs::exists(parent))
+      if (std::error_code ec = llvm::sys::fs::create_directories(parent)) {
+        error = ("cannot create " + outputDir + ": " + ec.message()).str();
+        return failure();
+      }
+    prefix = parent;
+    llvm::sys::path::append(prefix, "." + llvm::sys::path::filename(outputDir) + ".kilnc-staging");
+  }
+  // Absolute: createUniqueDirectory puts a relative name under the system's temporary folder.
+  SmallString<256> staging;
+  std::error_code ec = llvm::sys::fs::make_absolute(prefix);
+  if (ec || (ec = llvm::sys::fs::createUniqueDirectory(prefix, staging))) {
+    error = ("cannot create " + outputDir + ": " + ec.message()).str();
+    return failure();
+  }
+  if (onStaging)
+    onStaging(staging);
+  LogicalResult compiled = compileForGpu(module, chip, staging, error);
+  if (succeeded(compiled)) {
+    if (!exists) {
+      if (std::error_code ec = llvm::sys::fs::rename(staging, outputDir)) {
+        error = ("cannot create " + outputDir + ": " + ec.message()).str();
+        compiled = failure();
+      }
+    } else {
+      compiled = publishIntoFolder(staging, outputDir, error);
+    }
+  }
+  (void)llvm::sys::fs::remove_directories(staging);
+  return compiled;
 }

@@ -9,7 +9,9 @@
 // ptxas' registers and spills; for each public function its run plan (Driver/RunPlan.h) with constants in
 // files beside it. --emit stops at a stage and prints its IR instead. Errors name the op and the stage that failed. The stages live in Driver/GpuCompiler.h, shared with
 // the Python extension. An .onnx input is imported first by kiln.frontend (the Python importer of this build,
-// run as `python3 -m kiln.frontend.cli`); its errors are kilnc's.
+// run as `python3 -m kiln.frontend.cli`); its errors are kilnc's. The output folder appears, or an earlier
+// compile's files in it are replaced, only once the compile has written everything: a failed or interrupted
+// compile (Ctrl-C, SIGTERM) leaves it as it was and no staging folder.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,7 +26,12 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
+#include "llvm/Support/Signals.h"
 
+#include <csignal>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 using namespace mlir;
@@ -44,6 +51,35 @@ static cl::opt<std::string> weights("weights",
 static int fail(const llvm::Twine &message) {
   llvm::errs() << "kilnc: error: " << message << "\n";
   return 1;
+}
+
+/// The staging folder of the compile under way, as a C string: the interrupt handler may not allocate.
+static char stagingFolder[4096];
+
+/// Runs on Ctrl-C or SIGTERM (LLVM's signal handler calls it): removes the staging folder, which holds files
+/// only, with system calls alone (another thread may hold the allocator's lock), then ends the process as Ctrl-C
+/// does.
+static void removeStagingFolder() {
+  int folder = open(stagingFolder, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (folder >= 0) {
+    // Listing while removing may skip entries: list again until a pass finds nothing left.
+    for (bool removed = true; removed;) {
+      removed = false;
+      alignas(struct dirent64) char buffer[4096];
+      lseek(folder, 0, SEEK_SET);
+      for (ssize_t size; (size = getdents64(folder, buffer, sizeof buffer)) > 0;)
+        for (ssize_t at = 0; at < size;) {
+          auto *entry = reinterpret_cast<struct dirent64 *>(buffer + at);
+          if (std::strcmp(entry->d_name, ".") && std::strcmp(entry->d_name, ".."))
+            removed |= unlinkat(folder, entry->d_name, 0) == 0;
+          at += entry->d_reclen;
+        }
+    }
+    close(folder);
+    rmdir(stagingFolder);
+  }
+  std::signal(SIGINT, SIG_DFL);
+  std::raise(SIGINT);
 }
 
 /// Imports an ONNX model with kiln.frontend into a temporary .mlir file; returns its path, or "" after printing
@@ -114,7 +150,14 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (emit == "cubin") {
-    if (failed(compileForGpu(module, target, outputDir, error)))
+    auto removeOnInterrupt = [](llvm::StringRef staging) {
+      if (staging.size() >= sizeof stagingFolder)
+        return;
+      std::memcpy(stagingFolder, staging.data(), staging.size());
+      stagingFolder[staging.size()] = '\0';
+      llvm::sys::SetInterruptFunction(removeStagingFolder);
+    };
+    if (failed(compileForGpuFolder(module, target, outputDir, error, removeOnInterrupt)))
       return fail(error);
     SmallString<256> manifestPath(outputDir);
     llvm::sys::path::append(manifestPath, "manifest.json");
