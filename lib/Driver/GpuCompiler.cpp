@@ -409,9 +409,12 @@ static std::optional<std::string> incompleteCubin(llvm::StringRef path) {
 }
 
 /// Writes the cubin of `ptxPath` to `cubinPath` with ptxas (-O3, -v) and returns its log; nothing when ptxas is
-/// not installed. A cubin that ptxas leaves incomplete is an error naming it, and is removed.
+/// not installed. A cubin that ptxas leaves incomplete is an error naming it, and is removed. `signalled` is set
+/// when ptxas was ended by a signal: Ctrl-C reaches it with the compiling process, whose own handler (Python's)
+/// may only act once the compile returns.
 static FailureOr<std::optional<std::string>> assembleWithPtxas(llvm::StringRef ptxPath, llvm::StringRef chip,
-                                                              llvm::StringRef cubinPath, std::string &error) {
+                                                              llvm::StringRef cubinPath, std::string &error,
+                                                              bool &signalled) {
   std::optional<std::string> ptxas = findPtxas();
   if (!ptxas)
     return std::optional<std::string>();
@@ -424,6 +427,7 @@ static FailureOr<std::optional<std::string>> assembleWithPtxas(llvm::StringRef p
   auto log = llvm::MemoryBuffer::getFile(logPath);
   (void)llvm::sys::fs::remove(logPath);
   if (status != 0) {
+    signalled = status == -2; // ExecuteAndWait's code for a child ended by a signal
     error = ("ptxas failed on " + ptxPath + ": " + (log ? (*log)->getBuffer() : llvm::StringRef(message))).str();
     return failure();
   }
@@ -441,6 +445,7 @@ struct AssembledModule {
   std::string ptxFile, cubinFile, log, assembler, inProcessFailure, error;
   std::string cacheFailure; ///< why the module could not be stored in the kernel cache (the compile goes on)
   bool interrupted = false;    ///< the in-process assembler was interrupted: no cubin, no fallback
+  bool ptxasSignalled = false; ///< ptxas was ended by a signal (Ctrl-C): no other module is assembled
   int64_t microseconds = 0;    ///< writing the PTX and assembling it, fallback included
   int64_t ptxMicroseconds = 0; ///< LLVM's emission of the PTX (KernelModulePtx::microseconds)
   int64_t startMicroseconds = 0; ///< when a worker took the module, from the start of the stage
@@ -477,7 +482,8 @@ static AssembledModule writeAndAssemble(const KernelModulePtx &module, llvm::Str
     result.inProcessFailure = std::move(result.log);
     result.log.clear();
   }
-  FailureOr<std::optional<std::string>> log = assembleWithPtxas(ptxPath, chip, cubinPath, result.error);
+  FailureOr<std::optional<std::string>> log =
+      assembleWithPtxas(ptxPath, chip, cubinPath, result.error, result.ptxasSignalled);
   if (succeeded(log) && *log)
     result.log = **log, result.cubinFile = cubinFile, result.assembler = "ptxas";
   return result;
@@ -622,7 +628,9 @@ LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::S
       assembled[index] = writeAndAssemble(ptx[index], chip, outputDir, assembler, interrupted);
       assembled[index].microseconds = microsecondsSince(start);
       assembled[index].startMicroseconds = startedAt;
-      if (assembled[index].interrupted)
+      // An assembler interrupted, or ptxas ended by a signal (Ctrl-C reaches it first): the compile fails, so
+      // no other module is started.
+      if (assembled[index].interrupted || assembled[index].ptxasSignalled)
         interrupted = true;
       else if (assembled[index].error.empty() && keyOf.count(ptx[index].name))
         storeAssembledModule(ptx[index], assembled[index], functionOf.lookup(ptx[index].name), outputDir,
@@ -640,6 +648,9 @@ LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::S
     thread.join();
   if (interrupted) {
     error = "the compile was interrupted while the kernels were being assembled";
+    for (const AssembledModule &result : assembled)
+      if (result.ptxasSignalled && !result.interrupted)
+        error = result.error; // "ptxas failed on <f>: Interrupt": what ended it
     return failure();
   }
   if (emissionFailed) {

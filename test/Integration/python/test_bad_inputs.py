@@ -73,14 +73,14 @@ def matmul_files(tmp_path):
     return source, a, b
 
 
-def slow_ptxas(folder):
+def slow_ptxas(folder, quick_after_interrupt=True):
     """A ptxas on PATH that marks that it started and then sleeps, so that a compile is in its assembly while it
-    runs; one started after the interrupt (``folder/interrupted`` exists) fails at once, as a real ptxas would
-    end within a moment."""
+    runs; one started after the interrupt (``folder/interrupted`` exists) fails at once, as a real ptxas on a
+    small kernel would end within a moment, unless ``quick_after_interrupt`` is False (a large kernel)."""
     folder.mkdir()
     mark = folder / "started"
-    (folder / "ptxas").write_text(f"#!/bin/sh\n[ -e {folder / 'interrupted'} ] && exit 1\ntouch {mark}\n"
-                                  f"exec sleep 30\n")
+    quick = f"[ -e {folder / 'interrupted'} ] && exit 1\n" if quick_after_interrupt else ""
+    (folder / "ptxas").write_text(f"#!/bin/sh\n{quick}touch {mark}\nexec sleep 30\n")
     (folder / "ptxas").chmod(0o755)
     return dict(os.environ, PATH=f"{folder}{os.pathsep}{os.environ['PATH']}"), mark, folder / "interrupted"
 
@@ -389,6 +389,27 @@ def test_gpu_compile_interrupted_leaves_no_cache_entry(tmp_path):
     assert seconds < 5
     assert not [p for p in cache.rglob("*") if p.is_file() or p.name.startswith(".")], \
         sorted(str(p.relative_to(cache)) for p in cache.rglob("*"))
+
+
+def test_gpu_compile_interrupted_starts_no_more_assemblers(tmp_path):
+    """Ctrl-C while ptxas assembles one of many kernels: the compile starts no ptxas for the kernels left (each
+    would run to its end before the KeyboardInterrupt), so it ends within seconds whatever the kernels' size."""
+    env, started, interrupted = slow_ptxas(tmp_path / "bin", quick_after_interrupt=False)
+    env["KILN_CACHE_DIR"] = str(tmp_path / "cache")
+    t = "tensor<64x64xbf16>"
+    source = "".join(func(op, [("a", t)], t, [f"%r = kiln.{op} %a : {t}"])
+                     for op in ["exp", "neg", "abs", "tanh", "sigmoid", "relu", "silu", "sqrt"])
+    (tmp_path / "many.mlir").write_text(source)
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import kiln\n"
+            "from kiln import compiler\n"
+            "compiler.driver_assembler = lambda target: None  # ptxas (the slow stand-in) assembles, GPU or not\n"
+            "kiln.compile(open(sys.argv[2]).read(), target='sm_90a')\n")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(BUILD_DIR / "python"), str(tmp_path / "many.mlir")],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    seconds, _, err = interrupt(proc, started.exists, interrupted.touch)
+    assert proc.returncode != 0 and err.rstrip().endswith("KeyboardInterrupt"), (proc.returncode, err[-2000:])
+    assert seconds < 10, (seconds, err[-2000:])
 
 
 @pytest.mark.parametrize("case", ["zero-size", "grid too large"])
