@@ -46,6 +46,7 @@ constexpr llvm::StringLiteral kAllocHook = "kiln_host_alloc", kFreeHook = "kiln_
                               kFailedHook = "kiln_host_failed";
 } // namespace
 
+/// malloc for the JIT code: records the buffer, or the failure that stops the run (`site` names the allocation).
 static void *hostAlloc(uint64_t bytes, int64_t site) {
   void *pointer = std::malloc(bytes ? bytes : 1);
   if (pointer)
@@ -55,11 +56,13 @@ static void *hostAlloc(uint64_t bytes, int64_t site) {
   return pointer;
 }
 
+/// free for the JIT code.
 static void hostFree(void *pointer) {
   currentRun->live.erase(pointer);
   std::free(pointer);
 }
 
+/// Whether an allocation of the run failed, for the JIT code to return at once.
 static int32_t hostFailed() { return currentRun->failed.has_value(); }
 
 /// "big.mlir:2:8: " for the first file location within `loc`, or "".
