@@ -157,13 +157,15 @@ module {
 // -----
 
 // fp32_precision = "ieee" (3xTF32): each loaded f32 element split into its TF32 rounding and the TF32 rounding
-// of the remainder, and three mma.sync per fragment pair, the two small products first.
+// of the remainder, and three mma.sync per fragment pair from zero, the two small products first, their sum
+// added to the accumulator by a rounded f32 add (the tensor core truncates what it accumulates).
 // CHECK-LABEL: func.func private @k5_matmul_ieee
 // CHECK: nvvm.convert.float.to.tf32
 // CHECK: arith.bitcast {{.*}} : i32 to f32
 // CHECK: arith.subf
 // CHECK: nvvm.convert.float.to.tf32
 // CHECK-COUNT-3: nvvm.mma.sync {{.*}} shape = #nvvm.shape<m = 16, n = 8, k = 8>
+// CHECK: arith.addf {{.*}} : vector<4xf32>
 module {
   func.func private @k5_matmul_ieee(%x: tensor<100x64xf32>, %w: tensor<64x64xf32>, %out: tensor<100x64xf32>) -> tensor<100x64xf32> attributes {kiln.kernel} {
     %y = kiln.matmul %x, %w {fp32_precision = "ieee", kiln.config = #kiln.config<tile = [64, 64, 32], warps = 4, stages = 3, lowering = "mma_sync">} : tensor<100x64xf32>, tensor<64x64xf32> -> tensor<100x64xf32>
