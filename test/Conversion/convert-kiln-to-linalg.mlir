@@ -446,6 +446,17 @@ func.func @reshape(%x: tensor<2x12xf32>, %y: tensor<2x3x4xf32>, %z: tensor<6x4xf
 
 // -----
 
+// On the host a kiln.dim (a tiled kernel's sequence length) is its static extent.
+// CHECK-LABEL: func.func @dim
+// CHECK: %[[LENGTH:[a-zA-Z0-9_]+]] = arith.constant 300 : index
+// CHECK: return %[[LENGTH]] : index
+func.func @dim(%k: tensor<1x2x300x64xbf16>) -> index {
+  %0 = kiln.dim %k[2] : tensor<1x2x300x64xbf16>
+  return %0 : index
+}
+
+// -----
+
 // broadcast is a copy through a broadcasting map; integers are copied as they are.
 // CHECK-DAG: #[[$IN:.+]] = affine_map<(d0, d1, d2) -> (d1, 0)>
 // CHECK-DAG: #[[$ID:.+]] = affine_map<(d0, d1, d2) -> (d0, d1, d2)>

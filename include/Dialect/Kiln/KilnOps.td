@@ -470,6 +470,24 @@ def Kiln_ReshapeOp : Kiln_Op<"reshape", [Pure]> {
   let hasFolder = 1;
 }
 
+def Kiln_DimOp : Kiln_Op<"dim", [Pure]> {
+  let summary = "the extent of one dimension of a tensor, kept symbolic in a tiled kernel";
+  let description = [{
+    The size of dimension `dim` of `source`. Unlike `tensor.dim` it does not fold to the static size: kiln-tile
+    reads a GPU kernel's lengths through it, so that the loop bounds and masks of the tiled loop nest stay
+    expressions of the length and the kernel built from them serves every length (its size parameters). The
+    host backend lowers it to the static size.
+
+    ```mlir
+    %sk = kiln.dim %k[2] : tensor<1x8x300x64xbf16>
+    ```
+  }];
+  let arguments = (ins Kiln_AnyTensor:$source, I64Attr:$dim);
+  let results = (outs Index:$result);
+  let assemblyFormat = "$source `[` $dim `]` attr-dict `:` type($source)";
+  let hasVerifier = 1;
+}
+
 def Kiln_BroadcastOp : Kiln_Op<"broadcast", [Pure]> {
   let summary = "numpy-style expansion to a larger shape (ONNX Expand)";
   let description = [{

@@ -1,7 +1,7 @@
 //===- DataMovement.cpp - kiln data-movement ops to tensor/linalg ----------===//
 //
 // Transpose, reshape, broadcast, concat, slice and gather become the upstream tensor/linalg ops that bufferize
-// to views or copies; nothing here computes, so nothing is widened.
+// to views or copies; nothing here computes, so nothing is widened. A kiln.dim is its static extent.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,6 +26,16 @@ struct TransposeLowering : OpConversionPattern<TransposeOp> {
     rewriter.replaceOp(op, linalg::TransposeOp::create(rewriter, op.getLoc(), adaptor.getInput(), init,
                                                        op.getPermutation())
                                .getResult());
+    return success();
+  }
+};
+
+/// A kiln.dim on the host: the static extent.
+struct DimLowering : OpConversionPattern<DimOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(DimOp op, OpAdaptor, ConversionPatternRewriter &rewriter) const override {
+    rewriter.replaceOp(op, arith::ConstantIndexOp::create(rewriter, op.getLoc(),
+                                                          op.getSource().getType().getDimSize(op.getDim())));
     return success();
   }
 };
@@ -149,6 +159,6 @@ struct GatherLowering : OpConversionPattern<GatherOp> {
 } // namespace
 
 void kiln::populateDataMovementLoweringPatterns(RewritePatternSet &patterns) {
-  patterns.add<TransposeLowering, ReshapeLowering, BroadcastLowering, ConcatLowering, SliceLowering,
+  patterns.add<DimLowering, TransposeLowering, ReshapeLowering, BroadcastLowering, ConcatLowering, SliceLowering,
                GatherLowering>(patterns.getContext());
 }

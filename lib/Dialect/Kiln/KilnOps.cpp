@@ -462,6 +462,13 @@ LogicalResult ReshapeOp::verify() {
   return success();
 }
 
+LogicalResult DimOp::verify() {
+  int64_t rank = getSource().getType().getRank(), dim = getDimAttr().getValue().getSExtValue();
+  if (dim < 0 || dim >= rank)
+    return emitOpError() << "dimension " << dim << " is out of range for a tensor of rank " << rank;
+  return success();
+}
+
 LogicalResult BroadcastOp::verify() {
   RankedTensorType input = getInput().getType(), result = getType();
   if (failed(verifySameElementType(*this, input, result)))

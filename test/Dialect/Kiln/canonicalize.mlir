@@ -553,3 +553,15 @@ func.func @slice_strided(%x: tensor<8xf32>) -> tensor<4xf32> {
   %0 = kiln.slice %x offsets [0] strides [2] : tensor<8xf32> -> tensor<4xf32>
   return %0 : tensor<4xf32>
 }
+
+// -----
+
+// kiln.dim does not fold to the static size, unlike tensor.dim: a GPU kernel's lengths stay symbolic.
+// CHECK-LABEL: func.func @dim_stays
+// CHECK-NOT: arith.constant
+// CHECK: %[[D:.*]] = kiln.dim %{{.*}}[2] : tensor<1x2x300x64xbf16>
+// CHECK: return %[[D]]
+func.func @dim_stays(%x: tensor<1x2x300x64xbf16>) -> index {
+  %0 = kiln.dim %x[2] : tensor<1x2x300x64xbf16>
+  return %0 : index
+}

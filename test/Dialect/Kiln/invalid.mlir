@@ -1030,6 +1030,27 @@ func.func @broadcast_right_aligned(%x: tensor<4xf32>) -> tensor<4x8xf32> {
 // -----
 
 //===----------------------------------------------------------------------===//
+// kiln.dim
+//===----------------------------------------------------------------------===//
+
+func.func @dim_out_of_range(%x: tensor<1x2x300x64xbf16>) -> index {
+  // expected-error @+1 {{'kiln.dim' op dimension 4 is out of range for a tensor of rank 4}}
+  %0 = kiln.dim %x[4] : tensor<1x2x300x64xbf16>
+  return %0 : index
+}
+
+// -----
+
+// A negative dimension is out of range too.
+func.func @dim_negative(%x: tensor<1x2x300x64xbf16>) -> index {
+  // expected-error @+1 {{'kiln.dim' op dimension -1 is out of range for a tensor of rank 4}}
+  %0 = kiln.dim %x[-1] : tensor<1x2x300x64xbf16>
+  return %0 : index
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
 // kiln.concat
 //===----------------------------------------------------------------------===//
 

@@ -431,6 +431,15 @@ func.func @reshape(%x: tensor<2x77x512xf32>, %s: tensor<1xi32>)
   return %0, %1, %2 : tensor<2x77x8x64xf32>, tensor<154x512xf32>, tensor<i32>
 }
 
+// CHECK-LABEL: func.func @dim
+// CHECK-SAME: (%[[K:[a-z0-9_]+]]: tensor<1x8x300x64xbf16>)
+func.func @dim(%k: tensor<1x8x300x64xbf16>) -> index {
+  // CHECK: %[[SK:.*]] = kiln.dim %[[K]][2] : tensor<1x8x300x64xbf16>
+  %0 = kiln.dim %k[2] : tensor<1x8x300x64xbf16>
+  // CHECK: return %[[SK]]
+  return %0 : index
+}
+
 // CHECK-LABEL: func.func @broadcast
 // CHECK-SAME: (%[[K:[a-z0-9_]+]]: tensor<1x8x1x77x64xf32>, %[[B:[a-z0-9_]+]]: tensor<512xbf16>, %[[C:[a-z0-9_]+]]: tensor<i1>)
 func.func @broadcast(%k: tensor<1x8x1x77x64xf32>, %b: tensor<512xbf16>, %c: tensor<i1>)
