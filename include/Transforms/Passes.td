@@ -312,6 +312,29 @@ def KilnOnlineSoftmax : Pass<"kiln-online-softmax"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def KilnSplitMaskedTiles : Pass<"kiln-split-masked-tiles"> {
+  let summary = "Split a tile loop into the tiles that need no mask and those that do";
+  let description = [{
+    A loop over tiles whose body branches on `scf.if (iv >= bound)`, with `bound` computed before the loop (the
+    first key tile that needs a mask, as kiln-tile writes attention), becomes two loops: the iterations before
+    the first one at or past `bound` run the `else` region, the rest the `then` region, each without the branch.
+    The GPU then runs the unmasked tiles without mask arithmetic and without a branch between tensor-core
+    instructions.
+
+    ```mlir
+    // before
+    scf.for %j = %c0 to %end step %c64 iter_args(...) {
+      %needs = arith.cmpi sge, %j, %from : index
+      %s = scf.if %needs -> tensor<128x64xf32> { masked } else { plain }
+      ...
+    }
+    // after: scf.for %j = %c0 to %split ... { plain ... }, then scf.for %j = %split to %end ... { masked ... }
+    ```
+  }];
+  let dependentDialects = ["::mlir::affine::AffineDialect", "::mlir::arith::ArithDialect",
+                           "::mlir::scf::SCFDialect"];
+}
+
 def KilnDecomposeRows : Pass<"kiln-decompose-rows"> {
   let summary = "Write the row ops of tiles as f32 row reductions and elementwise ops";
   let description = [{

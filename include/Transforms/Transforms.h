@@ -16,6 +16,7 @@
 namespace mlir {
 namespace scf {
 class ForallOp;
+class ForOp;
 } // namespace scf
 namespace kiln {
 
@@ -136,10 +137,19 @@ LogicalResult assignRowLayouts(scf::ForallOp forall);
 /// #kiln.config has lowering "mma_sync"; fails, naming the op, on operands or a config the layout does not take.
 LogicalResult assignMmaLayouts(scf::ForallOp forall);
 
+/// Sets the `kiln.layout` (#kiln.mma_layout, one column of BQ / 16 warps) of the kiln ops in the body of
+/// `forall`, a tiled "mma_sync" attention.
+LogicalResult assignAttentionLayouts(scf::ForallOp forall);
+
 /// Rewrites a kiln.softmax whose row is built by one scf.for of score tiles and consumed by a matching scf.for
 /// that accumulates tile products, into a single loop carrying the running max, the running sum and the
 /// rescaled accumulator (FlashAttention). exp is computed as exp2 with log2(e) folded into the score scale.
 LogicalResult rewriteOnlineSoftmax(RewriterBase &rewriter, SoftmaxOp op);
+
+/// Splits `loop` at the first iteration whose induction variable reaches `bound` when its body holds an scf.if
+/// on `iv >= bound` (`bound` defined before the loop): a loop running the if's `else` region, then one running
+/// its `then` region. Fails, changing nothing, when the loop has no such branch or a non-constant step.
+LogicalResult splitLoopAtThreshold(RewriterBase &rewriter, scf::ForOp loop);
 
 } // namespace kiln
 } // namespace mlir

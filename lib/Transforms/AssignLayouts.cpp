@@ -6,7 +6,9 @@
 // (lowering "rows") get a #kiln.row_layout: the config's warps split over its rows, and the widest load of at
 // most 16 bytes that every row buffer's width allows. Matmuls (lowering "mma_sync") get a #kiln.mma_layout on
 // the tile matmul, its accumulation and the epilogue: the warps as the squarest grid of warp tiles of whole
-// m16n8 fragments.
+// m16n8 fragments. Attentions (lowering "mma_sync") get one on every op of the loop: a column of warps, each
+// owning 16 query rows of the score tile, the accumulator and the row vectors, so that the softmax's row
+// reductions stay within a warp and P feeds P V from the registers it was computed in.
 //
 //===----------------------------------------------------------------------===//
 
@@ -117,6 +119,25 @@ LogicalResult kiln::assignMmaLayouts(scf::ForallOp forall) {
   return success();
 }
 
+LogicalResult kiln::assignAttentionLayouts(scf::ForallOp forall) {
+  ConfigAttr config = getConfig(forall);
+  if (!config || config.getLowering() != "mma_sync" || config.getTile().size() != 2)
+    return forall.emitError() << "kiln-assign-layouts: needs a #kiln.config with lowering \"mma_sync\" and tile = "
+                                 "[BQ, BK]";
+  int64_t bq = config.getTile()[0], bk = config.getTile()[1];
+  if (bq % 16 != 0 || bk % 16 != 0 || config.getWarps() != bq / 16)
+    return forall.emitError() << "'kiln.attention' op #kiln.config " << config
+                              << " does not fit the mma_sync attention: BQ and BK must be multiples of 16, with "
+                                 "one warp per 16 query rows";
+  auto layout = MmaLayoutAttr::get(forall.getContext(), bq / 16, 1);
+  forall->setAttr(kLayoutAttrName, layout);
+  forall.getBody()->walk([&](Operation *op) {
+    if (isa<KilnDialect>(op->getDialect()) && !isa<ConstantOp, ReshapeOp, DimOp>(op))
+      op->setAttr(kLayoutAttrName, layout);
+  });
+  return success();
+}
+
 namespace {
 struct KilnAssignLayoutsPass : kiln::impl::KilnAssignLayoutsBase<KilnAssignLayoutsPass> {
   void runOnOperation() override {
@@ -126,9 +147,15 @@ struct KilnAssignLayoutsPass : kiln::impl::KilnAssignLayoutsBase<KilnAssignLayou
           config && (config.getLowering() == "rows" || config.getLowering() == "mma_sync"))
         kernels.push_back(forall);
     });
-    for (scf::ForallOp forall : kernels)
-      if (failed(getConfig(forall).getLowering() == "rows" ? assignRowLayouts(forall) : assignMmaLayouts(forall)))
+    for (scf::ForallOp forall : kernels) {
+      auto tiled = forall->getAttrOfType<StringAttr>(kTiledOpAttrName);
+      LogicalResult assigned = getConfig(forall).getLowering() == "rows" ? assignRowLayouts(forall)
+                               : tiled && tiled.getValue() == AttentionOp::getOperationName()
+                                   ? assignAttentionLayouts(forall)
+                                   : assignMmaLayouts(forall);
+      if (failed(assigned))
         return signalPassFailure();
+    }
   }
 };
 } // namespace

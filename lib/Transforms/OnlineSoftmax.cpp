@@ -165,8 +165,11 @@ LogicalResult kiln::rewriteOnlineSoftmax(RewriterBase &rewriter, SoftmaxOp softm
   // Rescaling acc by alpha and dividing by l at the end is only right when f is linear in P: each tile of P
   // must feed a matmul whose product is the accumulated term.
   Value term = update.getLhs() == acc ? update.getRhs() : update.getLhs();
+  // P may be rounded to the other operand's type on its way (a kiln.cast), as the tensor cores take it.
   for (tensor::ExtractSliceOp read : reads) {
     for (Operation *user : read->getUsers()) {
+      if (auto rounding = dyn_cast<CastOp>(user); rounding && rounding->hasOneUse())
+        user = *rounding->user_begin();
       auto product = dyn_cast<MatmulOp>(user);
       if (!product || product.hasEpilogue() || product.getResult() != term)
         return rewriter.notifyMatchFailure(softmax, "the accumulated term is not a matmul of the P tile");

@@ -24,11 +24,11 @@ namespace kiln {
 using namespace mlir;
 using namespace mlir::kiln;
 
-/// Whether the passes lower this op's tiles: on the host, and the GPU's row kernels and "mma_sync" matmuls. The
-/// GPU's attentions and "wgmma" matmuls are still built whole from the op by convert-kiln-to-gpu.
+/// Whether the passes lower this op's tiles: on the host, and the GPU's row kernels and "mma_sync" matmuls and
+/// attentions. The GPU's "wgmma" matmuls and attentions are still built whole from the op by convert-kiln-to-gpu.
 static bool tilesLoweredByPasses(Operation *op, ConfigAttr config) {
   StringRef lowering = config.getLowering();
-  return lowering == "host" || lowering == "rows" || (isa<MatmulOp>(op) && lowering == "mma_sync");
+  return lowering == "host" || lowering == "rows" || (isa<MatmulOp, AttentionOp>(op) && lowering == "mma_sync");
 }
 
 namespace {

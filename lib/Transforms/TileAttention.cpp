@@ -6,9 +6,16 @@
 // the two loops into one with a running max and sum, so the row is never materialised.
 //
 // Masking is per tile: only tiles that straddle the causal diagonal or the end of the keys pay for it (an
-// scf.if), and with `causal` the key loops stop at the last tile any row of the query tile can see, so fully
-// masked tiles are skipped. GQA reads k/v head h / (Hq / Hkv). With `layout = "bshd"` the tiles are read (and
-// with `out_layout` the output written) at the same (batch, head, position) with heads and positions swapped.
+// scf.if on `keyStart >= maskFrom`, the first key tile that needs the mask, which kiln-split-masked-tiles turns
+// into a loop of unmasked tiles and one of masked ones), and with `causal` the key loops stop at the last tile
+// any row of the query tile can see, so fully masked tiles are skipped. GQA reads k/v head h / (Hq / Hkv). With
+// `layout = "bshd"` the tiles are read (and with `out_layout` the output written) at the same (batch, head,
+// position) with heads and positions swapped. P is rounded to the type of v before P V, as the tensor cores take
+// it, so that the host computes what the GPU does.
+//
+// A GPU tiling ("mma_sync") maps the forall onto thread blocks and keeps the config on it, and reads the
+// sequence lengths through kiln.dim: the key loop's bound and the masks stay expressions of them, and the kernel
+// serves other lengths.
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,6 +41,8 @@ struct AttentionTiling {
   AttentionOp op;
   int64_t batch, heads, seqQ, seqK, headDim, valueDim, group, bq, bk;
   Value b, h, kvHead, queryStart;
+  /// The sequence lengths as the kernel reads them (constants on the host, kiln.dim on the GPU).
+  Value seqQv, seqKv;
   OpFoldResult queryRows;
 
   /// (batch, head, position, feature) offsets or sizes of q, k or v in the op's layout.
@@ -69,8 +78,8 @@ Value maskTile(OpBuilder &b, Location loc, AttentionTiling &t, Value keyStart, O
 /// Sets to -inf the scores of keys past the end and, with `causal`, above the bottom-right-aligned diagonal.
 Value applyPositionMask(OpBuilder &b, Location loc, AttentionTiling &t, Value scores, Value keyStart) {
   bool causal = t.op.getCausal();
-  int64_t diagonal = t.seqK - t.seqQ, seqK = t.seqK;
-  Value queryStart = t.queryStart;
+  Value queryStart = t.queryStart, seqK = t.seqKv;
+  Value diagonal = causal ? arith::SubIOp::create(b, loc, t.seqKv, t.seqQv).getResult() : Value();
   auto type = cast<RankedTensorType>(scores.getType());
   AffineMap id = b.getMultiDimIdentityMap(2);
   auto masked = linalg::GenericOp::create(
@@ -80,10 +89,9 @@ Value applyPositionMask(OpBuilder &b, Location loc, AttentionTiling &t, Value sc
       [&](OpBuilder &nb, Location l, ValueRange args) {
         Value row = arith::AddIOp::create(nb, l, queryStart, linalg::IndexOp::create(nb, l, 0));
         Value col = arith::AddIOp::create(nb, l, keyStart, linalg::IndexOp::create(nb, l, 1));
-        Value outside = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sge, col,
-                                              arith::ConstantIndexOp::create(nb, l, seqK));
+        Value outside = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sge, col, seqK);
         if (causal) {
-          Value limit = arith::AddIOp::create(nb, l, row, arith::ConstantIndexOp::create(nb, l, diagonal));
+          Value limit = arith::AddIOp::create(nb, l, row, diagonal);
           Value future = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sgt, col, limit);
           outside = arith::OrIOp::create(nb, l, outside, future);
         }
@@ -95,23 +103,17 @@ Value applyPositionMask(OpBuilder &b, Location loc, AttentionTiling &t, Value sc
   return masked.getResult(0);
 }
 
-/// Whether the key tile at `keyStart` holds any masked position for this query tile.
-Value tileNeedsMask(OpBuilder &b, Location loc, AttentionTiling &t, Value keyStart) {
+/// The first key (a tile start) whose tile holds a masked position for this query tile: the key tile at j
+/// needs the mask when it runs past the end of the keys (j + BK > Sk) or, with `causal`, its last key lies
+/// beyond the first row's diagonal (j + BK - 1 > i + Sk - Sq). The tiles before it run without mask arithmetic.
+Value firstMaskedKey(OpBuilder &b, Location loc, AttentionTiling &t) {
   MLIRContext *ctx = b.getContext();
-  AffineExpr j = getAffineDimExpr(0, ctx), i = getAffineDimExpr(1, ctx);
-  // Past the end of the keys: j + BK > Sk.
-  Value tileEnd = affine::makeComposedAffineApply(b, loc, AffineMap::get(1, 0, j + t.bk, ctx), {keyStart});
-  Value needs = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, tileEnd,
-                                      arith::ConstantIndexOp::create(b, loc, t.seqK));
-  if (t.op.getCausal()) {
-    // The tile's last key is beyond the first row's limit: j + BK - 1 > i + (Sk - Sq).
-    Value firstLimit = affine::makeComposedAffineApply(
-        b, loc, AffineMap::get(2, 0, i + (t.seqK - t.seqQ) - j - (t.bk - 1), ctx), {keyStart, t.queryStart});
-    Value straddles = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, firstLimit,
-                                            arith::ConstantIndexOp::create(b, loc, 0));
-    needs = arith::OrIOp::create(b, loc, needs, straddles);
-  }
-  return needs;
+  AffineExpr i = getAffineDimExpr(0, ctx), sk = getAffineSymbolExpr(0, ctx), sq = getAffineSymbolExpr(1, ctx);
+  SmallVector<AffineExpr> bounds{sk - (t.bk - 1)};
+  if (t.op.getCausal())
+    bounds.push_back(i + sk - sq - (t.bk - 2));
+  return affine::makeComposedAffineMin(b, loc, AffineMap::get(1, 2, bounds, ctx),
+                                       ArrayRef<OpFoldResult>{t.queryStart, t.seqKv, t.seqQv});
 }
 
 } // namespace
@@ -140,12 +142,28 @@ FailureOr<SmallVector<Value>> kiln::tileAttention(RewriterBase &rewriter, Attent
   SmallVector<OpFoldResult> lbs(3, rewriter.getIndexAttr(0)),
       ubs{rewriter.getIndexAttr(t.batch), rewriter.getIndexAttr(t.heads), rewriter.getIndexAttr(t.seqQ)},
       steps{rewriter.getIndexAttr(1), rewriter.getIndexAttr(1), rewriter.getIndexAttr(t.bq)};
-  auto forall = scf::ForallOp::create(rewriter, loc, lbs, ubs, steps, inits, std::nullopt);
+  // A GPU attention keeps its config and name on the loop, whose iterations become thread blocks.
+  bool gpu = config.getLowering() == "mma_sync";
+  std::optional<ArrayAttr> blockMapping;
+  if (gpu)
+    blockMapping = *gpuBlockMapping(ctx, 3);
+  auto forall = scf::ForallOp::create(rewriter, loc, lbs, ubs, steps, inits, blockMapping);
+  if (gpu) {
+    forall->setAttr(kConfigAttrName, config);
+    forall->setAttr(kTiledOpAttrName, rewriter.getStringAttr(AttentionOp::getOperationName()));
+  }
 
   OpBuilder::InsertionGuard guard(rewriter);
   rewriter.setInsertionPointToStart(forall.getBody());
   ValueRange ivs = forall.getInductionVars();
   t.b = ivs[0], t.h = ivs[1], t.queryStart = ivs[2];
+  if (gpu) {
+    t.seqQv = DimOp::create(rewriter, loc, op.getQ(), op.getSeqDim());
+    t.seqKv = DimOp::create(rewriter, loc, op.getK(), op.getSeqDim());
+  } else {
+    t.seqQv = arith::ConstantIndexOp::create(rewriter, loc, t.seqQ);
+    t.seqKv = arith::ConstantIndexOp::create(rewriter, loc, t.seqK);
+  }
   t.kvHead = affine::makeComposedAffineApply(
       rewriter, loc, AffineMap::get(1, 0, getAffineDimExpr(0, ctx).floorDiv(t.group), ctx), {t.h});
   t.queryRows = clampedTileSize(rewriter, loc, t.queryStart, t.bq, t.seqQ);
@@ -155,14 +173,13 @@ FailureOr<SmallVector<Value>> kiln::tileAttention(RewriterBase &rewriter, Attent
                                   {t.bq, t.headDim}, 0.0);
 
   // Keys visible to the tile's last row: all of them, or with `causal` up to its diagonal.
-  Value keyEnd = arith::ConstantIndexOp::create(rewriter, loc, t.seqK);
+  Value keyEnd = t.seqKv;
   if (op.getCausal()) {
-    AffineExpr i = getAffineDimExpr(0, ctx);
-    keyEnd = affine::AffineMinOp::create(
-        rewriter, loc,
-        AffineMap::get(1, 0, {getAffineConstantExpr(t.seqK, ctx), i + t.bq + (t.seqK - t.seqQ)}, ctx),
-        ValueRange{t.queryStart});
+    AffineExpr i = getAffineDimExpr(0, ctx), sk = getAffineSymbolExpr(0, ctx), sq = getAffineSymbolExpr(1, ctx);
+    keyEnd = affine::makeComposedAffineMin(rewriter, loc, AffineMap::get(1, 2, {sk, i + t.bq + sk - sq}, ctx),
+                                           ArrayRef<OpFoldResult>{t.queryStart, t.seqKv, t.seqQv});
   }
+  Value maskFrom = firstMaskedKey(rewriter, loc, t);
   Value c0 = arith::ConstantIndexOp::create(rewriter, loc, 0);
   Value cBK = arith::ConstantIndexOp::create(rewriter, loc, t.bk);
 
@@ -186,7 +203,7 @@ FailureOr<SmallVector<Value>> kiln::tileAttention(RewriterBase &rewriter, Attent
         scores = MulOp::create(b, l, scoreTileType, scores, scalarConstant(b, l, scale));
         if (op.getMask())
           scores = AddOp::create(b, l, scoreTileType, scores, maskTile(b, l, t, keyStart, keyCols));
-        Value needsMask = tileNeedsMask(b, l, t, keyStart);
+        Value needsMask = arith::CmpIOp::create(b, l, arith::CmpIPredicate::sge, keyStart, maskFrom);
         auto ifOp = scf::IfOp::create(
             b, l, needsMask,
             [&](OpBuilder &tb, Location tl) {
@@ -223,8 +240,9 @@ FailureOr<SmallVector<Value>> kiln::tileAttention(RewriterBase &rewriter, Attent
         Value vTile = extractPaddedTile(b, l, op.getV(), t.inLayout(t.b, t.kvHead, keyStart, zeroIndex),
                                         t.inLayout(one, one, keyCols, b.getIndexAttr(t.valueDim)),
                                         {t.bk, t.valueDim}, 0.0);
-        if (!vType.getElementType().isF32())
-          vTile = CastOp::create(b, l, RankedTensorType::get({t.bk, t.valueDim}, f32), vTile);
+        Type vElement = vType.getElementType();
+        if (!vElement.isF32())
+          pTile = CastOp::create(b, l, RankedTensorType::get({t.bq, t.bk}, vElement), pTile);
         Value pv = MatmulOp::create(b, l, accType, pTile, vTile, false, false);
         scf::YieldOp::create(b, l, AddOp::create(b, l, accType, iterArgs[0], pv).getResult());
       });

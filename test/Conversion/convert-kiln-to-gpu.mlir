@@ -87,109 +87,15 @@ module {
 
 // -----
 
-// Causal GQA attention becomes the FlashAttention-2 kernel: Q kept in registers, K/V through a double-buffered
-// ring, scores scaled by scale * log2(e) (0.125 * 1.4427 = 0.180336878), quad shuffles for the row max, exp2,
-// P repacked into A fragments for P V with V read by ldmatrix.trans. The key tiles left of the block's first
-// diagonal run in a loop without masking, the others in a second loop that masks every tile: no branch in
-// either loop body. The kernel reads Sq and Sk from its two index parameters (the launch's sizes), so that
-// attentions of other lengths share it; its buffers are typed with 2^40 elements.
-// CHECK-LABEL: func.func private @k6_attention
-// CHECK-SAME: kiln.launch = {block = array<i64: 128, 1, 1>, dynamic_shared_bytes = 46080 : i64, grid = array<i64: 3, 8, 2>, sizes = array<i64: 144, 144>}
-// CHECK: gpu.func @k6_attention(%{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %[[SQ:.*]]: index, %[[SK:.*]]: index) kernel
-// CHECK: gpu.block_id y
-// CHECK: arith.divui %{{.*}}, %{{.*}} : index
-// CHECK: arith.subi %[[SK]], %[[SQ]] : index
-// CHECK: nvgpu.device_async_copy
-// CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false}
-// CHECK: scf.for
-// CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false}
-// CHECK: nvvm.mma.sync
-// CHECK: arith.constant dense<0.180336878> : vector<4xf32>
-// CHECK-NOT: scf.if
-// CHECK-NOT: arith.select
-// CHECK: gpu.shuffle  xor
-// CHECK: math.exp2
-// CHECK: arith.truncf {{.*}} : vector<2xf32> to vector<2xbf16>
-// CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = true}
-// CHECK: nvvm.mma.sync
-// CHECK: scf.yield
-// CHECK: scf.for
-// CHECK: nvvm.mma.sync
-// CHECK-NOT: scf.if
-// CHECK: arith.select
-// CHECK: gpu.shuffle  xor
-// CHECK: math.exp2
-// CHECK: nvvm.mma.sync
-// CHECK: scf.yield
-// CHECK: gpu.shuffle  xor
-// CHECK: nvvm.rcp.approx.ftz.f
-// CHECK: vector.store {{.*}} {alignment = 4 : i64} : memref<1099511627776xbf16>, vector<2xbf16>
+// An mma_sync attention reaches this pass as its tiled loop (kiln-tile, kiln-online-softmax,
+// kiln-split-masked-tiles, kiln-assign-layouts: convert-kiln-to-gpu-attention.mlir); only the wgmma attention is
+// built whole from the op, so an untiled mma_sync attention is an error on the op.
 module {
   func.func private @k6_attention(%q: tensor<2x8x144x64xbf16>, %k: tensor<2x2x144x64xbf16>, %v: tensor<2x2x144x64xbf16>, %out: tensor<2x8x144x64xbf16>) -> tensor<2x8x144x64xbf16> attributes {kiln.kernel} {
+    // expected-error @+1 {{'kiln.attention' op needs a #kiln.config with lowering = "wgmma" and tile = [BQ, BK] to be built whole ("mma_sync" attention is lowered from its tiled loop)}}
     %o = kiln.attention %q, %k, %v causal {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "mma_sync">} : tensor<2x8x144x64xbf16>, tensor<2x2x144x64xbf16>, tensor<2x2x144x64xbf16> -> tensor<2x8x144x64xbf16>
     %r = bufferization.materialize_in_destination %o in %out : (tensor<2x8x144x64xbf16>, tensor<2x8x144x64xbf16>) -> tensor<2x8x144x64xbf16>
     return %r : tensor<2x8x144x64xbf16>
-  }
-}
-
-// -----
-
-// A head dim of an odd number of 8-element chunks (24): the Q, K and V rows in shared memory hold whole
-// 16-element steps (32 columns, padded by 8: 2 x (64 x 40 + 2 x 64 x 40 + 2 x 64 x 40) bytes), the copies
-// zero-fill columns 24-31, and only the three 8-column O fragments of the head dim are stored (two rows each).
-// CHECK-LABEL: func.func private @k6_attention_d24
-// CHECK-SAME: dynamic_shared_bytes = 25600
-// CHECK: gpu.func @k6_attention_d24
-// CHECK: arith.cmpi ult, %{{.*}}, %c24 : index
-// CHECK: nvgpu.device_async_copy
-// CHECK: nvvm.mma.sync
-// CHECK: nvvm.rcp.approx.ftz.f
-// CHECK-COUNT-6: vector.store
-// CHECK-NOT: vector.store
-// CHECK: gpu.return
-module {
-  func.func private @k6_attention_d24(%q: tensor<1x4x100x24xbf16>, %out: tensor<1x4x100x24xbf16>) -> tensor<1x4x100x24xbf16> attributes {kiln.kernel} {
-    %o = kiln.attention %q, %q, %q causal {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "mma_sync">} : tensor<1x4x100x24xbf16>, tensor<1x4x100x24xbf16>, tensor<1x4x100x24xbf16> -> tensor<1x4x100x24xbf16>
-    %r = bufferization.materialize_in_destination %o in %out : (tensor<1x4x100x24xbf16>, tensor<1x4x100x24xbf16>) -> tensor<1x4x100x24xbf16>
-    return %r : tensor<1x4x100x24xbf16>
-  }
-}
-
-// -----
-
-module {
-  func.func private @k6_attention_d20(%q: tensor<1x4x100x20xbf16>, %out: tensor<1x4x100x20xbf16>) -> tensor<1x4x100x20xbf16> attributes {kiln.kernel} {
-    // expected-error @+1 {{the GPU attention kernel needs head dims that are multiples of 8 up to 256, got 20 and 20}}
-    %o = kiln.attention %q, %q, %q causal {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "mma_sync">} : tensor<1x4x100x20xbf16>, tensor<1x4x100x20xbf16>, tensor<1x4x100x20xbf16> -> tensor<1x4x100x20xbf16>
-    %r = bufferization.materialize_in_destination %o in %out : (tensor<1x4x100x20xbf16>, tensor<1x4x100x20xbf16>) -> tensor<1x4x100x20xbf16>
-    return %r : tensor<1x4x100x20xbf16>
-  }
-}
-
-// -----
-
-// An additive mask (added in base 2), an lse result (one lane per quad stores it) and an epilogue.
-// CHECK-LABEL: func.func private @k7_attention
-// CHECK-SAME: sizes = array<i64: 64, 64>
-// CHECK: gpu.func @k7_attention(%{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xf32>, %{{.*}}: index, %{{.*}}: index) kernel
-// CHECK: scf.for
-// CHECK: arith.constant 1.44269502 : f32
-// CHECK: scf.yield
-// CHECK: arith.mulf
-// CHECK: vector.store {{.*}} : memref<1099511627776xbf16>, vector<2xbf16>
-// CHECK: math.log2
-// CHECK: arith.constant 0.693147182 : f32
-// CHECK: memref.store {{.*}} : memref<1099511627776xf32>
-module {
-  func.func private @k7_attention(%q: tensor<1x2x64x64xbf16>, %m: tensor<64x64xbf16>, %g: tensor<64xbf16>, %out: tensor<1x2x64x64xbf16>, %lse_out: tensor<1x2x64xf32>) -> (tensor<1x2x64x64xbf16>, tensor<1x2x64xf32>) attributes {kiln.kernel} {
-    %o, %lse = kiln.attention %q, %q, %q mask(%m : tensor<64x64xbf16>) epilogue(%g : tensor<64xbf16>) {
-    ^bb0(%acc: f32, %gate: f32):
-      %p = arith.mulf %acc, %gate : f32
-      kiln.yield %p : f32
-    } {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "mma_sync">} : tensor<1x2x64x64xbf16>, tensor<1x2x64x64xbf16>, tensor<1x2x64x64xbf16> -> tensor<1x2x64x64xbf16>, tensor<1x2x64xf32>
-    %r = bufferization.materialize_in_destination %o in %out : (tensor<1x2x64x64xbf16>, tensor<1x2x64x64xbf16>) -> tensor<1x2x64x64xbf16>
-    %l = bufferization.materialize_in_destination %lse in %lse_out : (tensor<1x2x64xf32>, tensor<1x2x64xf32>) -> tensor<1x2x64xf32>
-    return %r, %l : tensor<1x2x64x64xbf16>, tensor<1x2x64xf32>
   }
 }
 
@@ -522,7 +428,7 @@ module {
 
 module {
   func.func private @w6_attention(%q: tensor<1x2x64x96xbf16>, %out: tensor<1x2x64x96xbf16>) -> tensor<1x2x64x96xbf16> attributes {kiln.kernel} {
-    // expected-error @+1 {{does not fit the wgmma attention kernel: BQ must be a multiple of 64 (a warpgroup per 64 rows) and the head dims equal, 64 or 128}}
+    // expected-error @+1 {{does not fit the wgmma attention kernel: BQ must be a multiple of 64 (a warpgroup per 64 rows) up to 256, BK a multiple of 16 up to 256, and the head dims equal, 64 or 128}}
     %o = kiln.attention %q, %q, %q {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "wgmma">} : tensor<1x2x64x96xbf16>, tensor<1x2x64x96xbf16>, tensor<1x2x64x96xbf16> -> tensor<1x2x64x96xbf16>
     %r = bufferization.materialize_in_destination %o in %out : (tensor<1x2x64x96xbf16>, tensor<1x2x64x96xbf16>) -> tensor<1x2x64x96xbf16>
     return %r : tensor<1x2x64x96xbf16>

@@ -2,10 +2,14 @@
 
 // Attention kernels read Sq and Sk from their parameters: @b (190 queries, 240 keys) launches @a's kernel (250,
 // 250), whose four 64-key tiles are also partial and causal. @c's keys are whole tiles (no keys past the end):
-// a kernel of its own. A decode step (one query row) over whole key tiles has no tile to mask (@d: one loop, no
-// comparison with the diagonal); over a partial last tile it has an unmasked loop and then the masked last tile
-// (@e). A decode step reads its number of key tiles too: @f (1000 keys) launches @e's kernel (300), @g (1024)
-// @d's (256).
+// a kernel of its own. @a to @c are sm_90a "wgmma" kernels (head dim 64), built whole from the op.
+//
+// A decode step (one query row) is an "mma_sync" attention, tiled and lowered from its tiled IR: the key loop
+// bound and maskFrom are computed in the kernel from Sk, and kiln-split-masked-tiles leaves two key loops, the
+// tiles before the split point without mask arithmetic, then the tiles from it on with the key-end (sge Sk) and
+// causal (sgt) comparisons. The kernel serves every length with the same whole or partial last key tile: over
+// whole key tiles (@d) the K/V tile copies are not clamped to the keys left; over a partial last tile (@e) each
+// loop clamps them (arith.minsi). @f (1000 keys) launches @e's kernel (300), @g (1024) @d's (256).
 // CHECK-LABEL: func.func private @a_k0_attention(
 // CHECK-SAME: kiln.gpu_kernel = @a_k0_attention_module::@a_k0_attention
 // CHECK-SAME: sizes = array<i64: 250, 250>
@@ -19,6 +23,7 @@
 // CHECK-SAME: sizes = array<i64: 1, 256>
 // CHECK-LABEL: func.func private @e_k0_attention(
 // CHECK-SAME: kiln.gpu_kernel = @e_k0_attention_module::@e_k0_attention
+// CHECK-SAME: sizes = array<i64: 1, 300>
 // CHECK-LABEL: func.func private @f_k0_attention(
 // CHECK-SAME: kiln.gpu_kernel = @e_k0_attention_module::@e_k0_attention
 // CHECK-SAME: sizes = array<i64: 1, 1000>
@@ -29,16 +34,39 @@
 // CHECK-NOT: gpu.module @b_k0_attention_module
 // CHECK: gpu.module @c_k0_attention_module
 // CHECK: gpu.module @d_k0_attention_module
-// CHECK: gpu.func @d_k0_attention({{.*}}, %{{.*}}: index, %{{.*}}: index) kernel
-// CHECK: scf.for
-// CHECK-NOT: scf.for
-// CHECK-NOT: arith.cmpi ugt
-// CHECK: gpu.module @e_k0_attention_module
-// CHECK: scf.for
-// CHECK-NOT: arith.cmpi ugt
+// CHECK: gpu.func @d_k0_attention({{.*}}, %{{.*}}: index, %[[D_SK:[a-zA-Z0-9_]+]]: index) kernel
+// CHECK: %[[D_KEY_END:[a-zA-Z0-9_]+]] = arith.minsi %{{.*}}, %[[D_SK]] : index
+// CHECK: %[[D_SPLIT:[a-zA-Z0-9_]+]] = arith.minsi %{{.*}}, %[[D_KEY_END]] : index
+// CHECK-NOT: arith.minsi
+// CHECK: scf.for %{{.*}} = %{{.*}} to %[[D_SPLIT]] step
+// CHECK-NOT: arith.minsi
+// CHECK-NOT: arith.cmpi sge
+// CHECK-NOT: arith.cmpi sgt
+// CHECK: scf.yield
+// CHECK-NOT: arith.minsi
+// CHECK: scf.for %{{.*}} = %[[D_SPLIT]] to %[[D_KEY_END]] step
+// CHECK-NOT: arith.minsi
+// CHECK: arith.cmpi sge, %{{.*}}, %[[D_SK]] : index
+// CHECK: arith.cmpi sgt
 // CHECK: scf.yield
 // CHECK-NOT: scf.for
-// CHECK: arith.cmpi ugt
+// CHECK: gpu.return
+// CHECK: gpu.module @e_k0_attention_module
+// CHECK: gpu.func @e_k0_attention({{.*}}, %{{.*}}: index, %[[E_SK:[a-zA-Z0-9_]+]]: index) kernel
+// CHECK: %[[E_C64:[a-zA-Z0-9_]+]] = arith.constant 64 : index
+// CHECK: %[[E_KEY_END:[a-zA-Z0-9_]+]] = arith.minsi %{{.*}}, %[[E_SK]] : index
+// CHECK: %[[E_SPLIT:[a-zA-Z0-9_]+]] = arith.minsi %{{.*}}, %[[E_KEY_END]] : index
+// CHECK: scf.for %{{.*}} = %{{.*}} to %[[E_SPLIT]] step
+// CHECK-NOT: arith.cmpi sge
+// CHECK: arith.minsi %{{.*}}, %[[E_C64]] : index
+// CHECK-NOT: arith.cmpi sge
+// CHECK-NOT: arith.cmpi sgt
+// CHECK: scf.yield
+// CHECK: scf.for %{{.*}} = %[[E_SPLIT]] to %[[E_KEY_END]] step
+// CHECK: arith.minsi %{{.*}}, %[[E_C64]] : index
+// CHECK: arith.cmpi sge, %{{.*}}, %[[E_SK]] : index
+// CHECK: arith.cmpi sgt
+// CHECK: scf.yield
 // CHECK-NOT: scf.for
 // CHECK-NOT: gpu.module
 func.func @a(%q: tensor<1x2x250x64xbf16>) -> tensor<1x2x250x64xbf16> {

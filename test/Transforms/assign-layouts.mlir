@@ -1,4 +1,5 @@
 // RUN: kiln-opt %s -kiln-assign-layouts -split-input-file -verify-diagnostics | FileCheck %s
+// RUN: kiln-opt %s -kiln-tile -kiln-online-softmax -kiln-split-masked-tiles -kiln-assign-layouts -split-input-file -verify-diagnostics | FileCheck %s --check-prefix=ATTN
 
 // kiln-assign-layouts gives every kiln op of a GPU row kernel's loop (lowering "rows") its #kiln.row_layout:
 // warps * 32 / rows threads per row, and the widest vector of at most 16 bytes that divides the row of every
@@ -164,3 +165,80 @@ func.func @matmul_bf16_shallow(%a: tensor<64x8xbf16>, %b: tensor<8x64xbf16>) -> 
   return %r : tensor<64x64xf32>
 }
 
+
+//===----------------------------------------------------------------------===//
+// Attention (lowering "mma_sync")
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// A tiled "mma_sync" attention (the ATTN run tiles it with kiln-tile, fuses its loops with kiln-online-softmax
+// and splits them with kiln-split-masked-tiles first; the plain run leaves the untiled op alone): one column of
+// BQ / 16 warps, each owning 16 query rows (64 x 64 tiles, 4 warps: warps_m = 4, warps_n = 1), on the loop and
+// on every kiln op of both key loops (the Q K^T and P V matmuls, the scale, the rounding of P to bf16, the
+// accumulation) and after them (the cast of the output tile); not on kiln.dim or the kiln.constant operands.
+// CHECK-LABEL: func.func @attention_mma_sync
+// CHECK-NOT: kiln.layout
+// CHECK: kiln.attention
+// CHECK-NOT: kiln.layout
+// CHECK: return
+// ATTN-LABEL: func.func @attention_mma_sync
+// ATTN: scf.forall
+// ATTN: kiln.dim %{{.*}}[2] : tensor<1x2x100x64xbf16>
+// ATTN-NEXT: kiln.dim %{{.*}}[2] : tensor<1x2x100x64xbf16>
+// ATTN: scf.for
+// ATTN: kiln.matmul %{{.*}}, %{{.*}} transpose_rhs {kiln.layout = #kiln.mma_layout<warps_m = 4, warps_n = 1>} : tensor<64x64xbf16>, tensor<64x64xbf16> -> tensor<64x64xf32>
+// ATTN: kiln.constant dense<{{.*}}> : tensor<f32>
+// ATTN-NOT: kiln.layout
+// ATTN: kiln.mul %{{.*}}, %{{.*}} {kiln.layout = #kiln.mma_layout<warps_m = 4, warps_n = 1>} : tensor<64x64xf32>, tensor<f32> -> tensor<64x64xf32>
+// ATTN: kiln.cast %{{.*}} {kiln.layout = #kiln.mma_layout<warps_m = 4, warps_n = 1>} : tensor<64x64xf32> to tensor<64x64xbf16>
+// ATTN-NEXT: kiln.matmul %{{.*}}, %{{.*}} {kiln.layout = #kiln.mma_layout<warps_m = 4, warps_n = 1>} : tensor<64x64xbf16>, tensor<64x64xbf16> -> tensor<64x64xf32>
+// ATTN-NEXT: kiln.add %{{.*}}, %{{.*}} {kiln.layout = #kiln.mma_layout<warps_m = 4, warps_n = 1>} : tensor<64x64xf32>, tensor<64x64xf32> -> tensor<64x64xf32>
+// ATTN: scf.for
+// ATTN: kiln.matmul %{{.*}}, %{{.*}} transpose_rhs {kiln.layout = #kiln.mma_layout<warps_m = 4, warps_n = 1>}
+// ATTN: kiln.mul %{{.*}}, %{{.*}} {kiln.layout = #kiln.mma_layout<warps_m = 4, warps_n = 1>}
+// ATTN: attrs = {kiln.position_mask}
+// ATTN: kiln.cast %{{.*}} {kiln.layout = #kiln.mma_layout<warps_m = 4, warps_n = 1>} : tensor<64x64xf32> to tensor<64x64xbf16>
+// ATTN-NEXT: kiln.matmul %{{.*}}, %{{.*}} {kiln.layout = #kiln.mma_layout<warps_m = 4, warps_n = 1>}
+// ATTN-NEXT: kiln.add %{{.*}}, %{{.*}} {kiln.layout = #kiln.mma_layout<warps_m = 4, warps_n = 1>}
+// ATTN: kiln.cast %{{.*}} {kiln.layout = #kiln.mma_layout<warps_m = 4, warps_n = 1>} : tensor<64x64xf32> to tensor<64x64xbf16>
+// ATTN: } {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "mma_sync">, kiln.layout = #kiln.mma_layout<warps_m = 4, warps_n = 1>, kiln.tiled_op = "kiln.attention", mapping = [#gpu.block<linear_dim_2>, #gpu.block<linear_dim_1>, #gpu.block<linear_dim_0>]}
+// ATTN: return
+func.func @attention_mma_sync(%q: tensor<1x2x100x64xbf16>, %k: tensor<1x2x100x64xbf16>, %v: tensor<1x2x100x64xbf16>) -> tensor<1x2x100x64xbf16> {
+  %0 = kiln.attention %q, %k, %v causal {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "mma_sync">} : tensor<1x2x100x64xbf16>, tensor<1x2x100x64xbf16>, tensor<1x2x100x64xbf16> -> tensor<1x2x100x64xbf16>
+  return %0 : tensor<1x2x100x64xbf16>
+}
+
+// -----
+
+// A tiled attention whose config does not give one warp per 16 query rows (2 warps for BQ = 64).
+func.func @attention_warps_not_bq_over_16(%q: tensor<1x2x128x64xbf16>, %k: tensor<1x2x128x64xbf16>) -> tensor<1x2x128x128xf32> {
+  %init = tensor.empty() : tensor<1x2x128x128xf32>
+  // expected-error @+1 {{#kiln.config<tile = [64, 64], warps = 2, stages = 2, lowering = "mma_sync"> does not fit the mma_sync attention: BQ and BK must be multiples of 16, with one warp per 16 query rows}}
+  %r = scf.forall (%b, %h, %i) = (0, 0, 0) to (1, 2, 128) step (1, 1, 64) shared_outs(%o = %init) -> (tensor<1x2x128x128xf32>) {
+    %tq = tensor.extract_slice %q[%b, %h, %i, 0] [1, 1, 64, 64] [1, 1, 1, 1] : tensor<1x2x128x64xbf16> to tensor<64x64xbf16>
+    %tk = tensor.extract_slice %k[%b, %h, 0, 0] [1, 1, 128, 64] [1, 1, 1, 1] : tensor<1x2x128x64xbf16> to tensor<128x64xbf16>
+    %s = kiln.matmul %tq, %tk transpose_rhs : tensor<64x64xbf16>, tensor<128x64xbf16> -> tensor<64x128xf32>
+    scf.forall.in_parallel {
+      tensor.parallel_insert_slice %s into %o[%b, %h, %i, 0] [1, 1, 64, 128] [1, 1, 1, 1] : tensor<64x128xf32> into tensor<1x2x128x128xf32>
+    }
+  } {kiln.config = #kiln.config<tile = [64, 64], warps = 2, stages = 2, lowering = "mma_sync">, kiln.tiled_op = "kiln.attention", mapping = [#gpu.block<linear_dim_2>, #gpu.block<linear_dim_1>, #gpu.block<linear_dim_0>]}
+  return %r : tensor<1x2x128x128xf32>
+}
+
+// -----
+
+// Nor one whose key tile is not a whole number of k16 steps (BK = 40).
+func.func @attention_key_tile_not_16(%q: tensor<1x2x128x64xbf16>, %k: tensor<1x2x128x64xbf16>) -> tensor<1x2x128x128xf32> {
+  %init = tensor.empty() : tensor<1x2x128x128xf32>
+  // expected-error @+1 {{does not fit the mma_sync attention: BQ and BK must be multiples of 16, with one warp per 16 query rows}}
+  %r = scf.forall (%b, %h, %i) = (0, 0, 0) to (1, 2, 128) step (1, 1, 64) shared_outs(%o = %init) -> (tensor<1x2x128x128xf32>) {
+    %tq = tensor.extract_slice %q[%b, %h, %i, 0] [1, 1, 64, 64] [1, 1, 1, 1] : tensor<1x2x128x64xbf16> to tensor<64x64xbf16>
+    %tk = tensor.extract_slice %k[%b, %h, 0, 0] [1, 1, 128, 64] [1, 1, 1, 1] : tensor<1x2x128x64xbf16> to tensor<128x64xbf16>
+    %s = kiln.matmul %tq, %tk transpose_rhs : tensor<64x64xbf16>, tensor<128x64xbf16> -> tensor<64x128xf32>
+    scf.forall.in_parallel {
+      tensor.parallel_insert_slice %s into %o[%b, %h, %i, 0] [1, 1, 64, 128] [1, 1, 1, 1] : tensor<64x128xf32> into tensor<1x2x128x128xf32>
+    }
+  } {kiln.config = #kiln.config<tile = [64, 40], warps = 4, stages = 2, lowering = "mma_sync">, kiln.tiled_op = "kiln.attention", mapping = [#gpu.block<linear_dim_2>, #gpu.block<linear_dim_1>, #gpu.block<linear_dim_0>]}
+  return %r : tensor<1x2x128x128xf32>
+}

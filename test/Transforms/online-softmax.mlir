@@ -10,12 +10,14 @@
 //===----------------------------------------------------------------------===//
 
 // 100 keys in 32-wide tiles, scale 0.125: the fused loop keeps the tiles' scaled scores and position masking,
-// with the scale constant now 0.125 * log2(e) = 0.180336880.
+// with the scale constant now 0.125 * log2(e) = 0.180336880. The mask is still taken by the tiles from maskFrom
+// on (`keyStart >= maskFrom`, here the constant 100 - 31 = 69 once canonicalized).
 // CHECK-DAG: #[[$TILE:.+]] = affine_map<(d0, d1) -> (d0, d1)>
 // CHECK-DAG: #[[$ROW_OF_TILE:.+]] = affine_map<(d0, d1) -> (d0)>
 // CHECK-DAG: #[[$ROW:.+]] = affine_map<(d0) -> (d0)>
 // CHECK-LABEL: func.func @attention
 // CHECK-NOT: kiln.softmax
+// CHECK-DAG: %[[MASK_FROM:[a-zA-Z0-9_]+]] = arith.constant 69 : index
 // CHECK: scf.forall
 // CHECK: %[[ACC_INIT:[a-zA-Z0-9_]+]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<64x64xf32>)
 // CHECK: %[[NEG_INF:[a-zA-Z0-9_]+]] = arith.constant 0xFF800000 : f32
@@ -26,7 +28,8 @@
 // CHECK: %[[QK:[a-zA-Z0-9_]+]] = kiln.matmul %{{.*}}, %{{.*}} transpose_rhs : tensor<64x64xf32>, tensor<32x64xf32> -> tensor<64x32xf32>
 // CHECK: %[[SCALE_LOG2E:[a-zA-Z0-9_]+]] = kiln.constant dense<0.180336878> : tensor<f32>
 // CHECK: %[[SCALED:[a-zA-Z0-9_]+]] = kiln.mul %[[QK]], %[[SCALE_LOG2E]] : tensor<64x32xf32>, tensor<f32> -> tensor<64x32xf32>
-// CHECK: %[[SCORES:[a-zA-Z0-9_]+]] = scf.if %{{.*}} -> (tensor<64x32xf32>) {
+// CHECK: %[[NEEDS_MASK:[a-zA-Z0-9_]+]] = arith.cmpi sge, %[[KEY]], %[[MASK_FROM]] : index
+// CHECK-NEXT: %[[SCORES:[a-zA-Z0-9_]+]] = scf.if %[[NEEDS_MASK]] -> (tensor<64x32xf32>) {
 // CHECK: linalg.generic {{.*}} ins(%[[SCALED]] : tensor<64x32xf32>) {{.*}} attrs = {kiln.position_mask}
 // CHECK: } else {
 // CHECK: scf.yield %[[SCALED]]
@@ -106,18 +109,30 @@ func.func @attention_lse(%q: tensor<2x2x64x32xf32>, %k: tensor<2x2x64x32xf32>, %
 
 // -----
 
-// Causal: the fused loop keeps the shared causal upper bound, and the tiles straddling the diagonal stay masked
-// (the mask commutes with the positive scale, so log2(e) is still folded into the constant).
+// Causal: the fused loop keeps the shared causal upper bound min(128, i + 64), and the tiles from maskFrom =
+// min(97, i + 2) on (those straddling the diagonal or the end of the keys) stay masked, on `keyStart >=
+// maskFrom` alone; the diagonal Sk - Sq folds to 32 (the mask commutes with the positive scale, so log2(e) is
+// still folded into the constant).
 // CHECK-DAG: #[[$KEY_END_MAP:.+]] = affine_map<(d0) -> (128, d0 + 64)>
+// CHECK-DAG: #[[$MASK_FROM_MAP:.+]] = affine_map<(d0) -> (97, d0 + 2)>
 // CHECK-LABEL: func.func @attention_causal
 // CHECK-NOT: kiln.softmax
-// CHECK: %[[KEY_END:[a-zA-Z0-9_]+]] = affine.min #[[$KEY_END_MAP]](%{{.*}})
-// CHECK: scf.for %{{.*}} = %{{.*}} to %[[KEY_END]] step %{{.*}} iter_args(%{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}) -> (tensor<32xf32>, tensor<32xf32>, tensor<32x32xf32>)
+// CHECK-DAG: %[[C32:[a-zA-Z0-9_]+]] = arith.constant 32 : index
+// CHECK-DAG: %[[C128:[a-zA-Z0-9_]+]] = arith.constant 128 : index
+// CHECK: scf.forall (%[[I:[a-zA-Z0-9_]+]])
+// CHECK: %[[KEY_END:[a-zA-Z0-9_]+]] = affine.min #[[$KEY_END_MAP]](%[[I]])
+// CHECK-NEXT: %[[MASK_FROM:[a-zA-Z0-9_]+]] = affine.min #[[$MASK_FROM_MAP]](%[[I]])
+// CHECK: scf.for %[[KEY:[a-zA-Z0-9_]+]] = %{{.*}} to %[[KEY_END]] step %{{.*}} iter_args(%{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}) -> (tensor<32xf32>, tensor<32xf32>, tensor<32x32xf32>)
 // CHECK: kiln.constant dense<0.255034864> : tensor<f32>
-// CHECK: arith.ori
-// CHECK: scf.if
+// CHECK-NOT: arith.ori
+// CHECK: %[[NEEDS_MASK:[a-zA-Z0-9_]+]] = arith.cmpi sge, %[[KEY]], %[[MASK_FROM]] : index
+// CHECK-NEXT: scf.if %[[NEEDS_MASK]]
 // CHECK: linalg.generic {{.*}} attrs = {kiln.position_mask}
-// CHECK: arith.cmpi sgt
+// CHECK: %[[COL:[a-zA-Z0-9_]+]] = arith.addi %[[KEY]], %{{.*}} : index
+// CHECK: %[[OUTSIDE:[a-zA-Z0-9_]+]] = arith.cmpi sge, %[[COL]], %[[C128]] : index
+// CHECK: %[[LIMIT:[a-zA-Z0-9_]+]] = arith.addi %{{.*}}, %[[C32]] : index
+// CHECK: %[[FUTURE:[a-zA-Z0-9_]+]] = arith.cmpi sgt, %[[COL]], %[[LIMIT]] : index
+// CHECK: arith.ori %[[OUTSIDE]], %[[FUTURE]] : i1
 // CHECK: math.exp2
 // CHECK: scf.yield
 // CHECK-NOT: scf.for %
@@ -151,6 +166,34 @@ func.func @attention_causal(%q: tensor<1x1x96x32xf32>, %k: tensor<1x1x128x32xf32
 func.func @attention_mask(%q: tensor<2x2x64x32xf32>, %k: tensor<2x2x64x32xf32>, %v: tensor<2x2x64x32xf32>, %m: tensor<1x1x64x64xbf16>) -> tensor<2x2x64x32xf32> {
   %0 = kiln.attention %q, %k, %v mask(%m : tensor<1x1x64x64xbf16>) {kiln.config = #kiln.config<tile = [32, 32], warps = 1, stages = 1, lowering = "host">} : tensor<2x2x64x32xf32>, tensor<2x2x64x32xf32>, tensor<2x2x64x32xf32> -> tensor<2x2x64x32xf32>
   return %0 : tensor<2x2x64x32xf32>
+}
+
+// -----
+
+// bf16: P is computed in f32 (exp2 of the f32 scores) and rounded to bf16 (kiln.cast) on its way to the P V
+// matmul, the type of v, as the tensor cores take it; the fused loop accepts the cast between P and the matmul.
+// The row sum l is accumulated from the f32 P, the accumulator stays f32, and the output is cast to bf16 once.
+// CHECK-LABEL: func.func @attention_bf16
+// CHECK-NOT: kiln.softmax
+// CHECK: %[[LOOP:[a-zA-Z0-9_]+]]:3 = scf.for {{.*}} -> (tensor<32xf32>, tensor<32xf32>, tensor<32x32xf32>)
+// CHECK: kiln.matmul %{{.*}}, %{{.*}} transpose_rhs : tensor<32x32xbf16>, tensor<32x32xbf16> -> tensor<32x32xf32>
+// CHECK: %[[P:[a-zA-Z0-9_]+]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel"]} ins(%{{.*}}, %{{.*}} : tensor<32x32xf32>, tensor<32xf32>) outs(%{{.*}} : tensor<32x32xf32>)
+// CHECK: math.exp2
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]} ins(%[[P]] : tensor<32x32xf32>)
+// CHECK: arith.addf
+// CHECK: %[[P_BF16:[a-zA-Z0-9_]+]] = kiln.cast %[[P]] : tensor<32x32xf32> to tensor<32x32xbf16>
+// CHECK-NEXT: %[[PV:[a-zA-Z0-9_]+]] = kiln.matmul %[[P_BF16]], %{{.*}} : tensor<32x32xbf16>, tensor<32x32xbf16> -> tensor<32x32xf32>
+// CHECK-NEXT: %[[ACC_NEW:[a-zA-Z0-9_]+]] = kiln.add %{{.*}}, %[[PV]] : tensor<32x32xf32>, tensor<32x32xf32> -> tensor<32x32xf32>
+// CHECK-NEXT: scf.yield %{{.*}}, %{{.*}}, %[[ACC_NEW]]
+// CHECK-NOT: scf.for %
+// CHECK: %[[OUT:[a-zA-Z0-9_]+]] = linalg.generic {{.*}} ins(%[[LOOP]]#2, %[[LOOP]]#1 : tensor<32x32xf32>, tensor<32xf32>)
+// CHECK: arith.divf
+// CHECK: kiln.cast %[[OUT]] : tensor<32x32xf32> to tensor<32x32xbf16>
+// CHECK-NOT: kiln.softmax
+// CHECK: return
+func.func @attention_bf16(%q: tensor<1x2x64x32xbf16>, %k: tensor<1x2x64x32xbf16>, %v: tensor<1x2x64x32xbf16>) -> tensor<1x2x64x32xbf16> {
+  %0 = kiln.attention %q, %k, %v {kiln.config = #kiln.config<tile = [32, 32], warps = 1, stages = 1, lowering = "host">} : tensor<1x2x64x32xbf16>, tensor<1x2x64x32xbf16>, tensor<1x2x64x32xbf16> -> tensor<1x2x64x32xbf16>
+  return %0 : tensor<1x2x64x32xbf16>
 }
 
 //===----------------------------------------------------------------------===//

@@ -169,24 +169,29 @@ func.func @matmul_bf16(%a: tensor<50x40xbf16>, %b: tensor<40x70xbf16>) -> tensor
 
 // -----
 
-// 100 queries and keys, 64x32 tiles. Loop 1 builds the [64, 128] row of scaled scores (128 = 100 rounded up to
-// the key tile) from -inf, masking only the tile that runs past key 100; kiln.softmax normalises the row; loop 2
-// walks the same key tiles and accumulates P V.
-// CHECK-DAG: #[[$NEXT_TILE:.+]] = affine_map<(d0) -> (d0 + 32)>
+// 100 queries and keys, 64x32 tiles. The sequence lengths are host constants (Sq first, then Sk). Loop 1 builds
+// the [64, 128] row of scaled scores (128 = 100 rounded up to the key tile) from -inf; kiln.softmax normalises
+// the row; loop 2 walks the same key tiles and accumulates P V. Only the tile that runs past key 100 is masked:
+// maskFrom, the first key tile that needs the mask, is computed once before the key loops as an affine.min
+// (here of Sk - (BK - 1) = 69 alone), and each tile branches on `keyStart >= maskFrom`; no tile-end arithmetic
+// is left in the loop. The mask compares the key against Sk.
+// CHECK-DAG: #[[$MASK_FROM:.+]] = affine_map<() -> (69)>
 // CHECK-DAG: #[[$IDENTITY:.+]] = affine_map<(d0, d1) -> (d0, d1)>
 // CHECK-LABEL: func.func @attention
 // CHECK-SAME: (%[[Q:[a-zA-Z0-9_]+]]: tensor<1x2x100x64xf32>, %[[K:[a-zA-Z0-9_]+]]: tensor<1x2x100x64xf32>, %[[V:[a-zA-Z0-9_]+]]: tensor<1x2x100x64xf32>)
 // CHECK: %[[RESULT:[a-zA-Z0-9_]+]] = scf.forall (%[[B:[a-zA-Z0-9_]+]], %[[H:[a-zA-Z0-9_]+]], %[[I:[a-zA-Z0-9_]+]]) = (0, 0, 0) to (1, 2, 100) step (1, 1, 64) shared_outs(%[[OUT:[a-zA-Z0-9_]+]] = %{{.*}}) -> (tensor<1x2x100x64xf32>) {
+// CHECK: %[[SEQ_Q:[a-zA-Z0-9_]+]] = arith.constant 100 : index
+// CHECK-NEXT: %[[SEQ_K:[a-zA-Z0-9_]+]] = arith.constant 100 : index
 // CHECK: %[[QUERY_ROWS:[a-zA-Z0-9_]+]] = affine.min #{{.*}}(%[[I]])
 // CHECK: %[[Q_SLICE:[a-zA-Z0-9_]+]] = tensor.extract_slice %[[Q]][%[[B]], %[[H]], %[[I]], 0] [1, 1, %[[QUERY_ROWS]], 64] [1, 1, 1, 1] : tensor<1x2x100x64xf32> to tensor<?x64xf32>
 // CHECK: %[[Q_TILE:[a-zA-Z0-9_]+]] = tensor.pad %[[Q_SLICE]]
 // CHECK: } : tensor<?x64xf32> to tensor<64x64xf32>
-// CHECK-DAG: %[[C100:[a-zA-Z0-9_]+]] = arith.constant 100 : index
+// CHECK: %[[MASK_FROM:[a-zA-Z0-9_]+]] = affine.min #[[$MASK_FROM]]()
 // CHECK-DAG: %[[C0:[a-zA-Z0-9_]+]] = arith.constant 0 : index
 // CHECK-DAG: %[[C32:[a-zA-Z0-9_]+]] = arith.constant 32 : index
 // CHECK-DAG: %[[NEG_INF:[a-zA-Z0-9_]+]] = arith.constant 0xFF800000 : f32
 // CHECK: %[[ROW_INIT:[a-zA-Z0-9_]+]] = linalg.fill ins(%[[NEG_INF]] : f32) outs(%{{.*}} : tensor<64x128xf32>) -> tensor<64x128xf32>
-// CHECK: %[[ROW:[a-zA-Z0-9_]+]] = scf.for %[[KEY:[a-zA-Z0-9_]+]] = %[[C0]] to %[[C100]] step %[[C32]] iter_args(%[[PARTIAL_ROW:[a-zA-Z0-9_]+]] = %[[ROW_INIT]]) -> (tensor<64x128xf32>) {
+// CHECK: %[[ROW:[a-zA-Z0-9_]+]] = scf.for %[[KEY:[a-zA-Z0-9_]+]] = %[[C0]] to %[[SEQ_K]] step %[[C32]] iter_args(%[[PARTIAL_ROW:[a-zA-Z0-9_]+]] = %[[ROW_INIT]]) -> (tensor<64x128xf32>) {
 // CHECK: %[[KEY_COLS:[a-zA-Z0-9_]+]] = affine.min #{{.*}}(%[[KEY]])
 // CHECK: tensor.extract_slice %[[K]][%[[B]], %{{.*}}, %[[KEY]], 0] [1, 1, %[[KEY_COLS]], 64] [1, 1, 1, 1]
 // CHECK: %[[K_TILE:[a-zA-Z0-9_]+]] = tensor.pad
@@ -194,14 +199,14 @@ func.func @matmul_bf16(%a: tensor<50x40xbf16>, %b: tensor<40x70xbf16>) -> tensor
 // CHECK: %[[QK:[a-zA-Z0-9_]+]] = kiln.matmul %[[Q_TILE]], %[[K_TILE]] transpose_rhs : tensor<64x64xf32>, tensor<32x64xf32> -> tensor<64x32xf32>
 // CHECK: %[[SCALE:[a-zA-Z0-9_]+]] = kiln.constant dense<1.250000e-01> : tensor<f32>
 // CHECK: %[[SCORES:[a-zA-Z0-9_]+]] = kiln.mul %[[QK]], %[[SCALE]] : tensor<64x32xf32>, tensor<f32> -> tensor<64x32xf32>
-// CHECK: %[[TILE_END:[a-zA-Z0-9_]+]] = affine.apply #[[$NEXT_TILE]](%[[KEY]])
-// CHECK: %[[PAST_END:[a-zA-Z0-9_]+]] = arith.cmpi sgt, %[[TILE_END]], %{{.*}} : index
-// CHECK-NOT: arith.ori
-// CHECK: %[[MASKED:[a-zA-Z0-9_]+]] = scf.if %[[PAST_END]] -> (tensor<64x32xf32>) {
+// CHECK-NOT: affine.apply
+// CHECK: %[[NEEDS_MASK:[a-zA-Z0-9_]+]] = arith.cmpi sge, %[[KEY]], %[[MASK_FROM]] : index
+// CHECK-NEXT: %[[MASKED:[a-zA-Z0-9_]+]] = scf.if %[[NEEDS_MASK]] -> (tensor<64x32xf32>) {
+// CHECK-NOT: arith.subi
 // CHECK: %[[POSITION_MASKED:[a-zA-Z0-9_]+]] = linalg.generic {indexing_maps = [#[[$IDENTITY]], #[[$IDENTITY]]], iterator_types = ["parallel", "parallel"]} ins(%[[SCORES]] : tensor<64x32xf32>) outs(%{{.*}} : tensor<64x32xf32>) attrs = {kiln.position_mask} {
 // CHECK: %[[COL_IN_TILE:[a-zA-Z0-9_]+]] = linalg.index 1 : index
 // CHECK: %[[COL:[a-zA-Z0-9_]+]] = arith.addi %[[KEY]], %[[COL_IN_TILE]] : index
-// CHECK: %[[OUTSIDE:[a-zA-Z0-9_]+]] = arith.cmpi sge, %[[COL]], %{{.*}} : index
+// CHECK: %[[OUTSIDE:[a-zA-Z0-9_]+]] = arith.cmpi sge, %[[COL]], %[[SEQ_K]] : index
 // CHECK-NOT: arith.ori
 // CHECK: arith.select %[[OUTSIDE]], %{{.*}}, %{{.*}} : f32
 // CHECK: scf.yield %[[POSITION_MASKED]] : tensor<64x32xf32>
@@ -213,11 +218,12 @@ func.func @matmul_bf16(%a: tensor<50x40xbf16>, %b: tensor<40x70xbf16>) -> tensor
 // CHECK: }
 // CHECK: %[[PROBS:[a-zA-Z0-9_]+]] = kiln.softmax %[[ROW]] axis 1 : tensor<64x128xf32>
 // CHECK: %[[ACC_INIT:[a-zA-Z0-9_]+]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<64x64xf32>) -> tensor<64x64xf32>
-// CHECK: %[[ACC:[a-zA-Z0-9_]+]] = scf.for %[[KEY2:[a-zA-Z0-9_]+]] = %[[C0]] to %[[C100]] step %[[C32]] iter_args(%[[PARTIAL:[a-zA-Z0-9_]+]] = %[[ACC_INIT]]) -> (tensor<64x64xf32>) {
+// CHECK: %[[ACC:[a-zA-Z0-9_]+]] = scf.for %[[KEY2:[a-zA-Z0-9_]+]] = %[[C0]] to %[[SEQ_K]] step %[[C32]] iter_args(%[[PARTIAL:[a-zA-Z0-9_]+]] = %[[ACC_INIT]]) -> (tensor<64x64xf32>) {
 // CHECK: %[[P_TILE:[a-zA-Z0-9_]+]] = tensor.extract_slice %[[PROBS]][0, %[[KEY2]]] [64, 32] [1, 1] : tensor<64x128xf32> to tensor<64x32xf32>
 // CHECK: tensor.extract_slice %[[V]][%[[B]], %{{.*}}, %[[KEY2]], 0]
 // CHECK: %[[V_TILE:[a-zA-Z0-9_]+]] = tensor.pad
 // CHECK: } : tensor<?x64xf32> to tensor<32x64xf32>
+// CHECK-NOT: kiln.cast
 // CHECK: %[[PV:[a-zA-Z0-9_]+]] = kiln.matmul %[[P_TILE]], %[[V_TILE]] : tensor<64x32xf32>, tensor<32x64xf32> -> tensor<64x64xf32>
 // CHECK: %[[SUM:[a-zA-Z0-9_]+]] = kiln.add %[[PARTIAL]], %[[PV]]
 // CHECK: scf.yield %[[SUM]]
@@ -232,28 +238,34 @@ func.func @attention(%q: tensor<1x2x100x64xf32>, %k: tensor<1x2x100x64xf32>, %v:
 
 // -----
 
-// Causal with 96 queries against 128 keys (diagonal offset 32), 32x32 tiles. Both key loops stop at the last
-// tile the query tile's last row can see, min(128, i + 32 + 32); a tile is masked when it runs past the keys or
-// its last key lies beyond the first row's diagonal: (i + 32) - j - 31 < 0. The default scale is 1/sqrt(32).
+// Causal with 96 queries against 128 keys (diagonal offset Sk - Sq = 32), 32x32 tiles. Both key loops stop at
+// the last tile the query tile's last row can see, min(Sk, i + BQ + Sk - Sq) = min(128, i + 64). Before the
+// loops, maskFrom is the first key tile that needs the mask: one running past the keys (j >= Sk - (BK - 1) = 97)
+// or whose last key lies beyond the first row's diagonal (j + BK - 1 > i + Sk - Sq, i.e. j >= i + Sk - Sq -
+// (BK - 2) = i + 2); each tile branches on `keyStart >= maskFrom` alone. In the masked branch the diagonal is
+// `Sk - Sq` (arith.subi of the two lengths) and the mask hides keys >= Sk or > row + diagonal. The default scale
+// is 1/sqrt(32).
 // CHECK-DAG: #[[$KEY_END:.+]] = affine_map<(d0) -> (128, d0 + 64)>
-// CHECK-DAG: #[[$STRADDLE:.+]] = affine_map<(d0, d1) -> (-d0 + d1 + 1)>
+// CHECK-DAG: #[[$MASK_FROM:.+]] = affine_map<(d0) -> (97, d0 + 2)>
 // CHECK-LABEL: func.func @attention_causal
 // CHECK: scf.forall (%[[B:[a-zA-Z0-9_]+]], %[[H:[a-zA-Z0-9_]+]], %[[I:[a-zA-Z0-9_]+]]) = (0, 0, 0) to (1, 1, 96) step (1, 1, 32)
+// CHECK: %[[SEQ_Q:[a-zA-Z0-9_]+]] = arith.constant 96 : index
+// CHECK-NEXT: %[[SEQ_K:[a-zA-Z0-9_]+]] = arith.constant 128 : index
 // CHECK: %[[KEY_END:[a-zA-Z0-9_]+]] = affine.min #[[$KEY_END]](%[[I]])
+// CHECK-NEXT: %[[MASK_FROM:[a-zA-Z0-9_]+]] = affine.min #[[$MASK_FROM]](%[[I]])
 // CHECK: %[[ROW:[a-zA-Z0-9_]+]] = scf.for %[[KEY:[a-zA-Z0-9_]+]] = %{{.*}} to %[[KEY_END]] step %{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<32x128xf32>) {
 // CHECK: kiln.constant dense<0.176776692> : tensor<f32>
-// CHECK: %[[PAST_END:[a-zA-Z0-9_]+]] = arith.cmpi sgt, %{{.*}}, %{{.*}} : index
-// CHECK: %[[ROOM:[a-zA-Z0-9_]+]] = affine.apply #[[$STRADDLE]](%[[KEY]], %[[I]])
-// CHECK: %[[STRADDLES:[a-zA-Z0-9_]+]] = arith.cmpi slt, %[[ROOM]], %{{.*}} : index
-// CHECK: %[[NEEDS_MASK:[a-zA-Z0-9_]+]] = arith.ori %[[PAST_END]], %[[STRADDLES]] : i1
-// CHECK: scf.if %[[NEEDS_MASK]] -> (tensor<32x32xf32>) {
+// CHECK-NOT: affine.apply
+// CHECK-NOT: arith.ori
+// CHECK: %[[NEEDS_MASK:[a-zA-Z0-9_]+]] = arith.cmpi sge, %[[KEY]], %[[MASK_FROM]] : index
+// CHECK-NEXT: scf.if %[[NEEDS_MASK]] -> (tensor<32x32xf32>) {
+// CHECK-NEXT: %[[DIAGONAL:[a-zA-Z0-9_]+]] = arith.subi %[[SEQ_K]], %[[SEQ_Q]] : index
 // CHECK: linalg.generic {{.*}} attrs = {kiln.position_mask} {
 // CHECK: %[[ROW_IN_TILE:[a-zA-Z0-9_]+]] = linalg.index 0 : index
 // CHECK: %[[QUERY:[a-zA-Z0-9_]+]] = arith.addi %[[I]], %[[ROW_IN_TILE]] : index
 // CHECK: %[[COL_IN_TILE:[a-zA-Z0-9_]+]] = linalg.index 1 : index
 // CHECK: %[[COL:[a-zA-Z0-9_]+]] = arith.addi %[[KEY]], %[[COL_IN_TILE]] : index
-// CHECK: %[[OUTSIDE:[a-zA-Z0-9_]+]] = arith.cmpi sge, %[[COL]], %{{.*}} : index
-// CHECK: %[[DIAGONAL:[a-zA-Z0-9_]+]] = arith.constant 32 : index
+// CHECK: %[[OUTSIDE:[a-zA-Z0-9_]+]] = arith.cmpi sge, %[[COL]], %[[SEQ_K]] : index
 // CHECK: %[[LIMIT:[a-zA-Z0-9_]+]] = arith.addi %[[QUERY]], %[[DIAGONAL]] : index
 // CHECK: %[[FUTURE:[a-zA-Z0-9_]+]] = arith.cmpi sgt, %[[COL]], %[[LIMIT]] : index
 // CHECK: %[[MASKED:[a-zA-Z0-9_]+]] = arith.ori %[[OUTSIDE]], %[[FUTURE]] : i1
@@ -268,7 +280,7 @@ func.func @attention_causal(%q: tensor<1x1x96x32xf32>, %k: tensor<1x1x128x32xf32
 
 // -----
 
-// Grouped-query attention, 8 q heads over 2 k/v heads: q head h reads k/v head h floordiv 4.
+// Grouped-query attention, 8 q heads over 2 k/v heads: q head h reads k/v head h floordiv 4, in both key loops.
 // CHECK-DAG: #[[$GROUP:.+]] = affine_map<(d0) -> (d0 floordiv 4)>
 // CHECK-LABEL: func.func @attention_gqa
 // CHECK-SAME: (%[[Q:[a-zA-Z0-9_]+]]: tensor<1x8x64x32xf32>, %[[K:[a-zA-Z0-9_]+]]: tensor<1x2x64x32xf32>, %[[V:[a-zA-Z0-9_]+]]: tensor<1x2x64x32xf32>)
@@ -288,12 +300,15 @@ func.func @attention_gqa(%q: tensor<1x8x64x32xf32>, %k: tensor<1x2x64x32xf32>, %
 // -----
 
 // A bf16 mask broadcast over batch and heads: its [query, key] tile is read at (0, 0, i, j), padded with zeros,
-// widened to f32 and added to the scaled scores before the position masking. With lse, the forall has a second
-// shared output, and the logsumexp of the same row (before the softmax's consumer) gives its [BQ] tile.
+// widened to f32 and added to the scaled scores before the position masking, which the tiles from maskFrom =
+// 50 - 31 = 19 on take (`keyStart >= maskFrom`). With lse, the forall has a second shared output, and the
+// logsumexp of the same row (before the softmax's consumer) gives its [BQ] tile.
+// CHECK-DAG: #[[$MASK_FROM:.+]] = affine_map<() -> (19)>
 // CHECK-LABEL: func.func @attention_mask_lse
 // CHECK-SAME: %[[MASK:[a-z0-9]+]]: tensor<1x1x50x50xbf16>
 // CHECK: %[[RESULTS:[a-zA-Z0-9_]+]]:2 = scf.forall (%[[B:[a-zA-Z0-9_]+]], %[[H:[a-zA-Z0-9_]+]], %[[I:[a-zA-Z0-9_]+]]) = (0, 0, 0) to (2, 2, 50) step (1, 1, 32) shared_outs(%[[OUT:[a-zA-Z0-9_]+]] = %{{.*}}, %[[LSE_OUT:[a-zA-Z0-9_]+]] = %{{.*}}) -> (tensor<2x2x50x32xf32>, tensor<2x2x50xf32>) {
 // CHECK: %[[QUERY_ROWS:[a-zA-Z0-9_]+]] = affine.min #{{.*}}(%[[I]])
+// CHECK: %[[MASK_FROM:[a-zA-Z0-9_]+]] = affine.min #[[$MASK_FROM]]()
 // CHECK: %[[ROW:[a-zA-Z0-9_]+]] = scf.for %[[KEY:[a-zA-Z0-9_]+]] = {{.*}} -> (tensor<32x64xf32>) {
 // CHECK: %[[KEY_COLS:[a-zA-Z0-9_]+]] = affine.min #{{.*}}(%[[KEY]])
 // CHECK: %[[SCORES:[a-zA-Z0-9_]+]] = kiln.mul
@@ -302,7 +317,8 @@ func.func @attention_gqa(%q: tensor<1x8x64x32xf32>, %k: tensor<1x2x64x32xf32>, %
 // CHECK: } : tensor<?x?xbf16> to tensor<32x32xbf16>
 // CHECK: %[[MASK_F32:[a-zA-Z0-9_]+]] = kiln.cast %[[MASK_TILE]] : tensor<32x32xbf16> to tensor<32x32xf32>
 // CHECK: %[[BIASED:[a-zA-Z0-9_]+]] = kiln.add %[[SCORES]], %[[MASK_F32]] : tensor<32x32xf32>, tensor<32x32xf32> -> tensor<32x32xf32>
-// CHECK: scf.if
+// CHECK: %[[NEEDS_MASK:[a-zA-Z0-9_]+]] = arith.cmpi sge, %[[KEY]], %[[MASK_FROM]] : index
+// CHECK: scf.if %[[NEEDS_MASK]]
 // CHECK: linalg.generic {{.*}} ins(%[[BIASED]] : tensor<32x32xf32>) {{.*}} attrs = {kiln.position_mask}
 // CHECK: } else {
 // CHECK: scf.yield %[[BIASED]]
@@ -322,9 +338,10 @@ func.func @attention_mask_lse(%q: tensor<2x2x50x32xf32>, %k: tensor<2x2x50x32xf3
 
 // -----
 
-// bf16 attention with a rank-1 (key-only) mask: scores come out of a bf16 x bf16 -> f32 matmul, the mask row is
-// read as a [BK] tile and reshaped to [1, BK] to broadcast over the query rows, v tiles are widened to f32 for
-// P V, and the output tile is cast back to bf16.
+// bf16 attention with a rank-1 (key-only) mask: scores come out of a bf16 x bf16 -> f32 matmul, and the mask row
+// is read as a [BK] tile and reshaped to [1, BK] to broadcast over the query rows. For P V, the f32 P tile is
+// rounded to bf16 (the type of v, as the tensor cores take it) and the v tile stays bf16: a bf16 x bf16 -> f32
+// matmul. The output tile is cast back to bf16.
 // CHECK-LABEL: func.func @attention_bf16_key_mask
 // CHECK-SAME: %[[MASK:[a-z0-9]+]]: tensor<40xf32>
 // CHECK: scf.for %[[KEY:[a-z0-9]+]] = {{.*}} -> (tensor<16x48xf32>)
@@ -335,17 +352,64 @@ func.func @attention_mask_lse(%q: tensor<2x2x50x32xf32>, %k: tensor<2x2x50x32xf3
 // CHECK: } : tensor<?xf32> to tensor<16xf32>
 // CHECK: %[[MASK_TILE:[a-zA-Z0-9_]+]] = kiln.reshape %[[MASK_ROW]] : tensor<16xf32> -> tensor<1x16xf32>
 // CHECK: kiln.add %[[SCORES]], %[[MASK_TILE]] : tensor<16x16xf32>, tensor<1x16xf32> -> tensor<16x16xf32>
-// CHECK: kiln.softmax %{{.*}} axis 1 : tensor<16x48xf32>
-// CHECK: scf.for
+// CHECK: %[[PROBS:[a-zA-Z0-9_]+]] = kiln.softmax %{{.*}} axis 1 : tensor<16x48xf32>
+// CHECK: scf.for %[[KEY2:[a-z0-9]+]] =
+// CHECK: %[[P_TILE:[a-zA-Z0-9_]+]] = tensor.extract_slice %[[PROBS]][0, %[[KEY2]]] [16, 16] [1, 1] : tensor<16x48xf32> to tensor<16x16xf32>
+// CHECK: %[[V_TILE:[a-zA-Z0-9_]+]] = tensor.pad
 // CHECK: } : tensor<?x16xbf16> to tensor<16x16xbf16>
-// CHECK: %[[V_F32:[a-zA-Z0-9_]+]] = kiln.cast %{{.*}} : tensor<16x16xbf16> to tensor<16x16xf32>
-// CHECK: kiln.matmul %{{.*}}, %[[V_F32]] : tensor<16x16xf32>, tensor<16x16xf32> -> tensor<16x16xf32>
+// CHECK-NOT: kiln.cast %[[V_TILE]]
+// CHECK: %[[P_BF16:[a-zA-Z0-9_]+]] = kiln.cast %[[P_TILE]] : tensor<16x16xf32> to tensor<16x16xbf16>
+// CHECK-NEXT: kiln.matmul %[[P_BF16]], %[[V_TILE]] : tensor<16x16xbf16>, tensor<16x16xbf16> -> tensor<16x16xf32>
 // CHECK: %[[OUT_TILE:[a-zA-Z0-9_]+]] = kiln.cast %{{.*}} : tensor<16x16xf32> to tensor<16x16xbf16>
 // CHECK: tensor.extract_slice %[[OUT_TILE]][0, 0]
 // CHECK: tensor.parallel_insert_slice {{.*}} : tensor<?x16xbf16> into tensor<1x1x20x16xbf16>
 func.func @attention_bf16_key_mask(%q: tensor<1x1x20x16xbf16>, %k: tensor<1x1x40x16xbf16>, %v: tensor<1x1x40x16xbf16>, %m: tensor<40xf32>) -> tensor<1x1x20x16xbf16> {
   %0 = kiln.attention %q, %k, %v mask(%m : tensor<40xf32>) {kiln.config = #kiln.config<tile = [16, 16], warps = 1, stages = 1, lowering = "host">} : tensor<1x1x20x16xbf16>, tensor<1x1x40x16xbf16>, tensor<1x1x40x16xbf16> -> tensor<1x1x20x16xbf16>
   return %0 : tensor<1x1x20x16xbf16>
+}
+
+// -----
+
+// A GPU attention (lowering "mma_sync", causal bf16, 300 queries and keys, 128x64 tiles) is tiled the same way,
+// and its loop keeps what the GPU lowering reads: the config, the op it computes and a thread block per
+// iteration. The sequence lengths are read through kiln.dim (no constant 300 for them), so the causal key bound
+// min(Sk, i + BQ + Sk - Sq) and maskFrom = min(Sk - (BK - 1), i + Sk - Sq - (BK - 2)) are affine.mins over the
+// two lengths as symbols, and the masked branch's diagonal is their difference. P is rounded to bf16 before the
+// P V matmul, whose v tile stays bf16.
+// CHECK-DAG: #[[$GPU_KEY_END:.+]] = affine_map<(d0)[s0, s1] -> (s0, d0 + s0 - s1 + 128)>
+// CHECK-DAG: #[[$GPU_MASK_FROM:.+]] = affine_map<(d0)[s0, s1] -> (s0 - 63, d0 + s0 - s1 - 62)>
+// CHECK-LABEL: func.func @attention_mma_sync
+// CHECK-SAME: (%[[Q:[a-zA-Z0-9_]+]]: tensor<1x2x300x128xbf16>, %[[K:[a-zA-Z0-9_]+]]: tensor<1x2x300x128xbf16>, %[[V:[a-zA-Z0-9_]+]]: tensor<1x2x300x128xbf16>)
+// CHECK: scf.forall (%[[B:[a-zA-Z0-9_]+]], %[[H:[a-zA-Z0-9_]+]], %[[I:[a-zA-Z0-9_]+]]) = (0, 0, 0) to (1, 2, 300) step (1, 1, 128)
+// CHECK-NOT: arith.constant 300 : index
+// CHECK: %[[SEQ_Q:[a-zA-Z0-9_]+]] = kiln.dim %[[Q]][2] : tensor<1x2x300x128xbf16>
+// CHECK-NEXT: %[[SEQ_K:[a-zA-Z0-9_]+]] = kiln.dim %[[K]][2] : tensor<1x2x300x128xbf16>
+// CHECK-NOT: arith.constant 300 : index
+// CHECK: %[[KEY_END:[a-zA-Z0-9_]+]] = affine.min #[[$GPU_KEY_END]](%[[I]])[%[[SEQ_K]], %[[SEQ_Q]]]
+// CHECK-NEXT: %[[MASK_FROM:[a-zA-Z0-9_]+]] = affine.min #[[$GPU_MASK_FROM]](%[[I]])[%[[SEQ_K]], %[[SEQ_Q]]]
+// CHECK: scf.for %[[KEY:[a-zA-Z0-9_]+]] = %{{.*}} to %[[KEY_END]] step %{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<128x320xf32>) {
+// CHECK: kiln.matmul %{{.*}}, %{{.*}} transpose_rhs : tensor<128x128xbf16>, tensor<64x128xbf16> -> tensor<128x64xf32>
+// CHECK: %[[NEEDS_MASK:[a-zA-Z0-9_]+]] = arith.cmpi sge, %[[KEY]], %[[MASK_FROM]] : index
+// CHECK-NEXT: scf.if %[[NEEDS_MASK]] -> (tensor<128x64xf32>) {
+// CHECK-NEXT: %[[DIAGONAL:[a-zA-Z0-9_]+]] = arith.subi %[[SEQ_K]], %[[SEQ_Q]] : index
+// CHECK: linalg.generic {{.*}} attrs = {kiln.position_mask} {
+// CHECK: %[[COL:[a-zA-Z0-9_]+]] = arith.addi %[[KEY]], %{{.*}} : index
+// CHECK: arith.cmpi sge, %[[COL]], %[[SEQ_K]] : index
+// CHECK: arith.addi %{{.*}}, %[[DIAGONAL]] : index
+// CHECK: %[[PROBS:[a-zA-Z0-9_]+]] = kiln.softmax %{{.*}} axis 1 : tensor<128x320xf32>
+// CHECK: scf.for %[[KEY2:[a-zA-Z0-9_]+]] = %{{.*}} to %[[KEY_END]] step %{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<128x128xf32>) {
+// CHECK: %[[P_TILE:[a-zA-Z0-9_]+]] = tensor.extract_slice %[[PROBS]][0, %[[KEY2]]] [128, 64] [1, 1] : tensor<128x320xf32> to tensor<128x64xf32>
+// CHECK: tensor.extract_slice %[[V]][%[[B]], %{{.*}}, %[[KEY2]], 0]
+// CHECK: %[[V_TILE:[a-zA-Z0-9_]+]] = tensor.pad
+// CHECK: } : tensor<?x128xbf16> to tensor<64x128xbf16>
+// CHECK-NOT: kiln.cast %[[V_TILE]]
+// CHECK: %[[P_BF16:[a-zA-Z0-9_]+]] = kiln.cast %[[P_TILE]] : tensor<128x64xf32> to tensor<128x64xbf16>
+// CHECK-NEXT: kiln.matmul %[[P_BF16]], %[[V_TILE]] : tensor<128x64xbf16>, tensor<64x128xbf16> -> tensor<128x128xf32>
+// CHECK: kiln.cast %{{.*}} : tensor<128x128xf32> to tensor<128x128xbf16>
+// CHECK: } {kiln.config = #kiln.config<tile = [128, 64], warps = 8, stages = 2, lowering = "mma_sync">, kiln.tiled_op = "kiln.attention", mapping = [#gpu.block<linear_dim_2>, #gpu.block<linear_dim_1>, #gpu.block<linear_dim_0>]}
+func.func @attention_mma_sync(%q: tensor<1x2x300x128xbf16>, %k: tensor<1x2x300x128xbf16>, %v: tensor<1x2x300x128xbf16>) -> tensor<1x2x300x128xbf16> {
+  %0 = kiln.attention %q, %k, %v causal {kiln.config = #kiln.config<tile = [128, 64], warps = 8, stages = 2, lowering = "mma_sync">} : tensor<1x2x300x128xbf16>, tensor<1x2x300x128xbf16>, tensor<1x2x300x128xbf16> -> tensor<1x2x300x128xbf16>
+  return %0 : tensor<1x2x300x128xbf16>
 }
 
 //===----------------------------------------------------------------------===//

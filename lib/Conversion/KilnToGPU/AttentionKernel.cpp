@@ -1,28 +1,25 @@
-//===- AttentionKernel.cpp - kiln.attention as a FlashAttention-2 kernel ---===//
+//===- AttentionKernel.cpp - kiln.attention as a FlashAttention-3 wgmma kernel -===//
 //
-// The forward pass of FlashAttention-2 on mma.sync (or wgmma, below), emitted op by op:
-//   - grid (ceil(Sq/BQ), Hq, B), BQ / 16 warps; each warp owns 16 query rows (BQ and BK from #kiln.config);
+// The "wgmma" attention (sm_90a, head dims 64 and 128), still built whole from the op and its config; the
+// "mma_sync" attention is lowered from its tiled loop (AttentionLayoutLowering.cpp). Emitted op by op:
+//   - grid (ceil(Sq/BQ), Hq, B), BQ / 16 warps, a warpgroup per 64 query rows (BQ and BK from #kiln.config);
 //   - the Q tile is copied once (cp.async) and kept in registers as A fragments; K and V tiles of BK keys stream
-//     through double-buffered rings in dynamic shared memory (rows padded by 16 bytes; swizzled for wgmma), the
-//     next tile's copies in flight while this one is used;
-//   - S = Q K^T with ldmatrix (K read as the transposed operand) and mma.sync m16n8k16, f32 accumulators;
+//     through double-buffered rings in 128-byte swizzled dynamic shared memory, the next tile's copies in
+//     flight while this one is used;
+//   - S = Q K^T and O += P V are warpgroup MMAs with Q and P in registers, pipelined as in FlashAttention-3: the
+//     next tile's S is issued with this tile's P V, and its softmax runs while P V does (V one tile behind K),
+//     or, with one stage, in turn in one loop that compiles faster (the loops are in AttentionWgmmaLoops.cpp);
 //   - the online softmax in registers: scores scaled by scale * log2(e), row max by quad shuffles, exp2,
-//     accumulator rescaled by exp2(m_old - m_new); a row still at -inf uses 0 as its offset;
-//   - P is rounded to the input type and repacked from accumulator fragments into A fragments, O += P V with
-//     V read through ldmatrix.trans;
+//     accumulator rescaled by exp2(m_old - m_new); a row still at -inf uses 0 as its offset; P is rounded to
+//     the input type and repacked from accumulator fragments into A fragments;
 //   - keys past the end, and with `causal` keys above the bottom-right-aligned diagonal, are set to -inf in a
 //     second loop over the tiles that need it (the first runs the others unmasked); causal blocks stop at the
 //     last key tile their rows can see;
-//   - with the "wgmma" lowering (sm_90a, head dims 64 and 128), S = Q K^T and O += P V are warpgroup MMAs with
-//     Q and P in registers and K and V in 128-byte swizzled shared memory, pipelined as in FlashAttention-3: the
-//     next tile's S is issued with this tile's P V, and its softmax runs while P V does (V one tile behind K),
-//     or, with one stage, in turn in one loop that compiles faster (the loops are in AttentionWgmmaLoops.cpp);
 //   - GQA: the block of q head h reads k/v head h / (Hq / Hkv);
 //   - `layout = "bshd"` (and `out_layout`) only change where a head's rows start and how far apart they are;
 //   - Sq and Sk are kernel parameters (the launch's sizes), so that other lengths share the kernel; what the
-//     loops' form and the bounds checks depend on stays static: the number of key tiles (except in a decode
-//     step's kernel, one 16-row query tile, which a growing KV cache reuses), whether they are whole, whether
-//     Sq is a whole number of query tiles, and under the causal mask one query row or more.
+//     loops' form and the bounds checks depend on stays static: the number of key tiles, whether they are
+//     whole, whether Sq is a whole number of query tiles, and under the causal mask one query row or more.
 // An additive mask is added to the scores in base 2; the output O / l goes through the epilogue (if any) and is
 // stored with rows past Sq skipped; the lse, when asked for, is (m + log2 l) ln 2.
 //
@@ -72,44 +69,30 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   int64_t batch = qType.getDimSize(0), heads = qType.getDimSize(headsDim), seqQ = qType.getDimSize(seqDim);
   int64_t headDim = qType.getDimSize(3), kvHeads = kType.getDimSize(headsDim), seqK = kType.getDimSize(seqDim);
   int64_t valueDim = op.getV().getType().getDimSize(3), group = op.getGroupSize();
-  if (headDim % 8 != 0 || valueDim % 8 != 0 || headDim > 256 || valueDim > 256)
-    return op.emitOpError() << "the GPU attention kernel needs head dims that are multiples of 8 up to 256, got "
-                            << headDim << " and " << valueDim;
-  // The tiles in shared memory hold whole m16n8k16 steps: a head dim of an odd number of 8-element chunks (24,
-  // 72, ...) gets one chunk of zeros per row, which adds nothing to Q K^T and gives O columns that are not
-  // stored.
-  int64_t headDimPadded = llvm::alignTo(headDim, 16), valueDimPadded = llvm::alignTo(valueDim, 16);
   bool causal = op.getCausal();
-  // Tiles from the config: BQ query rows (16 per warp) and BK keys per step.
+  // Tiles from the config: BQ query rows (16 per warp, a warpgroup per 64) and BK keys per step.
   ConfigAttr config = getConfig(op);
-  if (!config || (config.getLowering() != "mma_sync" && config.getLowering() != "wgmma") ||
-      config.getTile().size() != 2)
-    return op.emitOpError() << "needs a #kiln.config with lowering = \"mma_sync\" or \"wgmma\" and tile = [BQ, BK] "
-                               "for the GPU backend";
+  if (!config || config.getLowering() != "wgmma" || config.getTile().size() != 2)
+    return op.emitOpError() << "needs a #kiln.config with lowering = \"wgmma\" and tile = [BQ, BK] to be built "
+                               "whole (\"mma_sync\" attention is lowered from its tiled loop)";
   const int64_t bq = config.getTile()[0], bk = config.getTile()[1], warps = bq / 16, threads = warps * 32;
-  if (bq % 16 != 0 || bq > 256 || bk % 16 != 0 || bk > 256 || (bq * headDimPadded / 8) % threads != 0)
-    return op.emitOpError() << "#kiln.config " << config
-                            << " does not fit the attention kernel: BQ must be a multiple of 16 (one warp per 16 "
-                               "rows) up to 256, BK a multiple of 16 up to 256";
-  bool bf16 = element.isBF16();
-  // wgmma: each warpgroup's S = Q K^T and O += P V run on the tensor cores a warpgroup at a time, Q and P from
-  // registers (the same fragments the mma.sync path builds), K and V from 128-byte swizzled shared memory.
-  bool wgmma = config.getLowering() == "wgmma";
-  // With wgmma, two or more stages pipeline the MMAs (FlashAttention-3); one stage runs them in turn, in a loop
-  // that compiles in about half the time (AttentionWgmmaLoops.cpp).
-  bool pipelined = wgmma && config.getStages() >= 2;
-  if (wgmma && (bq % 64 != 0 || headDim != valueDim || (headDim != 64 && headDim != 128)))
+  if (bq % 64 != 0 || bq > 256 || bk % 16 != 0 || bk > 256 || headDim != valueDim ||
+      (headDim != 64 && headDim != 128))
     return op.emitOpError() << "#kiln.config " << config
                             << " does not fit the wgmma attention kernel: BQ must be a multiple of 64 (a warpgroup "
-                               "per 64 rows) and the head dims equal, 64 or 128";
+                               "per 64 rows) up to 256, BK a multiple of 16 up to 256, and the head dims equal, 64 "
+                               "or 128";
+  bool bf16 = element.isBF16();
+  // Two or more stages pipeline the MMAs (FlashAttention-3); one stage runs them in turn, in a loop that
+  // compiles in about half the time (AttentionWgmmaLoops.cpp).
+  bool pipelined = config.getStages() >= 2;
 
-  // Shared memory: the Q tile, then two K and two V tiles, rows padded by 8 elements. With wgmma: two K and two
-  // V tiles first (1024-byte aligned, in swizzled 64-column panels, unpadded), then the padded Q tile.
-  int64_t strideQ = headDimPadded + 8, strideK = wgmma ? headDim : headDimPadded + 8,
-          strideV = wgmma ? valueDim : valueDimPadded + 8;
+  // Shared memory: two K and two V tiles first (1024-byte aligned, in swizzled 64-column panels, unpadded), then
+  // the Q tile, rows padded by 8 elements.
+  int64_t strideQ = headDim + 8, strideK = headDim, strideV = valueDim;
   int64_t sizeQ = bq * strideQ, sizeK = bk * strideK, sizeV = bk * strideV;
-  int64_t sharedBytes = attentionSharedBytes(bq, bk, headDim, valueDim, wgmma);
-  int64_t offsetQ = wgmma ? 2 * sizeK + 2 * sizeV : 0, offsetK = wgmma ? 0 : sizeQ, offsetV = offsetK + 2 * sizeK;
+  int64_t sharedBytes = attentionSharedBytes(bq, bk, headDim, valueDim, /*wgmma=*/true);
+  int64_t offsetQ = 2 * sizeK + 2 * sizeV, offsetK = 0, offsetV = offsetK + 2 * sizeK;
 
   MLIRContext *ctx = builder.getContext();
   Location loc = op.getLoc();
@@ -123,7 +106,7 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   if (Value lse = op.getLse())
     buffers.push_back(cast<RankedTensorType>(lse.getType()));
   // Size-generic in the sequence lengths: Sq and Sk are the kernel's two index parameters after its buffers.
-  KernelFunction kernel = startKernel(builder, module, loc, name, buffers, threads, sharedBytes, wgmma ? 1024 : 16,
+  KernelFunction kernel = startKernel(builder, module, loc, name, buffers, threads, sharedBytes, 1024,
                                       /*sizeParams=*/2);
   Block &entry = kernel.func.getBody().front();
   Value seqQv = entry.getArgument(buffers.size()), seqKv = entry.getArgument(buffers.size() + 1);
@@ -164,13 +147,12 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   Type tokenType = nvgpu::DeviceAsyncTokenType::get(ctx);
 
   // Copies rows [row0, row0 + rows) of a [limit x width] matrix at `base` (rows `globalStride` apart) into
-  // `shared` (row stride `stride`, or swizzled 64-column panels when `swizzled`), zero-filling rows past `limit`
-  // and, in each row, the columns from `width` up to the next multiple of 16; no rows are zero-filled when the
-  // matrix is a whole number of such tiles (`wholeTiles`: row0 starts one of them).
+  // `shared` (row stride `stride`, or swizzled 64-column panels when `swizzled`), zero-filling rows past
+  // `limit`; no rows are zero-filled when the matrix is a whole number of such tiles (`wholeTiles`: row0 starts
+  // one of them).
   auto copyRows = [&](Value shared, Value sharedBase, int64_t stride, Value global, Value base, int64_t globalStride,
                       Value row0, int64_t rows, int64_t width, Value limit, bool wholeTiles, bool swizzled = false) {
-    int64_t paddedWidth = llvm::alignTo(width, 16);
-    int64_t chunksPerRow = paddedWidth / 8, chunks = rows * chunksPerRow;
+    int64_t chunksPerRow = width / 8, chunks = rows * chunksPerRow;
     SmallVector<Value> tokens;
     for (int64_t i = 0; i < llvm::divideCeilSigned(chunks, threads); ++i) {
       Value chunk = im.add(tid, i * threads);
@@ -183,10 +165,6 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
       Value inside;
       if (!wholeTiles)
         inside = im.lt(globalRow, limit);
-      if (paddedWidth != width) {
-        Value inRow = im.lt(col, width);
-        inside = inside ? im.andi(inside, inRow) : inRow;
-      }
       if (inside) {
         count = im.select(inside, count, im.c(0));
         src = im.select(inside, src, im.c(0));
@@ -201,11 +179,11 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   // K or V rows of key tile `tile` into ring slot `slot` (the copies; a caller groups them).
   auto loadK = [&](Value tile, Value slot) {
     return copyRows(sharedK, im.mul(slot, sizeK), strideK, k, kBase, rowStride(seqMajor, kvHeads, headDim),
-                    im.mul(tile, bk), bk, headDim, seqKv, seqK % bk == 0, wgmma);
+                    im.mul(tile, bk), bk, headDim, seqKv, seqK % bk == 0, /*swizzled=*/true);
   };
   auto loadV = [&](Value tile, Value slot) {
     return copyRows(sharedV, im.mul(slot, sizeV), strideV, v, vBase, rowStride(seqMajor, kvHeads, valueDim),
-                    im.mul(tile, bk), bk, valueDim, seqKv, seqK % bk == 0, wgmma);
+                    im.mul(tile, bk), bk, valueDim, seqKv, seqK % bk == 0, /*swizzled=*/true);
   };
   // One cp.async group of copies: waiting for "all but the newest group" then leaves exactly it in flight.
   auto commitGroup = [&](ArrayRef<SmallVector<Value>> copies) {
@@ -222,17 +200,14 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   // constant trip count and last tile: with them read at run time ptxas took up to 48 more registers, a block
   // less per SM, and 3-15% of the speed), whether they are whole (else the last one masks keys past the end)
   // and, with `causal`, whether a block's rows see the same keys (one query row: else the tiles along the
-  // diagonal are masked). These decide which of the loops below exist. A decode step or a chunk of up to 16
-  // rows (the mma.sync kernel with one 16-row query tile) reads its number of key tiles too: one kernel then
-  // serves a growing KV cache, which would otherwise compile a kernel every BK tokens.
+  // diagonal are masked). These decide which of the loops below exist.
   int64_t allTiles = llvm::divideCeilSigned(seqK, bk);
   bool unmaskedLoop = seqK >= bk, anyTileMasked = seqK % bk != 0 || (causal && seqQ > 1);
-  bool tileCountAtRunTime = !wgmma && bq == 16 && seqQ <= bq;
-  Value tileCount = tileCountAtRunTime ? im.div(im.add(seqKv, bk - 1), bk) : im.c(allTiles);
+  Value tileCount = im.c(allTiles);
   // Key tiles this block visits: all of them, or with `causal` up to its last row's diagonal.
   Value kvOffset = causal ? im.sub(seqKv, seqQv) : Value(); // Sk - Sq: the diagonal's shift
   Value numTiles = tileCount;
-  if (causal && (tileCountAtRunTime || allTiles > 1)) { // one key tile: every block's first row sees key 0
+  if (causal && allTiles > 1) { // one key tile: every block's first row sees key 0
     // Last key visible to row q0 + BQ - 1 is q0 + BQ - 1 + (Sk - Sq); tiles = ceil((that + 1) / BK).
     Value lastKey = im.add(im.add(q0, bq), kvOffset);
     numTiles = im.min(im.div(im.add(lastKey, bk - 1), bk), tileCount);
@@ -255,7 +230,7 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   Value laneRow16 = im.rem(lane, 16), laneHalf = im.mul(im.div(lane, 16), 8);
   Value warpRow = im.mul(warp, 16);
   SmallVector<SmallVector<Value>> qRegs;
-  for (int64_t kk = 0; kk < headDimPadded / 16; ++kk) {
+  for (int64_t kk = 0; kk < headDim / 16; ++kk) {
     Value index = im.add(im.mul(im.add(warpRow, laneRow16), strideQ), im.add(laneHalf, kk * 16));
     qRegs.push_back(packFragment(builder, loc,
                                  nvgpu::LdMatrixOp::create(builder, loc, fragA, sharedQ, index,
@@ -268,14 +243,12 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   auto accType = VectorType::get({4}, f32);
   Value zeroAcc = arith::ConstantOp::create(builder, loc, DenseElementsAttr::get(accType, 0.0f));
   Value negInf = f32c(-std::numeric_limits<double>::infinity());
-  int64_t outFrags = valueDimPadded / 8, scoreFrags = bk / 8;
+  int64_t outFrags = valueDim / 8, scoreFrags = bk / 8;
   SmallVector<Value> inits{negInf, negInf, f32c(0.0), f32c(0.0)};
   inits.append(outFrags, zeroAcc);
   double scaleLog2 = op.getEffectiveScale() * kLog2E;
 
-  std::optional<DescriptorBuilder> descriptors;
-  if (wgmma)
-    descriptors.emplace(builder, loc, kernel.sharedBytes);
+  DescriptorBuilder descriptors(builder, loc, kernel.sharedBytes);
   // The key tiles that need no mask come first: those wholly before Sk and, with `causal`, wholly at or left of
   // the block's first row's diagonal (key0 + BK - 1 <= q0 + Sk - Sq; the verifier ensures Sq <= Sk). One loop
   // runs them, a second one masks every tile after them (where a tile can need it at all), so that the loop
@@ -283,7 +256,7 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   // wgmma instructions (`.aligned`, which need the warp converged), the masked tiles came out wrong on the
   // H200, without a word from ptxas.
   // The same for every Sk of as many key tiles, whole or not.
-  Value unmaskedTiles = tileCountAtRunTime ? im.div(seqKv, bk) : im.c(seqK / bk);
+  Value unmaskedTiles = im.c(seqK / bk);
   if (causal)
     unmaskedTiles = im.min(unmaskedTiles, im.div(im.add(im.add(q0, kvOffset), 1), bk));
   unmaskedTiles = im.min(unmaskedTiles, numTiles);
@@ -400,69 +373,7 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
   };
 
   SmallVector<Value> final; // row maxima, row sums and O fragments after the last key tile
-  if (!wgmma) {
-    // acc += A B for this warp's 16 rows: A as `depth` / 16 fragments in registers, B a `depth`-deep tile in
-    // shared memory at `base` (rows `stride` apart, [N][K], or [K][N] when `kMajor`), 8 columns per accumulator.
-    auto multiply = [&](ArrayRef<SmallVector<Value>> a, Value shared, Value base, int64_t stride, int64_t depth,
-                        bool kMajor, SmallVector<Value> acc) {
-      for (int64_t kk = 0; kk < depth / 16; ++kk)
-        for (size_t j = 0; j < acc.size(); j += 2) {
-          auto [first, second] = loadBFragmentPair(builder, loc, im, shared, base, stride, lane, im.c(kk * 16),
-                                                   im.c(j * 8), kMajor);
-          acc[j] = mmaSync(builder, loc, a[kk], first, acc[j], element);
-          acc[j + 1] = mmaSync(builder, loc, a[kk], second, acc[j + 1], element);
-        }
-      return acc;
-    };
-    // One key tile at the builder's insertion point, from the carried row maxima, sums and O fragments to the
-    // next ones.
-    auto step = [&](bool masked, Value tile, ValueRange carried) -> SmallVector<Value> {
-      Value slot = im.rem(tile, 2);
-      // Prefetch the next tile into the other slot (read in the previous iteration, finished by all warps),
-      // and wait for this one, leaving the prefetch in flight.
-      gpu::BarrierOp::create(builder, loc);
-      Value next = im.add(tile, 1), nextTile = im.min(next, im.sub(tileCount, 1));
-      waitGroups(commitGroup({loadK(nextTile, im.rem(next, 2)), loadV(nextTile, im.rem(next, 2))}), 1);
-      gpu::BarrierOp::create(builder, loc);
-
-      // S = Q K^T for this warp's 16 rows and the tile's BK keys.
-      Value baseK = im.mul(slot, sizeK), baseV = im.mul(slot, sizeV);
-      SmallVector<Value> scores = multiply(qRegs, sharedK, baseK, strideK, headDimPadded, /*kMajor=*/false,
-                                           SmallVector<Value>(scoreFrags, zeroAcc));
-      TileSoftmax soft = softmaxTile(scores, tile, masked, carried[0], carried[1], carried[2], carried[3]);
-
-      // Rescale O, then O += P V.
-      SmallVector<Value> acc = rescale(SmallVector<Value>(carried.drop_front(4)), soft.alphas);
-      acc = multiply(packProbabilities(soft.probs), sharedV, baseV, strideV, bk, /*kMajor=*/true, acc);
-      SmallVector<Value> after{soft.maxA, soft.maxB, soft.sumA, soft.sumB};
-      after.append(acc);
-      return after;
-    };
-    auto body = [&](bool masked) {
-      return [&, masked](OpBuilder &nested, Location, Value tile, ValueRange carried) {
-        OpBuilder::InsertionGuard loopGuard(builder);
-        builder.setInsertionPoint(nested.getInsertionBlock(), nested.getInsertionPoint());
-        scf::YieldOp::create(builder, loc, step(masked, tile, carried));
-      };
-    };
-    // Without the masked loop every tile the block visits runs unmasked; without the unmasked one, masked.
-    SmallVector<Value> state(inits.begin(), inits.end());
-    if (unmaskedLoop)
-      state = SmallVector<Value>(scf::ForOp::create(builder, loc, im.c(0), anyTileMasked ? unmaskedTiles : numTiles,
-                                                    im.c(1), state, body(false))
-                                     .getResults());
-    // Where the tile count is read at run time and a block's rows see the same keys, only the last tile is
-    // masked: it runs once after the loop, as the constant one-trip loop folds to when the count is static (a
-    // loop of one trip unknown to LLVM and ptxas cost the decode kernels 4-10%).
-    if (anyTileMasked && tileCountAtRunTime && !(causal && seqQ > 1))
-      state = step(true, im.sub(numTiles, 1), state);
-    else if (anyTileMasked)
-      state = SmallVector<Value>(scf::ForOp::create(builder, loc, unmaskedLoop ? unmaskedTiles : im.c(0), numTiles,
-                                                    im.c(1), state, body(true))
-                                     .getResults());
-    waitGroups(group0, 0); // the last prefetch lands before the block can exit
-    final = std::move(state);
-  } else {
+  {
     // The wgmma loops (AttentionWgmmaLoops.cpp), from the same copies and softmax.
     // Up to four key tiles ending in a partial one, without the causal mask, the pipeline masks every tile in
     // one loop: with an unmasked and a masked loop of one trip each, MLIR folds both into straight-line copies
@@ -472,8 +383,8 @@ FailureOr<KernelLaunch> kiln::buildAttentionKernel(OpBuilder &builder, gpu::GPUM
     AttentionParts parts{bk, headDim, valueDim, outFrags, allTiles, sizeK, sizeV, offsetK, offsetV, bf16,
                          anyTileMasked, zeroAcc, negInf, numTiles, maskAll ? im.c(0) : unmaskedTiles, qRegs, loadK,
                          loadV, commitGroup, waitGroups, softmaxTile, packProbabilities, rescale};
-    final = pipelined ? buildWgmmaAttentionLoops(builder, loc, parts, *descriptors, group0)
-                      : buildSequentialWgmmaAttentionLoop(builder, loc, parts, *descriptors, group0);
+    final = pipelined ? buildWgmmaAttentionLoops(builder, loc, parts, descriptors, group0)
+                      : buildSequentialWgmmaAttentionLoop(builder, loc, parts, descriptors, group0);
   }
 
   // O / l, through the epilogue if there is one, stored in the output type; rows past Sq are skipped.

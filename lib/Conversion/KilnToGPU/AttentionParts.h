@@ -1,9 +1,8 @@
 //===- AttentionParts.h - What the attention kernel's key-tile loops share -*- C++ -*-===//
 //
-// The FlashAttention kernel (AttentionKernel.cpp) sets up its tiles, copies and online softmax once; the loops
-// over key tiles come in three forms, mma.sync (there), and the pipelined and the sequential wgmma ones
-// (AttentionWgmmaLoops.cpp), which build from the same parts: the K/V ring copies, the softmax of one tile, P as
-// A fragments.
+// The wgmma FlashAttention kernel (AttentionKernel.cpp) sets up its tiles, copies and online softmax once; the
+// loops over key tiles come in two forms, pipelined and sequential (AttentionWgmmaLoops.cpp), which build from
+// the same parts: the K/V ring copies, the softmax of one tile, P as A fragments.
 //
 //===----------------------------------------------------------------------===//
 

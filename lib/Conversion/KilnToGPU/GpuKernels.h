@@ -1,7 +1,8 @@
 //===- GpuKernels.h - The GPU kernels Kiln builds ------------------*- C++ -*-===//
 //
-// The GPU kernels: row kernels lowered from their tiled IR by layout, and the builders that still emit one
-// gpu.func for one kernel op. The "mma_sync" lowering (sm_80 and later)
+// The GPU kernels: row kernels, mma_sync matmuls and attentions lowered from their tiled IR by layout, and the
+// builders that still emit one gpu.func for one kernel op (wgmma, elementwise). The "mma_sync" lowering (sm_80
+// and later)
 // uses cp.async into dynamic shared memory, ldmatrix and mma.sync m16n8k16 with f32 accumulators; the "wgmma"
 // lowering of matmuls and attention (sm_90a) has the warpgroup's tensor cores read swizzled shared memory
 // directly.
@@ -49,11 +50,10 @@ struct KernelLaunch {
 /// m64nBNk16. Its parameters end with the tensor maps of A and B (KernelLaunch::tensorMaps).
 FailureOr<KernelLaunch> buildWgmmaMatmulKernel(OpBuilder &builder, gpu::GPUModuleOp module, MatmulOp op,
                                                StringRef name);
-/// Builds the FlashAttention-2 forward kernel of `op` (bf16/f16, head dims multiples of 16 up to 256, causal or
-/// not, GQA/MQA, additive mask, lse, epilogue) as a gpu.func named `name` with parameters q, k, v, [mask],
-/// epilogue operands, out, [lse], then Sq and Sk (KernelLaunch::sizes); the #kiln.config gives tile = [BQ, BK], one warp per 16 rows, and the
-/// lowering: "mma_sync", or "wgmma" (sm_90a, BQ a multiple of 64, equal head dims of 64 or 128) for warpgroup
-/// MMAs.
+/// Builds the FlashAttention-3 forward kernel of `op` on warpgroup MMAs (sm_90a; bf16/f16, equal head dims of 64
+/// or 128, causal or not, GQA/MQA, additive mask, lse, epilogue) as a gpu.func named `name` with parameters q,
+/// k, v, [mask], epilogue operands, out, [lse], then Sq and Sk (KernelLaunch::sizes); the #kiln.config gives
+/// lowering "wgmma" and tile = [BQ, BK], BQ a multiple of 64, one warp per 16 rows.
 FailureOr<KernelLaunch> buildAttentionKernel(OpBuilder &builder, gpu::GPUModuleOp module, AttentionOp op,
                                              StringRef name);
 
@@ -80,6 +80,12 @@ FailureOr<KernelLaunch> lowerRowKernel(OpBuilder &builder, gpu::GPUModuleOp modu
 /// ldmatrix and mma.sync by the loop's #kiln.mma_layout (MmaLayoutLowering.cpp).
 FailureOr<KernelLaunch> lowerMmaMatmulKernel(OpBuilder &builder, gpu::GPUModuleOp module, func::FuncOp kernel,
                                              StringRef name);
+
+/// Lowers the tiled loop of the outlined attention function `kernel` (kiln-tile, kiln-online-softmax,
+/// kiln-split-masked-tiles and kiln-assign-layouts with a "mma_sync" config) into a gpu.func named `name` in
+/// `module`: mma.sync fragments, K and V streamed through cp.async rings; size-generic in the lengths.
+FailureOr<KernelLaunch> lowerMmaAttentionKernel(OpBuilder &builder, gpu::GPUModuleOp module, func::FuncOp kernel,
+                                                StringRef name);
 
 /// Gives `gpuModule`'s f32 exp and division the hardware's approximations with subnormal results flushed to
 /// zero (FastMath.cpp): exp as libdevice's fast path, x / y as x times rcp.approx.ftz(y), and libdevice's

@@ -2,9 +2,9 @@
 //
 // Turns each outlined kernel function (kiln-outline-kernels) into a GPU kernel in the module's
 // `gpu.module @kiln_kernels`, and records on the function how to launch it (kiln.gpu_kernel, kiln.launch), so
-// that kilnc can write the kernel and its manifest. Tiled row kernels and mma_sync matmuls are lowered from
-// their loops by layout; wgmma matmuls and attentions are still built whole from the op and its config. Kernel kinds without a GPU lowering are an
-// error that names the op.
+// that kilnc can write the kernel and its manifest. Tiled row kernels and mma_sync matmuls and attentions are
+// lowered from their loops by layout; wgmma matmuls and attentions are still built whole from the op and its
+// config. Kernel kinds without a GPU lowering are an error that names the op.
 //
 //===----------------------------------------------------------------------===//
 
@@ -80,6 +80,8 @@ struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUP
       StringRef lowering = config ? config.getLowering() : "";
       if (tiledLoop && lowering == "rows")
         launch = lowerRowKernel(builder, gpuModule, func, name);
+      else if (tiledLoop && lowering == "mma_sync" && kernelOpName(tiledLoop) == AttentionOp::getOperationName())
+        launch = lowerMmaAttentionKernel(builder, gpuModule, func, name);
       else if (tiledLoop && lowering == "mma_sync")
         launch = lowerMmaMatmulKernel(builder, gpuModule, func, name);
       else if (tiledLoop)

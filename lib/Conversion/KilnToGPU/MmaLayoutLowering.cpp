@@ -29,7 +29,7 @@
 
 #include "Conversion/KilnToLinalg/LinalgBuilders.h"
 #include "KernelBuilding.h"
-#include "TiledLoopLowering.h"
+#include "MmaLayoutLowering.h"
 #include "Transforms/Transforms.h"
 
 #include "mlir/Dialect/Arith/Utils/Utils.h"
@@ -47,89 +47,6 @@ using namespace mlir::kiln::gpukernel;
 
 static constexpr StringLiteral kWhat = "mma-layout lowering";
 
-namespace {
-
-/// A shared-memory ring of one operand: `stages` slots of a [rows, columns] tile, rows `stride` elements apart.
-struct OperandRing {
-  Value shared;
-  int64_t rows, columns, stride, slotElements;
-};
-
-/// Lowers the body of one tiled mma_sync matmul into the gpu.func under construction. A tile value in the
-/// accumulator layout is a list of registers, fragment by fragment (i over the warp's 16-row fragments, j over
-/// its 8-column ones) and four per fragment (registerRow, registerColumn).
-class MmaMatmulLowering : public TiledLoopLowering {
-public:
-  MmaMatmulLowering(OpBuilder &b, Location loc, ConfigAttr config, MmaLayoutAttr layout, int64_t threads)
-      : TiledLoopLowering(b, loc), bm(config.getTile()[0]), bn(config.getTile()[1]), bk(config.getTile()[2]),
-        stages(config.getStages()), threads(threads), fragsM(bm / layout.getWarpsM() / 16),
-        fragsN(bn / layout.getWarpsN() / 8) {
-    tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
-    Value warp = im.div(tid, 32);
-    lane = im.rem(tid, 32);
-    wm0 = im.mul(im.div(warp, layout.getWarpsN()), bm / layout.getWarpsM());
-    wn0 = im.mul(im.rem(warp, layout.getWarpsN()), bn / layout.getWarpsN());
-  }
-
-  /// The operand rings, placed by the lowering's caller (they size the kernel's shared memory).
-  OperandRing ringA, ringB;
-
-  /// Makes the kernel size-generic: M, N and K are the kernel values `sizes` (its last three parameters), and
-  /// the code reads them wherever the matmul's extents enter (the loop bounds, the clamped tile sizes, the
-  /// buffers' strides), so that matmuls that differ only in their sizes build the same kernel.
-  void makeSizeGeneric(func::FuncOp kernel, scf::ForallOp forall, ValueRange sizes, bool transposedB);
-
-  /// Lowers the forall's body for this block's iteration.
-  LogicalResult lowerBody(scf::ForallOp forall);
-
-private:
-  LogicalResult lowerOp(Operation *op);
-  /// The K loop as a pipeline over the operand rings.
-  LogicalResult lowerContraction(scf::ForOp loop);
-  /// Lowers the addressing of the K loop's body for k-tile `kTile` and copies the tile matmul's operands into
-  /// ring slot `slot` (zeros for a k-tile past the last, `kTiles`); returns the cp.async group.
-  FailureOr<Value> stageOperands(scf::ForOp loop, MatmulOp product, Value kTile, Value kTiles, Value slot);
-  /// Copies `tile` (of `ring`'s shape) into slot `slot` of `ring`, or zeros where `enabled` is false, appending
-  /// its cp.async tokens.
-  void copyTile(const GlobalTile &tile, const OperandRing &ring, Value slot, Value enabled,
-                SmallVectorImpl<Value> &tokens);
-  /// A tile matmul outside a K loop (a contraction of one k-tile, whose loop folding removed): its operands
-  /// copied into slot 0 and multiplied into the registers of the accumulator its one user, a kiln.add, adds.
-  LogicalResult lowerSingleProduct(MatmulOp product);
-  /// The [rows, columns] tile of a kernel buffer that a tile matmul operand reads (a slice, or a whole buffer).
-  std::optional<GlobalTile> operandTile(Value operand);
-  /// The accumulator fragments (vector<4xf32>, as mma.sync takes them) of a tile's registers, and back.
-  SmallVector<Value> fragmentsOf(ArrayRef<Value> tile);
-  SmallVector<Value> registersOf(ValueRange fragments);
-  /// Multiplies the operand tiles in slot `slot` into the accumulator fragments `accs` as the tile matmul
-  /// `product` says (its transposed rhs, its fp32_precision).
-  SmallVector<Value> multiplySlot(Value slot, ArrayRef<Value> accs, MatmulOp product);
-  /// An epilogue: checked, and kept for the store, which runs its body on each register it stores (reading
-  /// operand tiles element by element).
-  LogicalResult lowerEpilogue(linalg::GenericOp op);
-  /// The epilogue `op` of register `r`, computed at the builder's insertion point.
-  FailureOr<Value> epilogueValue(linalg::GenericOp op, int64_t r);
-  /// The store of a tile's valid part into the kernel's output.
-  LogicalResult lowerInsert(tensor::ParallelInsertSliceOp op);
-  /// The element of a tile read from memory (a GlobalTile, a kernel buffer or a reshape of either) at tile
-  /// position `indices`, its pad value where it lies past the valid part.
-  FailureOr<Value> memoryElement(Value tile, ArrayRef<Value> indices, Operation *user);
-
-  /// The tile row and column of register `r` of an accumulator-layout tile.
-  Value registerRow(int64_t r) { return im.add(wm0, im.add(im.div(lane, 4), (r / 4 / fragsN) * 16 + (r % 4 / 2) * 8)); }
-  Value registerColumn(int64_t r) { return im.add(wn0, im.add(im.mul(im.rem(lane, 4), 2), (r / 4 % fragsN) * 8 + r % 2)); }
-  int64_t numRegisters() const { return fragsM * fragsN * 4; }
-
-  int64_t bm, bn, bk, stages, threads, fragsM, fragsN;
-  Value tid, lane, wm0, wn0;
-  /// K as the kernel reads it, in a size-generic kernel.
-  Value sizeK;
-  DenseMap<Value, SmallVector<Value>> registers;
-  /// Tiles that are an epilogue of registers (and their valid parts), computed where they are stored.
-  DenseMap<Value, linalg::GenericOp> epilogues;
-};
-
-} // namespace
 
 /// Whether `index` < `size`, known true when `size` is the constant `extent` (the tile is whole along it).
 static Value inside(IndexMath &im, Value index, Value size, int64_t extent) {
@@ -161,6 +78,11 @@ void MmaMatmulLowering::copyTile(const GlobalTile &tile, const OperandRing &ring
   Value slotBase = im.mul(slot, ring.slotElements);
   for (int64_t first = 0; first < chunks; first += threads) {
     Value index = im.add(tid, first);
+    // In the last round of a tile whose chunks do not split evenly over the threads, the cp.async copies of the
+    // threads past the last chunk repeat it (the same bytes to the same place), so that every thread's copies
+    // join the group; element loads are skipped there instead.
+    if (first + threads > chunks && !elementLoads)
+      index = im.min(index, im.c(chunks - 1));
     auto copyChunk = [&] {
       Value row = im.div(index, chunksPerRow), column = im.mul(im.rem(index, chunksPerRow), chunk);
       Value sharedAt = im.add(slotBase, im.add(im.mul(row, ring.stride), column));
@@ -197,11 +119,10 @@ void MmaMatmulLowering::copyTile(const GlobalTile &tile, const OperandRing &ring
             b.getIndexAttr(width), count, width * bytes == 16 ? b.getUnitAttr() : UnitAttr()));
       }
     };
-    if (first + threads <= chunks) {
+    if (first + threads <= chunks || !elementLoads) {
       copyChunk();
       continue;
     }
-    // The last round of a tile whose chunks do not split evenly over the threads.
     scf::IfOp::create(b, loc, im.lt(index, chunks), [&](OpBuilder &then, Location) {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPoint(then.getInsertionBlock(), then.getInsertionPoint());
@@ -462,21 +383,34 @@ LogicalResult MmaMatmulLowering::lowerEpilogue(linalg::GenericOp op) {
       }))
     return op.emitOpError() << kWhat << ": an epilogue is a 2-D elementwise linalg.generic with one result";
   for (auto [input, map] : llvm::zip(op.getDpsInputs(), op.getIndexingMapsArray()))
-    if (registers.count(input) && !map.isIdentity())
-      return op.emitOpError() << kWhat << ": the accumulator must be read element for element";
+    if ((registers.count(input) && !map.isIdentity()) ||
+        (rowValues.count(input) && map != AffineMap::get(2, 0, b.getAffineDimExpr(0))))
+      return op.emitOpError() << kWhat << ": the accumulator must be read element for element, a row vector by "
+                                          "its row";
   epilogues[op.getResult(0)] = op;
   return success();
 }
 
-FailureOr<Value> MmaMatmulLowering::epilogueValue(linalg::GenericOp op, int64_t r) {
+FailureOr<Value> MmaMatmulLowering::epilogueValue(linalg::GenericOp op, int64_t r, int64_t frags) {
+  frags = frags ? frags : fragsN;
   Block &body = op->getRegion(0).front();
-  Value row = registerRow(r), column = registerColumn(r);
+  // The register's position, built only where an operand in memory or the body reads it.
+  Value row, column;
+  auto position = [&] {
+    if (!row)
+      row = registerRow(r, frags), column = registerColumn(r, frags);
+  };
   IRMapping scalars;
   for (auto [input, map, argument] : llvm::zip(op.getDpsInputs(), op.getIndexingMapsArray(), body.getArguments())) {
     if (auto it = registers.find(input); it != registers.end()) {
       scalars.map(argument, it->second[r]);
       continue;
     }
+    if (auto it = rowValues.find(input); it != rowValues.end()) {
+      scalars.map(argument, it->second[rowSlot(r, frags)]);
+      continue;
+    }
+    position();
     std::optional<SmallVector<Value, 8>> indices = affine::expandAffineMap(b, loc, map, {row, column});
     if (!indices)
       return op.emitOpError() << kWhat << ": cannot expand an epilogue operand's indexing map";
@@ -491,8 +425,14 @@ FailureOr<Value> MmaMatmulLowering::epilogueValue(linalg::GenericOp op, int64_t 
       if (!op->isAncestor(operand.getParentRegion()->getParentOp()) && !scalars.contains(operand))
         scalars.map(operand, index(operand));
   });
-  for (Operation &inner : body.without_terminator())
+  for (Operation &inner : body.without_terminator()) {
+    if (auto index = dyn_cast<linalg::IndexOp>(inner)) {
+      position();
+      scalars.map(index.getResult(), index.getDim() == 0 ? row : column);
+      continue;
+    }
     b.clone(inner, scalars);
+  }
   return scalars.lookupOrDefault(body.getTerminator()->getOperand(0));
 }
 
@@ -501,16 +441,9 @@ LogicalResult MmaMatmulLowering::lowerInsert(tensor::ParallelInsertSliceOp op) {
   auto epilogue = epilogues.find(op.getSource());
   if (tile == registers.end() && epilogue == epilogues.end())
     return op.emitOpError() << kWhat << ": the inserted tile must be in registers or an epilogue of them";
-  SmallVector<Value> offsets, sizes;
-  for (OpFoldResult offset : op.getMixedOffsets())
-    offsets.push_back(index(getValueOrCreateConstantIndexOp(b, loc, offset)));
-  for (auto [d, size] : llvm::enumerate(op.getMixedSizes()))
-    sizes.push_back(tileSize(output, d, offsets[d], index(getValueOrCreateConstantIndexOp(b, loc, size))));
-  llvm::SmallBitVector dropped = op.getDroppedDims();
-  SmallVector<int64_t> kept;
-  for (int64_t d = 0, rank = output.shape.size(); d < rank; ++d)
-    if (!dropped.test(d))
-      kept.push_back(d);
+  GlobalTile region = insertRegion(op, output);
+  ArrayRef<Value> offsets = region.offsets, sizes = region.sizes;
+  ArrayRef<int64_t> kept = region.dims;
   if (kept.size() != 2)
     return op.emitOpError() << kWhat << ": a matmul tile is inserted as [rows, columns]";
   Type element = cast<MemRefType>(output.buffer.getType()).getElementType();
@@ -646,15 +579,25 @@ LogicalResult MmaMatmulLowering::lowerBody(scf::ForallOp forall) {
   return success();
 }
 
-FailureOr<KernelLaunch> kiln::lowerMmaMatmulKernel(OpBuilder &builder, gpu::GPUModuleOp module,
-                                                   func::FuncOp kernel, StringRef name) {
+FailureOr<MmaTiledLoop> gpukernel::mmaTiledLoop(func::FuncOp kernel, size_t tileSizes, StringRef what,
+                                                StringRef lowering) {
   auto forall = dyn_cast_or_null<scf::ForallOp>(kernelOpOf(kernel));
   ConfigAttr config = forall ? getConfig(forall) : ConfigAttr();
-  if (!config || config.getLowering() != "mma_sync" || config.getTile().size() != 3)
-    return kernel.emitError() << kWhat << ": no tiled loop with a \"mma_sync\" matmul config in the kernel";
+  if (!config || config.getLowering() != "mma_sync" || config.getTile().size() != tileSizes)
+    return kernel.emitError() << lowering << ": no tiled loop with a \"mma_sync\" " << what
+                              << " config in the kernel";
   auto layout = forall->getAttrOfType<MmaLayoutAttr>(kLayoutAttrName);
   if (!layout)
-    return forall.emitError() << kWhat << ": no #kiln.mma_layout on the loop (run kiln-assign-layouts)";
+    return forall.emitError() << lowering << ": no #kiln.mma_layout on the loop (run kiln-assign-layouts)";
+  return MmaTiledLoop{forall, config, layout};
+}
+
+FailureOr<KernelLaunch> kiln::lowerMmaMatmulKernel(OpBuilder &builder, gpu::GPUModuleOp module,
+                                                   func::FuncOp kernel, StringRef name) {
+  FailureOr<MmaTiledLoop> tiled = mmaTiledLoop(kernel, 3, "matmul", kWhat);
+  if (failed(tiled))
+    return failure();
+  auto [forall, config, layout] = *tiled;
   int64_t bm = config.getTile()[0], bn = config.getTile()[1], bk = config.getTile()[2];
   int64_t threads = config.getWarps() * 32;
   MatmulOp product;

@@ -46,12 +46,12 @@ Value TiledLoopLowering::tileSize(const GlobalTensor &global, int64_t d, Value o
 
 LogicalResult TiledLoopLowering::bindKernel(func::FuncOp kernel, scf::ForallOp forall, Block &entry,
                                             StringRef what) {
-  if (forall.getNumResults() != 1)
-    return forall.emitError() << what << ": a tiled kernel has one result";
+  if (forall.getNumResults() == 0)
+    return forall.emitError() << what << ": a tiled kernel has a result";
   DenseMap<Value, GlobalTensor> views;
+  outputs.assign(forall.getNumResults(), GlobalTensor{});
   for (auto [argument, parameter] : llvm::zip(kernel.getArguments(), entry.getArguments()))
     views[argument] = GlobalTensor{parameter, llvm::to_vector(cast<RankedTensorType>(argument.getType()).getShape())};
-  bool found = false;
   for (Operation &op : kernel.getBody().front()) {
     if (isa<arith::ConstantOp>(&op)) {
       b.clone(op, mapping);
@@ -64,15 +64,17 @@ LogicalResult TiledLoopLowering::bindKernel(func::FuncOp kernel, scf::ForallOp f
       if (auto reshape = written.getDefiningOp<ReshapeOp>())
         written = reshape.getInput();
       auto destination = views.find(write.getDest());
-      if (written == forall.getResult(0) && destination != views.end()) {
-        output = GlobalTensor{destination->second.buffer,
-                              llvm::to_vector(cast<RankedTensorType>(forall.getResult(0).getType()).getShape())};
-        found = true;
-      }
+      for (OpResult result : forall.getResults())
+        if (written == result && destination != views.end())
+          outputs[result.getResultNumber()] =
+              GlobalTensor{destination->second.buffer,
+                           llvm::to_vector(cast<RankedTensorType>(result.getType()).getShape())};
     }
   }
-  if (!found)
-    return forall.emitError() << what << ": the loop's result is not written to a kernel argument";
+  for (const GlobalTensor &written : outputs)
+    if (!written.buffer)
+      return forall.emitError() << what << ": the loop's result is not written to a kernel argument";
+  output = outputs[0];
   for (auto &[value, global] : views)
     globals[value] = global;
   return success();
@@ -138,6 +140,20 @@ GlobalTile TiledLoopLowering::wholeTile(const GlobalTensor &global) {
     tile.dims.push_back(d);
   }
   return tile;
+}
+
+GlobalTile TiledLoopLowering::insertRegion(tensor::ParallelInsertSliceOp op, const GlobalTensor &destination) {
+  GlobalTile region{destination, {}, {}, {}, 0.0};
+  for (OpFoldResult offset : op.getMixedOffsets())
+    region.offsets.push_back(index(getValueOrCreateConstantIndexOp(b, loc, offset)));
+  for (auto [d, size] : llvm::enumerate(op.getMixedSizes()))
+    region.sizes.push_back(
+        tileSize(destination, d, region.offsets[d], index(getValueOrCreateConstantIndexOp(b, loc, size))));
+  llvm::SmallBitVector dropped = op.getDroppedDims();
+  for (int64_t d = 0, rank = destination.shape.size(); d < rank; ++d)
+    if (!dropped.test(d))
+      region.dims.push_back(d);
+  return region;
 }
 
 FailureOr<bool> TiledLoopLowering::lowerAddressing(Operation *op, StringRef what) {

@@ -18,6 +18,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
 
 namespace mlir {
@@ -51,7 +52,7 @@ public:
 
   /// Binds the arguments of `kernel` (the outlined function whose tiled loop is `forall`) and their reshapes to
   /// the parameters of the gpu.func whose entry block is `entry`, recreates the function's top-level constants,
-  /// and finds the argument the loop's result is written to (through a reshape, for a single row). `what` names
+  /// and finds the arguments the loop's results are written to (through a reshape, for a single row). `what` names
   /// the lowering in errors.
   LogicalResult bindKernel(func::FuncOp kernel, scf::ForallOp forall, Block &entry, StringRef what);
 
@@ -81,6 +82,9 @@ protected:
                      ArrayRef<Value> along);
   /// A whole global tensor as a tile.
   GlobalTile wholeTile(const GlobalTensor &global);
+  /// Where the insertion `op` writes into `destination`: its offsets and valid sizes (tileSize) per dimension of
+  /// `destination`, and the dimensions that its source's dimensions stand for (`dims`).
+  GlobalTile insertRegion(tensor::ParallelInsertSliceOp op, const GlobalTensor &destination);
   /// The extent of dimension `d` of `global` as the kernel reads it (a size parameter or a constant).
   Value extent(const GlobalTensor &global, int64_t d);
   /// The valid size along dimension `d` of `global` of a tile at `offset` whose size the IR computes as
@@ -95,8 +99,9 @@ protected:
   IRMapping mapping;
   DenseMap<Value, GlobalTensor> globals;
   DenseMap<Value, GlobalTile> globalTiles;
-  /// Where the loop's result goes (bindKernel).
+  /// Where the loop's first result goes (bindKernel), and each result in order.
   GlobalTensor output;
+  SmallVector<GlobalTensor> outputs;
   /// The kernel-value extents of loop induction variables (setLoopExtent).
   DenseMap<Value, Value> loopExtents;
   /// The tile length along the dimensions of each kernel-value extent (setExtentTile).

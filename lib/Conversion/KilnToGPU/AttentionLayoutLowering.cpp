@@ -1,0 +1,687 @@
+//===- AttentionLayoutLowering.cpp - mma.sync attention lowered from its tiled IR -===//
+//
+// A "mma_sync" attention reaches the GPU as kiln-tile, kiln-online-softmax, kiln-split-masked-tiles and
+// kiln-assign-layouts leave it: an scf.forall over (batch, head, BQ query rows) whose body reads the Q tile, runs
+// one or two scf.for loops over BK-key tiles (the unmasked tiles, then those that need the mask) that carry the
+// running row max m, the row sum l and the accumulator, and stores acc / l (through the epilogue, if any) and the
+// lse. Every value of the loop nest has the #kiln.mma_layout of one column of BQ / 16 warps, so this file maps
+// it op by op, with what it shares with the matmul's lowering (MmaLayoutLowering.h):
+//   - [BQ, X] tiles are mma.sync accumulator fragments (each warp 16 rows); [BQ] row vectors are two values per
+//     thread (its rows lane / 4 and lane / 4 + 8), the same in the four lanes of a quad;
+//   - the tile matmul whose lhs is read before the loops (Q K^T) reads it once into shared memory and keeps it
+//     as A fragments in registers; its rhs (K), and the rhs of the matmul whose lhs is in registers (V), stream
+//     through double-buffered shared-memory rings, rows padded by 16 bytes, the next key tile's cp.async copies
+//     in flight while this one is used, across both loops; B fragments by ldmatrix (.trans for V);
+//   - a matmul with a lhs in registers (P rounded to the input type) takes it as A fragments straight from the
+//     accumulator fragments that computed it (same rows per thread), and one whose only user adds it to a tile
+//     in registers accumulates into that tile's fragments;
+//   - elementwise ops, linalg.generic bodies (the scale, the mask, exp2, the rescaling) run on each register,
+//     reading row vectors by row, memory tiles (an additive mask) element by element and their position through
+//     linalg.index; row reductions reduce within the thread and then across the quad by shuffles;
+//   - the lengths (kiln.dim) are the kernel's size parameters Sq and Sk, and every buffer dimension that the
+//     query loop or a key loop walks takes them as its extent: one kernel serves every length that keeps the
+//     same whole or partial last tiles (a decode step against a growing KV cache).
+//
+//===----------------------------------------------------------------------===//
+
+#include "GpuKernels.h"
+
+#include "Conversion/KilnToLinalg/LinalgBuilders.h"
+#include "KernelBuilding.h"
+#include "MmaLayoutLowering.h"
+#include "Transforms/Transforms.h"
+
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/Matchers.h"
+
+using namespace mlir;
+using namespace mlir::kiln;
+using namespace mlir::kiln::gpukernel;
+
+static constexpr StringLiteral kWhat = "mma-layout attention lowering";
+
+namespace {
+
+/// Lowers the body of one tiled mma_sync attention into the gpu.func under construction. The result tile (the
+/// accumulator, [BQ, Dv]) is the matmul lowering's [bm, bn] tile, so its epilogue and stores are that
+/// lowering's; the score tiles ([BQ, BK]) are register tiles of their own width.
+class MmaAttentionLowering : public MmaMatmulLowering {
+public:
+  MmaAttentionLowering(OpBuilder &b, Location loc, int64_t bq, int64_t bk, int64_t valueDim, MmaLayoutAttr layout,
+                       int64_t threads)
+      : MmaMatmulLowering(b, loc, bq, valueDim, bk, /*stages=*/2, layout, threads) {}
+
+  /// The Q tile (one slot) and the K and V rings (two slots), placed by the caller.
+  OperandRing ringQ, ringK, ringV;
+
+  /// Makes the kernel size-generic in the lengths: `seqQ` and `seqK` (kernel values) are the extents of the
+  /// buffer dimensions that the forall's query iteration and the key loops walk, and kiln.dim reads them.
+  void bindLengths(scf::ForallOp forall, Value seqQ, Value seqK);
+
+  /// Lowers the forall's body for this block's iteration.
+  LogicalResult lowerAttentionBody(scf::ForallOp forall);
+
+  /// The lengths compiled for (bindLengths), the launch's sizes.
+  int64_t compiledSeqQ = 0, compiledSeqK = 0;
+
+protected:
+  LogicalResult lowerOp(Operation *op) override;
+
+private:
+  /// The fragments per warp of a [BQ, X] tile value.
+  static int64_t fragsOf(Value tile) { return cast<RankedTensorType>(tile.getType()).getDimSize(1) / 8; }
+  /// The key loops that follow `first` in the forall's body (each reads its key tiles and carries the state).
+  SmallVector<scf::ForOp> keyLoopsFrom(scf::ForOp first);
+  /// Lowers consecutive key loops as one pipeline over the K and V rings.
+  LogicalResult lowerKeyLoops(SmallVector<scf::ForOp> loops);
+  /// Lowers the addressing of `loop`'s body for the key tile at `keyStart` and copies its K and V tiles into
+  /// ring slot `slot`, or zeros where `enabled` is false; returns the cp.async group.
+  FailureOr<Value> stageKeyTile(scf::ForOp loop, Value keyStart, Value enabled, Value slot);
+  /// The two tile matmuls of a key loop: the one whose lhs is read before the loop (Q K^T) and the one whose lhs
+  /// is in registers (P V); their rhs are the tiles the rings hold.
+  LogicalResult findProducts(scf::ForOp loop, MatmulOp &scores, MatmulOp &values);
+  /// Lowers a matmul of the key loop's body (its operands in registers or in ring slot `slot`).
+  LogicalResult lowerProduct(MatmulOp product, Value slot);
+  /// Evaluates an elementwise kiln op or 2-D linalg.generic on every register of its tile.
+  LogicalResult lowerElementwise(Operation *op);
+  /// A row reduction ([BQ, X] -> [BQ]): within the thread, across the quad, then with the init.
+  LogicalResult lowerRowReduction(linalg::GenericOp op);
+  /// A 1-D linalg.generic of row vectors, on each of this thread's rows.
+  LogicalResult lowerRowGeneric(linalg::GenericOp op);
+  /// Element `r` of a tile operand of an elementwise op: a register, a scalar constant, a cast of either, or an
+  /// element of a tile in memory.
+  FailureOr<Value> elementAt(Value tile, int64_t r, int64_t frags, Operation *user);
+  /// The store of a row vector's valid part (the lse) by the first lane of each quad.
+  LogicalResult lowerRowInsert(tensor::ParallelInsertSliceOp op, const GlobalTensor &destination);
+
+  /// The A fragments (per k16 step) of a matmul lhs read before the key loops.
+  DenseMap<Value, SmallVector<SmallVector<Value>>> aFragments;
+  /// The group of the copies before the key loops (Q and the first key tile).
+  Value firstGroup;
+};
+
+} // namespace
+
+/// The first non-null length that `offset` walks.
+static Value walkedLength(Value offset, Value queryIv, ArrayRef<Value> keyIvs, Value seqQ, Value seqK) {
+  if (offset == queryIv)
+    return seqQ;
+  if (llvm::is_contained(keyIvs, offset))
+    return seqK;
+  return Value();
+}
+
+void MmaAttentionLowering::bindLengths(scf::ForallOp forall, Value seqQ, Value seqK) {
+  Value queryIv = forall.getInductionVars().back();
+  SmallVector<Value> keyIvs;
+  for (auto loop : forall.getBody()->getOps<scf::ForOp>())
+    keyIvs.push_back(loop.getInductionVar());
+  // A dimension that both the query loop and a key loop walk (one buffer passed as q and as k) stays static:
+  // one extent cannot be read in tiles of BQ and of BK; the kernel is then compiled for its one length.
+  DenseSet<std::pair<Value, int64_t>> shared;
+  auto account = [&](GlobalTensor &global, ArrayRef<OpFoldResult> offsets) {
+    if (global.extents.empty())
+      global.extents.assign(global.shape.size(), Value());
+    for (auto [d, offset] : llvm::enumerate(offsets)) {
+      auto value = dyn_cast<Value>(offset);
+      Value length = value ? walkedLength(value, queryIv, keyIvs, seqQ, seqK) : Value();
+      if (!length)
+        continue;
+      (length == seqQ ? compiledSeqQ : compiledSeqK) = global.shape[d];
+      Value &extent = global.extents[d];
+      if (extent && extent != length)
+        shared.insert({global.buffer, static_cast<int64_t>(d)});
+      extent = shared.contains({global.buffer, static_cast<int64_t>(d)}) ? Value() : length;
+    }
+  };
+  forall.getBody()->walk([&](tensor::ExtractSliceOp slice) {
+    if (auto global = globals.find(slice.getSource()); global != globals.end())
+      account(global->second, slice.getMixedOffsets());
+  });
+  for (Operation &op : forall.getTerminator().getYieldingOps()) {
+    auto insert = cast<tensor::ParallelInsertSliceOp>(&op);
+    auto result = cast<BlockArgument>(insert.getDest()).getArgNumber() - forall.getRank();
+    account(outputs[result], insert.getMixedOffsets());
+  }
+  output = outputs[0];
+  // A query loop of one iteration reads the rows at offset 0 (folded): the length is still the loop's extent.
+  compiledSeqQ = *getConstantIntValue(forall.getMixedUpperBound().back());
+  setLoopExtent(queryIv, seqQ);
+  setExtentTile(seqQ, bm);
+  setExtentTile(seqK, bk);
+}
+
+SmallVector<scf::ForOp> MmaAttentionLowering::keyLoopsFrom(scf::ForOp first) {
+  SmallVector<scf::ForOp> loops{first};
+  for (Operation *next = first->getNextNode(); next; next = next->getNextNode()) {
+    auto loop = dyn_cast<scf::ForOp>(next);
+    if (!loop)
+      break;
+    if (!llvm::equal(loop.getInitArgs(), loops.back().getResults()))
+      break;
+    loops.push_back(loop);
+  }
+  return loops;
+}
+
+LogicalResult MmaAttentionLowering::findProducts(scf::ForOp loop, MatmulOp &scores, MatmulOp &values) {
+  for (auto product : loop.getBody()->getOps<MatmulOp>()) {
+    Operation *lhs = product.getLhs().getDefiningOp();
+    if (lhs && !loop->isAncestor(lhs) && !scores)
+      scores = product;
+    else if (!values)
+      values = product;
+    else
+      return product.emitOpError() << kWhat << ": a key loop holds two tile matmuls";
+  }
+  if (!scores || !values)
+    return loop.emitOpError() << kWhat << ": a key loop multiplies a tile read before it (Q K^T) and one in "
+                                          "registers (P V)";
+  return success();
+}
+
+FailureOr<Value> MmaAttentionLowering::stageKeyTile(scf::ForOp loop, Value keyStart, Value enabled, Value slot) {
+  mapping.map(loop.getInductionVar(), keyStart);
+  for (Operation &op : loop.getBody()->without_terminator())
+    if (isa<tensor::ExtractSliceOp, tensor::PadOp, tensor::DimOp, affine::AffineMinOp, affine::AffineApplyOp>(op) ||
+        (isa<arith::ArithDialect>(op.getDialect()) &&
+         llvm::all_of(op.getResultTypes(), [](Type t) { return t.isIndex(); })))
+      if (failed(lowerAddressing(&op, kWhat)))
+        return failure();
+  MatmulOp scores, values;
+  if (failed(findProducts(loop, scores, values)))
+    return failure();
+  auto keys = globalTiles.find(scores.getRhs()), rows = globalTiles.find(values.getRhs());
+  if (keys == globalTiles.end() || rows == globalTiles.end() || keys->second.dims.size() != 2 ||
+      rows->second.dims.size() != 2 || !scores.getTransposeRhs() || values.getTransposeRhs())
+    return loop.emitOpError() << kWhat << ": the key loop must read K ([keys, features], multiplied transposed) "
+                                          "and V ([keys, features]) tiles of kernel buffers";
+  SmallVector<Value> tokens;
+  copyTile(keys->second, ringK, slot, enabled, tokens);
+  copyTile(rows->second, ringV, slot, enabled, tokens);
+  Type tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
+  return nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens).getResult();
+}
+
+FailureOr<Value> MmaAttentionLowering::elementAt(Value tile, int64_t r, int64_t frags, Operation *user) {
+  if (auto it = registers.find(tile); it != registers.end())
+    return it->second[r];
+  if (auto constant = tile.getDefiningOp<ConstantOp>()) {
+    auto splat = dyn_cast<SplatElementsAttr>(constant.getValue());
+    if (!splat || !isa<FloatType>(splat.getElementType()))
+      return user->emitOpError() << kWhat << ": a constant operand must be a float splat";
+    return arith::ConstantOp::create(b, loc, splat.getSplatValue<FloatAttr>()).getResult();
+  }
+  if (auto castOp = tile.getDefiningOp<CastOp>()) {
+    FailureOr<Value> input = elementAt(castOp.getInput(), r, frags, user);
+    if (failed(input))
+      return failure();
+    return lowering::narrow(b, loc, lowering::widen(b, loc, *input), castOp.getType().getElementType());
+  }
+  // A tile in memory, broadcast along its dimensions of one element.
+  auto type = cast<RankedTensorType>(tile.getType());
+  if (type.getRank() != 2)
+    return user->emitOpError() << kWhat << ": a tile operand must be [rows, columns]";
+  Value row = type.getDimSize(0) == 1 ? im.c(0) : registerRow(r, frags);
+  Value column = type.getDimSize(1) == 1 ? im.c(0) : registerColumn(r, frags);
+  return memoryElement(tile, {row, column}, user);
+}
+
+LogicalResult MmaAttentionLowering::lowerElementwise(Operation *op) {
+  Value result = op->getResult(0);
+  int64_t frags = fragsOf(result);
+  int64_t count = fragsM * frags * 4;
+  SmallVector<Value> values;
+  auto generic = dyn_cast<linalg::GenericOp>(op);
+  for (int64_t r = 0; r < count; ++r) {
+    if (generic) {
+      FailureOr<Value> value = epilogueValue(generic, r, frags);
+      if (failed(value))
+        return failure();
+      values.push_back(*value);
+      continue;
+    }
+    FailureOr<Value> lhs = elementAt(op->getOperand(0), r, frags, op);
+    FailureOr<Value> rhs = elementAt(op->getOperand(1), r, frags, op);
+    if (failed(lhs) || failed(rhs))
+      return failure();
+    Value x = lowering::widen(b, loc, *lhs), y = lowering::widen(b, loc, *rhs);
+    Value value;
+    if (isa<AddOp>(op))
+      value = arith::AddFOp::create(b, loc, x, y);
+    else if (isa<SubOp>(op))
+      value = arith::SubFOp::create(b, loc, x, y);
+    else if (isa<MulOp>(op))
+      value = arith::MulFOp::create(b, loc, x, y);
+    else if (isa<DivOp>(op))
+      value = arith::DivFOp::create(b, loc, x, y);
+    else if (isa<MaxOp>(op))
+      value = arith::MaximumFOp::create(b, loc, x, y);
+    else if (isa<MinOp>(op))
+      value = arith::MinimumFOp::create(b, loc, x, y);
+    else
+      return op->emitOpError() << kWhat << ": no lowering for this op in an attention kernel";
+    values.push_back(lowering::narrow(b, loc, value, cast<RankedTensorType>(result.getType()).getElementType()));
+  }
+  registers[result] = std::move(values);
+  return success();
+}
+
+/// The one combining op of a reduction's body (its result yielded, its operands the two block arguments).
+static Operation *combiner(linalg::GenericOp op) {
+  Block &body = op->getRegion(0).front();
+  if (!llvm::hasSingleElement(body.without_terminator()))
+    return nullptr;
+  Operation &combine = body.front();
+  if (!isa<arith::AddFOp, arith::MulFOp, arith::MaximumFOp, arith::MinimumFOp, arith::MaxNumFOp,
+           arith::MinNumFOp>(combine) ||
+      body.getTerminator()->getOperand(0) != combine.getResult(0) ||
+      !llvm::is_contained(combine.getOperands(), body.getArgument(0)) ||
+      !llvm::is_contained(combine.getOperands(), body.getArgument(1)))
+    return nullptr;
+  return &combine;
+}
+
+LogicalResult MmaAttentionLowering::lowerRowReduction(linalg::GenericOp op) {
+  Operation *combine = combiner(op);
+  Value input = op.getDpsInputs()[0];
+  auto tile = registers.find(input);
+  auto init = rowValues.find(op.getDpsInits()[0]);
+  if (!combine || op.getNumDpsInputs() != 1 || tile == registers.end() || init == rowValues.end() ||
+      !op.getIndexingMapsArray()[0].isIdentity())
+    return op.emitOpError() << kWhat << ": a row reduction combines the registers of one tile with one "
+                                        "associative op into a row vector";
+  auto apply = [&](Value x, Value y) {
+    IRMapping operands;
+    operands.map(combine->getOperand(0), x);
+    operands.map(combine->getOperand(1), y);
+    return b.clone(*combine, operands)->getResult(0);
+  };
+  int64_t frags = fragsOf(input);
+  // The thread's registers in order, each into its row's partial (the rows' chains interleave).
+  SmallVector<Value> partials(fragsM * 2), result;
+  for (int64_t r = 0, count = fragsM * frags * 4; r < count; ++r) {
+    Value &partial = partials[rowSlot(r, frags)];
+    partial = partial ? apply(partial, tile->second[r]) : tile->second[r];
+  }
+  // The quad's four lanes hold the rows' other columns.
+  for (int32_t offset : {1, 2})
+    for (Value &partial : partials)
+      partial = apply(partial,
+                      gpu::ShuffleOp::create(b, loc, partial, offset, 32, gpu::ShuffleMode::XOR).getShuffleResult());
+  for (auto [initial, partial] : llvm::zip(init->second, partials))
+    result.push_back(apply(initial, partial));
+  rowValues[op.getResult(0)] = std::move(result);
+  return success();
+}
+
+LogicalResult MmaAttentionLowering::lowerRowGeneric(linalg::GenericOp op) {
+  Block &body = op->getRegion(0).front();
+  SmallVector<Value> result;
+  for (int64_t slot = 0; slot < fragsM * 2; ++slot) {
+    IRMapping scalars;
+    for (auto [input, argument] : llvm::zip(op.getDpsInputs(), body.getArguments())) {
+      auto it = rowValues.find(input);
+      if (it == rowValues.end())
+        return op.emitOpError() << kWhat << ": a row generic reads row vectors";
+      scalars.map(argument, it->second[slot]);
+    }
+    body.walk([&](Operation *inner) {
+      for (Value operand : inner->getOperands())
+        if (!op->isAncestor(operand.getParentRegion()->getParentOp()) && !scalars.contains(operand))
+          scalars.map(operand, index(operand));
+    });
+    for (Operation &inner : body.without_terminator())
+      b.clone(inner, scalars);
+    result.push_back(scalars.lookupOrDefault(body.getTerminator()->getOperand(0)));
+  }
+  rowValues[op.getResult(0)] = std::move(result);
+  return success();
+}
+
+LogicalResult MmaAttentionLowering::lowerProduct(MatmulOp product, Value slot) {
+  Type element = cast<MemRefType>(ringK.shared.getType()).getElementType();
+  int64_t frags = fragsOf(product.getResult());
+  auto fragment = VectorType::get({4}, b.getF32Type());
+  // A product whose one user adds it to a tile in registers accumulates into that tile.
+  auto add = product->hasOneUse() ? dyn_cast<AddOp>(*product->user_begin()) : AddOp();
+  Value other = !add ? Value() : add.getLhs() == product.getResult() ? add.getRhs() : add.getLhs();
+  SmallVector<Value> accs;
+  if (other && registers.count(other))
+    accs = fragmentsOf(registers[other]);
+  else
+    accs.assign(frags, arith::ConstantOp::create(b, loc, DenseElementsAttr::get(fragment, 0.0f)));
+
+  // The A fragments, one per k16 step: Q's, loaded before the loops, or P's, packed from its registers (in the
+  // accumulator layout, fragments 2k and 2k + 1 hold the columns of step k).
+  SmallVector<SmallVector<Value>> a;
+  const OperandRing *ring;
+  if (auto loaded = aFragments.find(product.getLhs()); loaded != aFragments.end()) {
+    a = loaded->second;
+    ring = &ringK;
+  } else if (auto p = registers.find(product.getLhs()); p != registers.end()) {
+    auto pair = [&](int64_t r) -> Value {
+      Value packed = vector::FromElementsOp::create(b, loc, VectorType::get({2}, element),
+                                                    ValueRange{p->second[r], p->second[r + 1]});
+      if (element.isF16())
+        return packed;
+      Value word = vector::BitCastOp::create(b, loc, VectorType::get({1}, b.getI32Type()), packed);
+      return vector::ExtractOp::create(b, loc, word, ArrayRef<int64_t>{0});
+    };
+    for (int64_t kk = 0, steps = fragsOf(product.getLhs()) / 2; kk < steps; ++kk)
+      a.push_back({pair(8 * kk), pair(8 * kk + 2), pair(8 * kk + 4), pair(8 * kk + 6)});
+    ring = &ringV;
+  } else {
+    return product.emitOpError() << kWhat << ": the lhs of a key loop's matmul is Q, read before the loop, or "
+                                            "a tile in registers";
+  }
+  if (cast<RankedTensorType>(product.getLhs().getType()).getElementType() != element)
+    return product.emitOpError() << kWhat << ": the lhs must be rounded to the rhs's type first";
+  Value base = im.mul(slot, ring->slotElements);
+  bool kMajor = !product.getTransposeRhs();
+  for (int64_t kk = 0; kk < static_cast<int64_t>(a.size()); ++kk)
+    for (int64_t j = 0; j < frags; j += 2) {
+      auto [first, second] =
+          loadBFragmentPair(b, loc, im, ring->shared, base, ring->stride, lane, im.c(kk * 16), im.c(j * 8), kMajor);
+      accs[j] = mmaSync(b, loc, a[kk], first, accs[j], element);
+      if (j + 1 < frags)
+        accs[j + 1] = mmaSync(b, loc, a[kk], second, accs[j + 1], element);
+    }
+  registers[other && registers.count(other) ? add.getResult() : product.getResult()] = registersOf(accs);
+  return success();
+}
+
+LogicalResult MmaAttentionLowering::lowerKeyLoops(SmallVector<scf::ForOp> loops) {
+  for (scf::ForOp loop : loops)
+    if (getConstantIntValue(loop.getStep()) != bk)
+      return loop.emitOpError() << kWhat << ": a key loop steps by BK = " << bk;
+  MatmulOp scores, values;
+  if (failed(findProducts(loops.front(), scores, values)))
+    return failure();
+  // Where the key tiles end: the last loop's bound.
+  Value end = index(loops.back().getUpperBound());
+  auto slotOf = [&](Value keyStart) { return im.rem(im.div(keyStart, bk), 2); };
+  Value truth = arith::ConstantIntOp::create(b, loc, 1, 1);
+
+  // Q and the first key tile, then Q's A fragments.
+  auto query = globalTiles.find(scores.getLhs());
+  if (query == globalTiles.end() || query->second.dims.size() != 2)
+    return scores.emitOpError() << kWhat << ": Q must be a [rows, features] tile of a kernel buffer";
+  SmallVector<Value> tokens;
+  copyTile(query->second, ringQ, im.c(0), truth, tokens);
+  Type tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
+  Value queryGroup = nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens);
+  Value start = index(loops.front().getLowerBound());
+  FailureOr<Value> group = stageKeyTile(loops.front(), start, im.lt(start, end), slotOf(start));
+  if (failed(group))
+    return failure();
+  nvgpu::DeviceAsyncWaitOp::create(b, loc, queryGroup, b.getI32IntegerAttr(0));
+  gpu::BarrierOp::create(b, loc);
+  Type element = cast<MemRefType>(ringQ.shared.getType()).getElementType();
+  auto fragA = VectorType::get({4, 2}, element);
+  Value laneRow16 = im.rem(lane, 16), laneHalf = im.mul(im.div(lane, 16), 8);
+  SmallVector<SmallVector<Value>> q;
+  for (int64_t kk = 0; kk < ringQ.columns / 16; ++kk) {
+    Value at = im.add(im.mul(im.add(wm0, laneRow16), ringQ.stride), im.add(laneHalf, kk * 16));
+    q.push_back(packFragment(b, loc,
+                             nvgpu::LdMatrixOp::create(b, loc, fragA, ringQ.shared, at, b.getBoolAttr(false),
+                                                       b.getI32IntegerAttr(4))));
+  }
+  aFragments[scores.getLhs()] = std::move(q);
+
+  // The carried state: each iter arg's registers or row values, flattened.
+  SmallVector<Value> state;
+  SmallVector<int64_t> widths; // registers per iter arg
+  for (Value init : loops.front().getInitArgs()) {
+    auto tile = registers.find(init);
+    auto rows = rowValues.find(init);
+    ArrayRef<Value> values = tile != registers.end() ? ArrayRef<Value>(tile->second)
+                             : rows != rowValues.end() ? ArrayRef<Value>(rows->second)
+                                                       : ArrayRef<Value>();
+    if (values.empty())
+      return loops.front().emitOpError() << kWhat << ": a key loop's state starts in registers";
+    for (Value value : values)
+      state.push_back(lowering::widen(b, loc, value));
+    widths.push_back(values.size());
+  }
+  auto bindState = [&](scf::ForOp loop, ValueRange flat) {
+    int64_t at = 0;
+    for (auto [argument, width] : llvm::zip(loop.getRegionIterArgs(), widths)) {
+      SmallVector<Value> values(flat.slice(at, width));
+      if (cast<RankedTensorType>(argument.getType()).getRank() == 1)
+        rowValues[argument] = values;
+      else
+        registers[argument] = values;
+      at += width;
+    }
+  };
+
+  LogicalResult status = success();
+  for (scf::ForOp loop : loops) {
+    auto lowered = scf::ForOp::create(
+        b, loc, index(loop.getLowerBound()), index(loop.getUpperBound()), im.c(bk), state,
+        [&](OpBuilder &nested, Location, Value keyStart, ValueRange carried) {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(nested.getInsertionBlock(), nested.getInsertionPoint());
+          // The slot the next tile goes to was read in the previous iteration: every warp is past it. Then this
+          // tile has landed (all but the newest group done) in every thread's copies.
+          gpu::BarrierOp::create(b, loc);
+          // Past the last tile the copies repeat it into the slot no iteration reads again, so that they need
+          // no predicate (the last tile starts at ((end - 1) / BK) * BK).
+          Value next = im.add(keyStart, bk);
+          Value lastStart = im.mul(im.div(im.sub(end, 1), bk), bk);
+          FailureOr<Value> prefetch = stageKeyTile(loop, im.min(next, lastStart), truth, slotOf(next));
+          if (failed(prefetch)) {
+            status = failure();
+            scf::YieldOp::create(b, loc, carried);
+            return;
+          }
+          nvgpu::DeviceAsyncWaitOp::create(b, loc, *prefetch, b.getI32IntegerAttr(1));
+          gpu::BarrierOp::create(b, loc);
+          // This tile's addressing, then its computation.
+          bindState(loop, carried);
+          mapping.map(loop.getInductionVar(), keyStart);
+          Value slot = slotOf(keyStart);
+          for (Operation &op : loop.getBody()->without_terminator()) {
+            if (failed(status))
+              break;
+            auto product = dyn_cast<MatmulOp>(op);
+            status = product ? lowerProduct(product, slot) : lowerOp(&op);
+          }
+          SmallVector<Value> yielded;
+          for (Value value : loop.getBody()->getTerminator()->getOperands()) {
+            auto tile = registers.find(value);
+            auto rows = rowValues.find(value);
+            if (tile != registers.end())
+              for (Value v : tile->second)
+                yielded.push_back(lowering::widen(b, loc, v));
+            else if (rows != rowValues.end())
+              yielded.append(rows->second);
+            else
+              status = failure();
+          }
+          if (failed(status) || yielded.size() != carried.size())
+            yielded.assign(carried.begin(), carried.end());
+          scf::YieldOp::create(b, loc, yielded);
+        });
+    if (failed(status))
+      return loop.emitOpError() << kWhat << ": cannot lower this key loop";
+    state.assign(lowered.getResults().begin(), lowered.getResults().end());
+  }
+  // The last prefetch lands before the block may exit.
+  nvgpu::DeviceAsyncWaitOp::create(b, loc, queryGroup, b.getI32IntegerAttr(0));
+  // The loops' results are the last one's.
+  int64_t at = 0;
+  for (auto [result, width] : llvm::zip(loops.back().getResults(), widths)) {
+    SmallVector<Value> values(state.begin() + at, state.begin() + at + width);
+    if (cast<RankedTensorType>(result.getType()).getRank() == 1)
+      rowValues[result] = values;
+    else
+      registers[result] = values;
+    at += width;
+  }
+  return success();
+}
+
+LogicalResult MmaAttentionLowering::lowerOp(Operation *op) {
+  if (auto dim = dyn_cast<DimOp>(op)) {
+    auto global = globals.find(dim.getSource());
+    if (global == globals.end())
+      return op->emitOpError() << kWhat << ": kiln.dim reads the extent of a kernel buffer";
+    mapping.map(dim.getResult(), extent(global->second, dim.getDim()));
+    return success();
+  }
+  if (auto fill = dyn_cast<linalg::FillOp>(op)) {
+    auto type = cast<RankedTensorType>(fill.getResult(0).getType());
+    Value value = mapping.lookupOrDefault(fill.value());
+    if (type.getRank() == 1)
+      rowValues[fill.getResult(0)] = SmallVector<Value>(fragsM * 2, value);
+    else
+      registers[fill.getResult(0)] = SmallVector<Value>(fragsM * fragsOf(fill.getResult(0)) * 4, value);
+    return success();
+  }
+  if (auto loop = dyn_cast<scf::ForOp>(op)) {
+    if (registers.count(loop.getResult(0)) || rowValues.count(loop.getResult(0)))
+      return success(); // lowered with the loop before it
+    return lowerKeyLoops(keyLoopsFrom(loop));
+  }
+  if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op)) {
+    if (auto it = rowValues.find(slice.getSource()); it != rowValues.end()) {
+      rowValues[slice.getResult()] = it->second;
+      return success();
+    }
+  }
+  if (auto generic = dyn_cast<linalg::GenericOp>(op)) {
+    if (generic.getNumReductionLoops() == 1 && generic.getNumLoops() == 2)
+      return lowerRowReduction(generic);
+    if (generic.getNumLoops() == 1)
+      return lowerRowGeneric(generic);
+    // After the key loops an epilogue reading memory runs where its elements are stored; everything else now.
+    bool inRegisters = llvm::all_of(generic.getDpsInputs(), [&](Value input) {
+      return registers.count(input) || rowValues.count(input);
+    });
+    if (!inRegisters && !isa<scf::ForOp>(op->getParentOp()))
+      return MmaMatmulLowering::lowerOp(op);
+    return lowerElementwise(op);
+  }
+  if (isa<AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp>(op)) {
+    if (isa<AddOp>(op) && registers.count(op->getResult(0)))
+      return success(); // the accumulation of a tile matmul, lowered with it
+    return lowerElementwise(op);
+  }
+  if (auto castOp = dyn_cast<CastOp>(op); castOp && !registers.count(castOp.getInput()))
+    return success(); // a cast of a tile in memory, read through (elementAt)
+  if (isa<ConstantOp>(op))
+    return success(); // read where used (elementAt)
+  return MmaMatmulLowering::lowerOp(op);
+}
+
+LogicalResult MmaAttentionLowering::lowerRowInsert(tensor::ParallelInsertSliceOp op,
+                                                   const GlobalTensor &destination) {
+  auto rows = rowValues.find(op.getSource());
+  if (rows == rowValues.end())
+    return op.emitOpError() << kWhat << ": an inserted row vector must be in registers";
+  GlobalTile region = insertRegion(op, destination);
+  ArrayRef<Value> offsets = region.offsets, sizes = region.sizes;
+  ArrayRef<int64_t> kept = region.dims;
+  if (kept.size() != 1)
+    return op.emitOpError() << kWhat << ": a row vector is inserted along one dimension";
+  Value firstOfQuad = im.lt(im.rem(lane, 4), 1);
+  for (int64_t slot = 0; slot < fragsM * 2; ++slot) {
+    Value row = im.add(wm0, im.add(im.div(lane, 4), (slot / 2) * 16 + (slot % 2) * 8));
+    Value store = im.andi(firstOfQuad, im.lt(row, sizes[kept[0]]));
+    Value at = elementIndex(destination, offsets, kept, {row});
+    Type element = cast<MemRefType>(destination.buffer.getType()).getElementType();
+    scf::IfOp::create(b, loc, store, [&](OpBuilder &then, Location) {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(then.getInsertionBlock(), then.getInsertionPoint());
+      memref::StoreOp::create(b, loc, lowering::narrow(b, loc, rows->second[slot], element), destination.buffer,
+                              ValueRange{at});
+      scf::YieldOp::create(b, loc);
+    });
+  }
+  return success();
+}
+
+LogicalResult MmaAttentionLowering::lowerAttentionBody(scf::ForallOp forall) {
+  for (Operation &op : forall.getBody()->without_terminator())
+    if (failed(lowerOp(&op)))
+      return failure();
+  for (Operation &op : forall.getTerminator().getYieldingOps()) {
+    auto insert = dyn_cast<tensor::ParallelInsertSliceOp>(&op);
+    auto destination = insert ? dyn_cast<BlockArgument>(insert.getDest()) : BlockArgument();
+    if (!destination)
+      return op.emitOpError() << kWhat << ": an attention kernel inserts its tiles into its results";
+    unsigned result = destination.getArgNumber() - forall.getRank();
+    if (failed(rowValues.count(insert.getSource()) ? lowerRowInsert(insert, outputs[result])
+               : result == 0                       ? lowerInsert(insert)
+                   : insert.emitOpError() << kWhat << ": only the first result is a [rows, columns] tile"))
+      return failure();
+  }
+  return success();
+}
+
+FailureOr<KernelLaunch> kiln::lowerMmaAttentionKernel(OpBuilder &builder, gpu::GPUModuleOp module,
+                                                      func::FuncOp kernel, StringRef name) {
+  FailureOr<MmaTiledLoop> tiled = mmaTiledLoop(kernel, 2, "attention", kWhat);
+  if (failed(tiled))
+    return failure();
+  auto [forall, config, layout] = *tiled;
+  int64_t bq = config.getTile()[0], bk = config.getTile()[1], threads = config.getWarps() * 32;
+  if (layout.getWarpsN() != 1 || layout.getWarpsM() * 16 != bq || bk % 16 != 0)
+    return forall.emitError() << kWhat << ": " << layout << " does not give each warp 16 rows of " << config;
+  // The matmuls: Q K^T reads q [rows, D] and k [keys, D]; P V reads v [keys, Dv].
+  MatmulOp scores, values;
+  forall.getBody()->walk([&](MatmulOp product) {
+    (product.getTransposeRhs() ? scores : values) = product;
+  });
+  if (!scores || !values)
+    return forall.emitError() << kWhat << ": the loop holds no Q K^T and P V tile matmuls";
+  Type element = scores.getLhs().getType().getElementType();
+  if (!element.isBF16() && !element.isF16())
+    return forall.emitError() << "'kiln.attention' op the GPU attention kernel takes bf16 or f16 q/k/v, got "
+                              << element;
+  int64_t headDim = scores.getLhs().getType().getDimSize(1), valueDim = values.getRhs().getType().getDimSize(1);
+  if (headDim % 8 != 0 || valueDim % 8 != 0)
+    return forall.emitError() << "'kiln.attention' op the GPU attention kernel needs head dims that are multiples "
+                                 "of 8, got "
+                              << headDim << " and " << valueDim;
+  // Shared memory: the Q tile, then two K and two V slots; rows padded by 16 bytes (distinct banks for ldmatrix)
+  // and holding whole k16 steps (a head dim of an odd number of 8-element chunks gets a chunk of zeros).
+  int64_t paddedHead = llvm::alignTo(headDim, 16), paddedValue = llvm::alignTo(valueDim, 16);
+  int64_t strideQ = paddedHead + 8, strideV = paddedValue + 8;
+  int64_t sizeQ = bq * strideQ, sizeK = bk * strideQ, sizeV = bk * strideV;
+  int64_t sharedBytes = attentionSharedBytes(bq, bk, headDim, valueDim, /*wgmma=*/false);
+
+  SmallVector<RankedTensorType> buffers;
+  for (Type type : kernel.getArgumentTypes())
+    buffers.push_back(cast<RankedTensorType>(type));
+  Location loc = forall.getLoc();
+  OpBuilder::InsertionGuard guard(builder);
+  // Size-generic in the lengths: Sq and Sk are the kernel's two index parameters after its buffers.
+  KernelFunction gpuKernel = startKernel(builder, module, loc, name, buffers, threads, sharedBytes,
+                                         /*sharedAlignment=*/16, /*sizeParams=*/2);
+  MmaAttentionLowering lowering(builder, loc, bq, bk, valueDim, layout, threads);
+  lowering.ringQ = {sharedView(builder, loc, gpuKernel.sharedBytes, 0, sizeQ, element), bq, paddedHead, strideQ,
+                    sizeQ};
+  lowering.ringK = {sharedView(builder, loc, gpuKernel.sharedBytes, sizeQ, 2 * sizeK, element), bk, paddedHead,
+                    strideQ, sizeK};
+  lowering.ringV = {sharedView(builder, loc, gpuKernel.sharedBytes, sizeQ + 2 * sizeK, 2 * sizeV, element), bk,
+                    paddedValue, strideV, sizeV};
+  Block &entry = gpuKernel.func.getBody().front();
+  if (failed(lowering.bindKernel(kernel, forall, entry, kWhat)))
+    return failure();
+  ValueRange lengths = entry.getArguments().take_back(2);
+  lowering.bindLengths(forall, lengths[0], lengths[1]);
+  FailureOr<int64_t> blocks = lowering.mapIterationToBlock(forall, kWhat);
+  if (failed(blocks) || failed(lowering.lowerAttentionBody(forall)))
+    return failure();
+  gpu::ReturnOp::create(builder, loc);
+  eraseDeadOps(gpuKernel.func);
+  return KernelLaunch{{*blocks, 1, 1}, {threads, 1, 1}, sharedBytes,
+                      {lowering.compiledSeqQ, lowering.compiledSeqK}};
+}

@@ -1,0 +1,142 @@
+//===- MmaLayoutLowering.h - Tiles in mma.sync fragments ---------*- C++ -*-===//
+//
+// The lowering of tiled loops whose tile values live in mma.sync accumulator fragments (#kiln.mma_layout): the
+// matmul's (MmaLayoutLowering.cpp), and the attention's (AttentionLayoutLowering.cpp), which builds on it for
+// its output tile, its epilogue and its stores.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_LIB_CONVERSION_KILNTOGPU_MMALAYOUTLOWERING_H
+#define KILN_LIB_CONVERSION_KILNTOGPU_MMALAYOUTLOWERING_H
+
+#include "TiledLoopLowering.h"
+
+#include "Dialect/Kiln/KilnOps.h"
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+namespace mlir {
+namespace kiln {
+namespace gpukernel {
+
+/// A shared-memory ring of one operand: `stages` slots of a [rows, columns] tile, rows `stride` elements apart.
+struct OperandRing {
+  Value shared;
+  int64_t rows, columns, stride, slotElements;
+};
+
+/// Lowers the body of one tiled mma_sync matmul into the gpu.func under construction. A tile value in the
+/// accumulator layout is a list of registers, fragment by fragment (i over the warp's 16-row fragments, j over
+/// its 8-column ones) and four per fragment (registerRow, registerColumn).
+class MmaMatmulLowering : public TiledLoopLowering {
+public:
+  MmaMatmulLowering(OpBuilder &b, Location loc, ConfigAttr config, MmaLayoutAttr layout, int64_t threads)
+      : MmaMatmulLowering(b, loc, config.getTile()[0], config.getTile()[1], config.getTile()[2],
+                          config.getStages(), layout, threads) {}
+  /// The same for a [bm, bn] result tile, bk-deep k-tiles and `stages` ring slots.
+  MmaMatmulLowering(OpBuilder &b, Location loc, int64_t bm, int64_t bn, int64_t bk, int64_t stages,
+                    MmaLayoutAttr layout, int64_t threads)
+      : TiledLoopLowering(b, loc), bm(bm), bn(bn), bk(bk), stages(stages), threads(threads),
+        fragsM(bm / layout.getWarpsM() / 16), fragsN(bn / layout.getWarpsN() / 8) {
+    tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+    Value warp = im.div(tid, 32);
+    lane = im.rem(tid, 32);
+    wm0 = im.mul(im.div(warp, layout.getWarpsN()), bm / layout.getWarpsM());
+    wn0 = im.mul(im.rem(warp, layout.getWarpsN()), bn / layout.getWarpsN());
+  }
+
+  /// The operand rings, placed by the lowering's caller (they size the kernel's shared memory).
+  OperandRing ringA, ringB;
+
+  /// Makes the kernel size-generic: M, N and K are the kernel values `sizes` (its last three parameters), and
+  /// the code reads them wherever the matmul's extents enter (the loop bounds, the clamped tile sizes, the
+  /// buffers' strides), so that matmuls that differ only in their sizes build the same kernel.
+  void makeSizeGeneric(func::FuncOp kernel, scf::ForallOp forall, ValueRange sizes, bool transposedB);
+
+  /// Lowers the forall's body for this block's iteration.
+  LogicalResult lowerBody(scf::ForallOp forall);
+
+  virtual ~MmaMatmulLowering() = default;
+
+protected:
+  /// Lowers one op of the forall's body.
+  virtual LogicalResult lowerOp(Operation *op);
+  /// The K loop as a pipeline over the operand rings.
+  LogicalResult lowerContraction(scf::ForOp loop);
+  /// Lowers the addressing of the K loop's body for k-tile `kTile` and copies the tile matmul's operands into
+  /// ring slot `slot` (zeros for a k-tile past the last, `kTiles`); returns the cp.async group.
+  FailureOr<Value> stageOperands(scf::ForOp loop, MatmulOp product, Value kTile, Value kTiles, Value slot);
+  /// Copies `tile` (of `ring`'s shape) into slot `slot` of `ring`, or zeros where `enabled` is false, appending
+  /// its cp.async tokens.
+  void copyTile(const GlobalTile &tile, const OperandRing &ring, Value slot, Value enabled,
+                SmallVectorImpl<Value> &tokens);
+  /// A tile matmul outside a K loop (a contraction of one k-tile, whose loop folding removed): its operands
+  /// copied into slot 0 and multiplied into the registers of the accumulator its one user, a kiln.add, adds.
+  LogicalResult lowerSingleProduct(MatmulOp product);
+  /// The [rows, columns] tile of a kernel buffer that a tile matmul operand reads (a slice, or a whole buffer).
+  std::optional<GlobalTile> operandTile(Value operand);
+  /// The accumulator fragments (vector<4xf32>, as mma.sync takes them) of a tile's registers, and back.
+  SmallVector<Value> fragmentsOf(ArrayRef<Value> tile);
+  SmallVector<Value> registersOf(ValueRange fragments);
+  /// Multiplies the operand tiles in slot `slot` into the accumulator fragments `accs` as the tile matmul
+  /// `product` says (its transposed rhs, its fp32_precision).
+  SmallVector<Value> multiplySlot(Value slot, ArrayRef<Value> accs, MatmulOp product);
+  /// An epilogue: checked, and kept for the store, which runs its body on each register it stores (reading
+  /// operand tiles element by element).
+  LogicalResult lowerEpilogue(linalg::GenericOp op);
+  /// The epilogue `op` of register `r`, computed at the builder's insertion point: its inputs are tiles in
+  /// registers, row vectors (read with the (d0, d1) -> (d0) map) or tiles in memory, and its body may read its
+  /// position (linalg.index). `frags` is the width of the tile in 8-column fragments per warp (default: the
+  /// result's).
+  FailureOr<Value> epilogueValue(linalg::GenericOp op, int64_t r, int64_t frags = 0);
+  /// The store of a tile's valid part into the kernel's output.
+  LogicalResult lowerInsert(tensor::ParallelInsertSliceOp op);
+  /// The element of a tile read from memory (a GlobalTile, a kernel buffer or a reshape of either) at tile
+  /// position `indices`, its pad value where it lies past the valid part.
+  FailureOr<Value> memoryElement(Value tile, ArrayRef<Value> indices, Operation *user);
+
+  /// The tile row and column of register `r` of an accumulator-layout tile.
+  Value registerRow(int64_t r) { return registerRow(r, fragsN); }
+  Value registerColumn(int64_t r) { return registerColumn(r, fragsN); }
+  int64_t numRegisters() const { return fragsM * fragsN * 4; }
+  /// The same for a tile of `frags` 8-column fragments per warp (a tile of another width than the result's).
+  Value registerRow(int64_t r, int64_t frags) {
+    return im.add(wm0, im.add(im.div(lane, 4), (r / 4 / frags) * 16 + (r % 4 / 2) * 8));
+  }
+  Value registerColumn(int64_t r, int64_t frags) {
+    return im.add(wn0, im.add(im.mul(im.rem(lane, 4), 2), (r / 4 % frags) * 8 + r % 2));
+  }
+  /// Which of this thread's rows (two per 16-row fragment) register `r` of a tile of `frags` fragments is in:
+  /// the index into a row vector's values (`rowValues`).
+  static int64_t rowSlot(int64_t r, int64_t frags) { return (r / 4 / frags) * 2 + (r % 4) / 2; }
+
+  int64_t bm, bn, bk, stages, threads, fragsM, fragsN;
+  /// Row vectors ([bm] tiles, one value per row, as row reductions give them): this thread's values, two per
+  /// 16-row fragment (rowSlot), the same in the four lanes of a quad.
+  DenseMap<Value, SmallVector<Value>> rowValues;
+  Value tid, lane, wm0, wn0;
+  /// K as the kernel reads it, in a size-generic kernel.
+  Value sizeK;
+  DenseMap<Value, SmallVector<Value>> registers;
+  /// Tiles that are an epilogue of registers (and their valid parts), computed where they are stored.
+  DenseMap<Value, linalg::GenericOp> epilogues;
+};
+
+
+/// The tiled loop of an outlined kernel function lowered by a #kiln.mma_layout.
+struct MmaTiledLoop {
+  scf::ForallOp forall;
+  ConfigAttr config;
+  MmaLayoutAttr layout;
+};
+
+/// The tiled loop of `kernel` with a "mma_sync" config whose tile has `tileSizes` sizes (`what` names the op in
+/// errors, `lowering` the lowering) and the #kiln.mma_layout kiln-assign-layouts gave it.
+FailureOr<MmaTiledLoop> mmaTiledLoop(func::FuncOp kernel, size_t tileSizes, StringRef what, StringRef lowering);
+
+} // namespace gpukernel
+} // namespace kiln
+} // namespace mlir
+
+#endif // KILN_LIB_CONVERSION_KILNTOGPU_MMALAYOUTLOWERING_H

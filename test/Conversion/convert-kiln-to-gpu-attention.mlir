@@ -1,0 +1,208 @@
+// RUN: kiln-opt %s -split-input-file -kiln-tile -canonicalize -kiln-online-softmax -kiln-split-masked-tiles -kiln-assign-layouts -convert-kiln-to-gpu=chip=sm_80 -verify-diagnostics | FileCheck %s
+
+// An mma_sync attention is lowered from its tiled loop (kiln-tile, kiln-online-softmax, kiln-split-masked-tiles
+// and kiln-assign-layouts, as the GPU pipeline runs them) by its #kiln.mma_layout: one column of BQ / 16 warps,
+// each owning 16 query rows. The sm_90a "wgmma" attention, built whole from the op, is in
+// convert-kiln-to-gpu.mlir.
+
+// Causal bf16 attention, 300 queries and keys, 64 x 64 tiles, 4 warps: one block per (head, query tile), 2 x 5
+// of them. Shared memory holds the Q tile and two-slot K and V rings, rows padded by 16 bytes: 2 x (64 x 72 +
+// 2 x 64 x 72 + 2 x 64 x 72) = 46080 bytes. The kernel is size-generic: its buffers are typed 2^40 elements long
+// and Sq and Sk are its two index parameters (300 and 300 in the launch's sizes); the block's query tile, the
+// causal key bound min(Sk, i + 64 + Sk - Sq) and the split point (the first key tile at or past maskFrom) are
+// computed from them. Q is copied by cp.async and read once as ldmatrix A fragments; the first K/V tile is in
+// flight before the loops, and each iteration issues the next tile's copies into the other slot before waiting
+// for its own. Two key loops (kiln-split-masked-tiles): up to the split point with no mask arithmetic, then to
+// the key bound with the position mask (keys >= Sk or beyond the diagonal Sk - Sq: -inf). In both: K by ldmatrix,
+// S = Q K^T by mma.sync m16n8k16, scaled by 1/8 * log2(e), the row max and row sum across the quad by shuffles
+// (xor 1 and 2), exp2, P rounded to bf16 and fed as A fragments to P V with V read by ldmatrix.trans. After
+// the loops, acc / l (rcp.approx) is stored two bf16 columns at a time.
+// CHECK-LABEL: func.func private @k0_attention
+// CHECK-SAME: kiln.gpu_kernel = @kiln_kernels::@k0_attention
+// CHECK-SAME: kiln.launch = {block = array<i64: 128, 1, 1>, dynamic_shared_bytes = 46080 : i64, grid = array<i64: 10, 1, 1>, sizes = array<i64: 300, 300>}
+// CHECK: gpu.module @kiln_kernels
+// CHECK: gpu.func @k0_attention(%{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %[[SQ:[a-zA-Z0-9_]+]]: index, %[[SK:[a-zA-Z0-9_]+]]: index) kernel
+// CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
+// CHECK: gpu.block_id x
+// CHECK: arith.addi %[[SQ]], %{{.*}} : index
+// CHECK: %[[KEY_END:[a-zA-Z0-9_]+]] = arith.minsi %[[SK]], %{{.*}} : index
+// CHECK: %[[SPLIT:[a-zA-Z0-9_]+]] = arith.minsi %{{.*}}, %[[KEY_END]] : index
+// CHECK-NOT: scf.for
+// CHECK: nvgpu.device_async_copy {{.*}}, 8, %{{.*}} {bypassL1} : memref<1099511627776xbf16> to memref<{{.*}}xbf16, #gpu.address_space<workgroup>>
+// CHECK: nvgpu.device_async_create_group
+// CHECK: nvgpu.device_async_copy
+// CHECK: nvgpu.device_async_create_group
+// CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false}
+// CHECK: scf.for %{{.*}} = %{{.*}} to %[[SPLIT]] step %{{.*}} iter_args
+// CHECK-NOT: arith.cmpi sge
+// CHECK-NOT: arith.cmpi sgt
+// CHECK: nvgpu.device_async_copy
+// CHECK: nvgpu.device_async_create_group
+// CHECK-NEXT: nvgpu.device_async_wait %{{.*}} {numGroups = 1 : i32}
+// CHECK-NEXT: gpu.barrier
+// CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false} : memref<{{.*}}xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
+// CHECK: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>}
+// CHECK: arith.constant 0.180336878 : f32
+// CHECK-NOT: arith.cmpi sge
+// CHECK-NOT: arith.cmpi sgt
+// CHECK: gpu.shuffle  xor %{{.*}}, %{{.*}}, %{{.*}} : f32
+// CHECK: arith.maximumf
+// CHECK: math.exp2
+// CHECK: gpu.shuffle  xor %{{.*}}, %{{.*}}, %{{.*}} : f32
+// CHECK: arith.addf
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = true} : memref<{{.*}}xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
+// CHECK: nvvm.mma.sync
+// CHECK: scf.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: scf.for %{{.*}} = %[[SPLIT]] to %[[KEY_END]] step %{{.*}} iter_args
+// CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 1 : i32}
+// CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false}
+// CHECK: nvvm.mma.sync
+// CHECK: %[[DIAGONAL:[a-zA-Z0-9_]+]] = arith.subi %[[SK]], %[[SQ]] : index
+// CHECK: %[[PAST_END:[a-zA-Z0-9_]+]] = arith.cmpi sge, %[[KEY:[a-zA-Z0-9_]+]], %[[SK]] : index
+// CHECK-NEXT: %[[LIMIT:[a-zA-Z0-9_]+]] = arith.addi %{{.*}}, %[[DIAGONAL]] : index
+// CHECK-NEXT: %[[FUTURE:[a-zA-Z0-9_]+]] = arith.cmpi sgt, %[[KEY]], %[[LIMIT]] : index
+// CHECK-NEXT: %[[MASKED:[a-zA-Z0-9_]+]] = arith.ori %[[PAST_END]], %[[FUTURE]] : i1
+// CHECK-NEXT: arith.select %[[MASKED]], %{{.*}}, %{{.*}} : f32
+// CHECK: gpu.shuffle  xor
+// CHECK: math.exp2
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = true}
+// CHECK: nvvm.mma.sync
+// CHECK: scf.yield
+// CHECK-NOT: scf.for
+// CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 0 : i32}
+// CHECK: nvvm.rcp.approx.ftz.f
+// CHECK: scf.if
+// CHECK: vector.store {{.*}} {alignment = 4 : i64} : memref<1099511627776xbf16>, vector<2xbf16>
+// CHECK: gpu.return
+module {
+  func.func private @k0_attention(%q: tensor<1x2x300x64xbf16>, %k: tensor<1x2x300x64xbf16>, %v: tensor<1x2x300x64xbf16>, %out: tensor<1x2x300x64xbf16>) -> tensor<1x2x300x64xbf16> attributes {kiln.kernel} {
+    %o = kiln.attention %q, %k, %v causal {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "mma_sync">} : tensor<1x2x300x64xbf16>, tensor<1x2x300x64xbf16>, tensor<1x2x300x64xbf16> -> tensor<1x2x300x64xbf16>
+    %r = bufferization.materialize_in_destination %o in %out : (tensor<1x2x300x64xbf16>, tensor<1x2x300x64xbf16>) -> tensor<1x2x300x64xbf16>
+    return %r : tensor<1x2x300x64xbf16>
+  }
+}
+
+// -----
+
+// Causal GQA, 8 q heads over 2 k/v heads, batch 2: one block per (batch, head, query tile), 2 x 8 x 3 = 48; the
+// block index is split into the query tile (Sq / 64 rounded up), the head (mod 8) and the batch (mod 2), and the
+// K and V copies read k/v head h floordiv 4.
+// CHECK-LABEL: func.func private @k1_attention_gqa
+// CHECK-SAME: kiln.launch = {block = array<i64: 128, 1, 1>, dynamic_shared_bytes = 46080 : i64, grid = array<i64: 48, 1, 1>, sizes = array<i64: 144, 144>}
+// CHECK: gpu.func @k1_attention_gqa(%{{.*}}: memref<1099511627776xbf16>, %[[K:[a-zA-Z0-9_]+]]: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %[[SQ:[a-zA-Z0-9_]+]]: index, %{{.*}}: index) kernel
+// CHECK: %[[BLOCK:[a-zA-Z0-9_]+]] = gpu.block_id x
+// CHECK-NEXT: %[[SQ_UP:[a-zA-Z0-9_]+]] = arith.addi %[[SQ]], %{{.*}} : index
+// CHECK-NEXT: %[[Q_TILES:[a-zA-Z0-9_]+]] = arith.divui %[[SQ_UP]], %{{.*}} : index
+// CHECK-NEXT: arith.remui %[[BLOCK]], %[[Q_TILES]] : index
+// CHECK: %[[BH:[a-zA-Z0-9_]+]] = arith.divui %[[BLOCK]], %[[Q_TILES]] : index
+// CHECK-NEXT: %[[HEAD:[a-zA-Z0-9_]+]] = arith.remui %[[BH]], %[[C8:[a-zA-Z0-9_]+]] : index
+// CHECK-NEXT: %[[B:[a-zA-Z0-9_]+]] = arith.divui %[[BH]], %[[C8]] : index
+// CHECK-NEXT: arith.remui %[[B]], %{{.*}} : index
+// CHECK: %[[C4:[a-zA-Z0-9_]+]] = arith.constant 4 : index
+// CHECK: arith.cmpi slt, %[[HEAD]], %{{.*}} : index
+// CHECK: arith.divsi %{{.*}}, %[[C4]] : index
+// CHECK: nvgpu.device_async_copy %[[K]][%{{.*}}]
+// CHECK: scf.for
+// CHECK: scf.for
+// CHECK: gpu.return
+module {
+  func.func private @k1_attention_gqa(%q: tensor<2x8x144x64xbf16>, %k: tensor<2x2x144x64xbf16>, %v: tensor<2x2x144x64xbf16>, %out: tensor<2x8x144x64xbf16>) -> tensor<2x8x144x64xbf16> attributes {kiln.kernel} {
+    %o = kiln.attention %q, %k, %v causal {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "mma_sync">} : tensor<2x8x144x64xbf16>, tensor<2x2x144x64xbf16>, tensor<2x2x144x64xbf16> -> tensor<2x8x144x64xbf16>
+    %r = bufferization.materialize_in_destination %o in %out : (tensor<2x8x144x64xbf16>, tensor<2x8x144x64xbf16>) -> tensor<2x8x144x64xbf16>
+    return %r : tensor<2x8x144x64xbf16>
+  }
+}
+
+// -----
+
+// A head dim of an odd number of 8-element chunks (24): the Q, K and V rows in shared memory hold whole
+// 16-element steps (32 columns, padded by 8: 2 x (64 x 40 + 2 x 64 x 40 + 2 x 64 x 40) bytes), the copies of
+// each 8-column chunk copy min(8, 24 - column) elements and zero-fill the rest (columns 24-31), and only the
+// three 8-column O fragments of the head dim are stored (two rows each).
+// CHECK-LABEL: func.func private @k2_attention_d24
+// CHECK-SAME: dynamic_shared_bytes = 25600
+// CHECK-SAME: sizes = array<i64: 100, 100>
+// CHECK: gpu.func @k2_attention_d24(%{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: index, %{{.*}}: index) kernel
+// CHECK: %[[C24:[a-zA-Z0-9_]+]] = arith.constant 24 : index
+// CHECK: %[[IN_HEAD:[a-zA-Z0-9_]+]] = arith.minui %{{.*}}, %[[C24]] : index
+// CHECK-NEXT: %[[LEFT:[a-zA-Z0-9_]+]] = arith.subi %[[C24]], %[[IN_HEAD]] : index
+// CHECK-NEXT: %[[CHUNK:[a-zA-Z0-9_]+]] = arith.minui %[[LEFT]], %{{.*}} : index
+// CHECK-NEXT: %[[COPIED:[a-zA-Z0-9_]+]] = arith.select %{{.*}}, %[[CHUNK]], %{{.*}} : index
+// CHECK: nvgpu.device_async_copy {{.*}}, 8, %[[COPIED]] {bypassL1}
+// CHECK: scf.for
+// CHECK: nvvm.mma.sync
+// CHECK: scf.for
+// CHECK: nvvm.mma.sync
+// CHECK: nvvm.rcp.approx.ftz.f
+// CHECK-COUNT-6: vector.store
+// CHECK-NOT: vector.store
+// CHECK: gpu.return
+module {
+  func.func private @k2_attention_d24(%q: tensor<1x4x100x24xbf16>, %out: tensor<1x4x100x24xbf16>) -> tensor<1x4x100x24xbf16> attributes {kiln.kernel} {
+    %o = kiln.attention %q, %q, %q causal {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "mma_sync">} : tensor<1x4x100x24xbf16>, tensor<1x4x100x24xbf16>, tensor<1x4x100x24xbf16> -> tensor<1x4x100x24xbf16>
+    %r = bufferization.materialize_in_destination %o in %out : (tensor<1x4x100x24xbf16>, tensor<1x4x100x24xbf16>) -> tensor<1x4x100x24xbf16>
+    return %r : tensor<1x4x100x24xbf16>
+  }
+}
+
+// -----
+
+// Head dims must be whole 8-element chunks (the cp.async and fragment width).
+module {
+  func.func private @k3_attention_d20(%q: tensor<1x4x100x20xbf16>, %out: tensor<1x4x100x20xbf16>) -> tensor<1x4x100x20xbf16> attributes {kiln.kernel} {
+    // expected-error @+1 {{'kiln.attention' op the GPU attention kernel needs head dims that are multiples of 8, got 20 and 20}}
+    %o = kiln.attention %q, %q, %q causal {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "mma_sync">} : tensor<1x4x100x20xbf16>, tensor<1x4x100x20xbf16>, tensor<1x4x100x20xbf16> -> tensor<1x4x100x20xbf16>
+    %r = bufferization.materialize_in_destination %o in %out : (tensor<1x4x100x20xbf16>, tensor<1x4x100x20xbf16>) -> tensor<1x4x100x20xbf16>
+    return %r : tensor<1x4x100x20xbf16>
+  }
+}
+
+// -----
+
+// An additive mask (read from memory element by element and added in base 2), an lse result (m ln(2) + ln(l),
+// stored by the first lane of each quad) and an epilogue (the gate read from memory under each store).
+// CHECK-LABEL: func.func private @k4_attention_mask_lse
+// CHECK-SAME: sizes = array<i64: 64, 64>
+// CHECK: gpu.func @k4_attention_mask_lse(%{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xf32>, %{{.*}}: index, %{{.*}}: index) kernel
+// CHECK: scf.for
+// CHECK: memref.load %{{.*}} : memref<1099511627776xbf16>
+// CHECK: arith.constant 1.44269502 : f32
+// CHECK: scf.yield
+// CHECK: scf.for
+// CHECK: scf.yield
+// CHECK: nvvm.rcp.approx.ftz.f
+// CHECK: arith.constant 0.693147182 : f32
+// CHECK: math.log
+// CHECK: scf.if
+// CHECK: memref.load %{{.*}} : memref<1099511627776xbf16>
+// CHECK: arith.mulf
+// CHECK: vector.store {{.*}} : memref<1099511627776xbf16>, vector<2xbf16>
+// CHECK: memref.store {{.*}} : memref<1099511627776xf32>
+// CHECK: gpu.return
+module {
+  func.func private @k4_attention_mask_lse(%q: tensor<1x2x64x64xbf16>, %m: tensor<64x64xbf16>, %g: tensor<64xbf16>, %out: tensor<1x2x64x64xbf16>, %lse_out: tensor<1x2x64xf32>) -> (tensor<1x2x64x64xbf16>, tensor<1x2x64xf32>) attributes {kiln.kernel} {
+    %o, %lse = kiln.attention %q, %q, %q mask(%m : tensor<64x64xbf16>) epilogue(%g : tensor<64xbf16>) {
+    ^bb0(%acc: f32, %gate: f32):
+      %p = arith.mulf %acc, %gate : f32
+      kiln.yield %p : f32
+    } {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "mma_sync">} : tensor<1x2x64x64xbf16>, tensor<1x2x64x64xbf16>, tensor<1x2x64x64xbf16> -> tensor<1x2x64x64xbf16>, tensor<1x2x64xf32>
+    %r = bufferization.materialize_in_destination %o in %out : (tensor<1x2x64x64xbf16>, tensor<1x2x64x64xbf16>) -> tensor<1x2x64x64xbf16>
+    %l = bufferization.materialize_in_destination %lse in %lse_out : (tensor<1x2x64xf32>, tensor<1x2x64xf32>) -> tensor<1x2x64xf32>
+    return %r, %l : tensor<1x2x64x64xbf16>, tensor<1x2x64xf32>
+  }
+}
+
+// -----
+
+// The tensor cores take bf16 or f16 operands here: an f32 attention is an error on the op.
+module {
+  func.func private @k5_attention_f32(%q: tensor<1x2x100x64xf32>, %out: tensor<1x2x100x64xf32>) -> tensor<1x2x100x64xf32> attributes {kiln.kernel} {
+    // expected-error @+1 {{'kiln.attention' op the GPU attention kernel takes bf16 or f16 q/k/v, got 'f32'}}
+    %o = kiln.attention %q, %q, %q causal {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "mma_sync">} : tensor<1x2x100x64xf32>, tensor<1x2x100x64xf32>, tensor<1x2x100x64xf32> -> tensor<1x2x100x64xf32>
+    %r = bufferization.materialize_in_destination %o in %out : (tensor<1x2x100x64xf32>, tensor<1x2x100x64xf32>) -> tensor<1x2x100x64xf32>
+    return %r : tensor<1x2x100x64xf32>
+  }
+}
