@@ -197,24 +197,10 @@ def visit(args):
 
 
 def plot(args):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    path = Path(args.json)
-    rows = [r for r in json.loads(path.read_text())["rows"] if "generated_tflops" in r]
-    labels = [r["name"][len("b_"):] for r in rows]
-    x = range(len(rows))
-    fig, ax = plt.subplots(figsize=(14, 6))
-    for offset, key, label in ((-0.27, "generated", "generated (tiled IR)"), (0, "template", "template"),
-                               (0.27, "cublas", "cuBLAS")):
-        ax.bar([i + offset for i in x], [r.get(f"{key}_tflops", 0) for r in rows], 0.27, label=label)
-    ax.set_xticks(list(x), labels, rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel("TFLOP/s")
-    ax.set_title("mma_sync matmuls on the H200, bf16 and f32 as TF32 (no bar: the template does not take the shape)")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path.with_suffix(".png"), dpi=110)
-    write_table(json.loads(path.read_text())["rows"], path.with_suffix(".md"))
+    from row_kernels import bar_chart
+    bar_chart(args.json, (("generated", "generated (tiled IR)"), ("template", "template"), ("cublas", "cuBLAS")),
+              "mma_sync matmuls on the H200, bf16 and f32 as TF32 (no bar: the template does not take the shape)")
+    write_table(json.loads(Path(args.json).read_text())["rows"], Path(args.json).with_suffix(".md"))
     return 0
 
 

@@ -90,13 +90,18 @@ def cases():
 
 
 def prepare(args):
+    return compile_variants(args, cases())
+
+
+def compile_variants(args, listed):
+    """Compiles each case of ``listed`` with ``args.kilnc`` into ``<args.out>/generated/<case>`` and, given
+    ``args.template_kilnc``, into ``<args.out>/template/<case>``, and lists the cases in ``cases.json``."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from gpu_cases import compile_graph
     out = Path(args.out)
     variants = {"generated": args.kilnc}
     if args.template_kilnc:
         variants["template"] = args.template_kilnc
-    listed = cases()
     for item in listed:
         for variant, kilnc in variants.items():
             folder = out / variant / item["name"]
@@ -256,6 +261,29 @@ def visit(args):
     (out / "rows.md").write_text("\n".join(lines) + "\n")
     print(f"{len(rows) - failures} passed, {failures} failed (generated kernels against fp64)")
     return 1 if failures else 0
+
+
+def bar_chart(path, series, title, unit="TFLOP/s"):
+    """Draws the benchmark rows of a visit's JSON at ``path`` (those the generated kernel was timed on) as
+    grouped bars beside it (.png): ``series`` lists (key, label) pairs, a row's ``<key>_<unit>`` each bar's
+    height (none where the row lacks it)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    key = {label: name for name, label in UNITS.items()}[unit]
+    rows = [r for r in json.loads(Path(path).read_text())["rows"] if f"generated_{key}" in r]
+    x = range(len(rows))
+    width = 0.8 / len(series)
+    fig, ax = plt.subplots(figsize=(14, 6))
+    for i, (name, label) in enumerate(series):
+        offset = (i - (len(series) - 1) / 2) * width
+        ax.bar([j + offset for j in x], [r.get(f"{name}_{key}", 0) for r in rows], width, label=label)
+    ax.set_xticks(list(x), [r["name"][len("b_"):] for r in rows], rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel(unit)
+    ax.set_title(title)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(Path(path).with_suffix(".png"), dpi=110)
 
 
 def command_line(doc, out, prepare, visit, plot=None):

@@ -1,0 +1,158 @@
+"""mma_sync attention on the H200: the kernels lowered from the tiled, online-softmax IR against the template
+kernels they replace and SDPA (flash and cuDNN), checked against a float64 reference in the same run.
+
+Why: the mma_sync attention (every head dim but the wgmma kernel's 64 and 128 on sm_90a, the decode steps, and
+sm_80) is lowered from the loop that kiln-tile, kiln-online-softmax and kiln-split-masked-tiles leave
+(AttentionLayoutLowering.cpp) instead of being built whole from the op. Like matmul_lowering.py:
+
+- ``prepare`` (here, where the compiler is): compiles each case with the current ``kilnc`` into
+  ``<out>/generated/<case>`` and, given ``--template-kilnc`` (built from the commit before the change), into
+  ``<out>/template/<case>``, plus ``<out>/cases.json``.
+- ``visit`` (on the GPU machine, build/python on PYTHONPATH): checks every kernel on fresh random inputs (seed
+  printed) against softmax(q k^T / sqrt(d)) v in float64 (kv heads repeated for GQA, the causal mask aligned
+  bottom-right), then times the ``b_`` cases beside the template kernel and SDPA's flash and cuDNN backends, each
+  as a CUDA graph of back-to-back calls (row_kernels.time_ms), and writes attention.json and attention.md.
+- ``plot``: draws a visit's attention.json as attention.png beside it.
+
+The ``t_`` cases take head dims 24 to 256, lengths that do not divide the tiles, GQA, Sq != Sk, causal, bshd,
+decode steps, bf16 and f16. Error: max|out - ref| / max|ref|; limits 2e-2 (bf16) and 4e-3 (f16): P is rounded to
+the input type before P V, as FlashAttention does.
+"""
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gpu_cases import attention_case  # noqa: E402
+
+LIMITS = {"bf16": 2e-2, "f16": 4e-3}
+#: The template kernel's mma_sync tiles (kiln-select-config's on sm_90a without wgmma): pinned on the head dims
+#: that would otherwise take the wgmma kernel.
+FA2_D128, FA2_D64 = (128, 128), (128, 64)
+
+
+def cases():
+    listed = []
+    for dtype in ("bf16", "f16"):
+        for d in (24, 40, 72, 80, 96, 112, 160, 192, 256):
+            listed.append(attention_case(f"t_{dtype}_d{d}_sq77_sk200", 2, 4, 2, 77, 200, d, dtype))
+            listed.append(attention_case(f"t_{dtype}_d{d}_causal_300", 1, 4, 4, 300, 300, d, dtype, True))
+        listed += [
+            attention_case(f"t_{dtype}_d64_mma_causal_gqa_333", 2, 8, 2, 333, 333, 64, dtype, True, tile=FA2_D64),
+            attention_case(f"t_{dtype}_d128_mma_sq100_sk1000_causal", 1, 4, 4, 100, 1000, 128, dtype, True,
+                           tile=FA2_D128),
+            attention_case(f"t_{dtype}_d128_mma_bshd_130", 2, 4, 4, 130, 130, 128, dtype, seq_major=True,
+                           tile=FA2_D128),
+            attention_case(f"t_{dtype}_decode_d128_gqa_sk1287", 4, 32, 8, 1, 1287, 128, dtype),
+            attention_case(f"t_{dtype}_decode_d64_sk300", 2, 8, 8, 1, 300, 64, dtype),
+            attention_case(f"t_{dtype}_chunk4_d64_causal_sk1000", 2, 4, 4, 4, 1000, 64, dtype, True),
+        ]
+    # Benchmarks: the FA2-style kernel pinned on the realistic shapes the wgmma kernel takes by default, the
+    # head dims only mma_sync takes, and decode steps (GQA 32/8, packed).
+    listed += [
+        attention_case("b_d128_mma_b4_h32_s4096", 4, 32, 32, 4096, 4096, 128, tile=FA2_D128),
+        attention_case("b_d128_mma_b4_h32_s4096_causal", 4, 32, 32, 4096, 4096, 128, causal=True, tile=FA2_D128),
+        attention_case("b_d64_mma_b8_h16_s2048", 8, 16, 16, 2048, 2048, 64, tile=FA2_D64),
+        attention_case("b_d96_b4_h32_s2048_causal", 4, 32, 32, 2048, 2048, 96, causal=True),
+        attention_case("b_d256_b4_h16_s2048_causal", 4, 16, 16, 2048, 2048, 256, causal=True),
+        attention_case("b_decode_d128_b32_gqa_sk4096", 32, 32, 8, 1, 4096, 128),
+        attention_case("b_decode_d128_b1_gqa_sk8192", 1, 32, 8, 1, 8192, 128),
+    ]
+    return listed
+
+
+def prepare(args):
+    from row_kernels import compile_variants
+    return compile_variants(args, cases())
+
+
+def write_table(rows, path):
+    lines = ["| case | generated TFLOP/s | template TFLOP/s | generated / template | SDPA flash | vs flash | "
+             "SDPA cuDNN | vs cuDNN |", "|---|---|---|---|---|---|---|---|"]
+    for r in (r for r in rows if "generated_ms" in r):
+        cells = [f"{r[f'{label}_tflops']:.1f} | {r[f'vs_{label}']:.2f}x" if f"vs_{label}" in r else "- | -"
+                 for label in ("template", "flash", "cudnn")]
+        lines.append(f"| {r['name']} | {r['generated_tflops']:.1f} | {' | '.join(cells)} |")
+    Path(path).write_text("\n".join(lines) + "\n")
+
+
+def visit(args):
+    import torch
+    from gpu_visit import attention_flops, attention_inputs
+    from row_kernels import record_timings, start_visit, summary_line, time_ms
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    def reference(item, q, k, v):
+        group = item["heads"] // item["kv_heads"]
+        qd, kd, vd = q.double(), k.double().repeat_interleave(group, 1), v.double().repeat_interleave(group, 1)
+        s = (qd @ kd.transpose(-1, -2)) / item["head_dim"] ** 0.5
+        if item["causal"]:
+            keep = torch.ones(item["seq_q"], item["seq_k"], device="cuda", dtype=torch.bool)
+            s = s.masked_fill(~keep.tril(item["seq_k"] - item["seq_q"]), float("-inf"))
+        return torch.softmax(s, -1) @ vd
+
+    runtime, build, listed, seed, generator = start_visit(args)
+    swap = lambda t: t.transpose(1, 2).contiguous()  # noqa: E731
+    rows, failures = [], 0
+    for item in listed:
+        q, k, v = attention_inputs(item, generator)
+        ref = reference(item, q, k, v)
+        row = dict(name=item["name"])
+        launches = {}
+        for variant in ("generated", "template"):
+            folder = build / variant / item["name"]
+            if not folder.exists():
+                continue
+            entry = json.loads((folder / "manifest.json").read_text())["kernels"][0]
+            row[f"{variant}_config"] = entry.get("config")
+            kernel = runtime.load(folder / entry["cubin"], entry)
+            seq_major = item.get("seq_major")
+            out = torch.full_like(swap(q) if seq_major else q, float("nan"))
+            tensors = [swap(q), swap(k), swap(v), out] if seq_major else [q, k, v, out]
+            runtime.launch(kernel, entry, tensors)
+            torch.cuda.synchronize()
+            result = swap(out) if seq_major else out
+            error = ((result.double() - ref).abs().max() / ref.abs().max()).item()
+            ok = error <= LIMITS[item["dtype"]] and not torch.isnan(result).any().item()
+            row[f"{variant}_error"], row[f"{variant}_ok"] = error, ok
+            if variant == "generated":
+                failures += not ok
+            launches[variant] = (lambda k=kernel, e=entry, t=tensors: runtime.launch(k, e, t))
+        if item["name"].startswith("b_") and not args.no_bench:
+            timings = {variant: time_ms(launch) for variant, launch in launches.items()}
+            group = item["heads"] // item["kv_heads"]
+            for label, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+                try:
+                    with sdpa_kernel(backend):
+                        timings[label] = time_ms(lambda: torch.nn.functional.scaled_dot_product_attention(
+                            q, k, v, is_causal=item["causal"], enable_gqa=group > 1))
+                except RuntimeError as error:
+                    row[f"{label}_refused"] = str(error).splitlines()[0]
+            record_timings(row, timings, attention_flops(item), "tflops", ("template", "flash", "cudnn"))
+        rows.append(row)
+        print(summary_line(row, 40, "tflops", "6.1f", ("template", "flash", "cudnn")), flush=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "attention.json").write_text(json.dumps(dict(seed=seed, device=torch.cuda.get_device_name(),
+                                                        torch=torch.__version__, rows=rows), indent=1))
+    write_table(rows, out / "attention.md")
+    print(f"{len(rows) - failures} passed, {failures} failed (generated kernels against fp64)")
+    return 1 if failures else 0
+
+
+def plot(args):
+    from row_kernels import bar_chart
+    bar_chart(args.json, (("generated", "generated (tiled IR)"), ("template", "template"), ("flash", "SDPA flash"),
+                          ("cudnn", "SDPA cuDNN")), "mma_sync attention on the H200, bf16")
+    write_table(json.loads(Path(args.json).read_text())["rows"], Path(args.json).with_suffix(".md"))
+    return 0
+
+
+def main():
+    from row_kernels import command_line
+    return command_line(__doc__, "gpu_build/attention", prepare, visit, plot)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
