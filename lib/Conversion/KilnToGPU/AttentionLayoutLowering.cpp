@@ -433,29 +433,35 @@ LogicalResult MmaAttentionLowering::lowerKeyLoops(SmallVector<scf::ForOp> loops)
   }
   aFragments[scores.getLhs()] = std::move(q);
 
-  // The carried state: each iter arg's registers or row values, flattened.
+  // The carried state: each iter arg's accumulator fragments (vector<4xf32>) or row values, in order.
   SmallVector<Value> state;
-  SmallVector<int64_t> widths; // registers per iter arg
+  SmallVector<int64_t> widths; // state values per iter arg
+  auto carry = [&](Value value, SmallVectorImpl<Value> &into) {
+    if (auto tile = registers.find(value); tile != registers.end()) {
+      SmallVector<Value> fragments = fragmentsOf(tile->second);
+      into.append(fragments);
+      return static_cast<int64_t>(fragments.size());
+    }
+    if (auto rows = rowValues.find(value); rows != rowValues.end()) {
+      into.append(rows->second);
+      return static_cast<int64_t>(rows->second.size());
+    }
+    return int64_t(0);
+  };
   for (Value init : loops.front().getInitArgs()) {
-    auto tile = registers.find(init);
-    auto rows = rowValues.find(init);
-    ArrayRef<Value> values = tile != registers.end() ? ArrayRef<Value>(tile->second)
-                             : rows != rowValues.end() ? ArrayRef<Value>(rows->second)
-                                                       : ArrayRef<Value>();
-    if (values.empty())
+    int64_t width = carry(init, state);
+    if (width == 0)
       return loops.front().emitOpError() << kWhat << ": a key loop's state starts in registers";
-    for (Value value : values)
-      state.push_back(lowering::widen(b, loc, value));
-    widths.push_back(values.size());
+    widths.push_back(width);
   }
-  auto bindState = [&](scf::ForOp loop, ValueRange flat) {
+  auto bindState = [&](ValueRange arguments, ValueRange flat) {
     int64_t at = 0;
-    for (auto [argument, width] : llvm::zip(loop.getRegionIterArgs(), widths)) {
-      SmallVector<Value> values(flat.slice(at, width));
+    for (auto [argument, width] : llvm::zip(arguments, widths)) {
+      ValueRange values = flat.slice(at, width);
       if (cast<RankedTensorType>(argument.getType()).getRank() == 1)
-        rowValues[argument] = values;
+        rowValues[argument] = SmallVector<Value>(values);
       else
-        registers[argument] = values;
+        registers[argument] = registersOf(values);
       at += width;
     }
   };
@@ -483,7 +489,7 @@ LogicalResult MmaAttentionLowering::lowerKeyLoops(SmallVector<scf::ForOp> loops)
           nvgpu::DeviceAsyncWaitOp::create(b, loc, *prefetch, b.getI32IntegerAttr(1));
           gpu::BarrierOp::create(b, loc);
           // This tile's addressing, then its computation.
-          bindState(loop, carried);
+          bindState(loop.getRegionIterArgs(), carried);
           mapping.map(loop.getInductionVar(), keyStart);
           Value slot = slotOf(keyStart);
           for (Operation &op : loop.getBody()->without_terminator()) {
@@ -493,17 +499,9 @@ LogicalResult MmaAttentionLowering::lowerKeyLoops(SmallVector<scf::ForOp> loops)
             status = product ? lowerProduct(product, slot) : lowerOp(&op);
           }
           SmallVector<Value> yielded;
-          for (Value value : loop.getBody()->getTerminator()->getOperands()) {
-            auto tile = registers.find(value);
-            auto rows = rowValues.find(value);
-            if (tile != registers.end())
-              for (Value v : tile->second)
-                yielded.push_back(lowering::widen(b, loc, v));
-            else if (rows != rowValues.end())
-              yielded.append(rows->second);
-            else
+          for (Value value : loop.getBody()->getTerminator()->getOperands())
+            if (carry(value, yielded) == 0)
               status = failure();
-          }
           if (failed(status) || yielded.size() != carried.size())
             yielded.assign(carried.begin(), carried.end());
           scf::YieldOp::create(b, loc, yielded);
@@ -515,15 +513,7 @@ LogicalResult MmaAttentionLowering::lowerKeyLoops(SmallVector<scf::ForOp> loops)
   // The last prefetch lands before the block may exit.
   nvgpu::DeviceAsyncWaitOp::create(b, loc, queryGroup, b.getI32IntegerAttr(0));
   // The loops' results are the last one's.
-  int64_t at = 0;
-  for (auto [result, width] : llvm::zip(loops.back().getResults(), widths)) {
-    SmallVector<Value> values(state.begin() + at, state.begin() + at + width);
-    if (cast<RankedTensorType>(result.getType()).getRank() == 1)
-      rowValues[result] = values;
-    else
-      registers[result] = values;
-    at += width;
-  }
+  bindState(loops.back().getResults(), state);
   return success();
 }
 
