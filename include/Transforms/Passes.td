@@ -318,8 +318,9 @@ def KilnSplitMaskedTiles : Pass<"kiln-split-masked-tiles"> {
     A loop over tiles whose body branches on `scf.if (iv >= bound)`, with `bound` computed before the loop (the
     first key tile that needs a mask, as kiln-tile writes attention), becomes two loops: the iterations before
     the first one at or past `bound` run the `else` region, the rest the `then` region, each without the branch.
-    The GPU then runs the unmasked tiles without mask arithmetic and without a branch between tensor-core
-    instructions.
+    A branch marked `kiln.one_masked_tile` (at most one iteration reaches the bound: an attention masking only
+    its last, partial key tile) becomes the loop and that one iteration under an `scf.if`. The GPU then runs
+    the unmasked tiles without mask arithmetic and without a branch between tensor-core instructions.
 
     ```mlir
     // before

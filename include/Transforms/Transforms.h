@@ -148,8 +148,15 @@ LogicalResult rewriteOnlineSoftmax(RewriterBase &rewriter, SoftmaxOp op);
 
 /// Splits `loop` at the first iteration whose induction variable reaches `bound` when its body holds an scf.if
 /// on `iv >= bound` (`bound` defined before the loop): a loop running the if's `else` region, then one running
-/// its `then` region. Fails, changing nothing, when the loop has no such branch or a non-constant step.
+/// its `then` region, or, when the branch carries kOneMaskedTileAttrName (at most one iteration reaches the
+/// bound), that iteration alone under an scf.if. Fails, changing nothing, when the loop has no such branch or a
+/// non-constant step.
 LogicalResult splitLoopAtThreshold(RewriterBase &rewriter, scf::ForOp loop);
+
+/// Name of the unit attribute on a tile loop's `scf.if (iv >= bound)` that says at most one iteration reaches the
+/// bound (an attention whose only masked key tile is the last, partial one): kiln-split-masked-tiles runs it
+/// once after the loop instead of in a second loop.
+inline constexpr llvm::StringLiteral kOneMaskedTileAttrName = "kiln.one_masked_tile";
 
 } // namespace kiln
 } // namespace mlir

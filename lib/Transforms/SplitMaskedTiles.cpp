@@ -3,8 +3,9 @@
 // kiln-tile masks attention per key tile: the tiles past the end of the keys or across the causal diagonal take
 // an `scf.if (keyStart >= maskFrom)` around the mask, the others its plain branch. The tiles that need the mask
 // are the last ones of the loop, so the loop splits in two: the tiles before the threshold without the branch
-// and without mask arithmetic, then the masked ones. On the GPU a branch between tensor-core instructions (and a
-// mask select on every score) costs more than a second copy of the loop body.
+// and without mask arithmetic, then the masked ones (or, where only the last tile can need the mask, that tile
+// alone after the loop). On the GPU a branch between tensor-core instructions (and a mask select on every
+// score) costs more than a second copy of the loop body.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +16,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/IR/IRMapping.h"
 
 namespace mlir {
 namespace kiln {
@@ -77,17 +79,37 @@ LogicalResult kiln::splitLoopAtThreshold(RewriterBase &rewriter, scf::ForOp loop
   Value split = arith::MinSIOp::create(rewriter, loc, arith::MaxSIOp::create(rewriter, loc, first, loop.getLowerBound()),
                                        loop.getUpperBound());
 
+  bool oneMasked = branch->hasAttr(kOneMaskedTileAttrName);
   auto before = cast<scf::ForOp>(rewriter.clone(*loop));
   before.setUpperBound(split);
-  auto after = cast<scf::ForOp>(rewriter.clone(*loop));
-  after.setLowerBound(split);
-  after.getInitArgsMutable().assign(before.getResults());
-  auto branchOf = [&](scf::ForOp copy) {
-    return cast<scf::IfOp>(*std::next(copy.getBody()->begin(), position));
-  };
-  inlineRegion(rewriter, branchOf(before), /*thenRegion=*/false);
-  inlineRegion(rewriter, branchOf(after), /*thenRegion=*/true);
-  rewriter.replaceOp(loop, after.getResults());
+  auto branchOf = [&](Block *body) { return cast<scf::IfOp>(*std::next(body->begin(), position)); };
+  inlineRegion(rewriter, branchOf(before.getBody()), /*thenRegion=*/false);
+  if (!oneMasked) {
+    auto after = cast<scf::ForOp>(rewriter.clone(*loop));
+    after.setLowerBound(split);
+    after.getInitArgsMutable().assign(before.getResults());
+    inlineRegion(rewriter, branchOf(after.getBody()), /*thenRegion=*/true);
+    rewriter.replaceOp(loop, after.getResults());
+    return success();
+  }
+  // The one iteration at or past the bound, if the loop reaches it: the body at iv = split.
+  Value reached = arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::slt, split, loop.getUpperBound());
+  auto last = scf::IfOp::create(
+      rewriter, loc, reached,
+      [&](OpBuilder &b, Location l) {
+        IRMapping mapping;
+        mapping.map(loop.getInductionVar(), split);
+        mapping.map(loop.getRegionIterArgs(), before.getResults());
+        for (Operation &op : loop.getBody()->without_terminator())
+          b.clone(op, mapping);
+        SmallVector<Value> results;
+        for (Value value : loop.getBody()->getTerminator()->getOperands())
+          results.push_back(mapping.lookupOrDefault(value));
+        scf::YieldOp::create(b, l, results);
+      },
+      [&](OpBuilder &b, Location l) { scf::YieldOp::create(b, l, before.getResults()); });
+  inlineRegion(rewriter, branchOf(last.thenBlock()), /*thenRegion=*/true);
+  rewriter.replaceOp(loop, last.getResults());
   return success();
 }
 

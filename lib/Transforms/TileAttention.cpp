@@ -210,6 +210,10 @@ FailureOr<SmallVector<Value>> kiln::tileAttention(RewriterBase &rewriter, Attent
               scf::YieldOp::create(tb, tl, applyPositionMask(tb, tl, t, scores, keyStart));
             },
             [&](OpBuilder &eb, Location el) { scf::YieldOp::create(eb, el, scores); });
+        // Without the causal diagonal (or with one query row, which sees every key) only the last key tile, a
+        // partial one, is masked.
+        if (!op.getCausal() || t.seqQ == 1)
+          ifOp->setAttr(kOneMaskedTileAttrName, b.getUnitAttr());
         SmallVector<OpFoldResult> offsets{zeroIndex, keyStart}, sizes{b.getIndexAttr(t.bq), b.getIndexAttr(t.bk)},
             strides{one, one};
         Value row = tensor::InsertSliceOp::create(b, l, ifOp.getResult(0), iterArgs[0], offsets, sizes, strides);

@@ -12,11 +12,12 @@
 // causal key bound min(Sk, i + 64 + Sk - Sq) and the split point (the first key tile at or past maskFrom) are
 // computed from them. Q is copied by cp.async and read once as ldmatrix A fragments; the first K/V tile is in
 // flight before the loops, and each iteration issues the next tile's copies into the other slot before waiting
-// for its own. Two key loops (kiln-split-masked-tiles): up to the split point with no mask arithmetic, then to
-// the key bound with the position mask (keys >= Sk or beyond the diagonal Sk - Sq: -inf). In both: K by ldmatrix,
-// S = Q K^T by mma.sync m16n8k16, scaled by 1/8 * log2(e), the row max and row sum across the quad by shuffles
-// (xor 1 and 2), exp2, P rounded to bf16 and fed as A fragments to P V with V read by ldmatrix.trans. After
-// the loops, acc / l (rcp.approx) is stored two bf16 columns at a time.
+// for its own. Two key loops (kiln-split-masked-tiles; causal over many query rows, several key tiles may cross
+// the diagonal): up to the split point with no mask arithmetic, then to the key bound with the position mask
+// (keys >= Sk or beyond the diagonal Sk - Sq: -inf). In both: K by ldmatrix, S = Q K^T by mma.sync m16n8k16,
+// scaled by 1/8 * log2(e), the row max and row sum across the quad by shuffles (xor 1 and 2), exp2, P rounded
+// to bf16 and fed as A fragments to P V with V read by ldmatrix.trans. After the loops, acc / l (rcp.approx) is
+// stored two bf16 columns at a time.
 // CHECK-LABEL: func.func private @k0_attention
 // CHECK-SAME: kiln.gpu_kernel = @kiln_kernels::@k0_attention
 // CHECK-SAME: kiln.launch = {block = array<i64: 128, 1, 1>, dynamic_shared_bytes = 46080 : i64, grid = array<i64: 10, 1, 1>, sizes = array<i64: 300, 300>}
@@ -163,17 +164,48 @@ module {
 // -----
 
 // An additive mask (read from memory element by element and added in base 2), an lse result (m ln(2) + ln(l),
-// stored by the first lane of each quad) and an epilogue (the gate read from memory under each store).
+// stored by the first lane of each quad) and an epilogue (the gate read from memory under each store). Without
+// causal only the last key tile, when it is partial, is position-masked (kiln.one_masked_tile): one key loop up
+// to the split point (the first tile at or past maskFrom = Sk - 63, at most Sk), without position mask, then,
+// once every copy has landed (numGroups 0), that tile under `scf.if (split < Sk)` from its ring slot (after a
+// barrier), with the additive mask and the key-end comparison (sge Sk), no causal one (sgt). The else branch
+// yields the loop's state, and the output and lse are computed from the if's results.
 // CHECK-LABEL: func.func private @k4_attention_mask_lse
 // CHECK-SAME: sizes = array<i64: 64, 64>
-// CHECK: gpu.func @k4_attention_mask_lse(%{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xf32>, %{{.*}}: index, %{{.*}}: index) kernel
-// CHECK: scf.for
+// CHECK: gpu.func @k4_attention_mask_lse(%{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xf32>, %{{.*}}: index, %[[SK:[a-zA-Z0-9_]+]]: index) kernel
+// CHECK: %[[SPLIT:[a-zA-Z0-9_]+]] = arith.minsi %{{.*}}, %[[SK]] : index
+// CHECK-NOT: scf.for
+// CHECK: %[[LOOP:[a-zA-Z0-9_]+]]:12 = scf.for %{{.*}} = %{{.*}} to %[[SPLIT]] step %{{.*}} iter_args
+// CHECK-NOT: arith.cmpi sge
 // CHECK: memref.load %{{.*}} : memref<1099511627776xbf16>
 // CHECK: arith.constant 1.44269502 : f32
+// CHECK-NOT: arith.cmpi sge
+// CHECK-NOT: arith.cmpi sgt
 // CHECK: scf.yield
-// CHECK: scf.for
+// CHECK-NEXT: }
+// CHECK-NEXT: nvgpu.device_async_wait %{{.*}} {numGroups = 0 : i32}
+// CHECK-NOT: scf.for
+// CHECK: %[[REACHED:[a-zA-Z0-9_]+]] = arith.cmpi ult, %[[SPLIT]], %[[SK]] : index
+// CHECK-NEXT: %[[LAST:[a-zA-Z0-9_]+]]:12 = scf.if %[[REACHED]] -> (f32, f32, f32, f32, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>) {
+// CHECK-NEXT: gpu.barrier
+// CHECK-NOT: nvgpu.device_async_copy
+// CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false}
+// CHECK: nvvm.mma.sync
+// CHECK: memref.load %{{.*}} : memref<1099511627776xbf16>
+// CHECK: arith.cmpi sge, %{{.*}}, %[[SK]] : index
+// CHECK-NOT: arith.cmpi sgt
+// CHECK: arith.constant 1.44269502 : f32
+// CHECK-NOT: arith.cmpi sgt
+// CHECK: math.exp2
+// CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = true}
+// CHECK: nvvm.mma.sync
+// CHECK-NOT: nvgpu.device_async_copy
 // CHECK: scf.yield
-// CHECK: nvvm.rcp.approx.ftz.f
+// CHECK-NEXT: } else {
+// CHECK-NEXT: scf.yield %[[LOOP]]#0, %[[LOOP]]#1, %[[LOOP]]#2, %[[LOOP]]#3, %[[LOOP]]#4, %[[LOOP]]#5, %[[LOOP]]#6, %[[LOOP]]#7, %[[LOOP]]#8, %[[LOOP]]#9, %[[LOOP]]#10, %[[LOOP]]#11 :
+// CHECK-NEXT: }
+// CHECK-NOT: scf.for
+// CHECK: nvvm.rcp.approx.ftz.f %[[LAST]]#{{[0-9]+}} : f32
 // CHECK: arith.constant 0.693147182 : f32
 // CHECK: math.log
 // CHECK: scf.if

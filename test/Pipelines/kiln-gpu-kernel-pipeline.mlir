@@ -5,11 +5,15 @@
 // a kernel of its own. @a to @c are sm_90a "wgmma" kernels (head dim 64), built whole from the op.
 //
 // A decode step (one query row) is an "mma_sync" attention, tiled and lowered from its tiled IR: the key loop
-// bound and maskFrom are computed in the kernel from Sk, and kiln-split-masked-tiles leaves two key loops, the
-// tiles before the split point without mask arithmetic, then the tiles from it on with the key-end (sge Sk) and
-// causal (sgt) comparisons. The kernel serves every length with the same whole or partial last key tile: over
-// whole key tiles (@d) the K/V tile copies are not clamped to the keys left; over a partial last tile (@e) each
-// loop clamps them (arith.minsi). @f (1000 keys) launches @e's kernel (300), @g (1024) @d's (256).
+// bound and maskFrom are computed in the kernel from Sk. The one row sees every key, so only the last key tile,
+// when it is partial, is masked (kiln.one_masked_tile): kiln-split-masked-tiles leaves one key loop of the tiles
+// before the split point, without mask arithmetic, and the GPU lowering runs the tile at the split point once
+// after it, when the split point is below the key bound: after the last copies have landed (numGroups 0), an
+// scf.if whose first op is a barrier, with the key-end (sge Sk) and causal (sgt) comparisons, and no copies of
+// its own (the loop's last prefetch, or the prologue's, brought its K/V tile). The kernel serves every length
+// with the same whole or partial last key tile: over whole key tiles (@d) the K/V tile copies are not clamped to
+// the keys left; over a partial last tile (@e) the loop clamps them (arith.minsi). @f (1000 keys) launches @e's
+// kernel (300), @g (1024) @d's (256).
 // CHECK-LABEL: func.func private @a_k0_attention(
 // CHECK-SAME: kiln.gpu_kernel = @a_k0_attention_module::@a_k0_attention
 // CHECK-SAME: sizes = array<i64: 250, 250>
@@ -43,12 +47,21 @@
 // CHECK-NOT: arith.cmpi sge
 // CHECK-NOT: arith.cmpi sgt
 // CHECK: scf.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: nvgpu.device_async_wait %{{.*}} {numGroups = 0 : i32}
+// CHECK-NOT: scf.for
+// CHECK: %[[D_REACHED:[a-zA-Z0-9_]+]] = arith.cmpi ult, %[[D_SPLIT]], %[[D_KEY_END]] : index
+// CHECK-NEXT: scf.if %[[D_REACHED]] -> (
+// CHECK-NEXT: gpu.barrier
 // CHECK-NOT: arith.minsi
-// CHECK: scf.for %{{.*}} = %[[D_SPLIT]] to %[[D_KEY_END]] step
-// CHECK-NOT: arith.minsi
+// CHECK-NOT: nvgpu.device_async_copy
 // CHECK: arith.cmpi sge, %{{.*}}, %[[D_SK]] : index
 // CHECK: arith.cmpi sgt
+// CHECK-NOT: nvgpu.device_async_copy
 // CHECK: scf.yield
+// CHECK-NEXT: } else {
+// CHECK-NEXT: scf.yield
+// CHECK-NEXT: }
 // CHECK-NOT: scf.for
 // CHECK: gpu.return
 // CHECK: gpu.module @e_k0_attention_module
@@ -62,12 +75,22 @@
 // CHECK-NOT: arith.cmpi sge
 // CHECK-NOT: arith.cmpi sgt
 // CHECK: scf.yield
-// CHECK: scf.for %{{.*}} = %[[E_SPLIT]] to %[[E_KEY_END]] step
-// CHECK: arith.minsi %{{.*}}, %[[E_C64]] : index
+// CHECK-NEXT: }
+// CHECK-NEXT: nvgpu.device_async_wait %{{.*}} {numGroups = 0 : i32}
+// CHECK-NOT: scf.for
+// CHECK: %[[E_REACHED:[a-zA-Z0-9_]+]] = arith.cmpi ult, %[[E_SPLIT]], %[[E_KEY_END]] : index
+// CHECK-NEXT: scf.if %[[E_REACHED]] -> (
+// CHECK-NEXT: gpu.barrier
+// CHECK-NOT: nvgpu.device_async_copy
 // CHECK: arith.cmpi sge, %{{.*}}, %[[E_SK]] : index
 // CHECK: arith.cmpi sgt
+// CHECK-NOT: nvgpu.device_async_copy
 // CHECK: scf.yield
+// CHECK-NEXT: } else {
+// CHECK-NEXT: scf.yield
+// CHECK-NEXT: }
 // CHECK-NOT: scf.for
+// CHECK: gpu.return
 // CHECK-NOT: gpu.module
 func.func @a(%q: tensor<1x2x250x64xbf16>) -> tensor<1x2x250x64xbf16> {
   %o = kiln.attention %q, %q, %q causal : tensor<1x2x250x64xbf16>, tensor<1x2x250x64xbf16>, tensor<1x2x250x64xbf16> -> tensor<1x2x250x64xbf16>

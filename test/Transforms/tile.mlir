@@ -174,7 +174,9 @@ func.func @matmul_bf16(%a: tensor<50x40xbf16>, %b: tensor<40x70xbf16>) -> tensor
 // the row; loop 2 walks the same key tiles and accumulates P V. Only the tile that runs past key 100 is masked:
 // maskFrom, the first key tile that needs the mask, is computed once before the key loops as an affine.min
 // (here of Sk - (BK - 1) = 69 alone), and each tile branches on `keyStart >= maskFrom`; no tile-end arithmetic
-// is left in the loop. The mask compares the key against Sk.
+// is left in the loop. The mask compares the key against Sk. Without the causal diagonal only the last key tile,
+// the partial one, can be masked: the branch carries `kiln.one_masked_tile`, which tells kiln-split-masked-tiles
+// to run that tile once after the loop rather than in a second loop.
 // CHECK-DAG: #[[$MASK_FROM:.+]] = affine_map<() -> (69)>
 // CHECK-DAG: #[[$IDENTITY:.+]] = affine_map<(d0, d1) -> (d0, d1)>
 // CHECK-LABEL: func.func @attention
@@ -211,8 +213,8 @@ func.func @matmul_bf16(%a: tensor<50x40xbf16>, %b: tensor<40x70xbf16>) -> tensor
 // CHECK: arith.select %[[OUTSIDE]], %{{.*}}, %{{.*}} : f32
 // CHECK: scf.yield %[[POSITION_MASKED]] : tensor<64x32xf32>
 // CHECK: } else {
-// CHECK: scf.yield %[[SCORES]] : tensor<64x32xf32>
-// CHECK: }
+// CHECK-NEXT: scf.yield %[[SCORES]] : tensor<64x32xf32>
+// CHECK-NEXT: } {kiln.one_masked_tile}
 // CHECK: %[[NEW_ROW:[a-zA-Z0-9_]+]] = tensor.insert_slice %[[MASKED]] into %[[PARTIAL_ROW]][0, %[[KEY]]] [64, 32] [1, 1] : tensor<64x32xf32> into tensor<64x128xf32>
 // CHECK: scf.yield %[[NEW_ROW]] : tensor<64x128xf32>
 // CHECK: }
@@ -244,7 +246,7 @@ func.func @attention(%q: tensor<1x2x100x64xf32>, %k: tensor<1x2x100x64xf32>, %v:
 // or whose last key lies beyond the first row's diagonal (j + BK - 1 > i + Sk - Sq, i.e. j >= i + Sk - Sq -
 // (BK - 2) = i + 2); each tile branches on `keyStart >= maskFrom` alone. In the masked branch the diagonal is
 // `Sk - Sq` (arith.subi of the two lengths) and the mask hides keys >= Sk or > row + diagonal. The default scale
-// is 1/sqrt(32).
+// is 1/sqrt(32). Several key tiles can cross the diagonal, so the branch has no `kiln.one_masked_tile`.
 // CHECK-DAG: #[[$KEY_END:.+]] = affine_map<(d0) -> (128, d0 + 64)>
 // CHECK-DAG: #[[$MASK_FROM:.+]] = affine_map<(d0) -> (97, d0 + 2)>
 // CHECK-LABEL: func.func @attention_causal
@@ -270,12 +272,41 @@ func.func @attention(%q: tensor<1x2x100x64xf32>, %k: tensor<1x2x100x64xf32>, %v:
 // CHECK: %[[FUTURE:[a-zA-Z0-9_]+]] = arith.cmpi sgt, %[[COL]], %[[LIMIT]] : index
 // CHECK: %[[MASKED:[a-zA-Z0-9_]+]] = arith.ori %[[OUTSIDE]], %[[FUTURE]] : i1
 // CHECK: arith.select %[[MASKED]], %{{.*}}, %{{.*}} : f32
+// CHECK: } else {
+// CHECK-NEXT: scf.yield %{{.*}} : tensor<32x32xf32>
+// CHECK-NEXT: {{^ *}}}{{$}}
+// CHECK-NOT: kiln.one_masked_tile
 // CHECK: kiln.softmax %[[ROW]] axis 1 : tensor<32x128xf32>
 // CHECK: scf.for %{{.*}} = %{{.*}} to %[[KEY_END]] step %{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<32x32xf32>) {
 // CHECK: kiln.matmul
 func.func @attention_causal(%q: tensor<1x1x96x32xf32>, %k: tensor<1x1x128x32xf32>, %v: tensor<1x1x128x32xf32>) -> tensor<1x1x96x32xf32> {
   %0 = kiln.attention %q, %k, %v causal {kiln.config = #kiln.config<tile = [32, 32], warps = 1, stages = 1, lowering = "host">} : tensor<1x1x96x32xf32>, tensor<1x1x128x32xf32>, tensor<1x1x128x32xf32> -> tensor<1x1x96x32xf32>
   return %0 : tensor<1x1x96x32xf32>
+}
+
+// -----
+
+// Causal with one query row (a decode step: 1 query against 100 keys, 16x32 tiles). The row is the last one, so
+// it sees every key: maskFrom = min(Sk - (BK - 1), i + Sk - Sq - (BK - 2)) = min(69, i + 69) is 69 at i = 0, and
+// only the last, partial key tile can be masked, as without causal: the branch carries `kiln.one_masked_tile`.
+// The mask keeps its causal comparison (sgt), which hides nothing of the one real row.
+// CHECK-DAG: #[[$ONE_ROW_MASK_FROM:.+]] = affine_map<(d0) -> (69, d0 + 69)>
+// CHECK-LABEL: func.func @attention_causal_one_row
+// CHECK: scf.forall (%{{.*}}, %{{.*}}, %[[I:[a-zA-Z0-9_]+]]) = (0, 0, 0) to (1, 1, 1) step (1, 1, 16)
+// CHECK: %[[MASK_FROM:[a-zA-Z0-9_]+]] = affine.min #[[$ONE_ROW_MASK_FROM]](%[[I]])
+// CHECK: scf.for %[[KEY:[a-zA-Z0-9_]+]] = {{.*}} -> (tensor<16x128xf32>) {
+// CHECK: %[[NEEDS_MASK:[a-zA-Z0-9_]+]] = arith.cmpi sge, %[[KEY]], %[[MASK_FROM]] : index
+// CHECK-NEXT: scf.if %[[NEEDS_MASK]] -> (tensor<16x32xf32>) {
+// CHECK: linalg.generic {{.*}} attrs = {kiln.position_mask} {
+// CHECK: arith.cmpi sge
+// CHECK: arith.cmpi sgt
+// CHECK: } else {
+// CHECK-NEXT: scf.yield %{{.*}} : tensor<16x32xf32>
+// CHECK-NEXT: } {kiln.one_masked_tile}
+// CHECK: kiln.softmax %{{.*}} axis 1 : tensor<16x128xf32>
+func.func @attention_causal_one_row(%q: tensor<1x1x1x32xf32>, %k: tensor<1x1x100x32xf32>, %v: tensor<1x1x100x32xf32>) -> tensor<1x1x1x32xf32> {
+  %0 = kiln.attention %q, %k, %v causal {kiln.config = #kiln.config<tile = [16, 32], warps = 1, stages = 1, lowering = "host">} : tensor<1x1x1x32xf32>, tensor<1x1x100x32xf32>, tensor<1x1x100x32xf32> -> tensor<1x1x1x32xf32>
+  return %0 : tensor<1x1x1x32xf32>
 }
 
 // -----
@@ -374,8 +405,8 @@ func.func @attention_bf16_key_mask(%q: tensor<1x1x20x16xbf16>, %k: tensor<1x1x40
 // and its loop keeps what the GPU lowering reads: the config, the op it computes and a thread block per
 // iteration. The sequence lengths are read through kiln.dim (no constant 300 for them), so the causal key bound
 // min(Sk, i + BQ + Sk - Sq) and maskFrom = min(Sk - (BK - 1), i + Sk - Sq - (BK - 2)) are affine.mins over the
-// two lengths as symbols, and the masked branch's diagonal is their difference. P is rounded to bf16 before the
-// P V matmul, whose v tile stays bf16.
+// two lengths as symbols, and the masked branch's diagonal is their difference (a branch without
+// `kiln.one_masked_tile`: 300 query rows). P is rounded to bf16 before the P V matmul, whose v tile stays bf16.
 // CHECK-DAG: #[[$GPU_KEY_END:.+]] = affine_map<(d0)[s0, s1] -> (s0, d0 + s0 - s1 + 128)>
 // CHECK-DAG: #[[$GPU_MASK_FROM:.+]] = affine_map<(d0)[s0, s1] -> (s0 - 63, d0 + s0 - s1 - 62)>
 // CHECK-LABEL: func.func @attention_mma_sync
@@ -396,6 +427,7 @@ func.func @attention_bf16_key_mask(%q: tensor<1x1x20x16xbf16>, %k: tensor<1x1x40
 // CHECK: %[[COL:[a-zA-Z0-9_]+]] = arith.addi %[[KEY]], %{{.*}} : index
 // CHECK: arith.cmpi sge, %[[COL]], %[[SEQ_K]] : index
 // CHECK: arith.addi %{{.*}}, %[[DIAGONAL]] : index
+// CHECK-NOT: kiln.one_masked_tile
 // CHECK: %[[PROBS:[a-zA-Z0-9_]+]] = kiln.softmax %{{.*}} axis 1 : tensor<128x320xf32>
 // CHECK: scf.for %[[KEY2:[a-zA-Z0-9_]+]] = %{{.*}} to %[[KEY_END]] step %{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<128x128xf32>) {
 // CHECK: %[[P_TILE:[a-zA-Z0-9_]+]] = tensor.extract_slice %[[PROBS]][0, %[[KEY2]]] [128, 64] [1, 1] : tensor<128x320xf32> to tensor<128x64xf32>

@@ -76,7 +76,9 @@ private:
   static int64_t fragsOf(Value tile) { return cast<RankedTensorType>(tile.getType()).getDimSize(1) / 8; }
   /// The key loops that follow `first` in the forall's body (each reads its key tiles and carries the state).
   SmallVector<scf::ForOp> keyLoopsFrom(scf::ForOp first);
-  /// Lowers consecutive key loops as one pipeline over the K and V rings.
+  /// The `scf.if (split < end)` after `loop` that runs its one masked key tile (kiln-split-masked-tiles), if any.
+  static scf::IfOp lastTileAfter(scf::ForOp loop);
+  /// Lowers consecutive key loops (and the last tile after them) as one pipeline over the K and V rings.
   LogicalResult lowerKeyLoops(SmallVector<scf::ForOp> loops);
   /// Lowers the addressing of `loop`'s body for the key tile at `keyStart` and copies its K and V tiles into
   /// ring slot `slot`, or zeros where `enabled` is false; returns the cp.async group.
@@ -166,6 +168,18 @@ SmallVector<scf::ForOp> MmaAttentionLowering::keyLoopsFrom(scf::ForOp first) {
     loops.push_back(loop);
   }
   return loops;
+}
+
+scf::IfOp MmaAttentionLowering::lastTileAfter(scf::ForOp loop) {
+  Operation *next = loop->getNextNode();
+  if (isa_and_nonnull<arith::CmpIOp>(next))
+    next = next->getNextNode(); // the branch's condition
+  auto last = dyn_cast_or_null<scf::IfOp>(next);
+  auto reached = last ? last.getCondition().getDefiningOp<arith::CmpIOp>() : arith::CmpIOp();
+  if (!reached || reached.getPredicate() != arith::CmpIPredicate::slt || !last.elseBlock() ||
+      !llvm::equal(last.elseYield().getOperands(), loop.getResults()))
+    return {};
+  return last;
 }
 
 LogicalResult MmaAttentionLowering::findProducts(scf::ForOp loop, MatmulOp &scores, MatmulOp &values) {
@@ -402,8 +416,11 @@ LogicalResult MmaAttentionLowering::lowerKeyLoops(SmallVector<scf::ForOp> loops)
   MatmulOp scores, values;
   if (failed(findProducts(loops.front(), scores, values)))
     return failure();
-  // Where the key tiles end: the last loop's bound.
-  Value end = index(loops.back().getUpperBound());
+  // Where the key tiles end: the last loop's bound, or the bound the last tile after the loops is checked
+  // against.
+  scf::IfOp last = lastTileAfter(loops.back());
+  auto reached = last ? last.getCondition().getDefiningOp<arith::CmpIOp>() : arith::CmpIOp();
+  Value end = index(last ? reached.getRhs() : loops.back().getUpperBound());
   auto slotOf = [&](Value keyStart) { return im.rem(im.div(keyStart, bk), 2); };
   Value truth = arith::ConstantIntOp::create(b, loc, 1, 1);
 
@@ -510,10 +527,36 @@ LogicalResult MmaAttentionLowering::lowerKeyLoops(SmallVector<scf::ForOp> loops)
       return loop.emitOpError() << kWhat << ": cannot lower this key loop";
     state.assign(lowered.getResults().begin(), lowered.getResults().end());
   }
-  // The last prefetch lands before the block may exit.
+  // The last prefetch lands before the block may exit, or before the last tile, which it holds.
   nvgpu::DeviceAsyncWaitOp::create(b, loc, queryGroup, b.getI32IntegerAttr(0));
-  // The loops' results are the last one's.
   bindState(loops.back().getResults(), state);
+  if (!last)
+    return success();
+  // The one masked tile, once: its key start is the split (the last prefetch, or the prologue's copy).
+  Value split = index(reached.getLhs());
+  SmallVector<Type> types;
+  for (Value value : state)
+    types.push_back(value.getType());
+  auto once = scf::IfOp::create(b, loc, types, im.lt(split, end), /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(once.thenBlock());
+    gpu::BarrierOp::create(b, loc);
+    Value slot = slotOf(split);
+    for (Operation &op : last.thenBlock()->without_terminator()) {
+      auto product = dyn_cast<MatmulOp>(op);
+      if (failed(product ? lowerProduct(product, slot) : lowerOp(&op)))
+        return failure();
+    }
+    SmallVector<Value> yielded;
+    for (Value value : last.thenYield().getOperands())
+      if (carry(value, yielded) == 0)
+        return last.emitOpError() << kWhat << ": the last key tile must yield tiles in registers";
+    scf::YieldOp::create(b, loc, yielded);
+    b.setInsertionPointToStart(once.elseBlock());
+    scf::YieldOp::create(b, loc, state);
+  }
+  bindState(last.getResults(), once.getResults());
   return success();
 }
 
@@ -534,11 +577,14 @@ LogicalResult MmaAttentionLowering::lowerOp(Operation *op) {
       registers[fill.getResult(0)] = SmallVector<Value>(fragsM * fragsOf(fill.getResult(0)) * 4, value);
     return success();
   }
-  if (auto loop = dyn_cast<scf::ForOp>(op)) {
-    if (registers.count(loop.getResult(0)) || rowValues.count(loop.getResult(0)))
-      return success(); // lowered with the loop before it
+  if (isa<scf::ForOp, scf::IfOp>(op) && op->getNumResults() > 0 &&
+      (registers.count(op->getResult(0)) || rowValues.count(op->getResult(0))))
+    return success(); // lowered with the key loop before it
+  if (auto loop = dyn_cast<scf::ForOp>(op))
     return lowerKeyLoops(keyLoopsFrom(loop));
-  }
+  if (auto loop = dyn_cast_or_null<scf::ForOp>(op->getPrevNode());
+      loop && isa<arith::CmpIOp>(op) && lastTileAfter(loop))
+    return success(); // whether the last key tile is reached, lowered with it
   if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op)) {
     if (auto it = rowValues.find(slice.getSource()); it != rowValues.end()) {
       rowValues[slice.getResult()] = it->second;
