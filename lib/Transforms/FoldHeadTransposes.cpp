@@ -80,7 +80,9 @@ static FailureOr<AttentionOp> storeOutputSeqMajor(RewriterBase &rewriter, Attent
   Type lseType = op.getLse() ? op.getLse().getType() : Type();
   auto attention = AttentionOp::create(rewriter, op.getLoc(), swapHeads(op.getOut().getType()), lseType, op.getQ(),
                                        op.getK(), op.getV(), op.getMask(), op.getScaleAttr(), op.getCausal(),
-                                       op.getLayoutAttr(), rewriter.getStringAttr("bshd"), ValueRange{});
+                                       op.getLayoutAttr(), rewriter.getStringAttr("bshd"), ValueRange{},
+                                       ValueRange{});
+  attention.takeModsFrom(op); // the mods see logical positions, whatever the layout
   attention->setDiscardableAttrs(op->getDiscardableAttrDictionary());
   for (Operation *user : llvm::to_vector(op.getOut().getUsers()))
     rewriter.replaceOp(user, attention.getOut());
@@ -111,7 +113,8 @@ FailureOr<AttentionOp> kiln::foldHeadTransposes(RewriterBase &rewriter, Attentio
   StringAttr outLayout = op.isOutSeqMajor() ? StringAttr() : op.getOutLayoutAttr();
   auto attention = AttentionOp::create(rewriter, op.getLoc(), outputMoves ? swapHeads(outType) : outType, lseType, q, k,
                                        v, op.getMask(), op.getScaleAttr(), op.getCausal(),
-                                       rewriter.getStringAttr("bshd"), outLayout, ValueRange{});
+                                       rewriter.getStringAttr("bshd"), outLayout, ValueRange{}, ValueRange{});
+  attention.takeModsFrom(op);
   attention->setDiscardableAttrs(op->getDiscardableAttrDictionary());
   SmallVector<Value> replacements{attention.getOut()};
   if (outputMoves)

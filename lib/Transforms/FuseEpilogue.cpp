@@ -103,7 +103,8 @@ FailureOr<Operation *> kiln::fuseEpilogue(RewriterBase &rewriter, Operation *pro
     fused = AttentionOp::create(rewriter, loc, resultType, lseType, attention.getQ(), attention.getK(),
                                 attention.getV(), attention.getMask(), attention.getScaleAttr(),
                                 attention.getCausal(), attention.getLayoutAttr(), attention.getOutLayoutAttr(),
-                                operands);
+                                operands, ValueRange{});
+    cast<AttentionOp>(fused).takeModsFrom(attention);
   }
   // A config pinned on the producer (#kiln.config) pins the fused kernel.
   fused->setDiscardableAttrs(producer->getDiscardableAttrDictionary());

@@ -33,6 +33,8 @@ FailureOr<AttentionOp> kiln::packGqaDecode(RewriterBase &rewriter, AttentionOp o
     return rewriter.notifyMatchFailure(op, "k and v are seq-major: q's packed rows would be another layout");
   if (op.getMask() || op.hasEpilogue())
     return rewriter.notifyMatchFailure(op, "a mask or an epilogue broadcasts over the query heads");
+  if (op.hasScoreMod() || op.hasMaskMod())
+    return rewriter.notifyMatchFailure(op, "a score_mod or mask_mod reads the query head and position");
   int64_t group = op.getGroupSize();
   if (qType.getDimSize(2) != 1 || group == 1)
     return rewriter.notifyMatchFailure(op, "not one query row of grouped-query attention");

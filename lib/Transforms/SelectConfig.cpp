@@ -203,8 +203,10 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
     // (bench/results/attention_wgmma_short_seq_sweep_v2.log).
     Type element = q.getElementType();
     int64_t valueDim = attention.getV().getType().getDimSize(3);
+    // The wgmma kernel is still built whole and knows no score_mod or mask_mod: those take the mma_sync lowering.
+    bool mods = attention.hasScoreMod() || attention.hasMaskMod();
     if (target == Target::Sm90a && (element.isBF16() || element.isF16()) && bq % 64 == 0 &&
-        headDim == valueDim && (headDim == 64 || headDim == 128)) {
+        headDim == valueDim && (headDim == 64 || headDim == 128) && !mods) {
       if (seqK <= 1024)
         bq = 64, bk = fitTile(headDim == 128 && seqK <= 512 ? 32 : 64, seqK, target);
       // On a few key tiles the pipeline has little to overlap: one stage, the sequential loop, which ptxas

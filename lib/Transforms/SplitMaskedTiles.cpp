@@ -4,7 +4,8 @@
 // an `scf.if (keyStart >= maskFrom)` around the mask, the others its plain branch. The tiles that need the mask
 // are the last ones of the loop, so the loop splits in two: the tiles before the threshold without the branch
 // and without mask arithmetic, then the masked ones (or, where only the last tile can need the mask, that tile
-// alone after the loop). On the GPU a branch between tensor-core instructions (and a mask select on every
+// alone after the loop). A mask_mod's sliding window also masks the first tiles (`keyStart < maskBefore ||
+// keyStart >= maskFrom`): then three loops, masked, plain, masked. On the GPU a branch between tensor-core instructions (and a mask select on every
 // score) costs more than a second copy of the loop body.
 //
 //===----------------------------------------------------------------------===//
@@ -28,15 +29,30 @@ namespace kiln {
 using namespace mlir;
 using namespace mlir::kiln;
 
-/// The scf.if directly in `loop`'s body that branches on `iv >= bound` with `bound` defined before the loop.
-static scf::IfOp thresholdBranch(scf::ForOp loop, Value &bound) {
+/// The bound of `condition` when it is `iv pred bound` with `bound` defined before the loop.
+static Value comparedBound(scf::ForOp loop, Value condition, arith::CmpIPredicate pred) {
+  auto compare = condition.getDefiningOp<arith::CmpIOp>();
+  if (!compare || compare.getPredicate() != pred || compare.getLhs() != loop.getInductionVar() ||
+      loop.getRegion().isAncestor(compare.getRhs().getParentRegion()))
+    return {};
+  return compare.getRhs();
+}
+
+/// The scf.if directly in `loop`'s body that branches on `iv >= bound`, or on `iv < below || iv >= bound`, with
+/// the bounds defined before the loop.
+static scf::IfOp thresholdBranch(scf::ForOp loop, Value &below, Value &bound) {
   for (auto branch : loop.getBody()->getOps<scf::IfOp>()) {
-    auto compare = branch.getCondition().getDefiningOp<arith::CmpIOp>();
-    if (!compare || compare.getPredicate() != arith::CmpIPredicate::sge ||
-        compare.getLhs() != loop.getInductionVar() || loop.getRegion().isAncestor(compare.getRhs().getParentRegion()))
-      continue;
-    bound = compare.getRhs();
-    return branch;
+    Value condition = branch.getCondition();
+    below = {};
+    if (auto either = condition.getDefiningOp<arith::OrIOp>()) {
+      below = comparedBound(loop, either.getLhs(), arith::CmpIPredicate::slt);
+      condition = either.getRhs();
+      if (!below)
+        continue;
+    }
+    bound = comparedBound(loop, condition, arith::CmpIPredicate::sge);
+    if (bound)
+      return branch;
   }
   return {};
 }
@@ -55,13 +71,21 @@ static void inlineRegion(RewriterBase &rewriter, scf::IfOp branch, bool thenRegi
   } else {
     rewriter.eraseOp(branch); // an if without results
   }
-  if (condition->use_empty())
-    rewriter.eraseOp(condition);
+  // The condition and the comparisons it joins, once nothing else uses them.
+  SmallVector<Operation *> dead{condition};
+  while (!dead.empty()) {
+    Operation *op = dead.pop_back_val();
+    if (!op || !op->use_empty() || !isa<arith::CmpIOp, arith::OrIOp>(op))
+      continue;
+    for (Value operand : op->getOperands())
+      dead.push_back(operand.getDefiningOp());
+    rewriter.eraseOp(op);
+  }
 }
 
 LogicalResult kiln::splitLoopAtThreshold(RewriterBase &rewriter, scf::ForOp loop) {
-  Value bound;
-  scf::IfOp branch = thresholdBranch(loop, bound);
+  Value below, bound;
+  scf::IfOp branch = thresholdBranch(loop, below, bound);
   std::optional<int64_t> step = getConstantIntValue(loop.getStep());
   if (!branch || !step || *step <= 0 || (branch.getNumResults() > 0 && !branch.elseBlock()))
     return failure();
@@ -70,19 +94,36 @@ LogicalResult kiln::splitLoopAtThreshold(RewriterBase &rewriter, scf::ForOp loop
   MLIRContext *ctx = rewriter.getContext();
   OpBuilder::InsertionGuard guard(rewriter);
   rewriter.setInsertionPoint(loop);
-  // The first iteration at or past the bound: lb + ceil((bound - lb) / step) * step, within [lb, ub].
+  // The first iteration at or past a threshold: lb + ceil((threshold - lb) / step) * step, within [from, ub].
   AffineExpr lb = getAffineDimExpr(0, ctx), threshold = getAffineDimExpr(1, ctx);
-  Value first = affine::makeComposedAffineApply(rewriter, loc,
-                                                AffineMap::get(2, 0, lb + (threshold - lb).ceilDiv(*step) * *step),
-                                                ArrayRef<OpFoldResult>{loop.getLowerBound(), bound})
-                    .getResult();
-  Value split = arith::MinSIOp::create(rewriter, loc, arith::MaxSIOp::create(rewriter, loc, first, loop.getLowerBound()),
-                                       loop.getUpperBound());
-
-  bool oneMasked = branch->hasAttr(kOneMaskedTileAttrName);
-  auto before = cast<scf::ForOp>(rewriter.clone(*loop));
-  before.setUpperBound(split);
+  auto firstAtOrPast = [&](Value limit, Value from) -> Value {
+    Value first = affine::makeComposedAffineApply(rewriter, loc,
+                                                  AffineMap::get(2, 0, lb + (threshold - lb).ceilDiv(*step) * *step),
+                                                  ArrayRef<OpFoldResult>{loop.getLowerBound(), limit})
+                      .getResult();
+    return arith::MinSIOp::create(rewriter, loc, arith::MaxSIOp::create(rewriter, loc, first, from),
+                                  loop.getUpperBound());
+  };
+  // With a lower threshold the loop has three parts: masked iterations before `below`, plain ones, masked ones
+  // from `bound` on.
+  Value start = below ? firstAtOrPast(below, loop.getLowerBound()) : Value();
+  Value split = firstAtOrPast(bound, start ? start : loop.getLowerBound());
   auto branchOf = [&](Block *body) { return cast<scf::IfOp>(*std::next(body->begin(), position)); };
+  ValueRange inits = loop.getInitArgs();
+  if (start) {
+    auto head = cast<scf::ForOp>(rewriter.clone(*loop));
+    head.setUpperBound(start);
+    inlineRegion(rewriter, branchOf(head.getBody()), /*thenRegion=*/true);
+    inits = head.getResults();
+  }
+
+  bool oneMasked = branch->hasAttr(kOneMaskedTileAttrName) && !start;
+  auto before = cast<scf::ForOp>(rewriter.clone(*loop));
+  if (start) {
+    before.setLowerBound(start);
+    before.getInitArgsMutable().assign(inits);
+  }
+  before.setUpperBound(split);
   inlineRegion(rewriter, branchOf(before.getBody()), /*thenRegion=*/false);
   if (!oneMasked) {
     auto after = cast<scf::ForOp>(rewriter.clone(*loop));

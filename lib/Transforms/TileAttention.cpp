@@ -13,6 +13,11 @@
 // position) with heads and positions swapped. P is rounded to the type of v before P V, as the tensor cores take
 // it, so that the host computes what the GPU does.
 //
+// A score_mod rewrites each score tile after the scale and the additive mask (a generic over the tile whose body
+// is the region, at the tile's positions); a mask_mod joins the position mask, and its linear bounds (MaskBounds.h)
+// start the key loops at the first tile a row of the query tile sees, end them after the last, and add the tiles
+// before the first one every row sees in full to the masked ones (`keyStart < maskBefore || keyStart >= maskFrom`).
+//
 // A GPU tiling ("mma_sync") maps the forall onto thread blocks and keeps the config on it, and reads the
 // sequence lengths through kiln.dim: the key loop's bound and the masks stay expressions of them, and the kernel
 // serves other lengths.
@@ -20,6 +25,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Conversion/KilnToLinalg/LinalgBuilders.h"
+#include "MaskBounds.h"
 #include "TilingUtils.h"
 #include "Transforms/Transforms.h"
 
@@ -75,7 +81,38 @@ Value maskTile(OpBuilder &b, Location loc, AttentionTiling &t, Value keyStart, O
   return tile;
 }
 
-/// Sets to -inf the scores of keys past the end and, with `causal`, above the bottom-right-aligned diagonal.
+/// The logical (batch, head, query, key) position of element (i, j) of the tile at (queryStart, keyStart), as the
+/// mod regions take it, followed by the mod operands. The positions are clamped to the last query and key: the
+/// padding past the ends is masked or dropped, and a mod region then reads its tables only where they are.
+SmallVector<Value> modArguments(OpBuilder &b, Location loc, AttentionTiling &t, Value row, Value col) {
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  Value lastRow = arith::SubIOp::create(b, loc, t.seqQv, one), lastCol = arith::SubIOp::create(b, loc, t.seqKv, one);
+  SmallVector<Value> args{t.b, t.h, arith::MinSIOp::create(b, loc, row, lastRow),
+                          arith::MinSIOp::create(b, loc, col, lastCol)};
+  llvm::append_range(args, t.op.getModOperands());
+  return args;
+}
+
+/// The score tile rewritten by the op's score_mod, element by element.
+Value applyScoreMod(OpBuilder &b, Location loc, AttentionTiling &t, Value scores, Value keyStart) {
+  auto type = cast<RankedTensorType>(scores.getType());
+  AffineMap id = b.getMultiDimIdentityMap(2);
+  auto modded = linalg::GenericOp::create(
+      b, loc, TypeRange{type}, ValueRange{scores},
+      ValueRange{tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType())},
+      ArrayRef<AffineMap>{id, id}, {utils::IteratorType::parallel, utils::IteratorType::parallel},
+      [&](OpBuilder &nb, Location l, ValueRange args) {
+        Value row = arith::AddIOp::create(nb, l, t.queryStart, linalg::IndexOp::create(nb, l, 0));
+        Value col = arith::AddIOp::create(nb, l, keyStart, linalg::IndexOp::create(nb, l, 1));
+        SmallVector<Value> inputs{args[0]};
+        llvm::append_range(inputs, modArguments(nb, l, t, row, col));
+        linalg::YieldOp::create(nb, l, lowering::inlineScalarRegion(nb, t.op.getScoreMod(), inputs));
+      });
+  return modded.getResult(0);
+}
+
+/// Sets to -inf the scores of keys past the end and, with `causal`, above the bottom-right-aligned diagonal, and
+/// those the mask_mod hides.
 Value applyPositionMask(OpBuilder &b, Location loc, AttentionTiling &t, Value scores, Value keyStart) {
   bool causal = t.op.getCausal();
   Value queryStart = t.queryStart, seqK = t.seqKv;
@@ -94,6 +131,11 @@ Value applyPositionMask(OpBuilder &b, Location loc, AttentionTiling &t, Value sc
           Value limit = arith::AddIOp::create(nb, l, row, diagonal);
           Value future = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sgt, col, limit);
           outside = arith::OrIOp::create(nb, l, outside, future);
+        }
+        if (t.op.hasMaskMod()) {
+          Value visible = lowering::inlineScalarRegion(nb, t.op.getMaskMod(), modArguments(nb, l, t, row, col));
+          Value hidden = arith::XOrIOp::create(nb, l, visible, arith::ConstantIntOp::create(nb, l, 1, 1));
+          outside = arith::OrIOp::create(nb, l, outside, hidden);
         }
         Value negInf = arith::ConstantOp::create(
             nb, l, nb.getF32FloatAttr(-std::numeric_limits<float>::infinity()));
@@ -182,6 +224,29 @@ FailureOr<SmallVector<Value>> kiln::tileAttention(RewriterBase &rewriter, Attent
   Value maskFrom = firstMaskedKey(rewriter, loc, t);
   Value c0 = arith::ConstantIndexOp::create(rewriter, loc, 0);
   Value cBK = arith::ConstantIndexOp::create(rewriter, loc, t.bk);
+  // A mask_mod's linear bounds narrow the key loops to the tiles some row sees, and the tiles every row sees by
+  // them run without the mask; where the mask is more than its bounds, every tile takes it.
+  Value firstKey = c0, maskBefore;
+  if (op.hasMaskMod()) {
+    MaskBounds bounds = MaskBounds::analyze(op.getMaskMod());
+    KeyRange range = buildKeyRange(rewriter, loc, bounds, t.queryStart, t.bq);
+    if (range.from) {
+      Value from = arith::MaxSIOp::create(rewriter, loc, range.from, c0);
+      firstKey = arith::MulIOp::create(rewriter, loc, arith::DivSIOp::create(rewriter, loc, from, cBK), cBK);
+    }
+    if (range.to)
+      keyEnd = arith::MinSIOp::create(rewriter, loc, keyEnd, range.to);
+    if (!bounds.exact) {
+      maskFrom = firstKey;
+    } else {
+      if (range.visibleTo) {
+        Value lastWhole = arith::SubIOp::create(rewriter, loc, range.visibleTo,
+                                                arith::ConstantIndexOp::create(rewriter, loc, t.bk - 1));
+        maskFrom = arith::MinSIOp::create(rewriter, loc, maskFrom, lastWhole);
+      }
+      maskBefore = range.visibleFrom;
+    }
+  }
 
   // Loop 1: the row of scores, tile by tile.
   auto rowType = RankedTensorType::get({t.bq, paddedKeys}, f32);
@@ -192,7 +257,7 @@ FailureOr<SmallVector<Value>> kiln::tileAttention(RewriterBase &rewriter, Attent
                       .getResult(0);
   auto scoreTileType = RankedTensorType::get({t.bq, t.bk}, f32);
   auto scoreLoop = scf::ForOp::create(
-      rewriter, loc, c0, keyEnd, cBK, ValueRange{rowInit},
+      rewriter, loc, firstKey, keyEnd, cBK, ValueRange{rowInit},
       [&](OpBuilder &b, Location l, Value keyStart, ValueRange iterArgs) {
         OpFoldResult keyCols = clampedTileSize(b, l, keyStart, t.bk, t.seqK);
         Value kTile = extractPaddedTile(b, l, op.getK(), t.inLayout(t.b, t.kvHead, keyStart, zeroIndex),
@@ -203,7 +268,12 @@ FailureOr<SmallVector<Value>> kiln::tileAttention(RewriterBase &rewriter, Attent
         scores = MulOp::create(b, l, scoreTileType, scores, scalarConstant(b, l, scale));
         if (op.getMask())
           scores = AddOp::create(b, l, scoreTileType, scores, maskTile(b, l, t, keyStart, keyCols));
+        if (op.hasScoreMod())
+          scores = applyScoreMod(b, l, t, scores, keyStart);
         Value needsMask = arith::CmpIOp::create(b, l, arith::CmpIPredicate::sge, keyStart, maskFrom);
+        if (maskBefore)
+          needsMask = arith::OrIOp::create(
+              b, l, arith::CmpIOp::create(b, l, arith::CmpIPredicate::slt, keyStart, maskBefore), needsMask);
         auto ifOp = scf::IfOp::create(
             b, l, needsMask,
             [&](OpBuilder &tb, Location tl) {
@@ -212,7 +282,7 @@ FailureOr<SmallVector<Value>> kiln::tileAttention(RewriterBase &rewriter, Attent
             [&](OpBuilder &eb, Location el) { scf::YieldOp::create(eb, el, scores); });
         // Without the causal diagonal (or with one query row, which sees every key) only the last key tile, a
         // partial one, is masked.
-        if (!op.getCausal() || t.seqQ == 1)
+        if ((!op.getCausal() || t.seqQ == 1) && !op.hasMaskMod())
           ifOp->setAttr(kOneMaskedTileAttrName, b.getUnitAttr());
         SmallVector<OpFoldResult> offsets{zeroIndex, keyStart}, sizes{b.getIndexAttr(t.bq), b.getIndexAttr(t.bk)},
             strides{one, one};
@@ -234,7 +304,7 @@ FailureOr<SmallVector<Value>> kiln::tileAttention(RewriterBase &rewriter, Attent
                                          ValueRange{tensor::EmptyOp::create(rewriter, loc, accType.getShape(), f32)})
                       .getResult(0);
   auto valueLoop = scf::ForOp::create(
-      rewriter, loc, c0, keyEnd, cBK, ValueRange{accInit},
+      rewriter, loc, firstKey, keyEnd, cBK, ValueRange{accInit},
       [&](OpBuilder &b, Location l, Value keyStart, ValueRange iterArgs) {
         OpFoldResult keyCols = clampedTileSize(b, l, keyStart, t.bk, t.seqK);
         Value pTile = tensor::ExtractSliceOp::create(b, l, scoreTileType, probs,

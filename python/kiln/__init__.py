@@ -12,10 +12,11 @@ from .autotune import autotune
 from .compiler import CompileError, Program, compile
 from .gpu import GpuProgram, load
 from .jit import JitFunction, jit
+from .mods import where
 from .trace import (Tensor, attention, exp, gelu, layer_norm, matmul, relu, reshape, rms_norm, rope, sigmoid, silu,
                     softmax, tanh, transpose)
 
 __all__ = ["CompileError", "GpuProgram", "JitFunction", "Program", "Tensor", "attention", "autotune", "compile",
            "exp", "gelu",
            "jit", "layer_norm", "load", "matmul", "ops", "relu", "reshape", "rms_norm", "rope", "sigmoid", "silu",
-           "softmax", "tanh", "transpose"]
+           "softmax", "tanh", "transpose", "where"]

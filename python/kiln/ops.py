@@ -8,9 +8,11 @@ before running: a page id outside the caches or a length past the block table is
 sees, and the compiled op would clamp it rather than fail, so it is refused here, naming the entry.
 """
 
+import inspect
+
 import numpy as np
 
-from . import trace
+from . import mods, trace
 from .jit import jit
 
 
@@ -22,9 +24,75 @@ def matmul(a, b, *, bias=None, activation=None, fp32_precision=None):
 
 
 @jit
-def attention(q, k, v, *, causal=False, scale=None, mask=None):
-    """Scaled dot-product attention on [B, H, S, D] (GQA/MQA from the head counts, causal bottom-right)."""
+def _attention(q, k, v, *, causal=False, scale=None, mask=None):
     return trace.attention(q, k, v, causal=causal, scale=scale, mask=mask)
+
+
+#: The jitted attention of each pair of mod functions, by what their regions depend on (_mod_key).
+_MOD_ATTENTIONS = {}
+
+
+def attention(q, k, v, *, causal=False, scale=None, mask=None, score_mod=None, mask_mod=None):
+    """Scaled dot-product attention on [B, H, S, D] (GQA/MQA from the head counts, causal bottom-right).
+
+    ``score_mod(score, b, h, q_idx, kv_idx)`` and ``mask_mod(b, h, q_idx, kv_idx)`` are torch flex_attention's
+    functions (kiln/mods.py): traced once into the kernel; the arrays they close over (of the same kind as q:
+    numpy arrays, or CUDA tensors) are read on every call."""
+    function, args, kwargs = _attention_call(q, k, v, causal, scale, mask, score_mod, mask_mod)
+    return function(*args, **kwargs)
+
+
+def _attention_source(q, k, v, *, causal=False, scale=None, mask=None, score_mod=None, mask_mod=None):
+    """The kiln IR kiln.ops.attention traces for these arguments (without compiling it)."""
+    function, args, kwargs = _attention_call(q, k, v, causal, scale, mask, score_mod, mask_mod)
+    return function.source(*args, **kwargs)
+
+
+attention.source = _attention_source
+
+
+def _attention_call(q, k, v, causal, scale, mask, score_mod, mask_mod):
+    """The jitted function that runs an attention, and its arguments."""
+    if score_mod is None and mask_mod is None:
+        return _attention, (q, k, v), {"causal": causal, "scale": scale, "mask": mask}
+    tables = mods.captured((score_mod, mask_mod), mods.table_kinds(trace.Tensor))
+    key = _mod_key(score_mod, mask_mod, len(tables))
+    function = _MOD_ATTENTIONS.get(key)
+    if function is None:
+        function = _MOD_ATTENTIONS[key] = _mod_attention(score_mod, mask_mod, len(tables))
+    return function, (q, k, v, mask, *tables), {"causal": causal, "scale": scale}
+
+
+def _mod_key(score_mod, mask_mod, count):
+    """What the traced regions depend on: the functions' code and the constants they close over (tables are
+    arguments; other objects, such as modules, by identity)."""
+    def of(fn):
+        if fn is None:
+            return None
+        values = mods.free_values(fn)
+        return (fn.__code__, tuple((name, value if isinstance(value, (bool, int, float, str)) else id(value))
+                                   for name, value in sorted(values.items())
+                                   if not isinstance(value, mods.table_kinds(trace.Tensor))))
+    return (of(score_mod), of(mask_mod), count)
+
+
+def _mod_attention(score_mod, mask_mod, count):
+    """A jitted attention taking q, k, v, the additive mask and the mods' tables as arguments."""
+    names = [f"table{i}" for i in range(count)]
+    positional = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    parameters = [inspect.Parameter(name, positional) for name in ["q", "k", "v", "mask"] + names]
+    parameters += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY) for name in ("causal", "scale")]
+
+    def attention(**arguments):
+        # The tables of the functions traced, in the order captured() gives them, as the traced tensors.
+        found = mods.captured((score_mod, mask_mod), mods.table_kinds(trace.Tensor))
+        tables = {id(value): arguments[name] for value, name in zip(found, names)}
+        return trace.attention(arguments["q"], arguments["k"], arguments["v"], causal=arguments["causal"],
+                               scale=arguments["scale"], mask=arguments["mask"], score_mod=score_mod,
+                               mask_mod=mask_mod, tables=tables)
+
+    attention.__signature__ = inspect.Signature(parameters)
+    return jit(attention)
 
 
 @jit

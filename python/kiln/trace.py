@@ -12,6 +12,7 @@ import numbers
 
 import numpy as np
 
+from . import mods
 from .compiler import DTYPES
 
 _ELEMENT_NAMES = {dtype: name for name, dtype in DTYPES.items()}
@@ -168,10 +169,14 @@ def sigmoid(x):
 
 
 def exp(x):
+    if isinstance(x, mods.Scalar):
+        return mods.unary("exp", x)
     return _unary("exp", x)
 
 
 def tanh(x):
+    if isinstance(x, mods.Scalar):
+        return mods.unary("tanh", x)
     return _unary("tanh", x)
 
 
@@ -220,9 +225,12 @@ def matmul(a, b, *, bias=None, activation=None, fp32_precision=None):
     return ACTIVATIONS[activation](out) if activation is not None else out
 
 
-def attention(q, k, v, *, causal=False, scale=None, mask=None):
+def attention(q, k, v, *, causal=False, scale=None, mask=None, score_mod=None, mask_mod=None, tables=None):
     """Scaled dot-product attention on [B, H, S, D]; GQA/MQA when k and v have fewer heads than q; ``causal``
-    aligned bottom-right when seq_q != seq_k; ``mask`` additive, broadcastable to [B, H, Sq, Sk]."""
+    aligned bottom-right when seq_q != seq_k; ``mask`` additive, broadcastable to [B, H, Sq, Sk]; ``score_mod``
+    and ``mask_mod`` as torch's flex_attention takes them (kiln/mods.py), reading the tensors they close over.
+    ``tables`` maps (by id) a value the mods close over to the tensor that stands for it (kiln.ops passes arrays
+    that way)."""
     tensors = {"q": q, "k": k, "v": v} if mask is None else {"q": q, "k": k, "v": v, "mask": mask}
     element = check_floats("attention", **tensors)
     for name in ("q", "k", "v"):
@@ -259,9 +267,37 @@ def attention(q, k, v, *, causal=False, scale=None, mask=None):
         raise ValueError(f"attention: 'mask' of shape {mask.shape} does not broadcast to {full}")
     shape = (b, hq, sq, v.shape[3])
     masked = f" mask({mask.name} : {mask.type})" if mask is not None else ""
-    flags = (" causal" if causal else "") + (f" {{scale = {float_literal(scale)} : f32}}" if scale is not None else "")
+    flags = " causal" if causal else ""
+    flags += _mod_regions(q.graph, score_mod, mask_mod, tables or {})
+    flags += f" {{scale = {float_literal(scale)} : f32}}" if scale is not None else ""
     return q.graph.emit(f"kiln.attention {q.name}, {k.name}, {v.name}{masked}{flags} : {q.type}, {k.type}, "
                         f"{v.type} -> {tensor_type(shape, element)}", shape, element)
+
+
+def _mod_regions(graph, score_mod, mask_mod, tables):
+    """The mod operands and the score_mod / mask_mod regions of an attention, as text."""
+    for name, fn in (("score_mod", score_mod), ("mask_mod", mask_mod)):
+        if fn is not None and not callable(fn):
+            raise TypeError(f"attention: '{name}' must be a function, got {type(fn).__name__}")
+    if score_mod is None and mask_mod is None:
+        return ""
+    # What the functions read: traced tensors, or arrays that `tables` stands tensors in for.
+    found = mods.captured((score_mod, mask_mod), mods.table_kinds(Tensor))
+    pairs = [(value, tables.get(id(value), value)) for value in found]
+    for _, operand in pairs:
+        if not isinstance(operand, Tensor):
+            raise TypeError(f"attention: a score_mod or mask_mod reads a {type(operand).__name__}; tables must be "
+                            f"arguments of the jitted function or arrays passed to kiln.ops.attention")
+    operands = [operand for _, operand in pairs]
+    prefix = f"r{graph.count}"
+    text = ""
+    if operands:
+        text += f" mod_operands({', '.join(t.name for t in operands)} : {', '.join(t.type for t in operands)})"
+    if score_mod is not None:
+        text += " score_mod " + mods.trace_region(score_mod, "score", f"{prefix}s", pairs)
+    if mask_mod is not None:
+        text += " mask_mod " + mods.trace_region(mask_mod, "mask", f"{prefix}m", pairs)
+    return text
 
 
 #: Rows per page the paged KV cache ops take (kiln.paged_attention, kiln.append_kv).

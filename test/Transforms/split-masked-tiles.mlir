@@ -63,6 +63,55 @@ func.func @split(%init: f32, %end: index, %from: index) -> f32 {
 
 // -----
 
+// `iv < below || iv >= from` (a mask_mod's sliding window masks the first tiles too): three loops, the `then`
+// region up to the first iteration at or past `below`, the `else` region up to the first at or past `from` (at
+// least the first split), the `then` region to the end, each starting from the one before; no comparison or
+// branch is left.
+// CHECK-LABEL: func.func @split_three_ways
+// CHECK-SAME: (%[[INIT:[a-zA-Z0-9_]+]]: f32, %[[END:[a-zA-Z0-9_]+]]: index, %[[BELOW:[a-zA-Z0-9_]+]]: index, %[[FROM:[a-zA-Z0-9_]+]]: index)
+// CHECK-DAG: %[[C0:[a-zA-Z0-9_]+]] = arith.constant 0 : index
+// CHECK-DAG: %[[ONE:[a-zA-Z0-9_]+]] = arith.constant 1.000000e+00 : f32
+// CHECK-DAG: %[[TWO:[a-zA-Z0-9_]+]] = arith.constant 2.000000e+00 : f32
+// CHECK: %[[B0:.*]] = affine.apply #{{.*}}()[%[[BELOW]]]
+// CHECK-NEXT: %[[B1:.*]] = arith.maxsi %[[B0]], %[[C0]] : index
+// CHECK-NEXT: %[[START:.*]] = arith.minsi %[[B1]], %[[END]] : index
+// CHECK-NEXT: %[[F0:.*]] = affine.apply #{{.*}}()[%[[FROM]]]
+// CHECK-NEXT: %[[F1:.*]] = arith.maxsi %[[F0]], %[[START]] : index
+// CHECK-NEXT: %[[SPLIT:.*]] = arith.minsi %[[F1]], %[[END]] : index
+// CHECK-NEXT: %[[HEAD:.*]] = scf.for %{{.*}} = %[[C0]] to %[[START]] step %{{.*}} iter_args(%[[A0:.*]] = %[[INIT]])
+// CHECK-NEXT: arith.mulf %[[A0]], %[[TWO]]
+// CHECK: %[[MIDDLE:.*]] = scf.for %{{.*}} = %[[START]] to %[[SPLIT]] step %{{.*}} iter_args(%[[A1:.*]] = %[[HEAD]])
+// CHECK-NEXT: arith.addf %[[A1]], %[[ONE]]
+// CHECK: %[[TAIL:.*]] = scf.for %{{.*}} = %[[SPLIT]] to %[[END]] step %{{.*}} iter_args(%[[A2:.*]] = %[[MIDDLE]])
+// CHECK-NEXT: arith.mulf %[[A2]], %[[TWO]]
+// CHECK: return %[[TAIL]] : f32
+// CHECK-NOT: scf.if
+// CHECK-NOT: arith.cmpi
+// CHECK-NOT: arith.ori
+func.func @split_three_ways(%init: f32, %end: index, %below: index, %from: index) -> f32 {
+  %c0 = arith.constant 0 : index
+  %c16 = arith.constant 16 : index
+  %one = arith.constant 1.0 : f32
+  %two = arith.constant 2.0 : f32
+  %r = scf.for %j = %c0 to %end step %c16 iter_args(%acc = %init) -> (f32) {
+    %early = arith.cmpi slt, %j, %below : index
+    %late = arith.cmpi sge, %j, %from : index
+    %needs = arith.ori %early, %late : i1
+    %t = scf.if %needs -> (f32) {
+      %m = arith.mulf %acc, %two : f32
+      scf.yield %m : f32
+    } else {
+      %a = arith.addf %acc, %one : f32
+      scf.yield %a : f32
+    }
+    %s = arith.subf %t, %one : f32
+    scf.yield %s : f32
+  }
+  return %r : f32
+}
+
+// -----
+
 // A branch without results and without an `else` region: the first loop has nothing of it, the second runs its
 // `then` region (the store).
 // CHECK-LABEL: func.func @split_without_else

@@ -66,6 +66,11 @@ Value buildReduction(OpBuilder &b, Location loc, ArrayRef<int64_t> shape, ArrayR
 /// null value for any other op. Shared by the lowering and the epilogue fusion.
 Value buildScalarFormula(OpBuilder &b, Location loc, Operation *op, ValueRange args);
 
+/// The value a scalar region (an attention's score_mod or mask_mod: pure ops, a kiln.yield of one value)
+/// computes from `args`, its ops cloned at the builder's insertion point; a tensor.extract there reads zero (false)
+/// where an index lies outside its tensor.
+Value inlineScalarRegion(OpBuilder &b, Region &region, ValueRange args);
+
 /// Applies a matmul epilogue region elementwise: a parallel linalg.generic over `shape` whose inputs are the
 /// f32 accumulator and the epilogue operands (read through `maps`, widened to f32); the region's body is cloned
 /// with its block arguments bound to them and its yield stored as `resultElementType`.

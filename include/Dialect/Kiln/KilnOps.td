@@ -113,10 +113,10 @@ def Kiln_MatmulOp : Kiln_Op<"matmul", [Pure, IsolatedFromAbove]> {
 }
 
 def Kiln_YieldOp : Kiln_Op<"yield", [Pure, Terminator, ReturnLike, ParentOneOf<["MatmulOp", "AttentionOp"]>]> {
-  let summary = "the value an epilogue stores";
+  let summary = "the value a kiln.matmul or kiln.attention region yields";
   let description = [{
     Ends a `kiln.matmul` or `kiln.attention` epilogue region with the f32 value to store for the current
-    output element.
+    output element, an attention's `score_mod` with the f32 score, its `mask_mod` with the i1 visibility.
   }];
   let arguments = (ins Variadic<AnyType>:$values);
   let assemblyFormat = "attr-dict ($values^ `:` type($values))?";
@@ -146,6 +146,16 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure, IsolatedFromAbove, AttrSizedO
       sets it). The mask and lse keep their `[B, Hq, Sq, ...]` layout.
     - `out_layout = "bshd"` stores only the output as `[B, Sq, Hq, Dv]`, whatever the layout of q, k and v (an
       output that an exporter transposes back right away); without it the output follows `layout`.
+    - An optional `score_mod` region rewrites each score after the scale and the mask (FlexAttention's
+      score_mod): block arguments `(score : f32, b, h, q_idx, kv_idx : index)` and one per `mod_operands`
+      tensor, `kiln.yield` of the new f32 score. A tanh softcap, ALiBi, a relative-position bias read from a
+      table: any chain of pure scalar ops (arith, math, tensor.extract from the operands).
+    - An optional `mask_mod` region decides which keys each query sees (FlexAttention's mask_mod): block
+      arguments `(b, h, q_idx, kv_idx : index)` and the `mod_operands` tensors, `kiln.yield` of an i1 (true:
+      visible). It combines with `causal` (both must hold). The indices are logical: the head of q, positions
+      counted from 0 in q and in k whatever `layout` says. Key tiles the mask hides entirely are skipped where
+      the mask is a conjunction of linear bounds on q_idx and kv_idx (sliding windows, causal variants); a
+      query row that sees no key at all gives NaN, as an all -inf additive mask does.
 
     ```mlir
     %o = kiln.attention %q, %k, %v causal
@@ -154,16 +164,34 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure, IsolatedFromAbove, AttrSizedO
     %o2, %lse = kiln.attention %q, %k, %v mask(%bias : tensor<1x1x128x128xbf16>) {scale = 0.125 : f32}
         : tensor<1x32x128x128xbf16>, tensor<1x8x128x128xbf16>, tensor<1x8x128x128xbf16>
         -> tensor<1x32x128x128xbf16>, tensor<1x32x128xf32>
+    // A 50.0 tanh softcap over a 256-key sliding window.
+    %o3 = kiln.attention %q, %k, %v causal score_mod {
+    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+      %cap = arith.constant 50.0 : f32
+      %t = math.tanh %s : f32
+      ...
+      kiln.yield %capped : f32
+    } mask_mod {
+    ^bb0(%b: index, %h: index, %i: index, %j: index):
+      %w = arith.constant 256 : index
+      %lo = arith.subi %i, %w : index
+      %in = arith.cmpi sgt, %j, %lo : index
+      kiln.yield %in : i1
+    } : tensor<1x32x128x128xbf16>, tensor<1x8x128x128xbf16>, tensor<1x8x128x128xbf16>
+        -> tensor<1x32x128x128xbf16>
     ```
   }];
   let arguments = (ins Kiln_FloatTensor:$q, Kiln_FloatTensor:$k, Kiln_FloatTensor:$v,
                        Optional<Kiln_FloatTensor>:$mask,
                        OptionalAttr<F32Attr>:$scale, UnitAttr:$causal, OptionalAttr<StrAttr>:$layout,
-                       OptionalAttr<StrAttr>:$out_layout, Variadic<Kiln_FloatTensor>:$epilogue_operands);
+                       OptionalAttr<StrAttr>:$out_layout, Variadic<Kiln_FloatTensor>:$epilogue_operands,
+                       Variadic<AnyRankedTensor>:$mod_operands);
   let results = (outs Kiln_FloatTensor:$out, Optional<StaticShapeTensorOf<[F32]>>:$lse);
-  let regions = (region MaxSizedRegion<1>:$epilogue);
+  let regions = (region MaxSizedRegion<1>:$epilogue, MaxSizedRegion<1>:$score_mod, MaxSizedRegion<1>:$mask_mod);
   let assemblyFormat = [{
     $q `,` $k `,` $v (`mask` `(` $mask^ `:` type($mask) `)`)? (`causal` $causal^)?
+    (`mod_operands` `(` $mod_operands^ `:` type($mod_operands) `)`)? (`score_mod` $score_mod^)?
+    (`mask_mod` $mask_mod^)?
     (`epilogue` `(` ($epilogue_operands^ `:` type($epilogue_operands))? `)` $epilogue^)? attr-dict
     `:` type($q) `,` type($k) `,` type($v) `->` type($out) (`,` type($lse)^)?
   }];
@@ -171,12 +199,17 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure, IsolatedFromAbove, AttrSizedO
     OpBuilder<(ins "::mlir::Type":$out, "::mlir::Type":$lse, "::mlir::Value":$q, "::mlir::Value":$k,
                    "::mlir::Value":$v, "::mlir::Value":$mask, "::mlir::FloatAttr":$scale, "bool":$causal), [{
       build($_builder, $_state, out, lse, q, k, v, mask, scale, causal, ::mlir::StringAttr(), ::mlir::StringAttr(),
-            ::mlir::ValueRange{});
+            ::mlir::ValueRange{}, ::mlir::ValueRange{});
     }]>
   ];
   let extraClassDeclaration = [{
     /// True when an epilogue has been fused into the op.
     bool hasEpilogue() { return !getEpilogue().empty(); }
+    /// True when a score_mod or mask_mod region modifies the scores.
+    bool hasScoreMod() { return !getScoreMod().empty(); }
+    bool hasMaskMod() { return !getMaskMod().empty(); }
+    /// Moves `from`'s score_mod and mask_mod regions and operands onto this op (a rewrite that rebuilds the op).
+    void takeModsFrom(AttentionOp from);
     /// The scale applied to q k^T: the attribute, or 1/sqrt(head_dim) when it is absent.
     double getEffectiveScale();
     /// Number of q heads that share one k/v head (1 for plain multi-head attention).

@@ -526,6 +526,9 @@ LogicalResult MmaAttentionLowering::lowerKeyLoops(SmallVector<scf::ForOp> loops)
     if (failed(status))
       return loop.emitOpError() << kWhat << ": cannot lower this key loop";
     state.assign(lowered.getResults().begin(), lowered.getResults().end());
+    // Each loop of the group is lowered here, not again on its own (the last one's results after the wait).
+    if (loop != loops.back())
+      bindState(loop.getResults(), state);
   }
   // The last prefetch lands before the block may exit, or before the last tile, which it holds.
   nvgpu::DeviceAsyncWaitOp::create(b, loc, queryGroup, b.getI32IntegerAttr(0));

@@ -53,6 +53,12 @@ struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUP
           kernelOp->emitOpError() << "the wgmma lowering is for matmuls and attention only";
         return signalPassFailure();
       }
+      if (auto attention = dyn_cast<AttentionOp>(kernelOp);
+          attention && (wgmma || !tiledLoop) && (attention.hasScoreMod() || attention.hasMaskMod())) {
+        kernelOp->emitOpError() << "has a score_mod or mask_mod, which only the mma_sync lowering of its tiled loop "
+                                   "applies (kiln-select-config, kiln-tile and kiln-online-softmax first)";
+        return signalPassFailure();
+      }
       if (!tiledLoop && isRowOp(kernelOp)) {
         kernelOp->emitOpError() << "is a row kernel: the GPU lowers it from its tiled loop (kiln-select-config, "
                                    "kiln-tile, kiln-decompose-rows, kiln-assign-layouts first)";

@@ -78,12 +78,7 @@ void MmaMatmulLowering::copyTile(const GlobalTile &tile, const OperandRing &ring
   Value slotBase = im.mul(slot, ring.slotElements);
   for (int64_t first = 0; first < chunks; first += threads) {
     Value index = im.add(tid, first);
-    // In the last round of a tile whose chunks do not split evenly over the threads, the cp.async copies of the
-    // threads past the last chunk repeat it (the same bytes to the same place), so that every thread's copies
-    // join the group; element loads are skipped there instead.
-    if (first + threads > chunks && !elementLoads)
-      index = im.min(index, im.c(chunks - 1));
-    auto copyChunk = [&] {
+    auto copyChunk = [&](SmallVectorImpl<Value> &chunkTokens) {
       Value row = im.div(index, chunksPerRow), column = im.mul(im.rem(index, chunksPerRow), chunk);
       Value sharedAt = im.add(slotBase, im.add(im.mul(row, ring.stride), column));
       Value rowValid = im.andi(enabled, inside(im, row, tile.sizes[rowDim], ring.rows));
@@ -114,19 +109,24 @@ void MmaMatmulLowering::copyTile(const GlobalTile &tile, const OperandRing &ring
         }
         Value globalAt = elementIndex(source, tile.offsets, {rowDim, columnDim}, {row, at});
         Value any = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, count, im.c(0));
-        tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(
+        chunkTokens.push_back(nvgpu::DeviceAsyncCopyOp::create(
             b, loc, tokenType, ring.shared, im.add(sharedAt, part), source.buffer, im.select(any, globalAt, im.c(0)),
             b.getIndexAttr(width), count, width * bytes == 16 ? b.getUnitAttr() : UnitAttr()));
       }
     };
-    if (first + threads <= chunks || !elementLoads) {
-      copyChunk();
+    if (first + threads <= chunks) {
+      copyChunk(tokens);
       continue;
     }
+    // The last round of a tile whose chunks do not split evenly over the threads: the threads past the last
+    // chunk copy nothing (a thread's cp.async group may be empty; repeating a chunk instead would be two writes
+    // of one shared-memory address, a race however equal the bytes).
     scf::IfOp::create(b, loc, im.lt(index, chunks), [&](OpBuilder &then, Location) {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPoint(then.getInsertionBlock(), then.getInsertionPoint());
-      copyChunk();
+      // The group is committed after the branch; its tokens only order the copies, which the branch does.
+      SmallVector<Value> branchTokens;
+      copyChunk(branchTokens);
       scf::YieldOp::create(b, loc);
     });
   }
@@ -429,6 +429,21 @@ FailureOr<Value> MmaMatmulLowering::epilogueValue(linalg::GenericOp op, int64_t 
     if (auto index = dyn_cast<linalg::IndexOp>(inner)) {
       position();
       scalars.map(index.getResult(), index.getDim() == 0 ? row : column);
+      continue;
+    }
+    // A kernel buffer the body reads (an attention mod's table): the element from memory, its extent.
+    if (auto extract = dyn_cast<tensor::ExtractOp>(inner); extract && globals.count(extract.getTensor())) {
+      SmallVector<Value> indices;
+      for (Value at : extract.getIndices())
+        indices.push_back(scalars.lookupOrDefault(at));
+      FailureOr<Value> element = memoryElement(extract.getTensor(), indices, op);
+      if (failed(element))
+        return failure();
+      scalars.map(extract.getResult(), *element);
+      continue;
+    }
+    if (auto dim = dyn_cast<tensor::DimOp>(inner); dim && globals.count(dim.getSource()) && dim.getConstantIndex()) {
+      scalars.map(dim.getResult(), extent(globals.find(dim.getSource())->second, *dim.getConstantIndex()));
       continue;
     }
     b.clone(inner, scalars);

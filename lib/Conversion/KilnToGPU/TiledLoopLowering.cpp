@@ -238,7 +238,11 @@ SmallVector<Value> gpukernel::loadElements(OpBuilder &b, Location loc, IndexMath
                                            int64_t count, Value valid, double pad) {
   Type element = cast<MemRefType>(buffer.getType()).getElementType();
   Value safe = im.select(valid, at, im.c(0));
-  Value padValue = lowering::floatConstant(b, loc, element, pad);
+  // An integer buffer (an attention mod's table of ids) pads with the integer value.
+  Value padValue = isa<FloatType>(element)
+                       ? lowering::floatConstant(b, loc, element, pad)
+                       : arith::ConstantOp::create(b, loc, b.getIntegerAttr(element, static_cast<int64_t>(pad)))
+                             .getResult();
   SmallVector<Value> values;
   if (count == 1) {
     values.push_back(memref::LoadOp::create(b, loc, buffer, ValueRange{safe}));

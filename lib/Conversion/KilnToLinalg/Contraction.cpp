@@ -121,7 +121,8 @@ struct AttentionLowering : OpConversionPattern<AttentionOp> {
                        })
                        .getResult(0);
 
-    // Scale, add the mask, apply the causal mask (aligned bottom-right).
+    // Scale, add the mask, rewrite by the score_mod, hide what the causal mask (aligned bottom-right) or the mask_mod
+    // hides.
     double scale = op.getEffectiveScale();
     bool causal = op.getCausal();
     int64_t diagonal = seqK - seqQ;
@@ -134,11 +135,34 @@ struct AttentionLowering : OpConversionPattern<AttentionOp> {
           Value s = arith::MulFOp::create(b, l, x[0], floatConstant(b, l, f32, scale));
           if (x.size() > 1)
             s = arith::AddFOp::create(b, l, s, x[1]);
-          if (!causal)
+          if (!causal && !op.hasScoreMod() && !op.hasMaskMod())
             return s;
-          Value i = linalg::IndexOp::create(b, l, 2), j = linalg::IndexOp::create(b, l, 3);
-          Value limit = arith::AddIOp::create(b, l, i, arith::ConstantIndexOp::create(b, l, diagonal));
-          Value masked = arith::CmpIOp::create(b, l, arith::CmpIPredicate::sgt, j, limit);
+          // The logical (batch, head, query, key) position and the mod operands, as the mod regions take them.
+          SmallVector<Value> position;
+          for (int64_t dim = 0; dim < 4; ++dim)
+            position.push_back(linalg::IndexOp::create(b, l, dim));
+          auto modArgs = [&](ArrayRef<Value> leading) {
+            SmallVector<Value> args(leading);
+            llvm::append_range(args, adaptor.getModOperands());
+            return args;
+          };
+          if (op.hasScoreMod()) {
+            SmallVector<Value> leading{s};
+            llvm::append_range(leading, position);
+            s = inlineScalarRegion(b, op.getScoreMod(), modArgs(leading));
+          }
+          Value masked;
+          if (causal) {
+            Value limit = arith::AddIOp::create(b, l, position[2], arith::ConstantIndexOp::create(b, l, diagonal));
+            masked = arith::CmpIOp::create(b, l, arith::CmpIPredicate::sgt, position[3], limit);
+          }
+          if (op.hasMaskMod()) {
+            Value visible = inlineScalarRegion(b, op.getMaskMod(), modArgs(position));
+            Value hidden = arith::XOrIOp::create(b, l, visible, arith::ConstantIntOp::create(b, l, 1, 1));
+            masked = masked ? arith::OrIOp::create(b, l, masked, hidden).getResult() : hidden;
+          }
+          if (!masked)
+            return s;
           return arith::SelectOp::create(
               b, l, masked, floatConstant(b, l, f32, -std::numeric_limits<double>::infinity()), s);
         });

@@ -145,15 +145,45 @@ Value lowering::buildReduction(OpBuilder &b, Location loc, ArrayRef<int64_t> sha
   return generic.getResult(0);
 }
 
+/// A tensor.extract that reads zero (false) where an index lies outside the tensor: the index clamped into it,
+/// the element replaced after the read.
+static Value guardedExtract(OpBuilder &b, tensor::ExtractOp extract, IRMapping &mapping) {
+  Location loc = extract.getLoc();
+  Value tensor = mapping.lookupOrDefault(extract.getTensor());
+  Value inside = arith::ConstantIntOp::create(b, loc, 1, 1), zeroIndex = arith::ConstantIndexOp::create(b, loc, 0);
+  SmallVector<Value> indices;
+  for (auto [dim, index] : llvm::enumerate(extract.getIndices())) {
+    Value at = mapping.lookupOrDefault(index);
+    Value extent = tensor::DimOp::create(b, loc, tensor, dim);
+    // Unsigned: a negative index is past the end too.
+    Value valid = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, at, extent);
+    inside = arith::AndIOp::create(b, loc, inside, valid);
+    indices.push_back(arith::SelectOp::create(b, loc, valid, at, zeroIndex));
+  }
+  Value element = tensor::ExtractOp::create(b, loc, tensor, indices);
+  Type type = element.getType();
+  Value zero = isa<FloatType>(type) ? floatConstant(b, loc, type, 0.0)
+                                    : arith::ConstantOp::create(b, loc, b.getIntegerAttr(type, 0)).getResult();
+  return arith::SelectOp::create(b, loc, inside, element, zero);
+}
+
+Value lowering::inlineScalarRegion(OpBuilder &b, Region &region, ValueRange args) {
+  Block &body = region.front();
+  IRMapping mapping;
+  mapping.map(body.getArguments(), args);
+  for (Operation &op : body.without_terminator()) {
+    if (auto extract = dyn_cast<tensor::ExtractOp>(op))
+      mapping.map(extract.getResult(), guardedExtract(b, extract, mapping));
+    else
+      b.clone(op, mapping);
+  }
+  return mapping.lookup(body.getTerminator()->getOperand(0));
+}
+
 Value lowering::buildEpilogue(OpBuilder &b, Location loc, Region &epilogue, ArrayRef<int64_t> shape,
                               Type resultElementType, ValueRange inputs, ArrayRef<AffineMap> maps) {
-  Block &body = epilogue.front();
   return buildElementwise(b, loc, shape, resultElementType, inputs, maps,
                           [&](OpBuilder &nested, Location, ValueRange args) -> Value {
-                            IRMapping mapping;
-                            mapping.map(body.getArguments(), args);
-                            for (Operation &op : body.without_terminator())
-                              nested.clone(op, mapping);
-                            return mapping.lookup(body.getTerminator()->getOperand(0));
+                            return inlineScalarRegion(nested, epilogue, args);
                           });
 }

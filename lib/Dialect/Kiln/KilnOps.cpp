@@ -9,6 +9,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
 #include "llvm/Support/MathExtras.h"
@@ -167,8 +168,51 @@ LogicalResult MatmulOp::verifyRegions() {
   return verifyEpilogue(*this, getEpilogue(), getEpilogueOperands(), getType());
 }
 
+/// Checks a score_mod or mask_mod region: its leading block arguments (`leading`, named in `names`), then one per
+/// mod operand of the operand's type, pure ops only, a kiln.yield of one `yielded` value.
+static LogicalResult verifyMod(AttentionOp op, Region &region, StringRef name, ArrayRef<Type> leading,
+                               StringRef names, Type yielded) {
+  if (region.empty())
+    return success();
+  Block &body = region.front();
+  OperandRange operands = op.getModOperands();
+  if (body.getNumArguments() != leading.size() + operands.size())
+    return op.emitOpError() << name << " takes " << body.getNumArguments() << " block arguments but needs " << names
+                            << " and one per mod operand (" << leading.size() + operands.size() << ")";
+  for (BlockArgument argument : body.getArguments()) {
+    unsigned i = argument.getArgNumber();
+    Type expected = i < leading.size() ? leading[i] : operands[i - leading.size()].getType();
+    if (argument.getType() != expected)
+      return op.emitOpError() << name << " block argument #" << i << " must be " << expected << ", got "
+                              << argument.getType();
+  }
+  for (Operation &inner : body.without_terminator())
+    if (!isPure(&inner) || inner.getNumRegions() != 0)
+      return op.emitOpError() << name << " may hold only pure scalar ops without regions, got '" << inner.getName()
+                              << "'";
+  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield || yield.getValues().size() != 1 || yield.getValues()[0].getType() != yielded)
+    return op.emitOpError() << name << " must end in kiln.yield of one " << yielded << " value";
+  return success();
+}
+
 LogicalResult AttentionOp::verifyRegions() {
+  if (!getModOperands().empty() && !hasScoreMod() && !hasMaskMod())
+    return emitOpError() << "has mod operands but no score_mod or mask_mod region";
+  Builder b(getContext());
+  Type index = b.getIndexType();
+  if (failed(verifyMod(*this, getScoreMod(), "score_mod", {b.getF32Type(), index, index, index, index},
+                       "(score: f32, b, h, q_idx, kv_idx: index)", b.getF32Type())) ||
+      failed(verifyMod(*this, getMaskMod(), "mask_mod", {index, index, index, index},
+                       "(b, h, q_idx, kv_idx: index)", b.getI1Type())))
+    return failure();
   return verifyEpilogue(*this, getEpilogue(), getEpilogueOperands(), getOut().getType());
+}
+
+void AttentionOp::takeModsFrom(AttentionOp from) {
+  getModOperandsMutable().assign(from.getModOperands());
+  getScoreMod().takeBody(from.getScoreMod());
+  getMaskMod().takeBody(from.getMaskMod());
 }
 
 //===----------------------------------------------------------------------===//

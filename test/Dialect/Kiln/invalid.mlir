@@ -1723,3 +1723,58 @@ func.func @append_result_type(%kc: tensor<4x16x2x8xf32>, %vc: tensor<4x16x2x8xf3
   %0:2 = kiln.append_kv %kc, %vc, %k, %v, %t, %p : tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>, tensor<2x2x3x8xf32>, tensor<2x2x3x8xf32>, tensor<2x3xi32>, tensor<2xi32> -> tensor<4x16x2x8xf32>, tensor<4x16x2x8xf16>
   return %0#0, %0#1 : tensor<4x16x2x8xf32>, tensor<4x16x2x8xf16>
 }
+
+// -----
+
+func.func @attention_mod_operands_without_mod(%q: tensor<1x2x4x8xf32>, %t: tensor<2xf32>) -> tensor<1x2x4x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op has mod operands but no score_mod or mask_mod region}}
+  %0 = kiln.attention %q, %q, %q mod_operands(%t : tensor<2xf32>) : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32> -> tensor<1x2x4x8xf32>
+  return %0 : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_score_mod_arg_count(%q: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op score_mod takes 4 block arguments but needs (score: f32, b, h, q_idx, kv_idx: index) and one per mod operand (5)}}
+  %0 = kiln.attention %q, %q, %q score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index):
+    kiln.yield %s : f32
+  } : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32> -> tensor<1x2x4x8xf32>
+  return %0 : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_mask_mod_arg_type(%q: tensor<1x2x4x8xf32>, %t: tensor<2xi32>) -> tensor<1x2x4x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op mask_mod block argument #4 must be 'tensor<2xi32>', got 'tensor<2xf32>'}}
+  %0 = kiln.attention %q, %q, %q mod_operands(%t : tensor<2xi32>) mask_mod {
+  ^bb0(%b: index, %h: index, %i: index, %j: index, %u: tensor<2xf32>):
+    %c = arith.cmpi sle, %j, %i : index
+    kiln.yield %c : i1
+  } : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32> -> tensor<1x2x4x8xf32>
+  return %0 : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_mask_mod_yield_type(%q: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op mask_mod must end in kiln.yield of one 'i1' value}}
+  %0 = kiln.attention %q, %q, %q mask_mod {
+  ^bb0(%b: index, %h: index, %i: index, %j: index):
+    %c = arith.constant 1.0 : f32
+    kiln.yield %c : f32
+  } : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32> -> tensor<1x2x4x8xf32>
+  return %0 : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_score_mod_impure(%q: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op score_mod may hold only pure scalar ops without regions, got 'memref.alloc'}}
+  %0 = kiln.attention %q, %q, %q score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %x = memref.alloc() : memref<2xf32>
+    kiln.yield %s : f32
+  } : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32> -> tensor<1x2x4x8xf32>
+  return %0 : tensor<1x2x4x8xf32>
+}

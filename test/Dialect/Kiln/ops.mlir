@@ -528,6 +528,37 @@ func.func @paged_decode_step(%q: tensor<2x8x1x64xbf16>, %kc: tensor<16x16x2x64xb
   return %o : tensor<2x8x1x64xbf16>
 }
 
+// CHECK-LABEL: func.func @attention_mods
+// CHECK-SAME: (%[[Q:[a-z0-9_]+]]: tensor<1x4x64x32xbf16>, %[[S:[a-z0-9_]+]]: tensor<4xf32>)
+func.func @attention_mods(%q: tensor<1x4x64x32xbf16>, %slopes: tensor<4xf32>) -> tensor<1x4x64x32xbf16> {
+  // CHECK: kiln.attention %[[Q]], %[[Q]], %[[Q]] causal mod_operands(%[[S]] : tensor<4xf32>) score_mod {
+  // CHECK-NEXT: ^bb0(%{{[a-z0-9]+}}: f32, %{{[a-z0-9]+}}: index, %[[H:[a-z0-9]+]]: index, %{{[a-z0-9]+}}: index, %{{[a-z0-9]+}}: index, %[[T:[a-z0-9]+]]: tensor<4xf32>):
+  // CHECK: tensor.extract %[[T]][%[[H]]] : tensor<4xf32>
+  // CHECK: kiln.yield %{{.*}} : f32
+  // CHECK-NEXT: } mask_mod {
+  // CHECK-NEXT: ^bb0(%{{[a-z0-9]+}}: index, %{{[a-z0-9]+}}: index, %{{[a-z0-9]+}}: index, %{{[a-z0-9]+}}: index, %{{[a-z0-9]+}}: tensor<4xf32>):
+  // CHECK: arith.cmpi slt
+  // CHECK: kiln.yield %{{.*}} : i1
+  // CHECK-NEXT: } {scale = 1.250000e-01 : f32} : tensor<1x4x64x32xbf16>
+  %0 = kiln.attention %q, %q, %q causal mod_operands(%slopes : tensor<4xf32>) score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %t: tensor<4xf32>):
+    %slope = tensor.extract %t[%h] : tensor<4xf32>
+    %d = arith.subi %j, %i : index
+    %di = arith.index_cast %d : index to i64
+    %df = arith.sitofp %di : i64 to f32
+    %bias = arith.mulf %slope, %df : f32
+    %r = arith.addf %s, %bias : f32
+    kiln.yield %r : f32
+  } mask_mod {
+  ^bb0(%b: index, %h: index, %i: index, %j: index, %t: tensor<4xf32>):
+    %w = arith.constant 16 : index
+    %d = arith.subi %i, %j : index
+    %in = arith.cmpi slt, %d, %w : index
+    kiln.yield %in : i1
+  } {scale = 0.125 : f32} : tensor<1x4x64x32xbf16>, tensor<1x4x64x32xbf16>, tensor<1x4x64x32xbf16> -> tensor<1x4x64x32xbf16>
+  return %0 : tensor<1x4x64x32xbf16>
+}
+
 // CHECK: dialect_resources
 // CHECK: blk0_w: "0x040000000000803F00000040"
 {-#

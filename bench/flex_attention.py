@@ -1,0 +1,281 @@
+"""FlexAttention-style variants on the H200: kiln.attention with a score_mod / mask_mod, lowered through the
+tiled IR into one mma_sync kernel, against the same attention without the variant, torch's flex_attention under
+torch.compile, and SDPA (flash, cuDNN), checked against a float64 reference in the same run.
+
+- ``prepare`` (here, where the compiler is): traces each case through kiln.ops.attention (the variant's mods as
+  Python functions, kiln/mods.py) on placeholder arrays, compiles the traced function with ``kilnc`` into
+  ``<out>/generated/<case>`` and writes ``<out>/cases.json``.
+- ``visit`` (on the GPU machine, build/python on PYTHONPATH): makes fresh inputs and the variant's tables (seed
+  printed), checks every kernel against the fp64 reference (the variant's rule on index grids), then times the
+  ``b_`` cases beside the plain kernel of the same shape, flex_attention (torch.compile, its block mask built
+  once outside the timing) and SDPA; writes flex.json and flex.md. Rates count useful FLOPs: 4 B H D times the
+  visible (query, key) pairs.
+
+The variants are written once (VARIANTS) as functions of a ``tanh`` and the tables: Kiln traces them, torch runs
+them. Error: max|out - ref| / max|ref|; limits 2e-2 (bf16) and 4e-3 (f16).
+"""
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+LIMITS = {"bf16": 2e-2, "f16": 4e-3}
+CAP, WINDOW, PREFIX = 30.0, 1024, 512
+
+
+def tables_for(variant, heads, seq_q, seq_k, xp, rng):
+    """The tables a variant reads, as arrays of ``xp`` (numpy placeholders here, torch tensors on the GPU)."""
+    if variant == "alibi":
+        return {"slopes": (2.0 ** -(xp.arange(heads) + 1.0) * 8 / heads).astype(xp.float32)}
+    if variant == "relative_bias":
+        return {"bias": rng(heads, seq_q + seq_k - 1)}
+    if variant == "document":
+        ends = sorted({seq_k // 5, seq_k // 2, (4 * seq_k) // 5})
+        ids = xp.zeros(seq_k, dtype=xp.int32)
+        for end in ends:
+            ids[end:] += 1
+        return {"docs": ids}
+    return {}
+
+
+def mods_for(variant, seq_q, seq_k, tanh, tables):
+    """(score_mod, mask_mod) of a variant; positions are bottom-right aligned (query i is key i + Sk - Sq)."""
+    shift = seq_k - seq_q
+    if variant == "softcap":
+        return (lambda s, b, h, q, kv: CAP * tanh(s / CAP)), None
+    if variant == "alibi":
+        slopes = tables["slopes"]
+        return (lambda s, b, h, q, kv: s + slopes[h] * (kv - (q + shift))), None
+    if variant == "relative_bias":
+        bias = tables["bias"]
+        return (lambda s, b, h, q, kv: s + bias[h, q - kv + (seq_k - 1)]), None
+    if variant == "sliding_window":
+        return None, (lambda b, h, q, kv: q + shift - kv < WINDOW)
+    if variant == "document":
+        docs = tables["docs"]
+        return None, (lambda b, h, q, kv: docs[q + shift] == docs[kv])
+    if variant == "prefix_lm":
+        return None, (lambda b, h, q, kv: (kv <= q + shift) | (kv < PREFIX))
+    if variant in ("plain", "plain_default"):
+        return None, None
+    raise ValueError(variant)
+
+
+#: name, variant, causal, B, H, Hkv, Sq, Sk, D, dtype
+CASES = []
+for _dtype in ("bf16", "f16"):
+    for _variant, _causal in (("softcap", False), ("alibi", True), ("relative_bias", False),
+                              ("sliding_window", True), ("document", False), ("prefix_lm", False)):
+        CASES.append((f"t_{_dtype}_{_variant}_gqa_77x200_d64", _variant, _causal, 2, 4, 2, 77, 200, 64, _dtype))
+        CASES.append((f"t_{_dtype}_{_variant}_1200_d128", _variant, _causal, 1, 4, 4, 1200, 1200, 128, _dtype))
+for _variant, _causal in (("plain", True), ("plain_default", True), ("softcap", True), ("alibi", True),
+                          ("sliding_window", True), ("document", True)):
+    CASES.append((f"b_{_variant}_d128_b4_h32_s4096", _variant, _causal, 4, 32, 32, 4096, 4096, 128, "bf16"))
+for _variant in ("plain", "sliding_window"):
+    CASES.append((f"b_{_variant}_d128_b1_h32_s16384", _variant, True, 1, 32, 32, 16384, 16384, 128, "bf16"))
+#: The d128 tiles the FA2-style kernel takes (kiln-select-config's mma_sync choice below the wgmma kernel).
+FA2_D128 = '#kiln.config<tile = [128, 128], warps = 8, stages = 2, lowering = "mma_sync">'
+
+
+def describe(entry):
+    name, variant, causal, b, h, hkv, sq, sk, d, dtype = entry
+    return dict(name=name, variant=variant, causal=causal, batch=b, heads=h, kv_heads=hkv, seq_q=sq, seq_k=sk,
+                head_dim=d, dtype=dtype)
+
+
+def prepare(args):
+    import numpy as np
+    sys.path.insert(0, str(Path(args.kilnc).resolve().parent.parent / "python"))
+    import kiln
+    from gpu_cases import compile_graph
+    out = Path(args.out)
+    listed = []
+    for entry in CASES:
+        item = describe(entry)
+        b, h, hkv, sq, sk, d = (item[k] for k in ("batch", "heads", "kv_heads", "seq_q", "seq_k", "head_dim"))
+        dtype = np.float32  # the trace only needs shapes: the element type is swapped in the text below
+        tables = tables_for(item["variant"], h, sq, sk, np, lambda *shape: np.zeros(shape, np.float32))
+        score_mod, mask_mod = mods_for(item["variant"], sq, sk, kiln.tanh, tables)
+        q, kv = np.zeros((b, h, sq, d), dtype), np.zeros((b, hkv, sk, d), dtype)
+        text = kiln.ops.attention.source(q, kv, kv, causal=item["causal"], score_mod=score_mod, mask_mod=mask_mod)
+        text = text.replace(f"x{d}xf32>", f"x{d}x{item['dtype']}>")
+        if item["variant"] == "plain":
+            # The FA2 tiles that kiln-select-config gives a variant at head dim 128 (the wgmma kernel takes no
+            # mods), pinned; "plain_default" keeps the default, the wgmma kernel.
+            text = text.replace(" : tensor<", f" {{kiln.config = {FA2_D128}}} : tensor<", 1)
+        item["tables"] = list(tables)
+        folder = out / "generated" / item["name"]
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "graph.mlir").write_text(text)
+        if not compile_graph(args.kilnc, folder / "graph.mlir", folder, "sm_90a", item["name"]):
+            return 1
+        listed.append(item)
+    (out / "cases.json").write_text(json.dumps(listed, indent=1))
+    print(f"compiled {len(listed)} cases into {out}")
+    return 0
+
+
+def visible_pairs(item, visible):
+    """(query, key) pairs a row sees, for the useful-FLOP count."""
+    return int(visible.sum().item()) * item["batch"] * item["heads"]
+
+
+def visit(args):
+    import torch
+    from row_kernels import record_timings, start_visit, summary_line, time_ms
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    runtime, build, listed, seed, generator = start_visit(args)
+    flex = torch.compile(flex_attention, dynamic=False)
+    dtypes = {"bf16": torch.bfloat16, "f16": torch.float16}
+    rows, failures, plain_ms = [], 0, {}
+    for item in listed:
+        dtype = dtypes[item["dtype"]]
+        b, h, hkv, sq, sk, d = (item[k] for k in ("batch", "heads", "kv_heads", "seq_q", "seq_k", "head_dim"))
+
+        def rnd(*shape):
+            return torch.randn(*shape, generator=generator, device="cuda")
+        q, k, v = rnd(b, h, sq, d).to(dtype), rnd(b, hkv, sk, d).to(dtype), rnd(b, hkv, sk, d).to(dtype)
+        tables = tables_for(item["variant"], h, sq, sk, _TorchNamespace(torch), rnd)
+        score_mod, mask_mod = mods_for(item["variant"], sq, sk, torch.tanh, tables)
+        # Visibility and the fp64 reference on index grids (the grids in chunks of query rows).
+        qi = torch.arange(sq, device="cuda").view(sq, 1)
+        ki = torch.arange(sk, device="cuda").view(1, sk)
+        visible = torch.ones(sq, sk, dtype=torch.bool, device="cuda")
+        if item["causal"]:
+            visible &= ki <= qi + (sk - sq)
+        if mask_mod is not None:
+            visible &= mask_mod(0, 0, qi, ki)
+        row = dict(name=item["name"], variant=item["variant"])
+        check = item["name"].startswith("t_")
+        folder = build / "generated" / item["name"]
+        entry = json.loads((folder / "manifest.json").read_text())["kernels"][0]
+        row["config"] = entry.get("config")
+        kernel = runtime.load(folder / entry["cubin"], entry)
+        out = torch.full_like(q, float("nan"))
+        tensors = [q, k, v] + [tables[name] for name in item["tables"]] + [out]
+        launch = lambda: runtime.launch(kernel, entry, tensors)  # noqa: E731
+        launch()
+        torch.cuda.synchronize()
+        if check:
+            group = h // hkv
+            qd, kd, vd = q.double(), k.double().repeat_interleave(group, 1), v.double().repeat_interleave(group, 1)
+            s = (qd @ kd.transpose(-1, -2)) / d ** 0.5
+            if score_mod is not None:
+                bi = torch.arange(b, device="cuda").view(b, 1, 1, 1)
+                hi = torch.arange(h, device="cuda").view(1, h, 1, 1)
+                s = score_mod(s, bi, hi, qi.view(1, 1, sq, 1), ki.view(1, 1, 1, sk)).double()
+            s = s.masked_fill(~visible, float("-inf"))
+            ref = torch.softmax(s, -1) @ vd
+            error = ((out.double() - ref).abs().max() / ref.abs().max()).item()
+            ok = error <= LIMITS[item["dtype"]] and not torch.isnan(out).any().item()
+            row["error"], row["ok"] = error, ok
+            failures += not ok
+        elif not args.no_bench:
+            timings = {"kiln": time_ms(launch)}
+            key = (b, h, sq, sk)
+            if item["variant"] == "plain":
+                plain_ms[key] = timings["kiln"]
+            elif key in plain_ms and item["variant"] != "plain_default":
+                timings["plain"] = plain_ms[key]
+            block_mask = None
+            if mask_mod is not None or item["causal"]:
+                def flex_mask(bb, hh, qq, kk, causal=item["causal"], mm=mask_mod, shift=sk - sq):
+                    seen = (kk <= qq + shift) if causal else (kk >= 0)
+                    return seen & mm(bb, hh, qq, kk) if mm is not None else seen
+                block_mask = create_block_mask(flex_mask, None, None, sq, sk, device="cuda")
+            try:
+                flex(q, k, v, score_mod=score_mod, block_mask=block_mask, enable_gqa=h != hkv)
+                timings["flex"] = time_ms(lambda: flex(q, k, v, score_mod=score_mod, block_mask=block_mask,
+                                                       enable_gqa=h != hkv))
+            except Exception as error:  # noqa: BLE001 - a refusal is reported, not fatal
+                row["flex_refused"] = str(error).splitlines()[0][:200]
+            if item["variant"] == "plain_default":
+                for label, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+                    try:
+                        with sdpa_kernel(backend):
+                            timings[label] = time_ms(lambda: torch.nn.functional.scaled_dot_product_attention(
+                                q, k, v, is_causal=item["causal"]))
+                    except RuntimeError as error:
+                        row[f"{label}_refused"] = str(error).splitlines()[0]
+            flops = 4.0 * d * visible_pairs(item, visible)
+            record_timings(row, timings, flops, "tflops", ("plain", "flex", "flash", "cudnn"))
+        rows.append(row)
+        print(summary_line(row, 40, "tflops", "6.1f", ("plain", "flex", "flash", "cudnn")) if not check else
+              f"{item['name']:<40} error {row['error']:.2e} {'ok' if row['ok'] else 'FAILED'}", flush=True)
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "flex.json").write_text(json.dumps(dict(seed=seed, device=torch.cuda.get_device_name(),
+                                                       torch=torch.__version__, rows=rows), indent=1))
+    write_table(rows, out_dir / "flex.md")
+    checked = sum(1 for r in rows if "ok" in r)
+    print(f"{checked - failures} passed, {failures} failed (variants against fp64)")
+    return 1 if failures else 0
+
+
+class _TorchNamespace:
+    """The few numpy-style names tables_for uses, on CUDA torch tensors."""
+
+    def __init__(self, torch):
+        self.torch, self.float32, self.int32 = torch, torch.float32, torch.int32
+
+    def arange(self, n):
+        return _Cast(self.torch.arange(n, device="cuda", dtype=self.torch.float64))
+
+    def zeros(self, n, dtype):
+        return self.torch.zeros(n, dtype=dtype, device="cuda")
+
+
+class _Cast:
+    """A tensor whose astype() is .to() (tables_for's numpy spelling)."""
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+    def __add__(self, other):
+        return _Cast(self.tensor + other)
+
+    def __rpow__(self, base):
+        return _Cast(base ** self.tensor)
+
+    def __neg__(self):
+        return _Cast(-self.tensor)
+
+    def __mul__(self, other):
+        return _Cast(self.tensor * other)
+
+    def __truediv__(self, other):
+        return _Cast(self.tensor / other)
+
+    def astype(self, dtype):
+        return self.tensor.to(dtype)
+
+
+def write_table(rows, path):
+    lines = ["| case | kiln TFLOP/s | plain kiln | vs plain | flex (compiled) | vs flex | SDPA flash | SDPA cuDNN |",
+             "|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        if "kiln_tflops" not in row:
+            continue
+        cells = [row["name"], f"{row['kiln_tflops']:.1f}"]
+        for label in ("plain", "flex"):
+            rate = row.get(f"{label}_tflops")
+            cells += [f"{rate:.1f}" if rate else "", f"{row['kiln_tflops'] / rate:.2f}x" if rate else ""]
+        cells += [f"{row[f'{label}_tflops']:.1f}" if row.get(f"{label}_tflops") else "" for label in ("flash", "cudnn")]
+        lines.append("| " + " | ".join(cells) + " |")
+    checked = [r for r in rows if "ok" in r]
+    lines.append("")
+    lines.append(f"Correctness: {sum(r['ok'] for r in checked)}/{len(checked)} against fp64, worst error "
+                 f"{max((r['error'] for r in checked), default=0):.2e}.")
+    Path(path).write_text("\n".join(lines) + "\n")
+
+
+def main():
+    from row_kernels import command_line
+    return command_line(__doc__, "gpu_build/flex", prepare, visit)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,171 @@
+//===- MaskBounds.cpp - Key ranges an attention's mask_mod implies ----------===//
+//
+// The analysis reads the mask_mod's yielded i1 as a conjunction of terms. A term `lhs pred rhs` (arith.cmpi,
+// signed or eq) whose sides are linear in q_idx and kv_idx (block arguments, constants, addi, subi, muli by a
+// constant, index_cast) becomes one or two bounds `e >= 0`; a term the analysis cannot read leaves the others
+// valid as necessary conditions (a visible position satisfies every term) but makes the set inexact. The key
+// ranges of a query block follow from the bounds at its first and last row, since each bound is monotone in q.
+//
+//===----------------------------------------------------------------------===//
+
+#include "MaskBounds.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/Matchers.h"
+
+#include <optional>
+
+using namespace mlir;
+using namespace mlir::kiln;
+
+namespace {
+
+/// kv * kv + q * q + c.
+struct Linear {
+  int64_t kv = 0, q = 0, c = 0;
+  Linear operator-(const Linear &o) const { return {kv - o.kv, q - o.q, c - o.c}; }
+  Linear operator+(const Linear &o) const { return {kv + o.kv, q + o.q, c + o.c}; }
+  Linear scaled(int64_t f) const { return {kv * f, q * f, c * f}; }
+};
+
+/// `value` as a linear expression of the region's q_idx (argument 2) and kv_idx (argument 3), if it is one.
+std::optional<Linear> linearOf(Value value, Block &body) {
+  if (auto argument = dyn_cast<BlockArgument>(value)) {
+    if (argument.getOwner() != &body)
+      return std::nullopt;
+    if (argument.getArgNumber() == 2)
+      return Linear{0, 1, 0};
+    if (argument.getArgNumber() == 3)
+      return Linear{1, 0, 0};
+    return std::nullopt;
+  }
+  APInt constant;
+  if (matchPattern(value, m_ConstantInt(&constant)))
+    return Linear{0, 0, constant.getSExtValue()};
+  Operation *op = value.getDefiningOp();
+  if (!op)
+    return std::nullopt;
+  if (isa<arith::IndexCastOp, arith::ExtSIOp>(op))
+    return linearOf(op->getOperand(0), body);
+  if (!isa<arith::AddIOp, arith::SubIOp, arith::MulIOp>(op))
+    return std::nullopt;
+  std::optional<Linear> lhs = linearOf(op->getOperand(0), body), rhs = linearOf(op->getOperand(1), body);
+  if (!lhs || !rhs)
+    return std::nullopt;
+  if (isa<arith::AddIOp>(op))
+    return *lhs + *rhs;
+  if (isa<arith::SubIOp>(op))
+    return *lhs - *rhs;
+  if (lhs->kv == 0 && lhs->q == 0)
+    return rhs->scaled(lhs->c);
+  if (rhs->kv == 0 && rhs->q == 0)
+    return lhs->scaled(rhs->c);
+  return std::nullopt; // a product of positions is not linear
+}
+
+/// `e pred 0` as bounds `x >= 0`, if `pred` is one the analysis reads.
+bool boundsOf(arith::CmpIPredicate pred, Linear e, SmallVectorImpl<Linear> &out) {
+  using P = arith::CmpIPredicate;
+  switch (pred) {
+  case P::sge:
+    out.push_back(e);
+    return true;
+  case P::sgt:
+    out.push_back(e - Linear{0, 0, 1});
+    return true;
+  case P::sle:
+    out.push_back(e.scaled(-1));
+    return true;
+  case P::slt:
+    out.push_back(e.scaled(-1) - Linear{0, 0, 1});
+    return true;
+  case P::eq:
+    out.push_back(e);
+    out.push_back(e.scaled(-1));
+    return true;
+  default:
+    return false;
+  }
+}
+
+/// Adds the bounds of the term `value` (an i1) to `into`; false where the term is not fully read.
+bool collect(Value value, Block &body, MaskBounds &into) {
+  APInt constant;
+  if (matchPattern(value, m_ConstantInt(&constant)))
+    return constant.isOne(); // true adds nothing; false hides everything, which the bounds cannot say
+  Operation *op = value.getDefiningOp();
+  if (auto conjunction = dyn_cast_or_null<arith::AndIOp>(op)) {
+    bool lhs = collect(conjunction.getLhs(), body, into);
+    bool rhs = collect(conjunction.getRhs(), body, into);
+    return lhs && rhs;
+  }
+  bool negated = false;
+  if (auto negation = dyn_cast_or_null<arith::XOrIOp>(op)) {
+    if (!matchPattern(negation.getRhs(), m_One()))
+      return false;
+    negated = true;
+    op = negation.getLhs().getDefiningOp();
+  }
+  auto compare = dyn_cast_or_null<arith::CmpIOp>(op);
+  if (!compare)
+    return false;
+  std::optional<Linear> lhs = linearOf(compare.getLhs(), body), rhs = linearOf(compare.getRhs(), body);
+  if (!lhs || !rhs)
+    return false;
+  arith::CmpIPredicate pred = compare.getPredicate();
+  if (negated)
+    pred = arith::invertPredicate(pred);
+  SmallVector<Linear> bounds;
+  if (!boundsOf(pred, *lhs - *rhs, bounds))
+    return false;
+  bool complete = true;
+  for (const Linear &bound : bounds) {
+    // Only a bound on the key itself limits the key loop; a bound on q alone (or on a multiple of the key) is
+    // kept out, and the set is then not exact.
+    if (bound.kv != 1 && bound.kv != -1) {
+      complete = false;
+      continue;
+    }
+    into.bounds.push_back({bound.kv, bound.q, bound.c});
+  }
+  return complete;
+}
+
+} // namespace
+
+MaskBounds MaskBounds::analyze(Region &maskMod) {
+  MaskBounds result;
+  Block &body = maskMod.front();
+  result.exact = collect(body.getTerminator()->getOperand(0), body, result);
+  return result;
+}
+
+KeyRange kiln::buildKeyRange(OpBuilder &b, Location loc, const MaskBounds &bounds, Value firstRow, int64_t rows) {
+  Value lastRow = arith::AddIOp::create(b, loc, firstRow, arith::ConstantIndexOp::create(b, loc, rows - 1));
+  // q * coefficient + constant at a row.
+  auto at = [&](Value row, int64_t coefficient, int64_t constant) -> Value {
+    Value scaled = arith::MulIOp::create(b, loc, row, arith::ConstantIndexOp::create(b, loc, coefficient));
+    return arith::AddIOp::create(b, loc, scaled, arith::ConstantIndexOp::create(b, loc, constant));
+  };
+  auto combine = [&](Value &into, Value value, bool greatest) {
+    into = !into ? value
+                 : greatest ? arith::MaxSIOp::create(b, loc, into, value).getResult()
+                            : arith::MinSIOp::create(b, loc, into, value).getResult();
+  };
+  KeyRange range;
+  for (const LinearKeyBound &bound : bounds.bounds) {
+    // The bound's key limit is linear in q: its extremes over the rows lie at the first and the last row.
+    bool increasing = bound.kvCoefficient > 0 ? bound.qCoefficient <= 0 : bound.qCoefficient >= 0;
+    Value low = increasing ? firstRow : lastRow, high = increasing ? lastRow : firstRow;
+    if (bound.kvCoefficient > 0) {
+      // kv >= -(q qc + c): some row sees keys from the least limit, every row from the greatest.
+      combine(range.from, at(low, -bound.qCoefficient, -bound.constant), /*greatest=*/true);
+      combine(range.visibleFrom, at(high, -bound.qCoefficient, -bound.constant), /*greatest=*/true);
+    } else {
+      // kv <= q qc + c: some row sees keys up to the greatest limit, every row up to the least.
+      combine(range.to, at(high, bound.qCoefficient, bound.constant + 1), /*greatest=*/false);
+      combine(range.visibleTo, at(low, bound.qCoefficient, bound.constant + 1), /*greatest=*/false);
+    }
+  }
+  return range;
+}

@@ -1,0 +1,144 @@
+"""FlexAttention-style variants (kiln.ops.attention's score_mod and mask_mod) on the host target.
+
+Each variant is a pair: the mod functions Kiln traces into the attention op, and the same rule written on numpy
+index grids for the float64 reference. Fresh seeds every run (recorded with the error), lengths that do not
+divide the host tiles, GQA and Sq != Sk; f32 inputs checked to 1e-4 relative in the max norm, bf16 to 2e-2. The
+sliding-window variants run with windows and lengths that leave whole key tiles unseen, so the key loop's bounds
+from the mask's linear bounds are what is checked; document masks and prefix-LM masks are no conjunction of
+linear bounds, so they exercise the path that masks every tile.
+"""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from numerics import check, fresh_rng, kiln
+
+
+def randn(rng, *shape, dtype=np.float32):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def reference(q, k, v, *, causal=False, scale=None, score=None, visible=None):
+    """fp64 attention with the variant's score rule and visibility on [B, H, Sq, Sk] index grids."""
+    q, k, v = (x.astype(np.float64) for x in (q, k, v))
+    b, hq, sq, d = q.shape
+    group = hq // k.shape[1]
+    k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
+    s = q @ k.transpose(0, 1, 3, 2) * (scale if scale is not None else 1 / np.sqrt(d))
+    sk = k.shape[2]
+    bi, hi, qi, ki = np.meshgrid(np.arange(b), np.arange(hq), np.arange(sq), np.arange(sk), indexing="ij")
+    if score is not None:
+        s = score(s, bi, hi, qi, ki)
+    hidden = np.zeros(s.shape, bool)
+    if causal:
+        hidden |= ki > qi + (sk - sq)
+    if visible is not None:
+        hidden |= ~visible(bi, hi, qi, ki)
+    s = np.where(hidden, -np.inf, s)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    return (p / p.sum(-1, keepdims=True)) @ v
+
+
+CAP = 20.0
+
+
+def variants(rng, hq, sq, sk):
+    """name -> (score_mod, mask_mod, causal, numpy score rule, numpy visibility)."""
+    slopes = (2.0 ** -np.arange(1, hq + 1)).astype(np.float32)
+    table = randn(rng, hq, sq + sk - 1)
+    docs = np.sort(rng.integers(0, 4, sk)).astype(np.int32)
+    shift = sk - sq  # bottom-right alignment of the diagonal
+    window = 40
+    return {
+        "softcap": (lambda s, b, h, q, kv: CAP * kiln.tanh(s / CAP), None, False,
+                    lambda s, b, h, q, kv: CAP * np.tanh(s / CAP), None),
+        "alibi": (lambda s, b, h, q, kv: s + slopes[h] * (kv - q), None, True,
+                  lambda s, b, h, q, kv: s + slopes[h] * (kv - q), None),
+        "relative_bias_table": (lambda s, b, h, q, kv: s + table[h, q - kv + (sk - 1)], None, False,
+                                lambda s, b, h, q, kv: s + table[h, q - kv + (sk - 1)], None),
+        "sliding_window": (None, lambda b, h, q, kv: (q + shift - kv < window) & (kv <= q + shift), False,
+                           None, lambda b, h, q, kv: (q + shift - kv < window) & (kv <= q + shift)),
+        "sliding_window_causal_softcap": (lambda s, b, h, q, kv: CAP * kiln.tanh(s / CAP),
+                                          lambda b, h, q, kv: q + shift - kv < window, True,
+                                          lambda s, b, h, q, kv: CAP * np.tanh(s / CAP),
+                                          lambda b, h, q, kv: q + shift - kv < window),
+        "document": (None, lambda b, h, q, kv: docs[q + shift] == docs[kv], False,
+                     None, lambda b, h, q, kv: docs[q + shift] == docs[kv]),
+        "prefix_lm": (None, lambda b, h, q, kv: (kv <= q + shift) | (kv < 24), False,
+                      None, lambda b, h, q, kv: (kv <= q + shift) | (kv < 24)),
+    }
+
+
+NAMES = ["softcap", "alibi", "relative_bias_table", "sliding_window", "sliding_window_causal_softcap", "document",
+         "prefix_lm"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("shape", [(2, 4, 2, 77, 77, 32), (1, 2, 1, 50, 203, 64)])
+def test_variant_f32(name, shape, record_error):
+    rng, seed = fresh_rng()
+    b, hq, hk, sq, sk, d = shape
+    q, k, v = randn(rng, b, hq, sq, d), randn(rng, b, hk, sk, d), randn(rng, b, hk, sk, d)
+    score_mod, mask_mod, causal, score, visible = variants(rng, hq, sq, sk)[name]
+    out = kiln.ops.attention(q, k, v, causal=causal, score_mod=score_mod, mask_mod=mask_mod)
+    expected = reference(q, k, v, causal=causal, score=score, visible=visible)
+    check(record_error, f"flex attention: {name} f32", out, expected, seed)
+
+
+@pytest.mark.parametrize("name", ["softcap", "alibi", "sliding_window"])
+def test_variant_bf16(name, record_error):
+    rng, seed = fresh_rng()
+    b, hq, hk, sq, sk, d = 1, 4, 1, 70, 150, 64
+    q, k, v = (randn(rng, b, h, s, d).astype(ml_dtypes.bfloat16) for h, s in ((hq, sq), (hk, sk), (hk, sk)))
+    score_mod, mask_mod, causal, score, visible = variants(rng, hq, sq, sk)[name]
+    out = kiln.ops.attention(q, k, v, causal=causal, score_mod=score_mod, mask_mod=mask_mod)
+    expected = reference(q, k, v, causal=causal, score=score, visible=visible)
+    check(record_error, f"flex attention: {name} bf16", out.astype(np.float32), expected, seed, tolerance=2e-2)
+
+
+def test_tables_are_read_on_every_call(record_error):
+    """A new table of the same shape reuses the program and is read, not baked in."""
+    rng, seed = fresh_rng()
+    q, k, v = randn(rng, 1, 2, 33, 32), randn(rng, 1, 2, 33, 32), randn(rng, 1, 2, 33, 32)
+    for _ in range(2):
+        slopes = randn(rng, 2)
+        out = kiln.ops.attention(q, k, v, score_mod=lambda s, b, h, qi, kv: s + slopes[h] * (kv - qi))
+        expected = reference(q, k, v, score=lambda s, b, h, qi, kv: s + slopes[h] * (kv - qi))
+        check(record_error, "flex attention: alibi f32", out, expected, seed)
+
+
+def test_jit_function_with_a_mod_over_an_argument(record_error):
+    """Inside @kiln.jit a mod closes over a traced argument: it becomes the op's mod operand."""
+    rng, seed = fresh_rng()
+
+    @kiln.jit
+    def biased(q, k, v, bias):
+        return kiln.attention(q, k, v, score_mod=lambda s, b, h, qi, kv: s + bias[qi, kv])
+
+    q, k, v, bias = randn(rng, 1, 2, 40, 16), randn(rng, 1, 2, 90, 16), randn(rng, 1, 2, 90, 16), randn(rng, 40, 90)
+    expected = reference(q, k, v, score=lambda s, b, h, qi, kv: s + bias[qi, kv])
+    check(record_error, "flex attention: jit bias f32", biased(q, k, v, bias), expected, seed)
+
+
+def test_a_table_read_out_of_bounds_gives_zero(record_error):
+    rng, seed = fresh_rng()
+    q, k, v = randn(rng, 1, 1, 20, 16), randn(rng, 1, 1, 20, 16), randn(rng, 1, 1, 20, 16)
+    bias = randn(rng, 10)
+    out = kiln.ops.attention(q, k, v, score_mod=lambda s, b, h, qi, kv: s + bias[kv - 5])
+    padded = np.concatenate([np.zeros(5, np.float32), bias, np.zeros(10, np.float32)])
+    expected = reference(q, k, v, score=lambda s, b, h, qi, kv: s + padded[kv])
+    check(record_error, "flex attention: out-of-bounds table f32", out, expected, seed)
+
+
+@pytest.mark.parametrize("score_mod,mask_mod,message", [
+    (lambda s, b, h, q, kv: s if q > kv else -s, None, "no truth value"),
+    (None, lambda b, h, q, kv: q - kv, "mask_mod must return a visibility"),
+    (lambda s, b, h, q, kv: "x", None, "score_mod must return the new score"),
+    ("softcap", None, "must be Python functions"),
+    (None, lambda b, h, q, kv: [0, 1][q] == 0, "cannot index a Python sequence"),
+])
+def test_bad_mods_name_the_problem(score_mod, mask_mod, message):
+    q = np.zeros((1, 1, 8, 16), np.float32)
+    with pytest.raises(TypeError, match=message):
+        kiln.ops.attention(q, q, q, score_mod=score_mod, mask_mod=mask_mod)
