@@ -565,3 +565,81 @@ func.func @matmul_mma_sync_ieee(%a: tensor<100x96xf32>, %b: tensor<96x80xf32>) -
   %0 = kiln.matmul %a, %b {fp32_precision = "ieee", kiln.config = #kiln.config<tile = [64, 64, 32], warps = 4, stages = 3, lowering = "mma_sync">} : tensor<100x96xf32>, tensor<96x80xf32> -> tensor<100x80xf32>
   return %0 : tensor<100x80xf32>
 }
+
+// -----
+
+// A score_mod and a sliding-window mask_mod ((i - j < 40) & (j <= i), a conjunction of linear bounds). The key
+// loops start at the tile holding the first key a row of the query tile can see, floor(max(q0 - 39, 0) / 32) *
+// 32, and end after the last, min(Sk, q0 + 32); a tile takes the mask when it starts before the first key every
+// row sees (q0 + 31 - 39) or at or past the last tile every row sees in full (q0 + 1 - 31). The score_mod is a
+// generic over each score tile after the scale, its table read guarded (an index outside reads 0); the mask_mod
+// joins the position mask at positions clamped to the last query and key.
+// CHECK-LABEL: func.func @attention_score_and_mask_mods
+// CHECK-SAME: (%[[Q:[a-zA-Z0-9_]+]]: tensor<1x2x100x32xf32>, %[[SLOPES:[a-zA-Z0-9_]+]]: tensor<2xf32>)
+// CHECK: scf.forall (%{{.*}}, %[[H:[a-zA-Z0-9_]+]], %[[Q0:[a-zA-Z0-9_]+]]) =
+// CHECK-DAG: %[[C32:.*]] = arith.constant 32 : index
+// CHECK-DAG: %[[C31:.*]] = arith.constant 31 : index
+// CHECK: %[[LAST_ROW:.*]] = arith.addi %[[Q0]], %[[C31]] : index
+// CHECK: %[[FIRST_SEEN:.*]] = arith.addi %{{.*}}, %c-39{{.*}} : index
+// CHECK: %[[FIRST_FULL:.*]] = arith.addi %{{.*}}, %c-39{{.*}} : index
+// CHECK: %[[FROM:.*]] = arith.maxsi %[[FIRST_SEEN]], %{{.*}} : index
+// CHECK-NEXT: %[[FROM_TILE:.*]] = arith.divsi %[[FROM]], %[[C32]] : index
+// CHECK-NEXT: %[[START:.*]] = arith.muli %[[FROM_TILE]], %[[C32]] : index
+// CHECK-NEXT: %[[END:.*]] = arith.minsi %{{.*}}, %{{.*}} : index
+// CHECK: %[[MASK_FROM:.*]] = arith.minsi %{{.*}}, %{{.*}} : index
+// CHECK: scf.for %[[KEY:[a-zA-Z0-9_]+]] = %[[START]] to %[[END]] step %[[C32]]
+// CHECK: kiln.mul
+// CHECK: linalg.generic
+// CHECK: tensor.dim %[[SLOPES]]
+// CHECK: arith.cmpi ult, %[[H]]
+// CHECK: tensor.extract %[[SLOPES]]
+// CHECK: arith.addf
+// CHECK: %[[LATE:.*]] = arith.cmpi sge, %[[KEY]], %[[MASK_FROM]] : index
+// CHECK-NEXT: %[[EARLY:.*]] = arith.cmpi slt, %[[KEY]], %[[FIRST_FULL]] : index
+// CHECK-NEXT: %[[MASKED:.*]] = arith.ori %[[EARLY]], %[[LATE]] : i1
+// CHECK-NEXT: scf.if %[[MASKED]]
+// CHECK: kiln.position_mask
+// CHECK: arith.cmpi slt, %{{.*}}, %c40 : index
+// CHECK: arith.cmpi sle
+// CHECK: arith.andi
+// CHECK: arith.xori
+// CHECK: scf.for %{{.*}} = %[[START]] to %[[END]] step %[[C32]]
+func.func @attention_score_and_mask_mods(%q: tensor<1x2x100x32xf32>, %slopes: tensor<2xf32>) -> tensor<1x2x100x32xf32> {
+  %0 = kiln.attention %q, %q, %q mod_operands(%slopes : tensor<2xf32>) score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %t: tensor<2xf32>):
+    %slope = tensor.extract %t[%h] : tensor<2xf32>
+    %r = arith.addf %s, %slope : f32
+    kiln.yield %r : f32
+  } mask_mod {
+  ^bb0(%b: index, %h: index, %i: index, %j: index, %t: tensor<2xf32>):
+    %w = arith.constant 40 : index
+    %d = arith.subi %i, %j : index
+    %near = arith.cmpi slt, %d, %w : index
+    %past = arith.cmpi sle, %j, %i : index
+    %in = arith.andi %near, %past : i1
+    kiln.yield %in : i1
+  } {kiln.config = #kiln.config<tile = [32, 32], warps = 1, stages = 1, lowering = "host">} : tensor<1x2x100x32xf32>, tensor<1x2x100x32xf32>, tensor<1x2x100x32xf32> -> tensor<1x2x100x32xf32>
+  return %0 : tensor<1x2x100x32xf32>
+}
+
+// -----
+
+// A mask_mod that is no conjunction of linear bounds (document ids read from a table): the loops keep their
+// full range and every tile takes the mask (the mask threshold is the loop's start).
+// CHECK-LABEL: func.func @attention_document_mask
+// CHECK: %[[C0:.*]] = arith.constant 0 : index
+// CHECK: scf.for %[[KEY:[a-zA-Z0-9_]+]] = %[[C0]] to
+// CHECK: arith.cmpi sge, %[[KEY]], %[[C0]] : index
+// CHECK-NOT: arith.ori %{{.*}}, %{{.*}} : i1
+// CHECK: scf.if
+// CHECK: tensor.extract
+func.func @attention_document_mask(%q: tensor<1x1x64x32xf32>, %docs: tensor<64xi32>) -> tensor<1x1x64x32xf32> {
+  %0 = kiln.attention %q, %q, %q mod_operands(%docs : tensor<64xi32>) mask_mod {
+  ^bb0(%b: index, %h: index, %i: index, %j: index, %t: tensor<64xi32>):
+    %di = tensor.extract %t[%i] : tensor<64xi32>
+    %dj = tensor.extract %t[%j] : tensor<64xi32>
+    %same = arith.cmpi eq, %di, %dj : i32
+    kiln.yield %same : i1
+  } {kiln.config = #kiln.config<tile = [32, 32], warps = 1, stages = 1, lowering = "host">} : tensor<1x1x64x32xf32>, tensor<1x1x64x32xf32>, tensor<1x1x64x32xf32> -> tensor<1x1x64x32xf32>
+  return %0 : tensor<1x1x64x32xf32>
+}
