@@ -149,7 +149,7 @@ def visit(args):
         if mask_mod is not None:
             visible &= mask_mod(0, 0, qi, ki)
         row = dict(name=item["name"], variant=item["variant"])
-        check = item["name"].startswith("t_")
+        check = item["name"].startswith("t_")  # else a b_ case
         folder = build / "generated" / item["name"]
         entry = json.loads((folder / "manifest.json").read_text())["kernels"][0]
         row["config"] = entry.get("config")
@@ -159,25 +159,30 @@ def visit(args):
         launch = lambda: runtime.launch(kernel, entry, tensors)  # noqa: E731
         launch()
         torch.cuda.synchronize()
-        if check:
-            group = h // hkv
-            qd, kd, vd = q.double(), k.double().repeat_interleave(group, 1), v.double().repeat_interleave(group, 1)
-            s = (qd @ kd.transpose(-1, -2)) / d ** 0.5
-            if score_mod is not None:
-                bi = torch.arange(b, device="cuda").view(b, 1, 1, 1)
-                hi = torch.arange(h, device="cuda").view(1, h, 1, 1)
-                s = score_mod(s, bi, hi, qi.view(1, 1, sq, 1), ki.view(1, 1, 1, sk)).double()
-            s = s.masked_fill(~visible, float("-inf"))
-            ref = torch.softmax(s, -1) @ vd
-            error = ((out.double() - ref).abs().max() / ref.abs().max()).item()
-            ok = error <= LIMITS[item["dtype"]] and not torch.isnan(out).any().item()
-            row["error"], row["ok"] = error, ok
-            failures += not ok
-        elif not args.no_bench:
-            timings = {"kiln": time_ms(launch)}
+        # The t_ cases are checked whole; a b_ case on its first (batch, head), which the fp64 scores fit.
+        group = h // hkv
+        qd, kd, vd = q.double(), k.double().repeat_interleave(group, 1), v.double().repeat_interleave(group, 1)
+        if not check:
+            b, h, qd, kd, vd = 1, 1, qd[:1, :1], kd[:1, :1], vd[:1, :1]
+        s = (qd @ kd.transpose(-1, -2)) / d ** 0.5
+        if score_mod is not None:
+            bi = torch.arange(b, device="cuda").view(b, 1, 1, 1)
+            hi = torch.arange(h, device="cuda").view(1, h, 1, 1)
+            s = score_mod(s, bi, hi, qi.view(1, 1, sq, 1), ki.view(1, 1, 1, sk)).double()
+        s = s.masked_fill(~visible, float("-inf"))
+        ref = torch.softmax(s, -1) @ vd
+        result = out if check else out[:1, :1]
+        error = ((result.double() - ref).abs().max() / ref.abs().max()).item()
+        ok = error <= LIMITS[item["dtype"]] and not torch.isnan(result).any().item()
+        row["generated_error"], row["generated_ok"] = error, ok
+        failures += not ok
+        del s, ref, qd, kd, vd
+        b, h = item["batch"], item["heads"]
+        if not check and not args.no_bench:
+            timings = {"generated": time_ms(launch)}
             key = (b, h, sq, sk)
             if item["variant"] == "plain":
-                plain_ms[key] = timings["kiln"]
+                plain_ms[key] = timings["generated"]
             elif key in plain_ms and item["variant"] != "plain_default":
                 timings["plain"] = plain_ms[key]
             block_mask = None
@@ -203,14 +208,13 @@ def visit(args):
             flops = 4.0 * d * visible_pairs(item, visible)
             record_timings(row, timings, flops, "tflops", ("plain", "flex", "flash", "cudnn"))
         rows.append(row)
-        print(summary_line(row, 40, "tflops", "6.1f", ("plain", "flex", "flash", "cudnn")) if not check else
-              f"{item['name']:<40} error {row['error']:.2e} {'ok' if row['ok'] else 'FAILED'}", flush=True)
+        print(summary_line(row, 40, "tflops", "6.1f", ("plain", "flex", "flash", "cudnn")), flush=True)
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "flex.json").write_text(json.dumps(dict(seed=seed, device=torch.cuda.get_device_name(),
                                                        torch=torch.__version__, rows=rows), indent=1))
     write_table(rows, out_dir / "flex.md")
-    checked = sum(1 for r in rows if "ok" in r)
+    checked = len(rows)
     print(f"{checked - failures} passed, {failures} failed (variants against fp64)")
     return 1 if failures else 0
 
@@ -257,18 +261,17 @@ def write_table(rows, path):
     lines = ["| case | kiln TFLOP/s | plain kiln | vs plain | flex (compiled) | vs flex | SDPA flash | SDPA cuDNN |",
              "|---|---|---|---|---|---|---|---|"]
     for row in rows:
-        if "kiln_tflops" not in row:
+        if "generated_tflops" not in row:
             continue
-        cells = [row["name"], f"{row['kiln_tflops']:.1f}"]
+        cells = [row["name"], f"{row['generated_tflops']:.1f}"]
         for label in ("plain", "flex"):
             rate = row.get(f"{label}_tflops")
-            cells += [f"{rate:.1f}" if rate else "", f"{row['kiln_tflops'] / rate:.2f}x" if rate else ""]
+            cells += [f"{rate:.1f}" if rate else "", f"{row['generated_tflops'] / rate:.2f}x" if rate else ""]
         cells += [f"{row[f'{label}_tflops']:.1f}" if row.get(f"{label}_tflops") else "" for label in ("flash", "cudnn")]
         lines.append("| " + " | ".join(cells) + " |")
-    checked = [r for r in rows if "ok" in r]
     lines.append("")
-    lines.append(f"Correctness: {sum(r['ok'] for r in checked)}/{len(checked)} against fp64, worst error "
-                 f"{max((r['error'] for r in checked), default=0):.2e}.")
+    lines.append(f"Correctness: {sum(r['generated_ok'] for r in rows)}/{len(rows)} against fp64 (b_ cases on their "
+                 f"first batch and head), worst error {max((r['generated_error'] for r in rows), default=0):.2e}.")
     Path(path).write_text("\n".join(lines) + "\n")
 
 

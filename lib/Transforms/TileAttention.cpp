@@ -49,6 +49,9 @@ struct AttentionTiling {
   Value b, h, kvHead, queryStart;
   /// The sequence lengths as the kernel reads them (constants on the host, kiln.dim on the GPU).
   Value seqQv, seqKv;
+  /// The ops of the score_mod and mask_mod that depend only on the batch, the head and the tables, evaluated
+  /// once per query tile (hoistInvariantOps).
+  IRMapping scoreHoisted, maskHoisted;
   OpFoldResult queryRows;
 
   /// (batch, head, position, feature) offsets or sizes of q, k or v in the op's layout.
@@ -106,7 +109,7 @@ Value applyScoreMod(OpBuilder &b, Location loc, AttentionTiling &t, Value scores
         Value col = arith::AddIOp::create(nb, l, keyStart, linalg::IndexOp::create(nb, l, 1));
         SmallVector<Value> inputs{args[0]};
         llvm::append_range(inputs, modArguments(nb, l, t, row, col));
-        linalg::YieldOp::create(nb, l, lowering::inlineScalarRegion(nb, t.op.getScoreMod(), inputs));
+        linalg::YieldOp::create(nb, l, lowering::inlineScalarRegion(nb, t.op.getScoreMod(), inputs, &t.scoreHoisted));
       });
   return modded.getResult(0);
 }
@@ -133,7 +136,8 @@ Value applyPositionMask(OpBuilder &b, Location loc, AttentionTiling &t, Value sc
           outside = arith::OrIOp::create(nb, l, outside, future);
         }
         if (t.op.hasMaskMod()) {
-          Value visible = lowering::inlineScalarRegion(nb, t.op.getMaskMod(), modArguments(nb, l, t, row, col));
+          Value visible = lowering::inlineScalarRegion(nb, t.op.getMaskMod(), modArguments(nb, l, t, row, col),
+                                                       &t.maskHoisted);
           Value hidden = arith::XOrIOp::create(nb, l, visible, arith::ConstantIntOp::create(nb, l, 1, 1));
           outside = arith::OrIOp::create(nb, l, outside, hidden);
         }
@@ -221,6 +225,17 @@ FailureOr<SmallVector<Value>> kiln::tileAttention(RewriterBase &rewriter, Attent
     keyEnd = affine::makeComposedAffineMin(rewriter, loc, AffineMap::get(1, 2, {sk, i + t.bq + sk - sq}, ctx),
                                            ArrayRef<OpFoldResult>{t.queryStart, t.seqKv, t.seqQv});
   }
+  // The mods' per-head work (an ALiBi slope read from its table), once per query tile.
+  auto hoist = [&](Region &region, unsigned first) {
+    SmallVector<std::pair<unsigned, Value>> invariant{{first, t.b}, {first + 1, t.h}};
+    for (auto [i, operand] : llvm::enumerate(op.getModOperands()))
+      invariant.push_back({first + 4 + i, operand});
+    return lowering::hoistInvariantOps(rewriter, region, invariant);
+  };
+  if (op.hasScoreMod())
+    t.scoreHoisted = hoist(op.getScoreMod(), 1);
+  if (op.hasMaskMod())
+    t.maskHoisted = hoist(op.getMaskMod(), 0);
   Value maskFrom = firstMaskedKey(rewriter, loc, t);
   Value c0 = arith::ConstantIndexOp::create(rewriter, loc, 0);
   Value cBK = arith::ConstantIndexOp::create(rewriter, loc, t.bk);

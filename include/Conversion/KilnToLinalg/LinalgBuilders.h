@@ -14,6 +14,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/IR/AffineMap.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/Transforms/DialectConversion.h"
 
 namespace mlir {
@@ -69,7 +70,13 @@ Value buildScalarFormula(OpBuilder &b, Location loc, Operation *op, ValueRange a
 /// The value a scalar region (an attention's score_mod or mask_mod: pure ops, a kiln.yield of one value)
 /// computes from `args`, its ops cloned at the builder's insertion point; a tensor.extract there reads zero (false)
 /// where an index lies outside its tensor.
-Value inlineScalarRegion(OpBuilder &b, Region &region, ValueRange args);
+Value inlineScalarRegion(OpBuilder &b, Region &region, ValueRange args, const IRMapping *hoisted = nullptr);
+
+/// Clones, at the builder's insertion point, the ops of a scalar region that read only the block arguments
+/// `invariant` binds (with the values it gives) and constants, as inlineScalarRegion would; returns the mapping
+/// of their results, which inlineScalarRegion then takes as `hoisted` (an attention mod's table read per head,
+/// done once per tile instead of once per score).
+IRMapping hoistInvariantOps(OpBuilder &b, Region &region, ArrayRef<std::pair<unsigned, Value>> invariant);
 
 /// Applies a matmul epilogue region elementwise: a parallel linalg.generic over `shape` whose inputs are the
 /// f32 accumulator and the epilogue operands (read through `maps`, widened to f32); the region's body is cloned

@@ -32,11 +32,13 @@
 #include "Transforms/Transforms.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/Matchers.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 using namespace mlir;
 using namespace mlir::kiln;
@@ -616,6 +618,23 @@ LogicalResult MmaAttentionLowering::lowerOp(Operation *op) {
     return success(); // a cast of a tile in memory, read through (elementAt)
   if (isa<ConstantOp>(op))
     return success(); // read where used (elementAt)
+  // The scalar work of a score_mod or mask_mod that kiln-tile hoisted out of the scores (a table element per
+  // head): a table read from its kernel buffer, any other pure scalar op as it is.
+  if (auto extract = dyn_cast<tensor::ExtractOp>(op); extract && globals.count(extract.getTensor())) {
+    SmallVector<Value> indices;
+    for (Value at : extract.getIndices())
+      indices.push_back(index(at));
+    FailureOr<Value> element = memoryElement(extract.getTensor(), indices, op);
+    if (failed(element))
+      return failure();
+    mapping.map(extract.getResult(), *element);
+    return success();
+  }
+  if (isa<arith::ArithDialect, math::MathDialect>(op->getDialect()) && isPure(op) && op->getNumResults() == 1 &&
+      op->getResult(0).getType().isIntOrIndexOrFloat()) {
+    b.clone(*op, mapping);
+    return success();
+  }
   return MmaMatmulLowering::lowerOp(op);
 }
 

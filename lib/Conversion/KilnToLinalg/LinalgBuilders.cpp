@@ -167,11 +167,36 @@ static Value guardedExtract(OpBuilder &b, tensor::ExtractOp extract, IRMapping &
   return arith::SelectOp::create(b, loc, inside, element, zero);
 }
 
-Value lowering::inlineScalarRegion(OpBuilder &b, Region &region, ValueRange args) {
+IRMapping lowering::hoistInvariantOps(OpBuilder &b, Region &region, ArrayRef<std::pair<unsigned, Value>> invariant) {
+  Block &body = region.front();
+  IRMapping mapping;
+  for (auto [number, value] : invariant)
+    mapping.map(body.getArgument(number), value);
+  for (Operation &op : body.without_terminator()) {
+    if (op.getNumRegions() != 0 ||
+        !llvm::all_of(op.getOperands(), [&](Value operand) { return mapping.contains(operand); }))
+      continue;
+    if (auto extract = dyn_cast<tensor::ExtractOp>(op))
+      mapping.map(extract.getResult(), guardedExtract(b, extract, mapping));
+    else
+      b.clone(op, mapping);
+  }
+  // Only the ops' results: the block arguments are bound again where the region is inlined.
+  for (auto [number, value] : invariant)
+    mapping.erase(body.getArgument(number));
+  return mapping;
+}
+
+Value lowering::inlineScalarRegion(OpBuilder &b, Region &region, ValueRange args, const IRMapping *hoisted) {
   Block &body = region.front();
   IRMapping mapping;
   mapping.map(body.getArguments(), args);
   for (Operation &op : body.without_terminator()) {
+    if (hoisted && op.getNumResults() > 0 && hoisted->contains(op.getResult(0))) {
+      for (Value result : op.getResults())
+        mapping.map(result, hoisted->lookup(result));
+      continue;
+    }
     if (auto extract = dyn_cast<tensor::ExtractOp>(op))
       mapping.map(extract.getResult(), guardedExtract(b, extract, mapping));
     else
