@@ -8,7 +8,8 @@ torch.compile, and SDPA (flash, cuDNN), checked against a float64 reference in t
 - ``visit`` (on the GPU machine, build/python on PYTHONPATH): makes fresh inputs and the variant's tables (seed
   printed), checks every kernel against the fp64 reference (the variant's rule on index grids), then times the
   ``b_`` cases beside the plain kernel of the same shape, flex_attention (torch.compile, its block mask built
-  once outside the timing) and SDPA; writes flex.json and flex.md. Rates count useful FLOPs: 4 B H D times the
+  once outside the timing) and SDPA; writes flex.json and flex.md.
+- ``plot``: draws a visit's flex.json as flex.png beside it. Rates count useful FLOPs: 4 B H D times the
   visible (query, key) pairs.
 
 The variants are written once (VARIANTS) as functions of a ``tanh`` and the tables: Kiln traces them, torch runs
@@ -275,9 +276,17 @@ def write_table(rows, path):
     Path(path).write_text("\n".join(lines) + "\n")
 
 
+def plot(args):
+    from row_kernels import bar_chart
+    bar_chart(args.json, (("generated", "Kiln (variant)"), ("plain", "Kiln plain causal, same tiles"),
+                          ("flex", "flex_attention (torch.compile)"), ("cudnn", "SDPA cuDNN")),
+              "attention variants on the H200, bf16 d128 (useful TFLOP/s)")
+    return 0
+
+
 def main():
     from row_kernels import command_line
-    return command_line(__doc__, "gpu_build/flex", prepare, visit)
+    return command_line(__doc__, "gpu_build/flex", prepare, visit, plot)
 
 
 if __name__ == "__main__":

@@ -26,8 +26,13 @@ def KilnFuseAttention : Pass<"kiln-fuse-attention"> {
     - k and v may be expanded for GQA/MQA as reshape [B, Hkv, 1, S, D] -> broadcast [B, Hkv, G, S, D] ->
       reshape [B, Hkv * G, S, D]; the expansion is dropped and the head counts carry the grouping.
 
+    - a tanh softcap after the scale, `mul(tanh(div(s, cap)), cap)`, becomes a score_mod; a causal select or
+      additive constant whose pattern is a band (key j visible to query i for i + Sk - Sq - W < j <= i + Sk - Sq)
+      becomes `causal` and a sliding-window mask_mod; an additive constant [1, H, Sq or 1, Sk] that is ALiBi's
+      `slope[h] * (j - i)` or `slope[h] * j` becomes a score_mod over a constant table of the slopes.
+
     It does not fire when any part differs: a softmax over another axis, a non-scalar scale, a select mask that
-    is not causal, mismatched element types, a softmax with other users.
+    is neither causal nor a band, mismatched element types, a softmax with other users.
 
     ```mlir
     // before
@@ -40,6 +45,7 @@ def KilnFuseAttention : Pass<"kiln-fuse-attention"> {
     %o = kiln.attention %q, %k, %v {scale = 1.250000e-01 : f32} : ... -> tensor<1x8x77x64xf32>
     ```
   }];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::math::MathDialect", "::mlir::tensor::TensorDialect"];
 }
 
 def KilnFuseNorms : Pass<"kiln-fuse-norms"> {

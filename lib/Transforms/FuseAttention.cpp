@@ -2,7 +2,9 @@
 //
 // Recognises attention written out op by op — matmul(q, k^T), a scalar scale (multiply or divide), an additive
 // mask or a causal select/where, softmax over the keys, matmul with v — and replaces it with one
-// kiln.attention. Grouped-query attention written as an unsqueeze/expand/reshape of k and v (each kv head
+// kiln.attention. Three variants as exporters write them become its score_mod / mask_mod: a tanh softcap after
+// the scale (Gemma 2's `cap * tanh(s / cap)`), a causal mask constant that is a band (a sliding window), and a
+// constant additive mask that is ALiBi's `slope[h] * (j - i)` (its slopes a constant table). Grouped-query attention written as an unsqueeze/expand/reshape of k and v (each kv head
 // repeated for its group of q heads) is folded into the op's head counts. Anything that does not match exactly
 // (a softmax over another axis, a non-scalar scale, a select mask that is not causal, ...) is left as it was.
 //
@@ -12,6 +14,9 @@
 #include "Transforms/Passes.h"
 #include "Transforms/Transforms.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Matchers.h"
 
 #include <cmath>
@@ -81,7 +86,80 @@ struct ScoreForm {
   double scale = 1.0;
   bool causal = false;
   Value mask;
+  /// A tanh softcap `cap * tanh(s / cap)` after the scale (Gemma 2), or 0.
+  double cap = 0.0;
+  /// With `causal`: a sliding window, key j visible to query i only when i + (Sk - Sq) - j < window; 0 for none.
+  int64_t window = 0;
+  /// An ALiBi bias `slope[h] * (j - i)` (`relative`) or `slope[h] * j` written as a constant additive mask: the
+  /// slopes per head.
+  SmallVector<float> slopes;
+  bool relative = false;
 };
+} // namespace
+
+/// True when a constant holds one [Sq, Sk] matrix (its leading dims 1), as a band mask over the scores must.
+static bool isWholeScoreMatrix(DenseElementsAttr attr, int64_t seqQ, int64_t seqK) {
+  auto type = cast<RankedTensorType>(attr.getType());
+  return type.getRank() >= 2 && type.getDimSize(type.getRank() - 2) == seqQ &&
+         type.getDimSize(type.getRank() - 1) == seqK && type.getNumElements() == seqQ * seqK;
+}
+
+/// The window W when keep(i, j) holds exactly for i + shift - W < j <= i + shift (a causal sliding window; W
+/// covering every key is plain causal, 0); nullopt when the pattern is no such band.
+static std::optional<int64_t> bandWindow(int64_t seqQ, int64_t seqK,
+                                         llvm::function_ref<std::optional<bool>(int64_t)> keep) {
+  int64_t shift = seqK - seqQ, last = seqQ - 1, window = 0;
+  // The last row sees keys (last + shift - W, last + shift]: W is its count of kept keys.
+  for (int64_t j = 0; j < seqK; ++j) {
+    std::optional<bool> kept = keep(last * seqK + j);
+    if (!kept)
+      return std::nullopt;
+    window += *kept;
+  }
+  if (window == 0)
+    return std::nullopt;
+  for (int64_t i = 0; i < seqQ; ++i)
+    for (int64_t j = 0; j < seqK; ++j) {
+      std::optional<bool> kept = keep(i * seqK + j);
+      if (!kept || *kept != (j <= i + shift && i + shift - j < window))
+        return std::nullopt;
+    }
+  return window >= seqK ? 0 : window;
+}
+
+/// The slope of each head when the constant `attr`, of shape [1, H, Sq or 1, Sk], is slope[h] * (j - i)
+/// (`relative`) or slope[h] * j, to f32 rounding; nullopt otherwise.
+static std::optional<SmallVector<float>> alibiSlopes(DenseElementsAttr attr, int64_t heads, int64_t seqQ,
+                                                     int64_t seqK, bool &relative) {
+  auto type = cast<RankedTensorType>(attr.getType());
+  if (type.getRank() != 4 || type.getDimSize(0) != 1 || type.getDimSize(1) != heads || seqK < 2 ||
+      (type.getDimSize(2) != seqQ && type.getDimSize(2) != 1) || type.getDimSize(3) != seqK)
+    return std::nullopt;
+  SmallVector<double> values;
+  for (const APFloat &value : attr.getValues<APFloat>())
+    values.push_back(value.convertToDouble());
+  int64_t rows = type.getDimSize(2);
+  SmallVector<float> slopes;
+  for (int64_t h = 0; h < heads; ++h) {
+    const double *head = values.data() + h * rows * seqK;
+    double slope = head[1] - head[0], tolerance = 1e-5 * (1 + std::abs(slope) * (seqK + seqQ));
+    if (slope == 0.0 || std::abs(head[0]) > tolerance)
+      return std::nullopt; // no bias, or an offset: not ALiBi
+    // Row 1 tells the form (a row-constant mask, one row, is the absolute one).
+    bool isRelative = rows > 1 && std::abs(head[seqK] + slope) <= tolerance;
+    if (h > 0 && isRelative != relative)
+      return std::nullopt;
+    relative = isRelative;
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < seqK; ++j)
+        if (std::abs(head[i * seqK + j] - slope * (relative ? j - i : j)) > tolerance)
+          return std::nullopt;
+    slopes.push_back(static_cast<float>(slope));
+  }
+  return slopes;
+}
+
+namespace {
 } // namespace
 
 /// Parses softmax's input back to the q k^T matmul: [select(causal, ., -inf)] [add mask] [mul/div scalar].
@@ -96,8 +174,14 @@ static std::optional<ScoreForm> parseScores(Value value, MatmulOp &scores) {
     if (!matchPattern(select.getCondition(), m_Constant(&cond)) || !fill || *fill > kMaskedThreshold)
       return std::nullopt;
     auto values = cond.getValues<bool>();
-    if (!isCausalPattern(cond, seqQ, seqK, [&](int64_t i) -> std::optional<bool> { return values[i]; }))
-      return std::nullopt;
+    auto keep = [&](int64_t i) -> std::optional<bool> { return values[i]; };
+    if (!isCausalPattern(cond, seqQ, seqK, keep)) {
+      std::optional<int64_t> window = isWholeScoreMatrix(cond, seqQ, seqK) ? bandWindow(seqQ, seqK, keep)
+                                                                          : std::nullopt;
+      if (!window)
+        return std::nullopt;
+      form.window = *window;
+    }
     form.causal = true;
     value = select.getOnTrue();
   }
@@ -111,19 +195,56 @@ static std::optional<ScoreForm> parseScores(Value value, MatmulOp &scores) {
     bool causalConstant = false;
     if (!form.causal && matchPattern(mask, m_Constant(&constant)) && isa<FloatType>(constant.getElementType())) {
       auto values = constant.getValues<APFloat>();
-      causalConstant = isCausalPattern(constant, seqQ, seqK, [&](int64_t i) -> std::optional<bool> {
+      auto keep = [&](int64_t i) -> std::optional<bool> {
         double v = values[i].convertToDouble();
         if (v == 0.0)
           return true;
         if (v <= kMaskedThreshold)
           return false;
         return std::nullopt;
-      });
+      };
+      causalConstant = isCausalPattern(constant, seqQ, seqK, keep);
+      if (!causalConstant && isWholeScoreMatrix(constant, seqQ, seqK)) {
+        if (std::optional<int64_t> window = bandWindow(seqQ, seqK, keep)) {
+          causalConstant = true;
+          form.window = *window;
+        }
+      }
+      if (!causalConstant) {
+        if (auto slopes = alibiSlopes(constant, scoreShape[1], seqQ, seqK, form.relative))
+          form.slopes = std::move(*slopes);
+      }
     }
     if (causalConstant)
       form.causal = true;
-    else
+    else if (form.slopes.empty())
       form.mask = mask;
+  }
+  // A tanh softcap, cap * tanh(s / cap) (or tanh(s * (1 / cap)) * cap), after the scale.
+  if (auto outer = value.getDefiningOp<MulOp>()) {
+    auto tanh = outer.getLhs().getDefiningOp<TanhOp>();
+    Value capValue = outer.getRhs();
+    if (!tanh) {
+      tanh = outer.getRhs().getDefiningOp<TanhOp>();
+      capValue = outer.getLhs();
+    }
+    std::optional<double> cap = splatValue(capValue);
+    if (tanh && cap && *cap > 0.0 && std::isfinite(*cap) && !form.mask && form.slopes.empty()) {
+      auto near = [&](std::optional<double> x, double y) { return x && std::abs(*x - y) <= 1e-6 * y; };
+      Value inner = tanh.getInput(), capped;
+      if (auto div = inner.getDefiningOp<DivOp>(); div && near(splatValue(div.getRhs()), *cap))
+        capped = div.getLhs();
+      else if (auto mul = inner.getDefiningOp<MulOp>()) {
+        if (near(splatValue(mul.getRhs()), 1.0 / *cap))
+          capped = mul.getLhs();
+        else if (near(splatValue(mul.getLhs()), 1.0 / *cap))
+          capped = mul.getRhs();
+      }
+      if (capped) {
+        form.cap = *cap;
+        value = capped;
+      }
+    }
   }
   // Scale by a scalar.
   if (auto mul = value.getDefiningOp<MulOp>()) {
@@ -144,6 +265,58 @@ static std::optional<ScoreForm> parseScores(Value value, MatmulOp &scores) {
   if (!scores || !(form.scale > 0.0) || !std::isfinite(form.scale))
     return std::nullopt;
   return form;
+}
+
+/// Writes the softcap, the ALiBi bias and the sliding window that parseScores found as the attention's
+/// score_mod and mask_mod regions (the ALiBi slopes a constant mod operand).
+static void addRecognisedMods(RewriterBase &rewriter, AttentionOp attention, const ScoreForm &form) {
+  Location loc = attention.getLoc();
+  Type f32 = rewriter.getF32Type(), index = rewriter.getIndexType();
+  OpBuilder::InsertionGuard guard(rewriter);
+  if (!form.slopes.empty()) {
+    auto type = RankedTensorType::get({static_cast<int64_t>(form.slopes.size())}, f32);
+    Value slopes = ConstantOp::create(rewriter, loc, type, DenseElementsAttr::get(type, ArrayRef(form.slopes)));
+    attention.getModOperandsMutable().assign(slopes);
+  }
+  auto constantIndex = [&](int64_t value) { return arith::ConstantIndexOp::create(rewriter, loc, value); };
+  if (form.cap > 0.0 || !form.slopes.empty()) {
+    SmallVector<Type> types{f32, index, index, index, index};
+    for (Value operand : attention.getModOperands())
+      types.push_back(operand.getType());
+    Block *body = rewriter.createBlock(&attention.getScoreMod(), {}, types, SmallVector<Location>(types.size(), loc));
+    Value score = body->getArgument(0);
+    if (form.cap > 0.0) {
+      Value cap = arith::ConstantOp::create(rewriter, loc, rewriter.getF32FloatAttr(form.cap));
+      Value ratio = arith::DivFOp::create(rewriter, loc, score, cap);
+      score = arith::MulFOp::create(rewriter, loc, math::TanhOp::create(rewriter, loc, ratio), cap);
+    }
+    if (!form.slopes.empty()) {
+      Value slope = tensor::ExtractOp::create(rewriter, loc, body->getArgument(5), ValueRange{body->getArgument(2)});
+      Value distance = form.relative ? arith::SubIOp::create(rewriter, loc, body->getArgument(4), body->getArgument(3))
+                                           .getResult()
+                                     : body->getArgument(4);
+      Value wide = arith::IndexCastOp::create(rewriter, loc, rewriter.getI64Type(), distance);
+      Value bias = arith::MulFOp::create(rewriter, loc, slope, arith::SIToFPOp::create(rewriter, loc, f32, wide));
+      score = arith::AddFOp::create(rewriter, loc, score, bias);
+    }
+    YieldOp::create(rewriter, loc, score);
+  }
+  if (form.window > 0) {
+    // Key j is visible to query i while i + (Sk - Sq) - j < window (causal bounds the other side).
+    SmallVector<Type> types{index, index, index, index};
+    for (Value operand : attention.getModOperands())
+      types.push_back(operand.getType());
+    Block *body = rewriter.createBlock(&attention.getMaskMod(), {}, types, SmallVector<Location>(types.size(), loc));
+    auto scoreType = cast<RankedTensorType>(attention.getOut().getType());
+    int64_t shift = attention.getK().getType().getDimSize(attention.getSeqDim()) -
+                    scoreType.getDimSize(attention.isOutSeqMajor() ? 1 : 2);
+    Value position = arith::AddIOp::create(rewriter, loc, body->getArgument(2), constantIndex(shift));
+    Value distance = arith::SubIOp::create(rewriter, loc, position, body->getArgument(3));
+    YieldOp::create(rewriter, loc,
+                    arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::slt, distance,
+                                          constantIndex(form.window))
+                        .getResult());
+  }
 }
 
 FailureOr<AttentionOp> kiln::fuseAttention(RewriterBase &rewriter, MatmulOp output) {
@@ -205,6 +378,7 @@ FailureOr<AttentionOp> kiln::fuseAttention(RewriterBase &rewriter, MatmulOp outp
   FloatAttr scaleAttr = rewriter.getF32FloatAttr(form->scale);
   auto attention = AttentionOp::create(rewriter, output.getLoc(), output.getType(), /*lse=*/Type(), q, k, v,
                                        form->mask, scaleAttr, form->causal);
+  addRecognisedMods(rewriter, attention, *form);
   SmallVector<Operation *> unfused{softmax};
   if (Operation *values = output.getRhs().getDefiningOp())
     unfused.push_back(values);

@@ -391,6 +391,90 @@ func.func @scores_second_user(%q: tensor<1x4x8x16xf32>, %k: tensor<1x4x8x16xf32>
 }
 
 //===----------------------------------------------------------------------===//
+// Positive: variants written out become score_mod / mask_mod regions
+//===----------------------------------------------------------------------===//
+
+// Gemma 2's tanh softcap after the scale, cap * tanh(s / cap), then a causal select: a score_mod.
+// CHECK-LABEL: func.func @softcap
+// CHECK-NOT: kiln.{{transpose|matmul|tanh|softmax}}
+// CHECK: kiln.attention %{{.*}}, %{{.*}}, %{{.*}} causal score_mod {
+// CHECK-NEXT: ^bb0(%[[S:[a-z0-9]+]]: f32, %{{[a-z0-9]+}}: index, %{{[a-z0-9]+}}: index, %{{[a-z0-9]+}}: index, %{{[a-z0-9]+}}: index):
+// CHECK-NEXT: %[[CAP:.*]] = arith.constant 5.000000e+01 : f32
+// CHECK-NEXT: %[[R:.*]] = arith.divf %[[S]], %[[CAP]] : f32
+// CHECK-NEXT: %[[T:.*]] = math.tanh %[[R]] : f32
+// CHECK-NEXT: %[[C:.*]] = arith.mulf %[[T]], %[[CAP]] : f32
+// CHECK-NEXT: kiln.yield %[[C]] : f32
+// CHECK-NEXT: } {scale = 2.500000e-01 : f32}
+func.func @softcap(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x4x16xf32>, %v: tensor<1x2x4x16xf32>)
+    -> tensor<1x2x4x16xf32> {
+  %s = kiln.matmul %q, %k transpose_rhs : tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32> -> tensor<1x2x4x4xf32>
+  %c = kiln.constant dense<0.25> : tensor<f32>
+  %scaled = kiln.mul %s, %c : tensor<1x2x4x4xf32>, tensor<f32> -> tensor<1x2x4x4xf32>
+  %cap = kiln.constant dense<50.0> : tensor<f32>
+  %r = kiln.div %scaled, %cap : tensor<1x2x4x4xf32>, tensor<f32> -> tensor<1x2x4x4xf32>
+  %t = kiln.tanh %r : tensor<1x2x4x4xf32>
+  %capped = kiln.mul %t, %cap : tensor<1x2x4x4xf32>, tensor<f32> -> tensor<1x2x4x4xf32>
+  %keep = kiln.constant dense<[[true, false, false, false], [true, true, false, false], [true, true, true, false], [true, true, true, true]]> : tensor<4x4xi1>
+  %ninf = kiln.constant dense<0xFF800000> : tensor<f32>
+  %masked = kiln.select %keep, %capped, %ninf : tensor<4x4xi1>, tensor<1x2x4x4xf32>, tensor<f32> -> tensor<1x2x4x4xf32>
+  %p = kiln.softmax %masked axis 3 : tensor<1x2x4x4xf32>
+  %o = kiln.matmul %p, %v : tensor<1x2x4x4xf32>, tensor<1x2x4x16xf32> -> tensor<1x2x4x16xf32>
+  return %o : tensor<1x2x4x16xf32>
+}
+
+// -----
+
+// A causal select whose keep pattern is a band of 2 keys (j <= i and i - j < 2): causal and a sliding-window
+// mask_mod.
+// CHECK-LABEL: func.func @sliding_window_select
+// CHECK-NOT: kiln.{{transpose|matmul|select|softmax}}
+// CHECK: kiln.attention %{{.*}}, %{{.*}}, %{{.*}} causal mask_mod {
+// CHECK-NEXT: ^bb0(%{{[a-z0-9]+}}: index, %{{[a-z0-9]+}}: index, %[[I:[a-z0-9]+]]: index, %[[J:[a-z0-9]+]]: index):
+// CHECK-NEXT: %[[SHIFT:.*]] = arith.constant 0 : index
+// CHECK-NEXT: %[[AT:.*]] = arith.addi %[[I]], %[[SHIFT]] : index
+// CHECK-NEXT: %[[D:.*]] = arith.subi %[[AT]], %[[J]] : index
+// CHECK-NEXT: %[[W:.*]] = arith.constant 2 : index
+// CHECK-NEXT: %[[IN:.*]] = arith.cmpi slt, %[[D]], %[[W]] : index
+// CHECK-NEXT: kiln.yield %[[IN]] : i1
+func.func @sliding_window_select(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x4x16xf32>, %v: tensor<1x2x4x16xf32>)
+    -> tensor<1x2x4x16xf32> {
+  %s = kiln.matmul %q, %k transpose_rhs : tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32> -> tensor<1x2x4x4xf32>
+  %keep = kiln.constant dense<[[true, false, false, false], [true, true, false, false], [false, true, true, false], [false, false, true, true]]> : tensor<4x4xi1>
+  %ninf = kiln.constant dense<-1.0e9> : tensor<f32>
+  %masked = kiln.select %keep, %s, %ninf : tensor<4x4xi1>, tensor<1x2x4x4xf32>, tensor<f32> -> tensor<1x2x4x4xf32>
+  %p = kiln.softmax %masked axis 3 : tensor<1x2x4x4xf32>
+  %o = kiln.matmul %p, %v : tensor<1x2x4x4xf32>, tensor<1x2x4x16xf32> -> tensor<1x2x4x16xf32>
+  return %o : tensor<1x2x4x16xf32>
+}
+
+// -----
+
+// A constant additive mask that is ALiBi's slope[h] * j (slopes 0.5 and 0.25): a score_mod reading the slopes
+// from a constant table.
+// CHECK-LABEL: func.func @alibi_constant
+// CHECK: %[[SLOPES:.*]] = kiln.constant dense<[5.000000e-01, 2.500000e-01]> : tensor<2xf32>
+// CHECK: kiln.attention %{{.*}}, %{{.*}}, %{{.*}} mod_operands(%[[SLOPES]] : tensor<2xf32>) score_mod {
+// CHECK-NEXT: ^bb0(%[[S:[a-z0-9]+]]: f32, %{{[a-z0-9]+}}: index, %[[H:[a-z0-9]+]]: index, %{{[a-z0-9]+}}: index, %[[J:[a-z0-9]+]]: index, %[[T:[a-z0-9]+]]: tensor<2xf32>):
+// CHECK-NEXT: %[[SLOPE:.*]] = tensor.extract %[[T]][%[[H]]] : tensor<2xf32>
+// CHECK-NEXT: %[[JI:.*]] = arith.index_cast %[[J]] : index to i64
+// CHECK-NEXT: %[[JF:.*]] = arith.sitofp %[[JI]] : i64 to f32
+// CHECK-NEXT: %[[B:.*]] = arith.mulf %[[SLOPE]], %[[JF]] : f32
+// CHECK-NEXT: %[[R:.*]] = arith.addf %[[S]], %[[B]] : f32
+// CHECK-NEXT: kiln.yield %[[R]] : f32
+// CHECK-NOT: mask(
+func.func @alibi_constant(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x4x16xf32>, %v: tensor<1x2x4x16xf32>)
+    -> tensor<1x2x4x16xf32> {
+  %s = kiln.matmul %q, %k transpose_rhs : tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32> -> tensor<1x2x4x4xf32>
+  %bias = kiln.constant dense<[[[[0.0, 0.5, 1.0, 1.5]], [[0.0, 0.25, 0.5, 0.75]]]]> : tensor<1x2x1x4xf32>
+  %biased = kiln.add %s, %bias : tensor<1x2x4x4xf32>, tensor<1x2x1x4xf32> -> tensor<1x2x4x4xf32>
+  %p = kiln.softmax %biased axis 3 : tensor<1x2x4x4xf32>
+  %o = kiln.matmul %p, %v : tensor<1x2x4x4xf32>, tensor<1x2x4x16xf32> -> tensor<1x2x4x16xf32>
+  return %o : tensor<1x2x4x16xf32>
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
 // Negative: the pass must not fire
 //===----------------------------------------------------------------------===//
 
