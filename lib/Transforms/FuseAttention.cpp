@@ -274,6 +274,7 @@ static void addRecognisedMods(RewriterBase &rewriter, AttentionOp attention, con
   Type f32 = rewriter.getF32Type(), index = rewriter.getIndexType();
   OpBuilder::InsertionGuard guard(rewriter);
   if (!form.slopes.empty()) {
+    rewriter.setInsertionPoint(attention);
     auto type = RankedTensorType::get({static_cast<int64_t>(form.slopes.size())}, f32);
     Value slopes = ConstantOp::create(rewriter, loc, type, DenseElementsAttr::get(type, ArrayRef(form.slopes)));
     attention.getModOperandsMutable().assign(slopes);

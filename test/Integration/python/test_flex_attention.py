@@ -142,3 +142,22 @@ def test_bad_mods_name_the_problem(score_mod, mask_mod, message):
     q = np.zeros((1, 1, 8, 16), np.float32)
     with pytest.raises(TypeError, match=message):
         kiln.ops.attention(q, q, q, score_mod=score_mod, mask_mod=mask_mod)
+
+
+def test_softcap_written_out_fuses_into_one_attention(record_error):
+    """Gemma 2's softcap written op by op (scores, scale, cap * tanh(s / cap), softmax, values) becomes one
+    kiln.attention with a score_mod (kiln-fuse-attention), not four kernels with the scores in memory."""
+    rng, seed = fresh_rng()
+
+    @kiln.jit
+    def gemma_attention(q, k, v):
+        s = kiln.matmul(q, kiln.transpose(k, [0, 1, 3, 2])) * 0.125
+        s = kiln.tanh(s / CAP) * CAP
+        return kiln.matmul(kiln.softmax(s, axis=-1), v)
+
+    q, k, v = randn(rng, 1, 2, 70, 64) * 3, randn(rng, 1, 2, 90, 64) * 3, randn(rng, 1, 2, 90, 64)
+    fused = kiln.compile(gemma_attention.source(q, k, v)).ir("fused")
+    assert "score_mod" in fused and "math.tanh" in fused
+    assert "kiln.softmax" not in fused and "kiln.tanh" not in fused
+    expected = reference(q, k, v, scale=0.125, score=lambda s, b, h, qi, kv: CAP * np.tanh(s / CAP))
+    check(record_error, "flex attention: softcap written out f32", gemma_attention(q, k, v), expected, seed)
