@@ -101,6 +101,24 @@ module {
 
 // -----
 
+// The wgmma attention is built whole and applies no score_mod or mask_mod: a config that pins it on an attention
+// with mods is an error rather than a kernel that drops them (kiln-select-config gives such an attention the
+// mma_sync lowering).
+module {
+  func.func private @k7_attention(%q: tensor<1x2x128x64xbf16>, %out: tensor<1x2x128x64xbf16>) -> tensor<1x2x128x64xbf16> attributes {kiln.kernel} {
+    // expected-error @+1 {{'kiln.attention' op has a score_mod or mask_mod, which only the mma_sync lowering of its tiled loop applies (kiln-select-config, kiln-tile and kiln-online-softmax first)}}
+    %o = kiln.attention %q, %q, %q mask_mod {
+    ^bb0(%b: index, %h: index, %i: index, %j: index):
+      %c = arith.cmpi sle, %j, %i : index
+      kiln.yield %c : i1
+    } {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "wgmma">} : tensor<1x2x128x64xbf16>, tensor<1x2x128x64xbf16>, tensor<1x2x128x64xbf16> -> tensor<1x2x128x64xbf16>
+    %r = bufferization.materialize_in_destination %o in %out : (tensor<1x2x128x64xbf16>, tensor<1x2x128x64xbf16>) -> tensor<1x2x128x64xbf16>
+    return %r : tensor<1x2x128x64xbf16>
+  }
+}
+
+// -----
+
 // Glue kernels: one thread per output element, reading each operand at its permuted or broadcast index.
 // CHECK-LABEL: func.func private @k8_transpose
 // CHECK-SAME: kiln.launch = {block = array<i64: 256, 1, 1>, dynamic_shared_bytes = 0 : i64, grid = array<i64: 154, 1, 1>}
