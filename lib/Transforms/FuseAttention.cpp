@@ -296,8 +296,9 @@ static void addRecognisedMods(RewriterBase &rewriter, AttentionOp attention, con
       Value distance = form.relative ? arith::SubIOp::create(rewriter, loc, body->getArgument(4), body->getArgument(3))
                                            .getResult()
                                      : body->getArgument(4);
-      Value wide = arith::IndexCastOp::create(rewriter, loc, rewriter.getI64Type(), distance);
-      Value bias = arith::MulFOp::create(rewriter, loc, slope, arith::SIToFPOp::create(rewriter, loc, f32, wide));
+      // Through i32, which a GPU converts to f32 at full rate.
+      Value narrow = arith::IndexCastOp::create(rewriter, loc, rewriter.getI32Type(), distance);
+      Value bias = arith::MulFOp::create(rewriter, loc, slope, arith::SIToFPOp::create(rewriter, loc, f32, narrow));
       score = arith::AddFOp::create(rewriter, loc, score, bias);
     }
     YieldOp::create(rewriter, loc, score);

@@ -85,13 +85,10 @@ Value maskTile(OpBuilder &b, Location loc, AttentionTiling &t, Value keyStart, O
 }
 
 /// The logical (batch, head, query, key) position of element (i, j) of the tile at (queryStart, keyStart), as the
-/// mod regions take it, followed by the mod operands. The positions are clamped to the last query and key: the
-/// padding past the ends is masked or dropped, and a mod region then reads its tables only where they are.
-SmallVector<Value> modArguments(OpBuilder &b, Location loc, AttentionTiling &t, Value row, Value col) {
-  Value one = arith::ConstantIndexOp::create(b, loc, 1);
-  Value lastRow = arith::SubIOp::create(b, loc, t.seqQv, one), lastCol = arith::SubIOp::create(b, loc, t.seqKv, one);
-  SmallVector<Value> args{t.b, t.h, arith::MinSIOp::create(b, loc, row, lastRow),
-                          arith::MinSIOp::create(b, loc, col, lastCol)};
+/// mod regions take it, followed by the mod operands. In the padding past the last query or key the positions
+/// run on: those scores are masked or dropped, and a table read there is guarded like any other (it reads 0).
+SmallVector<Value> modArguments(AttentionTiling &t, Value row, Value col) {
+  SmallVector<Value> args{t.b, t.h, row, col};
   llvm::append_range(args, t.op.getModOperands());
   return args;
 }
@@ -108,7 +105,7 @@ Value applyScoreMod(OpBuilder &b, Location loc, AttentionTiling &t, Value scores
         Value row = arith::AddIOp::create(nb, l, t.queryStart, linalg::IndexOp::create(nb, l, 0));
         Value col = arith::AddIOp::create(nb, l, keyStart, linalg::IndexOp::create(nb, l, 1));
         SmallVector<Value> inputs{args[0]};
-        llvm::append_range(inputs, modArguments(nb, l, t, row, col));
+        llvm::append_range(inputs, modArguments(t, row, col));
         linalg::YieldOp::create(nb, l, lowering::inlineScalarRegion(nb, t.op.getScoreMod(), inputs, &t.scoreHoisted));
       });
   return modded.getResult(0);
@@ -136,8 +133,8 @@ Value applyPositionMask(OpBuilder &b, Location loc, AttentionTiling &t, Value sc
           outside = arith::OrIOp::create(nb, l, outside, future);
         }
         if (t.op.hasMaskMod()) {
-          Value visible = lowering::inlineScalarRegion(nb, t.op.getMaskMod(), modArguments(nb, l, t, row, col),
-                                                       &t.maskHoisted);
+          Value visible =
+              lowering::inlineScalarRegion(nb, t.op.getMaskMod(), modArguments(t, row, col), &t.maskHoisted);
           Value hidden = arith::XOrIOp::create(nb, l, visible, arith::ConstantIntOp::create(nb, l, 1, 1));
           outside = arith::OrIOp::create(nb, l, outside, hidden);
         }

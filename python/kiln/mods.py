@@ -220,10 +220,12 @@ def _coerce(lhs, rhs):
 
 
 def _to_f32(value):
+    """A position as f32, through i32 (positions fit; a GPU converts 32-bit integers at full rate, 64-bit ones
+    slowly)."""
     if value.kind == _F32:
         return value
-    wide = value.region.emit(f"arith.index_cast {value.name} : index to i64", "i64")
-    return value.region.emit(f"arith.sitofp {wide.name} : i64 to f32", _F32)
+    narrow = value.region.emit(f"arith.index_cast {value.name} : index to i32", "i32")
+    return value.region.emit(f"arith.sitofp {narrow.name} : i32 to f32", _F32)
 
 
 def where(condition, a, b):

@@ -49,6 +49,8 @@ def _attention_source(q, k, v, *, causal=False, scale=None, mask=None, score_mod
 
 
 attention.source = _attention_source
+# The plain attention's programs, as the jitted op exposed them (tests and benchmarks read its cache).
+attention.programs, attention._fast = _attention.programs, _attention._fast
 
 
 def _attention_call(q, k, v, causal, scale, mask, score_mod, mask_mod):

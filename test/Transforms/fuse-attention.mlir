@@ -456,8 +456,8 @@ func.func @sliding_window_select(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x4x16xf
 // CHECK: kiln.attention %{{.*}}, %{{.*}}, %{{.*}} mod_operands(%[[SLOPES]] : tensor<2xf32>) score_mod {
 // CHECK-NEXT: ^bb0(%[[S:[a-z0-9]+]]: f32, %{{[a-z0-9]+}}: index, %[[H:[a-z0-9]+]]: index, %{{[a-z0-9]+}}: index, %[[J:[a-z0-9]+]]: index, %[[T:[a-z0-9]+]]: tensor<2xf32>):
 // CHECK-NEXT: %[[SLOPE:.*]] = tensor.extract %[[T]][%[[H]]] : tensor<2xf32>
-// CHECK-NEXT: %[[JI:.*]] = arith.index_cast %[[J]] : index to i64
-// CHECK-NEXT: %[[JF:.*]] = arith.sitofp %[[JI]] : i64 to f32
+// CHECK-NEXT: %[[JI:.*]] = arith.index_cast %[[J]] : index to i32
+// CHECK-NEXT: %[[JF:.*]] = arith.sitofp %[[JI]] : i32 to f32
 // CHECK-NEXT: %[[B:.*]] = arith.mulf %[[SLOPE]], %[[JF]] : f32
 // CHECK-NEXT: %[[R:.*]] = arith.addf %[[S]], %[[B]] : f32
 // CHECK-NEXT: kiln.yield %[[R]] : f32

@@ -573,8 +573,8 @@ func.func @matmul_mma_sync_ieee(%a: tensor<100x96xf32>, %b: tensor<96x80xf32>) -
 // 32, and end after the last, min(Sk, q0 + 32); a tile takes the mask when it starts before the first key every
 // row sees (q0 + 31 - 39) or at or past the last tile every row sees in full (q0 + 1 - 31). The score_mod is a
 // generic over each score tile after the scale, its table read guarded (an index outside reads 0); the mask_mod
-// joins the position mask at positions clamped to the last query and key. What reads only the head and the
-// tables (the slope) is computed once per query tile, before the loops.
+// joins the position mask. What reads only the head and the tables (the slope) is computed once per query tile,
+// before the loops.
 // CHECK-LABEL: func.func @attention_score_and_mask_mods
 // CHECK-SAME: (%[[Q:[a-zA-Z0-9_]+]]: tensor<1x2x100x32xf32>, %[[SLOPES:[a-zA-Z0-9_]+]]: tensor<2xf32>)
 // CHECK: scf.forall (%{{.*}}, %[[H:[a-zA-Z0-9_]+]], %[[Q0:[a-zA-Z0-9_]+]]) =
