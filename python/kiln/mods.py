@@ -11,6 +11,7 @@ outside its bounds gives 0 (false). Positions are ``index`` scalars, the score `
 integer table element reads as an index, a float one as f32.
 """
 
+import math
 import numbers
 import sys
 import types
@@ -36,7 +37,11 @@ class Region:
 
     def constant(self, value, kind):
         if kind == _F32:
-            return self.emit(f"arith.constant {float(value):.9e} : f32", _F32)
+            value = float(value)
+            # inf and nan have no decimal literal in MLIR: their f32 bit pattern.
+            literal = f"{value:.9e}" if math.isfinite(value) else \
+                "0x" + np.array(value, np.float32).view(np.uint32).item().to_bytes(4, "big").hex().upper()
+            return self.emit(f"arith.constant {literal} : f32", _F32)
         if kind == _I1:
             return self.emit(f"arith.constant {'true' if value else 'false'}", _I1)
         return self.emit(f"arith.constant {int(value)} : index", _INDEX)

@@ -161,3 +161,11 @@ def test_softcap_written_out_fuses_into_one_attention(record_error):
     assert "kiln.softmax" not in fused and "kiln.tanh" not in fused
     expected = reference(q, k, v, scale=0.125, score=lambda s, b, h, qi, kv: CAP * np.tanh(s / CAP))
     check(record_error, "flex attention: softcap written out f32", gemma_attention(q, k, v), expected, seed)
+
+
+def test_a_score_mod_may_write_minus_infinity(record_error):
+    """flex_attention's way to hide a key from a score_mod: where(visible, s, -inf)."""
+    rng, seed = fresh_rng()
+    q, k, v = randn(rng, 1, 2, 30, 16), randn(rng, 1, 2, 30, 16), randn(rng, 1, 2, 30, 16)
+    out = kiln.ops.attention(q, k, v, score_mod=lambda s, b, h, qi, kv: kiln.where(kv <= qi, s, -float("inf")))
+    check(record_error, "flex attention: -inf score_mod f32", out, reference(q, k, v, causal=True), seed)
