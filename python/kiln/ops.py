@@ -13,7 +13,7 @@ import inspect
 import numpy as np
 
 from . import mods, trace
-from .jit import jit
+from .jit import _constant_key, jit
 
 
 @jit
@@ -66,15 +66,22 @@ def _attention_call(q, k, v, causal, scale, mask, score_mod, mask_mod):
 
 
 def _mod_key(score_mod, mask_mod, count):
-    """What the traced regions depend on: the functions' code and the constants they close over (tables are
-    arguments; other objects, such as modules, by identity)."""
+    """What the traced regions depend on: the functions' code, their default arguments and the constants they
+    close over, numbers by type and value as @kiln.jit keys them (tables are arguments; other objects, such as
+    modules, by identity)."""
+    tables = mods.table_kinds(trace.Tensor)
+
+    def constant(value):
+        if isinstance(value, np.generic):
+            value = value.item()
+        return _constant_key(value) if isinstance(value, (bool, int, float, str)) else id(value)
+
     def of(fn):
         if fn is None:
             return None
-        values = mods.free_values(fn)
-        return (fn.__code__, tuple((name, value if isinstance(value, (bool, int, float, str)) else id(value))
-                                   for name, value in sorted(values.items())
-                                   if not isinstance(value, mods.table_kinds(trace.Tensor))))
+        named = sorted((fn.__kwdefaults__ or {}).items()) + sorted(mods.free_values(fn).items())
+        return (fn.__code__, tuple(constant(value) for value in fn.__defaults__ or ()),
+                tuple((name, constant(value)) for name, value in named if not isinstance(value, tables)))
     return (of(score_mod), of(mask_mod), count)
 
 

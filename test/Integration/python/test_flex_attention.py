@@ -169,3 +169,13 @@ def test_a_score_mod_may_write_minus_infinity(record_error):
     q, k, v = randn(rng, 1, 2, 30, 16), randn(rng, 1, 2, 30, 16), randn(rng, 1, 2, 30, 16)
     out = kiln.ops.attention(q, k, v, score_mod=lambda s, b, h, qi, kv: kiln.where(kv <= qi, s, -float("inf")))
     check(record_error, "flex attention: -inf score_mod f32", out, reference(q, k, v, causal=True), seed)
+
+
+def test_mods_that_differ_only_in_a_default_argument_are_different_programs(record_error):
+    """The loop idiom `lambda ..., w=w:` binds each window as a default: each gets its own program."""
+    rng, seed = fresh_rng()
+    q, k, v = randn(rng, 1, 1, 40, 16), randn(rng, 1, 1, 40, 16), randn(rng, 1, 1, 40, 16)
+    for window in (2, 5):
+        out = kiln.ops.attention(q, k, v, mask_mod=lambda b, h, qi, kv, w=window: (qi - kv < w) & (kv <= qi))
+        expected = reference(q, k, v, visible=lambda b, h, qi, kv: (qi - kv < window) & (kv <= qi))
+        check(record_error, "flex attention: window by default argument f32", out, expected, seed)
