@@ -93,39 +93,42 @@ SmallVector<Value> modArguments(AttentionTiling &t, Value row, Value col) {
   return args;
 }
 
-/// The score tile rewritten by the op's score_mod, element by element.
-Value applyScoreMod(OpBuilder &b, Location loc, AttentionTiling &t, Value scores, Value keyStart) {
+/// A generic over a score tile at (queryStart, keyStart) whose body `element` maps each score, with its query
+/// row and key column, to the new one.
+linalg::GenericOp mapScoreTile(OpBuilder &b, Location loc, AttentionTiling &t, Value scores, Value keyStart,
+                               function_ref<Value(OpBuilder &, Location, Value, Value, Value)> element) {
   auto type = cast<RankedTensorType>(scores.getType());
   AffineMap id = b.getMultiDimIdentityMap(2);
-  auto modded = linalg::GenericOp::create(
+  return linalg::GenericOp::create(
       b, loc, TypeRange{type}, ValueRange{scores},
       ValueRange{tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType())},
       ArrayRef<AffineMap>{id, id}, {utils::IteratorType::parallel, utils::IteratorType::parallel},
       [&](OpBuilder &nb, Location l, ValueRange args) {
         Value row = arith::AddIOp::create(nb, l, t.queryStart, linalg::IndexOp::create(nb, l, 0));
         Value col = arith::AddIOp::create(nb, l, keyStart, linalg::IndexOp::create(nb, l, 1));
-        SmallVector<Value> inputs{args[0]};
-        llvm::append_range(inputs, modArguments(t, row, col));
-        linalg::YieldOp::create(nb, l, lowering::inlineScalarRegion(nb, t.op.getScoreMod(), inputs, &t.scoreHoisted));
+        linalg::YieldOp::create(nb, l, element(nb, l, args[0], row, col));
       });
-  return modded.getResult(0);
+}
+
+/// The score tile rewritten by the op's score_mod, element by element.
+Value applyScoreMod(OpBuilder &b, Location loc, AttentionTiling &t, Value scores, Value keyStart) {
+  return mapScoreTile(b, loc, t, scores, keyStart,
+                      [&](OpBuilder &nb, Location, Value score, Value row, Value col) {
+                        SmallVector<Value> inputs{score};
+                        llvm::append_range(inputs, modArguments(t, row, col));
+                        return lowering::inlineScalarRegion(nb, t.op.getScoreMod(), inputs, &t.scoreHoisted);
+                      })
+      .getResult(0);
 }
 
 /// Sets to -inf the scores of keys past the end and, with `causal`, above the bottom-right-aligned diagonal, and
 /// those the mask_mod hides.
 Value applyPositionMask(OpBuilder &b, Location loc, AttentionTiling &t, Value scores, Value keyStart) {
   bool causal = t.op.getCausal();
-  Value queryStart = t.queryStart, seqK = t.seqKv;
+  Value seqK = t.seqKv;
   Value diagonal = causal ? arith::SubIOp::create(b, loc, t.seqKv, t.seqQv).getResult() : Value();
-  auto type = cast<RankedTensorType>(scores.getType());
-  AffineMap id = b.getMultiDimIdentityMap(2);
-  auto masked = linalg::GenericOp::create(
-      b, loc, TypeRange{type}, ValueRange{scores},
-      ValueRange{tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType())},
-      ArrayRef<AffineMap>{id, id}, {utils::IteratorType::parallel, utils::IteratorType::parallel},
-      [&](OpBuilder &nb, Location l, ValueRange args) {
-        Value row = arith::AddIOp::create(nb, l, queryStart, linalg::IndexOp::create(nb, l, 0));
-        Value col = arith::AddIOp::create(nb, l, keyStart, linalg::IndexOp::create(nb, l, 1));
+  auto masked = mapScoreTile(
+      b, loc, t, scores, keyStart, [&](OpBuilder &nb, Location l, Value score, Value row, Value col) -> Value {
         Value outside = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sge, col, seqK);
         if (causal) {
           Value limit = arith::AddIOp::create(nb, l, row, diagonal);
@@ -140,7 +143,7 @@ Value applyPositionMask(OpBuilder &b, Location loc, AttentionTiling &t, Value sc
         }
         Value negInf = arith::ConstantOp::create(
             nb, l, nb.getF32FloatAttr(-std::numeric_limits<float>::infinity()));
-        linalg::YieldOp::create(nb, l, arith::SelectOp::create(nb, l, outside, negInf, args[0]).getResult());
+        return arith::SelectOp::create(nb, l, outside, negInf, score).getResult();
       });
   masked->setAttr("kiln.position_mask", b.getUnitAttr());
   return masked.getResult(0);
