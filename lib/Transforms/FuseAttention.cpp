@@ -1,12 +1,13 @@
 //===- FuseAttention.cpp - The kiln-fuse-attention pass --------------------===//
 //
-// Recognises attention written out op by op — matmul(q, k^T), a scalar scale (multiply or divide), an additive
-// mask or a causal select/where, softmax over the keys, matmul with v — and replaces it with one
-// kiln.attention. Three variants as exporters write them become its score_mod / mask_mod: a tanh softcap after
-// the scale (Gemma 2's `cap * tanh(s / cap)`), a causal mask constant that is a band (a sliding window), and a
-// constant additive mask that is ALiBi's `slope[h] * (j - i)` (its slopes a constant table). Grouped-query attention written as an unsqueeze/expand/reshape of k and v (each kv head
-// repeated for its group of q heads) is folded into the op's head counts. Anything that does not match exactly
-// (a softmax over another axis, a non-scalar scale, a select mask that is not causal, ...) is left as it was.
+// Recognises attention written out op by op — matmul(q, k^T), a scalar scale (multiply or divide), an additive mask or
+// a causal select/where, softmax over the keys, matmul with v — and replaces it with one kiln.attention. Three variants
+// as exporters write them become its score_mod / mask_mod: a tanh softcap after the scale (Gemma 2's `cap * tanh(s /
+// cap)`), a causal mask constant that is a band (a sliding window), and a constant additive mask that is ALiBi's
+// `slope[h] * (j - i)` (its slopes a constant table). Grouped-query attention written as an unsqueeze/expand/reshape of
+// k and v (each kv head repeated for its group of q heads) is folded into the op's head counts. Anything that does not
+// match exactly (a softmax over another axis, a non-scalar scale, a select mask that is not causal, ...) is left as it
+// was.
 //
 //===----------------------------------------------------------------------===//
 
@@ -158,9 +159,6 @@ static std::optional<SmallVector<float>> alibiSlopes(DenseElementsAttr attr, int
   }
   return slopes;
 }
-
-namespace {
-} // namespace
 
 /// Parses softmax's input back to the q k^T matmul: [select(causal, ., -inf)] [add mask] [mul/div scalar].
 static std::optional<ScoreForm> parseScores(Value value, MatmulOp &scores) {

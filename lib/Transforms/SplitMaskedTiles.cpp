@@ -1,12 +1,12 @@
 //===- SplitMaskedTiles.cpp - The kiln-split-masked-tiles pass -------------===//
 //
-// kiln-tile masks attention per key tile: the tiles past the end of the keys or across the causal diagonal take
-// an `scf.if (keyStart >= maskFrom)` around the mask, the others its plain branch. The tiles that need the mask
-// are the last ones of the loop, so the loop splits in two: the tiles before the threshold without the branch
-// and without mask arithmetic, then the masked ones (or, where only the last tile can need the mask, that tile
-// alone after the loop). A mask_mod's sliding window also masks the first tiles (`keyStart < maskBefore ||
-// keyStart >= maskFrom`): then three loops, masked, plain, masked. On the GPU a branch between tensor-core instructions (and a mask select on every
-// score) costs more than a second copy of the loop body.
+// kiln-tile masks attention per key tile: the tiles past the end of the keys or across the causal diagonal take an
+// `scf.if (keyStart >= maskFrom)` around the mask, the others its plain branch. The tiles that need the mask are the
+// last ones of the loop, so the loop splits in two: the tiles before the threshold without the branch and without mask
+// arithmetic, then the masked ones (or, where only the last tile can need the mask, that tile alone after the loop). A
+// mask_mod's sliding window also masks the first tiles (`keyStart < maskBefore || keyStart >= maskFrom`): then three
+// loops, masked, plain, masked. On the GPU a branch between tensor-core instructions (and a mask select on every score)
+// costs more than a second copy of the loop body.
 //
 //===----------------------------------------------------------------------===//
 
