@@ -1,9 +1,10 @@
-"""mma_sync matmuls on the H200: the kernels lowered from the tiled IR against the template kernels they replace
-and cuBLAS, on shapes of every alignment, checked against an fp64 reference in the same run.
+"""Matmuls on the H200: the kernels lowered from the tiled IR against the template kernels they replace and
+cuBLAS, on shapes of every alignment, checked against an fp64 reference in the same run.
 
-Why: the mma_sync matmul (the decode-step GEMMs, every shape whose rows TMA cannot copy, and sm_80) is the
-second kernel family that the GPU backend lowers from the tiled IR by layout (MmaLayoutLowering.cpp) instead of
-building whole from the op. This script holds both halves of the visit, like row_kernels.py:
+Why: the GPU backend lowers matmuls from the tiled IR by layout instead of building them whole from the op: the
+mma_sync matmul (the decode-step GEMMs, every shape whose rows TMA cannot copy, and sm_80; MmaLayoutLowering.cpp)
+and the wgmma one (sm_90a's default for larger aligned GEMMs; WgmmaLayoutLowering.cpp). This script holds both
+halves of the visit, like row_kernels.py:
 
 - ``prepare`` (here, where the compiler is): compiles each case with the current ``kilnc`` into
   ``<out>/generated/<case>`` and, given ``--template-kilnc`` (built from the commit before the change), into
@@ -16,7 +17,9 @@ building whole from the op. This script holds both halves of the visit, like row
 - ``plot`` (anywhere with matplotlib): draws a visit's matmul.json as matmul.png beside it (and rewrites the
   table, matmul.md, from it).
 
-The ``t_`` cases take each of M, N and K from {1, 7, 77, 1000, 2050, 50257} (the others unaligned, so that the
+The ``t_wgmma`` cases run the wgmma lowering (sm_90a's default where M > 64, N >= 64 and rows are 16-byte
+multiples, or pinned): K tails that TMA zero-fills, K under one k-tile, batches, transposed and odd-width rhs,
+epilogues, 64- and 256-wide tiles. The ``t_`` cases take each of M, N and K from {1, 7, 77, 1000, 2050, 50257} (the others unaligned, so that the
 mma_sync lowering takes them on sm_90a too), with epilogues, a transposed rhs and a batch, in bf16, f16 and f32
 (TF32 tensor cores; cuBLAS is timed and checked with TF32 allowed too, torch.backends.cuda.matmul.allow_tf32),
 and f32 with fp32_precision = "ieee" (3xTF32; against cuBLAS in f32, TF32 not allowed).
@@ -53,6 +56,19 @@ def cases():
             gemm_case(f"t_{dtype}_batched_3x65x33x19", 65, 33, 19, dtype, batch=(3,), rhs_batch=(3,)),
             gemm_case(f"t_{dtype}_lm_head_1x50257x768_transposed", 1, 50257, 768, dtype, transpose_rhs=True),
         ]
+    for dtype in ("bf16", "f16"):
+        listed += [
+            gemm_case(f"t_wgmma_{dtype}_300x200x256_bias_silu", 300, 200, 256, dtype, "bias_silu"),
+            gemm_case(f"t_wgmma_{dtype}_1000x2056x1000", 1000, 2056, 1000, dtype),
+            gemm_case(f"t_wgmma_{dtype}_transposed_77x201x128", 77, 201, 128, dtype, transpose_rhs=True),
+            gemm_case(f"t_wgmma_{dtype}_batched_3x129x72x40", 129, 72, 40, dtype, batch=(3,), rhs_batch=(3,)),
+            gemm_case(f"t_wgmma_{dtype}_broadcast_2x200x64x8_residual", 200, 64, 8, dtype, "residual",
+                      batch=(2,)),
+            gemm_case(f"t_wgmma_{dtype}_tile64_77x136x128", 77, 136, 128, dtype,
+                      config=((64, 64, 64), 4, 3, "wgmma")),
+            gemm_case(f"t_wgmma_{dtype}_tile256_520x1000x4104_transposed", 520, 1000, 4104, dtype,
+                      transpose_rhs=True, config=((128, 256, 64), 8, 4, "wgmma")),
+        ]
     for size in SIZES:
         listed.append(gemm_case(f"t_f32_ieee_k{size}_77x136x{size}", 77, 136, size, "f32", fp32_precision="ieee"))
     listed += [
@@ -68,6 +84,15 @@ def cases():
     listed.append(gemm_case("b_bf16_decode_32x14336x4096_bias_silu", 32, 14336, 4096, "bf16", "bias_silu"))
     listed.append(gemm_case("b_bf16_lm_head_32x50257x4096_transposed", 32, 50257, 4096, "bf16",
                             transpose_rhs=True))
+    # The wgmma kernels (sm_90a's default for these shapes).
+    listed += [
+        gemm_case("b_bf16_wgmma_4096x4096x4096", 4096, 4096, 4096, "bf16"),
+        gemm_case("b_bf16_wgmma_8192x8192x8192", 8192, 8192, 8192, "bf16"),
+        gemm_case("b_bf16_wgmma_8192x4096x14336_bias_silu", 8192, 4096, 14336, "bf16", "bias_silu"),
+        gemm_case("b_bf16_wgmma_4096x4096x4096_transposed", 4096, 4096, 4096, "bf16", transpose_rhs=True),
+        gemm_case("b_f16_wgmma_2048x2048x2048", 2048, 2048, 2048, "f16"),
+        gemm_case("b_bf16_wgmma_1024x1024x1024", 1024, 1024, 1024, "bf16"),
+    ]
     listed.append(gemm_case("b_bf16_mma_sync_4096x4096x4096", 4096, 4096, 4096, "bf16",
                             config=((128, 256, 32), 8, 3, "mma_sync")))
     listed.append(gemm_case("b_bf16_mma_sync_2048x4096x4096_bias_silu", 2048, 4096, 4096, "bf16", "bias_silu",
@@ -199,7 +224,7 @@ def visit(args):
 def plot(args):
     from row_kernels import bar_chart
     bar_chart(args.json, (("generated", "generated (tiled IR)"), ("template", "template"), ("cublas", "cuBLAS")),
-              "mma_sync matmuls on the H200, bf16 and f32 as TF32 (no bar: the template does not take the shape)")
+              "matmuls on the H200, bf16 and f32 as TF32 (no bar: the template does not take the shape)")
     write_table(json.loads(Path(args.json).read_text())["rows"], Path(args.json).with_suffix(".md"))
     return 0
 

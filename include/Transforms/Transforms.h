@@ -134,8 +134,14 @@ FailureOr<Value> decomposeRowOp(RewriterBase &rewriter, Operation *op);
 LogicalResult assignRowLayouts(scf::ForallOp forall);
 
 /// Sets the `kiln.layout` (#kiln.mma_layout) of the kiln ops in the body of `forall`, a tiled matmul whose
-/// #kiln.config has lowering "mma_sync"; fails, naming the op, on operands or a config the layout does not take.
+/// #kiln.config has lowering "mma_sync" (the squarest grid of warps) or "wgmma" (one warp per 16 rows: the
+/// warpgroup MMA's accumulator); fails, naming the op, on operands or a config the layout does not take.
 LogicalResult assignMmaLayouts(scf::ForallOp forall);
+
+/// Whether a "wgmma" matmul config fits the warpgroup MMA's lowering for operands of `element`: bf16 or f16,
+/// BM a multiple of 64 up to 256 with one warpgroup (4 warps) per 64 rows, BN a multiple of 64 up to 256, BK = 64
+/// (one 128-byte swizzle row) and stages >= 3.
+bool fitsWgmmaMatmul(ConfigAttr config, Type element);
 
 /// Sets the `kiln.layout` (#kiln.mma_layout, one column of BQ / 16 warps) of the kiln ops in the body of
 /// `forall`, a tiled "mma_sync" attention.

@@ -6,9 +6,10 @@
 // (lowering "rows") get a #kiln.row_layout: the config's warps split over its rows, and the widest load of at
 // most 16 bytes that every row buffer's width allows. Matmuls (lowering "mma_sync") get a #kiln.mma_layout on
 // the tile matmul, its accumulation and the epilogue: the warps as the squarest grid of warp tiles of whole
-// m16n8 fragments. Attentions (lowering "mma_sync") get one on every op of the loop: a column of warps, each
-// owning 16 query rows of the score tile, the accumulator and the row vectors, so that the softmax's row
-// reductions stay within a warp and P feeds P V from the registers it was computed in.
+// m16n8 fragments; "wgmma" matmuls one warp per 16 rows of the whole width, the warpgroup MMA's accumulator.
+// Attentions (lowering "mma_sync", or "wgmma" in whole warpgroups) get one on every op of the loop: a column of
+// warps, each owning 16 query rows of the score tile, the accumulator and the row vectors, so that the
+// softmax's row reductions stay within a warp and P feeds P V from the registers it was computed in.
 //
 //===----------------------------------------------------------------------===//
 
@@ -88,29 +89,46 @@ static MmaLayoutAttr squarestWarpGrid(MLIRContext *context, int64_t bm, int64_t 
   return best;
 }
 
+bool kiln::fitsWgmmaMatmul(ConfigAttr config, Type element) {
+  ArrayRef<int64_t> tile = config.getTile();
+  return (element.isBF16() || element.isF16()) && tile.size() == 3 && tile[0] % 64 == 0 && tile[0] <= 256 &&
+         config.getWarps() == tile[0] / 16 && tile[1] % 64 == 0 && tile[1] <= 256 && tile[2] == 64 &&
+         config.getStages() >= 3;
+}
+
 LogicalResult kiln::assignMmaLayouts(scf::ForallOp forall) {
   ConfigAttr config = getConfig(forall);
-  if (!config || config.getLowering() != "mma_sync" || config.getTile().size() != 3)
-    return forall.emitError() << "kiln-assign-layouts: needs a #kiln.config with lowering \"mma_sync\" and tile = "
-                                 "[BM, BN, BK]";
+  bool wgmma = config && config.getLowering() == "wgmma";
+  if (!config || (!wgmma && config.getLowering() != "mma_sync") || config.getTile().size() != 3)
+    return forall.emitError() << "kiln-assign-layouts: needs a #kiln.config with lowering \"mma_sync\" or "
+                                 "\"wgmma\" and tile = [BM, BN, BK]";
   // The tile matmul (none when K = 0 folded the contraction away).
   MatmulOp tileMatmul;
   forall.getBody()->walk([&](MatmulOp op) { tileMatmul = op; });
-  // The fragment depth: m16n8k16 for 16-bit operands, m16n8k8 for f32 (as TF32).
-  int64_t fragmentK = 16;
-  if (tileMatmul) {
-    fragmentK = tileMatmul.getLhs().getType().getElementType().isF32() ? 8 : 16;
-    if (tileMatmul.getTransposeLhs())
-      return tileMatmul.emitOpError() << "the mma_sync lowering does not take transpose_lhs yet";
-  }
+  Operation *culprit = tileMatmul ? tileMatmul.getOperation() : forall.getOperation();
+  if (tileMatmul && tileMatmul.getTransposeLhs())
+    return tileMatmul.emitOpError() << "the " << config.getLowering() << " lowering does not take transpose_lhs yet";
   int64_t bm = config.getTile()[0], bn = config.getTile()[1], bk = config.getTile()[2];
-  MmaLayoutAttr layout = squarestWarpGrid(forall.getContext(), bm, bn, config.getWarps());
-  if (!layout || bk % fragmentK != 0 || config.getStages() < 2)
-    return (tileMatmul ? tileMatmul.getOperation() : forall.getOperation())->emitError()
-           << "'kiln.matmul' op #kiln.config " << config
-           << " does not fit the mma_sync kernel: need BM a multiple of 16 x warp rows, BN of 8 x warp columns, "
-              "BK of "
-           << fragmentK << " and stages >= 2";
+  MmaLayoutAttr layout;
+  if (wgmma) {
+    // The warpgroup MMA's accumulator: warp w holds rows 16w .. 16w + 15 of the whole width.
+    Type element = tileMatmul ? tileMatmul.getLhs().getType().getElementType() : Builder(forall).getBF16Type();
+    if (!fitsWgmmaMatmul(config, element))
+      return culprit->emitError() << "'kiln.matmul' op " << config << " does not fit the wgmma "
+                                  << "lowering: need bf16 or f16 operands (got " << element
+                                  << "), BM a multiple of 64 up to 256 with one warpgroup (4 warps) per 64 rows, "
+                                     "BN a multiple of 64 up to 256, BK = 64 and stages >= 3";
+    layout = MmaLayoutAttr::get(forall.getContext(), config.getWarps(), 1);
+  } else {
+    // The fragment depth: m16n8k16 for 16-bit operands, m16n8k8 for f32 (as TF32).
+    int64_t fragmentK = tileMatmul && tileMatmul.getLhs().getType().getElementType().isF32() ? 8 : 16;
+    layout = squarestWarpGrid(forall.getContext(), bm, bn, config.getWarps());
+    if (!layout || bk % fragmentK != 0 || config.getStages() < 2)
+      return culprit->emitError() << "'kiln.matmul' op #kiln.config " << config
+                                  << " does not fit the mma_sync kernel: need BM a multiple of 16 x warp rows, BN "
+                                     "of 8 x warp columns, BK of "
+                                  << fragmentK << " and stages >= 2";
+  }
   forall->setAttr(kLayoutAttrName, layout);
   forall.getBody()->walk([&](Operation *op) {
     if (isa<KilnDialect>(op->getDialect()) && !isa<ConstantOp, ReshapeOp>(op))
@@ -121,14 +139,16 @@ LogicalResult kiln::assignMmaLayouts(scf::ForallOp forall) {
 
 LogicalResult kiln::assignAttentionLayouts(scf::ForallOp forall) {
   ConfigAttr config = getConfig(forall);
-  if (!config || config.getLowering() != "mma_sync" || config.getTile().size() != 2)
-    return forall.emitError() << "kiln-assign-layouts: needs a #kiln.config with lowering \"mma_sync\" and tile = "
-                                 "[BQ, BK]";
+  bool wgmma = config && config.getLowering() == "wgmma";
+  if (!config || (!wgmma && config.getLowering() != "mma_sync") || config.getTile().size() != 2)
+    return forall.emitError() << "kiln-assign-layouts: needs a #kiln.config with lowering \"mma_sync\" or "
+                                 "\"wgmma\" and tile = [BQ, BK]";
   int64_t bq = config.getTile()[0], bk = config.getTile()[1];
-  if (bq % 16 != 0 || bk % 16 != 0 || config.getWarps() != bq / 16)
-    return forall.emitError() << "'kiln.attention' op #kiln.config " << config
-                              << " does not fit the mma_sync attention: BQ and BK must be multiples of 16, with "
-                                 "one warp per 16 query rows";
+  if (bq % (wgmma ? 64 : 16) != 0 || bk % 16 != 0 || config.getWarps() != bq / 16)
+    return forall.emitError() << "'kiln.attention' op #kiln.config " << config << " does not fit the "
+                              << config.getLowering() << " attention: BQ must be a multiple of "
+                              << (wgmma ? "64 (whole warpgroups)" : "16") << " and BK a multiple of 16, with one "
+                              << "warp per 16 query rows";
   auto layout = MmaLayoutAttr::get(forall.getContext(), bq / 16, 1);
   forall->setAttr(kLayoutAttrName, layout);
   forall.getBody()->walk([&](Operation *op) {
@@ -143,8 +163,9 @@ struct KilnAssignLayoutsPass : kiln::impl::KilnAssignLayoutsBase<KilnAssignLayou
   void runOnOperation() override {
     SmallVector<scf::ForallOp> kernels;
     getOperation()->walk([&](scf::ForallOp forall) {
-      if (ConfigAttr config = getConfig(forall);
-          config && (config.getLowering() == "rows" || config.getLowering() == "mma_sync"))
+      ConfigAttr config = getConfig(forall);
+      StringRef lowering = config ? config.getLowering() : "";
+      if (lowering == "rows" || lowering == "mma_sync" || lowering == "wgmma")
         kernels.push_back(forall);
     });
     for (scf::ForallOp forall : kernels) {

@@ -203,8 +203,12 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
     // (bench/results/attention_wgmma_short_seq_sweep_v2.log).
     Type element = q.getElementType();
     int64_t valueDim = attention.getV().getType().getDimSize(3);
-    // The wgmma kernel is still built whole and knows no score_mod or mask_mod: those take the mma_sync lowering.
+    // The wgmma kernel built whole knows no score_mod or mask_mod: with them, the wgmma lowering of the tiled
+    // loop takes whole warpgroups of query rows at head dims 64 and 128 (K and V in 64-column panels).
     bool mods = attention.hasScoreMod() || attention.hasMaskMod();
+    if (target == Target::Sm90a && mods && (element.isBF16() || element.isF16()) && bq % 64 == 0 &&
+        headDim == valueDim && (headDim == 64 || headDim == 128))
+      return make({bq, bk}, bq / 16, stages, "wgmma");
     if (target == Target::Sm90a && (element.isBF16() || element.isF16()) && bq % 64 == 0 &&
         headDim == valueDim && (headDim == 64 || headDim == 128) && !mods) {
       if (seqK <= 1024)

@@ -189,7 +189,7 @@ FailureOr<SmallVector<Value>> kiln::tileAttention(RewriterBase &rewriter, Attent
       ubs{rewriter.getIndexAttr(t.batch), rewriter.getIndexAttr(t.heads), rewriter.getIndexAttr(t.seqQ)},
       steps{rewriter.getIndexAttr(1), rewriter.getIndexAttr(1), rewriter.getIndexAttr(t.bq)};
   // A GPU attention keeps its config and name on the loop, whose iterations become thread blocks.
-  bool gpu = config.getLowering() == "mma_sync";
+  bool gpu = config.getLowering() == "mma_sync" || config.getLowering() == "wgmma";
   std::optional<ArrayAttr> blockMapping;
   if (gpu)
     blockMapping = *gpuBlockMapping(ctx, 3);

@@ -56,7 +56,7 @@ FailureOr<Value> kiln::tileMatmul(RewriterBase &rewriter, MatmulOp op) {
   steps[rank - 2] = rewriter.getIndexAttr(bm);
   steps[rank - 1] = rewriter.getIndexAttr(bn);
   // A GPU matmul keeps its config and name on the loop, whose iterations become thread blocks.
-  bool gpu = config.getLowering() == "mma_sync";
+  bool gpu = config.getLowering() == "mma_sync" || config.getLowering() == "wgmma";
   std::optional<ArrayAttr> blockMapping;
   if (gpu) {
     FailureOr<ArrayAttr> mapping = gpuBlockMapping(rewriter.getContext(), rank);

@@ -1,9 +1,9 @@
 // RUN: kiln-opt %s -convert-kiln-to-gpu -split-input-file -verify-diagnostics | FileCheck %s
 
-// mma_sync matmuls reach this pass tiled (convert-kiln-to-gpu-matmul.mlir); an untiled matmul needs a wgmma config.
+// Matmuls reach this pass tiled (convert-kiln-to-gpu-matmul.mlir, convert-kiln-to-gpu-wgmma-matmul.mlir).
 module {
   func.func private @k4_matmul(%x: tensor<64x64xbf16>, %w: tensor<64x64xbf16>, %out: tensor<64x64xbf16>) -> tensor<64x64xbf16> attributes {kiln.kernel} {
-    // expected-error @+1 {{needs a #kiln.config with lowering "wgmma", or "mma_sync" and its tiled loop (kiln-select-config, kiln-tile, kiln-assign-layouts first), for the GPU backend}}
+    // expected-error @+1 {{needs a #kiln.config with lowering "mma_sync" or "wgmma" and its tiled loop (kiln-select-config, kiln-tile, kiln-assign-layouts first), for the GPU backend}}
     %y = kiln.matmul %x, %w {kiln.config = #kiln.config<tile = [64, 64, 32], warps = 1, stages = 1, lowering = "host">} : tensor<64x64xbf16>, tensor<64x64xbf16> -> tensor<64x64xbf16>
     %r = bufferization.materialize_in_destination %y in %out : (tensor<64x64xbf16>, tensor<64x64xbf16>) -> tensor<64x64xbf16>
     return %r : tensor<64x64xbf16>
@@ -101,12 +101,11 @@ module {
 
 // -----
 
-// The wgmma attention is built whole and applies no score_mod or mask_mod: a config that pins it on an attention
-// with mods is an error rather than a kernel that drops them (kiln-select-config gives such an attention the
-// mma_sync lowering).
+// The wgmma attention built whole applies no score_mod or mask_mod: an attention with mods that reaches this pass
+// untiled is an error rather than a kernel that drops them (kiln-tile tiles it, for either lowering).
 module {
   func.func private @k7_attention(%q: tensor<1x2x128x64xbf16>, %out: tensor<1x2x128x64xbf16>) -> tensor<1x2x128x64xbf16> attributes {kiln.kernel} {
-    // expected-error @+1 {{'kiln.attention' op has a score_mod or mask_mod, which only the mma_sync lowering of its tiled loop applies (kiln-select-config, kiln-tile and kiln-online-softmax first)}}
+    // expected-error @+1 {{'kiln.attention' op has a score_mod or mask_mod, which only the lowering of its tiled loop applies (kiln-select-config, kiln-tile and kiln-online-softmax first)}}
     %o = kiln.attention %q, %q, %q mask_mod {
     ^bb0(%b: index, %h: index, %i: index, %j: index):
       %c = arith.cmpi sle, %j, %i : index
@@ -142,188 +141,6 @@ module {
     %g = kiln.gelu %x approximate(tanh) : tensor<77x300xbf16>
     %r = bufferization.materialize_in_destination %g in %out : (tensor<77x300xbf16>, tensor<77x300xbf16>) -> tensor<77x300xbf16>
     return %r : tensor<77x300xbf16>
-  }
-}
-
-// -----
-
-// A "wgmma" config (sm_90a) gives the Hopper kernel: two warpgroups (256 threads) of 64 x 128 accumulators in an
-// LLVM struct carried by the k loop, shared memory aligned to the 1024-byte period of the 128-byte swizzle. The
-// tiles come by TMA: tensor maps of A ([batch][M][K], boxes of 128 x 64) and of the untransposed B ([batch][K][N],
-// 64 x 64 panels) follow the sizes (kiln.tensor_map_params, which the launch's tensor_maps describe), one
-// mbarrier per ring slot sits after the ring, and thread 0 sets them up and starts the first stages - 2 = 2
-// k-tiles (the slot's 32768 bytes expected, then A's box and B's two panels). Each k-tile waits on its slot's
-// mbarrier at the parity of its round, then a barrier (the slot of tile - 2 is free), thread 0 starts tile + 2
-// when there is one, and four wgmma.mma_async m64n128k16 read bf16 A K-major (row) and B N-major (row); one group
-// stays in flight across iterations and all are waited for before the epilogue. The accumulators then go into the
-// ring as an f32 tile (rows padded to 136), and a loop stores it in chunks of 8 columns, two chunks a thread an
-// iteration: two 16-byte loads from the tile, the epilogue 8 times at a position clamped inside the output, one
-// guarded 16-byte store (N = 200 is whole chunks). M, N and K are parameters.
-// CHECK-LABEL: func.func private @w0_matmul
-// CHECK-SAME: kiln.launch = {block = array<i64: 256, 1, 1>, dynamic_shared_bytes = 131104 : i64, grid = array<i64: 2, 3, 1>, sizes = array<i64: 300, 200, 256>, tensor_maps = [{box = array<i64: 64, 128, 1>, buffer = 0 : i64, dims = array<i64: 256, 300, 1>, dtype = "bf16", strides = array<i64: 512, 153600>, swizzle = 128 : i64}, {box = array<i64: 64, 64, 1>, buffer = 1 : i64, dims = array<i64: 200, 256, 1>, dtype = "bf16", strides = array<i64: 400, 102400>, swizzle = 128 : i64}]}
-// CHECK: memref.global "public" @w0_matmul_smem : memref<0xi8, #gpu.address_space<workgroup>> {alignment = 1024 : i64}
-// CHECK: gpu.func @w0_matmul(%{{.*}}, %[[M:.*]]: index, %[[N:.*]]: index, %[[K:.*]]: index, %[[MAPA:.*]]: !llvm.ptr, %[[MAPB:.*]]: !llvm.ptr)
-// CHECK-SAME: kiln.tensor_map_params = array<i64: 7, 8>, known_block_size = array<i32: 256, 1, 1>
-// CHECK: %[[BASE:.*]] = memref.extract_aligned_pointer_as_index
-// CHECK: %[[LEADER:.*]] = arith.cmpi eq, %{{.*}}, %c0 : index
-// CHECK: scf.if %[[LEADER]]
-// CHECK-COUNT-4: nvvm.mbarrier.init
-// CHECK: nvvm.fence.mbarrier.init
-// CHECK: nvvm.mbarrier.arrive.expect_tx %[[BAR0:.*]], %c32768_i32
-// CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %[[MAPA]], %[[BAR0]], box[
-// CHECK-COUNT-2: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %[[MAPB]], %[[BAR0]], box[
-// CHECK: nvvm.mbarrier.arrive.expect_tx
-// CHECK: gpu.barrier
-// CHECK: scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}) -> (!llvm.struct<({{(f32, )+}}f32)>)
-// CHECK: nvvm.mbarrier.try_wait.parity
-// CHECK-NEXT: gpu.barrier
-// CHECK: %[[ISSUE:.*]] = arith.andi %[[LEADER]]
-// CHECK-NEXT: scf.if %[[ISSUE]]
-// CHECK: nvvm.mbarrier.arrive.expect_tx
-// CHECK-COUNT-3: nvvm.cp.async.bulk.tensor.shared.cluster.global
-// CHECK: nvvm.wgmma.fence.aligned
-// CHECK-COUNT-4: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 128, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <row>]
-// CHECK: nvvm.wgmma.commit.group.sync.aligned
-// CHECK: nvvm.wgmma.wait.group.sync.aligned 1
-// CHECK: scf.yield
-// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
-// CHECK-NEXT: gpu.barrier
-// CHECK: %[[TILE:.*]] = memref.view {{.*}} to memref<17408xf32, #gpu.address_space<workgroup>>
-// CHECK: %[[AT:.*]] = arith.muli %{{.*}}, %c136 : index
-// CHECK-NEXT: %[[AT2:.*]] = arith.addi %[[AT]], %{{.*}} : index
-// CHECK-NEXT: vector.store %{{.*}}, %[[TILE]][%[[AT2]]] {alignment = 8 : i64} : memref<17408xf32, #gpu.address_space<workgroup>>, vector<2xf32>
-// CHECK-COUNT-31: vector.store %{{.*}}, %[[TILE]][%{{.*}}] {alignment = 8 : i64} : memref<17408xf32, #gpu.address_space<workgroup>>, vector<2xf32>
-// CHECK: gpu.barrier
-// CHECK: scf.for %{{.*}} = %{{.*}} to %c2048 step %c512
-// CHECK: %[[LOCAL_ROW:.*]] = arith.divui %[[CHUNK:.*]], %c16
-// CHECK: arith.muli %[[LOCAL_ROW]], %c136 : index
-// CHECK-COUNT-2: vector.load %[[TILE]][%{{.*}}] {alignment = 16 : i64} : memref<17408xf32, #gpu.address_space<workgroup>>, vector<4xf32>
-// CHECK: %[[LAST_ROW:.*]] = arith.subi %[[M]], %c1
-// CHECK: %[[SAFE_ROW:.*]] = arith.minui %[[ROW:.*]], %[[LAST_ROW]] : index
-// CHECK: %[[LAST_COL:.*]] = arith.subi %[[N]], %c8
-// CHECK: %[[SAFE_COL:.*]] = arith.minui %[[COL:.*]], %[[LAST_COL]] : index
-// CHECK-NEXT: memref.load %arg2[%[[SAFE_COL]]] : memref<1099511627776xbf16>
-// CHECK-COUNT-8: math.exp
-// CHECK: %[[IN_COL:.*]] = arith.cmpi ult, %[[COL]], %[[N]]
-// CHECK: %[[IN_ROW:.*]] = arith.cmpi ult, %[[ROW]], %[[M]]
-// CHECK: %[[INSIDE:.*]] = arith.andi %[[IN_ROW]], %[[IN_COL]]
-// CHECK: scf.if %[[INSIDE]]
-// CHECK-NOT: math.exp
-// CHECK: vector.store {{.*}} {alignment = 16 : i64} : memref<1099511627776xbf16>, vector<8xbf16>
-// CHECK-COUNT-2: vector.load %[[TILE]]
-// CHECK-COUNT-8: math.exp
-// CHECK: scf.if
-// CHECK-NOT: math.exp
-// CHECK: vector.store {{.*}} : memref<1099511627776xbf16>, vector<8xbf16>
-// CHECK-NOT: math.exp
-// CHECK: gpu.return
-module {
-  func.func private @w0_matmul(%x: tensor<300x256xbf16>, %w: tensor<256x200xbf16>, %b: tensor<200xbf16>, %out: tensor<300x200xbf16>) -> tensor<300x200xbf16> attributes {kiln.kernel} {
-    %y = kiln.matmul %x, %w epilogue(%b : tensor<200xbf16>) {
-    ^bb0(%acc: f32, %bias: f32):
-      %s = arith.addf %acc, %bias : f32
-      %n = arith.negf %s : f32
-      %e = math.exp %n : f32
-      %one = arith.constant 1.0 : f32
-      %d = arith.addf %one, %e : f32
-      %r = arith.divf %s, %d : f32
-      kiln.yield %r : f32
-    } {kiln.config = #kiln.config<tile = [128, 128, 64], warps = 8, stages = 4, lowering = "wgmma">} : tensor<300x256xbf16>, tensor<256x200xbf16> -> tensor<300x200xbf16>
-    %r = bufferization.materialize_in_destination %y in %out : (tensor<300x200xbf16>, tensor<300x200xbf16>) -> tensor<300x200xbf16>
-    return %r : tensor<300x200xbf16>
-  }
-}
-
-// -----
-
-// f16 with a transposed rhs ([N, K]): B is read K-major too (col), over a batch in the grid's z dimension; one
-// warpgroup for 64-row tiles; an f32 output stores its chunks of 8 columns as 32 bytes.
-// CHECK-LABEL: func.func private @w1_matmul
-// CHECK-SAME: kiln.launch = {block = array<i64: 128, 1, 1>, dynamic_shared_bytes = 98352 : i64, grid = array<i64: 3, 2, 2>, sizes = array<i64: 77, 136, 128>, tensor_maps = [{box = array<i64: 64, 64, 1>, buffer = 0 : i64, dims = array<i64: 128, 77, 2>, dtype = "f16", strides = array<i64: 256, 19712>, swizzle = 128 : i64}, {box = array<i64: 64, 64, 1>, buffer = 1 : i64, dims = array<i64: 128, 136, 1>, dtype = "f16", strides = array<i64: 256, 34816>, swizzle = 128 : i64}]}
-// CHECK: gpu.block_id z
-// CHECK-COUNT-4: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <one>], A[<f16>, <one>, <row>], B[<f16>, <one>, <col>]
-// CHECK: memref.view {{.*}} to memref<4608xf32, #gpu.address_space<workgroup>>
-// CHECK: scf.for %{{.*}} = %{{.*}} to %c512 step %c128
-// CHECK: vector.store {{.*}} {alignment = 16 : i64} : memref<1099511627776xf32>, vector<8xf32>
-module {
-  func.func private @w1_matmul(%x: tensor<2x77x128xf16>, %w: tensor<136x128xf16>, %out: tensor<2x77x136xf32>) -> tensor<2x77x136xf32> attributes {kiln.kernel} {
-    %y = kiln.matmul %x, %w transpose_rhs {kiln.config = #kiln.config<tile = [64, 64, 64], warps = 4, stages = 6, lowering = "wgmma">} : tensor<2x77x128xf16>, tensor<136x128xf16> -> tensor<2x77x136xf32>
-    %r = bufferization.materialize_in_destination %y in %out : (tensor<2x77x136xf32>, tensor<2x77x136xf32>) -> tensor<2x77x136xf32>
-    return %r : tensor<2x77x136xf32>
-  }
-}
-
-// -----
-
-// N = 201 (a transposed rhs allows it) is not whole chunks: each of a chunk's 8 elements is checked against the
-// edge and stored alone.
-// CHECK-LABEL: func.func private @w_odd_n_matmul
-// CHECK: gpu.func @w_odd_n_matmul(%{{.*}}, %{{.*}}: index, %[[N:.*]]: index, %{{.*}}: index, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr)
-// CHECK: scf.for %{{.*}} = %{{.*}} to %c512 step %c128
-// CHECK-COUNT-2: vector.load {{.*}} : memref<4608xf32, #gpu.address_space<workgroup>>, vector<4xf32>
-// CHECK: arith.cmpi ult, %{{.*}}, %[[N]]
-// CHECK: scf.if
-// CHECK-COUNT-8: memref.store {{.*}} : memref<1099511627776xbf16>
-// CHECK-NOT: vector<8xbf16>
-// CHECK: gpu.return
-module {
-  func.func private @w_odd_n_matmul(%x: tensor<77x128xbf16>, %w: tensor<201x128xbf16>, %out: tensor<77x201xbf16>) -> tensor<77x201xbf16> attributes {kiln.kernel} {
-    %y = kiln.matmul %x, %w transpose_rhs {kiln.config = #kiln.config<tile = [64, 64, 64], warps = 4, stages = 3, lowering = "wgmma">} : tensor<77x128xbf16>, tensor<201x128xbf16> -> tensor<77x201xbf16>
-    %r = bufferization.materialize_in_destination %y in %out : (tensor<77x201xbf16>, tensor<77x201xbf16>) -> tensor<77x201xbf16>
-    return %r : tensor<77x201xbf16>
-  }
-}
-
-// -----
-
-// N = 202 is even but not whole chunks: a chunk's elements are stored in 4 guarded pairs.
-// CHECK-LABEL: func.func private @w_even_n_matmul
-// CHECK: gpu.func @w_even_n_matmul
-// CHECK: scf.for %{{.*}} = %{{.*}} to %c512 step %c128
-// CHECK-COUNT-2: vector.load {{.*}} : memref<4608xf32, #gpu.address_space<workgroup>>, vector<4xf32>
-// CHECK-COUNT-4: vector.store {{.*}} {alignment = 4 : i64} : memref<1099511627776xbf16>, vector<2xbf16>
-// CHECK-NOT: memref.store
-// CHECK: gpu.return
-module {
-  func.func private @w_even_n_matmul(%x: tensor<77x128xbf16>, %w: tensor<202x128xbf16>, %out: tensor<77x202xbf16>) -> tensor<77x202xbf16> attributes {kiln.kernel} {
-    %y = kiln.matmul %x, %w transpose_rhs {kiln.config = #kiln.config<tile = [64, 64, 64], warps = 4, stages = 3, lowering = "wgmma">} : tensor<77x128xbf16>, tensor<202x128xbf16> -> tensor<77x202xbf16>
-    %r = bufferization.materialize_in_destination %y in %out : (tensor<77x202xbf16>, tensor<77x202xbf16>) -> tensor<77x202xbf16>
-    return %r : tensor<77x202xbf16>
-  }
-}
-
-// -----
-
-module {
-  func.func private @w2_matmul(%x: tensor<256x256xbf16>, %w: tensor<256x256xbf16>, %out: tensor<256x256xbf16>) -> tensor<256x256xbf16> attributes {kiln.kernel} {
-    // expected-error @+1 {{does not fit the wgmma kernel: need BM a multiple of 64 up to 256 with one warpgroup (4 warps) per 64 rows, BN a multiple of 64 up to 256, BK = 64 and stages >= 3}}
-    %y = kiln.matmul %x, %w {kiln.config = #kiln.config<tile = [128, 128, 32], warps = 8, stages = 4, lowering = "wgmma">} : tensor<256x256xbf16>, tensor<256x256xbf16> -> tensor<256x256xbf16>
-    %r = bufferization.materialize_in_destination %y in %out : (tensor<256x256xbf16>, tensor<256x256xbf16>) -> tensor<256x256xbf16>
-    return %r : tensor<256x256xbf16>
-  }
-}
-
-// -----
-
-// A 256 x 256 tile on three stages: the ring (192 KiB) is too small for the f32 tile the epilogue stores from
-// (264 KiB), which would not fit in a block's shared memory at all.
-module {
-  func.func private @w_tile_too_big_matmul(%x: tensor<256x256xbf16>, %w: tensor<256x256xbf16>, %out: tensor<256x256xbf16>) -> tensor<256x256xbf16> attributes {kiln.kernel} {
-    // expected-error @+1 {{needs 270360 bytes of shared memory for its operand ring or its epilogue tile; the GPU has 232448}}
-    %y = kiln.matmul %x, %w {kiln.config = #kiln.config<tile = [256, 256, 64], warps = 16, stages = 3, lowering = "wgmma">} : tensor<256x256xbf16>, tensor<256x256xbf16> -> tensor<256x256xbf16>
-    %r = bufferization.materialize_in_destination %y in %out : (tensor<256x256xbf16>, tensor<256x256xbf16>) -> tensor<256x256xbf16>
-    return %r : tensor<256x256xbf16>
-  }
-}
-
-// -----
-
-module {
-  func.func private @w3_matmul(%x: tensor<256x256xf32>, %w: tensor<256x256xf32>, %out: tensor<256x256xf32>) -> tensor<256x256xf32> attributes {kiln.kernel} {
-    // expected-error @+1 {{the wgmma lowering takes bf16 or f16 operands, got 'f32'}}
-    %y = kiln.matmul %x, %w {kiln.config = #kiln.config<tile = [128, 128, 64], warps = 8, stages = 4, lowering = "wgmma">} : tensor<256x256xf32>, tensor<256x256xf32> -> tensor<256x256xf32>
-    %r = bufferization.materialize_in_destination %y in %out : (tensor<256x256xf32>, tensor<256x256xf32>) -> tensor<256x256xf32>
-    return %r : tensor<256x256xf32>
   }
 }
 
@@ -450,30 +267,6 @@ module {
     %o = kiln.attention %q, %q, %q {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "wgmma">} : tensor<1x2x64x96xbf16>, tensor<1x2x64x96xbf16>, tensor<1x2x64x96xbf16> -> tensor<1x2x64x96xbf16>
     %r = bufferization.materialize_in_destination %o in %out : (tensor<1x2x64x96xbf16>, tensor<1x2x64x96xbf16>) -> tensor<1x2x64x96xbf16>
     return %r : tensor<1x2x64x96xbf16>
-  }
-}
-
-// -----
-
-// A TMA box spans at most 256 rows.
-module {
-  func.func private @w7_matmul(%x: tensor<512x256xbf16>, %w: tensor<256x64xbf16>, %out: tensor<512x64xbf16>) -> tensor<512x64xbf16> attributes {kiln.kernel} {
-    // expected-error @+1 {{BM a multiple of 64 up to 256}}
-    %y = kiln.matmul %x, %w {kiln.config = #kiln.config<tile = [512, 64, 64], warps = 32, stages = 3, lowering = "wgmma">} : tensor<512x256xbf16>, tensor<256x64xbf16> -> tensor<512x64xbf16>
-    %r = bufferization.materialize_in_destination %y in %out : (tensor<512x64xbf16>, tensor<512x64xbf16>) -> tensor<512x64xbf16>
-    return %r : tensor<512x64xbf16>
-  }
-}
-
-// -----
-
-// TMA describes no empty array: K = 0 stays with the mma_sync kernel (M, N or a batch of 0 likewise).
-module {
-  func.func private @w8_matmul(%x: tensor<128x0xbf16>, %w: tensor<0x64xbf16>, %out: tensor<128x64xbf16>) -> tensor<128x64xbf16> attributes {kiln.kernel} {
-    // expected-error @+1 {{the wgmma kernel reads its tiles through TMA, which needs operands of at least one element (M, N, K and the batch dims > 0; the mma_sync lowering takes empty ones)}}
-    %y = kiln.matmul %x, %w {kiln.config = #kiln.config<tile = [128, 64, 64], warps = 8, stages = 3, lowering = "wgmma">} : tensor<128x0xbf16>, tensor<0x64xbf16> -> tensor<128x64xbf16>
-    %r = bufferization.materialize_in_destination %y in %out : (tensor<128x64xbf16>, tensor<128x64xbf16>) -> tensor<128x64xbf16>
-    return %r : tensor<128x64xbf16>
   }
 }
 

@@ -214,7 +214,7 @@ func.func @attention_mma_sync(%q: tensor<1x2x100x64xbf16>, %k: tensor<1x2x100x64
 // A tiled attention whose config does not give one warp per 16 query rows (2 warps for BQ = 64).
 func.func @attention_warps_not_bq_over_16(%q: tensor<1x2x128x64xbf16>, %k: tensor<1x2x128x64xbf16>) -> tensor<1x2x128x128xf32> {
   %init = tensor.empty() : tensor<1x2x128x128xf32>
-  // expected-error @+1 {{#kiln.config<tile = [64, 64], warps = 2, stages = 2, lowering = "mma_sync"> does not fit the mma_sync attention: BQ and BK must be multiples of 16, with one warp per 16 query rows}}
+  // expected-error @+1 {{#kiln.config<tile = [64, 64], warps = 2, stages = 2, lowering = "mma_sync"> does not fit the mma_sync attention: BQ must be a multiple of 16 and BK a multiple of 16, with one warp per 16 query rows}}
   %r = scf.forall (%b, %h, %i) = (0, 0, 0) to (1, 2, 128) step (1, 1, 64) shared_outs(%o = %init) -> (tensor<1x2x128x128xf32>) {
     %tq = tensor.extract_slice %q[%b, %h, %i, 0] [1, 1, 64, 64] [1, 1, 1, 1] : tensor<1x2x128x64xbf16> to tensor<64x64xbf16>
     %tk = tensor.extract_slice %k[%b, %h, 0, 0] [1, 1, 128, 64] [1, 1, 1, 1] : tensor<1x2x128x64xbf16> to tensor<128x64xbf16>
@@ -231,7 +231,7 @@ func.func @attention_warps_not_bq_over_16(%q: tensor<1x2x128x64xbf16>, %k: tenso
 // Nor one whose key tile is not a whole number of k16 steps (BK = 40).
 func.func @attention_key_tile_not_16(%q: tensor<1x2x128x64xbf16>, %k: tensor<1x2x128x64xbf16>) -> tensor<1x2x128x128xf32> {
   %init = tensor.empty() : tensor<1x2x128x128xf32>
-  // expected-error @+1 {{does not fit the mma_sync attention: BQ and BK must be multiples of 16, with one warp per 16 query rows}}
+  // expected-error @+1 {{does not fit the mma_sync attention: BQ must be a multiple of 16 and BK a multiple of 16, with one warp per 16 query rows}}
   %r = scf.forall (%b, %h, %i) = (0, 0, 0) to (1, 2, 128) step (1, 1, 64) shared_outs(%o = %init) -> (tensor<1x2x128x128xf32>) {
     %tq = tensor.extract_slice %q[%b, %h, %i, 0] [1, 1, 64, 64] [1, 1, 1, 1] : tensor<1x2x128x64xbf16> to tensor<64x64xbf16>
     %tk = tensor.extract_slice %k[%b, %h, 0, 0] [1, 1, 128, 64] [1, 1, 1, 1] : tensor<1x2x128x64xbf16> to tensor<128x64xbf16>

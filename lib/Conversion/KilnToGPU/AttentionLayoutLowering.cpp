@@ -30,6 +30,7 @@
 #include "KernelBuilding.h"
 #include "MmaLayoutLowering.h"
 #include "Transforms/Transforms.h"
+#include "WgmmaBuilding.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -59,6 +60,11 @@ public:
 
   /// The Q tile (one slot) and the K and V rings (two slots), placed by the caller.
   OperandRing ringQ, ringK, ringV;
+  /// The "wgmma" lowering (sm_90a): the K and V rings are swizzled panels at these byte offsets of the shared
+  /// memory that `descriptors` describes, and the tile matmuls run on warpgroup MMAs with A from registers.
+  bool wgmma = false;
+  std::optional<DescriptorBuilder> descriptors;
+  int64_t ringKBytes = 0, ringVBytes = 0;
 
   /// Makes the kernel size-generic in the lengths: `seqQ` and `seqK` (kernel values) are the extents of the
   /// buffer dimensions that the forall's query iteration and the key loops walk, and kiln.dim reads them.
@@ -90,6 +96,16 @@ private:
   LogicalResult findProducts(scf::ForOp loop, MatmulOp &scores, MatmulOp &values);
   /// Lowers a matmul of the key loop's body (its operands in registers or in ring slot `slot`).
   LogicalResult lowerProduct(MatmulOp product, Value slot);
+  /// The A fragments of a key loop's matmul, one per k16 step (Q's, loaded before the loops, or P's, packed from
+  /// its registers), and the ring its rhs is in.
+  FailureOr<SmallVector<SmallVector<Value>>> productLhs(MatmulOp product, const OperandRing *&ring);
+  /// The same product on wgmma.mma_async m64nNk16, A from registers and B from the swizzled ring slot.
+  LogicalResult lowerWgmmaProduct(MatmulOp product, Value slot);
+  /// After a wait for cp.async copies: makes them visible to the warpgroup MMAs (the async proxy).
+  void fenceForWgmma() {
+    if (wgmma)
+      fenceCopiesForWgmma(b, loc);
+  }
   /// Evaluates an elementwise kiln op or 2-D linalg.generic on every register of its tile.
   LogicalResult lowerElementwise(Operation *op);
   /// A row reduction ([BQ, X] -> [BQ]): within the thread, across the quad, then with the init.
@@ -359,7 +375,38 @@ LogicalResult MmaAttentionLowering::lowerRowGeneric(linalg::GenericOp op) {
   return success();
 }
 
+FailureOr<SmallVector<SmallVector<Value>>> MmaAttentionLowering::productLhs(MatmulOp product,
+                                                                          const OperandRing *&ring) {
+  Type element = cast<MemRefType>(ringK.shared.getType()).getElementType();
+  if (cast<RankedTensorType>(product.getLhs().getType()).getElementType() != element)
+    return product.emitOpError() << kWhat << ": the lhs must be rounded to the rhs's type first";
+  // In the accumulator layout, fragments 2k and 2k + 1 of P hold the columns of step k.
+  if (auto loaded = aFragments.find(product.getLhs()); loaded != aFragments.end()) {
+    ring = &ringK;
+    return loaded->second;
+  }
+  auto p = registers.find(product.getLhs());
+  if (p == registers.end())
+    return product.emitOpError() << kWhat << ": the lhs of a key loop's matmul is Q, read before the loop, or "
+                                            "a tile in registers";
+  auto pair = [&](int64_t r) -> Value {
+    Value packed = vector::FromElementsOp::create(b, loc, VectorType::get({2}, element),
+                                                  ValueRange{p->second[r], p->second[r + 1]});
+    if (element.isF16())
+      return packed;
+    Value word = vector::BitCastOp::create(b, loc, VectorType::get({1}, b.getI32Type()), packed);
+    return vector::ExtractOp::create(b, loc, word, ArrayRef<int64_t>{0});
+  };
+  SmallVector<SmallVector<Value>> a;
+  for (int64_t kk = 0, steps = fragsOf(product.getLhs()) / 2; kk < steps; ++kk)
+    a.push_back({pair(8 * kk), pair(8 * kk + 2), pair(8 * kk + 4), pair(8 * kk + 6)});
+  ring = &ringV;
+  return a;
+}
+
 LogicalResult MmaAttentionLowering::lowerProduct(MatmulOp product, Value slot) {
+  if (wgmma)
+    return lowerWgmmaProduct(product, slot);
   Type element = cast<MemRefType>(ringK.shared.getType()).getElementType();
   int64_t frags = fragsOf(product.getResult());
   auto fragment = VectorType::get({4}, b.getF32Type());
@@ -371,43 +418,57 @@ LogicalResult MmaAttentionLowering::lowerProduct(MatmulOp product, Value slot) {
     accs = fragmentsOf(registers[other]);
   else
     accs.assign(frags, arith::ConstantOp::create(b, loc, DenseElementsAttr::get(fragment, 0.0f)));
-
-  // The A fragments, one per k16 step: Q's, loaded before the loops, or P's, packed from its registers (in the
-  // accumulator layout, fragments 2k and 2k + 1 hold the columns of step k).
-  SmallVector<SmallVector<Value>> a;
-  const OperandRing *ring;
-  if (auto loaded = aFragments.find(product.getLhs()); loaded != aFragments.end()) {
-    a = loaded->second;
-    ring = &ringK;
-  } else if (auto p = registers.find(product.getLhs()); p != registers.end()) {
-    auto pair = [&](int64_t r) -> Value {
-      Value packed = vector::FromElementsOp::create(b, loc, VectorType::get({2}, element),
-                                                    ValueRange{p->second[r], p->second[r + 1]});
-      if (element.isF16())
-        return packed;
-      Value word = vector::BitCastOp::create(b, loc, VectorType::get({1}, b.getI32Type()), packed);
-      return vector::ExtractOp::create(b, loc, word, ArrayRef<int64_t>{0});
-    };
-    for (int64_t kk = 0, steps = fragsOf(product.getLhs()) / 2; kk < steps; ++kk)
-      a.push_back({pair(8 * kk), pair(8 * kk + 2), pair(8 * kk + 4), pair(8 * kk + 6)});
-    ring = &ringV;
-  } else {
-    return product.emitOpError() << kWhat << ": the lhs of a key loop's matmul is Q, read before the loop, or "
-                                            "a tile in registers";
-  }
-  if (cast<RankedTensorType>(product.getLhs().getType()).getElementType() != element)
-    return product.emitOpError() << kWhat << ": the lhs must be rounded to the rhs's type first";
+  const OperandRing *ring = nullptr;
+  FailureOr<SmallVector<SmallVector<Value>>> a = productLhs(product, ring);
+  if (failed(a))
+    return failure();
   Value base = im.mul(slot, ring->slotElements);
   bool kMajor = !product.getTransposeRhs();
-  for (int64_t kk = 0; kk < static_cast<int64_t>(a.size()); ++kk)
+  for (int64_t kk = 0; kk < static_cast<int64_t>(a->size()); ++kk)
     for (int64_t j = 0; j < frags; j += 2) {
       auto [first, second] =
           loadBFragmentPair(b, loc, im, ring->shared, base, ring->stride, lane, im.c(kk * 16), im.c(j * 8), kMajor);
-      accs[j] = mmaSync(b, loc, a[kk], first, accs[j], element);
+      accs[j] = mmaSync(b, loc, (*a)[kk], first, accs[j], element);
       if (j + 1 < frags)
-        accs[j + 1] = mmaSync(b, loc, a[kk], second, accs[j + 1], element);
+        accs[j + 1] = mmaSync(b, loc, (*a)[kk], second, accs[j + 1], element);
     }
   registers[other && registers.count(other) ? add.getResult() : product.getResult()] = registersOf(accs);
+  return success();
+}
+
+LogicalResult MmaAttentionLowering::lowerWgmmaProduct(MatmulOp product, Value slot) {
+  Type element = cast<MemRefType>(ringK.shared.getType()).getElementType();
+  int64_t n = cast<RankedTensorType>(product.getResult().getType()).getDimSize(1);
+  auto add = product->hasOneUse() ? dyn_cast<AddOp>(*product->user_begin()) : AddOp();
+  Value other = !add ? Value() : add.getLhs() == product.getResult() ? add.getRhs() : add.getLhs();
+  bool accumulates = other && registers.count(other);
+  const OperandRing *ring = nullptr;
+  FailureOr<SmallVector<SmallVector<Value>>> a = productLhs(product, ring);
+  if (failed(a))
+    return failure();
+  // K ([keys, D], K-major: the keys are wgmma's N) steps through 64-feature panels, 32 bytes per k16 step; V
+  // ([keys, Dv], N-major: 64-column panels `rows` rows apart) steps 16 key rows of 128 bytes. 8-row groups are
+  // 1024 bytes apart in both.
+  bool keys = ring == &ringK;
+  Value slotStart = im.add(im.c(keys ? ringKBytes : ringVBytes), im.mul(slot, ring->slotElements * 2));
+  SmallVector<Value> descriptorsB;
+  for (int64_t kk = 0; kk < static_cast<int64_t>(a->size()); ++kk) {
+    int64_t offset = keys ? (kk / 4) * ring->rows * kSwizzleRowBytes + (kk % 4) * 32 : kk * 16 * kSwizzleRowBytes;
+    descriptorsB.push_back(descriptors->get(im.add(slotStart, offset),
+                                            keys ? 16 : ring->rows * kSwizzleRowBytes, 8 * kSwizzleRowBytes));
+  }
+  Value accumulator = accumulates ? fragmentsAccumulator(b, loc, fragmentsOf(registers[other]))
+                                  : zeroAccumulator(b, loc, n);
+  fenceWgmmaOperands(b, loc);
+  accumulator = issueWgmmaRegisterAGroup(b, loc, accumulator, *a, descriptorsB, n, element.isBF16(),
+                                         /*bNMajor=*/!keys);
+  // The wait passes the accumulator and the A registers through, so that nothing reads or reuses them early.
+  SmallVector<Value> read;
+  for (const SmallVector<Value> &step : *a)
+    read.append(step.begin(), step.end());
+  accumulator = wgmmaWaitFor(b, loc, 0, accumulator, read);
+  registers[accumulates ? add.getResult() : product.getResult()] =
+      registersOf(accumulatorFragments(b, loc, accumulator));
   return success();
 }
 
@@ -506,6 +567,7 @@ LogicalResult MmaAttentionLowering::lowerKeyLoops(SmallVector<scf::ForOp> loops)
             return;
           }
           nvgpu::DeviceAsyncWaitOp::create(b, loc, *prefetch, b.getI32IntegerAttr(1));
+          fenceForWgmma();
           gpu::BarrierOp::create(b, loc);
           // This tile's addressing, then its computation.
           bindState(loop.getRegionIterArgs(), carried);
@@ -534,6 +596,7 @@ LogicalResult MmaAttentionLowering::lowerKeyLoops(SmallVector<scf::ForOp> loops)
   }
   // The last prefetch lands before the block may exit, or before the last tile, which it holds.
   nvgpu::DeviceAsyncWaitOp::create(b, loc, queryGroup, b.getI32IntegerAttr(0));
+  fenceForWgmma();
   bindState(loops.back().getResults(), state);
   if (!last)
     return success();
@@ -685,7 +748,9 @@ LogicalResult MmaAttentionLowering::lowerAttentionBody(scf::ForallOp forall) {
 
 FailureOr<KernelLaunch> kiln::lowerMmaAttentionKernel(OpBuilder &builder, gpu::GPUModuleOp module,
                                                       func::FuncOp kernel, StringRef name) {
-  FailureOr<MmaTiledLoop> tiled = mmaTiledLoop(kernel, 2, "attention", kWhat);
+  auto loop = dyn_cast_or_null<scf::ForallOp>(kernelOpOf(kernel));
+  bool wgmma = loop && getConfig(loop) && getConfig(loop).getLowering() == "wgmma";
+  FailureOr<MmaTiledLoop> tiled = mmaTiledLoop(kernel, 2, "attention", kWhat, wgmma ? "wgmma" : "mma_sync");
   if (failed(tiled))
     return failure();
   auto [forall, config, layout] = *tiled;
@@ -708,12 +773,20 @@ FailureOr<KernelLaunch> kiln::lowerMmaAttentionKernel(OpBuilder &builder, gpu::G
     return forall.emitError() << "'kiln.attention' op the GPU attention kernel needs head dims that are multiples "
                                  "of 8, got "
                               << headDim << " and " << valueDim;
+  // The warpgroup MMAs take whole warpgroups of query rows, up to 256 keys or value columns at a time, and read
+  // K and V as 128-byte swizzled panels of 64 columns.
+  if (wgmma && (bq % 64 != 0 || bk > 256 || headDim % 64 != 0 || valueDim % 64 != 0))
+    return forall.emitError() << "'kiln.attention' op the wgmma attention needs query tiles of whole warpgroups "
+                                 "(BQ a multiple of 64), BK up to 256 and head dims that are multiples of 64, got "
+                              << config << " at head dims " << headDim << " and " << valueDim;
   // Shared memory: the Q tile, then two K and two V slots; rows padded by 16 bytes (distinct banks for ldmatrix)
-  // and holding whole k16 steps (a head dim of an odd number of 8-element chunks gets a chunk of zeros).
+  // and holding whole k16 steps (a head dim of an odd number of 8-element chunks gets a chunk of zeros). For
+  // wgmma, K and V are swizzled panels instead, each starting on the swizzle's 1024-byte period (the Q tile's
+  // padded rows end on one: 128 (64j + 8) bytes per 64 rows).
   int64_t paddedHead = llvm::alignTo(headDim, 16), paddedValue = llvm::alignTo(valueDim, 16);
-  int64_t strideQ = paddedHead + 8, strideV = paddedValue + 8;
-  int64_t sizeQ = bq * strideQ, sizeK = bk * strideQ, sizeV = bk * strideV;
-  int64_t sharedBytes = attentionSharedBytes(bq, bk, headDim, valueDim, /*wgmma=*/false);
+  int64_t strideQ = paddedHead + 8, strideK = wgmma ? headDim : strideQ, strideV = wgmma ? valueDim : paddedValue + 8;
+  int64_t sizeQ = bq * strideQ, sizeK = bk * strideK, sizeV = bk * strideV;
+  int64_t sharedBytes = attentionSharedBytes(bq, bk, headDim, valueDim, wgmma);
 
   SmallVector<RankedTensorType> buffers;
   for (Type type : kernel.getArgumentTypes())
@@ -722,14 +795,19 @@ FailureOr<KernelLaunch> kiln::lowerMmaAttentionKernel(OpBuilder &builder, gpu::G
   OpBuilder::InsertionGuard guard(builder);
   // Size-generic in the lengths: Sq and Sk are the kernel's two index parameters after its buffers.
   KernelFunction gpuKernel = startKernel(builder, module, loc, name, buffers, threads, sharedBytes,
-                                         /*sharedAlignment=*/16, /*sizeParams=*/2);
+                                         /*sharedAlignment=*/wgmma ? 1024 : 16, /*sizeParams=*/2);
   MmaAttentionLowering lowering(builder, loc, bq, bk, valueDim, layout, threads);
   lowering.ringQ = {sharedView(builder, loc, gpuKernel.sharedBytes, 0, sizeQ, element), bq, paddedHead, strideQ,
                     sizeQ};
   lowering.ringK = {sharedView(builder, loc, gpuKernel.sharedBytes, sizeQ, 2 * sizeK, element), bk, paddedHead,
-                    strideQ, sizeK};
+                    strideK, sizeK, wgmma};
   lowering.ringV = {sharedView(builder, loc, gpuKernel.sharedBytes, sizeQ + 2 * sizeK, 2 * sizeV, element), bk,
-                    paddedValue, strideV, sizeV};
+                    paddedValue, strideV, sizeV, wgmma};
+  if (wgmma) {
+    lowering.wgmma = true;
+    lowering.descriptors.emplace(builder, loc, gpuKernel.sharedBytes);
+    lowering.ringKBytes = 2 * sizeQ, lowering.ringVBytes = 2 * (sizeQ + 2 * sizeK);
+  }
   Block &entry = gpuKernel.func.getBody().front();
   if (failed(lowering.bindKernel(kernel, forall, entry, kWhat)))
     return failure();

@@ -1,11 +1,10 @@
 //===- GpuKernels.h - The GPU kernels Kiln builds ------------------*- C++ -*-===//
 //
-// The GPU kernels: row kernels, mma_sync matmuls and attentions lowered from their tiled IR by layout, and the
-// builders that still emit one gpu.func for one kernel op (wgmma, elementwise). The "mma_sync" lowering (sm_80
-// and later)
-// uses cp.async into dynamic shared memory, ldmatrix and mma.sync m16n8k16 with f32 accumulators; the "wgmma"
-// lowering of matmuls and attention (sm_90a) has the warpgroup's tensor cores read swizzled shared memory
-// directly.
+// The GPU kernels: row kernels, matmuls and mma_sync attentions lowered from their tiled IR by layout, and the
+// builders that still emit one gpu.func for one kernel op (the wgmma attention, elementwise kernels). The
+// "mma_sync" lowering (sm_80 and later) uses cp.async into dynamic shared memory, ldmatrix and mma.sync m16n8k16
+// with f32 accumulators; the "wgmma" lowering (sm_90a) has the warpgroup's tensor cores read swizzled shared
+// memory that TMA fills.
 //
 //===----------------------------------------------------------------------===//
 
@@ -45,11 +44,6 @@ struct KernelLaunch {
   SmallVector<TensorMapParam, 2> tensorMaps = {};
 };
 
-/// Builds, inside `module`, the Hopper kernel of `op` (sm_90a; a "wgmma" #kiln.config with tile =
-/// [BM, BN, 64], BM / 16 warps, K > 0): TMA copies into 128-byte swizzled shared memory and wgmma.mma_async
-/// m64nBNk16. Its parameters end with the tensor maps of A and B (KernelLaunch::tensorMaps).
-FailureOr<KernelLaunch> buildWgmmaMatmulKernel(OpBuilder &builder, gpu::GPUModuleOp module, MatmulOp op,
-                                               StringRef name);
 /// Builds the FlashAttention-3 forward kernel of `op` on warpgroup MMAs (sm_90a; bf16/f16, equal head dims of 64
 /// or 128, causal or not, GQA/MQA, additive mask, lse, epilogue) as a gpu.func named `name` with parameters q,
 /// k, v, [mask], epilogue operands, out, [lse], then Sq and Sk (KernelLaunch::sizes); the #kiln.config gives
@@ -80,6 +74,13 @@ FailureOr<KernelLaunch> lowerRowKernel(OpBuilder &builder, gpu::GPUModuleOp modu
 /// ldmatrix and mma.sync by the loop's #kiln.mma_layout (MmaLayoutLowering.cpp).
 FailureOr<KernelLaunch> lowerMmaMatmulKernel(OpBuilder &builder, gpu::GPUModuleOp module, func::FuncOp kernel,
                                              StringRef name);
+
+/// Lowers the tiled "wgmma" matmul `kernel` (sm_90a; its loop as kiln-tile and kiln-assign-layouts leave it)
+/// like lowerMmaMatmulKernel, with the K loop fed by TMA into 128-byte swizzled shared memory and run on
+/// wgmma.mma_async m64nBNk16 (WgmmaLayoutLowering.cpp); the kernel's parameters end with the tensor maps of A
+/// and B (KernelLaunch::tensorMaps).
+FailureOr<KernelLaunch> lowerWgmmaMatmulKernel(OpBuilder &builder, gpu::GPUModuleOp module, func::FuncOp kernel,
+                                               StringRef name);
 
 /// Lowers the tiled loop of the outlined attention function `kernel` (kiln-tile, kiln-online-softmax,
 /// kiln-split-masked-tiles and kiln-assign-layouts with a "mma_sync" config) into a gpu.func named `name` in

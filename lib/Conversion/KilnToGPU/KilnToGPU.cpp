@@ -2,9 +2,9 @@
 //
 // Turns each outlined kernel function (kiln-outline-kernels) into a GPU kernel in the module's
 // `gpu.module @kiln_kernels`, and records on the function how to launch it (kiln.gpu_kernel, kiln.launch), so
-// that kilnc can write the kernel and its manifest. Tiled row kernels and mma_sync matmuls and attentions are
-// lowered from their loops by layout; wgmma matmuls and attentions are still built whole from the op and its
-// config. Kernel kinds without a GPU lowering are an error that names the op.
+// that kilnc can write the kernel and its manifest. Tiled row kernels, matmuls and mma_sync attentions are
+// lowered from their loops by layout; the wgmma attention is still built whole from the op and its config.
+// Kernel kinds without a GPU lowering are an error that names the op.
 //
 //===----------------------------------------------------------------------===//
 
@@ -46,17 +46,20 @@ struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUP
         continue;
       ConfigAttr config = getConfig(kernelOp);
       bool wgmma = config && config.getLowering() == "wgmma";
-      if (wgmma && (*target != Target::Sm90a || !isa<MatmulOp, AttentionOp>(kernelOp))) {
-        if (isa<MatmulOp, AttentionOp>(kernelOp))
+      bool matmulOrAttention = isa<MatmulOp, AttentionOp>(kernelOp) ||
+                               (tiledLoop && (kernelOpName(tiledLoop) == MatmulOp::getOperationName() ||
+                                              kernelOpName(tiledLoop) == AttentionOp::getOperationName()));
+      if (wgmma && (*target != Target::Sm90a || !matmulOrAttention)) {
+        if (matmulOrAttention)
           kernelOp->emitOpError() << "the wgmma lowering needs sm_90a, not " << chip;
         else
           kernelOp->emitOpError() << "the wgmma lowering is for matmuls and attention only";
         return signalPassFailure();
       }
       if (auto attention = dyn_cast<AttentionOp>(kernelOp);
-          attention && (wgmma || !tiledLoop) && (attention.hasScoreMod() || attention.hasMaskMod())) {
-        kernelOp->emitOpError() << "has a score_mod or mask_mod, which only the mma_sync lowering of its tiled loop "
-                                   "applies (kiln-select-config, kiln-tile and kiln-online-softmax first)";
+          attention && (attention.hasScoreMod() || attention.hasMaskMod())) {
+        kernelOp->emitOpError() << "has a score_mod or mask_mod, which only the lowering of its tiled loop applies "
+                                   "(kiln-select-config, kiln-tile and kiln-online-softmax first)";
         return signalPassFailure();
       }
       if (!tiledLoop && isRowOp(kernelOp)) {
@@ -64,8 +67,8 @@ struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUP
                                    "kiln-tile, kiln-decompose-rows, kiln-assign-layouts first)";
         return signalPassFailure();
       }
-      if (!tiledLoop && isa<MatmulOp>(kernelOp) && !wgmma) {
-        kernelOp->emitOpError() << "needs a #kiln.config with lowering \"wgmma\", or \"mma_sync\" and its tiled "
+      if (!tiledLoop && isa<MatmulOp>(kernelOp)) {
+        kernelOp->emitOpError() << "needs a #kiln.config with lowering \"mma_sync\" or \"wgmma\" and its tiled "
                                    "loop (kiln-select-config, kiln-tile, kiln-assign-layouts first), for the GPU "
                                    "backend";
         return signalPassFailure();
@@ -86,16 +89,17 @@ struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUP
       StringRef lowering = config ? config.getLowering() : "";
       if (tiledLoop && lowering == "rows")
         launch = lowerRowKernel(builder, gpuModule, func, name);
-      else if (tiledLoop && lowering == "mma_sync" && kernelOpName(tiledLoop) == AttentionOp::getOperationName())
+      else if (tiledLoop && (lowering == "mma_sync" || lowering == "wgmma") &&
+               kernelOpName(tiledLoop) == AttentionOp::getOperationName())
         launch = lowerMmaAttentionKernel(builder, gpuModule, func, name);
       else if (tiledLoop && lowering == "mma_sync")
         launch = lowerMmaMatmulKernel(builder, gpuModule, func, name);
+      else if (tiledLoop && lowering == "wgmma" && kernelOpName(tiledLoop) == MatmulOp::getOperationName())
+        launch = lowerWgmmaMatmulKernel(builder, gpuModule, func, name);
       else if (tiledLoop)
         return tiledLoop.emitError() << "convert-kiln-to-gpu: a tiled " << kernelOpName(tiledLoop)
                                      << " with lowering \"" << lowering << "\" has no GPU lowering",
                signalPassFailure();
-      else if (auto matmul = dyn_cast<MatmulOp>(kernelOp))
-        launch = buildWgmmaMatmulKernel(builder, gpuModule, matmul, name);
       else if (auto attention = dyn_cast<AttentionOp>(kernelOp))
         launch = buildAttentionKernel(builder, gpuModule, attention, name);
       else

@@ -31,6 +31,7 @@
 #include "KernelBuilding.h"
 #include "MmaLayoutLowering.h"
 #include "Transforms/Transforms.h"
+#include "WgmmaBuilding.h"
 
 #include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/Affine/Utils.h"
@@ -80,7 +81,8 @@ void MmaMatmulLowering::copyTile(const GlobalTile &tile, const OperandRing &ring
     Value index = im.add(tid, first);
     auto copyChunk = [&](SmallVectorImpl<Value> &chunkTokens) {
       Value row = im.div(index, chunksPerRow), column = im.mul(im.rem(index, chunksPerRow), chunk);
-      Value sharedAt = im.add(slotBase, im.add(im.mul(row, ring.stride), column));
+      Value sharedAt = im.add(slotBase, ring.swizzled ? swizzledPanelIndex(im, row, column, ring.rows)
+                                                      : im.add(im.mul(row, ring.stride), column));
       Value rowValid = im.andi(enabled, inside(im, row, tile.sizes[rowDim], ring.rows));
       std::optional<int64_t> wholeColumns = IndexMath::known(tile.sizes[columnDim]);
       if (elementLoads) {
@@ -132,8 +134,8 @@ void MmaMatmulLowering::copyTile(const GlobalTile &tile, const OperandRing &ring
   }
 }
 
-FailureOr<Value> MmaMatmulLowering::stageOperands(scf::ForOp loop, MatmulOp product, Value kTile, Value kTiles,
-                                                  Value slot) {
+FailureOr<std::pair<GlobalTile, GlobalTile>> MmaMatmulLowering::kTileOperands(scf::ForOp loop, MatmulOp product,
+                                                                            Value kTile) {
   // A tile that divides K has a constant depth, whatever its offset: only the k-tile count bounds a prefetch.
   mapping.map(loop.getInductionVar(), im.add(im.mul(kTile, bk), *getConstantIntValue(loop.getLowerBound())));
   for (Operation &op : loop.getBody()->without_terminator()) {
@@ -154,10 +156,18 @@ FailureOr<Value> MmaMatmulLowering::stageOperands(scf::ForOp loop, MatmulOp prod
   std::optional<GlobalTile> lhs = operandTile(product.getLhs()), rhs = operandTile(product.getRhs());
   if (!lhs || !rhs)
     return product.emitOpError() << kWhat << ": the tile matmul must read [rows, columns] tiles of kernel buffers";
+  return std::make_pair(*lhs, *rhs);
+}
+
+FailureOr<Value> MmaMatmulLowering::stageOperands(scf::ForOp loop, MatmulOp product, Value kTile, Value kTiles,
+                                                  Value slot) {
+  FailureOr<std::pair<GlobalTile, GlobalTile>> operands = kTileOperands(loop, product, kTile);
+  if (failed(operands))
+    return failure();
   SmallVector<Value> tokens;
   Value enabled = im.lt(kTile, kTiles);
-  copyTile(*lhs, ringA, slot, enabled, tokens);
-  copyTile(*rhs, ringB, slot, enabled, tokens);
+  copyTile(operands->first, ringA, slot, enabled, tokens);
+  copyTile(operands->second, ringB, slot, enabled, tokens);
   Type tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
   return nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens).getResult();
 }
@@ -247,7 +257,7 @@ SmallVector<Value> MmaMatmulLowering::multiplySlot(Value slot, ArrayRef<Value> a
   return current;
 }
 
-LogicalResult MmaMatmulLowering::lowerContraction(scf::ForOp loop) {
+FailureOr<MatmulOp> MmaMatmulLowering::contractionProduct(scf::ForOp loop) {
   auto yield = cast<scf::YieldOp>(loop.getBody()->getTerminator());
   auto add = loop.getNumRegionIterArgs() == 1 ? yield.getOperand(0).getDefiningOp<AddOp>() : AddOp();
   MatmulOp product;
@@ -261,15 +271,24 @@ LogicalResult MmaMatmulLowering::lowerContraction(scf::ForOp loop) {
   if (!product || !lb || !ub || !step || *step != bk)
     return loop.emitOpError() << kWhat << ": the K loop must add a tile matmul to its one accumulator, stepping "
                                           "by BK over constant bounds";
-  auto init = registers.find(loop.getInitArgs()[0]);
-  if (init == registers.end())
+  if (!registers.count(loop.getInitArgs()[0]))
     return loop.emitOpError() << kWhat << ": the accumulator must start as a tile in registers";
+  return product;
+}
 
-  SmallVector<Value> accs = fragmentsOf(init->second);
+Value MmaMatmulLowering::kTileCount(scf::ForOp loop) {
+  int64_t lb = *getConstantIntValue(loop.getLowerBound());
+  Value kExtent = sizeK ? sizeK : im.c(*getConstantIntValue(loop.getUpperBound()));
+  return im.max(im.div(im.add(im.sub(kExtent, lb), bk - 1), bk), im.c(1));
+}
 
-  // At least one k-tile (K = 0 reads one zero-filled tile).
-  Value kExtent = sizeK ? sizeK : im.c(*ub);
-  Value kTiles = im.max(im.div(im.add(im.sub(kExtent, *lb), bk - 1), bk), im.c(1));
+LogicalResult MmaMatmulLowering::lowerContraction(scf::ForOp loop) {
+  FailureOr<MatmulOp> found = contractionProduct(loop);
+  if (failed(found))
+    return failure();
+  MatmulOp product = *found;
+  SmallVector<Value> accs = fragmentsOf(registers.find(loop.getInitArgs()[0])->second);
+  Value kTiles = kTileCount(loop);
   Value lastGroup;
   for (int64_t s = 0; s < stages - 1; ++s) {
     FailureOr<Value> group = stageOperands(loop, product, im.c(s), kTiles, im.c(s));
@@ -328,14 +347,22 @@ SmallVector<Value> MmaMatmulLowering::registersOf(ValueRange fragments) {
   return result;
 }
 
-LogicalResult MmaMatmulLowering::lowerSingleProduct(MatmulOp product) {
+FailureOr<std::pair<ArrayRef<Value>, AddOp>> MmaMatmulLowering::singleProductAccumulator(MatmulOp product) {
   auto add = product->hasOneUse() ? dyn_cast<AddOp>(*product->user_begin()) : AddOp();
   Value other = !add ? Value() : add.getLhs() == product.getResult() ? add.getRhs() : add.getLhs();
   auto accumulator = other ? registers.find(other) : registers.end();
-  std::optional<GlobalTile> lhs = operandTile(product.getLhs()), rhs = operandTile(product.getRhs());
-  if (accumulator == registers.end() || !lhs || !rhs)
+  if (accumulator == registers.end() || !operandTile(product.getLhs()) || !operandTile(product.getRhs()))
     return product.emitOpError() << kWhat << ": a tile matmul reads [rows, columns] tiles of kernel buffers and "
                                             "is added to an accumulator tile";
+  return std::make_pair(ArrayRef<Value>(accumulator->second), add);
+}
+
+LogicalResult MmaMatmulLowering::lowerSingleProduct(MatmulOp product) {
+  FailureOr<std::pair<ArrayRef<Value>, AddOp>> accumulator = singleProductAccumulator(product);
+  if (failed(accumulator))
+    return failure();
+  auto [init, add] = *accumulator;
+  std::optional<GlobalTile> lhs = operandTile(product.getLhs()), rhs = operandTile(product.getRhs());
   SmallVector<Value> tokens;
   Value enabled = arith::ConstantIntOp::create(b, loc, 1, 1);
   copyTile(*lhs, ringA, im.c(0), enabled, tokens);
@@ -344,7 +371,7 @@ LogicalResult MmaMatmulLowering::lowerSingleProduct(MatmulOp product) {
   Value group = nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens);
   nvgpu::DeviceAsyncWaitOp::create(b, loc, group, b.getI32IntegerAttr(0));
   gpu::BarrierOp::create(b, loc);
-  SmallVector<Value> accs = multiplySlot(im.c(0), fragmentsOf(accumulator->second), product);
+  SmallVector<Value> accs = multiplySlot(im.c(0), fragmentsOf(init), product);
   registers[add.getResult()] = registersOf(accs);
   return success();
 }
@@ -393,24 +420,33 @@ LogicalResult MmaMatmulLowering::lowerEpilogue(linalg::GenericOp op) {
 
 FailureOr<Value> MmaMatmulLowering::epilogueValue(linalg::GenericOp op, int64_t r, int64_t frags) {
   frags = frags ? frags : fragsN;
-  Block &body = op->getRegion(0).front();
-  // The register's position, built only where an operand in memory or the body reads it.
   Value row, column;
   auto position = [&] {
     if (!row)
       row = registerRow(r, frags), column = registerColumn(r, frags);
+    return std::make_pair(row, column);
   };
+  auto registerInput = [&](Value tile) -> Value {
+    if (auto it = registers.find(tile); it != registers.end())
+      return it->second[r];
+    if (auto it = rowValues.find(tile); it != rowValues.end())
+      return it->second[rowSlot(r, frags)];
+    return Value();
+  };
+  return epilogueAt(op, position, registerInput);
+}
+
+FailureOr<Value> MmaMatmulLowering::epilogueAt(linalg::GenericOp op,
+                                               llvm::function_ref<std::pair<Value, Value>()> position,
+                                               llvm::function_ref<Value(Value)> registerInput) {
+  Block &body = op->getRegion(0).front();
   IRMapping scalars;
   for (auto [input, map, argument] : llvm::zip(op.getDpsInputs(), op.getIndexingMapsArray(), body.getArguments())) {
-    if (auto it = registers.find(input); it != registers.end()) {
-      scalars.map(argument, it->second[r]);
+    if (Value value = registerInput(input)) {
+      scalars.map(argument, value);
       continue;
     }
-    if (auto it = rowValues.find(input); it != rowValues.end()) {
-      scalars.map(argument, it->second[rowSlot(r, frags)]);
-      continue;
-    }
-    position();
+    auto [row, column] = position();
     std::optional<SmallVector<Value, 8>> indices = affine::expandAffineMap(b, loc, map, {row, column});
     if (!indices)
       return op.emitOpError() << kWhat << ": cannot expand an epilogue operand's indexing map";
@@ -427,7 +463,7 @@ FailureOr<Value> MmaMatmulLowering::epilogueValue(linalg::GenericOp op, int64_t 
   });
   for (Operation &inner : body.without_terminator()) {
     if (auto index = dyn_cast<linalg::IndexOp>(inner)) {
-      position();
+      auto [row, column] = position();
       scalars.map(index.getResult(), index.getDim() == 0 ? row : column);
       continue;
     }
@@ -449,6 +485,102 @@ FailureOr<Value> MmaMatmulLowering::epilogueValue(linalg::GenericOp op, int64_t 
     b.clone(inner, scalars);
   }
   return scalars.lookupOrDefault(body.getTerminator()->getOperand(0));
+}
+
+FailureOr<bool> MmaMatmulLowering::lowerStagedInsert(tensor::ParallelInsertSliceOp op, Value staging) {
+  // The one register tile the stored values come from: the inserted tile, or the epilogue's one register input.
+  auto epilogue = epilogues.find(op.getSource());
+  Value staged = registers.count(op.getSource()) ? op.getSource() : Value();
+  if (epilogue != epilogues.end()) {
+    for (Value input : epilogue->second.getDpsInputs()) {
+      if (rowValues.count(input) || (registers.count(input) && staged))
+        return false;
+      if (registers.count(input))
+        staged = input;
+    }
+  }
+  GlobalTile region = insertRegion(op, output);
+  int64_t chunksPerRow = bn / 8, chunks = bm * chunksPerRow, stride = bn + kStagingRowPad;
+  // At most four iterations: a thread's chunks in an iteration load their epilogue operands together, so that a
+  // wide tile does not wait for global memory once per chunk; a narrow one keeps one chunk an iteration.
+  int64_t perIteration = std::max<int64_t>(1, chunks / threads / 4);
+  if (!staged || region.dims.size() != 2 || bn % 8 != 0 || chunks % (threads * perIteration) != 0)
+    return false;
+  ArrayRef<Value> tile = registers.find(staged)->second;
+  // The ring is free once every warp is past its last read; each thread writes its registers as pairs.
+  gpu::BarrierOp::create(b, loc);
+  auto pairType = VectorType::get({2}, b.getF32Type());
+  for (int64_t r = 0; r < numRegisters(); r += 2) {
+    Value pair = vector::FromElementsOp::create(
+        b, loc, pairType, ValueRange{lowering::widen(b, loc, tile[r]), lowering::widen(b, loc, tile[r + 1])});
+    Value at = im.add(im.mul(registerRow(r), stride), registerColumn(r));
+    vector::StoreOp::create(b, loc, pair, staging, ValueRange{at}, /*nontemporal=*/false, llvm::MaybeAlign(8));
+  }
+  gpu::BarrierOp::create(b, loc);
+
+  ArrayRef<Value> sizes = region.sizes;
+  ArrayRef<int64_t> kept = region.dims;
+  Type element = cast<MemRefType>(output.buffer.getType()).getElementType();
+  // Whole chunks where rows are whole chunks (a chunk is then inside or outside as a whole and 16-byte aligned),
+  // else pairs where rows are even, else elements.
+  bool lastDim = kept[1] == static_cast<int64_t>(output.shape.size()) - 1;
+  int64_t width = lastDim && output.shape.back() % 8 == 0 ? 8 : lastDim && output.shape.back() % 2 == 0 ? 2 : 1;
+  auto quarter = VectorType::get({4}, b.getF32Type());
+  LogicalResult status = success();
+  auto storeChunk = [&](Value chunk) {
+    Value row = im.div(chunk, chunksPerRow), column = im.mul(im.rem(chunk, chunksPerRow), 8);
+    Value at = im.add(im.mul(row, stride), column);
+    SmallVector<Value> values;
+    for (int64_t half = 0; half < 2; ++half) {
+      Value four = vector::LoadOp::create(b, loc, quarter, staging, ValueRange{im.add(at, 4 * half)},
+                                          /*nontemporal=*/false, llvm::MaybeAlign(16));
+      for (int64_t e = 0; e < 4; ++e)
+        values.push_back(vector::ExtractOp::create(b, loc, four, ArrayRef<int64_t>{e}));
+    }
+    // The epilogue runs on every element of the chunk (its operand reads are guarded loads, in bounds); only the
+    // stores are guarded.
+    for (int64_t e = 0; e < 8 && epilogue != epilogues.end(); ++e) {
+      Value elementColumn = im.add(column, e);
+      FailureOr<Value> value = epilogueAt(
+          epilogue->second, [&] { return std::make_pair(row, elementColumn); },
+          [&](Value input) { return input == staged ? values[e] : Value(); });
+      if (failed(value))
+        status = failure();
+      else
+        values[e] = *value;
+    }
+    for (Value &value : values)
+      value = lowering::narrow(b, loc, lowering::widen(b, loc, value), element);
+    for (int64_t first = 0; first < 8; first += width) {
+      Value elementColumn = im.add(column, first);
+      Value valid = im.andi(im.lt(row, sizes[kept[0]]), im.lt(elementColumn, sizes[kept[1]]));
+      Value globalAt = elementIndex(output, region.offsets, kept, {row, elementColumn});
+      scf::IfOp::create(b, loc, valid, [&](OpBuilder &then, Location) {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPoint(then.getInsertionBlock(), then.getInsertionPoint());
+        if (width == 1) {
+          memref::StoreOp::create(b, loc, values[first], output.buffer, ValueRange{globalAt});
+        } else {
+          Value piece = vector::FromElementsOp::create(b, loc, VectorType::get({width}, element),
+                                                       ArrayRef<Value>(values).slice(first, width));
+          vector::StoreOp::create(b, loc, piece, output.buffer, ValueRange{globalAt}, /*nontemporal=*/false,
+                                  llvm::MaybeAlign(std::min<int64_t>(16, width * element.getIntOrFloatBitWidth() / 8)));
+        }
+        scf::YieldOp::create(b, loc);
+      });
+    }
+  };
+  scf::ForOp::create(b, loc, im.c(0), im.c(chunks), im.c(threads * perIteration), ValueRange{},
+                     [&](OpBuilder &nested, Location, Value first, ValueRange) {
+                       OpBuilder::InsertionGuard guard(b);
+                       b.setInsertionPoint(nested.getInsertionBlock(), nested.getInsertionPoint());
+                       for (int64_t u = 0; u < perIteration; ++u)
+                         storeChunk(im.add(first, im.add(tid, u * threads)));
+                       scf::YieldOp::create(b, loc);
+                     });
+  if (failed(status))
+    return failure();
+  return true;
 }
 
 LogicalResult MmaMatmulLowering::lowerInsert(tensor::ParallelInsertSliceOp op) {
@@ -595,11 +727,11 @@ LogicalResult MmaMatmulLowering::lowerBody(scf::ForallOp forall) {
 }
 
 FailureOr<MmaTiledLoop> gpukernel::mmaTiledLoop(func::FuncOp kernel, size_t tileSizes, StringRef what,
-                                                StringRef lowering) {
+                                                StringRef lowering, StringRef configLowering) {
   auto forall = dyn_cast_or_null<scf::ForallOp>(kernelOpOf(kernel));
   ConfigAttr config = forall ? getConfig(forall) : ConfigAttr();
-  if (!config || config.getLowering() != "mma_sync" || config.getTile().size() != tileSizes)
-    return kernel.emitError() << lowering << ": no tiled loop with a \"mma_sync\" " << what
+  if (!config || config.getLowering() != configLowering || config.getTile().size() != tileSizes)
+    return kernel.emitError() << lowering << ": no tiled loop with a \"" << configLowering << "\" " << what
                               << " config in the kernel";
   auto layout = forall->getAttrOfType<MmaLayoutAttr>(kLayoutAttrName);
   if (!layout)

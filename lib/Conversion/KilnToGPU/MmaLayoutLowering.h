@@ -20,10 +20,17 @@ namespace mlir {
 namespace kiln {
 namespace gpukernel {
 
-/// A shared-memory ring of one operand: `stages` slots of a [rows, columns] tile, rows `stride` elements apart.
+/// Floats by which the rows of an f32 staging tile are longer than the tile: 32 bytes keep every 8-column chunk
+/// 16-byte aligned and spread the rows a warp writes at once over distinct banks.
+constexpr int64_t kStagingRowPad = 8;
+
+/// A shared-memory ring of one operand: `stages` slots of a [rows, columns] tile, rows `stride` elements apart
+/// (or swizzled).
 struct OperandRing {
   Value shared;
   int64_t rows, columns, stride, slotElements;
+  /// Stored as 128-byte swizzled panels of 64 columns (what wgmma reads; `stride` unused) instead of padded rows.
+  bool swizzled = false;
 };
 
 /// Lowers the body of one tiled mma_sync matmul into the gpu.func under construction. A tile value in the
@@ -63,7 +70,14 @@ protected:
   /// Lowers one op of the forall's body.
   virtual LogicalResult lowerOp(Operation *op);
   /// The K loop as a pipeline over the operand rings.
-  LogicalResult lowerContraction(scf::ForOp loop);
+  virtual LogicalResult lowerContraction(scf::ForOp loop);
+  /// The tile matmul that the K loop `loop` adds to its one accumulator, checked (constant bounds, step BK).
+  FailureOr<MatmulOp> contractionProduct(scf::ForOp loop);
+  /// The number of k-tiles of the K loop `loop` (at least one: K = 0 reads one zero-filled tile).
+  Value kTileCount(scf::ForOp loop);
+  /// Lowers the addressing of the K loop's body for k-tile `kTile`: the [rows, columns] tiles of kernel buffers
+  /// that the tile matmul `product` reads there.
+  FailureOr<std::pair<GlobalTile, GlobalTile>> kTileOperands(scf::ForOp loop, MatmulOp product, Value kTile);
   /// Lowers the addressing of the K loop's body for k-tile `kTile` and copies the tile matmul's operands into
   /// ring slot `slot` (zeros for a k-tile past the last, `kTiles`); returns the cp.async group.
   FailureOr<Value> stageOperands(scf::ForOp loop, MatmulOp product, Value kTile, Value kTiles, Value slot);
@@ -73,7 +87,9 @@ protected:
                 SmallVectorImpl<Value> &tokens);
   /// A tile matmul outside a K loop (a contraction of one k-tile, whose loop folding removed): its operands
   /// copied into slot 0 and multiplied into the registers of the accumulator its one user, a kiln.add, adds.
-  LogicalResult lowerSingleProduct(MatmulOp product);
+  virtual LogicalResult lowerSingleProduct(MatmulOp product);
+  /// The accumulator tile in registers that the single tile matmul `product` is added to, and that addition.
+  FailureOr<std::pair<ArrayRef<Value>, AddOp>> singleProductAccumulator(MatmulOp product);
   /// The [rows, columns] tile of a kernel buffer that a tile matmul operand reads (a slice, or a whole buffer).
   std::optional<GlobalTile> operandTile(Value operand);
   /// The accumulator fragments (vector<4xf32>, as mma.sync takes them) of a tile's registers, and back.
@@ -90,8 +106,20 @@ protected:
   /// position (linalg.index). `frags` is the width of the tile in 8-column fragments per warp (default: the
   /// result's).
   FailureOr<Value> epilogueValue(linalg::GenericOp op, int64_t r, int64_t frags = 0);
+  /// The epilogue `op` at the tile position `position` gives (row, column; built when first needed), its
+  /// register-tile and row-vector inputs as `registerInput` gives them (null for an input read from memory).
+  FailureOr<Value> epilogueAt(linalg::GenericOp op, llvm::function_ref<std::pair<Value, Value>()> position,
+                              llvm::function_ref<Value(Value)> registerInput);
   /// The store of a tile's valid part into the kernel's output.
-  LogicalResult lowerInsert(tensor::ParallelInsertSliceOp op);
+  virtual LogicalResult lowerInsert(tensor::ParallelInsertSliceOp op);
+  /// The same staged through `staging` (shared memory free for it: [bm, bn + kStagingRowPad] f32): every thread
+  /// writes its registers of the one register tile the stored values come from (the inserted tile, or the
+  /// epilogue's one register input), then the block stores the tile in chunks of 8 consecutive columns of a
+  /// row, the epilogue applied per element of a chunk, each chunk as one 16-byte-aligned store where rows are
+  /// whole chunks, else in pairs or elements. The epilogue is built once per 8 elements rather than once per
+  /// register and the stores are whole pieces of consecutive columns. False (nothing built) when the inserted
+  /// tile is not of that form.
+  FailureOr<bool> lowerStagedInsert(tensor::ParallelInsertSliceOp op, Value staging);
   /// The element of a tile read from memory (a GlobalTile, a kernel buffer or a reshape of either) at tile
   /// position `indices`, its pad value where it lies past the valid part.
   FailureOr<Value> memoryElement(Value tile, ArrayRef<Value> indices, Operation *user);
@@ -131,9 +159,10 @@ struct MmaTiledLoop {
   MmaLayoutAttr layout;
 };
 
-/// The tiled loop of `kernel` with a "mma_sync" config whose tile has `tileSizes` sizes (`what` names the op in
-/// errors, `lowering` the lowering) and the #kiln.mma_layout kiln-assign-layouts gave it.
-FailureOr<MmaTiledLoop> mmaTiledLoop(func::FuncOp kernel, size_t tileSizes, StringRef what, StringRef lowering);
+/// The tiled loop of `kernel` with a `configLowering` config whose tile has `tileSizes` sizes (`what` names the
+/// op in errors, `lowering` the lowering) and the #kiln.mma_layout kiln-assign-layouts gave it.
+FailureOr<MmaTiledLoop> mmaTiledLoop(func::FuncOp kernel, size_t tileSizes, StringRef what, StringRef lowering,
+                                     StringRef configLowering = "mma_sync");
 
 } // namespace gpukernel
 } // namespace kiln

@@ -1,0 +1,78 @@
+// RUN: kiln-opt %s -split-input-file -kiln-tile -canonicalize -kiln-online-softmax -kiln-split-masked-tiles -kiln-assign-layouts -convert-kiln-to-gpu=chip=sm_90a -verify-diagnostics | FileCheck %s
+
+// An attention with a score_mod or mask_mod and a "wgmma" config (sm_90a) is lowered from its tiled loop as the
+// mma_sync one is (convert-kiln-to-gpu-attention.mlir): one warp per 16 query rows, the softmax on accumulator
+// fragments, Q read once into shared memory and kept as A fragments; but K and V stream through their
+// double-buffered cp.async rings as 128-byte swizzled panels (shared memory aligned to the swizzle's 1024-byte
+// period: Q 128 x 72, then 2 x 64 x 64 of K and of V, 51200 bytes), each wait for the copies is followed by a
+// proxy fence (the warpgroup MMAs read through the async proxy), and both tile matmuls are wgmma.mma_async
+// m64nNk16 with A from registers: Q K^T (N = 64 keys, K-major B: "0" for B's transpose flag) and P V (N = 64
+// value columns, N-major B: "1"), four k16 steps each, committed as a group and waited for with the accumulator
+// passed through the wait. The softcap (tanh) runs on each score register.
+// CHECK-LABEL: func.func private @wa0_attention
+// CHECK-SAME: kiln.launch = {block = array<i64: 256, 1, 1>, dynamic_shared_bytes = 51200 : i64, grid = array<i64: 6, 1, 1>, sizes = array<i64: 300, 300>}
+// CHECK: memref.global "public" @wa0_attention_smem : memref<0xi8, #gpu.address_space<workgroup>> {alignment = 1024 : i64}
+// CHECK: gpu.func @wa0_attention
+// CHECK-COUNT-4: nvgpu.ldmatrix
+// CHECK: scf.for
+// CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 1 : i32}
+// CHECK-NEXT: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// CHECK-NEXT: gpu.barrier
+// CHECK: nvvm.wgmma.fence.aligned
+// CHECK-COUNT-4: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}, p, 1, 1, 0; }"
+// CHECK: nvvm.wgmma.commit.group.sync.aligned
+// CHECK: "wgmma.wait_group.sync.aligned 0;"
+// CHECK-COUNT-32: math.tanh
+// CHECK: nvvm.wgmma.fence.aligned
+// CHECK-COUNT-4: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}, p, 1, 1, 1; }"
+// CHECK: nvvm.wgmma.commit.group.sync.aligned
+// CHECK: "wgmma.wait_group.sync.aligned 0;"
+// CHECK: scf.yield
+// CHECK-NOT: ldmatrix
+// CHECK: gpu.return
+module {
+  func.func private @wa0_attention(%q: tensor<1x2x300x64xbf16>, %k: tensor<1x2x300x64xbf16>, %v: tensor<1x2x300x64xbf16>, %out: tensor<1x2x300x64xbf16>) -> tensor<1x2x300x64xbf16> attributes {kiln.kernel} {
+    %o = kiln.attention %q, %k, %v causal score_mod {
+    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+      %cap = arith.constant 30.0 : f32
+      %x = arith.divf %s, %cap : f32
+      %t = math.tanh %x : f32
+      %r = arith.mulf %t, %cap : f32
+      kiln.yield %r : f32
+    } {kiln.config = #kiln.config<tile = [128, 64], warps = 8, stages = 2, lowering = "wgmma">} : tensor<1x2x300x64xbf16>, tensor<1x2x300x64xbf16>, tensor<1x2x300x64xbf16> -> tensor<1x2x300x64xbf16>
+    %r = bufferization.materialize_in_destination %o in %out : (tensor<1x2x300x64xbf16>, tensor<1x2x300x64xbf16>) -> tensor<1x2x300x64xbf16>
+    return %r : tensor<1x2x300x64xbf16>
+  }
+}
+
+// -----
+
+// The warpgroup MMAs take whole warpgroups of query rows.
+module {
+  func.func private @wa1_attention(%q: tensor<1x2x100x64xbf16>, %out: tensor<1x2x100x64xbf16>) -> tensor<1x2x100x64xbf16> attributes {kiln.kernel} {
+    // expected-error @+1 {{does not fit the wgmma attention: BQ must be a multiple of 64 (whole warpgroups) and BK a multiple of 16, with one warp per 16 query rows}}
+    %o = kiln.attention %q, %q, %q mask_mod {
+    ^bb0(%b: index, %h: index, %i: index, %j: index):
+      %c = arith.cmpi sle, %j, %i : index
+      kiln.yield %c : i1
+    } {kiln.config = #kiln.config<tile = [32, 64], warps = 2, stages = 2, lowering = "wgmma">} : tensor<1x2x100x64xbf16>, tensor<1x2x100x64xbf16>, tensor<1x2x100x64xbf16> -> tensor<1x2x100x64xbf16>
+    %r = bufferization.materialize_in_destination %o in %out : (tensor<1x2x100x64xbf16>, tensor<1x2x100x64xbf16>) -> tensor<1x2x100x64xbf16>
+    return %r : tensor<1x2x100x64xbf16>
+  }
+}
+
+// -----
+
+// K and V are read as panels of 64 columns.
+module {
+  func.func private @wa2_attention(%q: tensor<1x2x100x96xbf16>, %out: tensor<1x2x100x96xbf16>) -> tensor<1x2x100x96xbf16> attributes {kiln.kernel} {
+    // expected-error @+1 {{'kiln.attention' op the wgmma attention needs query tiles of whole warpgroups (BQ a multiple of 64), BK up to 256 and head dims that are multiples of 64, got #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "wgmma"> at head dims 96 and 96}}
+    %o = kiln.attention %q, %q, %q mask_mod {
+    ^bb0(%b: index, %h: index, %i: index, %j: index):
+      %c = arith.cmpi sle, %j, %i : index
+      kiln.yield %c : i1
+    } {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "wgmma">} : tensor<1x2x100x96xbf16>, tensor<1x2x100x96xbf16>, tensor<1x2x100x96xbf16> -> tensor<1x2x100x96xbf16>
+    %r = bufferization.materialize_in_destination %o in %out : (tensor<1x2x100x96xbf16>, tensor<1x2x100x96xbf16>) -> tensor<1x2x100x96xbf16>
+    return %r : tensor<1x2x100x96xbf16>
+  }
+}

@@ -1,0 +1,230 @@
+// RUN: kiln-opt %s -split-input-file -kiln-tile -canonicalize -kiln-assign-layouts -convert-kiln-to-gpu=chip=sm_90a -verify-diagnostics | FileCheck %s
+
+// A "wgmma" matmul (sm_90a) is lowered from its tiled loop like a "mma_sync" one, with one warp per 16 rows (the
+// warpgroup MMA's accumulator) and the K loop fed by TMA. Here bf16 with a bias + SiLU epilogue on 128 x 128 tiles
+// (two warpgroups, 256 threads), size-generic: M, N and K follow the buffers, then the tensor maps of A
+// ([M][K], boxes of 64 x 128) and of the untransposed B ([K][N], 64 x 64 panels), listed in
+// kiln.tensor_map_params; shared memory aligned to the 1024-byte period of the 128-byte swizzle: four ring slots
+// of 16 + 16 KiB, then one mbarrier per slot. Thread 0 sets up the mbarriers and starts the first stages - 2 = 2
+// k-tiles (32768 bytes expected per slot, A's box and B's two panels). Each k-tile waits on its slot's mbarrier
+// at the parity of its round, then a barrier (the slot of tile - 2 is free), thread 0 starts tile + 2 when there
+// is one, and four wgmma.mma_async m64n128k16 read A K-major (row) and B N-major (row); one group stays in
+// flight across iterations and all are waited for after the loop. Then the accumulators are staged as an f32
+// tile over the ring (rows padded to 136 floats), and the block stores it in chunks of 8 columns: two 16-byte
+// loads, the epilogue per element (reading the bias), one guarded 16-byte store (N = 200 is whole chunks).
+// CHECK-LABEL: func.func private @w0_matmul
+// CHECK-SAME: kiln.launch = {block = array<i64: 256, 1, 1>, dynamic_shared_bytes = 131104 : i64, grid = array<i64: 6, 1, 1>, sizes = array<i64: 300, 200, 256>, tensor_maps = [{box = array<i64: 64, 128, 1>, buffer = 0 : i64, dims = array<i64: 256, 300, 1>, dtype = "bf16", strides = array<i64: 512, 153600>, swizzle = 128 : i64}, {box = array<i64: 64, 64, 1>, buffer = 1 : i64, dims = array<i64: 200, 256, 1>, dtype = "bf16", strides = array<i64: 400, 102400>, swizzle = 128 : i64}]}
+// CHECK: memref.global "public" @w0_matmul_smem : memref<0xi8, #gpu.address_space<workgroup>> {alignment = 1024 : i64}
+// CHECK: gpu.func @w0_matmul(%{{.*}}, %[[M:.*]]: index, %[[N:.*]]: index, %[[K:.*]]: index, %[[MAPA:.*]]: !llvm.ptr, %[[MAPB:.*]]: !llvm.ptr)
+// CHECK-SAME: kiln.tensor_map_params = array<i64: 7, 8>, known_block_size = array<i32: 256, 1, 1>
+// CHECK: %[[LEADER:.*]] = arith.cmpi eq, %{{.*}}, %c0 : index
+// CHECK: scf.if %[[LEADER]]
+// CHECK-COUNT-4: nvvm.mbarrier.init
+// CHECK: nvvm.fence.mbarrier.init
+// CHECK: nvvm.mbarrier.arrive.expect_tx %[[BAR0:.*]], %c32768_i32
+// CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %[[MAPA]], %[[BAR0]], box[
+// CHECK-COUNT-2: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %[[MAPB]], %[[BAR0]], box[
+// CHECK: nvvm.mbarrier.arrive.expect_tx
+// CHECK: gpu.barrier
+// CHECK: scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}) -> (!llvm.struct<({{(f32, )+}}f32)>)
+// CHECK: nvvm.mbarrier.try_wait.parity
+// CHECK-NEXT: gpu.barrier
+// CHECK: %[[ISSUE:.*]] = arith.andi %[[LEADER]]
+// CHECK-NEXT: scf.if %[[ISSUE]]
+// CHECK: nvvm.mbarrier.arrive.expect_tx
+// CHECK-COUNT-3: nvvm.cp.async.bulk.tensor.shared.cluster.global
+// CHECK: nvvm.wgmma.fence.aligned
+// CHECK-COUNT-4: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 128, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <row>]
+// CHECK: nvvm.wgmma.commit.group.sync.aligned
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 1
+// CHECK: scf.yield
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK: %[[TILE:.*]] = memref.view {{.*}} to memref<17408xf32, #gpu.address_space<workgroup>>
+// CHECK: gpu.barrier
+// CHECK-COUNT-32: vector.store %{{.*}}, %[[TILE]][%{{.*}}] {alignment = 8 : i64} : memref<17408xf32, #gpu.address_space<workgroup>>, vector<2xf32>
+// CHECK-NEXT: gpu.barrier
+// CHECK: scf.for %{{.*}} = %c0 to %c2048 step %c512
+// CHECK-COUNT-2: vector.load %[[TILE]][%{{.*}}] {alignment = 16 : i64} : memref<17408xf32, #gpu.address_space<workgroup>>, vector<4xf32>
+// CHECK: memref.load %arg2
+// CHECK-COUNT-8: math.exp
+// CHECK: scf.if
+// CHECK-NOT: math.exp
+// CHECK: vector.store {{.*}} {alignment = 16 : i64} : memref<1099511627776xbf16>, vector<8xbf16>
+// CHECK-COUNT-2: vector.load %[[TILE]]
+// CHECK-COUNT-8: math.exp
+// CHECK: scf.if
+// CHECK: vector.store {{.*}} : memref<1099511627776xbf16>, vector<8xbf16>
+// CHECK-NOT: math.exp
+// CHECK: gpu.return
+module {
+  func.func private @w0_matmul(%x: tensor<300x256xbf16>, %w: tensor<256x200xbf16>, %b: tensor<200xbf16>, %out: tensor<300x200xbf16>) -> tensor<300x200xbf16> attributes {kiln.kernel} {
+    %y = kiln.matmul %x, %w epilogue(%b : tensor<200xbf16>) {
+    ^bb0(%acc: f32, %bias: f32):
+      %s = arith.addf %acc, %bias : f32
+      %n = arith.negf %s : f32
+      %e = math.exp %n : f32
+      %one = arith.constant 1.0 : f32
+      %d = arith.addf %one, %e : f32
+      %r = arith.divf %s, %d : f32
+      kiln.yield %r : f32
+    } {kiln.config = #kiln.config<tile = [128, 128, 64], warps = 8, stages = 4, lowering = "wgmma">} : tensor<300x256xbf16>, tensor<256x200xbf16> -> tensor<300x200xbf16>
+    %r = bufferization.materialize_in_destination %y in %out : (tensor<300x200xbf16>, tensor<300x200xbf16>) -> tensor<300x200xbf16>
+    return %r : tensor<300x200xbf16>
+  }
+}
+
+// -----
+
+// f16 with a transposed rhs ([N, K]): B is read K-major too (col) from boxes of 64 x 64, over a batch (A's tensor
+// map has it as its third dim); one warpgroup for 64-row tiles; an f32 output stores its chunks of 8 columns as
+// 32 bytes.
+// CHECK-LABEL: func.func private @w1_matmul
+// CHECK-SAME: kiln.launch = {block = array<i64: 128, 1, 1>, dynamic_shared_bytes = 98352 : i64, grid = array<i64: 12, 1, 1>, sizes = array<i64: 77, 136, 128>, tensor_maps = [{box = array<i64: 64, 64, 1>, buffer = 0 : i64, dims = array<i64: 128, 77, 2>, dtype = "f16", strides = array<i64: 256, 19712>, swizzle = 128 : i64}, {box = array<i64: 64, 64, 1>, buffer = 1 : i64, dims = array<i64: 128, 136, 1>, dtype = "f16", strides = array<i64: 256, 34816>, swizzle = 128 : i64}]}
+// CHECK-COUNT-4: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <one>], A[<f16>, <one>, <row>], B[<f16>, <one>, <col>]
+// CHECK: memref.view {{.*}} to memref<4608xf32, #gpu.address_space<workgroup>>
+// CHECK: scf.for %{{.*}} = %c0 to %c512 step %c128
+// CHECK: vector.store {{.*}} {alignment = 16 : i64} : memref<1099511627776xf32>, vector<8xf32>
+module {
+  func.func private @w1_matmul(%x: tensor<2x77x128xf16>, %w: tensor<136x128xf16>, %out: tensor<2x77x136xf32>) -> tensor<2x77x136xf32> attributes {kiln.kernel} {
+    %y = kiln.matmul %x, %w transpose_rhs {kiln.config = #kiln.config<tile = [64, 64, 64], warps = 4, stages = 6, lowering = "wgmma">} : tensor<2x77x128xf16>, tensor<136x128xf16> -> tensor<2x77x136xf32>
+    %r = bufferization.materialize_in_destination %y in %out : (tensor<2x77x136xf32>, tensor<2x77x136xf32>) -> tensor<2x77x136xf32>
+    return %r : tensor<2x77x136xf32>
+  }
+}
+
+// -----
+
+// K = 40, under one k-tile: the K loop folded away, the one tile matmul runs the same pipeline for one k-tile (TMA
+// zero-fills K from 40 to 64), with no copies past it; the batch (3) is the tensor maps' third dim.
+// CHECK-LABEL: func.func private @w_short_k_matmul
+// CHECK-SAME: tensor_maps = [{box = array<i64: 64, 128, 1>, buffer = 0 : i64, dims = array<i64: 40, 129, 3>, dtype = "bf16", strides = array<i64: 80, 10320>, swizzle = 128 : i64}, {box = array<i64: 64, 64, 1>, buffer = 1 : i64, dims = array<i64: 72, 40, 3>
+// CHECK: gpu.func @w_short_k_matmul
+// CHECK-COUNT-2: nvvm.cp.async.bulk.tensor.shared.cluster.global
+// CHECK-NOT: nvvm.cp.async.bulk.tensor
+// CHECK: scf.for %{{.*}} = %c0 to %c1 step %c1
+// CHECK-NOT: nvvm.cp.async.bulk.tensor
+// CHECK-COUNT-4: nvvm.wgmma.mma_async
+// CHECK-NOT: nvvm.cp.async.bulk.tensor
+// CHECK: gpu.return
+module {
+  func.func private @w_short_k_matmul(%x: tensor<3x129x40xbf16>, %w: tensor<3x40x72xbf16>, %out: tensor<3x129x72xbf16>) -> tensor<3x129x72xbf16> attributes {kiln.kernel} {
+    %y = kiln.matmul %x, %w {kiln.config = #kiln.config<tile = [128, 64, 64], warps = 8, stages = 4, lowering = "wgmma">} : tensor<3x129x40xbf16>, tensor<3x40x72xbf16> -> tensor<3x129x72xbf16>
+    %r = bufferization.materialize_in_destination %y in %out : (tensor<3x129x72xbf16>, tensor<3x129x72xbf16>) -> tensor<3x129x72xbf16>
+    return %r : tensor<3x129x72xbf16>
+  }
+}
+
+// -----
+
+// K = 0: canonicalization folds the empty contraction away, and the kernel stores the zero accumulator with no
+// tensor maps, TMA or shared memory.
+// CHECK-LABEL: func.func private @w_k0_matmul
+// CHECK-SAME: dynamic_shared_bytes = 0 : i64
+// CHECK-NOT: tensor_maps
+// CHECK: gpu.func @w_k0_matmul
+// CHECK-NOT: nvvm.cp.async.bulk.tensor
+// CHECK-NOT: nvvm.wgmma
+// CHECK: gpu.return
+module {
+  func.func private @w_k0_matmul(%x: tensor<128x0xbf16>, %w: tensor<0x64xbf16>, %out: tensor<128x64xbf16>) -> tensor<128x64xbf16> attributes {kiln.kernel} {
+    %y = kiln.matmul %x, %w {kiln.config = #kiln.config<tile = [128, 64, 64], warps = 8, stages = 3, lowering = "wgmma">} : tensor<128x0xbf16>, tensor<0x64xbf16> -> tensor<128x64xbf16>
+    %r = bufferization.materialize_in_destination %y in %out : (tensor<128x64xbf16>, tensor<128x64xbf16>) -> tensor<128x64xbf16>
+    return %r : tensor<128x64xbf16>
+  }
+}
+
+// -----
+
+// M = 0 with K > 0: a tensor map describes no empty array.
+module {
+  func.func private @w_m0_matmul(%x: tensor<0x64xbf16>, %w: tensor<64x64xbf16>, %out: tensor<0x64xbf16>) -> tensor<0x64xbf16> attributes {kiln.kernel} {
+    // expected-error @+1 {{the wgmma lowering reads its tiles through TMA, which needs operands of at least one element (M, N and the batch dims > 0; the mma_sync lowering takes empty ones)}}
+    %y = kiln.matmul %x, %w {kiln.config = #kiln.config<tile = [128, 64, 64], warps = 8, stages = 3, lowering = "wgmma">} : tensor<0x64xbf16>, tensor<64x64xbf16> -> tensor<0x64xbf16>
+    %r = bufferization.materialize_in_destination %y in %out : (tensor<0x64xbf16>, tensor<0x64xbf16>) -> tensor<0x64xbf16>
+    return %r : tensor<0x64xbf16>
+  }
+}
+
+// -----
+
+// N = 201 (a transposed rhs allows it) is not whole chunks: each element of a chunk is checked against the edge
+// and stored alone.
+// CHECK-LABEL: func.func private @w_odd_n_matmul
+// CHECK: gpu.func @w_odd_n_matmul
+// CHECK: scf.for %{{.*}} = %c0 to %c512 step %c128
+// CHECK-COUNT-2: vector.load {{.*}} : memref<4608xf32, #gpu.address_space<workgroup>>, vector<4xf32>
+// CHECK-COUNT-8: memref.store {{.*}} : memref<1099511627776xbf16>
+// CHECK-NOT: vector<8xbf16>
+// CHECK: gpu.return
+module {
+  func.func private @w_odd_n_matmul(%x: tensor<77x128xbf16>, %w: tensor<201x128xbf16>, %out: tensor<77x201xbf16>) -> tensor<77x201xbf16> attributes {kiln.kernel} {
+    %y = kiln.matmul %x, %w transpose_rhs {kiln.config = #kiln.config<tile = [64, 64, 64], warps = 4, stages = 3, lowering = "wgmma">} : tensor<77x128xbf16>, tensor<201x128xbf16> -> tensor<77x201xbf16>
+    %r = bufferization.materialize_in_destination %y in %out : (tensor<77x201xbf16>, tensor<77x201xbf16>) -> tensor<77x201xbf16>
+    return %r : tensor<77x201xbf16>
+  }
+}
+
+// -----
+
+// N = 202 is even but not whole chunks: a chunk's elements are stored in 4 guarded pairs.
+// CHECK-LABEL: func.func private @w_even_n_matmul
+// CHECK: gpu.func @w_even_n_matmul
+// CHECK: scf.for %{{.*}} = %c0 to %c512 step %c128
+// CHECK-COUNT-2: vector.load {{.*}} : memref<4608xf32, #gpu.address_space<workgroup>>, vector<4xf32>
+// CHECK-COUNT-4: vector.store {{.*}} {alignment = 4 : i64} : memref<1099511627776xbf16>, vector<2xbf16>
+// CHECK-NOT: memref.store
+// CHECK: gpu.return
+module {
+  func.func private @w_even_n_matmul(%x: tensor<77x128xbf16>, %w: tensor<202x128xbf16>, %out: tensor<77x202xbf16>) -> tensor<77x202xbf16> attributes {kiln.kernel} {
+    %y = kiln.matmul %x, %w transpose_rhs {kiln.config = #kiln.config<tile = [64, 64, 64], warps = 4, stages = 3, lowering = "wgmma">} : tensor<77x128xbf16>, tensor<202x128xbf16> -> tensor<77x202xbf16>
+    %r = bufferization.materialize_in_destination %y in %out : (tensor<77x202xbf16>, tensor<77x202xbf16>) -> tensor<77x202xbf16>
+    return %r : tensor<77x202xbf16>
+  }
+}
+
+// -----
+
+// A 256 x 256 tile on three stages: its ring fits (192 KiB), the f32 tile its stores are staged in (264 KiB) does
+// not fit in a block's shared memory.
+module {
+  func.func private @w_tile_too_big_matmul(%x: tensor<256x256xbf16>, %w: tensor<256x256xbf16>, %out: tensor<256x256xbf16>) -> tensor<256x256xbf16> attributes {kiln.kernel} {
+    // expected-error @+1 {{'kiln.matmul' op config needs 270360 bytes of shared memory per block; sm_90a allows 232448}}
+    %y = kiln.matmul %x, %w {kiln.config = #kiln.config<tile = [256, 256, 64], warps = 16, stages = 3, lowering = "wgmma">} : tensor<256x256xbf16>, tensor<256x256xbf16> -> tensor<256x256xbf16>
+    %r = bufferization.materialize_in_destination %y in %out : (tensor<256x256xbf16>, tensor<256x256xbf16>) -> tensor<256x256xbf16>
+    return %r : tensor<256x256xbf16>
+  }
+}
+
+// -----
+
+module {
+  func.func private @w_bk32_matmul(%x: tensor<256x256xbf16>, %w: tensor<256x256xbf16>, %out: tensor<256x256xbf16>) -> tensor<256x256xbf16> attributes {kiln.kernel} {
+    // expected-error @+1 {{'kiln.matmul' op #kiln.config<tile = [128, 128, 32], warps = 8, stages = 4, lowering = "wgmma"> does not fit the wgmma lowering: need bf16 or f16 operands (got 'bf16'), BM a multiple of 64 up to 256 with one warpgroup (4 warps) per 64 rows, BN a multiple of 64 up to 256, BK = 64 and stages >= 3}}
+    %y = kiln.matmul %x, %w {kiln.config = #kiln.config<tile = [128, 128, 32], warps = 8, stages = 4, lowering = "wgmma">} : tensor<256x256xbf16>, tensor<256x256xbf16> -> tensor<256x256xbf16>
+    %r = bufferization.materialize_in_destination %y in %out : (tensor<256x256xbf16>, tensor<256x256xbf16>) -> tensor<256x256xbf16>
+    return %r : tensor<256x256xbf16>
+  }
+}
+
+// -----
+
+// A TMA box spans at most 256 rows.
+module {
+  func.func private @w_bm512_matmul(%x: tensor<512x256xbf16>, %w: tensor<256x64xbf16>, %out: tensor<512x64xbf16>) -> tensor<512x64xbf16> attributes {kiln.kernel} {
+    // expected-error @+1 {{BM a multiple of 64 up to 256}}
+    %y = kiln.matmul %x, %w {kiln.config = #kiln.config<tile = [512, 64, 64], warps = 32, stages = 3, lowering = "wgmma">} : tensor<512x256xbf16>, tensor<256x64xbf16> -> tensor<512x64xbf16>
+    %r = bufferization.materialize_in_destination %y in %out : (tensor<512x64xbf16>, tensor<512x64xbf16>) -> tensor<512x64xbf16>
+    return %r : tensor<512x64xbf16>
+  }
+}
+
+// -----
+
+module {
+  func.func private @w_f32_matmul(%x: tensor<256x256xf32>, %w: tensor<256x256xf32>, %out: tensor<256x256xf32>) -> tensor<256x256xf32> attributes {kiln.kernel} {
+    // expected-error @+1 {{does not fit the wgmma lowering: need bf16 or f16 operands (got 'f32')}}
+    %y = kiln.matmul %x, %w {kiln.config = #kiln.config<tile = [128, 128, 64], warps = 8, stages = 4, lowering = "wgmma">} : tensor<256x256xf32>, tensor<256x256xf32> -> tensor<256x256xf32>
+    %r = bufferization.materialize_in_destination %y in %out : (tensor<256x256xf32>, tensor<256x256xf32>) -> tensor<256x256xf32>
+    return %r : tensor<256x256xf32>
+  }
+}
