@@ -45,7 +45,11 @@ std::optional<Linear> linearOf(Value value, Block &body) {
   Operation *op = value.getDefiningOp();
   if (!op)
     return std::nullopt;
-  if (isa<arith::IndexCastOp, arith::ExtSIOp>(op))
+  // Casts are read through only where they keep every value: a truncation (index to i32 or narrower) could wrap
+  // a position, which the bounds would not see.
+  auto bits = [](Type type) { return type.isIndex() ? 64u : type.getIntOrFloatBitWidth(); };
+  if (isa<arith::ExtSIOp>(op) ||
+      (isa<arith::IndexCastOp>(op) && bits(op->getResult(0).getType()) >= bits(op->getOperand(0).getType())))
     return linearOf(op->getOperand(0), body);
   if (!isa<arith::AddIOp, arith::SubIOp, arith::MulIOp>(op))
     return std::nullopt;

@@ -646,3 +646,24 @@ func.func @attention_document_mask(%q: tensor<1x1x64x32xf32>, %docs: tensor<64xi
   } {kiln.config = #kiln.config<tile = [32, 32], warps = 1, stages = 1, lowering = "host">} : tensor<1x1x64x32xf32>, tensor<1x1x64x32xf32>, tensor<1x1x64x32xf32> -> tensor<1x1x64x32xf32>
   return %0 : tensor<1x1x64x32xf32>
 }
+
+// -----
+
+// A bound read through a truncating cast is no bound: kv_idx as i8 wraps at 128 (key 130 reads as 2, and
+// `(i8) kv_idx < 5` holds for it), so the loops keep their full range and every tile takes the mask, as for
+// any mask the analysis cannot read.
+// CHECK-LABEL: func.func @attention_truncated_mask
+// CHECK: scf.for %[[KEY:[a-zA-Z0-9_]+]] = %[[C0:[a-zA-Z0-9_]+]] to %c200{{.*}} step %c32
+// CHECK: arith.cmpi sge, %[[KEY]], %[[C0]] : index
+// CHECK: scf.if
+// CHECK: arith.index_cast %{{.*}} : index to i8
+func.func @attention_truncated_mask(%q: tensor<1x1x200x32xf32>) -> tensor<1x1x200x32xf32> {
+  %0 = kiln.attention %q, %q, %q mask_mod {
+  ^bb0(%b: index, %h: index, %i: index, %j: index):
+    %j8 = arith.index_cast %j : index to i8
+    %c5 = arith.constant 5 : i8
+    %small = arith.cmpi slt, %j8, %c5 : i8
+    kiln.yield %small : i1
+  } {kiln.config = #kiln.config<tile = [32, 32], warps = 1, stages = 1, lowering = "host">} : tensor<1x1x200x32xf32>, tensor<1x1x200x32xf32>, tensor<1x1x200x32xf32> -> tensor<1x1x200x32xf32>
+  return %0 : tensor<1x1x200x32xf32>
+}
