@@ -80,6 +80,11 @@ for _d in (128, 64):
         CASES.append((f"b_{_variant}_d{_d}_b4_h32_s4096", _variant, _causal, 4, 32, 32, 4096, 4096, _d, "bf16"))
 for _variant in ("plain_default", "sliding_window"):
     CASES.append((f"b_{_variant}_d128_b1_h32_s16384", _variant, True, 1, 32, 32, 16384, 16384, 128, "bf16"))
+# The plain attention through the variants' lowering against the default kernel: non-causal, and shorter keys.
+for _variant in ("plain_default", "plain_tiled"):
+    CASES.append((f"b_{_variant}_full_d128_b4_h32_s4096", _variant, False, 4, 32, 32, 4096, 4096, 128, "bf16"))
+for _variant in ("plain_default", "plain_tiled"):
+    CASES.append((f"b_{_variant}_d128_b16_h32_s1024", _variant, True, 16, 32, 32, 1024, 1024, 128, "bf16"))
 
 
 def describe(entry):
@@ -180,7 +185,7 @@ def visit(args):
         b, h = item["batch"], item["heads"]
         if not check and not args.no_bench:
             timings = {"generated": time_ms(launch)}
-            key = (b, h, sq, sk, d)
+            key = (b, h, sq, sk, d, item["causal"])
             if item["variant"] == "plain_default":
                 plain_ms[key] = timings["generated"]
             elif key in plain_ms:

@@ -2,30 +2,41 @@
 
 // An attention with a score_mod or mask_mod and a "wgmma" config (sm_90a) is lowered from its tiled loop as the
 // mma_sync one is (convert-kiln-to-gpu-attention.mlir): one warp per 16 query rows, the softmax on accumulator
-// fragments, Q read once into shared memory and kept as A fragments; but K and V stream through their
-// double-buffered cp.async rings as 128-byte swizzled panels (shared memory aligned to the swizzle's 1024-byte
-// period: Q 128 x 72, then 2 x 64 x 64 of K and of V, 51200 bytes), each wait for the copies is followed by a
-// proxy fence (the warpgroup MMAs read through the async proxy), and both tile matmuls are wgmma.mma_async
-// m64nNk16 with A from registers: Q K^T (N = 64 keys, K-major B: "0" for B's transpose flag) and P V (N = 64
-// value columns, N-major B: "1"), four k16 steps each, committed as a group and waited for with the accumulator
-// passed through the wait. The softcap (tanh) runs on each score register.
+// fragments, Q read once into shared memory and kept as A fragments; but K and V stream through cp.async rings
+// of three slots as 128-byte swizzled panels (shared memory aligned to the swizzle's 1024-byte period: Q
+// 128 x 72, then 3 x 64 x 64 of K and of V, 67584 bytes), each wait for the copies is followed by a proxy fence
+// (the warpgroup MMAs read through the async proxy), and both tile matmuls are wgmma.mma_async m64nNk16 with A
+// from registers: Q K^T (N = 64 keys, K-major B: "0" for B's transpose flag) and P V (N = 64 value columns,
+// N-major B: "1"), four k16 steps each. The scores are a tile ahead: the first tile's before the loop, then each
+// iteration waits for the copies of the next tile (two tiles ahead: one group left in flight), starts that
+// tile's Q K^T, runs this tile's softmax on the scores it carries in (the softcap's tanh as tanh.approx.f32 on
+// each register: the outputs are bf16, as FlashAttention's softcap computes it), multiplies P V and waits for
+// both, and carries the next tile's scores out.
 // CHECK-LABEL: func.func private @wa0_attention
-// CHECK-SAME: kiln.launch = {block = array<i64: 256, 1, 1>, dynamic_shared_bytes = 51200 : i64, grid = array<i64: 6, 1, 1>, sizes = array<i64: 300, 300>}
+// CHECK-SAME: kiln.launch = {block = array<i64: 256, 1, 1>, dynamic_shared_bytes = 67584 : i64, grid = array<i64: 6, 1, 1>, sizes = array<i64: 300, 300>}
 // CHECK: memref.global "public" @wa0_attention_smem : memref<0xi8, #gpu.address_space<workgroup>> {alignment = 1024 : i64}
 // CHECK: gpu.func @wa0_attention
+// CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 0 : i32}
+// CHECK-NEXT: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// CHECK-NEXT: gpu.barrier
 // CHECK-COUNT-4: nvgpu.ldmatrix
-// CHECK: scf.for
+// CHECK: nvvm.wgmma.fence.aligned
+// CHECK-COUNT-4: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}, p, 1, 1, 0; }"
+// CHECK: nvvm.wgmma.commit.group.sync.aligned
+// CHECK: "wgmma.wait_group.sync.aligned 0;"
+// CHECK: scf.for {{.*}} -> (f32, {{.*}}, !llvm.struct<({{(f32, )+}}f32)>) {
 // CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 1 : i32}
 // CHECK-NEXT: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
 // CHECK-NEXT: gpu.barrier
 // CHECK: nvvm.wgmma.fence.aligned
 // CHECK-COUNT-4: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}, p, 1, 1, 0; }"
 // CHECK: nvvm.wgmma.commit.group.sync.aligned
-// CHECK: "wgmma.wait_group.sync.aligned 0;"
-// CHECK-COUNT-32: math.tanh
+// CHECK-NOT: wait_group
+// CHECK-COUNT-32: llvm.inline_asm asm_dialect = att "tanh.approx.f32 $0, $1;", "=f,f" %{{.*}} : (f32) -> f32
 // CHECK: nvvm.wgmma.fence.aligned
 // CHECK-COUNT-4: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}, p, 1, 1, 1; }"
 // CHECK: nvvm.wgmma.commit.group.sync.aligned
+// CHECK: "wgmma.wait_group.sync.aligned 0;"
 // CHECK: "wgmma.wait_group.sync.aligned 0;"
 // CHECK: scf.yield
 // CHECK-NOT: ldmatrix

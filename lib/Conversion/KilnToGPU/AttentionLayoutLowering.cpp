@@ -21,6 +21,12 @@
 //   - the lengths (kiln.dim) are the kernel's size parameters Sq and Sk, and every buffer dimension that the
 //     query loop or a key loop walks takes them as its extent: one kernel serves every length that keeps the
 //     same whole or partial last tiles (a decode step against a growing KV cache).
+// A "wgmma" attention (sm_90a; kiln-select-config gives it to attentions with a score_mod or mask_mod) lowers the
+// same loop nest with the same layout, which is wgmma's accumulator (warp w of a warpgroup holds its rows 16w
+// to 16w + 15): K and V are 128-byte swizzled panels in rings of three slots, both tile matmuls are
+// wgmma.mma_async with A from registers (Q's fragments, P's), and the key loop is software-pipelined as
+// FlashAttention-3 does within a warpgroup: it carries its tile's scores in and starts the next tile's Q K^T
+// before this tile's softmax, so that the tensor cores run while the softmax does.
 //
 //===----------------------------------------------------------------------===//
 
@@ -65,6 +71,9 @@ public:
   bool wgmma = false;
   std::optional<DescriptorBuilder> descriptors;
   int64_t ringKBytes = 0, ringVBytes = 0;
+  /// Slots of the K and V rings: two, or three for wgmma, whose key loop multiplies the next tile's Q K^T while
+  /// this tile's softmax runs and so needs the next tile landed a tile ahead.
+  int64_t ringSlots = 2;
 
   /// Makes the kernel size-generic in the lengths: `seqQ` and `seqK` (kernel values) are the extents of the
   /// buffer dimensions that the forall's query iteration and the key loops walk, and kiln.dim reads them.
@@ -101,6 +110,11 @@ private:
   FailureOr<SmallVector<SmallVector<Value>>> productLhs(MatmulOp product, const OperandRing *&ring);
   /// The same product on wgmma.mma_async m64nNk16, A from registers and B from the swizzled ring slot.
   LogicalResult lowerWgmmaProduct(MatmulOp product, Value slot);
+  /// The wgmma B descriptors of the K (`keys`) or V tile in ring slot `slot`, one per k16 step of `steps`.
+  SmallVector<Value> ringDescriptors(bool keys, Value slot, int64_t steps);
+  /// Starts Q K^T for the key tile in ring slot `slot` (A: Q's fragments `q`) and returns its accumulator,
+  /// committed but not waited for.
+  Value issueScores(ArrayRef<SmallVector<Value>> q, Value slot);
   /// After a wait for cp.async copies: makes them visible to the warpgroup MMAs (the async proxy).
   void fenceForWgmma() {
     if (wgmma)
@@ -120,8 +134,9 @@ private:
 
   /// The A fragments (per k16 step) of a matmul lhs read before the key loops.
   DenseMap<Value, SmallVector<SmallVector<Value>>> aFragments;
-  /// The group of the copies before the key loops (Q and the first key tile).
-  Value firstGroup;
+  /// With wgmma: this key tile's scores, multiplied in the previous iteration (or before the loops), which the
+  /// Q K^T product of the key loop's body takes instead of multiplying.
+  std::optional<SmallVector<Value>> carriedScores;
 };
 
 } // namespace
@@ -446,17 +461,12 @@ LogicalResult MmaAttentionLowering::lowerWgmmaProduct(MatmulOp product, Value sl
   FailureOr<SmallVector<SmallVector<Value>>> a = productLhs(product, ring);
   if (failed(a))
     return failure();
-  // K ([keys, D], K-major: the keys are wgmma's N) steps through 64-feature panels, 32 bytes per k16 step; V
-  // ([keys, Dv], N-major: 64-column panels `rows` rows apart) steps 16 key rows of 128 bytes. 8-row groups are
-  // 1024 bytes apart in both.
   bool keys = ring == &ringK;
-  Value slotStart = im.add(im.c(keys ? ringKBytes : ringVBytes), im.mul(slot, ring->slotElements * 2));
-  SmallVector<Value> descriptorsB;
-  for (int64_t kk = 0; kk < static_cast<int64_t>(a->size()); ++kk) {
-    int64_t offset = keys ? (kk / 4) * ring->rows * kSwizzleRowBytes + (kk % 4) * 32 : kk * 16 * kSwizzleRowBytes;
-    descriptorsB.push_back(descriptors->get(im.add(slotStart, offset),
-                                            keys ? 16 : ring->rows * kSwizzleRowBytes, 8 * kSwizzleRowBytes));
+  if (keys && carriedScores && !accumulates) {
+    registers[product.getResult()] = *carriedScores;
+    return success();
   }
+  SmallVector<Value> descriptorsB = ringDescriptors(keys, slot, a->size());
   Value accumulator = accumulates ? fragmentsAccumulator(b, loc, fragmentsOf(registers[other]))
                                   : zeroAccumulator(b, loc, n);
   fenceWgmmaOperands(b, loc);
@@ -472,6 +482,29 @@ LogicalResult MmaAttentionLowering::lowerWgmmaProduct(MatmulOp product, Value sl
   return success();
 }
 
+SmallVector<Value> MmaAttentionLowering::ringDescriptors(bool keys, Value slot, int64_t steps) {
+  // K ([keys, D], K-major: the keys are wgmma's N) steps through 64-feature panels, 32 bytes per k16 step; V
+  // ([keys, Dv], N-major: 64-column panels `rows` rows apart) steps 16 key rows of 128 bytes. 8-row groups are
+  // 1024 bytes apart in both.
+  const OperandRing &ring = keys ? ringK : ringV;
+  Value slotStart = im.add(im.c(keys ? ringKBytes : ringVBytes), im.mul(slot, ring.slotElements * 2));
+  SmallVector<Value> result;
+  for (int64_t kk = 0; kk < steps; ++kk) {
+    int64_t offset = keys ? (kk / 4) * ring.rows * kSwizzleRowBytes + (kk % 4) * 32 : kk * 16 * kSwizzleRowBytes;
+    result.push_back(descriptors->get(im.add(slotStart, offset), keys ? 16 : ring.rows * kSwizzleRowBytes,
+                                      8 * kSwizzleRowBytes));
+  }
+  return result;
+}
+
+Value MmaAttentionLowering::issueScores(ArrayRef<SmallVector<Value>> q, Value slot) {
+  Type element = cast<MemRefType>(ringK.shared.getType()).getElementType();
+  SmallVector<Value> descriptorsB = ringDescriptors(/*keys=*/true, slot, q.size());
+  fenceWgmmaOperands(b, loc);
+  return issueWgmmaRegisterAGroup(b, loc, zeroAccumulator(b, loc, bk), q, descriptorsB, bk, element.isBF16(),
+                                  /*bNMajor=*/false);
+}
+
 LogicalResult MmaAttentionLowering::lowerKeyLoops(SmallVector<scf::ForOp> loops) {
   for (scf::ForOp loop : loops)
     if (getConstantIntValue(loop.getStep()) != bk)
@@ -484,7 +517,12 @@ LogicalResult MmaAttentionLowering::lowerKeyLoops(SmallVector<scf::ForOp> loops)
   scf::IfOp last = lastTileAfter(loops.back());
   auto reached = last ? last.getCondition().getDefiningOp<arith::CmpIOp>() : arith::CmpIOp();
   Value end = index(last ? reached.getRhs() : loops.back().getUpperBound());
-  auto slotOf = [&](Value keyStart) { return im.rem(im.div(keyStart, bk), 2); };
+  auto slotOf = [&](Value keyStart) { return im.rem(im.div(keyStart, bk), ringSlots); };
+  // With wgmma the scores of the next tile are multiplied while this one's softmax runs: each iteration carries
+  // its tile's scores in and the next tile's out, and the copies run two tiles ahead (the last tile starts at
+  // ((end - 1) / BK) * BK; past it the copies and products repeat it, into slots no iteration reads again).
+  bool pipelined = wgmma;
+  Value lastStart = im.mul(im.div(im.sub(im.max(end, im.c(1)), 1), bk), bk);
   Value truth = arith::ConstantIntOp::create(b, loc, 1, 1);
 
   // Q and the first key tile, then Q's A fragments.
@@ -500,6 +538,7 @@ LogicalResult MmaAttentionLowering::lowerKeyLoops(SmallVector<scf::ForOp> loops)
   if (failed(group))
     return failure();
   nvgpu::DeviceAsyncWaitOp::create(b, loc, queryGroup, b.getI32IntegerAttr(0));
+  fenceForWgmma();
   gpu::BarrierOp::create(b, loc);
   Type element = cast<MemRefType>(ringQ.shared.getType()).getElementType();
   auto fragA = VectorType::get({4, 2}, element);
@@ -511,7 +550,15 @@ LogicalResult MmaAttentionLowering::lowerKeyLoops(SmallVector<scf::ForOp> loops)
                              nvgpu::LdMatrixOp::create(b, loc, fragA, ringQ.shared, at, b.getBoolAttr(false),
                                                        b.getI32IntegerAttr(4))));
   }
-  aFragments[scores.getLhs()] = std::move(q);
+  aFragments[scores.getLhs()] = q;
+  Value scoresAhead;
+  if (pipelined) {
+    FailureOr<Value> second = stageKeyTile(loops.front(), im.min(im.add(start, bk), lastStart), truth,
+                                           slotOf(im.add(start, bk)));
+    if (failed(second))
+      return failure();
+    scoresAhead = wgmmaWaitFor(b, loc, 0, issueScores(q, slotOf(start)));
+  }
 
   // The carried state: each iter arg's accumulator fragments (vector<4xf32>) or row values, in order.
   SmallVector<Value> state;
@@ -546,6 +593,13 @@ LogicalResult MmaAttentionLowering::lowerKeyLoops(SmallVector<scf::ForOp> loops)
     }
   };
 
+  if (pipelined)
+    state.push_back(scoresAhead);
+  // The carried scores (the last state value, with wgmma) as this tile's score registers.
+  auto bindScores = [&](ValueRange flat) {
+    if (pipelined)
+      carriedScores = registersOf(accumulatorFragments(b, loc, flat.back()));
+  };
   LogicalResult status = success();
   for (scf::ForOp loop : loops) {
     auto lowered = scf::ForOp::create(
@@ -557,9 +611,8 @@ LogicalResult MmaAttentionLowering::lowerKeyLoops(SmallVector<scf::ForOp> loops)
           // tile has landed (all but the newest group done) in every thread's copies.
           gpu::BarrierOp::create(b, loc);
           // Past the last tile the copies repeat it into the slot no iteration reads again, so that they need
-          // no predicate (the last tile starts at ((end - 1) / BK) * BK).
-          Value next = im.add(keyStart, bk);
-          Value lastStart = im.mul(im.div(im.sub(end, 1), bk), bk);
+          // no predicate.
+          Value next = im.add(keyStart, pipelined ? 2 * bk : bk);
           FailureOr<Value> prefetch = stageKeyTile(loop, im.min(next, lastStart), truth, slotOf(next));
           if (failed(prefetch)) {
             status = failure();
@@ -569,8 +622,13 @@ LogicalResult MmaAttentionLowering::lowerKeyLoops(SmallVector<scf::ForOp> loops)
           nvgpu::DeviceAsyncWaitOp::create(b, loc, *prefetch, b.getI32IntegerAttr(1));
           fenceForWgmma();
           gpu::BarrierOp::create(b, loc);
+          // The next tile has landed (wgmma): its scores start now, in the slot its copy went to.
+          Value ahead;
+          if (pipelined)
+            ahead = issueScores(aFragments[scores.getLhs()], slotOf(im.add(keyStart, bk)));
           // This tile's addressing, then its computation.
           bindState(loop.getRegionIterArgs(), carried);
+          bindScores(carried);
           mapping.map(loop.getInductionVar(), keyStart);
           Value slot = slotOf(keyStart);
           for (Operation &op : loop.getBody()->without_terminator()) {
@@ -583,6 +641,9 @@ LogicalResult MmaAttentionLowering::lowerKeyLoops(SmallVector<scf::ForOp> loops)
           for (Value value : loop.getBody()->getTerminator()->getOperands())
             if (carry(value, yielded) == 0)
               status = failure();
+          // The next tile's scores, done by now (the wait for P V waited for every group before it).
+          if (pipelined)
+            yielded.push_back(wgmmaWaitFor(b, loc, 0, ahead));
           if (failed(status) || yielded.size() != carried.size())
             yielded.assign(carried.begin(), carried.end());
           scf::YieldOp::create(b, loc, yielded);
@@ -598,8 +659,10 @@ LogicalResult MmaAttentionLowering::lowerKeyLoops(SmallVector<scf::ForOp> loops)
   nvgpu::DeviceAsyncWaitOp::create(b, loc, queryGroup, b.getI32IntegerAttr(0));
   fenceForWgmma();
   bindState(loops.back().getResults(), state);
-  if (!last)
+  if (!last) {
+    carriedScores.reset();
     return success();
+  }
   // The one masked tile, once: its key start is the split (the last prefetch, or the prologue's copy).
   Value split = index(reached.getLhs());
   SmallVector<Type> types;
@@ -611,6 +674,7 @@ LogicalResult MmaAttentionLowering::lowerKeyLoops(SmallVector<scf::ForOp> loops)
     b.setInsertionPointToStart(once.thenBlock());
     gpu::BarrierOp::create(b, loc);
     Value slot = slotOf(split);
+    bindScores(state);
     for (Operation &op : last.thenBlock()->without_terminator()) {
       auto product = dyn_cast<MatmulOp>(op);
       if (failed(product ? lowerProduct(product, slot) : lowerOp(&op)))
@@ -620,11 +684,14 @@ LogicalResult MmaAttentionLowering::lowerKeyLoops(SmallVector<scf::ForOp> loops)
     for (Value value : last.thenYield().getOperands())
       if (carry(value, yielded) == 0)
         return last.emitOpError() << kWhat << ": the last key tile must yield tiles in registers";
+    if (pipelined)
+      yielded.push_back(state.back());
     scf::YieldOp::create(b, loc, yielded);
     b.setInsertionPointToStart(once.elseBlock());
     scf::YieldOp::create(b, loc, state);
   }
   bindState(last.getResults(), once.getResults());
+  carriedScores.reset();
   return success();
 }
 
@@ -786,7 +853,8 @@ FailureOr<KernelLaunch> kiln::lowerMmaAttentionKernel(OpBuilder &builder, gpu::G
   int64_t paddedHead = llvm::alignTo(headDim, 16), paddedValue = llvm::alignTo(valueDim, 16);
   int64_t strideQ = paddedHead + 8, strideK = wgmma ? headDim : strideQ, strideV = wgmma ? valueDim : paddedValue + 8;
   int64_t sizeQ = bq * strideQ, sizeK = bk * strideK, sizeV = bk * strideV;
-  int64_t sharedBytes = attentionSharedBytes(bq, bk, headDim, valueDim, wgmma);
+  int64_t slots = wgmma ? 3 : 2;
+  int64_t sharedBytes = 2 * (sizeQ + slots * (sizeK + sizeV));
 
   SmallVector<RankedTensorType> buffers;
   for (Type type : kernel.getArgumentTypes())
@@ -799,14 +867,15 @@ FailureOr<KernelLaunch> kiln::lowerMmaAttentionKernel(OpBuilder &builder, gpu::G
   MmaAttentionLowering lowering(builder, loc, bq, bk, valueDim, layout, threads);
   lowering.ringQ = {sharedView(builder, loc, gpuKernel.sharedBytes, 0, sizeQ, element), bq, paddedHead, strideQ,
                     sizeQ};
-  lowering.ringK = {sharedView(builder, loc, gpuKernel.sharedBytes, sizeQ, 2 * sizeK, element), bk, paddedHead,
+  lowering.ringK = {sharedView(builder, loc, gpuKernel.sharedBytes, sizeQ, slots * sizeK, element), bk, paddedHead,
                     strideK, sizeK, wgmma};
-  lowering.ringV = {sharedView(builder, loc, gpuKernel.sharedBytes, sizeQ + 2 * sizeK, 2 * sizeV, element), bk,
-                    paddedValue, strideV, sizeV, wgmma};
+  lowering.ringV = {sharedView(builder, loc, gpuKernel.sharedBytes, sizeQ + slots * sizeK, slots * sizeV, element),
+                    bk, paddedValue, strideV, sizeV, wgmma};
+  lowering.ringSlots = slots;
   if (wgmma) {
     lowering.wgmma = true;
     lowering.descriptors.emplace(builder, loc, gpuKernel.sharedBytes);
-    lowering.ringKBytes = 2 * sizeQ, lowering.ringVBytes = 2 * (sizeQ + 2 * sizeK);
+    lowering.ringKBytes = 2 * sizeQ, lowering.ringVBytes = 2 * (sizeQ + slots * sizeK);
   }
   Block &entry = gpuKernel.func.getBody().front();
   if (failed(lowering.bindKernel(kernel, forall, entry, kWhat)))
@@ -818,6 +887,9 @@ FailureOr<KernelLaunch> kiln::lowerMmaAttentionKernel(OpBuilder &builder, gpu::G
     return failure();
   gpu::ReturnOp::create(builder, loc);
   eraseDeadOps(gpuKernel.func);
+  // The kernel computes bf16/f16 outputs: its f32 tanh (a softcap, an epilogue's GELU) may take the hardware's
+  // approximation (kiln::approximateExpAndDivision).
+  gpuKernel.func.walk([](math::TanhOp tanh) { tanh.setFastmath(tanh.getFastmath() | arith::FastMathFlags::afn); });
   return KernelLaunch{{*blocks, 1, 1}, {threads, 1, 1}, sharedBytes,
                       {lowering.compiledSeqQ, lowering.compiledSeqK}};
 }

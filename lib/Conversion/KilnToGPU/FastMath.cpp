@@ -2,7 +2,10 @@
 //
 // f32 exp and division in the GPU kernels (softmax, sigmoid, SiLU, GELU's tanh form, normalising by a sum, a
 // traced division) take the hardware's approximations with subnormal results flushed to zero: exp through
-// libdevice's fast path (ex2.approx.ftz of x log2(e)), x / y as x times rcp.approx.ftz(y). The module's
+// libdevice's fast path (ex2.approx.ftz of x log2(e)), x / y as x times rcp.approx.ftz(y). An f32 tanh marked
+// `afn` (the attention lowering marks its tanh: a softcap, whose scores end as bf16/f16 probabilities) becomes
+// tanh.approx.f32, as FlashAttention's softcap computes it (about 5e-4 absolute error, one MUFU instruction
+// against libdevice's twenty). The module's
 // nvvm-reflect-ftz flag puts every libdevice function the kernels call (exp2, tanh, log, rsqrt) on its
 // flush-to-zero path, as Triton sets it and as nvcc's --use_fast_math (FlashAttention's build) does.
 //
@@ -27,12 +30,29 @@ using namespace mlir;
 
 void kiln::approximateExpAndDivision(gpu::GPUModuleOp gpuModule) {
   SmallVector<arith::DivFOp> divisions;
+  SmallVector<math::TanhOp> tanhs;
   gpuModule.walk([&](Operation *op) {
     if (auto exp = dyn_cast<math::ExpOp>(op); exp && exp.getType().isF32())
       exp.setFastmath(exp.getFastmath() | arith::FastMathFlags::afn);
     else if (auto division = dyn_cast<arith::DivFOp>(op); division && division.getType().isF32())
       divisions.push_back(division);
+    else if (auto tanh = dyn_cast<math::TanhOp>(op);
+             tanh && tanh.getType().isF32() && arith::bitEnumContainsAll(tanh.getFastmath(), arith::FastMathFlags::afn))
+      tanhs.push_back(tanh);
   });
+  // A tanh that allows an approximation (an attention's score_mod): the hardware's tanh.approx.f32.
+  for (math::TanhOp tanh : tanhs) {
+    OpBuilder builder(tanh);
+    Value approximation = LLVM::InlineAsmOp::create(
+                              builder, tanh.getLoc(), builder.getF32Type(), ValueRange{tanh.getOperand()},
+                              "tanh.approx.f32 $0, $1;", "=f,f", /*has_side_effects=*/false,
+                              /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+                              LLVM::AsmDialectAttr::get(builder.getContext(), LLVM::AsmDialect::AD_ATT),
+                              /*operand_attrs=*/ArrayAttr())
+                              .getRes();
+    tanh.replaceAllUsesWith(approximation);
+    tanh.erase();
+  }
   for (arith::DivFOp division : divisions) {
     OpBuilder builder(division);
     Value reciprocal =
