@@ -241,6 +241,8 @@ def where(condition, a, b):
         both_ints = all(isinstance(x, numbers.Integral) and not isinstance(x, bool) for x in (a, b))
         a = condition.region.constant(a, _INDEX if both_ints else _F32)
     a, b = _coerce(a, b)
+    if a.kind != b.kind and _I1 in (a.kind, b.kind):
+        raise TypeError(f"kiln.where chooses between two visibilities or two numbers, got {a.kind} and {b.kind}")
     if a.kind != b.kind:
         a, b = _to_f32(a), _to_f32(b)
     return condition.region.emit(f"arith.select {condition.name}, {a.name}, {b.name} : {a.kind}", a.kind)

@@ -137,6 +137,7 @@ def test_a_table_read_out_of_bounds_gives_zero(record_error):
     (lambda s, b, h, q, kv: "x", None, "score_mod must return the new score"),
     ("softcap", None, "must be Python functions"),
     (None, lambda b, h, q, kv: [0, 1][q] == 0, "cannot index a Python sequence"),
+    (lambda s, b, h, q, kv: kiln.where(kv <= q, kv < q, 1.0), None, "two visibilities or two numbers"),
 ])
 def test_bad_mods_name_the_problem(score_mod, mask_mod, message):
     q = np.zeros((1, 1, 8, 16), np.float32)
