@@ -186,10 +186,17 @@ static LogicalResult verifyMod(AttentionOp op, Region &region, StringRef name, A
       return op.emitOpError() << name << " block argument #" << i << " must be " << expected << ", got "
                               << argument.getType();
   }
-  for (Operation &inner : body.without_terminator())
+  for (Operation &inner : body.without_terminator()) {
     if (!isPure(&inner) || inner.getNumRegions() != 0)
       return op.emitOpError() << name << " may hold only pure scalar ops without regions, got '" << inner.getName()
                               << "'";
+    // The lowerings evaluate the region once per score: every value it computes is a scalar (tables are read
+    // with tensor.extract).
+    for (Type type : inner.getResultTypes())
+      if (!type.isIntOrIndexOrFloat())
+        return op.emitOpError() << name << " may compute only scalars, got '" << inner.getName() << "' giving "
+                                << type;
+  }
   auto yield = dyn_cast<YieldOp>(body.getTerminator());
   if (!yield || yield.getValues().size() != 1 || yield.getValues()[0].getType() != yielded)
     return op.emitOpError() << name << " must end in kiln.yield of one " << yielded << " value";

@@ -1778,3 +1778,15 @@ func.func @attention_score_mod_impure(%q: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8
   } : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32> -> tensor<1x2x4x8xf32>
   return %0 : tensor<1x2x4x8xf32>
 }
+
+// -----
+
+func.func @attention_score_mod_tensor_value(%q: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op score_mod may compute only scalars, got 'tensor.from_elements' giving 'tensor<2xf32>'}}
+  %0 = kiln.attention %q, %q, %q score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %t = tensor.from_elements %s, %s : tensor<2xf32>
+    kiln.yield %s : f32
+  } : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32> -> tensor<1x2x4x8xf32>
+  return %0 : tensor<1x2x4x8xf32>
+}
