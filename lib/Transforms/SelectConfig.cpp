@@ -206,10 +206,12 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
     // The wgmma kernel built whole knows no score_mod or mask_mod: with them, the wgmma lowering of the tiled
     // loop takes whole warpgroups of query rows at head dims 64 and 128 (K and V in 64-column panels).
     bool mods = attention.hasScoreMod() || attention.hasMaskMod();
-    // 64-key tiles: the key loop holds two score tiles (this one's, and the next one's in flight).
+    // 64-key tiles. At head dim 128 two stages: the key loop runs the next tile's Q K^T during this tile's
+    // softmax, holding two score tiles; at head dim 64 one, the sequential loop, whose fewer registers let two
+    // blocks share a multiprocessor, which ran faster there (bench/results/flex_attention).
     if (target == Target::Sm90a && mods && (element.isBF16() || element.isF16()) && bq % 64 == 0 &&
         headDim == valueDim && (headDim == 64 || headDim == 128))
-      return make({bq, fitTile(64, seqK, target)}, bq / 16, stages, "wgmma");
+      return make({bq, fitTile(64, seqK, target)}, bq / 16, headDim == 128 ? 2 : 1, "wgmma");
     if (target == Target::Sm90a && (element.isBF16() || element.isF16()) && bq % 64 == 0 &&
         headDim == valueDim && (headDim == 64 || headDim == 128) && !mods) {
       if (seqK <= 1024)

@@ -23,10 +23,11 @@
 //     same whole or partial last tiles (a decode step against a growing KV cache).
 // A "wgmma" attention (sm_90a; kiln-select-config gives it to attentions with a score_mod or mask_mod) lowers the
 // same loop nest with the same layout, which is wgmma's accumulator (warp w of a warpgroup holds its rows 16w
-// to 16w + 15): K and V are 128-byte swizzled panels in rings of three slots, both tile matmuls are
-// wgmma.mma_async with A from registers (Q's fragments, P's), and the key loop is software-pipelined as
-// FlashAttention-3 does within a warpgroup: it carries its tile's scores in and starts the next tile's Q K^T
-// before this tile's softmax, so that the tensor cores run while the softmax does.
+// to 16w + 15): K and V are 128-byte swizzled panels, both tile matmuls are wgmma.mma_async with A from registers
+// (Q's fragments, P's), and with two or more stages the key loop is software-pipelined as FlashAttention-3 does
+// within a warpgroup: it carries its tile's scores in and starts the next tile's Q K^T before this tile's
+// softmax, so that the tensor cores run while the softmax does (the rings then have three slots); with one stage
+// the loop is sequential and takes fewer registers.
 //
 //===----------------------------------------------------------------------===//
 
@@ -71,8 +72,9 @@ public:
   bool wgmma = false;
   std::optional<DescriptorBuilder> descriptors;
   int64_t ringKBytes = 0, ringVBytes = 0;
-  /// Slots of the K and V rings: two, or three for wgmma, whose key loop multiplies the next tile's Q K^T while
-  /// this tile's softmax runs and so needs the next tile landed a tile ahead.
+  /// With wgmma and a config of two or more stages: the key loop multiplies the next tile's Q K^T while this
+  /// tile's softmax runs, and so needs the next tile landed a tile ahead: its K and V rings have three slots.
+  bool pipelined = false;
   int64_t ringSlots = 2;
 
   /// Makes the kernel size-generic in the lengths: `seqQ` and `seqK` (kernel values) are the extents of the
@@ -521,7 +523,6 @@ LogicalResult MmaAttentionLowering::lowerKeyLoops(SmallVector<scf::ForOp> loops)
   // With wgmma the scores of the next tile are multiplied while this one's softmax runs: each iteration carries
   // its tile's scores in and the next tile's out, and the copies run two tiles ahead (the last tile starts at
   // ((end - 1) / BK) * BK; past it the copies and products repeat it, into slots no iteration reads again).
-  bool pipelined = wgmma;
   Value lastStart = im.mul(im.div(im.sub(im.max(end, im.c(1)), 1), bk), bk);
   Value truth = arith::ConstantIntOp::create(b, loc, 1, 1);
 
@@ -853,7 +854,8 @@ FailureOr<KernelLaunch> kiln::lowerMmaAttentionKernel(OpBuilder &builder, gpu::G
   int64_t paddedHead = llvm::alignTo(headDim, 16), paddedValue = llvm::alignTo(valueDim, 16);
   int64_t strideQ = paddedHead + 8, strideK = wgmma ? headDim : strideQ, strideV = wgmma ? valueDim : paddedValue + 8;
   int64_t sizeQ = bq * strideQ, sizeK = bk * strideK, sizeV = bk * strideV;
-  int64_t slots = wgmma ? 3 : 2;
+  bool pipelined = wgmma && config.getStages() >= 2;
+  int64_t slots = pipelined ? 3 : 2;
   int64_t sharedBytes = 2 * (sizeQ + slots * (sizeK + sizeV));
 
   SmallVector<RankedTensorType> buffers;
@@ -872,6 +874,7 @@ FailureOr<KernelLaunch> kiln::lowerMmaAttentionKernel(OpBuilder &builder, gpu::G
   lowering.ringV = {sharedView(builder, loc, gpuKernel.sharedBytes, sizeQ + slots * sizeK, slots * sizeV, element),
                     bk, paddedValue, strideV, sizeV, wgmma};
   lowering.ringSlots = slots;
+  lowering.pipelined = pipelined;
   if (wgmma) {
     lowering.wgmma = true;
     lowering.descriptors.emplace(builder, loc, gpuKernel.sharedBytes);
