@@ -268,14 +268,15 @@ def attention(q, k, v, *, causal=False, scale=None, mask=None, score_mod=None, m
     shape = (b, hq, sq, v.shape[3])
     masked = f" mask({mask.name} : {mask.type})" if mask is not None else ""
     flags = " causal" if causal else ""
-    flags += _mod_regions(q.graph, score_mod, mask_mod, tables or {})
+    flags += mod_regions(q.graph, score_mod, mask_mod, tables or {})
     flags += f" {{scale = {float_literal(scale)} : f32}}" if scale is not None else ""
     return q.graph.emit(f"kiln.attention {q.name}, {k.name}, {v.name}{masked}{flags} : {q.type}, {k.type}, "
                         f"{v.type} -> {tensor_type(shape, element)}", shape, element)
 
 
-def _mod_regions(graph, score_mod, mask_mod, tables):
-    """The mod operands and the score_mod / mask_mod regions of an attention, as text."""
+def mod_regions(graph, score_mod, mask_mod, tables):
+    """The mod operands and the score_mod / mask_mod regions of an attention, as text (the ONNX importer writes
+    Attention's softcap with it too)."""
     for name, fn in (("score_mod", score_mod), ("mask_mod", mask_mod)):
         if fn is not None and not callable(fn):
             raise TypeError(f"attention: '{name}' must be a function, got {type(fn).__name__}")

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from .. import trace
+from .. import mods, trace
 from .onnx_ops import binary, concat, reduce_to, reshape_to, slice_window, take, transpose_to
 from .values import Const, FrontendError
 
@@ -70,11 +70,14 @@ def _attention(ctx, q, k, v, attn_mask=None, past_key=None, past_value=None, non
 
     operands = f"{q.name}, {k.name}, {v.name}"
     types = f"{q.type}, {k.type}, {v.type}"
+    softcap = ctx.attr("softcap", 0.0)
     if bias is not None:
         bias = ctx.tensor(bias)
-        operands += f" mask({bias.name} : {bias.type})"
+        if not softcap:
+            operands += f" mask({bias.name} : {bias.type})"
     scale = ctx.attr("scale", None)
     flags = (" causal" if causal_flag else "") + \
+        (trace.mod_regions(q.graph, _softcap_mod(softcap, bias), None, {}) if softcap else "") + \
         (f" {{scale = {trace.float_literal(scale)} : f32}}" if scale is not None else "")
     shape = (batch, q_heads, q_len, v.shape[3])
     y = ctx.emit(f"kiln.attention {operands}{flags} : {types} -> {trace.tensor_type(shape, q.element)}", shape,
@@ -87,13 +90,27 @@ def _attention(ctx, q, k, v, attn_mask=None, past_key=None, past_value=None, non
     return [y, k, v]
 
 
+def _softcap_mod(softcap, bias):
+    """Attention's softcap as a score_mod: ``softcap * tanh(s / softcap)`` of the scaled scores, then the bias
+    (the mask, the causal frontier, the windows), which ONNX adds after the cap so that a masked score stays -inf;
+    kiln.attention adds its own mask before a score_mod, so the bias is read as a table inside it (its dims of one
+    element broadcast)."""
+    def score_mod(s, b, h, q, kv):
+        capped = softcap * mods.unary("tanh", s / softcap)
+        if bias is None:
+            return capped
+        positions = (b, h, q, kv)[4 - len(bias.shape):]
+        return capped + bias[tuple(p if extent != 1 else 0 for p, extent in zip(positions, bias.shape))]
+    return score_mod
+
+
 def _check_attention_attributes(ctx):
     """Refuses the variants kiln.attention cannot express, naming the attribute or output. softmax_precision
     needs nothing: kiln's softmax runs in f32 whatever the input type."""
     softcap = ctx.attr("softcap", 0.0)
-    if softcap != 0.0:
-        raise FrontendError(f"{ctx.node.describe()}: softcap {softcap} is not supported (kiln.attention has no "
-                            f"logit soft cap)")
+    if not (math.isfinite(softcap) and softcap >= 0):
+        raise FrontendError(f"{ctx.node.describe()}: softcap {softcap} is not supported (0, or a finite positive "
+                            f"number)")
     if len(ctx.node.proto.output) > 3 and ctx.node.proto.output[3]:
         raise FrontendError(f"{ctx.node.describe()}: the qk_matmul_output output (qk_matmul_output_mode "
                             f"{ctx.attr('qk_matmul_output_mode', 0)}) is not supported (kiln.attention keeps the "
