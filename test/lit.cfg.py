@@ -17,7 +17,11 @@ config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%python", config.python_executable))
 # The build's `kiln` package (PYTHONPATH), for tests that call the extension itself.
 config.substitutions.append(("%kiln_python", os.path.join(config.kiln_obj_root, "python")))
-llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
+llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP", "ASAN_OPTIONS", "UBSAN_OPTIONS"])
+# A sanitizer build (make test-sanitize): the tests that run python3, which is not instrumented, on the build's
+# instrumented modules need the sanitizer runtimes preloaded; lit itself does not run with them.
+if os.environ.get("KILN_TEST_PRELOAD"):
+    config.environment["LD_PRELOAD"] = os.environ["KILN_TEST_PRELOAD"]
 llvm_config.use_default_substitutions()
 
 tool_dirs = [config.kiln_tools_dir, config.llvm_tools_dir]

@@ -9,6 +9,7 @@ input or node at fault.
 """
 
 import pathlib
+import os
 import subprocess
 import sys
 
@@ -155,7 +156,10 @@ def test_flatten_axes(axis):
 # --- the command line -------------------------------------------------------------------------------------------------
 
 def run_cli(*args):
+    # A bare environment (the CLI must not depend on the caller's), but for a sanitizer build's runtimes.
     env = {"PYTHONPATH": str(BUILD_DIR / "python"), "PATH": "/usr/bin:/bin"}
+    env.update({name: os.environ[name] for name in ("LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS")
+                if name in os.environ})
     return subprocess.run([sys.executable, "-m", "kiln.frontend.cli", *args], capture_output=True, text=True,
                           env=env)
 

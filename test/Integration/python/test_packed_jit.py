@@ -49,6 +49,10 @@ def packed(tmp_path_factory):
     """The archive, unpacked and with its extension built for this Python."""
     if not (BUILD_DIR / "lib" / "libKilnApi.a").is_file():
         pytest.skip(f"{BUILD_DIR} has no libKilnApi.a (build Kiln or set KILN_BUILD_DIR)")
+    cache = BUILD_DIR / "CMakeCache.txt"
+    if cache.is_file() and any(line.startswith("KILN_SANITIZE:") and line.split("=", 1)[1].strip()
+                               for line in cache.read_text().splitlines()):
+        pytest.skip(f"{BUILD_DIR} is a sanitizer build: the archive links its libraries without the sanitizers")
     work = tmp_path_factory.mktemp("packed")
     archive = work / "gpu_jit.tar.xz"
     subprocess.run([str(ROOT / "scripts" / "pack_gpu_jit.sh"), str(BUILD_DIR), str(archive)], check=True,
