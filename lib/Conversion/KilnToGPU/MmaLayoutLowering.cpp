@@ -726,6 +726,23 @@ LogicalResult MmaMatmulLowering::lowerBody(scf::ForallOp forall) {
   return success();
 }
 
+FailureOr<int64_t> MmaMatmulLowering::lowerKernel(func::FuncOp kernel, scf::ForallOp forall, MatmulOp product,
+                                                  Block &entry, ValueRange sizeParams,
+                                                  SmallVectorImpl<int64_t> &sizes) {
+  if (failed(bindKernel(kernel, forall, entry, kWhat)))
+    return failure();
+  if (product) {
+    auto lhs = cast<RankedTensorType>(kernel.getArgumentTypes().front());
+    auto result = cast<RankedTensorType>(kernel.getArgumentTypes().back());
+    sizes.assign({result.getDimSize(result.getRank() - 2), result.getShape().back(), lhs.getShape().back()});
+    makeSizeGeneric(kernel, forall, sizeParams, product.getTransposeRhs());
+  }
+  FailureOr<int64_t> blocks = mapIterationToBlock(forall, kWhat);
+  if (failed(blocks) || failed(lowerBody(forall)))
+    return failure();
+  return blocks;
+}
+
 FailureOr<MmaTiledLoop> gpukernel::mmaTiledLoop(func::FuncOp kernel, size_t tileSizes, StringRef what,
                                                 StringRef lowering, StringRef configLowering) {
   auto forall = dyn_cast_or_null<scf::ForallOp>(kernelOpOf(kernel));
@@ -779,17 +796,10 @@ FailureOr<KernelLaunch> kiln::lowerMmaMatmulKernel(OpBuilder &builder, gpu::GPUM
         slots.rowsB, slots.columnsB, slots.strideB, slots.slotB};
   }
   Block &entry = gpuKernel.func.getBody().front();
-  if (failed(lowering.bindKernel(kernel, forall, entry, kWhat)))
-    return failure();
   SmallVector<int64_t, 3> sizes;
-  if (product) {
-    auto lhs = cast<RankedTensorType>(kernel.getArgumentTypes().front());
-    auto result = cast<RankedTensorType>(kernel.getArgumentTypes().back());
-    sizes = {result.getDimSize(result.getRank() - 2), result.getShape().back(), lhs.getShape().back()};
-    lowering.makeSizeGeneric(kernel, forall, entry.getArguments().take_back(3), transposedB);
-  }
-  FailureOr<int64_t> blocks = lowering.mapIterationToBlock(forall, kWhat);
-  if (failed(blocks) || failed(lowering.lowerBody(forall)))
+  FailureOr<int64_t> blocks =
+      lowering.lowerKernel(kernel, forall, product, entry, entry.getArguments().take_back(3), sizes);
+  if (failed(blocks))
     return failure();
   gpu::ReturnOp::create(builder, loc);
   eraseDeadOps(gpuKernel.func);

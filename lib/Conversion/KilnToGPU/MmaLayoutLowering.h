@@ -64,6 +64,13 @@ public:
   /// Lowers the forall's body for this block's iteration.
   LogicalResult lowerBody(scf::ForallOp forall);
 
+  /// Lowers the tiled matmul `kernel` (its loop `forall`, its tile matmul `product`, if K left one) into the
+  /// gpu.func whose entry block is `entry`: binds the arguments, makes the kernel size-generic in M, N and K (the
+  /// kernel values `sizeParams`, whose compiled values `sizes` receives) where there is a product, maps the loop
+  /// onto blocks and lowers the body. Returns the number of blocks.
+  FailureOr<int64_t> lowerKernel(func::FuncOp kernel, scf::ForallOp forall, MatmulOp product, Block &entry,
+                                 ValueRange sizeParams, SmallVectorImpl<int64_t> &sizes);
+
   virtual ~MmaMatmulLowering() = default;
 
 protected:

@@ -85,7 +85,7 @@ private:
   LogicalResult issueCopies(MatmulOp product, const OperandTiles &tiles, Value kTile);
   /// Copies `tile` ([rows, columns]) as panels of 64 columns into `byteOffset` through tensor map `map`
   /// (entry `mapIndex` of `maps`), completing on `barrier`.
-  LogicalResult copyTile(Operation *user, const GlobalTile &tile, unsigned mapIndex, Value map, int64_t rows,
+  LogicalResult copyByTma(Operation *user, const GlobalTile &tile, unsigned mapIndex, Value map, int64_t rows,
                          int64_t columns, Value byteOffset, Value barrier);
   /// A shared-memory pointer `byteOffset` bytes into the buffer.
   Value pointer(Value byteOffset);
@@ -102,7 +102,7 @@ Value WgmmaMatmulLowering::pointer(Value byteOffset) {
   return LLVM::IntToPtrOp::create(b, loc, LLVM::LLVMPointerType::get(b.getContext(), 3), address);
 }
 
-LogicalResult WgmmaMatmulLowering::copyTile(Operation *user, const GlobalTile &tile, unsigned mapIndex, Value map,
+LogicalResult WgmmaMatmulLowering::copyByTma(Operation *user, const GlobalTile &tile, unsigned mapIndex, Value map,
                                             int64_t rows, int64_t columns, Value byteOffset, Value bar) {
   const GlobalTensor &source = tile.source;
   int64_t rank = source.shape.size();
@@ -148,10 +148,10 @@ LogicalResult WgmmaMatmulLowering::issueCopies(MatmulOp product, const OperandTi
       NVVM::MemScopeKind::CTA, /*relaxed=*/false, Value());
   // A [BM, BK] is one box of BK columns; B [BN, BK] (transposed) the same, [BK, BN] BN / 64 panels of BK rows.
   bool transposedB = product.getTransposeRhs();
-  if (failed(copyTile(product, tiles.first, 0, mapA, bm, bk, im.mul(slot, slotBytesA()), bar)))
+  if (failed(copyByTma(product, tiles.first, 0, mapA, bm, bk, im.mul(slot, slotBytesA()), bar)))
     return failure();
   Value offsetB = im.add(im.c(stages * slotBytesA()), im.mul(slot, slotBytesB()));
-  return copyTile(product, tiles.second, 1, mapB, transposedB ? bn : bk, transposedB ? bk : bn, offsetB, bar);
+  return copyByTma(product, tiles.second, 1, mapB, transposedB ? bn : bk, transposedB ? bk : bn, offsetB, bar);
 }
 
 FailureOr<SmallVector<Value>>
@@ -315,18 +315,10 @@ FailureOr<KernelLaunch> kiln::lowerWgmmaMatmulKernel(OpBuilder &builder, gpu::GP
     mapA = entry.getArgument(firstMap), mapB = entry.getArgument(firstMap + 1);
   }
   WgmmaMatmulLowering lowering(builder, loc, config, layout, gpuKernel.sharedBytes, mapA, mapB, element);
-  if (failed(lowering.bindKernel(kernel, forall, entry, kWhat)))
-    return failure();
   SmallVector<int64_t, 3> sizes;
-  if (product) {
-    auto lhs = cast<RankedTensorType>(kernel.getArgumentTypes().front());
-    auto result = cast<RankedTensorType>(kernel.getArgumentTypes().back());
-    sizes = {result.getDimSize(result.getRank() - 2), result.getShape().back(), lhs.getShape().back()};
-    lowering.makeSizeGeneric(kernel, forall, entry.getArguments().slice(firstMap - 3, 3),
-                             product.getTransposeRhs());
-  }
-  FailureOr<int64_t> blocks = lowering.mapIterationToBlock(forall, kWhat);
-  if (failed(blocks) || failed(lowering.lowerBody(forall)))
+  FailureOr<int64_t> blocks =
+      lowering.lowerKernel(kernel, forall, product, entry, entry.getArguments().slice(firstMap - 3, 3), sizes);
+  if (failed(blocks))
     return failure();
   gpu::ReturnOp::create(builder, loc);
   eraseDeadOps(gpuKernel.func);
