@@ -1,9 +1,11 @@
-"""mma_sync attention on the H200: the kernels lowered from the tiled, online-softmax IR against the template
-kernels they replace and SDPA (flash and cuDNN), checked against a float64 reference in the same run.
+"""Attention on the H200: the kernels lowered from the tiled, online-softmax IR (mma_sync, and wgmma on sm_90a)
+against the template kernels they replaced and SDPA (flash and cuDNN), checked against a float64 reference in the
+same run.
 
-Why: the mma_sync attention (every head dim but the wgmma kernel's 64 and 128 on sm_90a, the decode steps, and
-sm_80) is lowered from the loop that kiln-tile, kiln-online-softmax and kiln-split-masked-tiles leave
-(AttentionLayoutLowering.cpp) instead of being built whole from the op. Like matmul_lowering.py:
+Why: every GPU attention (mma_sync: every head dim but 64 and 128 on sm_90a, the decode steps, and sm_80; wgmma:
+bf16/f16 at head dims 64 and 128 on sm_90a) is lowered from the loop that kiln-tile, kiln-online-softmax and
+kiln-split-masked-tiles leave (AttentionLayoutLowering.cpp) instead of being built whole from the op. Like
+matmul_lowering.py:
 
 - ``prepare`` (here, where the compiler is): compiles each case with the current ``kilnc`` into
   ``<out>/generated/<case>`` and, given ``--template-kilnc`` (built from the commit before the change), into
@@ -14,7 +16,7 @@ sm_80) is lowered from the loop that kiln-tile, kiln-online-softmax and kiln-spl
   as a CUDA graph of back-to-back calls (row_kernels.time_ms), and writes attention.json and attention.md.
 - ``plot``: draws a visit's attention.json as attention.png beside it.
 
-The ``t_`` cases take head dims 24 to 256, lengths that do not divide the tiles, GQA, Sq != Sk, causal, bshd,
+The ``t_`` cases take head dims 24 to 256 (the wgmma ones 64 and 128, pinned and default tiles), lengths that do not divide the tiles, GQA, Sq != Sk, causal, bshd,
 decode steps, bf16 and f16. Error: max|out - ref| / max|ref|; limits 2e-2 (bf16) and 4e-3 (f16): P is rounded to
 the input type before P V, as FlashAttention does.
 """
@@ -58,6 +60,25 @@ def cases():
         attention_case("b_d256_b4_h16_s2048_causal", 4, 16, 16, 2048, 2048, 256, causal=True),
         attention_case("b_decode_d128_b32_gqa_sk4096", 32, 32, 8, 1, 4096, 128),
         attention_case("b_decode_d128_b1_gqa_sk8192", 1, 32, 8, 1, 8192, 128),
+    ]
+    # The wgmma attention (sm_90a, head dims 64 and 128): its default configs, and the tiles pinned.
+    for dtype in ("bf16", "f16"):
+        for d in (64, 128):
+            listed += [
+                attention_case(f"t_{dtype}_wgmma_d{d}_sq77_sk200", 2, 4, 2, 77, 200, d, dtype, tile=(64, 64),
+                               lowering="wgmma", stages=1),
+                attention_case(f"t_{dtype}_wgmma_d{d}_causal_gqa_333", 2, 8, 2, 333, 333, d, dtype, True,
+                               tile=(128, 64 if d == 64 else 128), lowering="wgmma"),
+                attention_case(f"t_{dtype}_wgmma_d{d}_bshd_1100_causal", 1, 4, 4, 1100, 1100, d, dtype, True,
+                               seq_major=True),
+                attention_case(f"t_{dtype}_wgmma_d{d}_sq300_sk2000_causal", 1, 4, 4, 300, 2000, d, dtype, True),
+            ]
+    listed += [
+        attention_case("b_d128_wgmma_b4_h32_s4096", 4, 32, 32, 4096, 4096, 128),
+        attention_case("b_d128_wgmma_b4_h32_s4096_causal", 4, 32, 32, 4096, 4096, 128, causal=True),
+        attention_case("b_d128_wgmma_b16_h32_s1024_causal", 16, 32, 32, 1024, 1024, 128, causal=True),
+        attention_case("b_d64_wgmma_b8_h16_s2048", 8, 16, 16, 2048, 2048, 64),
+        attention_case("b_d64_wgmma_b4_h32_s4096_causal", 4, 32, 32, 4096, 4096, 64, causal=True),
     ]
     return listed
 
@@ -144,7 +165,7 @@ def visit(args):
 def plot(args):
     from row_kernels import bar_chart
     bar_chart(args.json, (("generated", "generated (tiled IR)"), ("template", "template"), ("flash", "SDPA flash"),
-                          ("cudnn", "SDPA cuDNN")), "mma_sync attention on the H200, bf16")
+                          ("cudnn", "SDPA cuDNN")), "attention on the H200, bf16")
     write_table(json.loads(Path(args.json).read_text())["rows"], Path(args.json).with_suffix(".md"))
     return 0
 

@@ -1,8 +1,8 @@
 """FlexAttention-style variants on the H200: kiln.attention with a score_mod / mask_mod, lowered through the
 tiled IR into one kernel (wgmma on sm_90a at head dims 64 and 128), against the plain attention of the same shape
 (the default kernel), torch's flex_attention under torch.compile, and SDPA (flash, cuDNN), checked against a
-float64 reference in the same run. ``plain_tiled`` is the plain causal attention through the variants' lowering
-(a mask_mod that hides nothing), against the default kernel it is to replace.
+float64 reference in the same run. ``plain_tiled`` is the plain causal attention with a mask_mod that hides
+nothing, against the default plain kernel (the variants' 64-key tiles against the plain attention's own).
 
 - ``prepare`` (here, where the compiler is): traces each case through kiln.ops.attention (the variant's mods as
   Python functions, kiln/mods.py) on placeholder arrays, compiles the traced function with ``kilnc`` into

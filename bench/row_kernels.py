@@ -99,6 +99,7 @@ def compile_variants(args, listed):
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from gpu_cases import compile_graph
     out = Path(args.out)
+    listed = [item for item in listed if getattr(args, "only", "") in item["name"]]
     variants = {"generated": args.kilnc}
     if args.template_kilnc:
         variants["template"] = args.template_kilnc
@@ -295,6 +296,7 @@ def command_line(doc, out, prepare, visit, plot=None):
     p.add_argument("--kilnc", default="build/bin/kilnc")
     p.add_argument("--template-kilnc", default="")
     p.add_argument("--out", default=out)
+    p.add_argument("--only", default="", help="only the cases whose names contain this")
     v = sub.add_parser("visit")
     v.add_argument("--build", default=out)
     v.add_argument("--runtime", default="build/lib/libkiln_runtime.so")

@@ -45,10 +45,8 @@ static int64_t fitTile(int64_t tile, int64_t dim, Target target) {
   return std::min(tile, std::max<int64_t>(16, llvm::PowerOf2Ceil(std::max<int64_t>(dim, 1))));
 }
 
-/// The most keys for which sm_90a attention takes the sequential wgmma loop (one stage) by default, at head
-/// dims 64 and 128; and the most for which head dim 64 takes 32-key tiles.
-static constexpr int64_t kSequentialAttentionKeysD64 = 192, kSequentialAttentionKeysD128 = 128,
-                         kNarrowKeyTileKeysD64 = 160;
+/// The most keys for which sm_90a attention at head dim 64 takes 32-key tiles.
+static constexpr int64_t kNarrowKeyTileKeysD64 = 160;
 
 /// Multiprocessors of the GPU each target stands for: the A100 (sm_80) and the H100/H200 (sm_90a).
 static int64_t multiprocessors(Target target) { return target == Target::Sm90a ? 132 : 108; }
@@ -196,36 +194,27 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
     // fragment small enough not to spill (64 keys up to head dim 192, 32 beyond).
     int64_t keys = headDim <= 64 ? 64 : headDim <= 128 ? 128 : headDim <= 192 ? 64 : 32;
     bq = fitTile(128, seqQ, target), bk = fitTile(keys, seqK, target);
-    // On sm_90a the wgmma kernel takes query tiles of whole warpgroups (64 rows) at head dims 64 and 128 (the
-    // decode shapes, a few query rows, stay on mma_sync). Up to 1024 keys, one-warpgroup 64-row tiles run
-    // faster: small blocks, two or more per multiprocessor, where a block of 128 rows gets only a few key tiles
-    // to amortise its prologue; at head dim 128 and up to 512 keys, 32-key tiles run faster still
-    // (bench/results/attention_wgmma_short_seq_sweep_v2.log).
+    // On sm_90a bf16/f16 attention at head dims 64 and 128 takes the wgmma lowering, in query tiles of whole
+    // warpgroups (64 rows; the decode shapes, a few query rows, stay on mma_sync). Measured on the H200
+    // (bench/results/attention_lowering): at head dim 128 past 1024 keys, 128 x 128 tiles and two stages (the key
+    // loop runs the next tile's Q K^T during this tile's softmax, holding two score tiles); everywhere else one
+    // stage, the sequential loop, whose fewer registers let two blocks share a multiprocessor (at head dim 64
+    // 1.04x the two-stage loop causal, as fast without the mask). Up to 1024 keys one-warpgroup 64-row tiles
+    // run faster (a block of 128 rows gets too few key tiles to amortise its start), at head dim 128 and up to
+    // 512 keys with 32-key tiles, at head dim 64 up to 160 keys too (bench/results/attention_wgmma_short_*).
+    // A score_mod or mask_mod takes 64-key tiles: the mods' arithmetic needs the registers.
     Type element = q.getElementType();
     int64_t valueDim = attention.getV().getType().getDimSize(3);
-    // The wgmma kernel built whole knows no score_mod or mask_mod: with them, the wgmma lowering of the tiled
-    // loop takes whole warpgroups of query rows at head dims 64 and 128 (K and V in 64-column panels).
     bool mods = attention.hasScoreMod() || attention.hasMaskMod();
-    // 64-key tiles. At head dim 128 two stages: the key loop runs the next tile's Q K^T during this tile's
-    // softmax, holding two score tiles; at head dim 64 one, the sequential loop, whose fewer registers let two
-    // blocks share a multiprocessor, which ran faster there (bench/results/flex_attention).
-    if (target == Target::Sm90a && mods && (element.isBF16() || element.isF16()) && bq % 64 == 0 &&
-        headDim == valueDim && (headDim == 64 || headDim == 128))
-      return make({bq, fitTile(64, seqK, target)}, bq / 16, headDim == 128 ? 2 : 1, "wgmma");
     if (target == Target::Sm90a && (element.isBF16() || element.isF16()) && bq % 64 == 0 &&
-        headDim == valueDim && (headDim == 64 || headDim == 128) && !mods) {
+        headDim == valueDim && (headDim == 64 || headDim == 128)) {
+      if (mods)
+        return make({bq, fitTile(64, seqK, target)}, bq / 16, headDim == 128 ? 2 : 1, "wgmma");
       if (seqK <= 1024)
         bq = 64, bk = fitTile(headDim == 128 && seqK <= 512 ? 32 : 64, seqK, target);
-      // On a few key tiles the pipeline has little to overlap: one stage, the sequential loop, which ptxas
-      // assembles in half the time (most of a cold JIT compile) and runs about as fast: at head dim 64 up to 192
-      // keys, with 32-key tiles (faster still, and quicker to assemble) up to 160
-      // (bench/results/attention_wgmma_short_tiles_v40.md); at head dim 128 up to 128 keys, since from 160 keys
-      // one stage is a few percent slower (bench/results/attention_short_d128_v41.md).
-      if (seqK <= (headDim == 64 ? kSequentialAttentionKeysD64 : kSequentialAttentionKeysD128))
-        stages = 1;
       if (headDim == 64 && seqK <= kNarrowKeyTileKeysD64)
         bk = fitTile(32, seqK, target);
-      return make({bq, bk}, bq / 16, stages, "wgmma");
+      return make({bq, bk}, bq / 16, headDim == 128 && seqK > 1024 ? 2 : 1, "wgmma");
     }
     // A decode step (one 16-row query tile, one warp) above head dim 64 takes 64-key tiles: at head dim 128 its
     // S and O fragments needed more than 255 registers with 128-key tiles and spilled, and the 64-key kernel ran

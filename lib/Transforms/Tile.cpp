@@ -24,16 +24,11 @@ namespace kiln {
 using namespace mlir;
 using namespace mlir::kiln;
 
-/// Whether the passes lower this op's tiles: on the host, and the GPU's row kernels, matmuls, "mma_sync"
-/// attentions and "wgmma" attentions with a score_mod or mask_mod. A plain "wgmma" attention is still built whole
-/// from the op by convert-kiln-to-gpu (pipelined as FlashAttention-3 is, which the lowering of the tiled loop
-/// does not do yet).
+/// Whether the passes lower this op's tiles: on the host, and the GPU's row kernels, matmuls and attentions.
 static bool tilesLoweredByPasses(Operation *op, ConfigAttr config) {
   StringRef lowering = config.getLowering();
-  auto attention = dyn_cast<AttentionOp>(op);
-  return lowering == "host" || lowering == "rows" || (isa<MatmulOp, AttentionOp>(op) && lowering == "mma_sync") ||
-         (isa<MatmulOp>(op) && lowering == "wgmma") ||
-         (attention && lowering == "wgmma" && (attention.hasScoreMod() || attention.hasMaskMod()));
+  return lowering == "host" || lowering == "rows" ||
+         (isa<MatmulOp, AttentionOp>(op) && (lowering == "mma_sync" || lowering == "wgmma"));
 }
 
 namespace {

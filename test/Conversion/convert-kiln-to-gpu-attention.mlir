@@ -2,8 +2,7 @@
 
 // An mma_sync attention is lowered from its tiled loop (kiln-tile, kiln-online-softmax, kiln-split-masked-tiles
 // and kiln-assign-layouts, as the GPU pipeline runs them) by its #kiln.mma_layout: one column of BQ / 16 warps,
-// each owning 16 query rows. The sm_90a "wgmma" attention, built whole from the op, is in
-// convert-kiln-to-gpu.mlir.
+// each owning 16 query rows. The sm_90a "wgmma" attention is in convert-kiln-to-gpu-wgmma-attention.mlir.
 
 // Causal bf16 attention, 300 queries and keys, 64 x 64 tiles, 4 warps: one block per (head, query tile), 2 x 5
 // of them. Shared memory holds the Q tile and two-slot K and V rings, rows padded by 16 bytes: 2 x (64 x 72 +
@@ -15,9 +14,12 @@
 // for its own. Two key loops (kiln-split-masked-tiles; causal over many query rows, several key tiles may cross
 // the diagonal): up to the split point with no mask arithmetic, then to the key bound with the position mask
 // (keys >= Sk or beyond the diagonal Sk - Sq: -inf). In both: K by ldmatrix, S = Q K^T by mma.sync m16n8k16,
-// scaled by 1/8 * log2(e), the row max and row sum across the quad by shuffles (xor 1 and 2), exp2, P rounded
-// to bf16 and fed as A fragments to P V with V read by ldmatrix.trans. After the loops, acc / l (rcp.approx) is
-// stored two bf16 columns at a time.
+// scaled by 1/8 * log2(e) (the row max taken before the scale and scaled once, the scale contracting into the
+// exponent's subtraction: fastmath<contract>), the row max across the quad by shuffles (xor 1 and 2), exp2, P
+// rounded to bf16 and
+// fed as A fragments to P V with V read by ldmatrix.trans. The row sum l stays each lane's share (no shuffles in
+// the loops: QuadPartialSums.h); after the loops the quad adds the shares, and acc / l (rcp.approx) is stored
+// two bf16 columns at a time.
 // CHECK-LABEL: func.func private @k0_attention
 // CHECK-SAME: kiln.gpu_kernel = @kiln_kernels::@k0_attention
 // CHECK-SAME: kiln.launch = {block = array<i64: 128, 1, 1>, dynamic_shared_bytes = 46080 : i64, grid = array<i64: 10, 1, 1>, sizes = array<i64: 300, 300>}
@@ -48,9 +50,9 @@
 // CHECK-NOT: arith.cmpi sgt
 // CHECK: gpu.shuffle  xor %{{.*}}, %{{.*}}, %{{.*}} : f32
 // CHECK: arith.maximumf
-// CHECK: math.exp2
-// CHECK: gpu.shuffle  xor %{{.*}}, %{{.*}}, %{{.*}} : f32
-// CHECK: arith.addf
+// CHECK: arith.subf %{{.*}}, %{{.*}} fastmath<contract> : f32
+// CHECK-NEXT: math.exp2
+// CHECK-NOT: gpu.shuffle
 // CHECK: arith.truncf %{{.*}} : f32 to bf16
 // CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = true} : memref<{{.*}}xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
 // CHECK: nvvm.mma.sync
@@ -74,6 +76,7 @@
 // CHECK: scf.yield
 // CHECK-NOT: scf.for
 // CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 0 : i32}
+// CHECK: gpu.shuffle  xor
 // CHECK: nvvm.rcp.approx.ftz.f
 // CHECK: scf.if
 // CHECK: vector.store {{.*}} {alignment = 4 : i64} : memref<1099511627776xbf16>, vector<2xbf16>
@@ -205,7 +208,8 @@ module {
 // CHECK-NEXT: scf.yield %[[LOOP]]#0, %[[LOOP]]#1, %[[LOOP]]#2, %[[LOOP]]#3, %[[LOOP]]#4, %[[LOOP]]#5, %[[LOOP]]#6, %[[LOOP]]#7, %[[LOOP]]#8, %[[LOOP]]#9, %[[LOOP]]#10, %[[LOOP]]#11 :
 // CHECK-NEXT: }
 // CHECK-NOT: scf.for
-// CHECK: nvvm.rcp.approx.ftz.f %[[LAST]]#{{[0-9]+}} : f32
+// CHECK: gpu.shuffle  xor %[[LAST]]#{{[0-9]+}}
+// CHECK: nvvm.rcp.approx.ftz.f
 // CHECK: arith.constant 0.693147182 : f32
 // CHECK: math.log
 // CHECK: scf.if

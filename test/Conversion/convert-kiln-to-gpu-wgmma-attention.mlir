@@ -1,6 +1,6 @@
 // RUN: kiln-opt %s -split-input-file -kiln-tile -canonicalize -kiln-online-softmax -kiln-split-masked-tiles -kiln-assign-layouts -convert-kiln-to-gpu=chip=sm_90a -verify-diagnostics | FileCheck %s
 
-// An attention with a score_mod or mask_mod and a "wgmma" config (sm_90a) is lowered from its tiled loop as the
+// An attention with a "wgmma" config (sm_90a; here first with a score_mod) is lowered from its tiled loop as the
 // mma_sync one is (convert-kiln-to-gpu-attention.mlir): one warp per 16 query rows, the softmax on accumulator
 // fragments, Q read once into shared memory and kept as A fragments; but K and V stream through cp.async rings
 // of three slots as 128-byte swizzled panels (shared memory aligned to the swizzle's 1024-byte period: Q
@@ -85,5 +85,43 @@ module {
     } {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "wgmma">} : tensor<1x2x100x96xbf16>, tensor<1x2x100x96xbf16>, tensor<1x2x100x96xbf16> -> tensor<1x2x100x96xbf16>
     %r = bufferization.materialize_in_destination %o in %out : (tensor<1x2x100x96xbf16>, tensor<1x2x100x96xbf16>) -> tensor<1x2x100x96xbf16>
     return %r : tensor<1x2x100x96xbf16>
+  }
+}
+
+// -----
+
+// A plain causal attention (no mods) takes the same lowering: 128 x 128 tiles at head dim 64, two stages (Q 128 x
+// 72, then 3 x 128 x 64 of K and of V: 116736 bytes). The unmasked key loop, then the loop over the tiles that
+// cross the diagonal (key-end sge and causal sgt comparisons): each starts the next tile's Q K^T (N = 128 keys),
+// takes its row maxima across the quad (two shuffles per row, four per thread: 16 rows per warp, two per thread)
+// and no shuffle for the row sums, whose shares the quad adds after the loops (QuadPartialSums.h), and
+// multiplies P V (N = 64 value columns, eight k16 steps over the 128 keys).
+// CHECK-LABEL: func.func private @wa3_attention
+// CHECK-SAME: kiln.launch = {block = array<i64: 256, 1, 1>, dynamic_shared_bytes = 116736 : i64, grid = array<i64: 8, 1, 1>, sizes = array<i64: 200, 200>}
+// CHECK: gpu.func @wa3_attention
+// CHECK: scf.for
+// CHECK-NOT: arith.cmpi sgt
+// CHECK-COUNT-4: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{.*}}, p, 1, 1, 0; }"
+// CHECK-COUNT-4: gpu.shuffle  xor
+// CHECK-NOT: gpu.shuffle
+// CHECK-COUNT-8: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}, p, 1, 1, 1; }"
+// CHECK: scf.yield
+// CHECK: scf.for
+// CHECK-COUNT-4: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
+// CHECK: arith.cmpi sge
+// CHECK-NEXT: arith.addi
+// CHECK-NEXT: arith.cmpi sgt
+// CHECK-COUNT-4: gpu.shuffle  xor
+// CHECK-NOT: gpu.shuffle
+// CHECK-COUNT-8: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
+// CHECK: scf.yield
+// CHECK-COUNT-4: gpu.shuffle  xor
+// CHECK: nvvm.rcp.approx.ftz.f
+// CHECK: gpu.return
+module {
+  func.func private @wa3_attention(%q: tensor<1x4x200x64xbf16>, %k: tensor<1x4x200x64xbf16>, %out: tensor<1x4x200x64xbf16>) -> tensor<1x4x200x64xbf16> attributes {kiln.kernel} {
+    %o = kiln.attention %q, %k, %k causal {kiln.config = #kiln.config<tile = [128, 128], warps = 8, stages = 2, lowering = "wgmma">} : tensor<1x4x200x64xbf16>, tensor<1x4x200x64xbf16>, tensor<1x4x200x64xbf16> -> tensor<1x4x200x64xbf16>
+    %r = bufferization.materialize_in_destination %o in %out : (tensor<1x4x200x64xbf16>, tensor<1x4x200x64xbf16>) -> tensor<1x4x200x64xbf16>
+    return %r : tensor<1x4x200x64xbf16>
   }
 }

@@ -87,32 +87,15 @@ module {
 
 // -----
 
-// An mma_sync attention reaches this pass as its tiled loop (kiln-tile, kiln-online-softmax,
-// kiln-split-masked-tiles, kiln-assign-layouts: convert-kiln-to-gpu-attention.mlir); only the wgmma attention is
-// built whole from the op, so an untiled mma_sync attention is an error on the op.
+// An attention reaches this pass as its tiled loop (kiln-tile, kiln-online-softmax, kiln-split-masked-tiles,
+// kiln-assign-layouts: convert-kiln-to-gpu-attention.mlir, convert-kiln-to-gpu-wgmma-attention.mlir), for either
+// lowering: an untiled attention is an error on the op.
 module {
   func.func private @k6_attention(%q: tensor<2x8x144x64xbf16>, %k: tensor<2x2x144x64xbf16>, %v: tensor<2x2x144x64xbf16>, %out: tensor<2x8x144x64xbf16>) -> tensor<2x8x144x64xbf16> attributes {kiln.kernel} {
-    // expected-error @+1 {{'kiln.attention' op needs a #kiln.config with lowering = "wgmma" and tile = [BQ, BK] to be built whole ("mma_sync" attention is lowered from its tiled loop)}}
+    // expected-error @+1 {{'kiln.attention' op needs a #kiln.config with lowering "mma_sync" or "wgmma" and its tiled loop (kiln-select-config, kiln-tile, kiln-online-softmax, kiln-split-masked-tiles, kiln-assign-layouts first), for the GPU backend}}
     %o = kiln.attention %q, %k, %v causal {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "mma_sync">} : tensor<2x8x144x64xbf16>, tensor<2x2x144x64xbf16>, tensor<2x2x144x64xbf16> -> tensor<2x8x144x64xbf16>
     %r = bufferization.materialize_in_destination %o in %out : (tensor<2x8x144x64xbf16>, tensor<2x8x144x64xbf16>) -> tensor<2x8x144x64xbf16>
     return %r : tensor<2x8x144x64xbf16>
-  }
-}
-
-// -----
-
-// The wgmma attention built whole applies no score_mod or mask_mod: an attention with mods that reaches this pass
-// untiled is an error rather than a kernel that drops them (kiln-tile tiles it, for either lowering).
-module {
-  func.func private @k7_attention(%q: tensor<1x2x128x64xbf16>, %out: tensor<1x2x128x64xbf16>) -> tensor<1x2x128x64xbf16> attributes {kiln.kernel} {
-    // expected-error @+1 {{'kiln.attention' op has a score_mod or mask_mod, which only the lowering of its tiled loop applies (kiln-select-config, kiln-tile and kiln-online-softmax first)}}
-    %o = kiln.attention %q, %q, %q mask_mod {
-    ^bb0(%b: index, %h: index, %i: index, %j: index):
-      %c = arith.cmpi sle, %j, %i : index
-      kiln.yield %c : i1
-    } {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "wgmma">} : tensor<1x2x128x64xbf16>, tensor<1x2x128x64xbf16>, tensor<1x2x128x64xbf16> -> tensor<1x2x128x64xbf16>
-    %r = bufferization.materialize_in_destination %o in %out : (tensor<1x2x128x64xbf16>, tensor<1x2x128x64xbf16>) -> tensor<1x2x128x64xbf16>
-    return %r : tensor<1x2x128x64xbf16>
   }
 }
 
@@ -152,121 +135,6 @@ module {
     %y = kiln.softmax %x axis 1 {kiln.config = #kiln.config<tile = [4], warps = 4, stages = 1, lowering = "wgmma">} : tensor<64x64xbf16>
     %r = bufferization.materialize_in_destination %y in %out : (tensor<64x64xbf16>, tensor<64x64xbf16>) -> tensor<64x64xbf16>
     return %r : tensor<64x64xbf16>
-  }
-}
-
-// -----
-
-// Attention on wgmma (sm_90a), pipelined within the warpgroup: K and V tiles first in 1024-byte aligned,
-// swizzled shared memory (two slots of 128 keys x 64 each), then the padded Q tile. Tile 0's S = Q K^T (four
-// register-A m64n128k16 MMAs, K K-major) is waited for and its softmax computed before the loops; each iteration
-// then issues the next tile's S and this tile's O += P V (eight m64n64k16, V N-major: imm-trans-b 1) as two
-// groups, waits for S alone (wait_group 1, the accumulators passing through the wait) and computes its softmax
-// while P V runs, then waits for O (wait_group 0). An unmasked and a masked loop; the last tile's P V after them.
-// The copies are fenced into the async proxy before each barrier.
-// CHECK-LABEL: func.func private @w5_attention
-// CHECK-SAME: kiln.launch = {block = array<i64: 256, 1, 1>, dynamic_shared_bytes = 83968 : i64, grid = array<i64: 2, 4, 1>, sizes = array<i64: 200, 200>}
-// CHECK: memref.global "public" @w5_attention_smem : memref<0xi8, #gpu.address_space<workgroup>> {alignment = 1024 : i64}
-// CHECK: arith.xori
-// CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
-// CHECK: gpu.barrier
-// CHECK: memref.extract_aligned_pointer_as_index
-// CHECK: nvvm.wgmma.fence.aligned
-// CHECK-COUNT-4: llvm.inline_asm has_side_effects asm_dialect = att "{ .reg .pred p; setp.ne.b32 p, 1, 0; wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{.*}}, p, 1, 1, 0; }"
-// CHECK: nvvm.wgmma.commit.group.sync.aligned
-// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
-// CHECK: math.exp2
-// CHECK: scf.for
-// CHECK: nvvm.fence.proxy
-// CHECK: gpu.barrier
-// CHECK: nvvm.wgmma.fence.aligned
-// CHECK-COUNT-4: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{.*}}, p, 1, 1, 0; }"
-// CHECK: nvvm.wgmma.commit.group.sync.aligned
-// CHECK-COUNT-8: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}, p, 1, 1, 1; }"
-// CHECK: nvvm.wgmma.commit.group.sync.aligned
-// CHECK: llvm.inline_asm has_side_effects asm_dialect = att "wgmma.wait_group.sync.aligned 1;", "=f,
-// CHECK: math.exp2
-// CHECK: llvm.inline_asm has_side_effects asm_dialect = att "wgmma.wait_group.sync.aligned 0;", "=f,{{.*}},r,r"
-// CHECK: scf.yield
-// CHECK: scf.for
-// CHECK: arith.select
-// CHECK: scf.yield
-// CHECK: nvvm.wgmma.fence.aligned
-// CHECK-COUNT-8: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
-// CHECK: nvvm.wgmma.commit.group.sync.aligned
-// CHECK: "wgmma.wait_group.sync.aligned 0;"
-// CHECK: gpu.return
-module {
-  func.func private @w5_attention(%q: tensor<1x4x200x64xbf16>, %out: tensor<1x4x200x64xbf16>) -> tensor<1x4x200x64xbf16> attributes {kiln.kernel} {
-    %o = kiln.attention %q, %q, %q causal {kiln.config = #kiln.config<tile = [128, 128], warps = 8, stages = 2, lowering = "wgmma">} : tensor<1x4x200x64xbf16>, tensor<1x4x200x64xbf16>, tensor<1x4x200x64xbf16> -> tensor<1x4x200x64xbf16>
-    %r = bufferization.materialize_in_destination %o in %out : (tensor<1x4x200x64xbf16>, tensor<1x4x200x64xbf16>) -> tensor<1x4x200x64xbf16>
-    return %r : tensor<1x4x200x64xbf16>
-  }
-}
-
-// -----
-
-// Pipelined, without the causal mask, on at most four key tiles ending in a partial one (150 keys in 64-key
-// tiles): one loop masking every tile, not an unmasked loop and a masked one.
-// CHECK-LABEL: func.func private @w7_attention
-// CHECK: gpu.func @w7_attention(
-// CHECK: scf.for
-// CHECK: wgmma.wait_group.sync.aligned 1;
-// CHECK: arith.select
-// CHECK: scf.yield
-// CHECK-NOT: scf.for
-// CHECK: gpu.return
-module {
-  func.func private @w7_attention(%q: tensor<1x4x150x64xbf16>, %out: tensor<1x4x150x64xbf16>) -> tensor<1x4x150x64xbf16> attributes {kiln.kernel} {
-    %o = kiln.attention %q, %q, %q {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "wgmma">} : tensor<1x4x150x64xbf16>, tensor<1x4x150x64xbf16>, tensor<1x4x150x64xbf16> -> tensor<1x4x150x64xbf16>
-    %r = bufferization.materialize_in_destination %o in %out : (tensor<1x4x150x64xbf16>, tensor<1x4x150x64xbf16>) -> tensor<1x4x150x64xbf16>
-    return %r : tensor<1x4x150x64xbf16>
-  }
-}
-
-// -----
-
-// With one stage, the sequential wgmma loop: nothing before the loop but the copies; one loop over every key tile,
-// all masked, whose iteration prefetches the next tile, waits for S = Q K^T (wait_group 0, S passing through
-// the wait), computes the softmax, rescales O, then issues O += P V and waits for it (wait_group 0, P's
-// registers read by the wait). After the loop, every copy group is waited for.
-// CHECK-LABEL: func.func private @w6_attention
-// CHECK: gpu.func @w6_attention(
-// CHECK-NOT: wgmma.mma_async
-// CHECK: scf.for
-// CHECK: nvvm.fence.proxy
-// CHECK: gpu.barrier
-// CHECK: nvvm.wgmma.fence.aligned
-// CHECK-COUNT-4: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}, p, 1, 1, 0; }"
-// CHECK: nvvm.wgmma.commit.group.sync.aligned
-// CHECK: llvm.inline_asm has_side_effects asm_dialect = att "wgmma.wait_group.sync.aligned 0;", "=f,
-// CHECK: arith.select
-// CHECK: math.exp2
-// CHECK: arith.mulf
-// CHECK: nvvm.wgmma.fence.aligned
-// CHECK-COUNT-4: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}, p, 1, 1, 1; }"
-// CHECK: nvvm.wgmma.commit.group.sync.aligned
-// CHECK: llvm.inline_asm has_side_effects asm_dialect = att "wgmma.wait_group.sync.aligned 0;", "=f,{{.*}},r,r"
-// CHECK: scf.yield
-// CHECK-NOT: wgmma.mma_async
-// CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 0 : i32}
-// CHECK: gpu.return
-module {
-  func.func private @w6_attention(%q: tensor<1x4x150x64xbf16>, %out: tensor<1x4x150x64xbf16>) -> tensor<1x4x150x64xbf16> attributes {kiln.kernel} {
-    %o = kiln.attention %q, %q, %q {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 1, lowering = "wgmma">} : tensor<1x4x150x64xbf16>, tensor<1x4x150x64xbf16>, tensor<1x4x150x64xbf16> -> tensor<1x4x150x64xbf16>
-    %r = bufferization.materialize_in_destination %o in %out : (tensor<1x4x150x64xbf16>, tensor<1x4x150x64xbf16>) -> tensor<1x4x150x64xbf16>
-    return %r : tensor<1x4x150x64xbf16>
-  }
-}
-
-// -----
-
-module {
-  func.func private @w6_attention(%q: tensor<1x2x64x96xbf16>, %out: tensor<1x2x64x96xbf16>) -> tensor<1x2x64x96xbf16> attributes {kiln.kernel} {
-    // expected-error @+1 {{does not fit the wgmma attention kernel: BQ must be a multiple of 64 (a warpgroup per 64 rows) up to 256, BK a multiple of 16 up to 256, and the head dims equal, 64 or 128}}
-    %o = kiln.attention %q, %q, %q {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "wgmma">} : tensor<1x2x64x96xbf16>, tensor<1x2x64x96xbf16>, tensor<1x2x64x96xbf16> -> tensor<1x2x64x96xbf16>
-    %r = bufferization.materialize_in_destination %o in %out : (tensor<1x2x64x96xbf16>, tensor<1x2x64x96xbf16>) -> tensor<1x2x64x96xbf16>
-    return %r : tensor<1x2x64x96xbf16>
   }
 }
 

@@ -2,7 +2,8 @@
 
 // Attention kernels read Sq and Sk from their parameters: @b (190 queries, 240 keys) launches @a's kernel (250,
 // 250), whose four 64-key tiles are also partial and causal. @c's keys are whole tiles (no keys past the end):
-// a kernel of its own. @a to @c are sm_90a "wgmma" kernels (head dim 64), built whole from the op.
+// a kernel of its own. @a to @c are sm_90a "wgmma" kernels (head dim 64), lowered from their tiled loops (with
+// distinct q and k: an attention of one tensor with itself reads it through one parameter, a kernel of its own).
 //
 // A decode step (one query row) is an "mma_sync" attention, tiled and lowered from its tiled IR: the key loop
 // bound and maskFrom are computed in the kernel from Sk. The one row sees every key, so only the last key tile,
@@ -92,16 +93,16 @@
 // CHECK-NOT: scf.for
 // CHECK: gpu.return
 // CHECK-NOT: gpu.module
-func.func @a(%q: tensor<1x2x250x64xbf16>) -> tensor<1x2x250x64xbf16> {
-  %o = kiln.attention %q, %q, %q causal : tensor<1x2x250x64xbf16>, tensor<1x2x250x64xbf16>, tensor<1x2x250x64xbf16> -> tensor<1x2x250x64xbf16>
+func.func @a(%q: tensor<1x2x250x64xbf16>, %k: tensor<1x2x250x64xbf16>) -> tensor<1x2x250x64xbf16> {
+  %o = kiln.attention %q, %k, %k causal : tensor<1x2x250x64xbf16>, tensor<1x2x250x64xbf16>, tensor<1x2x250x64xbf16> -> tensor<1x2x250x64xbf16>
   return %o : tensor<1x2x250x64xbf16>
 }
 func.func @b(%q: tensor<1x2x190x64xbf16>, %k: tensor<1x2x240x64xbf16>) -> tensor<1x2x190x64xbf16> {
   %o = kiln.attention %q, %k, %k causal : tensor<1x2x190x64xbf16>, tensor<1x2x240x64xbf16>, tensor<1x2x240x64xbf16> -> tensor<1x2x190x64xbf16>
   return %o : tensor<1x2x190x64xbf16>
 }
-func.func @c(%q: tensor<1x2x256x64xbf16>) -> tensor<1x2x256x64xbf16> {
-  %o = kiln.attention %q, %q, %q causal : tensor<1x2x256x64xbf16>, tensor<1x2x256x64xbf16>, tensor<1x2x256x64xbf16> -> tensor<1x2x256x64xbf16>
+func.func @c(%q: tensor<1x2x256x64xbf16>, %k: tensor<1x2x256x64xbf16>) -> tensor<1x2x256x64xbf16> {
+  %o = kiln.attention %q, %k, %k causal : tensor<1x2x256x64xbf16>, tensor<1x2x256x64xbf16>, tensor<1x2x256x64xbf16> -> tensor<1x2x256x64xbf16>
   return %o : tensor<1x2x256x64xbf16>
 }
 func.func @d(%q: tensor<1x2x1x64xbf16>, %k: tensor<1x2x256x64xbf16>) -> tensor<1x2x1x64xbf16> {

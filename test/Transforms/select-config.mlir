@@ -149,17 +149,17 @@ func.func @attention_head_dim_64(%q: tensor<1x8x256x64xf32>, %k: tensor<1x8x256x
 // -----
 
 // Head dim 128 in bf16: 128x128 tiles where they fit (sm_80's 163 KB holds 128x64: 128x128 would need 174080
-// bytes); on sm_90a the wgmma kernel, with two warpgroups of 64 query rows past 1024 keys, one-warpgroup 64x64
-// tiles up to there and 64x32 up to 512 keys. The f32 head-dim-64 case above and the decode case below stay on
-// mma_sync.
+// bytes); on sm_90a the wgmma lowering, with two warpgroups of 64 query rows and two stages past 1024 keys,
+// one-warpgroup 64x64 tiles and one stage up to there, 64x32 up to 512 keys. The f32 head-dim-64 case above and
+// the decode case below stay on mma_sync.
 // CHECK-LABEL: func.func @attention_head_dim_128
 // HOST: kiln.attention {{.*}} causal {kiln.config = #kiln.config<tile = [64, 64], warps = 1, stages = 1, lowering = "host">}
 // SM80: kiln.attention {{.*}} causal {kiln.config = #kiln.config<tile = [128, 64], warps = 8, stages = 2, lowering = "mma_sync">}
-// SM90: kiln.attention {{.*}} causal {kiln.config = #kiln.config<tile = [64, 32], warps = 4, stages = 2, lowering = "wgmma">}
+// SM90: kiln.attention {{.*}} causal {kiln.config = #kiln.config<tile = [64, 32], warps = 4, stages = 1, lowering = "wgmma">}
 // HOST: kiln.attention {{.*}} causal {kiln.config = #kiln.config<tile = [64, 64], warps = 1, stages = 1, lowering = "host">}
 // SM80: kiln.attention {{.*}} causal {kiln.config = #kiln.config<tile = [128, 64], warps = 8, stages = 2, lowering = "mma_sync">}
 // SM90: kiln.attention {{.*}} causal {kiln.config = #kiln.config<tile = [128, 128], warps = 8, stages = 2, lowering = "wgmma">}
-// SM90: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "wgmma">}
+// SM90: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 1, lowering = "wgmma">}
 func.func @attention_head_dim_128(%q: tensor<1x32x256x128xbf16>, %k: tensor<1x8x256x128xbf16>, %v: tensor<1x8x256x128xbf16>,
                                   %q2: tensor<1x32x2048x128xbf16>, %k2: tensor<1x8x2048x128xbf16>, %v2: tensor<1x8x2048x128xbf16>,
                                   %q3: tensor<1x8x1000x128xbf16>)
@@ -189,10 +189,10 @@ func.func @attention_decode_step(%q: tensor<4x32x1x128xbf16>, %k: tensor<4x8x100
 
 // -----
 
-// Head dim 64 in bf16 on sm_90a: 64x64 wgmma tiles up to 1024 keys, 128x64 beyond.
+// Head dim 64 in bf16 on sm_90a: 64x64 wgmma tiles up to 1024 keys, 128x64 beyond, one stage.
 // CHECK-LABEL: func.func @attention_head_dim_64_bf16
-// SM90: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "wgmma">}
-// SM90: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [128, 64], warps = 8, stages = 2, lowering = "wgmma">}
+// SM90: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 1, lowering = "wgmma">}
+// SM90: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [128, 64], warps = 8, stages = 1, lowering = "wgmma">}
 func.func @attention_head_dim_64_bf16(%q: tensor<2x8x512x64xbf16>, %q2: tensor<1x8x4096x64xbf16>)
     -> (tensor<2x8x512x64xbf16>, tensor<1x8x4096x64xbf16>) {
   %0 = kiln.attention %q, %q, %q : tensor<2x8x512x64xbf16>, tensor<2x8x512x64xbf16>, tensor<2x8x512x64xbf16> -> tensor<2x8x512x64xbf16>
@@ -202,17 +202,16 @@ func.func @attention_head_dim_64_bf16(%q: tensor<2x8x512x64xbf16>, %q2: tensor<1
 
 // -----
 
-// On a few key tiles sm_90a attention takes the sequential wgmma loop (stages = 1), which assembles in about half
-// the time of the pipelined one and runs about as fast there: head dim 64 up to 192 keys, with 32-key tiles up to
-// 160 (128 keys: four tiles; 168 and 192 keys: three 64-key tiles), head dim 128 up to 128 keys (four 32-key
-// tiles). Head dim 64 at 256 keys and head dim 128 at 160 keys stay pipelined.
+// On a few key tiles sm_90a attention takes the sequential wgmma loop (stages = 1), as it does everywhere but at
+// head dim 128 past 1024 keys: head dim 64 with 32-key tiles up to 160 keys (128 keys: four tiles; 168, 192 and
+// 256 keys: 64-key tiles), head dim 128 with 32-key tiles up to 512 keys.
 // CHECK-LABEL: func.func @attention_few_key_tiles
 // SM90: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [64, 32], warps = 4, stages = 1, lowering = "wgmma">}
 // SM90: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 1, lowering = "wgmma">}
 // SM90: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 1, lowering = "wgmma">}
-// SM90: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "wgmma">}
+// SM90: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 1, lowering = "wgmma">}
 // SM90: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [64, 32], warps = 4, stages = 1, lowering = "wgmma">}
-// SM90: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [64, 32], warps = 4, stages = 2, lowering = "wgmma">}
+// SM90: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [64, 32], warps = 4, stages = 1, lowering = "wgmma">}
 // SM80: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [128, 64], warps = 8, stages = 2, lowering = "mma_sync">}
 func.func @attention_few_key_tiles(%q: tensor<1x8x128x64xbf16>, %q168: tensor<1x8x168x64xbf16>,
                                    %q192: tensor<1x8x192x64xbf16>, %q256: tensor<1x8x256x64xbf16>,

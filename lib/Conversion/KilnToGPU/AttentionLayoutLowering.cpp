@@ -1,4 +1,4 @@
-//===- AttentionLayoutLowering.cpp - mma.sync attention lowered from its tiled IR -===//
+//===- AttentionLayoutLowering.cpp - Attention lowered from its tiled IR by layout -===//
 //
 // A "mma_sync" attention reaches the GPU as kiln-tile, kiln-online-softmax, kiln-split-masked-tiles and
 // kiln-assign-layouts leave it: an scf.forall over (batch, head, BQ query rows) whose body reads the Q tile, runs
@@ -17,11 +17,15 @@
 //     in registers accumulates into that tile's fragments;
 //   - elementwise ops, linalg.generic bodies (the scale, the mask, exp2, the rescaling) run on each register,
 //     reading row vectors by row, memory tiles (an additive mask) element by element and their position through
-//     linalg.index; row reductions reduce within the thread and then across the quad by shuffles;
+//     linalg.index; row reductions reduce within the thread and then across the quad by shuffles, except the
+//     running row sum, which stays each lane's share until the loops end (QuadPartialSums.h); a row maximum of
+//     scores scaled by a positive constant is taken unscaled and scaled once, so that each scaled score feeds
+//     only the exponent's subtraction, and the kernel's f32 arithmetic may contract into FMAs (exp2(s * scale -
+//     m) is one FFMA and an MUFU per score, as FlashAttention computes it);
 //   - the lengths (kiln.dim) are the kernel's size parameters Sq and Sk, and every buffer dimension that the
 //     query loop or a key loop walks takes them as its extent: one kernel serves every length that keeps the
 //     same whole or partial last tiles (a decode step against a growing KV cache).
-// A "wgmma" attention (sm_90a; kiln-select-config gives it to attentions with a score_mod or mask_mod) lowers the
+// A "wgmma" attention (sm_90a; kiln-select-config gives it to bf16/f16 attentions at head dims 64 and 128) lowers the
 // same loop nest with the same layout, which is wgmma's accumulator (warp w of a warpgroup holds its rows 16w
 // to 16w + 15): K and V are 128-byte swizzled panels, both tile matmuls are wgmma.mma_async with A from registers
 // (Q's fragments, P's), and with two or more stages the key loop is software-pipelined as FlashAttention-3 does
@@ -36,6 +40,7 @@
 #include "Conversion/KilnToLinalg/LinalgBuilders.h"
 #include "KernelBuilding.h"
 #include "MmaLayoutLowering.h"
+#include "QuadPartialSums.h"
 #include "Transforms/Transforms.h"
 #include "WgmmaBuilding.h"
 
@@ -136,6 +141,11 @@ private:
 
   /// The A fragments (per k16 step) of a matmul lhs read before the key loops.
   DenseMap<Value, SmallVector<SmallVector<Value>>> aFragments;
+  /// The row sums that the key loops being lowered keep as each lane's share (no quad shuffles until the end).
+  QuadPartialSums quadShares;
+  /// Adds the quad's shares of the carried row sums in `state` (the loops' flat state, `widths` values per iter
+  /// arg): what the loops' final results hold.
+  void sumQuadShares(SmallVectorImpl<Value> &state, ArrayRef<int64_t> widths);
   /// With wgmma: this key tile's scores, multiplied in the previous iteration (or before the loops), which the
   /// Q K^T product of the key loop's body takes instead of multiplying.
   std::optional<SmallVector<Value>> carriedScores;
@@ -320,6 +330,27 @@ LogicalResult MmaAttentionLowering::lowerElementwise(Operation *op) {
   return success();
 }
 
+/// If `combine` takes a maximum and every register of `registers` multiplies a value by one positive constant:
+/// replaces each by that value and returns the constant; else null.
+static Value scaledMaximumFactor(Operation *combine, SmallVectorImpl<Value> &registers) {
+  if (!isa<arith::MaximumFOp, arith::MaxNumFOp>(combine))
+    return Value();
+  Value factor;
+  FloatAttr factorValue;
+  SmallVector<Value> unscaled;
+  for (Value reg : registers) {
+    auto product = reg.getDefiningOp<arith::MulFOp>();
+    FloatAttr constant;
+    if (!product || !matchPattern(product.getRhs(), m_Constant(&constant)) ||
+        !(constant.getValueAsDouble() > 0) || (factorValue && factorValue != constant))
+      return Value();
+    factor = product.getRhs(), factorValue = constant;
+    unscaled.push_back(product.getLhs());
+  }
+  registers.assign(unscaled.begin(), unscaled.end());
+  return factor;
+}
+
 /// The one combining op of a reduction's body (its result yielded, its operands the two block arguments).
 static Operation *combiner(linalg::GenericOp op) {
   Block &body = op->getRegion(0).front();
@@ -351,11 +382,21 @@ LogicalResult MmaAttentionLowering::lowerRowReduction(linalg::GenericOp op) {
     return b.clone(*combine, operands)->getResult(0);
   };
   int64_t frags = fragsOf(input);
+  // The maximum of a tile scaled by one positive constant is the scaled maximum (rounding is monotonic): the
+  // rows' maxima of the unscaled registers, scaled once, leave the scaled registers to the exponent's
+  // subtraction alone, which they then contract into.
+  SmallVector<Value> registersIn = tile->second;
+  Value scale = scaledMaximumFactor(combine, registersIn);
   // The thread's registers in order, each into its row's partial (the rows' chains interleave).
   SmallVector<Value> partials(fragsM * 2), result;
   for (int64_t r = 0, count = fragsM * frags * 4; r < count; ++r) {
     Value &partial = partials[rowSlot(r, frags)];
-    partial = partial ? apply(partial, tile->second[r]) : tile->second[r];
+    partial = partial ? apply(partial, registersIn[r]) : registersIn[r];
+  }
+  // A share of a sum (see QuadPartialSums.h) stays in this lane: the quad adds it after the loops.
+  if (quadShares.values.contains(op.getResult(0))) {
+    rowValues[op.getResult(0)] = std::move(partials);
+    return success();
   }
   // The quad's four lanes hold the rows' other columns.
   for (int32_t offset : {1, 2})
@@ -363,9 +404,21 @@ LogicalResult MmaAttentionLowering::lowerRowReduction(linalg::GenericOp op) {
       partial = apply(partial,
                       gpu::ShuffleOp::create(b, loc, partial, offset, 32, gpu::ShuffleMode::XOR).getShuffleResult());
   for (auto [initial, partial] : llvm::zip(init->second, partials))
-    result.push_back(apply(initial, partial));
+    result.push_back(apply(initial, scale ? arith::MulFOp::create(b, loc, partial, scale) : partial));
   rowValues[op.getResult(0)] = std::move(result);
   return success();
+}
+
+void MmaAttentionLowering::sumQuadShares(SmallVectorImpl<Value> &state, ArrayRef<int64_t> widths) {
+  int64_t at = 0;
+  for (auto [carried, width] : llvm::zip(quadShares.carried, widths)) {
+    for (int64_t v = at; carried && v < at + width; ++v)
+      for (int32_t offset : {1, 2})
+        state[v] = arith::AddFOp::create(
+            b, loc, state[v],
+            gpu::ShuffleOp::create(b, loc, state[v], offset, 32, gpu::ShuffleMode::XOR).getShuffleResult());
+    at += width;
+  }
 }
 
 LogicalResult MmaAttentionLowering::lowerRowGeneric(linalg::GenericOp op) {
@@ -493,8 +546,8 @@ SmallVector<Value> MmaAttentionLowering::ringDescriptors(bool keys, Value slot, 
   SmallVector<Value> result;
   for (int64_t kk = 0; kk < steps; ++kk) {
     int64_t offset = keys ? (kk / 4) * ring.rows * kSwizzleRowBytes + (kk % 4) * 32 : kk * 16 * kSwizzleRowBytes;
-    result.push_back(descriptors->get(im.add(slotStart, offset), keys ? 16 : ring.rows * kSwizzleRowBytes,
-                                      8 * kSwizzleRowBytes));
+    result.push_back(
+        descriptors->get(slotStart, keys ? 16 : ring.rows * kSwizzleRowBytes, 8 * kSwizzleRowBytes, offset));
   }
   return result;
 }
@@ -517,9 +570,15 @@ LogicalResult MmaAttentionLowering::lowerKeyLoops(SmallVector<scf::ForOp> loops)
   // Where the key tiles end: the last loop's bound, or the bound the last tile after the loops is checked
   // against.
   scf::IfOp last = lastTileAfter(loops.back());
+  quadShares = findQuadPartialSums(loops, last);
   auto reached = last ? last.getCondition().getDefiningOp<arith::CmpIOp>() : arith::CmpIOp();
   Value end = index(last ? reached.getRhs() : loops.back().getUpperBound());
   auto slotOf = [&](Value keyStart) { return im.rem(im.div(keyStart, bk), ringSlots); };
+  // The slot `tiles` (< ringSlots) tiles after `slot`: a wrap, cheaper than another remainder.
+  auto slotAfter = [&](Value slot, int64_t tiles) {
+    Value sum = im.add(slot, tiles);
+    return im.select(im.lt(sum, ringSlots), sum, im.sub(sum, ringSlots));
+  };
   // With wgmma the scores of the next tile are multiplied while this one's softmax runs: each iteration carries
   // its tile's scores in and the next tile's out, and the copies run two tiles ahead (the last tile starts at
   // ((end - 1) / BK) * BK; past it the copies and products repeat it, into slots no iteration reads again).
@@ -613,8 +672,10 @@ LogicalResult MmaAttentionLowering::lowerKeyLoops(SmallVector<scf::ForOp> loops)
           gpu::BarrierOp::create(b, loc);
           // Past the last tile the copies repeat it into the slot no iteration reads again, so that they need
           // no predicate.
-          Value next = im.add(keyStart, pipelined ? 2 * bk : bk);
-          FailureOr<Value> prefetch = stageKeyTile(loop, im.min(next, lastStart), truth, slotOf(next));
+          Value slot = slotOf(keyStart);
+          int64_t ahead = pipelined ? 2 : 1;
+          Value next = im.add(keyStart, ahead * bk);
+          FailureOr<Value> prefetch = stageKeyTile(loop, im.min(next, lastStart), truth, slotAfter(slot, ahead));
           if (failed(prefetch)) {
             status = failure();
             scf::YieldOp::create(b, loc, carried);
@@ -624,14 +685,13 @@ LogicalResult MmaAttentionLowering::lowerKeyLoops(SmallVector<scf::ForOp> loops)
           fenceForWgmma();
           gpu::BarrierOp::create(b, loc);
           // The next tile has landed (wgmma): its scores start now, in the slot its copy went to.
-          Value ahead;
+          Value nextScores;
           if (pipelined)
-            ahead = issueScores(aFragments[scores.getLhs()], slotOf(im.add(keyStart, bk)));
+            nextScores = issueScores(aFragments[scores.getLhs()], slotAfter(slot, 1));
           // This tile's addressing, then its computation.
           bindState(loop.getRegionIterArgs(), carried);
           bindScores(carried);
           mapping.map(loop.getInductionVar(), keyStart);
-          Value slot = slotOf(keyStart);
           for (Operation &op : loop.getBody()->without_terminator()) {
             if (failed(status))
               break;
@@ -644,7 +704,7 @@ LogicalResult MmaAttentionLowering::lowerKeyLoops(SmallVector<scf::ForOp> loops)
               status = failure();
           // The next tile's scores, done by now (the wait for P V waited for every group before it).
           if (pipelined)
-            yielded.push_back(wgmmaWaitFor(b, loc, 0, ahead));
+            yielded.push_back(wgmmaWaitFor(b, loc, 0, nextScores));
           if (failed(status) || yielded.size() != carried.size())
             yielded.assign(carried.begin(), carried.end());
           scf::YieldOp::create(b, loc, yielded);
@@ -659,11 +719,13 @@ LogicalResult MmaAttentionLowering::lowerKeyLoops(SmallVector<scf::ForOp> loops)
   // The last prefetch lands before the block may exit, or before the last tile, which it holds.
   nvgpu::DeviceAsyncWaitOp::create(b, loc, queryGroup, b.getI32IntegerAttr(0));
   fenceForWgmma();
-  bindState(loops.back().getResults(), state);
   if (!last) {
+    sumQuadShares(state, widths);
+    bindState(loops.back().getResults(), state);
     carriedScores.reset();
     return success();
   }
+  bindState(loops.back().getResults(), state);
   // The one masked tile, once: its key start is the split (the last prefetch, or the prologue's copy).
   Value split = index(reached.getLhs());
   SmallVector<Type> types;
@@ -691,7 +753,9 @@ LogicalResult MmaAttentionLowering::lowerKeyLoops(SmallVector<scf::ForOp> loops)
     b.setInsertionPointToStart(once.elseBlock());
     scf::YieldOp::create(b, loc, state);
   }
-  bindState(last.getResults(), once.getResults());
+  SmallVector<Value> results(once.getResults());
+  sumQuadShares(results, widths);
+  bindState(last.getResults(), results);
   carriedScores.reset();
   return success();
 }
@@ -893,6 +957,17 @@ FailureOr<KernelLaunch> kiln::lowerMmaAttentionKernel(OpBuilder &builder, gpu::G
   // The kernel computes bf16/f16 outputs: its f32 tanh (a softcap, an epilogue's GELU) may take the hardware's
   // approximation (kiln::approximateExpAndDivision).
   gpuKernel.func.walk([](math::TanhOp tanh) { tanh.setFastmath(tanh.getFastmath() | arith::FastMathFlags::afn); });
+  // Its f32 products and sums may contract into fused multiply-adds, as nvcc's and Triton's defaults let them:
+  // the softmax's exp2(s * scale - m) becomes one FFMA per score instead of a multiply and a subtraction.
+  gpuKernel.func.walk([](Operation *op) {
+    if (!isa<arith::MulFOp, arith::AddFOp, arith::SubFOp>(op) || !op->getResult(0).getType().isF32())
+      return;
+    auto math = cast<arith::ArithFastMathInterface>(op);
+    arith::FastMathFlags flags = math.getFastMathFlagsAttr() ? math.getFastMathFlagsAttr().getValue()
+                                                               : arith::FastMathFlags::none;
+    op->setAttr(math.getFastMathAttrName(),
+                arith::FastMathFlagsAttr::get(op->getContext(), flags | arith::FastMathFlags::contract));
+  });
   return KernelLaunch{{*blocks, 1, 1}, {threads, 1, 1}, sharedBytes,
                       {lowering.compiledSeqQ, lowering.compiledSeqK}};
 }

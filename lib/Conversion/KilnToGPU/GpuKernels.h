@@ -1,10 +1,10 @@
 //===- GpuKernels.h - The GPU kernels Kiln builds ------------------*- C++ -*-===//
 //
-// The GPU kernels: row kernels, matmuls and mma_sync attentions lowered from their tiled IR by layout, and the
-// builders that still emit one gpu.func for one kernel op (the wgmma attention, elementwise kernels). The
+// The GPU kernels: row kernels, matmuls and attentions lowered from their tiled IR by layout, and the builder
+// that still emits one gpu.func for one kernel op (the elementwise and data-movement glue kernels). The
 // "mma_sync" lowering (sm_80 and later) uses cp.async into dynamic shared memory, ldmatrix and mma.sync m16n8k16
-// with f32 accumulators; the "wgmma" lowering (sm_90a) has the warpgroup's tensor cores read swizzled shared
-// memory that TMA fills.
+// with f32 accumulators; the "wgmma" lowering (sm_90a) has the warpgroup's tensor cores read 128-byte swizzled
+// shared memory (that TMA fills for matmuls, cp.async for attention's K and V).
 //
 //===----------------------------------------------------------------------===//
 
@@ -43,13 +43,6 @@ struct KernelLaunch {
   /// The tensor maps the kernel reads through TMA, which follow the sizes.
   SmallVector<TensorMapParam, 2> tensorMaps = {};
 };
-
-/// Builds the FlashAttention-3 forward kernel of `op` on warpgroup MMAs (sm_90a; bf16/f16, equal head dims of 64
-/// or 128, causal or not, GQA/MQA, additive mask, lse, epilogue) as a gpu.func named `name` with parameters q,
-/// k, v, [mask], epilogue operands, out, [lse], then Sq and Sk (KernelLaunch::sizes); the #kiln.config gives
-/// lowering "wgmma" and tile = [BQ, BK], BQ a multiple of 64, one warp per 16 rows.
-FailureOr<KernelLaunch> buildAttentionKernel(OpBuilder &builder, gpu::GPUModuleOp module, AttentionOp op,
-                                             StringRef name);
 
 /// True for the ops that buildElementwiseKernel handles: elementwise arithmetic, activations, select, cast,
 /// RoPE, the data movement between kernels (transpose, reshape, broadcast, slice, concat, gather), and the

@@ -2,9 +2,9 @@
 //
 // Turns each outlined kernel function (kiln-outline-kernels) into a GPU kernel in the module's
 // `gpu.module @kiln_kernels`, and records on the function how to launch it (kiln.gpu_kernel, kiln.launch), so
-// that kilnc can write the kernel and its manifest. Tiled row kernels, matmuls and mma_sync attentions are
-// lowered from their loops by layout; the wgmma attention is still built whole from the op and its config.
-// Kernel kinds without a GPU lowering are an error that names the op.
+// that kilnc can write the kernel and its manifest. Row kernels, matmuls and attentions are lowered from their
+// tiled loops by layout; the elementwise and data-movement glue kernels are built from the op. Kernel kinds
+// without a GPU lowering are an error that names the op.
 //
 //===----------------------------------------------------------------------===//
 
@@ -56,10 +56,10 @@ struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUP
           kernelOp->emitOpError() << "the wgmma lowering is for matmuls and attention only";
         return signalPassFailure();
       }
-      if (auto attention = dyn_cast<AttentionOp>(kernelOp);
-          attention && (attention.hasScoreMod() || attention.hasMaskMod())) {
-        kernelOp->emitOpError() << "has a score_mod or mask_mod, which only the lowering of its tiled loop applies "
-                                   "(kiln-select-config, kiln-tile and kiln-online-softmax first)";
+      if (!tiledLoop && isa<AttentionOp>(kernelOp)) {
+        kernelOp->emitOpError() << "needs a #kiln.config with lowering \"mma_sync\" or \"wgmma\" and its tiled "
+                                   "loop (kiln-select-config, kiln-tile, kiln-online-softmax, "
+                                   "kiln-split-masked-tiles, kiln-assign-layouts first), for the GPU backend";
         return signalPassFailure();
       }
       if (!tiledLoop && isRowOp(kernelOp)) {
@@ -73,7 +73,7 @@ struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUP
                                    "backend";
         return signalPassFailure();
       }
-      if (!tiledLoop && !isa<MatmulOp, AttentionOp>(kernelOp) && !isElementwiseKernelOp(kernelOp)) {
+      if (!tiledLoop && !isElementwiseKernelOp(kernelOp)) {
         kernelOp->emitError() << "convert-kiln-to-gpu: the GPU backend has no lowering for '"
                               << kernelOp->getName()
                               << "' yet (matmul, attention, row, elementwise and data-movement kernels only)";
@@ -100,8 +100,6 @@ struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUP
         return tiledLoop.emitError() << "convert-kiln-to-gpu: a tiled " << kernelOpName(tiledLoop)
                                      << " with lowering \"" << lowering << "\" has no GPU lowering",
                signalPassFailure();
-      else if (auto attention = dyn_cast<AttentionOp>(kernelOp))
-        launch = buildAttentionKernel(builder, gpuModule, attention, name);
       else
         launch = buildElementwiseKernel(builder, gpuModule, kernelOp, name);
       if (failed(launch))

@@ -30,14 +30,18 @@ DescriptorBuilder::DescriptorBuilder(OpBuilder &b, Location loc, Value sharedByt
   baseUnits = m.div(arith::AndIOp::create(b, loc, base, m.c(0x3FFFF)), 16);
 }
 
-Value DescriptorBuilder::get(Value byteOffset, int64_t leadingBytes, int64_t strideBytes) {
+Value DescriptorBuilder::get(Value byteOffset, int64_t leadingBytes, int64_t strideBytes, int64_t stepBytes) {
   IndexMath m{b, loc};
   // Bits 16-29: leading byte offset; 32-45: stride byte offset (both in 16-byte units); 62-63: 1 = 128-byte
   // swizzle; the base offset (49-51) stays 0 since panels start on the swizzle's 1024-byte period.
   uint64_t fields = (uint64_t(leadingBytes >> 4) << 16) | (uint64_t(strideBytes >> 4) << 32) | (uint64_t(1) << 62);
   Value start = arith::IndexCastUIOp::create(b, loc, b.getI64Type(), m.add(baseUnits, m.div(byteOffset, 16)));
   Value constant = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(fields));
-  return arith::OrIOp::create(b, loc, start, constant);
+  Value descriptor = arith::OrIOp::create(b, loc, start, constant);
+  if (stepBytes == 0)
+    return descriptor;
+  // The start field (bits 0-13) has room for the step: shared memory ends below 2^14 16-byte units.
+  return arith::AddIOp::create(b, loc, descriptor, arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(stepBytes >> 4)));
 }
 
 void gpukernel::fenceCopiesForWgmma(OpBuilder &b, Location loc) {
@@ -58,7 +62,7 @@ static Value asI32(OpBuilder &b, Location loc, Value reg) {
   return vector::ExtractOp::create(b, loc, word, ArrayRef<int64_t>{0});
 }
 
-/// One register-A wgmma.mma_async m64nNk16 (see wgmmaRegisterAGroup).
+/// One register-A wgmma.mma_async m64nNk16 (see issueWgmmaRegisterAGroup).
 static Value wgmmaRegisterA(OpBuilder &b, Location loc, Value accumulator, ArrayRef<Value> a, Value descriptorB,
                             int64_t n, bool bf16, bool bNMajor) {
   int64_t registers = n / 2;
@@ -99,14 +103,6 @@ Value gpukernel::issueWgmmaRegisterAGroup(OpBuilder &b, Location loc, Value accu
   for (auto [registers, descriptor] : llvm::zip_equal(a, descriptorsB))
     accumulator = wgmmaRegisterA(b, loc, accumulator, registers, descriptor, n, bf16, bNMajor);
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
-  return accumulator;
-}
-
-Value gpukernel::wgmmaRegisterAGroup(OpBuilder &b, Location loc, Value accumulator, ArrayRef<SmallVector<Value>> a,
-                                     ArrayRef<Value> descriptorsB, int64_t n, bool bf16, bool bNMajor) {
-  fenceWgmmaOperands(b, loc);
-  accumulator = issueWgmmaRegisterAGroup(b, loc, accumulator, a, descriptorsB, n, bf16, bNMajor);
-  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(0));
   return accumulator;
 }
 

@@ -39,7 +39,9 @@ struct DescriptorBuilder {
   /// The descriptor of the matrix at `byteOffset` in the buffer, 128-byte swizzled, with the given leading and
   /// stride byte offsets (see the PTX ISA's wgmma matrix descriptor: K-major tiles use only the stride, the
   /// distance between 8-row groups; MN-major ones also the leading offset, the distance between 64-column panels).
-  Value get(Value byteOffset, int64_t leadingBytes, int64_t strideBytes);
+  /// A matrix `stepBytes` (a multiple of 16) past `byteOffset` adds that to the start field of the descriptor
+  /// at `byteOffset`: the steps of one tile share its address arithmetic.
+  Value get(Value byteOffset, int64_t leadingBytes, int64_t strideBytes, int64_t stepBytes = 0);
 };
 
 /// Makes this thread's cp.async copies into shared memory (generic proxy) visible to wgmma's reads (async proxy);
@@ -49,19 +51,16 @@ void fenceCopiesForWgmma(OpBuilder &b, Location loc);
 /// An accumulator of N / 2 f32 per thread for wgmma m64nNk16, as an LLVM struct of zeros.
 Value zeroAccumulator(OpBuilder &b, Location loc, int64_t n);
 
-/// One group of wgmma.mma_async m64nNk16 (f32 accumulators) with A from registers, issued back to back after a
-/// wgmma fence, committed and waited for: step i takes `a[i]`, this thread's four 32-bit registers of the warp's
-/// 16 x 16 A fragment (the mma.sync m16n8k16 A layout; bf16 pairs packed in i32, f16 as vector<2xf16>), and
-/// `descriptorsB[i]`, the B matrix in shared memory, N-major when `bNMajor` (K-major otherwise). Every register
-/// and descriptor must exist before the call: nothing may write registers between the fence and the MMAs.
-Value wgmmaRegisterAGroup(OpBuilder &b, Location loc, Value accumulator, ArrayRef<SmallVector<Value>> a,
-                          ArrayRef<Value> descriptorsB, int64_t n, bool bf16, bool bNMajor);
-
 /// wgmma.fence: orders the registers written so far (accumulators, A operands) before the wgmma that follow.
 void fenceWgmmaOperands(OpBuilder &b, Location loc);
 
-/// The MMAs of wgmmaRegisterAGroup, committed as one group but not waited for (a pipeline issues several groups,
-/// then waits with wgmmaWaitFor). The caller places fenceWgmmaOperands before the first group it issues.
+/// One group of wgmma.mma_async m64nNk16 (f32 accumulators) with A from registers, issued back to back and
+/// committed as one group but not waited for (a pipeline issues several groups, then waits with wgmmaWaitFor):
+/// step i takes `a[i]`, this thread's four 32-bit registers of the warp's 16 x 16 A fragment (the mma.sync
+/// m16n8k16 A layout; bf16 pairs packed in i32, f16 as vector<2xf16>), and `descriptorsB[i]`, the B matrix in
+/// shared memory, N-major when `bNMajor` (K-major otherwise). The caller places fenceWgmmaOperands before the
+/// first group it issues, after every register and descriptor the MMAs read exists: nothing may write registers
+/// between the fence and the MMAs.
 Value issueWgmmaRegisterAGroup(OpBuilder &b, Location loc, Value accumulator, ArrayRef<SmallVector<Value>> a,
                                ArrayRef<Value> descriptorsB, int64_t n, bool bf16, bool bNMajor);
 

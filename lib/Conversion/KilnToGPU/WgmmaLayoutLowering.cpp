@@ -218,8 +218,8 @@ WgmmaMatmulLowering::runPipeline(MatmulOp product, Value kTiles,
         NVVM::WgmmaFenceAlignedOp::create(b, loc);
         Value acc = iter.front();
         for (int64_t step = 0; step < bk / 16; ++step) {
-          Value descA = descriptors.get(im.add(offsetA, step * 32), 16, 8 * kSwizzleRowBytes);
-          Value descB = descriptors.get(im.add(offsetB, step * stepB), leadingB, 8 * kSwizzleRowBytes);
+          Value descA = descriptors.get(offsetA, 16, 8 * kSwizzleRowBytes, step * 32);
+          Value descB = descriptors.get(offsetB, leadingB, 8 * kSwizzleRowBytes, step * stepB);
           acc = NVVM::WgmmaMmaAsyncOp::create(
               b, loc, acc.getType(), acc, descA, descB, NVVM::MMAShapeAttr::get(ctx, 64, bn, 16), wgmmaType,
               wgmmaType, NVVM::WGMMATypes::f32, NVVM::WGMMAScaleOut::one, NVVM::WGMMAScaleIn::one,
