@@ -95,15 +95,19 @@ static int64_t outputTiles(RankedTensorType result, int64_t bm, int64_t bn) {
   return static_cast<int64_t>(std::min<uint64_t>(tiles, std::numeric_limits<int64_t>::max()));
 }
 
-/// The wgmma config: 128-row tiles (two warpgroups); 256 columns while that still gives every multiprocessor
-/// of the H200 a tile, else 128 while half of them get one, else 64; 64-deep k-tiles (one 128-byte swizzle
-/// row); 4 stages (at most 4 x 48 KB, within the 227 KB a block may have).
+/// The wgmma config: 128-row tiles (two warpgroups); 256 columns while that still gives nine in ten
+/// multiprocessors of the H200 a tile (2048^3 in f16: 128 tiles of 128 x 256 ran 1.12x 256 of 128 x 128,
+/// bench/results/matmul_lowering), else 128 while half of them get one, else 64; 64-deep k-tiles (one 128-byte
+/// swizzle row); 4 stages (at most 4 x 48 KB, within the 227 KB a block may have).
 static ConfigAttr getWgmmaConfig(MatmulOp matmul) {
   RankedTensorType result = matmul.getType();
   int64_t bm = 128, bk = 64;
   auto tiles = [&](int64_t bn) { return outputTiles(result, bm, bn); };
   int64_t sms = multiprocessors(Target::Sm90a);
-  int64_t bn = tiles(256) >= sms ? 256 : tiles(128) >= static_cast<int64_t>(llvm::divideCeil(sms, 2)) ? 128 : 64;
+  auto atLeast = [&](int64_t count, int64_t tenths) {
+    return count >= static_cast<int64_t>(llvm::divideCeil(sms * tenths, 10));
+  };
+  int64_t bn = atLeast(tiles(256), 9) ? 256 : atLeast(tiles(128), 5) ? 128 : 64;
   return ConfigAttr::get(matmul.getContext(), {bm, bn, bk}, bm / 16, /*stages=*/4, "wgmma");
 }
 

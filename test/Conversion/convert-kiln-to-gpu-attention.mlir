@@ -26,6 +26,7 @@
 // CHECK: gpu.module @kiln_kernels
 // CHECK: gpu.func @k0_attention(%{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %[[SQ:[a-zA-Z0-9_]+]]: index, %[[SK:[a-zA-Z0-9_]+]]: index) kernel
 // CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
+// CHECK-NOT: nvvm.minctasm
 // CHECK: gpu.block_id x
 // CHECK: arith.addi %[[SQ]], %{{.*}} : index
 // CHECK: %[[KEY_END:[a-zA-Z0-9_]+]] = arith.minsi %[[SK]], %{{.*}} : index
