@@ -331,6 +331,15 @@ LogicalResult MmaAttentionLowering::lowerElementwise(Operation *op) {
   return success();
 }
 
+/// Combines each of `values` over the four lanes of its quad (xor shuffles by 1, then by 2, the values'
+/// shuffles interleaved) with `apply`.
+static void combineQuad(OpBuilder &b, Location loc, MutableArrayRef<Value> values,
+                        function_ref<Value(Value, Value)> apply) {
+  for (int32_t offset : {1, 2})
+    for (Value &value : values)
+      value = apply(value, gpu::ShuffleOp::create(b, loc, value, offset, 32, gpu::ShuffleMode::XOR).getShuffleResult());
+}
+
 /// If `combine` takes a maximum and every register of `registers` multiplies a value by one positive constant:
 /// replaces each by that value and returns the constant; else null.
 static Value scaledMaximumFactor(Operation *combine, SmallVectorImpl<Value> &registers) {
@@ -400,10 +409,7 @@ LogicalResult MmaAttentionLowering::lowerRowReduction(linalg::GenericOp op) {
     return success();
   }
   // The quad's four lanes hold the rows' other columns.
-  for (int32_t offset : {1, 2})
-    for (Value &partial : partials)
-      partial = apply(partial,
-                      gpu::ShuffleOp::create(b, loc, partial, offset, 32, gpu::ShuffleMode::XOR).getShuffleResult());
+  combineQuad(b, loc, partials, apply);
   for (auto [initial, partial] : llvm::zip(init->second, partials))
     result.push_back(apply(initial, scale ? arith::MulFOp::create(b, loc, partial, scale) : partial));
   rowValues[op.getResult(0)] = std::move(result);
@@ -413,11 +419,9 @@ LogicalResult MmaAttentionLowering::lowerRowReduction(linalg::GenericOp op) {
 void MmaAttentionLowering::sumQuadShares(SmallVectorImpl<Value> &state, ArrayRef<int64_t> widths) {
   int64_t at = 0;
   for (auto [carried, width] : llvm::zip(quadShares.carried, widths)) {
-    for (int64_t v = at; carried && v < at + width; ++v)
-      for (int32_t offset : {1, 2})
-        state[v] = arith::AddFOp::create(
-            b, loc, state[v],
-            gpu::ShuffleOp::create(b, loc, state[v], offset, 32, gpu::ShuffleMode::XOR).getShuffleResult());
+    if (carried)
+      combineQuad(b, loc, MutableArrayRef<Value>(state).slice(at, width),
+                  [&](Value x, Value y) { return arith::AddFOp::create(b, loc, x, y); });
     at += width;
   }
 }
@@ -962,10 +966,11 @@ FailureOr<KernelLaunch> kiln::lowerMmaAttentionKernel(OpBuilder &builder, gpu::G
   eraseDeadOps(gpuKernel.func);
   // The kernel computes bf16/f16 outputs: its f32 tanh (a softcap, an epilogue's GELU) may take the hardware's
   // approximation (kiln::approximateExpAndDivision).
-  gpuKernel.func.walk([](math::TanhOp tanh) { tanh.setFastmath(tanh.getFastmath() | arith::FastMathFlags::afn); });
   // Its f32 products and sums may contract into fused multiply-adds, as nvcc's and Triton's defaults let them:
   // the softmax's exp2(s * scale - m) becomes one FFMA per score instead of a multiply and a subtraction.
   gpuKernel.func.walk([](Operation *op) {
+    if (auto tanh = dyn_cast<math::TanhOp>(op))
+      tanh.setFastmath(tanh.getFastmath() | arith::FastMathFlags::afn);
     if (!isa<arith::MulFOp, arith::AddFOp, arith::SubFOp>(op) || !op->getResult(0).getType().isF32())
       return;
     auto math = cast<arith::ArithFastMathInterface>(op);
