@@ -1,8 +1,9 @@
 //===- QuadPartialSums.cpp - Row sums an attention's key loops may leave unreduced -===//
 //
-// An optimistic fixed point: every candidate row vector starts as a share of a row sum, and the rules drop
-// those that are not, until nothing changes. Dropping is always safe (a whole value is reduced where it is
-// made), so the rules only need to be sound, not complete.
+// A fixed point: each round recomputes the shares forward in program order from the carried iter args
+// (optimistically, at first, every zero-initialised row vector) and the zero-initialised row sums, then drops what
+// a round disproves: an iter arg not yielded as a share, a value with a use that is not linear in it. Dropping is
+// always safe (a whole value is reduced across the quad where it is made), so the rules need only be sound.
 //
 //===----------------------------------------------------------------------===//
 
