@@ -17,8 +17,10 @@ matmul_lowering.py:
 - ``plot``: draws a visit's attention.json as attention.png beside it.
 
 The ``t_`` cases take head dims 24 to 256 (the wgmma ones 64 and 128, pinned and default tiles), lengths that do not divide the tiles, GQA, Sq != Sk, causal, bshd,
-decode steps, bf16 and f16. Error: max|out - ref| / max|ref|; limits 2e-2 (bf16) and 4e-3 (f16): P is rounded to
-the input type before P V, as FlashAttention does.
+decode steps, bf16, f16 and f32. Error: max|out - ref| / max|ref|; limits 2e-2 (bf16) and 4e-3 (f16): P is rounded to
+the input type before P V, as FlashAttention does; 2e-3 (f32, on TF32 tensor cores: q, k, P and v rounded to 10
+mantissa bits). f32 has no flash or cuDNN SDPA: its benchmark compares SDPA's memory-efficient backend (f32 CUDA
+cores) with TF32 allowed.
 """
 import json
 import sys
@@ -28,10 +30,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gpu_cases import attention_case  # noqa: E402
 
-LIMITS = {"bf16": 2e-2, "f16": 4e-3}
+LIMITS = {"bf16": 2e-2, "f16": 4e-3, "f32": 2e-3}
 #: The template kernel's mma_sync tiles (kiln-select-config's on sm_90a without wgmma): pinned on the head dims
 #: that would otherwise take the wgmma kernel.
 FA2_D128, FA2_D64 = (128, 128), (128, 64)
+#: What the generated kernels are timed against: the template kernel and SDPA's backends.
+COMPARED = ("template", "flash", "cudnn", "efficient")
 
 
 def cases():
@@ -50,6 +54,12 @@ def cases():
             attention_case(f"t_{dtype}_decode_d64_sk300", 2, 8, 8, 1, 300, 64, dtype),
             attention_case(f"t_{dtype}_chunk4_d64_causal_sk1000", 2, 4, 4, 4, 1000, 64, dtype, True),
         ]
+    # f32 on TF32 tensor cores (mma_sync only): head dims whole and zero-padded, GQA, causal, a decode step.
+    for d in (24, 64, 128, 256):
+        listed.append(attention_case(f"t_f32_d{d}_sq77_sk200", 2, 4, 2, 77, 200, d, "f32"))
+        listed.append(attention_case(f"t_f32_d{d}_causal_300", 1, 4, 4, 300, 300, d, "f32", True))
+    listed.append(attention_case("t_f32_decode_d128_gqa_sk1287", 4, 32, 8, 1, 1287, 128, "f32"))
+    listed.append(attention_case("b_f32_d128_b4_h32_s2048_causal", 4, 32, 32, 2048, 2048, 128, "f32", True))
     # Benchmarks: the FA2-style kernel pinned on the realistic shapes the wgmma kernel takes by default, the
     # head dims only mma_sync takes, and decode steps (GQA 32/8, packed).
     listed += [
@@ -90,10 +100,11 @@ def prepare(args):
 
 def write_table(rows, path):
     lines = ["| case | generated TFLOP/s | template TFLOP/s | generated / template | SDPA flash | vs flash | "
-             "SDPA cuDNN | vs cuDNN |", "|---|---|---|---|---|---|---|---|"]
+             "SDPA cuDNN | vs cuDNN | SDPA efficient (f32) | vs efficient |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in (r for r in rows if "generated_ms" in r):
         cells = [f"{r[f'{label}_tflops']:.1f} | {r[f'vs_{label}']:.2f}x" if f"vs_{label}" in r else "- | -"
-                 for label in ("template", "flash", "cudnn")]
+                 for label in COMPARED]
         lines.append(f"| {r['name']} | {r['generated_tflops']:.1f} | {' | '.join(cells)} |")
     Path(path).write_text("\n".join(lines) + "\n")
 
@@ -143,16 +154,19 @@ def visit(args):
         if item["name"].startswith("b_") and not args.no_bench:
             timings = {variant: time_ms(launch) for variant, launch in launches.items()}
             group = item["heads"] // item["kv_heads"]
-            for label, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+            backends = (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION))
+            if item["dtype"] == "f32":
+                backends = (("efficient", SDPBackend.EFFICIENT_ATTENTION),)
+            for label, backend in backends:
                 try:
                     with sdpa_kernel(backend):
                         timings[label] = time_ms(lambda: torch.nn.functional.scaled_dot_product_attention(
                             q, k, v, is_causal=item["causal"], enable_gqa=group > 1))
                 except RuntimeError as error:
                     row[f"{label}_refused"] = str(error).splitlines()[0]
-            record_timings(row, timings, attention_flops(item), "tflops", ("template", "flash", "cudnn"))
+            record_timings(row, timings, attention_flops(item), "tflops", COMPARED)
         rows.append(row)
-        print(summary_line(row, 40, "tflops", "6.1f", ("template", "flash", "cudnn")), flush=True)
+        print(summary_line(row, 40, "tflops", "6.1f", COMPARED), flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "attention.json").write_text(json.dumps(dict(seed=seed, device=torch.cuda.get_device_name(),

@@ -29,10 +29,11 @@ std::optional<Target> parseTarget(llvm::StringRef name);
 /// The most dynamic shared memory one thread block may use on a GPU target (sm_80: 163 KB, sm_90a: 227 KB).
 int64_t maxSharedBytesPerBlock(Target target);
 
-/// Bytes of shared memory the GPU attention kernel takes for [bq, bk] tiles at these head dims (the Q tile, two
-/// K and two V tiles, their rows rounded up to 16 elements), with the wgmma kernel's unpadded K and V panels or
-/// the mma_sync kernel's padded rows.
-int64_t attentionSharedBytes(int64_t bq, int64_t bk, int64_t headDim, int64_t valueDim, bool wgmma);
+/// Bytes of shared memory the GPU attention kernel takes for [bq, bk] tiles at these head dims and element width
+/// (the Q tile, two K and two V tiles, their rows rounded up to whole tensor-core steps: 16 elements, 8 for f32),
+/// with the wgmma kernel's unpadded K and V panels or the mma_sync kernel's rows padded by 16 bytes.
+int64_t attentionSharedBytes(int64_t bq, int64_t bk, int64_t headDim, int64_t valueDim, unsigned elementBits,
+                             bool wgmma);
 
 /// The shared-memory operand slots of one pipeline stage of the mma_sync matmul: A as a [BM, BK] tile, B as
 /// [BK, BN] or, for a transposed rhs, [BN, BK] plus 8 spare rows (the last ldmatrix.x4 of an odd count of

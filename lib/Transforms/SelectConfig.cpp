@@ -51,14 +51,16 @@ static constexpr int64_t kNarrowKeyTileKeysD64 = 160;
 /// Multiprocessors of the GPU each target stands for: the A100 (sm_80) and the H100/H200 (sm_90a).
 static int64_t multiprocessors(Target target) { return target == Target::Sm90a ? 132 : 108; }
 
-int64_t kiln::attentionSharedBytes(int64_t bq, int64_t bk, int64_t headDim, int64_t valueDim, bool wgmma) {
-  // The Q tile and two K and two V tiles of 16-bit elements, their rows a whole number of 16-element steps;
-  // rows padded by 8 elements against bank conflicts, except the K and V panels that wgmma reads through a
-  // 128-byte swizzle.
-  int64_t headDimPadded = llvm::alignTo(headDim, 16), valueDimPadded = llvm::alignTo(valueDim, 16);
-  int64_t strideQ = headDimPadded + 8, strideK = wgmma ? headDim : headDimPadded + 8,
-          strideV = wgmma ? valueDim : valueDimPadded + 8;
-  return 2 * (bq * strideQ + 2 * bk * strideK + 2 * bk * strideV);
+int64_t kiln::attentionSharedBytes(int64_t bq, int64_t bk, int64_t headDim, int64_t valueDim, unsigned elementBits,
+                                   bool wgmma) {
+  // The Q tile and two K and two V tiles, their rows a whole number of tensor-core steps (16 elements, 8 of
+  // f32 for TF32); rows padded by 16 bytes against bank conflicts, except the K and V panels that wgmma reads
+  // through a 128-byte swizzle.
+  int64_t step = elementBits == 32 ? 8 : 16, pad = 128 / elementBits;
+  int64_t headDimPadded = llvm::alignTo(headDim, step), valueDimPadded = llvm::alignTo(valueDim, step);
+  int64_t strideQ = headDimPadded + pad, strideK = wgmma ? headDim : headDimPadded + pad,
+          strideV = wgmma ? valueDim : valueDimPadded + pad;
+  return elementBits / 8 * (bq * strideQ + 2 * bk * strideK + 2 * bk * strideV);
 }
 
 MmaOperandSlots kiln::mmaOperandSlots(int64_t bm, int64_t bn, int64_t bk, bool transposedRhs,
@@ -227,8 +229,10 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
     // (a warp that also copies the K and V tiles alone spilled hundreds of bytes with 32 or 64 keys).
     if (bq == 16 && headDim > 64)
       bk = std::min(bk, fitTile(headDim <= 128 ? 64 : 16, seqK, target));
-    // Large head dims: narrower key tiles, then fewer query rows, until the tiles fit the chip's shared memory.
-    while (attentionSharedBytes(bq, bk, headDim, valueDim, /*wgmma=*/false) > maxSharedBytesPerBlock(target)) {
+    // Large head dims (and f32, whose tiles take twice the bytes): narrower key tiles, then fewer query rows,
+    // until the tiles fit the chip's shared memory.
+    while (attentionSharedBytes(bq, bk, headDim, valueDim, element.getIntOrFloatBitWidth(), /*wgmma=*/false) >
+           maxSharedBytesPerBlock(target)) {
       if (bk > 32)
         bk /= 2;
       else if (bq > 16)

@@ -234,10 +234,24 @@ module {
 
 // -----
 
-// The tensor cores take bf16 or f16 operands here: an f32 attention is an error on the op.
+// An f32 attention runs m16n8k8 on TF32 tensor cores: 64 x 68 f32 Q tile (rows padded by 16 bytes, 17408
+// bytes), two 64 x 68 K and two V slots; Q's A fragments by ldmatrix of 32-bit elements, rounded to TF32 (to
+// nearest) once before the loops; V's B fragments element by element from its ring, rounded too.
+// CHECK-LABEL: gpu.func @k5_attention_f32
+// CHECK: memref.reinterpret_cast %{{.*}} to offset: [0], sizes: [87040]
+// CHECK: %[[Q:[a-zA-Z0-9_]+]] = memref.view %{{.*}}[%{{.*}}][] : memref<87040xi8, #gpu.address_space<workgroup>> to memref<4352xf32, #gpu.address_space<workgroup>>
+// CHECK: %[[K:[a-zA-Z0-9_]+]] = memref.view %{{.*}}[%{{.*}}][] : memref<87040xi8, #gpu.address_space<workgroup>> to memref<8704xf32, #gpu.address_space<workgroup>>
+// CHECK: %[[V:[a-zA-Z0-9_]+]] = memref.view %{{.*}}[%{{.*}}][] : memref<87040xi8, #gpu.address_space<workgroup>> to memref<8704xf32, #gpu.address_space<workgroup>>
+// CHECK: nvgpu.ldmatrix %[[Q]][%{{.*}}] {numTiles = 4 : i32, transpose = false} : memref<4352xf32, #gpu.address_space<workgroup>> -> vector<4x1xf32>
+// CHECK: nvvm.convert.float.to.tf32 %{{.*}} {rnd = #nvvm.fp_rnd_mode<rna>}
+// CHECK: scf.for
+// CHECK: nvgpu.ldmatrix %[[K]]
+// CHECK: nvvm.mma.sync {{.*}}multiplicandAPtxType = #nvvm.mma_type<tf32>, multiplicandBPtxType = #nvvm.mma_type<tf32>, shape = #nvvm.shape<m = 16, n = 8, k = 8>
+// CHECK: %[[VE:[a-zA-Z0-9_]+]] = memref.load %[[V]][%{{.*}}] : memref<8704xf32, #gpu.address_space<workgroup>>
+// CHECK-NEXT: nvvm.convert.float.to.tf32 %[[VE]] {rnd = #nvvm.fp_rnd_mode<rna>}
+// CHECK: nvvm.mma.sync {{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 8>
 module {
   func.func private @k5_attention_f32(%q: tensor<1x2x100x64xf32>, %out: tensor<1x2x100x64xf32>) -> tensor<1x2x100x64xf32> attributes {kiln.kernel} {
-    // expected-error @+1 {{'kiln.attention' op the GPU attention kernel takes bf16 or f16 q/k/v, got 'f32'}}
     %o = kiln.attention %q, %q, %q causal {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "mma_sync">} : tensor<1x2x100x64xf32>, tensor<1x2x100x64xf32>, tensor<1x2x100x64xf32> -> tensor<1x2x100x64xf32>
     %r = bufferization.materialize_in_destination %o in %out : (tensor<1x2x100x64xf32>, tensor<1x2x100x64xf32>) -> tensor<1x2x100x64xf32>
     return %r : tensor<1x2x100x64xf32>

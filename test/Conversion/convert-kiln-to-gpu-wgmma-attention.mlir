@@ -90,6 +90,19 @@ module {
 
 // -----
 
+// The warpgroup MMAs of this lowering take 16-bit operands only (TF32 wgmma would need V transposed): an f32
+// attention pinned to it is an error naming the lowering f32 takes.
+module {
+  func.func private @wa3_attention_f32(%q: tensor<1x2x128x64xf32>, %out: tensor<1x2x128x64xf32>) -> tensor<1x2x128x64xf32> attributes {kiln.kernel} {
+    // expected-error @+1 {{'kiln.attention' op the wgmma attention takes bf16 or f16 q/k/v (f32 runs on mma_sync), got 'f32'}}
+    %o = kiln.attention %q, %q, %q {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 1, lowering = "wgmma">} : tensor<1x2x128x64xf32>, tensor<1x2x128x64xf32>, tensor<1x2x128x64xf32> -> tensor<1x2x128x64xf32>
+    %r = bufferization.materialize_in_destination %o in %out : (tensor<1x2x128x64xf32>, tensor<1x2x128x64xf32>) -> tensor<1x2x128x64xf32>
+    return %r : tensor<1x2x128x64xf32>
+  }
+}
+
+// -----
+
 // A plain causal attention (no mods) takes the same lowering: 128 x 128 tiles at head dim 64, two stages (Q 128 x
 // 72, then 3 x 128 x 64 of K and of V: 116736 bytes). The unmasked key loop, then the loop over the tiles that
 // cross the diagonal (key-end sge and causal sgt comparisons): each starts the next tile's Q K^T (N = 128 keys),

@@ -9,7 +9,8 @@
 // RUN: not kilnc %t/missing.mlir -o %t/out 2>&1 | FileCheck %s --check-prefix=MISSING
 // MISSING: kilnc: error: cannot open input file '{{.*}}missing.mlir': No such file or directory
 
-// An f32 attention: the GPU attention kernels take bf16 or f16; the error is located at the op.
+// An f32 attention pinned to the wgmma lowering, whose warpgroup MMAs take bf16 or f16 (f32 runs on mma_sync):
+// the error is located at the op.
 // RUN: not kilnc %s --target=sm_90a -o %t/out 2>&1 | FileCheck %s --check-prefix=F32
 // RUN: not ls %t/out
 
@@ -23,11 +24,11 @@
 // RUN: not kilnc %S/../../examples/gpu_attention_block.mlir --target=sm_90a -o %t/file/out 2>&1 | FileCheck %s --check-prefix=OUTDIR
 // OUTDIR: kilnc: error: cannot create {{.*}}file{{[/\\]}}out: Not a directory
 
-// F32: kilnc-bad-inputs.mlir:[[@LINE+4]]:8: error: 'kiln.attention' op the GPU attention kernel takes bf16 or f16 q/k/v, got 'f32'
+// F32: kilnc-bad-inputs.mlir:[[@LINE+4]]:8: error: 'kiln.attention' op the wgmma attention takes bf16 or f16 q/k/v (f32 runs on mma_sync), got 'f32'
 // F32: kilnc: error: the kernel stage failed (see the diagnostics above)
 // INT: int.mlir:[[@LINE+2]]:8: error: 'kiln.attention' op operand #0 must be statically shaped tensor of 32-bit float or 16-bit float or bfloat16 type values, but got 'tensor<1x2x64x64xi32>'
 func.func @attend(%q: tensor<1x2x64x64xf32>, %k: tensor<1x2x64x64xf32>, %v: tensor<1x2x64x64xf32>) -> tensor<1x2x64x64xf32> {
-  %o = kiln.attention %q, %k, %v : tensor<1x2x64x64xf32>, tensor<1x2x64x64xf32>, tensor<1x2x64x64xf32> -> tensor<1x2x64x64xf32>
+  %o = kiln.attention %q, %k, %v {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 1, lowering = "wgmma">} : tensor<1x2x64x64xf32>, tensor<1x2x64x64xf32>, tensor<1x2x64x64xf32> -> tensor<1x2x64x64xf32>
   return %o : tensor<1x2x64x64xf32>
 }
 

@@ -151,6 +151,18 @@ func.func @attention_head_dim_64(%q: tensor<1x8x256x64xf32>, %k: tensor<1x8x256x
 
 // -----
 
+// f32 at head dim 128: its tiles take twice the bytes of bf16 ones, so 128 x 128 (338944 bytes with the rows
+// padded by 16 bytes) narrows to 128 x 64 (203776) on sm_90a and to 128 x 32 (135680) on sm_80.
+// CHECK-LABEL: func.func @attention_f32_head_dim_128
+// SM80: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [128, 32], warps = 8, stages = 2, lowering = "mma_sync">}
+// SM90: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [128, 64], warps = 8, stages = 2, lowering = "mma_sync">}
+func.func @attention_f32_head_dim_128(%q: tensor<1x8x2048x128xf32>) -> tensor<1x8x2048x128xf32> {
+  %0 = kiln.attention %q, %q, %q : tensor<1x8x2048x128xf32>, tensor<1x8x2048x128xf32>, tensor<1x8x2048x128xf32> -> tensor<1x8x2048x128xf32>
+  return %0 : tensor<1x8x2048x128xf32>
+}
+
+// -----
+
 // Head dim 128 in bf16: 128x128 tiles where they fit (sm_80's 163 KB holds 128x64: 128x128 would need 174080
 // bytes); on sm_90a the wgmma lowering, with two warpgroups of 64 query rows and two stages past 1024 keys,
 // one-warpgroup 64x64 tiles and one stage up to there, 64x32 up to 512 keys. The f32 head-dim-64 case above and

@@ -15,6 +15,9 @@
 //   - a matmul with a lhs in registers (P rounded to the input type) takes it as A fragments straight from the
 //     accumulator fragments that computed it (same rows per thread), and one whose only user adds it to a tile
 //     in registers accumulates into that tile's fragments;
+//   - f32 q/k/v run m16n8k8 on TF32 tensor cores (operands rounded to nearest TF32, as cuBLAS and torch do when
+//     TF32 is allowed): P's accumulator fragments become A fragments with each 8-key step's keys reordered, and
+//     V's B fragments are read element by element in the same order;
 //   - elementwise ops, linalg.generic bodies (the scale, the mask, exp2, the rescaling) run on each register,
 //     reading row vectors by row, memory tiles (an additive mask) element by element and their position through
 //     linalg.index; row reductions reduce within the thread and then across the quad by shuffles, except the
@@ -59,6 +62,9 @@ using namespace mlir::kiln;
 using namespace mlir::kiln::gpukernel;
 
 static constexpr StringLiteral kWhat = "mma-layout attention lowering";
+
+/// The depth of one tensor-core step: m16n8k16 for 16-bit operands, m16n8k8 (TF32) for f32 ones.
+static int64_t stepDepth(Type element) { return element.isF32() ? 8 : 16; }
 
 namespace {
 
@@ -464,18 +470,29 @@ FailureOr<SmallVector<SmallVector<Value>>> MmaAttentionLowering::productLhs(Matm
   if (p == registers.end())
     return product.emitOpError() << kWhat << ": the lhs of a key loop's matmul is Q, read before the loop, or "
                                             "a tile in registers";
-  auto pair = [&](int64_t r) -> Value {
-    Value packed = vector::FromElementsOp::create(b, loc, VectorType::get({2}, element),
-                                                  ValueRange{p->second[r], p->second[r + 1]});
+  ring = &ringV;
+  SmallVector<SmallVector<Value>> a;
+  const SmallVector<Value> &r = p->second;
+  if (element.isF32()) {
+    // TF32 steps of 8 keys, one accumulator fragment each, which holds keys 2t and 2t + 1 of rows g and g + 8
+    // (lane = 4g + t) where the A fragment wants keys t and t + 4: the step's keys are taken in the order 0, 2,
+    // 4, 6, 1, 3, 5, 7 (A column t is key 2t, column t + 4 key 2t + 1), and V's rows are read in the same order
+    // (lowerProduct), which leaves the sum over the keys as it is.
+    for (int64_t kk = 0, steps = fragsOf(product.getLhs()); kk < steps; ++kk)
+      a.push_back({toTf32(b, loc, r[4 * kk]), toTf32(b, loc, r[4 * kk + 2]), toTf32(b, loc, r[4 * kk + 1]),
+                   toTf32(b, loc, r[4 * kk + 3])});
+    return a;
+  }
+  auto pair = [&](int64_t i) -> Value {
+    Value packed =
+        vector::FromElementsOp::create(b, loc, VectorType::get({2}, element), ValueRange{r[i], r[i + 1]});
     if (element.isF16())
       return packed;
     Value word = vector::BitCastOp::create(b, loc, VectorType::get({1}, b.getI32Type()), packed);
     return vector::ExtractOp::create(b, loc, word, ArrayRef<int64_t>{0});
   };
-  SmallVector<SmallVector<Value>> a;
   for (int64_t kk = 0, steps = fragsOf(product.getLhs()) / 2; kk < steps; ++kk)
     a.push_back({pair(8 * kk), pair(8 * kk + 2), pair(8 * kk + 4), pair(8 * kk + 6)});
-  ring = &ringV;
   return a;
 }
 
@@ -499,14 +516,37 @@ LogicalResult MmaAttentionLowering::lowerProduct(MatmulOp product, Value slot) {
     return failure();
   Value base = im.mul(slot, ring->slotElements);
   bool kMajor = !product.getTransposeRhs();
-  for (int64_t kk = 0; kk < static_cast<int64_t>(a->size()); ++kk)
+  int64_t depth = stepDepth(element);
+  for (int64_t kk = 0; kk < static_cast<int64_t>(a->size()); ++kk) {
+    if (element.isF32() && kMajor) {
+      // V's TF32 B fragments element by element (ldmatrix transposes only 16-bit elements): lane 4g + t takes
+      // rows (keys) 2t and 2t + 1 of the step, the order of P's A fragments, in column g of each 8-column block.
+      Value key = im.add(im.mul(im.rem(lane, 4), 2), kk * depth);
+      for (int64_t j = 0; j < frags; ++j) {
+        Value column = im.add(im.div(lane, 4), j * 8);
+        SmallVector<Value> fragment;
+        for (int64_t next = 0; next < 2; ++next) {
+          Value at = im.add(base, im.add(im.mul(im.add(key, next), ring->stride), column));
+          fragment.push_back(toTf32(b, loc, memref::LoadOp::create(b, loc, ring->shared, ValueRange{at})));
+        }
+        accs[j] = mmaSync(b, loc, (*a)[kk], fragment, accs[j], element);
+      }
+      continue;
+    }
     for (int64_t j = 0; j < frags; j += 2) {
-      auto [first, second] =
-          loadBFragmentPair(b, loc, im, ring->shared, base, ring->stride, lane, im.c(kk * 16), im.c(j * 8), kMajor);
+      auto [first, second] = loadBFragmentPair(b, loc, im, ring->shared, base, ring->stride, lane, im.c(kk * depth),
+                                               im.c(j * 8), kMajor);
+      if (element.isF32()) {
+        for (Value &value : first)
+          value = toTf32(b, loc, value);
+        for (Value &value : second)
+          value = toTf32(b, loc, value);
+      }
       accs[j] = mmaSync(b, loc, (*a)[kk], first, accs[j], element);
       if (j + 1 < frags)
         accs[j + 1] = mmaSync(b, loc, (*a)[kk], second, accs[j + 1], element);
     }
+  }
   registers[other && registers.count(other) ? add.getResult() : product.getResult()] = registersOf(accs);
   return success();
 }
@@ -606,14 +646,19 @@ LogicalResult MmaAttentionLowering::lowerKeyLoops(SmallVector<scf::ForOp> loops)
   fenceForWgmma();
   gpu::BarrierOp::create(b, loc);
   Type element = cast<MemRefType>(ringQ.shared.getType()).getElementType();
-  auto fragA = VectorType::get({4, 2}, element);
-  Value laneRow16 = im.rem(lane, 16), laneHalf = im.mul(im.div(lane, 16), 8);
+  int64_t depth = stepDepth(element);
+  auto fragA = VectorType::get({4, element.isF32() ? 1 : 2}, element);
+  Value laneRow16 = im.rem(lane, 16), laneHalf = im.mul(im.div(lane, 16), depth / 2);
   SmallVector<SmallVector<Value>> q;
-  for (int64_t kk = 0; kk < ringQ.columns / 16; ++kk) {
-    Value at = im.add(im.mul(im.add(wm0, laneRow16), ringQ.stride), im.add(laneHalf, kk * 16));
-    q.push_back(packFragment(b, loc,
-                             nvgpu::LdMatrixOp::create(b, loc, fragA, ringQ.shared, at, b.getBoolAttr(false),
-                                                       b.getI32IntegerAttr(4))));
+  for (int64_t kk = 0; kk < ringQ.columns / depth; ++kk) {
+    Value at = im.add(im.mul(im.add(wm0, laneRow16), ringQ.stride), im.add(laneHalf, kk * depth));
+    SmallVector<Value> fragment = packFragment(
+        b, loc,
+        nvgpu::LdMatrixOp::create(b, loc, fragA, ringQ.shared, at, b.getBoolAttr(false), b.getI32IntegerAttr(4)));
+    if (element.isF32())
+      for (Value &value : fragment)
+        value = toTf32(b, loc, value);
+    q.push_back(fragment);
   }
   aFragments[scores.getLhs()] = q;
   Value scoresAhead;
@@ -902,8 +947,12 @@ FailureOr<KernelLaunch> kiln::lowerMmaAttentionKernel(OpBuilder &builder, gpu::G
   if (!scores || !values)
     return forall.emitError() << kWhat << ": the loop holds no Q K^T and P V tile matmuls";
   Type element = scores.getLhs().getType().getElementType();
-  if (!element.isBF16() && !element.isF16())
-    return forall.emitError() << "'kiln.attention' op the GPU attention kernel takes bf16 or f16 q/k/v, got "
+  if (!element.isBF16() && !element.isF16() && !element.isF32())
+    return forall.emitError() << "'kiln.attention' op the GPU attention kernel takes bf16, f16 or f32 q/k/v, got "
+                              << element;
+  if (wgmma && element.isF32())
+    return forall.emitError() << "'kiln.attention' op the wgmma attention takes bf16 or f16 q/k/v (f32 runs on "
+                                 "mma_sync), got "
                               << element;
   int64_t headDim = scores.getLhs().getType().getDimSize(1), valueDim = values.getRhs().getType().getDimSize(1);
   if (headDim % 8 != 0 || valueDim % 8 != 0)
@@ -916,16 +965,19 @@ FailureOr<KernelLaunch> kiln::lowerMmaAttentionKernel(OpBuilder &builder, gpu::G
     return forall.emitError() << "'kiln.attention' op the wgmma attention needs query tiles of whole warpgroups "
                                  "(BQ a multiple of 64), BK up to 256 and head dims that are multiples of 64, got "
                               << config << " at head dims " << headDim << " and " << valueDim;
-  // Shared memory: the Q tile, then two K and two V slots; rows padded by 16 bytes (distinct banks for ldmatrix)
-  // and holding whole k16 steps (a head dim of an odd number of 8-element chunks gets a chunk of zeros). For
-  // wgmma, K and V are swizzled panels instead, each starting on the swizzle's 1024-byte period (the Q tile's
-  // padded rows end on one: 128 (64j + 8) bytes per 64 rows).
-  int64_t paddedHead = llvm::alignTo(headDim, 16), paddedValue = llvm::alignTo(valueDim, 16);
-  int64_t strideQ = paddedHead + 8, strideK = wgmma ? headDim : strideQ, strideV = wgmma ? valueDim : paddedValue + 8;
+  // Shared memory: the Q tile, then two K and two V slots; rows padded by 16 bytes (distinct banks for ldmatrix
+  // and for V's TF32 element loads) and holding whole steps (a 16-bit head dim of an odd number of 8-element
+  // chunks gets a chunk of zeros). For wgmma, K and V are swizzled panels instead, each starting on the
+  // swizzle's 1024-byte period (the Q tile's padded rows end on one: 128 (64j + 8) bytes per 64 rows).
+  int64_t elementBytes = element.getIntOrFloatBitWidth() / 8, pad = 16 / elementBytes;
+  int64_t paddedHead = llvm::alignTo(headDim, stepDepth(element)),
+          paddedValue = llvm::alignTo(valueDim, stepDepth(element));
+  int64_t strideQ = paddedHead + pad, strideK = wgmma ? headDim : strideQ,
+          strideV = wgmma ? valueDim : paddedValue + pad;
   int64_t sizeQ = bq * strideQ, sizeK = bk * strideK, sizeV = bk * strideV;
   bool pipelined = wgmma && config.getStages() >= 2;
   int64_t slots = pipelined ? 3 : 2;
-  int64_t sharedBytes = 2 * (sizeQ + slots * (sizeK + sizeV));
+  int64_t sharedBytes = elementBytes * (sizeQ + slots * (sizeK + sizeV));
 
   SmallVector<RankedTensorType> buffers;
   for (Type type : kernel.getArgumentTypes())
@@ -937,8 +989,9 @@ FailureOr<KernelLaunch> kiln::lowerMmaAttentionKernel(OpBuilder &builder, gpu::G
                                          /*sharedAlignment=*/wgmma ? 1024 : 16, /*sizeParams=*/2);
   // At head dims up to 64 a block of eight warps needs about 128 registers a thread: asking ptxas for two blocks
   // per multiprocessor (at most 128) keeps it from taking a few more and halving the blocks that run (measured on
-  // the H200: 134 registers, 0.86x the 128-register kernel, at head dim 64 on mma_sync).
-  if (headDim <= 64 && valueDim <= 64 && threads == 256)
+  // the H200: 134 registers, 0.86x the 128-register kernel, at head dim 64 on mma_sync). f32 tiles take more
+  // (their Q fragments twice the registers) and would spill under that limit.
+  if (headDim <= 64 && valueDim <= 64 && threads == 256 && !element.isF32())
     gpuKernel.func->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(), builder.getI32IntegerAttr(2));
   MmaAttentionLowering lowering(builder, loc, bq, bk, valueDim, layout, threads);
   lowering.ringQ = {sharedView(builder, loc, gpuKernel.sharedBytes, 0, sizeQ, element), bq, paddedHead, strideQ,
@@ -964,12 +1017,13 @@ FailureOr<KernelLaunch> kiln::lowerMmaAttentionKernel(OpBuilder &builder, gpu::G
     return failure();
   gpu::ReturnOp::create(builder, loc);
   eraseDeadOps(gpuKernel.func);
-  // The kernel computes bf16/f16 outputs: its f32 tanh (a softcap, an epilogue's GELU) may take the hardware's
-  // approximation (kiln::approximateExpAndDivision).
+  // A kernel of bf16/f16 inputs: its f32 tanh (a softcap, an epilogue's GELU) may take the hardware's
+  // approximation (kiln::approximateExpAndDivision); with f32 inputs it stays exact.
   // Its f32 products and sums may contract into fused multiply-adds, as nvcc's and Triton's defaults let them:
   // the softmax's exp2(s * scale - m) becomes one FFMA per score instead of a multiply and a subtraction.
-  gpuKernel.func.walk([](Operation *op) {
-    if (auto tanh = dyn_cast<math::TanhOp>(op))
+  bool halfInputs = !element.isF32();
+  gpuKernel.func.walk([&](Operation *op) {
+    if (auto tanh = dyn_cast<math::TanhOp>(op); tanh && halfInputs)
       tanh.setFastmath(tanh.getFastmath() | arith::FastMathFlags::afn);
     if (!isa<arith::MulFOp, arith::AddFOp, arith::SubFOp>(op) || !op->getResult(0).getType().isF32())
       return;
