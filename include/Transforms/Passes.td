@@ -154,6 +154,32 @@ def KilnFoldMatmulBatch : Pass<"kiln-fold-matmul-batch"> {
   }];
 }
 
+def KilnPadMatmulOperands : Pass<"kiln-pad-matmul-operands"> {
+  let summary = "Zero-pad the operands of large bf16/f16 GEMMs whose rows are not whole 16-byte chunks (sm_90a)";
+  let description = [{
+    sm_90a's TMA GEMM needs K (and N of a [K, N] rhs) to be multiples of 8; other shapes fall back to the
+    mma_sync kernel with narrow loads. For a matmul past 64 rows, with N >= 64 and at least 2^30 multiply-adds,
+    and no pinned config, the lhs is copied with K padded to a multiple of 8 and the rhs with K and N padded
+    (kiln.concat with zeros), epilogue operands that run along N are padded with it, and the result's first N
+    columns are sliced out (kiln.slice). Other targets, smaller GEMMs and aligned ones are left alone.
+
+    ```mlir
+    // before
+    %y = kiln.matmul %a, %b : tensor<2048x2047xbf16>, tensor<2047x2050xbf16> -> tensor<2048x2050xbf16>
+    // after kiln-pad-matmul-operands{target=sm_90a}
+    %a2 = kiln.concat %a, %zeros_a axis 1 : tensor<2048x2047xbf16>, tensor<2048x1xbf16> -> tensor<2048x2048xbf16>
+    %b1 = kiln.concat %b, %zeros_k axis 0 : tensor<2047x2050xbf16>, tensor<1x2050xbf16> -> tensor<2048x2050xbf16>
+    %b2 = kiln.concat %b1, %zeros_n axis 1 : tensor<2048x2050xbf16>, tensor<2048x6xbf16> -> tensor<2048x2056xbf16>
+    %y2 = kiln.matmul %a2, %b2 : tensor<2048x2048xbf16>, tensor<2048x2056xbf16> -> tensor<2048x2056xbf16>
+    %y = kiln.slice %y2 offsets [0, 0] strides [1, 1] : tensor<2048x2056xbf16> -> tensor<2048x2050xbf16>
+    ```
+  }];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"host\"",
+           "The target: host, sm_80 (both left alone) or sm_90a">,
+  ];
+}
+
 def KilnPackGqaDecode : Pass<"kiln-pack-gqa-decode"> {
   let summary = "Run a grouped-query decode step as multi-head attention of the group's query rows";
   let description = [{

@@ -94,6 +94,12 @@ FailureOr<Operation *> fuseEpilogue(RewriterBase &rewriter, Operation *producer)
 /// operand broadcasts over the batch dims in a way a [rows, N] view cannot keep.
 FailureOr<MatmulOp> foldMatmulBatch(RewriterBase &rewriter, MatmulOp op);
 
+/// Rewrites a large bf16/f16 matmul whose K (or N of a [K, N] rhs) is not a multiple of 8 as the matmul of
+/// zero-padded copies of its operands (and of the epilogue operands that run along N), followed by a slice of the
+/// result's first N columns, so that sm_90a's TMA GEMM takes it. Fails, changing nothing, on aligned, small,
+/// transposed-lhs, non-16-bit or pinned matmuls.
+FailureOr<MatmulOp> padMatmulOperands(RewriterBase &rewriter, MatmulOp op);
+
 /// Rewrites a grouped-query attention of one query row, q [B, Hq, 1, D], as attention of q viewed as
 /// [B, Hkv, Hq / Hkv, D] (no causal mask: the row sees every key) between reshapes of q, the output and the lse.
 /// Fails on a mask, an epilogue, seq-major q, k and v, more query rows or plain multi-head attention.

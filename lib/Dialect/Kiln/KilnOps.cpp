@@ -401,7 +401,8 @@ static LogicalResult verifyNorm(Operation *op, RankedTensorType input, APFloat e
   if (input.getDimSize(input.getRank() - 1) == 0)
     return op->emitOpError() << "the last dimension of the input (dimension " << input.getRank() - 1
                              << ") has size 0; there is nothing to normalise over";
-  if (!epsilon.isFinite() || epsilon.isNegative())
+  // -0.0 is a zero epsilon (an exporter's or a user's negated zero), not a negative one.
+  if (!epsilon.isFinite() || (epsilon.isNegative() && !epsilon.isZero()))
     return op->emitOpError() << "epsilon must be finite and non-negative, got " << epsilon.convertToDouble();
   return success();
 }

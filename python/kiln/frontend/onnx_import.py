@@ -254,7 +254,10 @@ def import_onnx(source, *, weights="constants", input_shapes=None, name="main"):
         external = init.data_location == init.EXTERNAL
         float_weight = weights == "arguments" and ELEMENTS.get(dtype) in ("f32", "f16", "bf16") and len(init.dims)
         if float_weight:
-            array = None if external else _to_array(init)
+            try:
+                array = None if external else _to_array(init)
+            except Exception as error:
+                raise FrontendError(f"initializer '{init.name}': cannot read its data ({error})") from None
             env[init.name] = Weight(init.name, array, tuple(init.dims), dtype)
         else:
             if external and base_dir is None:
@@ -273,8 +276,7 @@ def import_onnx(source, *, weights="constants", input_shapes=None, name="main"):
         kind = value.type.WhichOneof("value")
         if kind != "tensor_type":
             raise FrontendError(f"input '{value.name}' is of ONNX type {kind or 'unknown'}; kiln takes tensors only")
-        dtype = np.dtype(helper.tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type)) \
-            if value.type.tensor_type.elem_type != 16 else _bf16()
+        dtype = _onnx_dtype(value.type.tensor_type.elem_type, f"input '{value.name}'")
         element = ELEMENTS.get(dtype)
         if element is None:
             raise FrontendError(f"input '{value.name}' has dtype {dtype}, which kiln has no type for")
@@ -306,8 +308,15 @@ def import_onnx(source, *, weights="constants", input_shapes=None, name="main"):
                                 f"input depends on a graph input")
         try:
             results = OPS[proto.op_type](ctx, *args)
+        except FrontendError:
+            raise
         except TypeError as error:
             raise FrontendError(f"{ctx.node.describe()}: wrong number of inputs ({len(args)}): {error}") from None
+        except (ValueError, IndexError, KeyError, AttributeError, RuntimeError, ArithmeticError) as error:
+            # An operand the node cannot take (shapes that do not broadcast or reshape, an attribute out of
+            # range, a constant it cannot fold): named by the node, with what numpy or the op's rule said.
+            raise FrontendError(f"{ctx.node.describe()}: cannot import it: {type(error).__name__}: {error}") \
+                from None
         used = [o for o in proto.output if o]
         if len(results) < len(used) and any(proto.output[len(results):]):
             raise FrontendError(f"{ctx.node.describe()}: only the first {len(results)} output(s) are supported")
@@ -350,8 +359,16 @@ def _bf16():
     return np.dtype(ml_dtypes.bfloat16)
 
 
-def _initializer_dtype(init):
+def _onnx_dtype(elem_type, what):
+    """The numpy dtype of an ONNX element type; FrontendError naming ``what`` for a type ONNX does not define."""
     from onnx import helper
-    if init.data_type == 16:
+    if elem_type == 16:
         return _bf16()
-    return np.dtype(helper.tensor_dtype_to_np_dtype(init.data_type))
+    try:
+        return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
+    except (KeyError, TypeError, ValueError):
+        raise FrontendError(f"{what} has ONNX element type {elem_type}, which is not a tensor dtype") from None
+
+
+def _initializer_dtype(init):
+    return _onnx_dtype(init.data_type, f"initializer '{init.name}'")

@@ -281,8 +281,16 @@ def _norm_operands(ctx, x, weights, names):
     return axis, out
 
 
-def _layer_norm(ctx, x, scale, bias=None):
+def _epsilon(ctx):
+    """The node's `epsilon` attribute (default 1e-5), which the norms need finite and non-negative."""
     eps = ctx.attr("epsilon", 1e-5)
+    if not np.isfinite(eps) or eps < 0:
+        raise FrontendError(f"{ctx.node.describe()}: epsilon must be finite and non-negative, got {eps}")
+    return eps
+
+
+def _layer_norm(ctx, x, scale, bias=None):
+    eps = _epsilon(ctx)
     axis, values = _norm_operands(ctx, x, (scale, bias), ("Scale", "B"))
     operands = ", ".join(v.name for v in values)
     types = ", ".join(v.type for v in values)
@@ -311,7 +319,7 @@ def _norm_statistics(ctx, x, axis, eps):
 
 
 def _rms_norm(ctx, x, scale):
-    eps = trace.float_literal(ctx.attr("epsilon", 1e-5))
+    eps = trace.float_literal(_epsilon(ctx))
     _, (flat, w) = _norm_operands(ctx, x, (scale,), ("scale",))
     y = ctx.emit(f"kiln.rms_norm {flat.name}, {w.name} epsilon {eps} : {flat.type}, {w.type}", flat.shape,
                  flat.element)

@@ -247,18 +247,20 @@ func.func @reduce(%x: tensor<2x77x512xf32>)
 // CHECK-SAME: (%[[X:[a-z0-9_]+]]: tensor<1x77x4096xbf16>, %[[W:[a-z0-9_]+]]: tensor<4096xbf16>, %[[Y:[a-z0-9_]+]]: tensor<1x77x768xf32>,
 // CHECK-SAME: %[[G:[a-z0-9_]+]]: tensor<768xf32>, %[[B:[a-z0-9_]+]]: tensor<768xf32>)
 func.func @norms(%x: tensor<1x77x4096xbf16>, %w: tensor<4096xbf16>, %y: tensor<1x77x768xf32>, %g: tensor<768xf32>,
-                 %b: tensor<768xf32>) -> (tensor<1x77x4096xbf16>, tensor<1x77x768xf32>, tensor<1x77x768xf32>, tensor<1x77x768xf32>) {
+                 %b: tensor<768xf32>) -> (tensor<1x77x4096xbf16>, tensor<1x77x768xf32>, tensor<1x77x768xf32>, tensor<1x77x768xf32>, tensor<1x77x768xf32>) {
   // CHECK: %[[N0:.*]] = kiln.rms_norm %[[X]], %[[W]] epsilon 9.99999997E-7 : tensor<1x77x4096xbf16>, tensor<4096xbf16>
   %0 = kiln.rms_norm %x, %w epsilon 1.0e-06 : tensor<1x77x4096xbf16>, tensor<4096xbf16>
   // CHECK: %[[N1:.*]] = kiln.layer_norm %[[Y]], %[[G]], %[[B]] epsilon 9.99999974E-6 : tensor<1x77x768xf32>, tensor<768xf32>, tensor<768xf32>
   %1 = kiln.layer_norm %y, %g, %b epsilon 1.0e-05 : tensor<1x77x768xf32>, tensor<768xf32>, tensor<768xf32>
   // CHECK: %[[N2:.*]] = kiln.layer_norm %[[Y]], %[[G]] epsilon 9.99999974E-6 : tensor<1x77x768xf32>, tensor<768xf32>
   %2 = kiln.layer_norm %y, %g epsilon 1.0e-05 : tensor<1x77x768xf32>, tensor<768xf32>
-  // A zero epsilon is allowed.
+  // A zero epsilon is allowed, and so is a negated zero (an exporter's -0.0).
   // CHECK: %[[N3:.*]] = kiln.layer_norm %[[Y]], %[[G]] epsilon 0.000000e+00 : tensor<1x77x768xf32>, tensor<768xf32>
   %3 = kiln.layer_norm %y, %g epsilon 0.0 : tensor<1x77x768xf32>, tensor<768xf32>
-  // CHECK: return %[[N0]], %[[N1]], %[[N2]], %[[N3]]
-  return %0, %1, %2, %3 : tensor<1x77x4096xbf16>, tensor<1x77x768xf32>, tensor<1x77x768xf32>, tensor<1x77x768xf32>
+  // CHECK: %[[N4:.*]] = kiln.layer_norm %[[Y]], %[[G]] epsilon -0.000000e+00 : tensor<1x77x768xf32>, tensor<768xf32>
+  %4 = kiln.layer_norm %y, %g epsilon -0.0 : tensor<1x77x768xf32>, tensor<768xf32>
+  // CHECK: return %[[N0]], %[[N1]], %[[N2]], %[[N3]], %[[N4]]
+  return %0, %1, %2, %3, %4 : tensor<1x77x4096xbf16>, tensor<1x77x768xf32>, tensor<1x77x768xf32>, tensor<1x77x768xf32>, tensor<1x77x768xf32>
 }
 
 // CHECK-LABEL: func.func @rope

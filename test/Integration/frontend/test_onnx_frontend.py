@@ -378,3 +378,45 @@ def test_bad_calls():
         compiled(y=x)
     with pytest.raises(ValueError, match="weights must be 'constants' or 'arguments'"):
         frontend.import_onnx(model, weights="inline")
+
+
+def test_onnx_fuzz_findings_are_named_errors():
+    """What the ONNX mutation fuzzer (onnx_fuzz.py) found, each now a FrontendError naming the culprit: an
+    element type ONNX does not define (a KeyError before), initializer dims that do not match its data, and a
+    node whose operands do not broadcast (a numpy ValueError from inside the op rule)."""
+    model, _, _ = onnx_blocks.gpt2_block(batch=1, seq=4, hidden=16, heads=2)
+    bad_input = onnx.ModelProto()
+    bad_input.CopyFrom(model)
+    bad_input.graph.input[0].type.tensor_type.elem_type = 0
+    with pytest.raises(FrontendError, match="input 'x' has ONNX element type 0, which is not a tensor dtype"):
+        frontend.import_onnx(bad_input)
+    bad_type = onnx.ModelProto()
+    bad_type.CopyFrom(model)
+    bad_type.graph.initializer[0].data_type = 29
+    with pytest.raises(FrontendError, match=f"initializer '{bad_type.graph.initializer[0].name}' has ONNX element "
+                                            "type 29"):
+        frontend.import_onnx(bad_type)
+    bad_dims = onnx.ModelProto()
+    bad_dims.CopyFrom(model)
+    init = next(i for i in bad_dims.graph.initializer if len(i.dims) == 2)
+    init.dims[0] += 1
+    with pytest.raises(FrontendError, match=f"initializer '{init.name}': cannot read its data"):
+        frontend.import_onnx(bad_dims, weights="arguments")
+    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4, 3])
+    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [4, 3])
+    table = onnx.numpy_helper.from_array(np.ones((2,), np.float32), "table")
+    other = onnx.numpy_helper.from_array(np.ones((3,), np.float32), "other")
+    graph = onnx.helper.make_graph([onnx.helper.make_node("Add", ["table", "other"], ["t"], name="fold"),
+                                    onnx.helper.make_node("Add", ["x", "t"], ["y"], name="use")],
+                                   "g", [x], [y], [table, other])
+    folded = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 18)])
+    with pytest.raises(FrontendError, match="Add node 'fold': cannot import it: ValueError: operands could not be "
+                                            "broadcast together"):
+        frontend.import_onnx(folded)
+    # A LayerNormalization whose epsilon is negative imported into IR that the verifier refused.
+    normed, _, _ = onnx_blocks.gpt2_block(batch=1, seq=4, hidden=16, heads=2, layer_norm_op=True)
+    node = next(n for n in normed.graph.node if n.op_type == "LayerNormalization")
+    next(a for a in node.attribute if a.name == "epsilon").f = -1.0
+    with pytest.raises(FrontendError, match=f"LayerNormalization node '{node.name}': epsilon must be finite and "
+                                            "non-negative, got -1.0"):
+        frontend.import_onnx(normed)
