@@ -12,7 +12,7 @@ import inspect
 
 import numpy as np
 
-from . import mods, trace
+from . import mods, trace, varlen
 from .jit import _constant_key, jit
 
 
@@ -32,12 +32,27 @@ def _attention(q, k, v, *, causal=False, scale=None, mask=None):
 _MOD_ATTENTIONS = {}
 
 
-def attention(q, k, v, *, causal=False, scale=None, mask=None, score_mod=None, mask_mod=None):
+def attention(q, k, v, *, causal=False, scale=None, mask=None, score_mod=None, mask_mod=None, cu_seqlens_q=None,
+              cu_seqlens_k=None):
     """Scaled dot-product attention on [B, H, S, D] (GQA/MQA from the head counts, causal bottom-right).
 
     ``score_mod(score, b, h, q_idx, kv_idx)`` and ``mask_mod(b, h, q_idx, kv_idx)`` are torch flex_attention's
     functions (kiln/mods.py): traced once into the kernel; the arrays they close over (of the same kind as q:
-    numpy arrays, or CUDA tensors) are read on every call."""
+    numpy arrays, or CUDA tensors) are read on every call.
+
+    With ``cu_seqlens_q`` and ``cu_seqlens_k`` (int32 [B + 1], as flash_attn_varlen takes them) q [Tq, Hq, D], k
+    and v [Tk, Hkv, D] hold B sequences packed along the token axis, sequence b in rows ``cu_seqlens[b]`` to
+    ``cu_seqlens[b + 1]``; each attends only within itself (causal bottom-right per sequence), and the result is
+    [Tq, Hq, Dv] (kiln/varlen.py)."""
+    if cu_seqlens_q is not None or cu_seqlens_k is not None:
+        if cu_seqlens_q is None or cu_seqlens_k is None:
+            raise ValueError("attention: variable-length attention takes both 'cu_seqlens_q' and 'cu_seqlens_k'")
+        if mask is not None or score_mod is not None or mask_mod is not None:
+            raise ValueError("attention: 'cu_seqlens_q'/'cu_seqlens_k' do not combine with 'mask', 'score_mod' or "
+                             "'mask_mod'")
+        return varlen.attention(q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale,
+                                lambda q, k, v, causal, scale, mask_mod: attention(q, k, v, causal=causal,
+                                                                                   scale=scale, mask_mod=mask_mod))
     function, args, kwargs = _attention_call(q, k, v, causal, scale, mask, score_mod, mask_mod)
     return function(*args, **kwargs)
 

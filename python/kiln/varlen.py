@@ -1,0 +1,83 @@
+"""Variable-length attention: packed sequences described by ``cu_seqlens``, as flash_attn_varlen takes them.
+
+Why: a batch of prompts of different lengths is packed along one token axis (no padding) and attention must not
+cross from one sequence into another. The packed attention is an ordinary kiln.attention over the whole token
+axis with a mask_mod that reads three tables built here from ``cu_seqlens``: each query's and each key's sequence
+id, and each query's last visible key (its sequence's end, or with ``causal`` its bottom-right diagonal). With
+``causal`` the packed attention is causal too: every sequence's diagonal lies on or below the packed one, so
+the kernel also skips the key tiles past it. The tables are built on the host; for CUDA tensors they are copied
+to the device, where the kernel reads them like any mask_mod table.
+"""
+
+import numpy as np
+
+OP = "attention"
+
+
+def _lengths(name, cu_seqlens, total):
+    """``cu_seqlens`` as int64 numpy, checked against the packed length ``total``: [0, ..., total], rising."""
+    if hasattr(cu_seqlens, "detach"):  # a torch tensor, on any device
+        cu_seqlens = cu_seqlens.detach().cpu().numpy()
+    offsets = np.asarray(cu_seqlens)
+    if offsets.ndim != 1 or offsets.size < 2:
+        raise ValueError(f"{OP}: '{name}' must be 1-D with at least 2 entries (batch + 1), got shape "
+                         f"{tuple(offsets.shape)}")
+    if offsets.dtype.kind not in "iu":
+        raise TypeError(f"{OP}: '{name}' must hold integers (int32), got {offsets.dtype}")
+    offsets = offsets.astype(np.int64)
+    if offsets[0] != 0:
+        raise ValueError(f"{OP}: '{name}'[0] = {offsets[0]}; the first sequence starts at 0")
+    falls = np.flatnonzero(np.diff(offsets) < 0)
+    if falls.size:
+        i = int(falls[0])
+        raise ValueError(f"{OP}: '{name}' decreases at entry {i + 1} ({offsets[i]} then {offsets[i + 1]})")
+    if offsets[-1] != total:
+        raise ValueError(f"{OP}: '{name}'[-1] = {offsets[-1]}, but the packed tensor holds {total} tokens")
+    return offsets
+
+
+def tables(q_tokens, k_tokens, cu_seqlens_q, cu_seqlens_k, causal):
+    """(seq_q, seq_k, last_key) int32 tables: each query's and key's sequence, each query's last visible key."""
+    starts_q = _lengths("cu_seqlens_q", cu_seqlens_q, q_tokens)
+    starts_k = _lengths("cu_seqlens_k", cu_seqlens_k, k_tokens)
+    if starts_q.size != starts_k.size:
+        raise ValueError(f"{OP}: 'cu_seqlens_q' describes {starts_q.size - 1} sequences and 'cu_seqlens_k' "
+                         f"{starts_k.size - 1}")
+    lengths_q, lengths_k = np.diff(starts_q), np.diff(starts_k)
+    for s in np.flatnonzero(lengths_q > 0):
+        if lengths_k[s] == 0:
+            raise ValueError(f"{OP}: sequence {s} has {lengths_q[s]} queries but no keys")
+        if causal and lengths_q[s] > lengths_k[s]:
+            raise ValueError(f"{OP}: with causal, sequence {s} has more queries ({lengths_q[s]}) than keys "
+                             f"({lengths_k[s]}): its first queries would see no key")
+    ids = np.arange(starts_q.size - 1, dtype=np.int32)
+    seq_q, seq_k = np.repeat(ids, lengths_q), np.repeat(ids, lengths_k)
+    ends_q, ends_k = starts_q[1:], starts_k[1:]
+    # Query i of sequence s sees keys up to i + (end_k[s] - end_q[s]) with causal (bottom-right), else to the
+    # sequence's last key.
+    last = np.arange(q_tokens, dtype=np.int64) + (ends_k - ends_q)[seq_q] if causal else (ends_k - 1)[seq_q]
+    return seq_q, seq_k, last.astype(np.int32)
+
+
+def attention(q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, run):
+    """The packed attention of ``q`` [Tq, Hq, D], ``k``, ``v`` [Tk, Hkv, D]: [Tq, Hq, Dv], each token attending
+    only within its sequence. ``run(q, k, v, causal, scale, mask_mod)`` is kiln.ops.attention on [B, H, S, D]."""
+    for name, value in (("q", q), ("k", k), ("v", v)):
+        if len(value.shape) != 3:
+            raise ValueError(f"{OP}: with cu_seqlens, '{name}' is packed [tokens, heads, head_dim], got shape "
+                             f"{tuple(value.shape)}")
+    seq_q, seq_k, last = tables(q.shape[0], k.shape[0], cu_seqlens_q, cu_seqlens_k, causal)
+    if hasattr(q, "device") and not isinstance(q, np.ndarray):  # torch tensors: tables on q's device
+        import torch
+        seq_q, seq_k, last = (torch.from_numpy(t).to(q.device) for t in (seq_q, seq_k, last))
+        heads_first = (lambda t: t.transpose(0, 1).unsqueeze(0).contiguous())  # noqa: E731
+        tokens_first = (lambda t: t[0].transpose(0, 1).contiguous())  # noqa: E731
+    else:
+        heads_first = (lambda t: np.ascontiguousarray(np.transpose(t, (1, 0, 2))[None]))  # noqa: E731
+        tokens_first = (lambda t: np.ascontiguousarray(np.transpose(t[0], (1, 0, 2))))  # noqa: E731
+
+    def same_sequence(b, h, q_idx, kv_idx):
+        return (seq_k[kv_idx] == seq_q[q_idx]) & (kv_idx <= last[q_idx])
+
+    out = run(heads_first(q), heads_first(k), heads_first(v), causal, scale, same_sequence)
+    return tokens_first(out)
