@@ -26,7 +26,7 @@ llvm_config.use_default_substitutions()
 
 tool_dirs = [config.kiln_tools_dir, config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(
-    [ToolSubst(tool, unresolved="fatal") for tool in ("kiln-opt", "kiln-run", "kiln-runtime-check", "kilnc", "kiln-plan-fuzz")],
+    [ToolSubst(tool, unresolved="fatal") for tool in ("kiln-opt", "kiln-run", "kiln-runtime-check", "kilnc", "kiln-plan-fuzz", "kiln-opt-fuzz")],
     tool_dirs)
 
 # ptxas (CUDA toolkit) assembles the generated PTX when present; those tests are skipped without it.
