@@ -9,6 +9,7 @@ argument spec being (shape, dtype name) for a tensor or a plain value for a cons
 import pathlib
 
 import kiln
+import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 
@@ -45,6 +46,8 @@ JIT_CASES = [
                                                    ((3, 8, 1000, 128), "bfloat16")], {"causal": True}),
     ("attention_d128", kiln.ops.attention, [((2, 4, 130, 128), "float16"), ((2, 4, 200, 128), "float16"),
                                              ((2, 4, 200, 128), "float16")], {"causal": True}),
+    ("attention_gqa_f32_tf32", kiln.ops.attention, [((2, 8, 100, 64), "float32"), ((2, 2, 150, 64), "float32"),
+                                                     ((2, 2, 150, 64), "float32")], {"causal": True}),
     ("softmax_wide", kiln.ops.softmax, [((3, 5000), "float16")], {}),
     ("rms_norm", kiln.ops.rms_norm, [((5, 4096), "bfloat16"), ((4096,), "bfloat16")], {"eps": 1e-6}),
     ("layer_norm", kiln.ops.layer_norm, [((7, 768), "float16"), ((768,), "float16"), ((768,), "float16")], {}),
@@ -74,6 +77,36 @@ ATTENTION_REUSE_CASES = [
                                                     ("gqa_decode", 8, 2, 1, (500, 1500)),
                                                     ("chunk", 4, 4, 4, (70, 1000)))
     for keys in lengths]
+
+#: Variable-length attention (cu_seqlens) on packed [tokens, heads, head_dim] tensors: name, the query and key
+#: lengths of each sequence, q heads, kv heads, head dim, dtype, causal.
+VARLEN_CASES = [
+    ("varlen_gqa_causal_bf16", (1, 77, 300, 5), (1, 77, 300, 5), 8, 2, 64, "bfloat16", True),
+    ("varlen_chunked_causal_f16", (4, 130, 1), (100, 130, 700), 4, 4, 128, "float16", True),
+    ("varlen_full_bf16", (33, 0, 200), (40, 0, 200), 4, 1, 64, "bfloat16", False),
+]
+
+
+def varlen_sources(case):
+    """The kiln IR kiln.ops.attention traces for a varlen case (its tables as arguments), for prepare.py."""
+    name, lengths_q, lengths_k, heads, kv_heads, head_dim, dtype, causal = case
+    import ml_dtypes
+    element = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16, "float32": np.float32}[dtype]
+    cu_q = np.concatenate([[0], np.cumsum(lengths_q)]).astype(np.int32)
+    cu_k = np.concatenate([[0], np.cumsum(lengths_k)]).astype(np.int32)
+    q = np.zeros((cu_q[-1], heads, head_dim), element)
+    k = np.zeros((cu_k[-1], kv_heads, head_dim), element)
+    sources = []
+
+    def trace_only(q, k, v, causal, scale, mask_mod):
+        function, args, kwargs = kiln.ops._attention_call(q, k, v, causal, scale, None, None, mask_mod)
+        sources.append(function.source(*args, **kwargs))
+        return q  # the shape the caller transposes back; nothing runs
+
+    from kiln import varlen
+    varlen.attention(q, k, k, cu_q, cu_k, causal, None, trace_only)
+    return sources
+
 
 #: kiln IR files compiled with kiln.compile(text, target="sm_90a").
 SOURCE_CASES = [("gpu_attention_block", ROOT / "examples" / "gpu_attention_block.mlir")]

@@ -46,6 +46,14 @@ def main():
         source = fn.source(*[spec(a) for a in arguments], **{k: spec(v) for k, v in constants.items()})
         kiln.compile(source, target="sm_90a")
         timings[name] = time.perf_counter() - start
+    # test_the_runtime_checks_tensor_map_specs: a plain wgmma matmul's program, traced from torch-like arguments.
+    kiln.compile(kiln.ops.matmul.source(np.zeros((200, 264), ml_dtypes.bfloat16),
+                                        np.zeros((264, 136), ml_dtypes.bfloat16)), target="sm_90a")
+    for case in gpu_cases.VARLEN_CASES:
+        start = time.perf_counter()
+        for source in gpu_cases.varlen_sources(case):
+            kiln.compile(source, target="sm_90a")
+        timings[case[0]] = time.perf_counter() - start
     for name, path in gpu_cases.SOURCE_CASES:
         start = time.perf_counter()
         kiln.compile(path.read_text(), target="sm_90a")

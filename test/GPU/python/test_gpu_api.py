@@ -7,6 +7,7 @@ tiles; references are torch in float32; tolerances are relative in the max norm:
 f16 (outputs are rounded to those types). Bad inputs must raise exceptions that name the argument.
 """
 
+import importlib.util
 import json
 import math
 import secrets
@@ -44,7 +45,8 @@ def tensor(spec, generator, scale=1.0):
 def check(name, out, reference, seed):
     error = ((out.float() - reference).abs().max() / reference.abs().max()).item()
     WORST[name] = error
-    tolerance = TOLERANCE[out.dtype]
+    # f32 products on TF32 tensor cores: each input rounded to 10 mantissa bits.
+    tolerance = 2e-3 if name.endswith("_tf32") else TOLERANCE[out.dtype]
     assert error <= tolerance and not torch.isnan(out).any(), f"{name}: error {error:.3e} (seed {seed})"
 
 
@@ -110,6 +112,36 @@ def test_jit_and_ops_on_cuda_tensors(case):
         assert [k.get("group") for k in program.kernels] == [3], program.kernels
 
 
+@pytest.mark.parametrize("case", gpu_cases.VARLEN_CASES, ids=[c[0] for c in gpu_cases.VARLEN_CASES])
+def test_varlen_attention(case):
+    """Packed sequences (cu_seqlens) against each sequence's own attention in float32."""
+    name, lengths_q, lengths_k, heads, kv_heads, head_dim, dtype, causal = case
+    seeds = []
+    generator = fresh(seeds)
+    cu_q = torch.tensor([0, *np.cumsum(lengths_q)], dtype=torch.int32, device="cuda")
+    cu_k = torch.tensor([0, *np.cumsum(lengths_k)], dtype=torch.int32, device="cuda")
+    q = tensor(((int(cu_q[-1]), heads, head_dim), dtype), generator)
+    k = tensor(((int(cu_k[-1]), kv_heads, head_dim), dtype), generator)
+    v = tensor(((int(cu_k[-1]), kv_heads, head_dim), dtype), generator)
+    out = kiln.ops.attention(q, k, v, causal=causal, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+    torch.cuda.synchronize()
+    assert out.shape == q.shape and out.dtype == q.dtype and out.device == q.device
+    expected = torch.zeros(q.shape, device="cuda")
+    for s in range(len(lengths_q)):
+        if lengths_q[s] == 0:
+            continue
+        rows, keys = slice(int(cu_q[s]), int(cu_q[s + 1])), slice(int(cu_k[s]), int(cu_k[s + 1]))
+        qs, ks, vs = (t.float().transpose(0, 1)[None] for t in (q[rows], k[keys], v[keys]))  # [1, H, S, D]
+        if causal:  # bottom-right within the sequence, as reference() masks
+            alone = reference("attention", [qs, ks, vs], {})
+        else:
+            group = heads // kv_heads
+            alone = torch.nn.functional.scaled_dot_product_attention(qs, ks.repeat_interleave(group, 1),
+                                                                     vs.repeat_interleave(group, 1))
+        expected[rows] = alone[0].transpose(0, 1)
+    check(name, out, expected, seeds[0])
+
+
 def test_other_sizes_reuse_the_compiled_kernel():
     """Matmuls that differ only in M (K = 1000 is no whole number of k-tiles) launch one compiled kernel, which the
     later calls' compiles take from the kernel cache; each result is right."""
@@ -155,7 +187,9 @@ def test_compile_source_end_to_end():
     (name, path), = gpu_cases.SOURCE_CASES
     program = kiln.compile(path.read_text(), target="sm_90a")
     assert [k["name"].rsplit("_", 1)[-1] for k in program.kernels] == ["attention", "matmul"]
-    if program.manifest.get("assembler"):  # compiled here, not read from a cache prepared elsewhere
+    # Compiled on this machine (the packed JIT), not read from a cache that prepare.py filled elsewhere with ptxas.
+    compiled_here = importlib.util.find_spec("kiln._kiln") is not None
+    if compiled_here and program.manifest.get("assembler"):
         assert program.manifest["assembler"] == "the CUDA driver's JIT", "the GPU's own JIT should assemble"
         assert "in_process_assembly_failed" not in program.manifest, program.manifest["in_process_assembly_failed"]
         assert all(k["registers"] > 0 and k["spill_stores"] == 0 for k in program.kernels), program.kernels
