@@ -207,7 +207,7 @@ def visit(args):
             if not folder.exists():
                 continue
             manifest = json.loads((folder / "manifest.json").read_text())
-            entry = manifest["kernels"][-1 if len(manifest["kernels"]) > 1 else 0]
+            entry = next(k for k in manifest["kernels"] if k.get("op") == "kiln.matmul")
             row[f"{variant}_config"] = entry.get("config")
             if len(manifest["plans"][0]["steps"]) > 1:
                 # A plan of several kernels (kiln-pad-matmul-operands' copies, the padded GEMM, the slice): run

@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Matching.h"
 #include "Transforms/Passes.h"
 #include "Transforms/Transforms.h"
 
@@ -104,20 +105,15 @@ namespace {
 struct KilnPadMatmulOperandsPass : kiln::impl::KilnPadMatmulOperandsBase<KilnPadMatmulOperandsPass> {
   using KilnPadMatmulOperandsBase::KilnPadMatmulOperandsBase;
   void runOnOperation() override {
-    std::optional<Target> parsed = parseTarget(target);
-    if (!parsed) {
-      getOperation()->emitError() << "kiln-pad-matmul-operands: unknown target '" << target
-                                  << "' (expected host, sm_80 or sm_90a)";
+    std::optional<Target> parsed = parsePassTarget(getOperation(), "kiln-pad-matmul-operands", target);
+    if (!parsed)
       return signalPassFailure();
-    }
     // Only sm_90a has the TMA GEMM that the padding is for.
     if (*parsed != Target::Sm90a)
       return;
-    SmallVector<MatmulOp> matmuls;
-    getOperation()->walk([&](MatmulOp op) { matmuls.push_back(op); });
-    IRRewriter rewriter(&getContext());
-    for (MatmulOp op : matmuls)
-      (void)padMatmulOperands(rewriter, op);
+    forEachInProgramOrder<MatmulOp>(getOperation(), [](IRRewriter &rewriter, Operation *op) {
+      (void)padMatmulOperands(rewriter, cast<MatmulOp>(op));
+    });
   }
 };
 } // namespace

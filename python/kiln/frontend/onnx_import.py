@@ -133,6 +133,14 @@ def _to_array(proto, base_dir=None):
     return numpy_helper.to_array(proto)
 
 
+def _initializer_array(init, base_dir=None):
+    """An initializer's data as a numpy array; FrontendError naming it when its bytes do not make one."""
+    try:
+        return _to_array(init, base_dir)
+    except Exception as error:
+        raise FrontendError(f"initializer '{init.name}': cannot read its data ({error})") from None
+
+
 def load_model(source):
     """A ModelProto and the folder its external data is read from (None when there is none) from a path, a
     ModelProto or the model's serialized bytes; errors name the file."""
@@ -254,19 +262,13 @@ def import_onnx(source, *, weights="constants", input_shapes=None, name="main"):
         external = init.data_location == init.EXTERNAL
         float_weight = weights == "arguments" and ELEMENTS.get(dtype) in ("f32", "f16", "bf16") and len(init.dims)
         if float_weight:
-            try:
-                array = None if external else _to_array(init)
-            except Exception as error:
-                raise FrontendError(f"initializer '{init.name}': cannot read its data ({error})") from None
+            array = None if external else _initializer_array(init)
             env[init.name] = Weight(init.name, array, tuple(init.dims), dtype)
         else:
             if external and base_dir is None:
                 raise FrontendError(f"initializer '{init.name}' keeps its data in an external file; load the model "
                                     f"from its path")
-            try:
-                env[init.name] = Const(_to_array(init, base_dir if external else None))
-            except Exception as error:
-                raise FrontendError(f"initializer '{init.name}': cannot read its data ({error})") from None
+            env[init.name] = Const(_initializer_array(init, base_dir if external else None))
 
     graph = trace.Graph()
     params, inputs = [], []
