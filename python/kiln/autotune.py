@@ -31,15 +31,15 @@ MATMUL_SPACE = [((128, 128, 32), 4, 4, "mma_sync"), ((128, 128, 64), 4, 3, "mma_
                 ((64, 128, 64), 4, 4, "mma_sync"), ((128, 64, 64), 4, 4, "mma_sync"), ((64, 64, 64), 4, 4, "mma_sync"),
                 ((64, 64, 128), 4, 4, "mma_sync"), ((32, 64, 128), 4, 4, "mma_sync"),
                 ((16, 32, 128), 4, 4, "mma_sync")]
-#: The Hopper kernel's tiles (bench/results/gemm_wgmma_sweep_v1.md), tried where the compiler chose it.
+#: The Hopper kernel's tiles (bench/results/config_sweeps/gemm_wgmma.md), tried where the compiler chose it.
 WGMMA_SPACE = [((128, 256, 64), 8, 4, "wgmma"), ((128, 128, 64), 8, 4, "wgmma"), ((128, 128, 64), 8, 3, "wgmma"),
                ((256, 128, 64), 16, 4, "wgmma"), ((64, 256, 64), 4, 4, "wgmma"), ((128, 64, 64), 8, 6, "wgmma")]
 ATTENTION_SPACE = [((64, 64), 4, 2, "mma_sync"), ((128, 64), 8, 2, "mma_sync"), ((128, 128), 8, 2, "mma_sync"),
                    ((64, 128), 4, 2, "mma_sync"), ((128, 32), 8, 2, "mma_sync")]
-#: The Hopper attention kernel's tiles (bench/results/attention_wgmma_sweep_v1.md), where the compiler chose it;
+#: The Hopper attention kernel's tiles (bench/results/config_sweeps/attention_wgmma.md), where the compiler chose it;
 #: one stage is its sequential loop, about as fast or faster where a block sees only a few key tiles
-#: (bench/results/attention_short_d128_v41.md), and at head dim 64 faster still with 32-key tiles on the shortest
-#: key ranges (bench/results/attention_wgmma_short_tiles_v40.md).
+#: (bench/results/config_sweeps/attention_wgmma_d128_short_loops.md), and at head dim 64 faster still with
+#: 32-key tiles on the shortest key ranges (bench/results/config_sweeps/attention_wgmma_d64_short_tiles.md).
 ATTENTION_WGMMA_SPACE = [((128, 128), 8, 2, "wgmma"), ((64, 128), 4, 2, "wgmma"), ((128, 64), 8, 2, "wgmma"),
                          ((128, 192), 8, 2, "wgmma"), ((64, 64), 4, 1, "wgmma"), ((64, 32), 4, 1, "wgmma"),
                          ((128, 64), 8, 1, "wgmma")]

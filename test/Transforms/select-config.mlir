@@ -108,7 +108,7 @@ func.func @matmul_batched_bf16(%a: tensor<2x77x512xbf16>, %b: tensor<512x1024xbf
 // sm_90a GEMMs past 64 rows (bf16/f16, rows in 16-byte chunks) take the wgmma kernel: 128 x 256 tiles while
 // those still give nine in ten of the 132 multiprocessors one (4096^2: 512 tiles; 2048^2: 128), 128 x 128 while
 // half of them get one (2048 x 1024: 128 tiles), else 128 x 64; always 64-deep k-tiles and 4 stages. Measured on the H200
-// (bench/results/gemm_wgmma_sweep_v1.md): 128 x 256 runs 497 TFLOP/s at 4096^3 against 406 for 128 x 128, and
+// (bench/results/config_sweeps/gemm_wgmma.md): 128 x 256 runs 497 TFLOP/s at 4096^3 against 406 for 128 x 128, and
 // 128 x 128 443 at 2048 x 1024 x 4096 against 318 for 128 x 256. A transposed rhs takes the same tiles; an
 // f32 GEMM, a transposed lhs or M = 65 with K = 12 (not whole 16-byte chunks) stay on mma_sync.
 // CHECK-LABEL: func.func @matmul_wgmma
