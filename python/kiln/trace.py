@@ -487,3 +487,137 @@ def reshape(x, shape):
 def element_name(dtype):
     """The kiln element type of a numpy dtype, or None when kiln has none."""
     return _ELEMENT_NAMES.get(np.dtype(dtype))
+
+
+# Data movement, reductions and the remaining elementwise ops, one kiln op each: what an exported graph (an FX
+# aten graph, kiln/torch_backend.py) is written in besides the fused ops above.
+
+def constant(value, element, shape=()):
+    """A splat constant of ``shape``; infinities and NaN are written as their bit pattern (MLIR's parser takes
+    no ``inf`` literal)."""
+    graph = _graph("constant")
+    if math.isfinite(value):
+        literal = float_literal(value)
+    else:
+        bits = np.array([value], dtype=DTYPES[element]).view({2: np.uint16, 4: np.uint32}[DTYPES[element].itemsize])
+        literal = f"0x{int(bits[0]):0{DTYPES[element].itemsize * 2}X}"
+    return graph.emit(f"kiln.constant dense<{literal}> : {tensor_type(shape, element)}", shape, element)
+
+
+def sqrt(x):
+    return _unary("sqrt", x)
+
+
+def rsqrt(x):
+    return _unary("rsqrt", x)
+
+
+def log(x):
+    return _unary("log", x)
+
+
+def erf(x):
+    return _unary("erf", x)
+
+
+def reciprocal(x):
+    return _unary("reciprocal", x)
+
+
+def absolute(x):
+    return _unary("abs", x)
+
+
+def maximum(a, b):
+    """Elementwise maximum with numpy broadcasting."""
+    return _binary("max", a, b)
+
+
+def minimum(a, b):
+    """Elementwise minimum with numpy broadcasting."""
+    return _binary("min", a, b)
+
+
+def power(a, b):
+    """``a ** b`` elementwise with numpy broadcasting."""
+    return _binary("pow", a, b)
+
+
+def select(condition, on_true, on_false):
+    """``condition ? on_true : on_false`` elementwise (a bool condition; the three shapes broadcast)."""
+    graph = _graph("select")
+    if not isinstance(condition, Tensor) or condition.element != "i1":
+        raise TypeError("select: 'condition' must be a bool tensor")
+    element = check_floats("select", on_true=on_true, on_false=on_false)
+    try:
+        shape = np.broadcast_shapes(condition.shape, on_true.shape, on_false.shape)
+    except ValueError:
+        raise ValueError(f"select: shapes {condition.shape}, {on_true.shape} and {on_false.shape} do not "
+                         f"broadcast") from None
+    return graph.emit(f"kiln.select {condition.name}, {on_true.name}, {on_false.name} : {condition.type}, "
+                      f"{on_true.type}, {on_false.type} -> {tensor_type(shape, element)}", shape, element)
+
+
+def cast(x, element):
+    """``x`` converted to the element type ``element`` ("f32", "f16", "bf16"); floats only."""
+    check_floats("cast", x=x)
+    if element not in _FLOATS:
+        raise TypeError(f"cast: the target element type must be one of {', '.join(_FLOATS)}, got {element}")
+    if element == x.element:
+        return x
+    return x.graph.emit(f"kiln.cast {x.name} : {x.type} to {tensor_type(x.shape, element)}", x.shape, element)
+
+
+def reduce(kind, x, axes, keep_dims=False):
+    """``sum``, ``mean``, ``max`` or ``min`` of ``x`` over ``axes`` (negative axes count from the end)."""
+    check_floats("reduce", x=x)
+    if kind not in ("sum", "mean", "max", "min"):
+        raise ValueError(f"reduce: unknown kind {kind!r} (sum, mean, max or min)")
+    axes = sorted({a % x.ndim for a in axes}) if x.ndim else []
+    if not axes or any(x.shape[a] == 0 for a in axes):
+        raise ValueError(f"reduce: needs at least one non-empty axis of 'x' (shape {x.shape}), got {axes}")
+    shape = tuple(1 if i in axes else d for i, d in enumerate(x.shape) if keep_dims or i not in axes)
+    flag = " keep_dims" if keep_dims else ""
+    return x.graph.emit(f"kiln.reduce {kind} {x.name} axes {axes}{flag} : {x.type} -> "
+                        f"{tensor_type(shape, x.element)}", shape, x.element)
+
+
+def broadcast(x, shape):
+    """``x`` expanded to ``shape`` as numpy broadcasts it."""
+    shape = tuple(int(d) for d in shape)
+    if _broadcasts_to(x.shape, shape) is False or len(shape) < x.ndim:
+        raise ValueError(f"broadcast: shape {x.shape} does not broadcast to {shape}")
+    if shape == x.shape:
+        return x
+    return x.graph.emit(f"kiln.broadcast {x.name} : {x.type} -> {tensor_type(shape, x.element)}", shape, x.element)
+
+
+def concat(tensors, axis):
+    """The tensors joined along ``axis``; they share rank, element type and every other size."""
+    if not tensors or not all(isinstance(t, Tensor) for t in tensors):
+        raise TypeError("concat: expects a non-empty list of tensors")
+    first = tensors[0]
+    axis %= first.ndim
+    for t in tensors[1:]:
+        if t.element != first.element or t.ndim != first.ndim or \
+                any(a != b for i, (a, b) in enumerate(zip(t.shape, first.shape)) if i != axis):
+            raise ValueError(f"concat: {t.type} does not join {first.type} along axis {axis}")
+    shape = first.shape[:axis] + (sum(t.shape[axis] for t in tensors),) + first.shape[axis + 1:]
+    return first.graph.emit(f"kiln.concat {', '.join(t.name for t in tensors)} axis {axis} : "
+                            f"{', '.join(t.type for t in tensors)} -> {tensor_type(shape, first.element)}",
+                            shape, first.element)
+
+
+def strided_slice(x, offsets, sizes, strides):
+    """``x[offsets + i * strides]`` for ``i`` below ``sizes``, every dimension; non-empty and inside ``x``."""
+    offsets, sizes, strides = (tuple(int(v) for v in values) for values in (offsets, sizes, strides))
+    if not len(offsets) == len(sizes) == len(strides) == x.ndim:
+        raise ValueError(f"slice: needs one offset, size and stride per dimension of 'x' (rank {x.ndim})")
+    for o, n, s, d in zip(offsets, sizes, strides, x.shape):
+        if o < 0 or n <= 0 or s <= 0 or o + (n - 1) * s >= d:
+            raise ValueError(f"slice: offsets {offsets}, sizes {sizes}, strides {strides} leave 'x' of shape "
+                             f"{x.shape}")
+    if sizes == x.shape:
+        return x
+    return x.graph.emit(f"kiln.slice {x.name} offsets {list(offsets)} strides {list(strides)} : {x.type} -> "
+                        f"{tensor_type(sizes, x.element)}", sizes, x.element)

@@ -1,0 +1,179 @@
+"""torch.compile(model, backend="kiln") on CPU tensors: the host backend against torch's eager results in f32.
+
+Blocks written in plain torch (torch_blocks.py) at small hidden sizes, fresh seeds (printed), tolerance 1e-4
+relative in the max norm. Each test also checks where the graph went: the backend's report of the compiled
+graph (kiln.torch_backend.reports()) names the partitions Kiln runs and the aten nodes left to torch, and each
+partition counts the calls it ran, so a model that silently ran in torch fails.
+"""
+
+import secrets
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from numerics import kiln  # noqa: E402,F401  (the package from the build)
+import kiln.compiler  # noqa: E402
+import kiln.torch_backend as backend  # noqa: E402
+from torch_blocks import Gpt2Block, LlamaBlock, relative_error, rope_tables  # noqa: E402
+
+F = torch.nn.functional
+aten = torch.ops.aten
+TOLERANCE = 1e-4
+
+
+@pytest.fixture(autouse=True)
+def fresh():
+    """A seeded torch RNG per test, dynamo's caches emptied, the backend's reports cleared."""
+    seed = secrets.randbits(32)
+    print(f"seed {seed}")
+    torch.manual_seed(seed)
+    torch._dynamo.reset()
+    backend.reports().clear()
+    with torch.no_grad():
+        yield
+
+
+def compiled(model, **kwargs):
+    if isinstance(model, torch.nn.Module):
+        model.eval()
+    return torch.compile(model, backend="kiln", **kwargs)
+
+
+def only_report():
+    (report,) = backend.reports()
+    return report
+
+
+def test_the_backend_is_registered():
+    assert "kiln" in torch._dynamo.list_backends()
+
+
+def test_gpt2_block_runs_whole_in_kiln():
+    block = Gpt2Block(64, 4)
+    x = torch.randn(2, 19, 64)
+    out = compiled(block)(x)
+    assert relative_error(out, block(x)) < TOLERANCE
+    report = only_report()
+    assert report.torch_nodes == [] and report.fallbacks == []
+    (partition,) = report.partitions
+    assert partition.calls == 1 and partition.device.type == "cpu"
+    assert {aten.native_layer_norm.default, aten.addmm.default, aten.gelu.default}.issubset(partition.nodes)
+    # The attention is one kiln op (not a softmax of matmuls), and the biases sit in the matmuls.
+    assert partition.source.count("kiln.attention") == 1 and partition.source.count("kiln.matmul") == 4
+    assert "causal" in partition.source
+
+
+@pytest.mark.parametrize("norm,gqa,mask", [("hf", "repeat_interleave", "flag"), ("module", "expand", "additive")])
+def test_llama_block_runs_in_kiln(norm, gqa, mask):
+    block = LlamaBlock(64, 4, 2, 96, norm=norm, gqa=gqa, mask=mask)
+    x = torch.randn(2, 21, 64)
+    cos, sin = rope_tables(21, 16)
+    out = compiled(block)(x, cos, sin)
+    assert relative_error(out, block(x, cos, sin)) < TOLERANCE
+    report = only_report()
+    (partition,) = report.partitions
+    assert partition.calls == 1 and report.fallbacks == []
+    assert partition.source.count("kiln.attention") == 1 and partition.source.count("kiln.matmul") == 7
+    # The additive triangle is built by torch (full, triu) and read by the attention as its mask.
+    left = set(report.torch_nodes)
+    assert left == set() if mask == "flag" else left == {aten.full.default, aten.triu.default}
+    if mask == "additive":
+        assert "mask(" in partition.source
+
+
+class Mixed(torch.nn.Module):
+    """Supported layers around a sort and an integer computation, which stay in torch."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = torch.nn.Linear(32, 48), torch.nn.Linear(48, 32)
+
+    def forward(self, x):
+        h = F.gelu(self.fc1(x))
+        h, order = torch.sort(h, dim=-1)
+        shift = (order[..., :1] % 3).to(x.dtype)  # int64 arithmetic
+        return torch.softmax(self.fc2(h) * 0.5, dim=-1) + shift
+
+
+def test_unsupported_nodes_stay_in_torch():
+    model = Mixed()
+    x = torch.randn(3, 10, 32)
+    out = compiled(model)(x)
+    assert relative_error(out, model(x)) < TOLERANCE
+    report = only_report()
+    assert len(report.partitions) == 2 and all(p.calls == 1 for p in report.partitions)
+    assert aten.sort.default in report.torch_nodes and aten.remainder.Scalar in report.torch_nodes
+    kiln_nodes = {n for p in report.partitions for n in p.nodes}
+    assert aten.sort.default not in kiln_nodes and aten._softmax.default in kiln_nodes
+
+
+def test_attention_kiln_does_not_express_stays_in_torch():
+    """torch aligns a causal mask top-left when seq_q != seq_k, Kiln bottom-right: that attention is torch's;
+    the projections around it are Kiln's."""
+    proj = torch.nn.Linear(16, 16)
+
+    def cross(q, k, v):
+        return proj(F.scaled_dot_product_attention(q, k, v, is_causal=True))
+
+    q, k, v = torch.randn(1, 2, 5, 16), torch.randn(1, 2, 9, 16), torch.randn(1, 2, 9, 16)
+    out = compiled(cross)(q, k, v)
+    assert relative_error(out, cross(q, k, v)) < TOLERANCE
+    report = only_report()
+    assert aten._scaled_dot_product_flash_attention_for_cpu.default in report.torch_nodes
+    assert len(report.partitions) == 1 and report.partitions[0].calls == 1
+
+
+def test_bool_mask_and_layer_norm_without_affine():
+    norm = torch.nn.LayerNorm(16, elementwise_affine=False)
+
+    def masked(q, k, v, keep):
+        return norm(F.scaled_dot_product_attention(q, k, v, attn_mask=keep))
+
+    q, k, v = torch.randn(2, 2, 7, 16), torch.randn(2, 2, 11, 16), torch.randn(2, 2, 11, 16)
+    keep = torch.rand(7, 11) > 0.3
+    keep[:, 0] = True  # every query sees a key
+    out = compiled(masked)(q, k, v, keep)
+    assert relative_error(out, masked(q, k, v, keep)) < TOLERANCE
+    (partition,) = only_report().partitions
+    assert "kiln.select" in partition.source and partition.source.count("kiln.attention") == 1
+
+
+def test_a_new_shape_recompiles_and_kiln_caches_hit():
+    block = Gpt2Block(32, 2)
+    fast = compiled(block, dynamic=False)
+    for seq in (8, 13):
+        x = torch.randn(2, seq, 32)
+        assert relative_error(fast(x), block(x)) < TOLERANCE
+    assert len(backend.reports()) == 2  # torch.compile's guards asked for a second graph
+    assert [p.calls for r in backend.reports() for p in r.partitions] == [1, 1]
+    # A graph compiled again (dynamo's caches emptied) finds its Kiln program in Kiln's cache.
+    torch._dynamo.reset()
+    hits = kiln.compiler._compile_cached.cache_info().hits
+    x = torch.randn(2, 8, 32)
+    assert relative_error(compiled(block, dynamic=False)(x), block(x)) < TOLERANCE
+    assert kiln.compiler._compile_cached.cache_info().hits == hits + 1
+
+
+def test_a_graph_dynamo_made_dynamic_is_specialised_per_shape():
+    block = Gpt2Block(32, 2)
+    fast = compiled(block)  # dynamic=None: the second shape makes dynamo trace a dynamic graph
+    for seq in (8, 13, 17, 13):
+        x = torch.randn(1, seq, 32)
+        assert relative_error(fast(x), block(x)) < TOLERANCE
+    # One static graph, then one per new shape of the dynamic one (13 again is a hit).
+    assert len(backend.reports()) == 3
+    assert all(len(r.partitions) == 1 and r.partitions[0].calls >= 1 for r in backend.reports())
+
+
+def test_non_contiguous_output_keeps_torchs_strides():
+    """A partition whose result torch reads through a view gets it in torch's layout."""
+    def f(x, w):
+        y = (x @ w).transpose(0, 1)  # Kiln computes it contiguous; torch's is a transposed view
+        return torch.sort(y, dim=0).values.transpose(0, 1).view(-1)  # sort keeps y's strides, view needs them
+
+    x, w = torch.randn(6, 8), torch.randn(8, 5)
+    out = compiled(f)(x, w)
+    assert relative_error(out, f(x, w)) < TOLERANCE
+    (partition,) = only_report().partitions
+    assert partition.calls == 1 and partition.strides == [(1, 5)]

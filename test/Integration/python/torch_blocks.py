@@ -1,0 +1,104 @@
+"""Transformer blocks written in plain torch, as users write them: what the torch.compile backend's tests compile.
+
+A GPT-2 block (nn.Linear, nn.LayerNorm, F.scaled_dot_product_attention with the causal flag, tanh GELU,
+residuals) and a Llama block (RMSNorm written out with f32 casts as Hugging Face writes it, or nn.RMSNorm; RoPE by
+rotate_half and cat; GQA by repeat_interleave or by Hugging Face's expand + reshape; causal by the flag or by an
+additive -inf triangle; SwiGLU). Shared by test/Integration/python (CPU) and test/GPU/python (CUDA).
+"""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Gpt2Block(nn.Module):
+    def __init__(self, hidden, heads):
+        super().__init__()
+        self.heads = heads
+        self.ln_1, self.ln_2 = nn.LayerNorm(hidden), nn.LayerNorm(hidden)
+        self.c_attn, self.c_proj = nn.Linear(hidden, 3 * hidden), nn.Linear(hidden, hidden)
+        self.c_fc, self.mlp_proj = nn.Linear(hidden, 4 * hidden), nn.Linear(4 * hidden, hidden)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k, v = self.c_attn(self.ln_1(x)).split(d, dim=-1)
+        q, k, v = (t.view(b, s, self.heads, d // self.heads).transpose(1, 2) for t in (q, k, v))
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.c_proj(a.transpose(1, 2).reshape(b, s, d))
+        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+
+
+class HfRmsNorm(nn.Module):
+    """RMSNorm as Hugging Face's Llama writes it: computed in f32, cast back, times the weight."""
+
+    def __init__(self, hidden, eps=1e-6):
+        super().__init__()
+        self.weight, self.eps = nn.Parameter(torch.ones(hidden)), eps
+
+    def forward(self, x):
+        dtype = x.dtype
+        h = x.to(torch.float32)
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * h.to(dtype)
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def repeat_kv(x, n):
+    """Hugging Face's GQA expansion: [B, Hkv, S, D] -> [B, Hkv * n, S, D] by expand and reshape."""
+    b, h, s, d = x.shape
+    return x[:, :, None, :, :].expand(b, h, n, s, d).reshape(b, h * n, s, d)
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, hidden, heads, kv_heads, ffn, norm="hf", gqa="repeat_interleave", mask="flag"):
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, hidden // heads
+        self.gqa, self.mask = gqa, mask
+        make_norm = (lambda: HfRmsNorm(hidden)) if norm == "hf" else (lambda: nn.RMSNorm(hidden, eps=1e-6))
+        self.input_norm, self.post_norm = make_norm(), make_norm()
+        self.q_proj = nn.Linear(hidden, heads * self.head_dim, bias=False)
+        self.k_proj = nn.Linear(hidden, kv_heads * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(hidden, kv_heads * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(heads * self.head_dim, hidden, bias=False)
+        self.gate_proj, self.up_proj = nn.Linear(hidden, ffn, bias=False), nn.Linear(hidden, ffn, bias=False)
+        self.down_proj = nn.Linear(ffn, hidden, bias=False)
+
+    def forward(self, x, cos, sin):
+        b, s, d = x.shape
+        h = self.input_norm(x)
+        q = self.q_proj(h).view(b, s, self.heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(h).view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v_proj(h).view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
+        cos, sin = cos[None, None], sin[None, None]
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        n = self.heads // self.kv_heads
+        if self.gqa == "repeat_interleave":
+            k, v = k.repeat_interleave(n, dim=1), v.repeat_interleave(n, dim=1)
+        else:
+            k, v = repeat_kv(k, n), repeat_kv(v, n)
+        if self.mask == "flag":
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            triangle = torch.full((s, s), float("-inf"), device=x.device, dtype=x.dtype).triu(1)
+            a = F.scaled_dot_product_attention(q, k, v, attn_mask=triangle)
+        x = x + self.o_proj(a.transpose(1, 2).reshape(b, s, d))
+        h = self.post_norm(x)
+        return x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
+
+
+def rope_tables(seq, head_dim, device="cpu", dtype=torch.float32, base=10000.0):
+    """Hugging Face's cos and sin tables, [S, head_dim] (the angles repeated for both halves)."""
+    inv = 1.0 / base ** (torch.arange(0, head_dim, 2, device=device, dtype=torch.float32) / head_dim)
+    angles = torch.outer(torch.arange(seq, device=device, dtype=torch.float32), inv)
+    angles = torch.cat((angles, angles), dim=-1)
+    return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+def relative_error(out, reference):
+    """max |out - reference| / max |reference|, in float64."""
+    out, reference = out.double(), reference.double()
+    return ((out - reference).abs().max() / reference.abs().max()).item()
