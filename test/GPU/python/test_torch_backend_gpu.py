@@ -1,0 +1,152 @@
+"""torch.compile(model, backend="kiln") on CUDA tensors: the GPT-2 and Llama blocks of torch_blocks.py in bf16 and
+f32 against eager, their launch counts, and the CUDA-graph replay of the partitions.
+
+Run with the GPU suite. The programs are compiled on the GPU machine (the packed JIT) or found in the disk cache
+that prepare.py filled. References are eager torch in f32 (TF32 off); a Kiln result may be off by 2e-2 (bf16) or
+1e-2 (f32 on TF32 tensor cores) relative in the max norm, or by twice eager's own error at the same precision
+(bf16, or f32 with TF32), whichever is larger: a whole block rounds more than one op does.
+"""
+
+import secrets
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA GPU", allow_module_level=True)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "Integration" / "python"))
+import kiln.torch_backend as backend  # noqa: E402
+from torch_blocks import Gpt2Block, LlamaBlock, relative_error, rope_tables  # noqa: E402
+
+TOLERANCE = {torch.bfloat16: 2e-2, torch.float32: 1e-2}
+#: (hidden, heads, kv_heads, ffn, batch, seq): a small shape whose lengths divide no tile, and a realistic one.
+GPT2_SHAPES = {"small": (256, 4, 4, 1024, 2, 77), "gpt2": (768, 12, 12, 3072, 8, 512)}
+LLAMA_SHAPES = {"small": (256, 4, 2, 512, 2, 77), "llama8b_b1": (4096, 32, 8, 14336, 1, 2048),
+                "llama8b_b8": (4096, 32, 8, 14336, 8, 512)}
+
+
+@pytest.fixture(autouse=True)
+def fresh():
+    seed = secrets.randbits(32)
+    print(f"seed {seed}")
+    torch.manual_seed(seed)
+    torch._dynamo.reset()
+    backend.reports().clear()
+    with torch.no_grad():
+        yield
+
+
+def build(kind, shape, dtype):
+    hidden, heads, kv_heads, ffn, batch, seq = shape
+    if kind == "gpt2":
+        block, extra = Gpt2Block(hidden, heads), ()
+    else:
+        block = LlamaBlock(hidden, heads, kv_heads, ffn)
+        extra = rope_tables(seq, hidden // heads, device="cuda")
+    block = block.cuda().eval()
+    for p in block.parameters():  # the default init is too small for a block's output to exercise the kernels
+        p.data.normal_(0.0, 1.0 / p.shape[-1] ** 0.5 if p.ndim == 2 else 1.0).add_(1.0 if p.ndim == 1 else 0.0)
+    x = torch.randn(batch, seq, hidden, device="cuda")
+    return block, x, extra
+
+
+def eager(block, dtype, x, extra, tf32):
+    previous = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    try:
+        model = block.to(dtype)
+        return model(x.to(dtype), *[t.to(dtype) for t in extra]).float()
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = previous
+
+
+def check_block(kind, shape, dtype):
+    block, x, extra = build(kind, shape, dtype)
+    reference = eager(block, torch.float32, x, extra, tf32=False)
+    own = relative_error(eager(block, dtype, x, extra, tf32=True), reference)
+    model = block.to(dtype)
+    fast = torch.compile(model, backend="kiln", dynamic=False)
+    inputs = (x.to(dtype), *[t.to(dtype) for t in extra])
+    out = fast(*inputs)
+    error = relative_error(out, reference)
+    print(f"{kind} {shape} {dtype}: kiln {error:.2e}, eager {own:.2e}")
+    assert out.dtype == dtype and error <= max(TOLERANCE[dtype], 2 * own)
+    return fast, inputs, reference
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "f32"])
+@pytest.mark.parametrize("shape", list(GPT2_SHAPES))
+def test_gpt2_block(shape, dtype):
+    check_block("gpt2", GPT2_SHAPES[shape], dtype)
+    (report,) = backend.reports()
+    assert report.torch_nodes == [] and report.fallbacks == [] and len(report.partitions) == 1
+    assert report.partitions[0].device.type == "cuda"
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "f32"])
+@pytest.mark.parametrize("shape", list(LLAMA_SHAPES))
+def test_llama_block(shape, dtype):
+    check_block("llama", LLAMA_SHAPES[shape], dtype)
+    (report,) = backend.reports()
+    assert report.torch_nodes == [] and report.fallbacks == [] and len(report.partitions) == 1
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+def test_launch_count_is_the_partitions_kernels(kind):
+    """With the block whole in Kiln, one call launches exactly the partition's kernels (counted by the profiler,
+    which sees the driver API's launches too)."""
+    shapes = GPT2_SHAPES if kind == "gpt2" else LLAMA_SHAPES
+    block, x, extra = build(kind, shapes["small"], torch.bfloat16)
+    block = block.to(torch.bfloat16)
+    inputs = (x.to(torch.bfloat16), *[t.to(torch.bfloat16) for t in extra])
+    fast = torch.compile(block, backend="kiln", dynamic=False, options={"cuda_graphs": False})
+    fast(*inputs)
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profile:
+        fast(*inputs)
+        torch.cuda.synchronize()
+    launches = [e for e in profile.events() if e.device_type == torch.autograd.DeviceType.CUDA
+                and "memcpy" not in e.name.lower() and "memset" not in e.name.lower()]
+    (report,) = backend.reports()
+    print(f"{kind}: {report.kernels} kiln kernels: {[k['name'] for k in report.partitions[0].kernels]}")
+    assert len(launches) == report.kernels
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+def test_cuda_graph_replays_with_new_inputs(kind):
+    """From the second call on, the partition replays a CUDA graph: new activations are copied in, weights read
+    in place, and a result kept from an earlier call is not overwritten by a later replay."""
+    shapes = GPT2_SHAPES if kind == "gpt2" else LLAMA_SHAPES
+    block, _, extra = build(kind, shapes["small"], torch.bfloat16)
+    block = block.to(torch.bfloat16)
+    extra = [t.to(torch.bfloat16) for t in extra]
+    fast = torch.compile(block, backend="kiln", dynamic=False)
+    xs = [torch.randn(*shapes["small"][4:], shapes["small"][0], device="cuda", dtype=torch.bfloat16)
+          for _ in range(4)]
+    outs = [fast(x, *extra) for x in xs]
+    torch.cuda.synchronize()
+    (report,) = backend.reports()
+    (partition,) = report.partitions
+    assert partition.calls == 4 and partition._graphed is not None and partition._graphed.bound is not None
+    for x, out in zip(xs, outs):
+        assert relative_error(out, block(x, *extra)) <= TOLERANCE[torch.bfloat16]
+    assert len({o.data_ptr() for o in outs}) == len(outs)
+
+
+def test_a_new_batch_recompiles_with_kernel_cache_hits():
+    shape = LLAMA_SHAPES["small"]
+    block, x, extra = build("llama", shape, torch.bfloat16)
+    block = block.to(torch.bfloat16)
+    extra = [t.to(torch.bfloat16) for t in extra]
+    fast = torch.compile(block, backend="kiln", dynamic=False)
+    for batch in (2, 3):
+        x = torch.randn(batch, shape[5], shape[0], device="cuda", dtype=torch.bfloat16)
+        assert relative_error(fast(x, *extra), block(x, *extra)) <= TOLERANCE[torch.bfloat16]
+    first, second = backend.reports()
+    assert len(second.partitions) == 1
+    hits = [k.get("kernel_cache") for k in second.partitions[0].kernels]
+    print(f"second batch: {hits.count('hit')} of {len(hits)} kernels from the kernel cache")
+    assert "hit" in hits
