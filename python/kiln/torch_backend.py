@@ -184,6 +184,9 @@ def _attention(node, a):
         raise Unsupported("torch's causal mask is aligned top-left where seq_q != seq_k, Kiln's bottom-right")
     if q.ndim == 4 and q.shape[1] != k.shape[1] and not a.get("enable_gqa", False):
         raise Unsupported("different head counts without enable_gqa")
+    k_source, v_source = getattr(k, "gqa_source", None), getattr(v, "gqa_source", None)
+    if k_source is not None and v_source is not None and k_source.shape[1] == v_source.shape[1]:
+        k, v = k_source, v_source  # the expansion becomes dead code; Kiln groups the query heads itself
     mask = a.get("attn_mask", a.get("attn_bias"))
     if mask is not None:
         if mask.element == "i1":
@@ -249,11 +252,27 @@ def _permute(node, a):
 def _reshape(node, a):
     x = a["input"]
     shape = _out_shape(node)
-    return x if shape == x.shape else trace.reshape(x, shape)
+    if shape == x.shape:
+        return x
+    y = trace.reshape(x, shape)
+    # GQA's expansion (repeat_interleave, or expand + reshape): [B, H, S, D] -> [B, H, 1, S, D], broadcast to
+    # [B, H, n, S, D], then [B, H * n, S, D]. Each step is noted on its result, so that an attention reading the
+    # last one reads the [B, H, S, D] tensor instead, as Kiln's GQA does from the head counts.
+    source = getattr(x, "gqa_expanded", None)
+    if source is not None and shape == (source.shape[0], x.shape[1] * x.shape[2]) + source.shape[2:]:
+        y.gqa_source = source
+    if x.ndim == 4 and shape == x.shape[:2] + (1,) + x.shape[2:]:
+        y.gqa_unsqueezed = x
+    return y
 
 
 def _expand(node, a):
-    return trace.broadcast(a["input"], _out_shape(node))
+    x = a["input"]
+    y = trace.broadcast(x, _out_shape(node))
+    source = getattr(x, "gqa_unsqueezed", None)
+    if source is not None and y.shape[:2] + y.shape[3:] == x.shape[:2] + x.shape[3:]:
+        y.gqa_expanded = source
+    return y
 
 
 def _identity(node, a):

@@ -75,6 +75,9 @@ def test_llama_block_runs_in_kiln(norm, gqa, mask):
     (partition,) = report.partitions
     assert partition.calls == 1 and report.fallbacks == []
     assert partition.source.count("kiln.attention") == 1 and partition.source.count("kiln.matmul") == 7
+    # Both GQA spellings reach the attention as the 2 key/value heads, not as their expansion to 4.
+    (attention,) = [line for line in partition.source.splitlines() if "kiln.attention" in line]
+    assert attention.count("tensor<2x2x21x16xf32>") == 2 and "tensor<2x4x21x16xf32>" in attention
     # The additive triangle is built by torch (full, triu) and read by the attention as its mask.
     left = set(report.torch_nodes)
     assert left == set() if mask == "flag" else left == {aten.full.default, aten.triu.default}
