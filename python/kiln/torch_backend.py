@@ -18,10 +18,8 @@ caches make those compiles cheap. A graph dynamo made dynamic is specialised per
 
 import math
 import operator
-import sys
 import warnings
 
-import numpy as np
 import torch
 import torch.fx
 from torch.fx.operator_schemas import normalize_function
@@ -631,7 +629,7 @@ class _GraphedProgram:
         self.bound = self.program.bind(*inputs).capture()
 
 
-def _escaping_outputs(parent, call):
+def _escaping_outputs(call):
     """Positions of a partition's outputs that may outlive the call: read by the graph's output, or by a view
     (through getitem) that is. A CUDA graph's outputs are overwritten by the next replay, so only these are
     copied out."""
@@ -714,7 +712,7 @@ def _compile_partition(fused, call, options):
         return f"{type(error).__name__}: {error}"
     nodes = [n.target for n in submodule.graph.nodes if n.op == "call_function"]
     return KilnPartition(call.target, source, program, device, nodes, isinstance(output, (tuple, list)),
-                         [_output_strides(m) for m in outputs], _escaping_outputs(fused, call),
+                         [_output_strides(m) for m in outputs], _escaping_outputs(call),
                          options.get("cuda_graphs", True))
 
 
