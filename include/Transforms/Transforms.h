@@ -58,6 +58,11 @@ bool isKernelOp(Operation *op);
 /// The default strategy of a kernel op for `target`, derived from its shapes.
 ConfigAttr getDefaultConfig(Operation *op, Target target);
 
+/// The keys per chunk for a split-KV attention on `target` (a multiple of 256), or nothing when the attention's
+/// query tiles fill enough of the chip's multiprocessors, its keys are too few, or it is not a split candidate
+/// (an lse result, an epilogue, a seq-major output, a pinned config, the wgmma lowering, the host).
+std::optional<int64_t> chooseKvChunk(AttentionOp op, Target target);
+
 /// The op's #kiln.config, if it has one.
 ConfigAttr getConfig(Operation *op);
 
@@ -102,6 +107,11 @@ FailureOr<MatmulOp> foldMatmulBatch(RewriterBase &rewriter, MatmulOp op);
 /// result's first N columns, so that sm_90a's TMA GEMM takes it. Fails, changing nothing, on aligned, small,
 /// transposed-lhs, non-16-bit or pinned matmuls.
 FailureOr<MatmulOp> padMatmulOperands(RewriterBase &rewriter, MatmulOp op);
+
+/// Rewrites `op` as the split attention (`kv_chunk = chunk`) of the same operands, mods and attributes, and a
+/// kiln.merge_splits of its chunks that replaces its output. Fails, changing nothing, when `op` has an lse result,
+/// an epilogue, a seq-major output or already a kv_chunk.
+FailureOr<MergeSplitsOp> splitKv(RewriterBase &rewriter, AttentionOp op, int64_t chunk);
 
 /// Rewrites a grouped-query attention of one query row, q [B, Hq, 1, D], as attention of q viewed as
 /// [B, Hkv, Hq / Hkv, D] (no causal mask: the row sees every key) between reshapes of q, the output and the lse.

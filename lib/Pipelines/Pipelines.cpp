@@ -46,6 +46,7 @@ void kiln::buildFusionPipeline(OpPassManager &pm) {
 void kiln::buildKernelPipeline(OpPassManager &pm, const KernelPipelineOptions &options) {
   buildFusionPipeline(pm);
   pm.addPass(createKilnPadMatmulOperands(KilnPadMatmulOperandsOptions{options.target}));
+  pm.addPass(createKilnSplitKv(KilnSplitKvOptions{options.target}));
   pm.addPass(createKilnOutlineKernels());
   pm.addPass(createKilnSelectConfig(KilnSelectConfigOptions{options.target}));
   pm.addPass(createKilnTile());

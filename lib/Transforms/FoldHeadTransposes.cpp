@@ -81,7 +81,7 @@ static FailureOr<AttentionOp> storeOutputSeqMajor(RewriterBase &rewriter, Attent
   auto attention = AttentionOp::create(rewriter, op.getLoc(), swapHeads(op.getOut().getType()), lseType, op.getQ(),
                                        op.getK(), op.getV(), op.getMask(), op.getScaleAttr(), op.getCausal(),
                                        op.getLayoutAttr(), rewriter.getStringAttr("bshd"), ValueRange{},
-                                       ValueRange{});
+                                       ValueRange{}, IntegerAttr());
   attention.takeModsFrom(op); // the mods see logical positions, whatever the layout
   attention->setDiscardableAttrs(op->getDiscardableAttrDictionary());
   for (Operation *user : llvm::to_vector(op.getOut().getUsers()))
@@ -93,8 +93,8 @@ static FailureOr<AttentionOp> storeOutputSeqMajor(RewriterBase &rewriter, Attent
 }
 
 FailureOr<AttentionOp> kiln::foldHeadTransposes(RewriterBase &rewriter, AttentionOp op) {
-  if (op.isSeqMajor() || op.hasEpilogue())
-    return rewriter.notifyMatchFailure(op, "already seq-major, or with an epilogue in the [B, H, S, D] layout");
+  if (op.isSeqMajor() || op.hasEpilogue() || op.getKvChunk())
+    return rewriter.notifyMatchFailure(op, "already seq-major, split, or with an epilogue in the [B, H, S, D] layout");
   Value q = headsSwappedFrom(op.getQ()), k = headsSwappedFrom(op.getK()), v = headsSwappedFrom(op.getV());
   if (!q || !k || !v)
     return storeOutputSeqMajor(rewriter, op);
@@ -113,7 +113,8 @@ FailureOr<AttentionOp> kiln::foldHeadTransposes(RewriterBase &rewriter, Attentio
   StringAttr outLayout = op.isOutSeqMajor() ? StringAttr() : op.getOutLayoutAttr();
   auto attention = AttentionOp::create(rewriter, op.getLoc(), outputMoves ? swapHeads(outType) : outType, lseType, q, k,
                                        v, op.getMask(), op.getScaleAttr(), op.getCausal(),
-                                       rewriter.getStringAttr("bshd"), outLayout, ValueRange{}, ValueRange{});
+                                       rewriter.getStringAttr("bshd"), outLayout, ValueRange{}, ValueRange{},
+                                       IntegerAttr());
   attention.takeModsFrom(op);
   attention->setDiscardableAttrs(op->getDiscardableAttrDictionary());
   SmallVector<Value> replacements{attention.getOut()};

@@ -50,6 +50,8 @@ static OperandRange epilogueOperandsOf(Operation *op) {
 FailureOr<Operation *> kiln::fuseEpilogue(RewriterBase &rewriter, Operation *producer) {
   if (!isa<MatmulOp, AttentionOp>(producer))
     return rewriter.notifyMatchFailure(producer, "only a matmul or an attention has an epilogue");
+  if (auto attention = dyn_cast<AttentionOp>(producer); attention && attention.getKvChunk())
+    return rewriter.notifyMatchFailure(producer, "a split attention's chunks take no epilogue (its merge does)");
   Value produced = producer->getResult(0);
   auto resultShape = cast<RankedTensorType>(produced.getType()).getShape();
   Region &oldEpilogue = producer->getRegion(0);
@@ -103,7 +105,7 @@ FailureOr<Operation *> kiln::fuseEpilogue(RewriterBase &rewriter, Operation *pro
     fused = AttentionOp::create(rewriter, loc, resultType, lseType, attention.getQ(), attention.getK(),
                                 attention.getV(), attention.getMask(), attention.getScaleAttr(),
                                 attention.getCausal(), attention.getLayoutAttr(), attention.getOutLayoutAttr(),
-                                operands, ValueRange{});
+                                operands, ValueRange{}, IntegerAttr());
     cast<AttentionOp>(fused).takeModsFrom(attention);
   }
   // A config pinned on the producer (#kiln.config) pins the fused kernel.

@@ -7,7 +7,7 @@
 // each KV head read once, the group's rows filling the tile. The single row sees every key under the causal
 // mask (aligned bottom-right), so the packed attention has none. On the H200 the packed decode steps ran faster
 // than one block per query head at every cache length and head dim measured, most at head dim 128
-// (bench/results/attention_decode_v1.md).
+// (bench/results/decode/attention_gqa_pack.md).
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,6 +31,8 @@ FailureOr<AttentionOp> kiln::packGqaDecode(RewriterBase &rewriter, AttentionOp o
   // matters.
   if (op.isSeqMajor())
     return rewriter.notifyMatchFailure(op, "k and v are seq-major: q's packed rows would be another layout");
+  if (op.getKvChunk())
+    return rewriter.notifyMatchFailure(op, "a split attention's results lead with the chunk");
   if (op.getMask() || op.hasEpilogue())
     return rewriter.notifyMatchFailure(op, "a mask or an epilogue broadcasts over the query heads");
   if (op.hasScoreMod() || op.hasMaskMod())

@@ -11,6 +11,7 @@
 
 #include "llvm/Support/MathExtras.h"
 
+#include <cmath>
 #include <limits>
 
 namespace mlir {
@@ -171,7 +172,7 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
       // Too few tiles to fill the GPU (small M, as in decoding): narrower column tiles, down to 32, until about
       // two thirds of the multiprocessors (108 on the A100, 132 on the H100/H200) get one. Wider column tiles
       // stream the weight faster while enough are in flight; narrower ones win once too few tiles would leave
-      // multiprocessors idle (bench/results/decode_gemm_configs_h200.log).
+      // multiprocessors idle (bench/results/decode/gemm_column_tiles.md).
       auto tiles = [&] { return outputTiles(result, bm, bn); };
       while (bn > 32 && tiles() < static_cast<int64_t>(llvm::divideCeil(2 * multiprocessors(target), 3)))
         bn /= 2;
@@ -201,7 +202,7 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
     int64_t bq = 64, bk = 64, warps = 4, stages = 2;
     if (target == Target::Host)
       return make({fitTile(bq, seqQ, target), fitTile(bk, seqK, target)}, warps, stages);
-    // Measured on the H200 (bench/results/attention_fa2_sweep_v1.md): 128 x 128 tiles for head dim 128,
+    // Measured on the H200 (bench/results/config_sweeps/attention_mma_sync.md): 128 x 128 tiles for head dim 128,
     // 128 x 64 for head dim 64. One warp per 16 query rows.
     // Past head dim 128 the O fragment takes more of each thread's registers: narrower key tiles keep the S
     // fragment small enough not to spill (64 keys up to head dim 192, 32 beyond).
@@ -214,7 +215,7 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
     // stage, the sequential loop, whose fewer registers let two blocks share a multiprocessor (at head dim 64
     // 1.04x the two-stage loop causal, as fast without the mask). Up to 1024 keys one-warpgroup 64-row tiles
     // run faster (a block of 128 rows gets too few key tiles to amortise its start), at head dim 128 and up to
-    // 512 keys with 32-key tiles, at head dim 64 up to 160 keys too (bench/results/attention_wgmma_short_*).
+    // 512 keys with 32-key tiles, at head dim 64 up to 160 keys too (bench/results/config_sweeps/attention_wgmma_short_keys.md).
     // A score_mod or mask_mod takes 64-key tiles: the mods' arithmetic needs the registers.
     Type element = q.getElementType();
     int64_t valueDim = attention.getV().getType().getDimSize(3);
@@ -231,7 +232,7 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
     }
     // A decode step (one 16-row query tile, one warp) above head dim 64 takes 64-key tiles: at head dim 128 its
     // S and O fragments needed more than 255 registers with 128-key tiles and spilled, and the 64-key kernel ran
-    // faster at every cache length measured (bench/results/attention_decode_v1.md); larger head dims need more
+    // faster at every cache length measured (bench/results/decode/attention_gqa_pack.md); larger head dims need more
     // registers still: past 128, 16-key tiles
     // (a warp that also copies the K and V tiles alone spilled hundreds of bytes with 32 or 64 keys).
     if (bq == 16 && headDim > 64)
@@ -255,6 +256,43 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
   if (target == Target::Host)
     return make({fitTile(16, rows, target)}, 1, 1);
   return getRowConfig(input, ctx);
+}
+
+/// The granule of a split attention's key chunks: a multiple of every key tile the configs take.
+static constexpr int64_t kKvChunkGranule = 256;
+
+std::optional<int64_t> kiln::chooseKvChunk(AttentionOp op, Target target) {
+  if (target == Target::Host || op.getKvChunk() || op.getLse() || op.hasEpilogue() || op.isOutSeqMajor() ||
+      getConfig(op))
+    return std::nullopt;
+  ConfigAttr config = getDefaultConfig(op, target);
+  if (config.getLowering() != "mma_sync")
+    return std::nullopt;
+  RankedTensorType q = op.getQ().getType();
+  int64_t seqQ = q.getDimSize(op.getSeqDim()), seqK = op.getK().getType().getDimSize(op.getSeqDim());
+  uint64_t tiles = llvm::SaturatingMultiply<uint64_t>(
+      llvm::SaturatingMultiply<uint64_t>(q.getDimSize(0), q.getDimSize(op.getHeadsDim())),
+      llvm::divideCeil(seqQ, config.getTile()[0]));
+  uint64_t sms = multiprocessors(target);
+  int64_t granules = llvm::divideCeilSigned(seqK, kKvChunkGranule);
+  // Enough query tiles already (80% of the multiprocessors), or too few keys to split.
+  if (tiles * 5 >= sms * 4 || granules < 2)
+    return std::nullopt;
+  // Every chunk size of whole granules, from the largest down: the blocks' occupancy of their last wave
+  // (waves / ceil(waves)), and the fewest chunks within 85% of the best occupancy, as flash-decoding chooses.
+  auto occupancy = [&](int64_t chunks) {
+    double waves = static_cast<double>(tiles * chunks) / static_cast<double>(sms);
+    return waves / std::ceil(waves);
+  };
+  double best = 0;
+  for (int64_t granulesPerChunk = granules; granulesPerChunk >= 1; --granulesPerChunk)
+    best = std::max(best, occupancy(llvm::divideCeilSigned(granules, granulesPerChunk)));
+  for (int64_t granulesPerChunk = granules; granulesPerChunk >= 1; --granulesPerChunk) {
+    int64_t chunks = llvm::divideCeilSigned(granules, granulesPerChunk);
+    if (occupancy(chunks) >= 0.85 * best)
+      return chunks == 1 ? std::nullopt : std::optional<int64_t>(granulesPerChunk * kKvChunkGranule);
+  }
+  return std::nullopt;
 }
 
 namespace {

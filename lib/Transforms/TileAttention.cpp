@@ -18,6 +18,9 @@
 // start the key loops at the first tile a row of the query tile sees, end them after the last, and add the tiles
 // before the first one every row sees in full to the masked ones (`keyStart < maskBefore || keyStart >= maskFrom`).
 //
+// A split attention (`kv_chunk = C`) iterates over its chunks as well, first: chunk s runs the key loops over
+// keys [s * C, (s + 1) * C) only, and its (f32) output and lse tiles go to the chunk's slice of the results.
+//
 // A GPU tiling ("mma_sync") maps the forall onto thread blocks and keeps the config on it, and reads the
 // sequence lengths through kiln.dim: the key loop's bound and the masks stay expressions of them, and the kernel
 // serves other lengths.
@@ -188,11 +191,21 @@ FailureOr<SmallVector<Value>> kiln::tileAttention(RewriterBase &rewriter, Attent
   SmallVector<OpFoldResult> lbs(3, rewriter.getIndexAttr(0)),
       ubs{rewriter.getIndexAttr(t.batch), rewriter.getIndexAttr(t.heads), rewriter.getIndexAttr(t.seqQ)},
       steps{rewriter.getIndexAttr(1), rewriter.getIndexAttr(1), rewriter.getIndexAttr(t.bq)};
+  // A split attention iterates over its key chunks too, first: chunk s takes keys [s * C, (s + 1) * C).
+  std::optional<int64_t> chunk = op.getKvChunk();
+  if (chunk) {
+    if (*chunk % t.bk != 0)
+      return op.emitOpError() << "kv_chunk " << *chunk << " must be a multiple of the key tile " << t.bk
+                              << " of " << config;
+    lbs.insert(lbs.begin(), rewriter.getIndexAttr(0));
+    ubs.insert(ubs.begin(), rewriter.getIndexAttr(op.getKvSplits()));
+    steps.insert(steps.begin(), rewriter.getIndexAttr(1));
+  }
   // A GPU attention keeps its config and name on the loop, whose iterations become thread blocks.
   bool gpu = config.getLowering() == "mma_sync" || config.getLowering() == "wgmma";
   std::optional<ArrayAttr> blockMapping;
   if (gpu)
-    blockMapping = *gpuBlockMapping(ctx, 3);
+    blockMapping = *gpuBlockMapping(ctx, lbs.size());
   auto forall = scf::ForallOp::create(rewriter, loc, lbs, ubs, steps, inits, blockMapping);
   if (gpu) {
     forall->setAttr(kConfigAttrName, config);
@@ -201,7 +214,8 @@ FailureOr<SmallVector<Value>> kiln::tileAttention(RewriterBase &rewriter, Attent
 
   OpBuilder::InsertionGuard guard(rewriter);
   rewriter.setInsertionPointToStart(forall.getBody());
-  ValueRange ivs = forall.getInductionVars();
+  SmallVector<Value> allIvs = forall.getInductionVars();
+  ArrayRef<Value> ivs = ArrayRef<Value>(allIvs).take_back(3);
   t.b = ivs[0], t.h = ivs[1], t.queryStart = ivs[2];
   if (gpu) {
     t.seqQv = DimOp::create(rewriter, loc, op.getQ(), op.getSeqDim());
@@ -261,6 +275,17 @@ FailureOr<SmallVector<Value>> kiln::tileAttention(RewriterBase &rewriter, Attent
       }
       maskBefore = range.visibleFrom;
     }
+  }
+
+  // A chunk's loops stay within its keys; the threshold of the masked tiles is unchanged (only the chunk holding
+  // the last key reaches it).
+  Value chunkIv;
+  if (chunk) {
+    chunkIv = allIvs.front();
+    Value chunkSize = arith::ConstantIndexOp::create(rewriter, loc, *chunk);
+    Value chunkStart = arith::MulIOp::create(rewriter, loc, chunkIv, chunkSize);
+    firstKey = firstKey == c0 ? chunkStart : arith::MaxSIOp::create(rewriter, loc, firstKey, chunkStart).getResult();
+    keyEnd = arith::MinSIOp::create(rewriter, loc, keyEnd, arith::AddIOp::create(rewriter, loc, chunkStart, chunkSize));
   }
 
   // Loop 1: the row of scores, tile by tile.
@@ -359,15 +384,22 @@ FailureOr<SmallVector<Value>> kiln::tileAttention(RewriterBase &rewriter, Attent
   Value validLse = lse ? extractValidPart(rewriter, loc, lse, {t.queryRows}) : Value();
 
   rewriter.setInsertionPointToStart(forall.getTerminator().getBody());
-  tensor::ParallelInsertSliceOp::create(rewriter, loc, validOut, forall.getRegionIterArgs()[0],
-                                        t.outLayout(t.b, t.h, t.queryStart, zeroIndex),
-                                        t.outLayout(one, one, t.queryRows, rewriter.getIndexAttr(t.valueDim)),
-                                        ArrayRef<OpFoldResult>{one, one, one, one});
+  // A split attention's results lead with the chunk.
+  auto chunked = [&](SmallVector<OpFoldResult> list, OpFoldResult first) {
+    if (chunk)
+      list.insert(list.begin(), first);
+    return list;
+  };
+  SmallVector<OpFoldResult> outStrides(outType.getRank(), one);
+  tensor::ParallelInsertSliceOp::create(
+      rewriter, loc, validOut, forall.getRegionIterArgs()[0],
+      chunked(t.outLayout(t.b, t.h, t.queryStart, zeroIndex), chunkIv),
+      chunked(t.outLayout(one, one, t.queryRows, rewriter.getIndexAttr(t.valueDim)), one), outStrides);
   if (validLse)
     tensor::ParallelInsertSliceOp::create(rewriter, loc, validLse, forall.getRegionIterArgs()[1],
-                                          ArrayRef<OpFoldResult>{t.b, t.h, t.queryStart},
-                                          ArrayRef<OpFoldResult>{one, one, t.queryRows},
-                                          ArrayRef<OpFoldResult>{one, one, one});
+                                          chunked({t.b, t.h, t.queryStart}, chunkIv),
+                                          chunked({one, one, t.queryRows}, one),
+                                          SmallVector<OpFoldResult>(outStrides.size() - 1, one));
   SmallVector<Value> results(forall.getResults());
   rewriter.replaceOp(op, results);
   return results;

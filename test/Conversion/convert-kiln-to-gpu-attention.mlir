@@ -93,8 +93,8 @@ module {
 // -----
 
 // Causal GQA, 8 q heads over 2 k/v heads, batch 2: one block per (batch, head, query tile), 2 x 8 x 3 = 48; the
-// block index is split into the query tile (Sq / 64 rounded up), the head (mod 8) and the batch (mod 2), and the
-// K and V copies read k/v head h floordiv 4.
+// block index is split into the query tile (Sq / 64 rounded up), the head (mod 8) and the batch (what is left:
+// the outermost dimension needs no modulo), and the K and V copies read k/v head h floordiv 4.
 // CHECK-LABEL: func.func private @k1_attention_gqa
 // CHECK-SAME: kiln.launch = {block = array<i64: 128, 1, 1>, dynamic_shared_bytes = 46080 : i64, grid = array<i64: 48, 1, 1>, sizes = array<i64: 144, 144>}
 // CHECK: gpu.func @k1_attention_gqa(%{{.*}}: memref<1099511627776xbf16>, %[[K:[a-zA-Z0-9_]+]]: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %[[SQ:[a-zA-Z0-9_]+]]: index, %{{.*}}: index) kernel
@@ -105,7 +105,7 @@ module {
 // CHECK: %[[BH:[a-zA-Z0-9_]+]] = arith.divui %[[BLOCK]], %[[Q_TILES]] : index
 // CHECK-NEXT: %[[HEAD:[a-zA-Z0-9_]+]] = arith.remui %[[BH]], %[[C8:[a-zA-Z0-9_]+]] : index
 // CHECK-NEXT: %[[B:[a-zA-Z0-9_]+]] = arith.divui %[[BH]], %[[C8]] : index
-// CHECK-NEXT: arith.remui %[[B]], %{{.*}} : index
+// CHECK-NOT: arith.remui %[[B]]
 // CHECK: %[[C4:[a-zA-Z0-9_]+]] = arith.constant 4 : index
 // CHECK: arith.cmpi slt, %[[HEAD]], %{{.*}} : index
 // CHECK: arith.divsi %{{.*}}, %[[C4]] : index
@@ -255,5 +255,48 @@ module {
     %o = kiln.attention %q, %q, %q causal {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "mma_sync">} : tensor<1x2x100x64xf32>, tensor<1x2x100x64xf32>, tensor<1x2x100x64xf32> -> tensor<1x2x100x64xf32>
     %r = bufferization.materialize_in_destination %o in %out : (tensor<1x2x100x64xf32>, tensor<1x2x100x64xf32>) -> tensor<1x2x100x64xf32>
     return %r : tensor<1x2x100x64xf32>
+  }
+}
+
+// -----
+
+// A split attention (kv_chunk = 256, 1000 keys: 4 chunks) over a packed decode step: one block per (chunk, head),
+// 4 x 8 = 32 of them, the chunk the slowest part of the block index, taken without a modulo so that the kernel does
+// not depend on the number of chunks. The key loop starts at the chunk's first key
+// and ends at min(Sk, its last + 1) (only the last chunk reaches the partial tile, run once after the loop); the
+// f32 output and the lse are stored into the chunk's slice of their buffers.
+// CHECK-LABEL: func.func private @k2_split_kv
+// CHECK-SAME: kiln.launch = {block = array<i64: 32, 1, 1>, dynamic_shared_bytes = 39168 : i64, grid = array<i64: 32, 1, 1>, sizes = array<i64: 4, 1000>}
+// CHECK: gpu.func @k2_split_kv(%{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %[[PARTS:[a-zA-Z0-9_]+]]: memref<1099511627776xf32>, %[[LSE:[a-zA-Z0-9_]+]]: memref<1099511627776xf32>, %{{.*}}: index, %[[SK:[a-zA-Z0-9_]+]]: index) kernel
+// CHECK: gpu.block_id x
+// CHECK: %[[CHUNK:.+]] = arith.divui %{{.*}}, %c8 : index
+// CHECK-NOT: arith.remui %[[CHUNK]]
+// CHECK: %[[FIRST:.+]] = arith.muli %[[CHUNK]], %[[C256:[a-zA-Z0-9_]+]] : index
+// CHECK: %[[NEXT:.+]] = arith.addi %[[FIRST]], %[[C256]] : index
+// CHECK: %[[END:.+]] = arith.minsi %[[SK]], %[[NEXT]] : index
+// CHECK: scf.for %{{.*}} = %[[FIRST]] to %{{.*}} step %c64
+// CHECK: scf.if
+// CHECK: vector.store %{{.*}}, %[[PARTS]][%{{.*}}] {alignment = 8 : i64} : memref<1099511627776xf32>, vector<2xf32>
+// CHECK: memref.store %{{.*}}, %[[LSE]]
+module {
+  func.func private @k2_split_kv(%q: tensor<1x8x4x64xbf16>, %k: tensor<1x8x1000x64xbf16>, %v: tensor<1x8x1000x64xbf16>, %parts: tensor<4x1x8x4x64xf32>, %lses: tensor<4x1x8x4xf32>) -> (tensor<4x1x8x4x64xf32>, tensor<4x1x8x4xf32>) attributes {kiln.kernel} {
+    %o, %lse = kiln.attention %q, %k, %v {kv_chunk = 256 : i64, kiln.config = #kiln.config<tile = [16, 64], warps = 1, stages = 2, lowering = "mma_sync">} : tensor<1x8x4x64xbf16>, tensor<1x8x1000x64xbf16>, tensor<1x8x1000x64xbf16> -> tensor<4x1x8x4x64xf32>, tensor<4x1x8x4xf32>
+    %r = bufferization.materialize_in_destination %o in %parts : (tensor<4x1x8x4x64xf32>, tensor<4x1x8x4x64xf32>) -> tensor<4x1x8x4x64xf32>
+    %r2 = bufferization.materialize_in_destination %lse in %lses : (tensor<4x1x8x4xf32>, tensor<4x1x8x4xf32>) -> tensor<4x1x8x4xf32>
+    return %r, %r2 : tensor<4x1x8x4x64xf32>, tensor<4x1x8x4xf32>
+  }
+}
+
+// -----
+
+// A chunk that is not a whole number of key tiles: chunk s would start inside a tile.
+module {
+  func.func private @k3_split_kv_unaligned(%q: tensor<1x8x4x64xbf16>, %k: tensor<1x8x1000x64xbf16>, %parts: tensor<10x1x8x4x64xf32>, %lses: tensor<10x1x8x4xf32>) -> (tensor<10x1x8x4x64xf32>, tensor<10x1x8x4xf32>) attributes {kiln.kernel} {
+    // expected-error @+2 {{'kiln.attention' op kv_chunk 100 must be a multiple of the key tile 64 of #kiln.config<tile = [16, 64], warps = 1, stages = 2, lowering = "mma_sync">}}
+    // expected-error @+1 {{kiln-tile: cannot tile this op with #kiln.config<tile = [16, 64], warps = 1, stages = 2, lowering = "mma_sync">}}
+    %o, %lse = kiln.attention %q, %k, %k {kv_chunk = 100 : i64, kiln.config = #kiln.config<tile = [16, 64], warps = 1, stages = 2, lowering = "mma_sync">} : tensor<1x8x4x64xbf16>, tensor<1x8x1000x64xbf16>, tensor<1x8x1000x64xbf16> -> tensor<10x1x8x4x64xf32>, tensor<10x1x8x4xf32>
+    %r = bufferization.materialize_in_destination %o in %parts : (tensor<10x1x8x4x64xf32>, tensor<10x1x8x4x64xf32>) -> tensor<10x1x8x4x64xf32>
+    %r2 = bufferization.materialize_in_destination %lse in %lses : (tensor<10x1x8x4xf32>, tensor<10x1x8x4xf32>) -> tensor<10x1x8x4xf32>
+    return %r, %r2 : tensor<10x1x8x4x64xf32>, tensor<10x1x8x4xf32>
   }
 }

@@ -87,6 +87,34 @@ module {
 
 // -----
 
+// The merge of a split attention's chunks: a thread per output element loops over the 3 chunks twice, for the
+// largest lse of its row (row = element / 8), then for the weights exp(lse - max) (0 where lse = -inf, and the
+// part, whatever it holds, selected away) and the weighted parts, and stores their quotient as bf16.
+// CHECK-LABEL: gpu.func @k9_merge_splits
+// CHECK-SAME: (%[[PARTS:[a-zA-Z0-9_]+]]: memref<192xf32>, %[[LSE:[a-zA-Z0-9_]+]]: memref<24xf32>, %[[OUT:[a-zA-Z0-9_]+]]: memref<64xbf16>)
+// CHECK: %[[ROW:.+]] = arith.divui %[[E:[a-zA-Z0-9_]+]], %c8 : index
+// CHECK: scf.for %{{.*}} = %c0 to %c3 step %c1
+// CHECK: memref.load %[[LSE]]
+// CHECK: arith.maximumf
+// CHECK: scf.for %{{.*}} = %c0 to %c3 step %c1
+// CHECK: %[[NONE:.+]] = arith.cmpf oeq, %{{.*}}, %cst : f32
+// CHECK: math.exp
+// CHECK: %[[W:.+]] = arith.select %[[NONE]], %{{.*}}, %{{.*}} : f32
+// CHECK: %[[USED:.+]] = arith.cmpf one, %[[W]]
+// CHECK: memref.load %[[PARTS]]
+// CHECK: arith.select %[[USED]]
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK: memref.store %{{.*}}, %[[OUT]][%[[E]]]
+module {
+  func.func private @k9_merge_splits(%p: tensor<3x1x2x4x8xf32>, %l: tensor<3x1x2x4xf32>, %out: tensor<1x2x4x8xbf16>) -> tensor<1x2x4x8xbf16> attributes {kiln.kernel} {
+    %o = kiln.merge_splits %p, %l : tensor<3x1x2x4x8xf32>, tensor<3x1x2x4xf32> -> tensor<1x2x4x8xbf16>
+    %r = bufferization.materialize_in_destination %o in %out : (tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>) -> tensor<1x2x4x8xbf16>
+    return %r : tensor<1x2x4x8xbf16>
+  }
+}
+
+// -----
+
 // An attention reaches this pass as its tiled loop (kiln-tile, kiln-online-softmax, kiln-split-masked-tiles,
 // kiln-assign-layouts: convert-kiln-to-gpu-attention.mlir, convert-kiln-to-gpu-wgmma-attention.mlir), for either
 // lowering: an untiled attention is an error on the op.

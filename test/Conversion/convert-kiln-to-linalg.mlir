@@ -227,6 +227,37 @@ func.func @attention_mask_lse(%q: tensor<1x2x4x8xbf16>, %k: tensor<1x2x6x8xbf16>
   return %0, %1 : tensor<1x2x4x8xbf16>, tensor<1x2x4xf32>
 }
 
+// -----
+
+// A split attention (kv_chunk = 64 over 100 keys: 2 chunks): the masked scores padded to 128 keys with -inf and
+// v with zeros, both viewed with the key split in (chunk, key in chunk); per chunk a row max, weights (0 where the
+// max is -inf: a row that sees no key of the chunk), their sum, P V and the lse. The merge weighs each chunk by
+// exp(lse - max lse) (0 for lse = -inf, its part selected away) and divides by the weights' sum.
+// CHECK-LABEL: func.func @split_attention
+// CHECK: %[[SCORES:.+]] = tensor.pad %{{.*}} low[0, 0, 0, 0] high[0, 0, 0, 28]
+// CHECK: tensor.yield %cst
+// CHECK: %[[SPLIT:.+]] = tensor.expand_shape %[[SCORES]] {{\[\[}}0], [1], [2], [3, 4]] output_shape [1, 2, 4, 2, 64] : tensor<1x2x4x128xf32> into tensor<1x2x4x2x64xf32>
+// CHECK: tensor.pad %{{.*}} low[0, 0, 0, 0] high[0, 0, 28, 0]
+// CHECK: tensor.expand_shape %{{.*}} {{\[\[}}0], [1], [2, 3], [4]] output_shape [1, 2, 2, 64, 8] : tensor<1x2x128x8xf32> into tensor<1x2x2x64x8xf32>
+// CHECK: %[[MAX:.+]] = linalg.generic {{.*}} ins(%[[SPLIT]] : tensor<1x2x4x2x64xf32>) outs(%{{.*}} : tensor<2x1x2x4xf32>)
+// CHECK: linalg.generic {{.*}} ins(%[[SPLIT]], %[[MAX]] : tensor<1x2x4x2x64xf32>, tensor<2x1x2x4xf32>)
+// CHECK: arith.cmpf oeq
+// CHECK: arith.select
+// CHECK: } -> tensor<2x1x2x4x8xf32>
+// CHECK: math.log
+// CHECK: %[[LSE_MAX:.+]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<1x2x4xf32>)
+// CHECK: arith.maximumf
+// CHECK: arith.cmpf one
+// CHECK: arith.select
+// CHECK: linalg.generic {{.*}} outs(%{{.*}} : tensor<1x2x4x8xbf16>)
+// CHECK: arith.divf
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+func.func @split_attention(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x100x8xf32>) -> tensor<1x2x4x8xbf16> {
+  %p, %l = kiln.attention %q, %k, %k {kv_chunk = 64 : i64} : tensor<1x2x4x8xf32>, tensor<1x2x100x8xf32>, tensor<1x2x100x8xf32> -> tensor<2x1x2x4x8xf32>, tensor<2x1x2x4xf32>
+  %o = kiln.merge_splits %p, %l : tensor<2x1x2x4x8xf32>, tensor<2x1x2x4xf32> -> tensor<1x2x4x8xbf16>
+  return %o : tensor<1x2x4x8xbf16>
+}
+
 //===----------------------------------------------------------------------===//
 // Normalisations and reductions
 //===----------------------------------------------------------------------===//

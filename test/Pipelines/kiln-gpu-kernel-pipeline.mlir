@@ -5,7 +5,8 @@
 // a kernel of its own. @a to @c are sm_90a "wgmma" kernels (head dim 64), lowered from their tiled loops (with
 // distinct q and k: an attention of one tensor with itself reads it through one parameter, a kernel of its own).
 //
-// A decode step (one query row) is an "mma_sync" attention, tiled and lowered from its tiled IR: the key loop
+// A decode step (one query row; 128 heads, enough query tiles that kiln-split-kv leaves it whole) is an
+// "mma_sync" attention, tiled and lowered from its tiled IR: the key loop
 // bound and maskFrom are computed in the kernel from Sk. The one row sees every key, so only the last key tile,
 // when it is partial, is masked (kiln.one_masked_tile): kiln-split-masked-tiles leaves one key loop of the tiles
 // before the split point, without mask arithmetic, and the GPU lowering runs the tile at the split point once
@@ -35,6 +36,18 @@
 // CHECK-LABEL: func.func private @g_k0_attention(
 // CHECK-SAME: kiln.gpu_kernel = @d_k0_attention_module::@d_k0_attention
 // CHECK-SAME: sizes = array<i64: 1, 1024>
+// Decode steps of batch 1 and two heads (two query tiles) are split by kiln-split-kv into 256-key chunks: 4 of
+// them over @h's 1000 keys, 6 over @i's 1300, one block per (chunk, head). The chunk loop is the outermost
+// dimension of the block index, so the kernel does not depend on the number of chunks: @i launches @h's kernel.
+// Each is followed by its merge of the chunks.
+// CHECK-LABEL: func.func private @h_k0_attention(
+// CHECK-SAME: kiln.gpu_kernel = @h_k0_attention_module::@h_k0_attention
+// CHECK-SAME: grid = array<i64: 8, 1, 1>, sizes = array<i64: 1, 1000>
+// CHECK-LABEL: func.func private @h_k1_merge_splits(
+// CHECK-LABEL: func.func private @i_k0_attention(
+// CHECK-SAME: kiln.gpu_kernel = @h_k0_attention_module::@h_k0_attention
+// CHECK-SAME: grid = array<i64: 12, 1, 1>, sizes = array<i64: 1, 1300>
+// CHECK-LABEL: func.func private @i_k1_merge_splits(
 // CHECK: gpu.module @a_k0_attention_module
 // CHECK-NOT: gpu.module @b_k0_attention_module
 // CHECK: gpu.module @c_k0_attention_module
@@ -92,7 +105,10 @@
 // CHECK-NEXT: }
 // CHECK-NOT: scf.for
 // CHECK: gpu.return
-// CHECK-NOT: gpu.module
+// CHECK-NOT: gpu.module @{{[fg]}}_k0_attention_module
+// CHECK: gpu.module @h_k0_attention_module
+// CHECK: gpu.module @h_k1_merge_splits_module
+// CHECK-NOT: gpu.module @i_k0_attention_module
 func.func @a(%q: tensor<1x2x250x64xbf16>, %k: tensor<1x2x250x64xbf16>) -> tensor<1x2x250x64xbf16> {
   %o = kiln.attention %q, %k, %k causal : tensor<1x2x250x64xbf16>, tensor<1x2x250x64xbf16>, tensor<1x2x250x64xbf16> -> tensor<1x2x250x64xbf16>
   return %o : tensor<1x2x250x64xbf16>
@@ -105,19 +121,27 @@ func.func @c(%q: tensor<1x2x256x64xbf16>, %k: tensor<1x2x256x64xbf16>) -> tensor
   %o = kiln.attention %q, %k, %k causal : tensor<1x2x256x64xbf16>, tensor<1x2x256x64xbf16>, tensor<1x2x256x64xbf16> -> tensor<1x2x256x64xbf16>
   return %o : tensor<1x2x256x64xbf16>
 }
-func.func @d(%q: tensor<1x2x1x64xbf16>, %k: tensor<1x2x256x64xbf16>) -> tensor<1x2x1x64xbf16> {
-  %o = kiln.attention %q, %k, %k causal : tensor<1x2x1x64xbf16>, tensor<1x2x256x64xbf16>, tensor<1x2x256x64xbf16> -> tensor<1x2x1x64xbf16>
+func.func @d(%q: tensor<1x128x1x64xbf16>, %k: tensor<1x128x256x64xbf16>) -> tensor<1x128x1x64xbf16> {
+  %o = kiln.attention %q, %k, %k causal : tensor<1x128x1x64xbf16>, tensor<1x128x256x64xbf16>, tensor<1x128x256x64xbf16> -> tensor<1x128x1x64xbf16>
+  return %o : tensor<1x128x1x64xbf16>
+}
+func.func @e(%q: tensor<1x128x1x64xbf16>, %k: tensor<1x128x300x64xbf16>) -> tensor<1x128x1x64xbf16> {
+  %o = kiln.attention %q, %k, %k causal : tensor<1x128x1x64xbf16>, tensor<1x128x300x64xbf16>, tensor<1x128x300x64xbf16> -> tensor<1x128x1x64xbf16>
+  return %o : tensor<1x128x1x64xbf16>
+}
+func.func @f(%q: tensor<1x128x1x64xbf16>, %k: tensor<1x128x1000x64xbf16>) -> tensor<1x128x1x64xbf16> {
+  %o = kiln.attention %q, %k, %k causal : tensor<1x128x1x64xbf16>, tensor<1x128x1000x64xbf16>, tensor<1x128x1000x64xbf16> -> tensor<1x128x1x64xbf16>
+  return %o : tensor<1x128x1x64xbf16>
+}
+func.func @g(%q: tensor<1x128x1x64xbf16>, %k: tensor<1x128x1024x64xbf16>) -> tensor<1x128x1x64xbf16> {
+  %o = kiln.attention %q, %k, %k causal : tensor<1x128x1x64xbf16>, tensor<1x128x1024x64xbf16>, tensor<1x128x1024x64xbf16> -> tensor<1x128x1x64xbf16>
+  return %o : tensor<1x128x1x64xbf16>
+}
+func.func @h(%q: tensor<1x2x1x64xbf16>, %k: tensor<1x2x1000x64xbf16>) -> tensor<1x2x1x64xbf16> {
+  %o = kiln.attention %q, %k, %k : tensor<1x2x1x64xbf16>, tensor<1x2x1000x64xbf16>, tensor<1x2x1000x64xbf16> -> tensor<1x2x1x64xbf16>
   return %o : tensor<1x2x1x64xbf16>
 }
-func.func @e(%q: tensor<1x2x1x64xbf16>, %k: tensor<1x2x300x64xbf16>) -> tensor<1x2x1x64xbf16> {
-  %o = kiln.attention %q, %k, %k causal : tensor<1x2x1x64xbf16>, tensor<1x2x300x64xbf16>, tensor<1x2x300x64xbf16> -> tensor<1x2x1x64xbf16>
-  return %o : tensor<1x2x1x64xbf16>
-}
-func.func @f(%q: tensor<1x2x1x64xbf16>, %k: tensor<1x2x1000x64xbf16>) -> tensor<1x2x1x64xbf16> {
-  %o = kiln.attention %q, %k, %k causal : tensor<1x2x1x64xbf16>, tensor<1x2x1000x64xbf16>, tensor<1x2x1000x64xbf16> -> tensor<1x2x1x64xbf16>
-  return %o : tensor<1x2x1x64xbf16>
-}
-func.func @g(%q: tensor<1x2x1x64xbf16>, %k: tensor<1x2x1024x64xbf16>) -> tensor<1x2x1x64xbf16> {
-  %o = kiln.attention %q, %k, %k causal : tensor<1x2x1x64xbf16>, tensor<1x2x1024x64xbf16>, tensor<1x2x1024x64xbf16> -> tensor<1x2x1x64xbf16>
+func.func @i(%q: tensor<1x2x1x64xbf16>, %k: tensor<1x2x1300x64xbf16>) -> tensor<1x2x1x64xbf16> {
+  %o = kiln.attention %q, %k, %k : tensor<1x2x1x64xbf16>, tensor<1x2x1300x64xbf16>, tensor<1x2x1300x64xbf16> -> tensor<1x2x1x64xbf16>
   return %o : tensor<1x2x1x64xbf16>
 }

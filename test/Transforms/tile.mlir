@@ -667,3 +667,21 @@ func.func @attention_truncated_mask(%q: tensor<1x1x200x32xf32>) -> tensor<1x1x20
   } {kiln.config = #kiln.config<tile = [32, 32], warps = 1, stages = 1, lowering = "host">} : tensor<1x1x200x32xf32>, tensor<1x1x200x32xf32>, tensor<1x1x200x32xf32> -> tensor<1x1x200x32xf32>
   return %0 : tensor<1x1x200x32xf32>
 }
+
+// -----
+
+// A split attention (kv_chunk = 256) iterates over its chunks first: chunk s's key loops run over keys
+// [s * 256, min((s + 1) * 256, 1000)), and its f32 output and lse tiles go to the chunk's slice of the results.
+// CHECK-LABEL: func.func @attention_kv_chunks
+// CHECK: scf.forall (%[[S:[a-zA-Z0-9_]+]], %[[B:[a-zA-Z0-9_]+]], %[[H:[a-zA-Z0-9_]+]], %[[I:[a-zA-Z0-9_]+]]) = (0, 0, 0, 0) to (4, 1, 8, 4) step (1, 1, 1, 16)
+// CHECK: %[[START:.+]] = arith.muli %[[S]], %[[C256:.+]] : index
+// CHECK: %[[NEXT:.+]] = arith.addi %[[START]], %[[C256]] : index
+// CHECK: %[[END:.+]] = arith.minsi %{{.*}}, %[[NEXT]] : index
+// CHECK: scf.for %{{.*}} = %[[START]] to %[[END]] step %c64
+// CHECK: scf.for %{{.*}} = %[[START]] to %[[END]] step %c64
+// CHECK: tensor.parallel_insert_slice %{{.*}} into %{{.*}}[%[[S]], %[[B]], %[[H]], %[[I]], 0] [1, 1, 1, %{{.*}}, 64] [1, 1, 1, 1, 1] : tensor<?x64xf32> into tensor<4x1x8x4x64xf32>
+// CHECK: tensor.parallel_insert_slice %{{.*}} into %{{.*}}[%[[S]], %[[B]], %[[H]], %[[I]]] [1, 1, 1, %{{.*}}] [1, 1, 1, 1] : tensor<?xf32> into tensor<4x1x8x4xf32>
+func.func @attention_kv_chunks(%q: tensor<1x8x4x64xbf16>, %k: tensor<1x8x1000x64xbf16>, %v: tensor<1x8x1000x64xbf16>) -> (tensor<4x1x8x4x64xf32>, tensor<4x1x8x4xf32>) {
+  %o, %lse = kiln.attention %q, %k, %v {kv_chunk = 256 : i64, kiln.config = #kiln.config<tile = [16, 64], warps = 1, stages = 2, lowering = "mma_sync">} : tensor<1x8x4x64xbf16>, tensor<1x8x1000x64xbf16>, tensor<1x8x1000x64xbf16> -> tensor<4x1x8x4x64xf32>, tensor<4x1x8x4xf32>
+  return %o, %lse : tensor<4x1x8x4x64xf32>, tensor<4x1x8x4xf32>
+}

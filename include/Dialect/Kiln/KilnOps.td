@@ -156,6 +156,12 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure, IsolatedFromAbove, AttrSizedO
       counted from 0 in q and in k whatever `layout` says. Key tiles the mask hides entirely are skipped where
       the mask is a conjunction of linear bounds on q_idx and kv_idx (sliding windows, causal variants); a
       query row that sees no key at all gives NaN, as an all -inf additive mask does.
+    - `kv_chunk = C` splits the keys into `N = ceil(Sk / C)` chunks of `C` consecutive keys (the last one
+      shorter) and attends over each on its own (split-KV, as flash-decoding does): `out : [N, B, Hq, Sq, Dv]`
+      f32 holds each chunk's attention and `lse : [N, B, Hq, Sq]` (required) its log-sum-exp, `-inf` where a row
+      sees no key of the chunk (its `out` is then undefined). `kiln.merge_splits` combines them into the
+      attention over all keys. Masks, mods and `causal` keep their meaning (positions count from the start of
+      k); an epilogue and a seq-major output are not taken (they belong to the merge).
 
     ```mlir
     %o = kiln.attention %q, %k, %v causal
@@ -185,7 +191,7 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure, IsolatedFromAbove, AttrSizedO
                        Optional<Kiln_FloatTensor>:$mask,
                        OptionalAttr<F32Attr>:$scale, UnitAttr:$causal, OptionalAttr<StrAttr>:$layout,
                        OptionalAttr<StrAttr>:$out_layout, Variadic<Kiln_FloatTensor>:$epilogue_operands,
-                       Variadic<AnyRankedTensor>:$mod_operands);
+                       Variadic<AnyRankedTensor>:$mod_operands, OptionalAttr<I64Attr>:$kv_chunk);
   let results = (outs Kiln_FloatTensor:$out, Optional<StaticShapeTensorOf<[F32]>>:$lse);
   let regions = (region MaxSizedRegion<1>:$epilogue, MaxSizedRegion<1>:$score_mod, MaxSizedRegion<1>:$mask_mod);
   let assemblyFormat = [{
@@ -199,7 +205,7 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure, IsolatedFromAbove, AttrSizedO
     OpBuilder<(ins "::mlir::Type":$out, "::mlir::Type":$lse, "::mlir::Value":$q, "::mlir::Value":$k,
                    "::mlir::Value":$v, "::mlir::Value":$mask, "::mlir::FloatAttr":$scale, "bool":$causal), [{
       build($_builder, $_state, out, lse, q, k, v, mask, scale, causal, ::mlir::StringAttr(), ::mlir::StringAttr(),
-            ::mlir::ValueRange{}, ::mlir::ValueRange{});
+            ::mlir::ValueRange{}, ::mlir::ValueRange{}, ::mlir::IntegerAttr());
     }]>
   ];
   let extraClassDeclaration = [{
@@ -223,6 +229,8 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure, IsolatedFromAbove, AttrSizedO
     int64_t getSeqDim() { return isSeqMajor() ? 1 : 2; }
     /// True when the output is stored as [batch, seq, heads, head_dim]: `out_layout`, or else `layout`.
     bool isOutSeqMajor();
+    /// The number of key chunks with `kv_chunk` (the leading dimension of both results), else 0.
+    int64_t getKvSplits();
   }];
   let hasVerifier = 1;
   let hasRegionVerifier = 1;
@@ -244,6 +252,26 @@ def Kiln_SoftmaxOp : Kiln_Op<"softmax", [Pure, SameOperandsAndResultType]> {
   let arguments = (ins Kiln_FloatTensor:$input, I64Attr:$axis);
   let results = (outs Kiln_FloatTensor:$result);
   let assemblyFormat = "$input `axis` $axis attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def Kiln_MergeSplitsOp : Kiln_Op<"merge_splits", [Pure]> {
+  let summary = "combines the per-chunk results of a split-KV attention by their log-sum-exp";
+  let description = [{
+    `parts : [N, B, H, S, D]` (f32) and `lse : [N, B, H, S]` (f32) are the results of a `kiln.attention` with
+    `kv_chunk`: chunk `n`'s attention and its log-sum-exp. The result `[B, H, S, D]` (any float type) is the
+    attention over all the keys, `sum_n w_n parts[n] / sum_n w_n` with `w_n = exp(lse[n] - max_n lse[n])`; a
+    chunk with `lse = -inf` (no visible key) weighs 0 and its `parts` are not read into the sum, and a row that
+    sees no key in any chunk gives NaN, as the unsplit attention does.
+
+    ```mlir
+    %o = kiln.merge_splits %parts, %lse
+        : tensor<16x1x8x4x128xf32>, tensor<16x1x8x4xf32> -> tensor<1x8x4x128xbf16>
+    ```
+  }];
+  let arguments = (ins StaticShapeTensorOf<[F32]>:$parts, StaticShapeTensorOf<[F32]>:$lse);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = "$parts `,` $lse attr-dict `:` type($parts) `,` type($lse) `->` type($result)";
   let hasVerifier = 1;
 }
 

@@ -2,7 +2,8 @@
 //
 // The kernels between the fused matmuls and attentions — a transpose back to [B, S, H*D], a leftover
 // elementwise op, a cast, a broadcast, a slice, a concat, a gather, a reduction, softmax or logsumexp over
-// axes the row kernels do not take — as one thread per output element (RoPE: per rotation pair): the thread
+// axes the row kernels do not take, the merge of a split attention's chunks — as one thread per output element
+// (RoPE: per rotation pair): the thread
 // turns its linear index into a multi-index, reads each
 // operand at the index the op implies (broadcast, permuted, strided, selected, looked up, or looped over),
 // computes the op's f32 formula (the same one the host lowering and epilogues use), and stores. They move bytes
@@ -28,7 +29,7 @@ using namespace mlir::kiln::gpukernel;
 
 /// Kernel ops this builder handles.
 bool kiln::isElementwiseKernelOp(Operation *op) {
-  if (isa<TransposeOp, ReshapeOp, BroadcastOp, SliceOp, CastOp, RopeOp, ConcatOp, GatherOp>(op))
+  if (isa<TransposeOp, ReshapeOp, BroadcastOp, SliceOp, CastOp, RopeOp, ConcatOp, GatherOp, MergeSplitsOp>(op))
     return true;
   // Reductions, softmax and logsumexp the row kernels do not take (other axes, several axes): one thread per
   // output element.
@@ -246,6 +247,41 @@ FailureOr<KernelLaunch> kiln::buildElementwiseKernel(OpBuilder &builder, gpu::GP
                                        arith::ConstantOp::create(builder, loc,
                                                                  builder.getF32FloatAttr(static_cast<double>(reduced))));
       return store(result);
+    }
+    if (isa<MergeSplitsOp>(op)) {
+      // The chunks' weights exp(lse_n - max lse) for this element's row, 0 (and the part, undefined, left out of
+      // the sum) for a chunk without a visible key; the weighted parts over the weights.
+      int64_t chunks = buffers[0].getDimSize(0), rowLength = shape.back(), rows = count / rowLength;
+      Value row = im.div(linear, rowLength);
+      Value negInf = arith::ConstantOp::create(builder, loc,
+                                               builder.getF32FloatAttr(-std::numeric_limits<float>::infinity()));
+      Value zero = arith::ConstantOp::create(builder, loc, builder.getF32FloatAttr(0.0f));
+      auto overChunks = [&](ValueRange inits, llvm::function_ref<SmallVector<Value>(Value, ValueRange)> step) {
+        return scf::ForOp::create(builder, loc, im.c(0), im.c(chunks), im.c(1), inits,
+                                  [&](OpBuilder &nested, Location, Value n, ValueRange acc) {
+                                    OpBuilder::InsertionGuard loopGuard(builder);
+                                    builder.setInsertionPoint(nested.getInsertionBlock(), nested.getInsertionPoint());
+                                    scf::YieldOp::create(builder, loc, step(n, acc));
+                                  })
+            .getResults();
+      };
+      Value max = overChunks(ValueRange{negInf}, [&](Value n, ValueRange acc) -> SmallVector<Value> {
+        Value lse = load(1, im.add(im.mul(n, rows), row));
+        return {arith::MaximumFOp::create(builder, loc, acc[0], lse)};
+      })[0];
+      ValueRange sums = overChunks(ValueRange{zero, zero}, [&](Value n, ValueRange acc) -> SmallVector<Value> {
+        Value lse = load(1, im.add(im.mul(n, rows), row));
+        Value none = arith::CmpFOp::create(builder, loc, arith::CmpFPredicate::OEQ, lse, negInf);
+        Value weight = arith::SelectOp::create(
+            builder, loc, none, zero, math::ExpOp::create(builder, loc, arith::SubFOp::create(builder, loc, lse, max)));
+        Value used = arith::CmpFOp::create(builder, loc, arith::CmpFPredicate::ONE, weight, zero);
+        Value part = load(0, im.add(im.mul(n, count), linear));
+        Value term = arith::SelectOp::create(builder, loc, used, arith::MulFOp::create(builder, loc, weight, part),
+                                             zero);
+        return {arith::AddFOp::create(builder, loc, acc[0], weight),
+                arith::AddFOp::create(builder, loc, acc[1], term)};
+      });
+      return store(arith::DivFOp::create(builder, loc, sums[1], sums[0]));
     }
     if (isa<SoftmaxOp, LogSumExpOp>(op)) {
       // Two passes along the axis — the max, then the sum of exp(x - max) — in f32.

@@ -2,8 +2,9 @@
 //
 // A program often runs one kernel several times over: the gate and up projections of an MLP, a layer's matmuls
 // repeated across layers, two RoPE calls. With matmul kernels size-generic (M, N and K are parameters), such
-// kernels are the same gpu.module but for its name, and the GPU half of a compile (NVVM lowering, LLVM, the PTX
-// assembler: tens of milliseconds a kernel) would otherwise run once for each. This pass keeps one module per
+// kernels are the same gpu.module but for its name (and the order of its constants), and the GPU half of a
+// compile (NVVM lowering, LLVM, the PTX assembler: tens of milliseconds a kernel) would otherwise run once for
+// each. This pass keeps one module per
 // distinct kernel and points every host kernel function that used a copy at the kept one; the manifest then
 // lists each such function with the kept module's files and its own launch (grid, sizes).
 //
@@ -11,6 +12,7 @@
 
 #include "Conversion/Passes.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/SymbolTable.h"
@@ -35,6 +37,29 @@ llvm::hash_code opSequenceHash(gpu::GPUModuleOp gpuModule) {
   gpuModule.getBody()->walk(
       [&](Operation *op) { hash = llvm::hash_combine(hash, op->getName().getAsOpaquePointer()); });
   return hash;
+}
+
+/// Orders the constants that lead each function of `gpuModule` by their value (type included). The folds that
+/// create them run in an order that the kernel's static sizes can change (a constant first needed by a bound that
+/// folded in one kernel and not in another), while the kernels compute the same; sorted, such kernels compare
+/// equal.
+void sortLeadingConstants(gpu::GPUModuleOp gpuModule) {
+  gpuModule.walk([](gpu::GPUFuncOp func) {
+    Block &entry = func.getBody().front();
+    SmallVector<std::pair<std::string, Operation *>> constants;
+    for (Operation &op : entry) {
+      auto constant = dyn_cast<arith::ConstantOp>(op);
+      if (!constant)
+        break;
+      std::string key;
+      llvm::raw_string_ostream stream(key);
+      stream << constant.getValue();
+      constants.push_back({std::move(key), &op});
+    }
+    llvm::stable_sort(constants, [](const auto &a, const auto &b) { return a.first < b.first; });
+    for (auto &entryConstant : llvm::reverse(constants))
+      entryConstant.second->moveBefore(&entry, entry.begin());
+  });
 }
 
 /// The symbols defined in `gpuModule`'s body, in order.
@@ -95,8 +120,10 @@ struct KilnShareKernelModulesPass : kiln::impl::KilnShareKernelModulesBase<KilnS
     ModuleOp module = getOperation();
     // Modules by the kinds of op they hold; only modules with others of the same kinds are compared.
     llvm::MapVector<llvm::hash_code, SmallVector<gpu::GPUModuleOp, 1>> candidates;
-    for (auto gpuModule : module.getOps<gpu::GPUModuleOp>())
+    for (auto gpuModule : module.getOps<gpu::GPUModuleOp>()) {
+      sortLeadingConstants(gpuModule);
       candidates[opSequenceHash(gpuModule)].push_back(gpuModule);
+    }
     // The kept module of each later copy of a kernel, and the copy's symbols' new names.
     DenseMap<StringAttr, std::pair<gpu::GPUModuleOp, DenseMap<StringAttr, StringAttr>>> keptFor;
     SmallVector<gpu::GPUModuleOp> copies;

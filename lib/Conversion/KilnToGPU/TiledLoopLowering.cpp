@@ -101,7 +101,10 @@ FailureOr<int64_t> TiledLoopLowering::mapIterationToBlock(scf::ForallOp forall, 
   for (int64_t d = static_cast<int64_t>(counts.size()) - 1; d >= 0; --d) {
     auto known = loopExtents.find(inductionVars[d]);
     if (known == loopExtents.end()) {
-      ivs[d] = im.add(im.mul(im.rem(block, counts[d]), steps[d]), lbs[d]);
+      // The outermost dimension takes what is left of the block index whole: the kernel then does not depend on
+      // its count (the chunks of a split attention, however many the keys make, share one kernel).
+      Value position = d == 0 ? block : im.rem(block, counts[d]);
+      ivs[d] = im.add(im.mul(position, steps[d]), lbs[d]);
       block = im.div(block, counts[d]);
       continue;
     }

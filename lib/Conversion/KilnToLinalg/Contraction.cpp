@@ -3,7 +3,8 @@
 // The untiled, reference form of the two contractions: plain linalg.generic ops with f32 accumulation. The
 // tiled pipeline never reaches these patterns for ops it has tiled; they give `kiln-run --check` its reference
 // and lower whatever is left untiled. Loop order puts the output's innermost dimension last so that the host
-// backend's loops vectorise.
+// backend's loops vectorise. A split attention (`kv_chunk`) gives each chunk of keys its own softmax and lse, and
+// kiln.merge_splits combines the chunks by their lse.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,6 +12,8 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Tensor/Utils/Utils.h"
 
 #include <limits>
 
@@ -81,6 +84,131 @@ struct MatmulLowering : OpConversionPattern<MatmulOp> {
       result = buildBroadcastElementwise(rewriter, loc, resultType, result,
                                          [](OpBuilder &, Location, ValueRange x) { return x[0]; });
     rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+/// A split attention's (`kv_chunk = C`) results from its masked scores `logits` [B, H, Sq, Sk]: the keys padded
+/// to N * C (scores -inf, values 0) and read as key c of chunk n at n * C + c, a softmax and P V per chunk over
+/// the iteration space (n, b, h, i, c[, e]). A chunk a row sees no key of gets weights 0, so its lse is -inf.
+SmallVector<Value> lowerChunks(OpBuilder &b, AttentionOp op, Value logits, Value v, int64_t chunk) {
+  Location loc = op.getLoc();
+  MLIRContext *ctx = b.getContext();
+  Type f32 = b.getF32Type();
+  auto scoreType = cast<RankedTensorType>(logits.getType());
+  int64_t batch = scoreType.getDimSize(0), heads = scoreType.getDimSize(1), seqQ = scoreType.getDimSize(2);
+  int64_t splits = op.getKvSplits(), padded = splits * chunk, group = op.getGroupSize();
+  RankedTensorType vType = cast<RankedTensorType>(v.getType());
+  int64_t valueDim = vType.getDimSize(3), seqDim = op.getSeqDim();
+  const double negInf = -std::numeric_limits<double>::infinity();
+  auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
+
+  // Padded to whole chunks and viewed with the key split in two, (n, c): key n * C + c.
+  Value scores = tensor::createPadHighOp(RankedTensorType::get({batch, heads, seqQ, padded}, f32), logits,
+                                         floatConstant(b, loc, f32, negInf), /*nofold=*/false, loc, b);
+  scores = tensor::ExpandShapeOp::create(b, loc, RankedTensorType::get({batch, heads, seqQ, splits, chunk}, f32),
+                                         scores, SmallVector<ReassociationIndices>{{0}, {1}, {2}, {3, 4}});
+  SmallVector<int64_t> paddedV(vType.getShape()), splitV(vType.getShape());
+  paddedV[seqDim] = padded;
+  splitV[seqDim] = chunk;
+  splitV.insert(splitV.begin() + seqDim, splits);
+  Value values = tensor::createPadHighOp(RankedTensorType::get(paddedV, vType.getElementType()), v,
+                                         floatConstant(b, loc, vType.getElementType(), 0.0), false, loc, b);
+  SmallVector<ReassociationIndices> keySplit;
+  for (int64_t dim = 0; dim < 4; ++dim)
+    keySplit.push_back(dim < seqDim ? ReassociationIndices{dim}
+                       : dim == seqDim ? ReassociationIndices{dim, dim + 1}
+                                       : ReassociationIndices{dim + 1});
+  values = tensor::ExpandShapeOp::create(b, loc, RankedTensorType::get(splitV, vType.getElementType()), values,
+                                         keySplit);
+
+  // Iteration space (n, b, h, i, c).
+  SmallVector<int64_t> space{splits, batch, heads, seqQ, chunk};
+  AffineMap scoreMap = AffineMap::get(5, 0, {d(1), d(2), d(3), d(0), d(4)}, ctx);
+  AffineMap full = b.getMultiDimIdentityMap(5), row = getDroppedAxesMap(5, {4}, ctx);
+  auto first = [](OpBuilder &, Location, ValueRange x) { return x[0]; };
+  Value rowMax = buildReduction(b, loc, space, {4}, Combiner::Max, scores, scoreMap, first);
+  Value probs = buildElementwise(b, loc, space, f32, ValueRange{scores, rowMax}, {scoreMap, row},
+                                 [&](OpBuilder &nb, Location l, ValueRange x) -> Value {
+                                   Value e = math::ExpOp::create(nb, l, arith::SubFOp::create(nb, l, x[0], x[1]));
+                                   Value none = arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OEQ, x[1],
+                                                                      floatConstant(nb, l, f32, negInf));
+                                   return arith::SelectOp::create(nb, l, none, floatConstant(nb, l, f32, 0.0), e);
+                                 });
+  Value rowSum = buildReduction(b, loc, space, {4}, Combiner::Sum, probs, full, first);
+
+  // parts[n, b, h, i, e] = sum_c probs[n, b, h, i, c] * v[b, h / group, n, c, e]; dims (n, b, h, i, c, e).
+  AffineExpr kvHead = d(2).floorDiv(group);
+  AffineMap vMap = op.isSeqMajor() ? AffineMap::get(6, 0, {d(1), d(0), d(4), kvHead, d(5)}, ctx)
+                                   : AffineMap::get(6, 0, {d(1), kvHead, d(0), d(4), d(5)}, ctx);
+  SmallVector<int64_t> partShape{splits, batch, heads, seqQ, valueDim};
+  Value sums = linalg::GenericOp::create(
+                   b, loc, TypeRange{RankedTensorType::get(partShape, f32)}, ValueRange{probs, values},
+                   ValueRange{createFilled(b, loc, partShape, f32, 0.0)},
+                   ArrayRef<AffineMap>{AffineMap::get(6, 0, {d(0), d(1), d(2), d(3), d(4)}, ctx), vMap,
+                                       AffineMap::get(6, 0, {d(0), d(1), d(2), d(3), d(5)}, ctx)},
+                   {utils::IteratorType::parallel, utils::IteratorType::parallel, utils::IteratorType::parallel,
+                    utils::IteratorType::parallel, utils::IteratorType::reduction, utils::IteratorType::parallel},
+                   [](OpBuilder &nb, Location l, ValueRange args) {
+                     Value p = arith::MulFOp::create(nb, l, args[0], widen(nb, l, args[1]));
+                     linalg::YieldOp::create(nb, l, arith::AddFOp::create(nb, l, args[2], p).getResult());
+                   })
+                   .getResult(0);
+  Value parts = buildElementwise(b, loc, partShape, f32, ValueRange{sums, rowSum}, {full, row},
+                                 [](OpBuilder &nb, Location l, ValueRange x) -> Value {
+                                   return arith::DivFOp::create(nb, l, x[0], x[1]);
+                                 });
+  AffineMap id4 = b.getMultiDimIdentityMap(4);
+  Value lse = buildElementwise(b, loc, {splits, batch, heads, seqQ}, f32, ValueRange{rowMax, rowSum}, {id4, id4},
+                               [](OpBuilder &nb, Location l, ValueRange x) -> Value {
+                                 return arith::AddFOp::create(nb, l, x[0], math::LogOp::create(nb, l, x[1]));
+                               });
+  return {parts, lse};
+}
+
+/// kiln.merge_splits: per row, the chunks' weights exp(lse_n - max lse) (0 for a chunk of lse -inf, whose parts
+/// are then not added), and the weighted sum of the parts over the sum of the weights.
+struct MergeSplitsLowering : OpConversionPattern<MergeSplitsOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(MergeSplitsOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = rewriter.getContext();
+    Type f32 = rewriter.getF32Type();
+    ArrayRef<int64_t> space = op.getParts().getType().getShape(); // (n, b, h, i, e)
+    const double negInf = -std::numeric_limits<double>::infinity();
+    AffineMap full = rewriter.getMultiDimIdentityMap(5), row = getDroppedAxesMap(5, {4}, ctx);
+    auto first = [](OpBuilder &, Location, ValueRange x) { return x[0]; };
+    Value max = buildReduction(rewriter, loc, space.drop_back(), {0}, Combiner::Max, adaptor.getLse(),
+                               rewriter.getMultiDimIdentityMap(4), first);
+    AffineMap rowMax = getDroppedAxesMap(4, {0}, ctx);
+    Value weights = buildElementwise(rewriter, loc, space.drop_back(), f32, ValueRange{adaptor.getLse(), max},
+                                     {rewriter.getMultiDimIdentityMap(4), rowMax},
+                                     [&](OpBuilder &b, Location l, ValueRange x) -> Value {
+                                       Value e = math::ExpOp::create(b, l, arith::SubFOp::create(b, l, x[0], x[1]));
+                                       Value none = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OEQ, x[0],
+                                                                          floatConstant(b, l, f32, negInf));
+                                       return arith::SelectOp::create(b, l, none, floatConstant(b, l, f32, 0.0), e);
+                                     });
+    Value total = buildReduction(rewriter, loc, space.drop_back(), {0}, Combiner::Sum, weights,
+                                 rewriter.getMultiDimIdentityMap(4), first);
+    Value weighted = buildReduction(rewriter, loc, space, {0}, Combiner::Sum, ValueRange{adaptor.getParts(), weights},
+                                    {full, row}, [&](OpBuilder &b, Location l, ValueRange x) -> Value {
+                                      Value zero = floatConstant(b, l, f32, 0.0);
+                                      Value used = arith::CmpFOp::create(b, l, arith::CmpFPredicate::ONE, x[1], zero);
+                                      Value term = arith::MulFOp::create(b, l, x[0], x[1]);
+                                      return arith::SelectOp::create(b, l, used, term, zero);
+                                    });
+    AffineMap id4 = rewriter.getMultiDimIdentityMap(4);
+    Value out = buildElementwise(rewriter, loc, op.getType().getShape(), op.getType().getElementType(),
+                                 ValueRange{weighted, total}, {id4, AffineMap::get(4, 0, {getAffineDimExpr(0, ctx),
+                                                                                         getAffineDimExpr(1, ctx),
+                                                                                         getAffineDimExpr(2, ctx)},
+                                                                                  ctx)},
+                                 [](OpBuilder &b, Location l, ValueRange x) -> Value {
+                                   return arith::DivFOp::create(b, l, x[0], x[1]);
+                                 });
+    rewriter.replaceOp(op, out);
     return success();
   }
 };
@@ -167,6 +295,11 @@ struct AttentionLowering : OpConversionPattern<AttentionOp> {
               b, l, masked, floatConstant(b, l, f32, -std::numeric_limits<double>::infinity()), s);
         });
 
+    if (std::optional<int64_t> chunk = op.getKvChunk()) {
+      rewriter.replaceOp(op, lowerChunks(rewriter, op, logits, adaptor.getV(), *chunk));
+      return success();
+    }
+
     // Softmax along j, keeping the row max and sum for the lse.
     AffineMap full4 = rewriter.getMultiDimIdentityMap(4);
     AffineMap row4 = getDroppedAxesMap(4, {3}, ctx);
@@ -239,5 +372,5 @@ struct AttentionLowering : OpConversionPattern<AttentionOp> {
 } // namespace
 
 void kiln::populateContractionLoweringPatterns(RewritePatternSet &patterns) {
-  patterns.add<MatmulLowering, AttentionLowering>(patterns.getContext());
+  patterns.add<MatmulLowering, AttentionLowering, MergeSplitsLowering>(patterns.getContext());
 }

@@ -236,6 +236,13 @@ int64_t AttentionOp::getGroupSize() {
   return getQ().getType().getDimSize(getHeadsDim()) / getK().getType().getDimSize(getHeadsDim());
 }
 
+int64_t AttentionOp::getKvSplits() {
+  std::optional<int64_t> chunk = getKvChunk();
+  if (!chunk || *chunk < 1)
+    return 0;
+  return llvm::divideCeilSigned(getK().getType().getDimSize(getSeqDim()), *chunk);
+}
+
 bool AttentionOp::isSeqMajor() { return getLayout() && *getLayout() == "bshd"; }
 
 bool AttentionOp::isOutSeqMajor() {
@@ -309,20 +316,49 @@ LogicalResult AttentionOp::verify() {
     }
   }
 
-  // With an epilogue the stored element type is the epilogue's choice.
+  // With an epilogue the stored element type is the epilogue's choice; a split attention stores f32 chunks.
+  auto f32 = Float32Type::get(getContext());
   Type outElement = hasEpilogue() ? getOut().getType().getElementType() : q.getElementType();
   SmallVector<int64_t> outShape{batch, heads, seqQ, v.getDimSize(3)};
   if (isOutSeqMajor())
     outShape = {batch, seqQ, heads, v.getDimSize(3)};
+  SmallVector<int64_t> lseShape{batch, heads, seqQ};
+  if (std::optional<int64_t> chunk = getKvChunk()) {
+    if (*chunk < 1)
+      return emitOpError() << "kv_chunk must be positive, got " << *chunk;
+    if (!getLse())
+      return emitOpError() << "with kv_chunk needs the lse result: the chunks merge by their log-sum-exp";
+    if (hasEpilogue() || isOutSeqMajor())
+      return emitOpError() << "with kv_chunk stores [chunks, batch, heads, seq_q, head_dim] f32 partial results; "
+                              "an epilogue or a seq-major output belongs to the kiln.merge_splits";
+    outElement = f32;
+    outShape.insert(outShape.begin(), getKvSplits());
+    lseShape.insert(lseShape.begin(), getKvSplits());
+  }
   auto expected = RankedTensorType::get(outShape, outElement);
   if (failed(verifyResultType(*this, getOut().getType(), expected)))
     return failure();
   if (Value lse = getLse()) {
-    auto expectedLse = RankedTensorType::get({batch, heads, seqQ}, Float32Type::get(getContext()));
+    auto expectedLse = RankedTensorType::get(lseShape, f32);
     if (lse.getType() != expectedLse)
       return emitOpError() << "lse result type " << lse.getType() << " does not match the inferred type "
                            << expectedLse;
   }
+  return success();
+}
+
+LogicalResult MergeSplitsOp::verify() {
+  RankedTensorType parts = getParts().getType(), lse = getLse().getType();
+  if (parts.getRank() != 5)
+    return emitOpError() << "operand 'parts' must have rank 5 [chunks, batch, heads, seq, head_dim], got " << parts;
+  if (parts.getDimSize(0) == 0)
+    return emitOpError() << "operand 'parts' has no chunk to merge (dimension 0 is 0)";
+  auto expectedLse = RankedTensorType::get(parts.getShape().drop_back(), lse.getElementType());
+  if (lse != expectedLse)
+    return emitOpError() << "operand 'lse' must be " << expectedLse << " (one per row of each chunk), got " << lse;
+  if (getType().getShape() != parts.getShape().drop_front())
+    return emitOpError() << "result shape " << formatShape(getType().getShape())
+                         << " must be that of one chunk of 'parts', " << formatShape(parts.getShape().drop_front());
   return success();
 }
 

@@ -519,6 +519,74 @@ func.func @attention_lse_shape(%q: tensor<1x2x4x8xf32>) -> tensor<1x2x4x1xf32> {
 
 // -----
 
+func.func @attention_kv_chunk_zero(%q: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op kv_chunk must be positive, got 0}}
+  %o, %lse = kiln.attention %q, %q, %q {kv_chunk = 0 : i64} : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>,
+      tensor<1x2x4x8xf32> -> tensor<1x2x4x8xf32>, tensor<1x2x4xf32>
+  return %o : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_kv_chunk_without_lse(%q: tensor<1x2x4x8xf32>) -> tensor<1x1x2x4x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op with kv_chunk needs the lse result: the chunks merge by their log-sum-exp}}
+  %o = kiln.attention %q, %q, %q {kv_chunk = 4 : i64} : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>,
+      tensor<1x2x4x8xf32> -> tensor<1x1x2x4x8xf32>
+  return %o : tensor<1x1x2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_kv_chunk_seq_major_output(%q: tensor<1x2x4x8xf32>) -> tensor<1x1x4x2x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op with kv_chunk stores [chunks, batch, heads, seq_q, head_dim] f32 partial results; an epilogue or a seq-major output belongs to the kiln.merge_splits}}
+  %o, %lse = kiln.attention %q, %q, %q {kv_chunk = 4 : i64, out_layout = "bshd"} : tensor<1x2x4x8xf32>,
+      tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32> -> tensor<1x1x4x2x8xf32>, tensor<1x1x2x4xf32>
+  return %o : tensor<1x1x4x2x8xf32>
+}
+
+// -----
+
+func.func @attention_kv_chunk_parts_type(%q: tensor<1x2x5x8xbf16>) -> tensor<2x1x2x5x8xbf16> {
+  // expected-error @+1 {{'kiln.attention' op result type 'tensor<2x1x2x5x8xbf16>' does not match the inferred type 'tensor<2x1x2x5x8xf32>'}}
+  %o, %lse = kiln.attention %q, %q, %q {kv_chunk = 4 : i64} : tensor<1x2x5x8xbf16>, tensor<1x2x5x8xbf16>,
+      tensor<1x2x5x8xbf16> -> tensor<2x1x2x5x8xbf16>, tensor<2x1x2x5xf32>
+  return %o : tensor<2x1x2x5x8xbf16>
+}
+
+// -----
+
+func.func @merge_splits_rank(%p: tensor<2x4x8xf32>, %l: tensor<2x4xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'kiln.merge_splits' op operand 'parts' must have rank 5 [chunks, batch, heads, seq, head_dim], got 'tensor<2x4x8xf32>'}}
+  %o = kiln.merge_splits %p, %l : tensor<2x4x8xf32>, tensor<2x4xf32> -> tensor<4x8xf32>
+  return %o : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @merge_splits_no_chunk(%p: tensor<0x1x2x4x8xf32>, %l: tensor<0x1x2x4xf32>) -> tensor<1x2x4x8xf32> {
+  // expected-error @+1 {{'kiln.merge_splits' op operand 'parts' has no chunk to merge (dimension 0 is 0)}}
+  %o = kiln.merge_splits %p, %l : tensor<0x1x2x4x8xf32>, tensor<0x1x2x4xf32> -> tensor<1x2x4x8xf32>
+  return %o : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+func.func @merge_splits_lse_shape(%p: tensor<3x1x2x4x8xf32>, %l: tensor<3x1x2x8xf32>) -> tensor<1x2x4x8xf32> {
+  // expected-error @+1 {{'kiln.merge_splits' op operand 'lse' must be 'tensor<3x1x2x4xf32>' (one per row of each chunk), got 'tensor<3x1x2x8xf32>'}}
+  %o = kiln.merge_splits %p, %l : tensor<3x1x2x4x8xf32>, tensor<3x1x2x8xf32> -> tensor<1x2x4x8xf32>
+  return %o : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+func.func @merge_splits_result_shape(%p: tensor<3x1x2x4x8xf32>, %l: tensor<3x1x2x4xf32>) -> tensor<1x2x8x4xbf16> {
+  // expected-error @+1 {{'kiln.merge_splits' op result shape [1, 2, 8, 4] must be that of one chunk of 'parts', [1, 2, 4, 8]}}
+  %o = kiln.merge_splits %p, %l : tensor<3x1x2x4x8xf32>, tensor<3x1x2x4xf32> -> tensor<1x2x8x4xbf16>
+  return %o : tensor<1x2x8x4xbf16>
+}
+
+// -----
+
 //===----------------------------------------------------------------------===//
 // kiln.softmax, kiln.reduce
 //===----------------------------------------------------------------------===//
