@@ -4,23 +4,23 @@
 # Why: a kernel that writes past its buffer, races on shared memory or reads uninitialised memory can still pass
 # a numerics check. This runs the device suite (bench/gpu_visit.py over a gpu_cases.py build) and the lowering
 # benchmarks' correctness sets (bench/matmul_lowering.py, bench/attention_lowering.py, bench/row_kernels.py,
-# bench/flex_attention.py builds: their t_ correctness cases, without timings) under memcheck, racecheck,
-# synccheck and initcheck, and prints one line per (set, tool): the cases checked and passed, and the
-# sanitizer's error or hazard count. Run it on the GPU machine from the repository root, after the builds it
+# bench/flex_attention.py, bench/decode_attention.py builds: their t_ correctness cases, without timings) under
+# memcheck, racecheck, synccheck and initcheck, and prints one line per (set, tool): the cases checked and passed,
+# and the sanitizer's error or hazard count. Run it on the GPU machine from the repository root, after the builds it
 # names were prepared on the build machine (the suite without --bench: its benchmark shapes take hours under
 # racecheck):
 #
 #   scripts/gpu_sanitize.sh [OUT] [TOOLS] [SETS]
 #
 # OUT: the log folder (default sanitize_logs); TOOLS and SETS: comma-separated (default every tool and every set:
-# suite, matmul, attention, rows, flex).
+# suite, matmul, attention, rows, flex, decode).
 #
 # Sets whose build folder is missing are skipped and said so. Exit status: 1 if any sanitizer reported an
 # error or hazard, or a case failed its numerics under it.
 set -u
 out=${1:-sanitize_logs}
 tools=${2:-memcheck,racecheck,synccheck,initcheck}
-wanted=${3:-suite,matmul,attention,rows,flex}
+wanted=${3:-suite,matmul,attention,rows,flex,decode}
 sanitizer=${COMPUTE_SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}
 runtime=build/lib/libkiln_runtime.so
 export PYTHONPATH=$PWD/build/python${PYTHONPATH:+:$PYTHONPATH}
@@ -37,6 +37,7 @@ sets=(
   "attention|gpu_build/attention|python3 bench/attention_lowering.py visit --runtime $runtime --no-bench --only t_ --build"
   "rows|gpu_build/rows|python3 bench/row_kernels.py visit --runtime $runtime --no-bench --only t_ --build"
   "flex|gpu_build/flex|python3 bench/flex_attention.py visit --runtime $runtime --no-bench --only t_ --build"
+  "decode|gpu_build/decode|python3 bench/decode_attention.py visit --runtime $runtime --no-bench --only t_ --build"
 )
 
 status=0

@@ -184,9 +184,9 @@ def KilnSplitKv : Pass<"kiln-split-kv"> {
   let summary = "Split the keys of an attention with too few query tiles to fill the GPU (split-KV decode)";
   let description = [{
     A decode step has one query tile per (batch, KV head): eight blocks at batch 1 with 8 KV heads, on a chip of
-    132 multiprocessors. When the query tiles fill less than 80% of the target's multiprocessors and the keys
-    span at least two 256-key chunks, the attention is rewritten as a split attention (`kv_chunk`, chunks of a
-    multiple of 256 keys, as many as fill the multiprocessors in the fewest waves) whose per-chunk results
+    132 multiprocessors. When the query tiles number less than two per multiprocessor and the keys span at least
+    two 256-key granules, the attention is rewritten as a split attention (`kv_chunk`: equal chunks of whole
+    granules, as many as bring the blocks to about two per multiprocessor) whose per-chunk results
     `kiln.merge_splits` combines by their log-sum-exp: the chunks run as blocks of their own, the merge as a small
     second kernel. The chunk size is the strategy's (kiln::chooseKvChunk, beside kiln-select-config's defaults).
     Attentions with an lse result, an epilogue, a seq-major output, a pinned config or a wgmma default config are
@@ -196,10 +196,10 @@ def KilnSplitKv : Pass<"kiln-split-kv"> {
     // before (kiln-split-kv{target=sm_90a})
     %o = kiln.attention %q, %k, %v : tensor<1x8x4x128xbf16>, tensor<1x8x8192x128xbf16>,
         tensor<1x8x8192x128xbf16> -> tensor<1x8x4x128xbf16>
-    // after
-    %parts, %lse = kiln.attention %q, %k, %v {kv_chunk = 512 : i64} : tensor<1x8x4x128xbf16>,
-        tensor<1x8x8192x128xbf16>, tensor<1x8x8192x128xbf16> -> tensor<16x1x8x4x128xf32>, tensor<16x1x8x4xf32>
-    %o = kiln.merge_splits %parts, %lse : tensor<16x1x8x4x128xf32>, tensor<16x1x8x4xf32>
+    // after: 32 chunks of 256 keys, 256 blocks
+    %parts, %lse = kiln.attention %q, %k, %v {kv_chunk = 256 : i64} : tensor<1x8x4x128xbf16>,
+        tensor<1x8x8192x128xbf16>, tensor<1x8x8192x128xbf16> -> tensor<32x1x8x4x128xf32>, tensor<32x1x8x4xf32>
+    %o = kiln.merge_splits %parts, %lse : tensor<32x1x8x4x128xf32>, tensor<32x1x8x4xf32>
         -> tensor<1x8x4x128xbf16>
     ```
   }];

@@ -59,8 +59,8 @@ bool isKernelOp(Operation *op);
 ConfigAttr getDefaultConfig(Operation *op, Target target);
 
 /// The keys per chunk for a split-KV attention on `target` (a multiple of 256), or nothing when the attention's
-/// query tiles fill enough of the chip's multiprocessors, its keys are too few, or it is not a split candidate
-/// (an lse result, an epilogue, a seq-major output, a pinned config, the wgmma lowering, the host).
+/// query tiles already number two per multiprocessor of the chip, its keys are too few, or it is not a split
+/// candidate (an lse result, an epilogue, a seq-major output, a pinned config, the wgmma lowering, the host).
 std::optional<int64_t> chooseKvChunk(AttentionOp op, Target target);
 
 /// The op's #kiln.config, if it has one.

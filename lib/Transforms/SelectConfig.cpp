@@ -261,6 +261,9 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
 /// The granule of a split attention's key chunks: a multiple of every key tile the configs take.
 static constexpr int64_t kKvChunkGranule = 256;
 
+/// Shared memory of one multiprocessor (blocks share it; each also takes 1 KB of the system's).
+static int64_t sharedBytesPerMultiprocessor(Target target) { return target == Target::Sm90a ? 233472 : 167936; }
+
 std::optional<int64_t> kiln::chooseKvChunk(AttentionOp op, Target target) {
   if (target == Target::Host || op.getKvChunk() || op.getLse() || op.hasEpilogue() || op.isOutSeqMajor() ||
       getConfig(op))
@@ -270,29 +273,39 @@ std::optional<int64_t> kiln::chooseKvChunk(AttentionOp op, Target target) {
     return std::nullopt;
   RankedTensorType q = op.getQ().getType();
   int64_t seqQ = q.getDimSize(op.getSeqDim()), seqK = op.getK().getType().getDimSize(op.getSeqDim());
+  int64_t bq = config.getTile()[0], bk = config.getTile()[1];
   uint64_t tiles = llvm::SaturatingMultiply<uint64_t>(
       llvm::SaturatingMultiply<uint64_t>(q.getDimSize(0), q.getDimSize(op.getHeadsDim())),
-      llvm::divideCeil(seqQ, config.getTile()[0]));
-  uint64_t sms = multiprocessors(target);
+      llvm::divideCeil(seqQ, bq));
   int64_t granules = llvm::divideCeilSigned(seqK, kKvChunkGranule);
-  // Enough query tiles already (80% of the multiprocessors), or too few keys to split.
-  if (tiles * 5 >= sms * 4 || granules < 2)
-    return std::nullopt;
-  // Every chunk size of whole granules, from the largest down: the blocks' occupancy of their last wave
-  // (waves / ceil(waves)), and the fewest chunks within 85% of the best occupancy, as flash-decoding chooses.
-  auto occupancy = [&](int64_t chunks) {
-    double waves = static_cast<double>(tiles * chunks) / static_cast<double>(sms);
-    return waves / std::ceil(waves);
-  };
-  double best = 0;
-  for (int64_t granulesPerChunk = granules; granulesPerChunk >= 1; --granulesPerChunk)
-    best = std::max(best, occupancy(llvm::divideCeilSigned(granules, granulesPerChunk)));
-  for (int64_t granulesPerChunk = granules; granulesPerChunk >= 1; --granulesPerChunk) {
-    int64_t chunks = llvm::divideCeilSigned(granules, granulesPerChunk);
-    if (occupancy(chunks) >= 0.85 * best)
-      return chunks == 1 ? std::nullopt : std::optional<int64_t>(granulesPerChunk * kKvChunkGranule);
+  uint64_t sms = multiprocessors(target);
+  int64_t chunks = 1;
+  if (tiles < 2 * sms) {
+    // Two blocks per multiprocessor: a decode block (one warp streaming K and V through a two-slot ring) keeps
+    // too few bytes in flight alone. Measured on the H200 (bench/results/decode): 256 blocks beat 128 at every
+    // batch and length split (batch 1, 8192 keys: 9.3 us against 11.3; batch 8: 68 against 74), and 512 or more
+    // lost again to the merge and the chunks' fixed costs.
+    chunks = static_cast<int64_t>(std::min<uint64_t>(2 * sms / std::max<uint64_t>(tiles, 1), granules));
+  } else if (seqQ <= bq) {
+    // More decode blocks than the chip holds at once: chunks that make the last wave nearly full (batch 64, GQA
+    // 32/8: 512 blocks are 1.3 waves of the H200's 396 and ran at 3.43 TB/s; 3 chunks, 3.9 waves, at 4.12).
+    RankedTensorType v = op.getV().getType();
+    int64_t shared = attentionSharedBytes(bq, bk, q.getDimSize(3), v.getDimSize(3),
+                                          q.getElementType().getIntOrFloatBitWidth(), /*wgmma=*/false);
+    uint64_t slots = sms * std::clamp<int64_t>(sharedBytesPerMultiprocessor(target) / (shared + 1024), 1, 32);
+    auto fullness = [&](int64_t n) {
+      double waves = static_cast<double>(tiles * n) / static_cast<double>(slots);
+      return waves / std::ceil(waves);
+    };
+    if (tiles > slots)
+      for (int64_t n = 2; n <= std::min<int64_t>(4, granules); ++n)
+        if (fullness(n) > fullness(chunks) + 0.05)
+          chunks = n;
   }
-  return std::nullopt;
+  if (chunks < 2)
+    return std::nullopt;
+  // Chunks of equal whole granules (the last one shorter where the keys end): as many as wanted or fewer.
+  return llvm::divideCeilSigned(granules, chunks) * kKvChunkGranule;
 }
 
 namespace {

@@ -5,7 +5,7 @@
 // a kernel of its own. @a to @c are sm_90a "wgmma" kernels (head dim 64), lowered from their tiled loops (with
 // distinct q and k: an attention of one tensor with itself reads it through one parameter, a kernel of its own).
 //
-// A decode step (one query row; 128 heads, enough query tiles that kiln-split-kv leaves it whole) is an
+// A decode step (one query row; 4 x 128 heads, enough query tiles that kiln-split-kv leaves it whole) is an
 // "mma_sync" attention, tiled and lowered from its tiled IR: the key loop
 // bound and maskFrom are computed in the kernel from Sk. The one row sees every key, so only the last key tile,
 // when it is partial, is masked (kiln.one_masked_tile): kiln-split-masked-tiles leaves one key loop of the tiles
@@ -121,21 +121,21 @@ func.func @c(%q: tensor<1x2x256x64xbf16>, %k: tensor<1x2x256x64xbf16>) -> tensor
   %o = kiln.attention %q, %k, %k causal : tensor<1x2x256x64xbf16>, tensor<1x2x256x64xbf16>, tensor<1x2x256x64xbf16> -> tensor<1x2x256x64xbf16>
   return %o : tensor<1x2x256x64xbf16>
 }
-func.func @d(%q: tensor<1x128x1x64xbf16>, %k: tensor<1x128x256x64xbf16>) -> tensor<1x128x1x64xbf16> {
-  %o = kiln.attention %q, %k, %k causal : tensor<1x128x1x64xbf16>, tensor<1x128x256x64xbf16>, tensor<1x128x256x64xbf16> -> tensor<1x128x1x64xbf16>
-  return %o : tensor<1x128x1x64xbf16>
+func.func @d(%q: tensor<4x128x1x64xbf16>, %k: tensor<4x128x256x64xbf16>) -> tensor<4x128x1x64xbf16> {
+  %o = kiln.attention %q, %k, %k causal : tensor<4x128x1x64xbf16>, tensor<4x128x256x64xbf16>, tensor<4x128x256x64xbf16> -> tensor<4x128x1x64xbf16>
+  return %o : tensor<4x128x1x64xbf16>
 }
-func.func @e(%q: tensor<1x128x1x64xbf16>, %k: tensor<1x128x300x64xbf16>) -> tensor<1x128x1x64xbf16> {
-  %o = kiln.attention %q, %k, %k causal : tensor<1x128x1x64xbf16>, tensor<1x128x300x64xbf16>, tensor<1x128x300x64xbf16> -> tensor<1x128x1x64xbf16>
-  return %o : tensor<1x128x1x64xbf16>
+func.func @e(%q: tensor<4x128x1x64xbf16>, %k: tensor<4x128x300x64xbf16>) -> tensor<4x128x1x64xbf16> {
+  %o = kiln.attention %q, %k, %k causal : tensor<4x128x1x64xbf16>, tensor<4x128x300x64xbf16>, tensor<4x128x300x64xbf16> -> tensor<4x128x1x64xbf16>
+  return %o : tensor<4x128x1x64xbf16>
 }
-func.func @f(%q: tensor<1x128x1x64xbf16>, %k: tensor<1x128x1000x64xbf16>) -> tensor<1x128x1x64xbf16> {
-  %o = kiln.attention %q, %k, %k causal : tensor<1x128x1x64xbf16>, tensor<1x128x1000x64xbf16>, tensor<1x128x1000x64xbf16> -> tensor<1x128x1x64xbf16>
-  return %o : tensor<1x128x1x64xbf16>
+func.func @f(%q: tensor<4x128x1x64xbf16>, %k: tensor<4x128x1000x64xbf16>) -> tensor<4x128x1x64xbf16> {
+  %o = kiln.attention %q, %k, %k causal : tensor<4x128x1x64xbf16>, tensor<4x128x1000x64xbf16>, tensor<4x128x1000x64xbf16> -> tensor<4x128x1x64xbf16>
+  return %o : tensor<4x128x1x64xbf16>
 }
-func.func @g(%q: tensor<1x128x1x64xbf16>, %k: tensor<1x128x1024x64xbf16>) -> tensor<1x128x1x64xbf16> {
-  %o = kiln.attention %q, %k, %k causal : tensor<1x128x1x64xbf16>, tensor<1x128x1024x64xbf16>, tensor<1x128x1024x64xbf16> -> tensor<1x128x1x64xbf16>
-  return %o : tensor<1x128x1x64xbf16>
+func.func @g(%q: tensor<4x128x1x64xbf16>, %k: tensor<4x128x1024x64xbf16>) -> tensor<4x128x1x64xbf16> {
+  %o = kiln.attention %q, %k, %k causal : tensor<4x128x1x64xbf16>, tensor<4x128x1024x64xbf16>, tensor<4x128x1024x64xbf16> -> tensor<4x128x1x64xbf16>
+  return %o : tensor<4x128x1x64xbf16>
 }
 func.func @h(%q: tensor<1x2x1x64xbf16>, %k: tensor<1x2x1000x64xbf16>) -> tensor<1x2x1x64xbf16> {
   %o = kiln.attention %q, %k, %k : tensor<1x2x1x64xbf16>, tensor<1x2x1000x64xbf16>, tensor<1x2x1000x64xbf16> -> tensor<1x2x1x64xbf16>

@@ -3,24 +3,24 @@
 // RUN: kiln-opt %s -kiln-split-kv -split-input-file | FileCheck %s --check-prefix=HOST
 // RUN: not kiln-opt %s -kiln-split-kv=target=sm_70 2>&1 | FileCheck %s --check-prefix=BADTARGET
 
-// kiln-split-kv splits the keys of an attention whose query tiles fill less than 80% of the chip's
-// multiprocessors into chunks of whole 256-key granules (as many as fill them in the fewest waves), and merges
+// kiln-split-kv splits the keys of an attention whose query tiles number less than two per multiprocessor into
+// equal chunks of whole 256-key granules (as many as bring the blocks to about two per multiprocessor), and merges
 // the chunks by their log-sum-exp. The host target (the default) keeps every attention whole.
 // BADTARGET: kiln-split-kv: unknown target 'sm_70' (expected host, sm_80 or sm_90a)
 
-// A packed GQA decode step at batch 1: 8 query tiles over 8192 keys. 16 chunks of 512 keys make 128 blocks, 97%
-// of the H200's 132 multiprocessors; the mods, the scale and the causal flag move to the split attention.
+// A packed GQA decode step at batch 1: 8 query tiles over 8192 keys. 32 chunks of 256 keys (the most there are)
+// make 256 blocks, two per multiprocessor of the H200's 132 wanting 33; the mods, the scale and the causal flag
+// move to the split attention.
 // CHECK-LABEL: func.func @decode_batch1
 // CHECK-SAME: (%[[Q:[a-zA-Z0-9_]+]]: tensor<1x8x4x128xbf16>, %[[K:[a-zA-Z0-9_]+]]: tensor<1x8x8192x128xbf16>, %[[V:[a-zA-Z0-9_]+]]: tensor<1x8x8192x128xbf16>)
 // CHECK: %[[P:.+]], %[[L:.+]] = kiln.attention %[[Q]], %[[K]], %[[V]] causal mask_mod {
 // CHECK: arith.cmpi sge
-// CHECK: } {kv_chunk = 512 : i64, scale = 1.250000e-01 : f32} : tensor<1x8x4x128xbf16>, tensor<1x8x8192x128xbf16>, tensor<1x8x8192x128xbf16> -> tensor<16x1x8x4x128xf32>, tensor<16x1x8x4xf32>
-// CHECK: %[[O:.+]] = kiln.merge_splits %[[P]], %[[L]] : tensor<16x1x8x4x128xf32>, tensor<16x1x8x4xf32> -> tensor<1x8x4x128xbf16>
+// CHECK: } {kv_chunk = 256 : i64, scale = 1.250000e-01 : f32} : tensor<1x8x4x128xbf16>, tensor<1x8x8192x128xbf16>, tensor<1x8x8192x128xbf16> -> tensor<32x1x8x4x128xf32>, tensor<32x1x8x4xf32>
+// CHECK: %[[O:.+]] = kiln.merge_splits %[[P]], %[[L]] : tensor<32x1x8x4x128xf32>, tensor<32x1x8x4xf32> -> tensor<1x8x4x128xbf16>
 // CHECK: return %[[O]]
-// On sm_80 (108 multiprocessors) 11 chunks of 768 keys (88 blocks, one wave at 81%) beat 16 chunks (128 blocks,
-// the second wave 19% full).
+// On sm_80 (108 multiprocessors: 27 chunks wanted) the 32 granules go 2 to a chunk: 16 chunks of 512 keys.
 // SM80-LABEL: func.func @decode_batch1
-// SM80: } {kv_chunk = 768 : i64, scale = 1.250000e-01 : f32} : {{.*}} -> tensor<11x1x8x4x128xf32>, tensor<11x1x8x4xf32>
+// SM80: } {kv_chunk = 512 : i64, scale = 1.250000e-01 : f32} : {{.*}} -> tensor<16x1x8x4x128xf32>, tensor<16x1x8x4xf32>
 // HOST-LABEL: func.func @decode_batch1
 // HOST-NOT: kv_chunk
 // HOST-NOT: kiln.merge_splits
@@ -37,7 +37,7 @@ func.func @decode_batch1(%q: tensor<1x8x4x128xbf16>, %k: tensor<1x8x8192x128xbf1
 
 // -----
 
-// 1000 keys at batch 4: 32 query tiles, four granules; 4 chunks of 256 keys give 128 blocks.
+// 1000 keys at batch 4: 32 query tiles (8 chunks wanted), four granules: 4 chunks of 256 keys, the last one 232.
 // CHECK-LABEL: func.func @partial_last_chunk
 // CHECK: kiln.attention {{.*}}{kv_chunk = 256 : i64} : {{.*}} -> tensor<4x4x8x4x64xf32>, tensor<4x4x8x4xf32>
 // CHECK: kiln.merge_splits {{.*}} -> tensor<4x8x4x64xf16>
@@ -48,8 +48,20 @@ func.func @partial_last_chunk(%q: tensor<4x8x4x64xf16>, %k: tensor<4x8x1000x64xf
 
 // -----
 
-// Left alone: query tiles that already fill the chip (batch 32: 256 tiles), keys within one granule, an lse
-// result, an epilogue, a seq-major output, a pinned config, a prefill on the wgmma lowering, a split attention.
+// Batch 64: 512 query tiles, more than the 396 blocks the H200 holds at once (three of these per multiprocessor by
+// shared memory), 1.3 waves; 3 chunks of 11 granules (2816 keys) make 3.9 waves.
+// CHECK-LABEL: func.func @many_waves
+// CHECK: kiln.attention {{.*}}{kv_chunk = 2816 : i64} : {{.*}} -> tensor<3x64x8x4x128xf32>, tensor<3x64x8x4xf32>
+func.func @many_waves(%q: tensor<64x8x4x128xbf16>, %k: tensor<64x8x8192x128xbf16>) -> tensor<64x8x4x128xbf16> {
+  %o = kiln.attention %q, %k, %k : tensor<64x8x4x128xbf16>, tensor<64x8x8192x128xbf16>, tensor<64x8x8192x128xbf16> -> tensor<64x8x4x128xbf16>
+  return %o : tensor<64x8x4x128xbf16>
+}
+
+// -----
+
+// Left alone: query tiles that number two per multiprocessor and fit in one wave (batch 32: 256), keys within one
+// granule, an lse result, an epilogue, a seq-major output, a pinned config, a prefill on the wgmma lowering, a
+// split attention.
 // CHECK-LABEL: func.func @left_alone
 // CHECK-NOT: kiln.merge_splits
 // CHECK: return
