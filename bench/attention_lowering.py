@@ -136,13 +136,25 @@ def visit(args):
             folder = build / variant / item["name"]
             if not folder.exists():
                 continue
-            entry = json.loads((folder / "manifest.json").read_text())["kernels"][0]
+            manifest = json.loads((folder / "manifest.json").read_text())
+            entry = next(e for e in manifest["kernels"] if e.get("op") == "kiln.attention")
             row[f"{variant}_config"] = entry.get("config")
-            kernel = runtime.load(folder / entry["cubin"], entry)
             seq_major = item.get("seq_major")
-            out = torch.full_like(swap(q) if seq_major else q, float("nan"))
-            tensors = [swap(q), swap(k), swap(v), out] if seq_major else [q, k, v, out]
-            runtime.launch(kernel, entry, tensors)
+            inputs = [swap(q), swap(k), swap(v)] if seq_major else [q, k, v]
+            if len(manifest["plans"][0]["steps"]) > 1:
+                # A split attention (kiln-split-kv: few query tiles) and its merge: run whole, through the
+                # Python runtime's bound program.
+                import kiln
+                bound = kiln.load(folder).bind(*inputs)
+                out = bound.launch()[0]
+                row[f"{variant}_kernels"] = len(manifest["plans"][0]["steps"])
+                launch = bound.launch
+            else:
+                kernel = runtime.load(folder / entry["cubin"], entry)
+                out = torch.full_like(inputs[0], float("nan"))
+                tensors = [*inputs, out]
+                runtime.launch(kernel, entry, tensors)
+                launch = (lambda k=kernel, e=entry, t=tensors: runtime.launch(k, e, t))
             torch.cuda.synchronize()
             result = swap(out) if seq_major else out
             error = ((result.double() - ref).abs().max() / ref.abs().max()).item()
@@ -150,7 +162,7 @@ def visit(args):
             row[f"{variant}_error"], row[f"{variant}_ok"] = error, ok
             if variant == "generated":
                 failures += not ok
-            launches[variant] = (lambda k=kernel, e=entry, t=tensors: runtime.launch(k, e, t))
+            launches[variant] = launch
         if item["name"].startswith("b_") and not args.no_bench:
             timings = {variant: time_ms(launch) for variant, launch in launches.items()}
             group = item["heads"] // item["kv_heads"]

@@ -128,6 +128,7 @@ def visible_pairs(item, visible):
 
 def visit(args):
     import torch
+    from gpu_visit import launcher
     from row_kernels import record_timings, start_visit, summary_line, time_ms
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
@@ -156,13 +157,12 @@ def visit(args):
         row = dict(name=item["name"], variant=item["variant"])
         check = item["name"].startswith("t_")  # else a b_ case
         folder = build / "generated" / item["name"]
-        entry = json.loads((folder / "manifest.json").read_text())["kernels"][0]
+        entry = next(e for e in json.loads((folder / "manifest.json").read_text())["kernels"]
+                     if e.get("op") == "kiln.attention")
         row["config"] = entry.get("config")
         kernel = runtime.load(folder / entry["cubin"], entry)
-        out = torch.full_like(q, float("nan"))
-        tensors = [q, k, v] + [tables[name] for name in item["tables"]] + [out]
-        launch = lambda: runtime.launch(kernel, entry, tensors)  # noqa: E731
-        launch()
+        launch, (out,) = launcher(folder, runtime, kernel, entry, [q, k, v] + [tables[name] for name in item["tables"]],
+                                  [torch.full_like(q, float("nan"))])
         torch.cuda.synchronize()
         # The t_ cases are checked whole; a b_ case on its first (batch, head), which the fp64 scores fit.
         group = h // hkv

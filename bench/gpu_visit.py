@@ -109,7 +109,23 @@ def attention_flops(case):
     return flops / 2 if case["causal"] and sq == sk else flops
 
 
-def run_attention(case, runtime, kernel, entry, generator, bench):
+def launcher(folder, runtime, kernel, entry, inputs, outputs):
+    """The program in ``folder`` as a function of no arguments that runs it on ``inputs``, and its results: its one
+    kernel launched straight into ``outputs``, or a plan of several kernels (a split attention and its merge,
+    kiln-split-kv's, where query tiles are few) bound through the Python runtime, whose own buffers hold the
+    results."""
+    manifest = json.loads((Path(folder) / "manifest.json").read_text())
+    if len(manifest["plans"][0]["steps"]) == 1:
+        tensors = [*inputs, *outputs]
+        launch = lambda: runtime.launch(kernel, entry, tensors)  # noqa: E731
+        launch()
+        return launch, outputs
+    import kiln
+    bound = kiln.load(folder).bind(*inputs)
+    return bound.launch, list(bound.launch())
+
+
+def run_attention(case, runtime, folder, kernel, entry, generator, bench):
     q, k, v = attention_inputs(case, generator)
     dtype = DTYPES[case["dtype"]]
     mask = (torch.randn(*case["mask"], generator=generator, device="cuda").to(dtype)
@@ -123,9 +139,10 @@ def run_attention(case, runtime, kernel, entry, generator, bench):
     out = torch.full_like(swap_out(q), float("nan"))
     lse = (torch.full((case["batch"], case["heads"], case["seq_q"]), float("nan"), device="cuda")
            if case.get("lse") else None)
-    tensors = [swap(q), swap(k), swap(v)] + [t for t in (mask, gate, out, lse) if t is not None]
-    runtime.launch(kernel, entry, tensors)
+    inputs = [swap(q), swap(k), swap(v)] + [t for t in (mask, gate) if t is not None]
+    launch, results = launcher(folder, runtime, kernel, entry, inputs, [t for t in (out, lse) if t is not None])
     torch.cuda.synchronize()
+    out, lse = results[0], (results[1] if lse is not None else None)
     ref, ref_lse = attention_reference(case, q, k, v, mask, gate)
     out = swap_out(out)
     error = ((out.float() - ref).abs().max() / ref.abs().max()).item()
@@ -139,7 +156,7 @@ def run_attention(case, runtime, kernel, entry, generator, bench):
         from torch.nn.attention import SDPBackend, sdpa_kernel
         flops = attention_flops(case)
         group = case["heads"] // case["kv_heads"]
-        kiln_ms = time_ms(lambda: runtime.launch(kernel, entry, [q, k, v, out]))
+        kiln_ms = time_ms(launch)
         row.update(kiln_ms=kiln_ms, kiln_tflops=flops / kiln_ms / 1e9)
         for label, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
             try:
@@ -329,7 +346,7 @@ def main():
             print(f"{case['name']:42s} err {row['error']:.2e} {'ok' if row['ok'] else 'FAILED'}", flush=True)
             continue
         if case["kind"] == "attention":
-            row = run_attention(case, runtime, kernel, entry, generator,
+            row = run_attention(case, runtime, folder, kernel, entry, generator,
                                 case["name"].startswith("ba_") and not args.no_bench)
             failures += not row["ok"]
             results.append(row)

@@ -75,7 +75,7 @@ ATTENTION_REUSE_CASES = [
       ((2, kv_heads, keys, 64), "bfloat16")], {"causal": True})
     for label, heads, kv_heads, rows, lengths in (("decode", 4, 4, 1, (300, 1000, 1287)),
                                                     ("gqa_decode", 8, 2, 1, (500, 1500)),
-                                                    ("chunk", 4, 4, 4, (70, 1000)))
+                                                    ("chunk", 4, 4, 4, (300, 1000)))
     for keys in lengths]
 
 #: Variable-length attention (cu_seqlens) on packed [tokens, heads, head_dim] tensors: name, the query and key
