@@ -201,10 +201,18 @@ def _attention(node, a):
     return out if results == 1 else (out,) + (None,) * (results - 1)
 
 
-def _matrix(node, a, b):
+def _weight(b):
+    """``b`` as the matmul takes it: a 2-D transpose of a [N, K] matrix (nn.Linear's weight.t()) is read as that
+    matrix, transposed by the GEMM's loads instead of a copy on every call."""
+    source = getattr(b, "transposed_from", None)
+    return (source, True) if source is not None else (b, False)
+
+
+def _matrix(node, a, b, bias=None):
     if a.ndim < 2 or b.ndim < 2:
         raise Unsupported("a matmul of a vector")
-    return trace.matmul(a, b)
+    b, transposed = _weight(b)
+    return trace.matmul(a, b, bias=bias, transpose_b=transposed)
 
 
 def _mm(node, a):
@@ -214,7 +222,7 @@ def _mm(node, a):
 def _addmm(node, a):
     bias, alpha = _scaled(a["input"], a.get("beta", 1)), a.get("alpha", 1)
     if alpha == 1 and bias.shape == (a["mat2"].shape[-1],):
-        return trace.matmul(a["mat1"], a["mat2"], bias=bias)  # the bias in the matmul's epilogue
+        return _matrix(node, a["mat1"], a["mat2"], bias=bias)  # the bias in the matmul's epilogue
     return _scaled(_matrix(node, a["mat1"], a["mat2"]), alpha) + bias
 
 
@@ -226,12 +234,22 @@ def _linear(node, a):
     w = a["weight"]
     if w.ndim != 2:
         raise Unsupported("a linear weight that is not a matrix")
-    return trace.matmul(a["input"], trace.transpose(w, [1, 0]), bias=a.get("bias"))
+    return trace.matmul(a["input"], w, bias=a.get("bias"), transpose_b=True)
 
 
 def _t(node, a):
     x = a["input"]
-    return x if x.ndim < 2 else trace.transpose(x, [1, 0])
+    if x.ndim < 2:
+        return x
+    return _transposed(x, [1, 0])
+
+
+def _transposed(x, perm):
+    """trace.transpose, noting on a matrix's transpose what it transposes (a matmul then reads that, _weight)."""
+    y = trace.transpose(x, perm)
+    if perm == [1, 0]:
+        y.transposed_from = x
+    return y
 
 
 def _transpose(node, a):
@@ -239,12 +257,12 @@ def _transpose(node, a):
     perm = list(range(x.ndim))
     d0, d1 = a["dim0"] % x.ndim, a["dim1"] % x.ndim
     perm[d0], perm[d1] = perm[d1], perm[d0]
-    return x if d0 == d1 else trace.transpose(x, perm)
+    return x if d0 == d1 else _transposed(x, perm)
 
 
 def _permute(node, a):
     x = a["input"]
-    return trace.transpose(x, [d % x.ndim for d in a["dims"]])
+    return _transposed(x, [d % x.ndim for d in a["dims"]])
 
 
 def _reshape(node, a):

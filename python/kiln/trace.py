@@ -191,10 +191,11 @@ def gelu(x, approximate="none"):
 ACTIVATIONS = {"relu": relu, "silu": silu, "gelu": gelu, "gelu_tanh": lambda x: gelu(x, "tanh")}
 
 
-def matmul(a, b, *, bias=None, activation=None, fp32_precision=None):
+def matmul(a, b, *, bias=None, activation=None, fp32_precision=None, transpose_b=False):
     """``activation(a @ b + bias)`` with numpy batch broadcasting; a: [..., M, K], b: [..., K, N], bias: [N].
     ``fp32_precision`` (f32 operands): "tf32" (the default) multiplies on a GPU's TF32 tensor cores, "ieee" to
-    f32 accuracy (3xTF32, about a third of the speed); the host backend multiplies in f32 either way."""
+    f32 accuracy (3xTF32, about a third of the speed); the host backend multiplies in f32 either way.
+    ``transpose_b``: b is [..., N, K] (a linear layer's weight) and is read transposed, with no copy."""
     tensors = {"a": a, "b": b} if bias is None else {"a": a, "b": b, "bias": bias}
     element = check_floats("matmul", **tensors)
     if fp32_precision not in (None, "tf32", "ieee"):
@@ -203,22 +204,24 @@ def matmul(a, b, *, bias=None, activation=None, fp32_precision=None):
         raise ValueError(f"matmul: fp32_precision applies to f32 operands, got {element}")
     if a.ndim < 2 or b.ndim < 2:
         raise ValueError(f"matmul: 'a' and 'b' need rank >= 2, got shapes {a.shape} and {b.shape}")
-    if a.shape[-1] != b.shape[-2]:
-        raise ValueError(f"matmul: 'a' has K={a.shape[-1]} (shape {a.shape}) but 'b' has K={b.shape[-2]} "
-                         f"(shape {b.shape})")
+    k_axis, n_axis = (-1, -2) if transpose_b else (-2, -1)
+    if a.shape[-1] != b.shape[k_axis]:
+        raise ValueError(f"matmul: 'a' has K={a.shape[-1]} (shape {a.shape}) but 'b' has K={b.shape[k_axis]} "
+                         f"(shape {b.shape}{', read transposed' if transpose_b else ''})")
     try:
         batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     except ValueError:
         raise ValueError(f"matmul: the batch dims of 'a' {a.shape[:-2]} and 'b' {b.shape[:-2]} do not broadcast") \
             from None
-    n = b.shape[-1]
+    n = b.shape[n_axis]
     if bias is not None and bias.shape != (n,):
         raise ValueError(f"matmul: 'bias' has shape {bias.shape}, expected ({n},)")
     if activation is not None and activation not in ACTIVATIONS:
         raise ValueError(f"matmul: unknown activation '{activation}' (one of {', '.join(ACTIVATIONS)})")
     shape = batch + (a.shape[-2], n)
     precision = f' {{fp32_precision = "{fp32_precision}"}}' if fp32_precision else ""
-    out = a.graph.emit(f"kiln.matmul {a.name}, {b.name}{precision} : {a.type}, {b.type} -> "
+    flag = " transpose_rhs" if transpose_b else ""
+    out = a.graph.emit(f"kiln.matmul {a.name}, {b.name}{flag}{precision} : {a.type}, {b.type} -> "
                        f"{tensor_type(shape, element)}", shape, element)
     if bias is not None:
         out = out + bias

@@ -62,6 +62,14 @@ def test_gpt2_block_runs_whole_in_kiln():
     # The attention is one kiln op (not a softmax of matmuls), and the biases sit in the matmuls.
     assert partition.source.count("kiln.attention") == 1 and partition.source.count("kiln.matmul") == 4
     assert "causal" in partition.source
+    # nn.Linear's weight.t() is read transposed by the GEMM (transpose_rhs), not copied by a transpose kernel: the
+    # traced weight transposes are left unused (and erased as dead code when the partition compiles).
+    assert partition.source.count("transpose_rhs") == 4
+    weight_transposes = [line.split("=")[0].strip() for line in partition.source.splitlines()
+                         if "kiln.transpose %arg" in line and "[1, 0]" in line]
+    assert len(weight_transposes) == 4
+    assert all(partition.source.count(f"{name} ") + partition.source.count(f"{name},") == 1
+               for name in weight_transposes), partition.source
 
 
 @pytest.mark.parametrize("norm,gqa,mask", [("hf", "repeat_interleave", "flag"), ("module", "expand", "additive")])
