@@ -2,8 +2,9 @@
 //
 // Folds the chain of elementwise ops that consumes a matmul or an attention — bias add, scale, activation,
 // residual add, a gating multiply by another tensor, a final cast — into the producer's epilogue region, so
-// that the output tile is finished in registers and stored once. A producer whose result has other users is left alone: fusing
-// it would compute it twice or store it twice.
+// that the output tile is finished in registers and stored once. A producer whose result has other users is left
+// alone: fusing it would compute it twice or store it twice. A view between the producer and the chain (a GEMM
+// over flattened rows viewed back as [B, S, N]) moves below the chain first.
 //
 //===----------------------------------------------------------------------===//
 
@@ -47,12 +48,55 @@ static OperandRange epilogueOperandsOf(Operation *op) {
   return cast<AttentionOp>(op).getEpilogueOperands();
 }
 
+/// Moves a view of a producer's result below the elementwise op that reads it, while the op's other operands can
+/// take the unviewed shape: `op(reshape(y), x)` becomes `reshape(op(y, reshape(x)))` for `x` of the viewed shape
+/// (viewed back), a vector along the last dimension or a scalar (as they are), and the last dimension unchanged.
+/// A GEMM written over flattened rows ([B*S, N], viewed as [B, S, N] before its bias, activation or residual: as
+/// torch's aten graphs and ONNX exporters write nn.Linear) then has its chain directly on its result.
+static void sinkViewsOfResult(RewriterBase &rewriter, Value produced) {
+  auto flatType = cast<RankedTensorType>(produced.getType());
+  while (produced.hasOneUse()) {
+    auto view = dyn_cast<ReshapeOp>(*produced.getUsers().begin());
+    if (!view || !view->hasOneUse() || view.getType().getShape().back() != flatType.getShape().back())
+      return;
+    Operation *user = *view->getUsers().begin();
+    if (user->getNumResults() != 1 || !(isFusibleElementwise(user) || isFusibleCast(user)) ||
+        cast<RankedTensorType>(user->getResult(0).getType()).getShape() != view.getType().getShape())
+      return;
+    SmallVector<Value> operands;
+    for (Value operand : user->getOperands()) {
+      auto type = cast<RankedTensorType>(operand.getType());
+      if (operand == view.getResult()) {
+        operands.push_back(produced);
+      } else if (type.getShape() == view.getType().getShape()) {
+        rewriter.setInsertionPoint(user);
+        operands.push_back(ReshapeOp::create(rewriter, user->getLoc(),
+                                             RankedTensorType::get(flatType.getShape(), type.getElementType()),
+                                             operand));
+      } else if (type.getRank() <= 1) {
+        operands.push_back(operand);
+      } else {
+        return;
+      }
+    }
+    rewriter.setInsertionPoint(user);
+    auto resultType = cast<RankedTensorType>(user->getResult(0).getType());
+    Operation *flat = rewriter.clone(*user);
+    flat->setOperands(operands);
+    flat->getResult(0).setType(RankedTensorType::get(flatType.getShape(), resultType.getElementType()));
+    rewriter.replaceOpWithNewOp<ReshapeOp>(user, resultType, flat->getResult(0));
+    rewriter.eraseOp(view);
+    produced = flat->getResult(0);
+  }
+}
+
 FailureOr<Operation *> kiln::fuseEpilogue(RewriterBase &rewriter, Operation *producer) {
   if (!isa<MatmulOp, AttentionOp>(producer))
     return rewriter.notifyMatchFailure(producer, "only a matmul or an attention has an epilogue");
   if (auto attention = dyn_cast<AttentionOp>(producer); attention && attention.getKvChunk())
     return rewriter.notifyMatchFailure(producer, "a split attention's chunks take no epilogue (its merge does)");
   Value produced = producer->getResult(0);
+  sinkViewsOfResult(rewriter, produced);
   auto resultShape = cast<RankedTensorType>(produced.getType()).getShape();
   Region &oldEpilogue = producer->getRegion(0);
   OperandRange oldOperands = epilogueOperandsOf(producer);

@@ -520,3 +520,39 @@ func.func @keeps_precision(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>, %r: tensor
   %z = kiln.add %y, %r : tensor<4x16xf32>, tensor<4x16xf32> -> tensor<4x16xf32>
   return %z : tensor<4x16xf32>
 }
+
+// -----
+
+// A GEMM over flattened rows viewed back as [B, S, N] before its chain (torch's aten graphs write nn.Linear so):
+// the view moves below the chain, whose operands of the viewed shape are viewed flat (the residual), vectors
+// along N kept (the bias); the chain then folds into the epilogue and the view of the fused result remains.
+// CHECK-LABEL: func.func @view_between_gemm_and_chain
+// CHECK-SAME: (%[[X:[a-zA-Z0-9_]+]]: tensor<154x256xbf16>, %[[W:[a-zA-Z0-9_]+]]: tensor<512x256xbf16>, %[[B:[a-zA-Z0-9_]+]]: tensor<512xbf16>, %[[R:[a-zA-Z0-9_]+]]: tensor<2x77x512xbf16>)
+// CHECK: %[[RF:.+]] = kiln.reshape %[[R]] : tensor<2x77x512xbf16> -> tensor<154x512xbf16>
+// CHECK: %[[Y:.+]] = kiln.matmul %[[X]], %[[W]] transpose_rhs epilogue(%[[B]], %[[RF]] : tensor<512xbf16>, tensor<154x512xbf16>) {
+// CHECK: arith.addf
+// CHECK: arith.addf
+// CHECK: } : tensor<154x256xbf16>, tensor<512x256xbf16> -> tensor<154x512xbf16>
+// CHECK: %[[V:.+]] = kiln.reshape %[[Y]] : tensor<154x512xbf16> -> tensor<2x77x512xbf16>
+// CHECK: return %[[V]]
+func.func @view_between_gemm_and_chain(%x: tensor<154x256xbf16>, %w: tensor<512x256xbf16>, %b: tensor<512xbf16>, %r: tensor<2x77x512xbf16>) -> tensor<2x77x512xbf16> {
+  %y = kiln.matmul %x, %w transpose_rhs : tensor<154x256xbf16>, tensor<512x256xbf16> -> tensor<154x512xbf16>
+  %v = kiln.reshape %y : tensor<154x512xbf16> -> tensor<2x77x512xbf16>
+  %biased = kiln.add %v, %b : tensor<2x77x512xbf16>, tensor<512xbf16> -> tensor<2x77x512xbf16>
+  %out = kiln.add %biased, %r : tensor<2x77x512xbf16>, tensor<2x77x512xbf16> -> tensor<2x77x512xbf16>
+  return %out : tensor<2x77x512xbf16>
+}
+
+// -----
+
+// Left alone: an operand that broadcasts over the viewed shape other than along its last dimension.
+// CHECK-LABEL: func.func @view_with_row_broadcast
+// CHECK: kiln.matmul %{{.*}}, %{{.*}} : tensor<154x256xbf16>, tensor<256x512xbf16> -> tensor<154x512xbf16>
+// CHECK: kiln.reshape
+// CHECK: kiln.mul
+func.func @view_with_row_broadcast(%x: tensor<154x256xbf16>, %w: tensor<256x512xbf16>, %g: tensor<2x1x512xbf16>) -> tensor<2x77x512xbf16> {
+  %y = kiln.matmul %x, %w : tensor<154x256xbf16>, tensor<256x512xbf16> -> tensor<154x512xbf16>
+  %v = kiln.reshape %y : tensor<154x512xbf16> -> tensor<2x77x512xbf16>
+  %out = kiln.mul %v, %g : tensor<2x77x512xbf16>, tensor<2x1x512xbf16> -> tensor<2x77x512xbf16>
+  return %out : tensor<2x77x512xbf16>
+}
