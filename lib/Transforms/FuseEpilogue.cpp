@@ -57,7 +57,9 @@ static void sinkViewsOfResult(RewriterBase &rewriter, Value produced) {
   auto flatType = cast<RankedTensorType>(produced.getType());
   while (produced.hasOneUse()) {
     auto view = dyn_cast<ReshapeOp>(*produced.getUsers().begin());
-    if (!view || !view->hasOneUse() || view.getType().getShape().back() != flatType.getShape().back())
+    // (A view to rank 0, a matmul of two vectors viewed as a scalar, has no last dimension to keep.)
+    if (!view || !view->hasOneUse() || view.getType().getRank() == 0 || flatType.getRank() == 0 ||
+        view.getType().getShape().back() != flatType.getShape().back())
       return;
     Operation *user = *view->getUsers().begin();
     if (user->getNumResults() != 1 || !(isFusibleElementwise(user) || isFusibleCast(user)) ||

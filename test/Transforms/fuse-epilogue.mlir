@@ -556,3 +556,17 @@ func.func @view_with_row_broadcast(%x: tensor<154x256xbf16>, %w: tensor<256x512x
   %out = kiln.mul %v, %g : tensor<2x77x512xbf16>, tensor<2x1x512xbf16> -> tensor<2x77x512xbf16>
   return %out : tensor<2x77x512xbf16>
 }
+
+// -----
+
+// Left alone: a view to a scalar (ONNX's MatMul of two vectors) has no last dimension to keep.
+// CHECK-LABEL: func.func @view_to_scalar
+// CHECK: kiln.matmul %{{.*}}, %{{.*}} : tensor<1x4xf32>, tensor<4x1xf32> -> tensor<1x1xf32>
+// CHECK: kiln.reshape %{{.*}} : tensor<1x1xf32> -> tensor<f32>
+// CHECK: kiln.neg
+func.func @view_to_scalar(%a: tensor<1x4xf32>, %b: tensor<4x1xf32>) -> tensor<f32> {
+  %y = kiln.matmul %a, %b : tensor<1x4xf32>, tensor<4x1xf32> -> tensor<1x1xf32>
+  %s = kiln.reshape %y : tensor<1x1xf32> -> tensor<f32>
+  %n = kiln.neg %s : tensor<f32>
+  return %n : tensor<f32>
+}
