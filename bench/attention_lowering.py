@@ -111,25 +111,16 @@ def write_table(rows, path):
 
 def visit(args):
     import torch
-    from gpu_visit import attention_flops, attention_inputs
+    from gpu_visit import attention_flops, attention_inputs, attention_reference64
     from row_kernels import record_timings, start_visit, summary_line, time_ms
     from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    def reference(item, q, k, v):
-        group = item["heads"] // item["kv_heads"]
-        qd, kd, vd = q.double(), k.double().repeat_interleave(group, 1), v.double().repeat_interleave(group, 1)
-        s = (qd @ kd.transpose(-1, -2)) / item["head_dim"] ** 0.5
-        if item["causal"]:
-            keep = torch.ones(item["seq_q"], item["seq_k"], device="cuda", dtype=torch.bool)
-            s = s.masked_fill(~keep.tril(item["seq_k"] - item["seq_q"]), float("-inf"))
-        return torch.softmax(s, -1) @ vd
 
     runtime, build, listed, seed, generator = start_visit(args)
     swap = lambda t: t.transpose(1, 2).contiguous()  # noqa: E731
     rows, failures = [], 0
     for item in listed:
         q, k, v = attention_inputs(item, generator)
-        ref = reference(item, q, k, v)
+        ref = attention_reference64(item, q, k, v)
         row = dict(name=item["name"])
         launches = {}
         for variant in ("generated", "template"):

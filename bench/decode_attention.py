@@ -126,24 +126,9 @@ def write_table(rows, path):
 def visit(args):
     import kiln
     import torch
-    from gpu_visit import attention_inputs
+    from gpu_visit import attention_inputs, attention_reference64
     from row_kernels import record_timings, start_visit, summary_line, time_ms
     from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    def reference(item, q, k, v):
-        """float64 attention, one sequence at a time (a 64 x 32k-key cache in float64 would take 64 GiB)."""
-        group = item["heads"] // item["kv_heads"]
-        outs = []
-        for b in range(item["batch"]):
-            qd = q[b:b + 1].double()
-            kd = k[b:b + 1].double().repeat_interleave(group, 1)
-            vd = v[b:b + 1].double().repeat_interleave(group, 1)
-            s = (qd @ kd.transpose(-1, -2)) / item["head_dim"] ** 0.5
-            if item["causal"]:
-                keep = torch.ones(item["seq_q"], item["seq_k"], device="cuda", dtype=torch.bool)
-                s = s.masked_fill(~keep.tril(item["seq_k"] - item["seq_q"]), float("-inf"))
-            outs.append(torch.softmax(s, -1) @ vd)
-        return torch.cat(outs)
 
     def kernel_times(launch):
         """Device time of each kernel of one call (µs), from the profiler over 20 calls."""
@@ -164,7 +149,7 @@ def visit(args):
     rows, failures = [], 0
     for item in listed:
         q, k, v = attention_inputs(item, generator)
-        ref = reference(item, q, k, v)
+        ref = attention_reference64(item, q, k, v)
         row = dict(name=item["name"])
         launches = {}
         for variant in ("generated", "whole"):

@@ -103,6 +103,23 @@ def attention_reference(case, q, k, v, mask=None, gate=None):
     return out, torch.logsumexp(s, -1)
 
 
+def attention_reference64(case, q, k, v):
+    """softmax(q k^T / sqrt(d) [+ causal, bottom-right]) v in float64, kv heads repeated for GQA, one sequence at a
+    time (a batch of long KV caches in float64 would not fit: 64 x 32k keys take 64 GiB)."""
+    group = case["heads"] // case["kv_heads"]
+    outs = []
+    for b in range(case["batch"]):
+        qd = q[b:b + 1].double()
+        kd = k[b:b + 1].double().repeat_interleave(group, 1)
+        vd = v[b:b + 1].double().repeat_interleave(group, 1)
+        s = (qd @ kd.transpose(-1, -2)) / case["head_dim"] ** 0.5
+        if case["causal"]:
+            keep = torch.ones(case["seq_q"], case["seq_k"], device="cuda", dtype=torch.bool)
+            s = s.masked_fill(~keep.tril(case["seq_k"] - case["seq_q"]), float("-inf"))
+        outs.append(torch.softmax(s, -1) @ vd)
+    return torch.cat(outs)
+
+
 def attention_flops(case):
     b, h, sq, sk, d = (case[key] for key in ("batch", "heads", "seq_q", "seq_k", "head_dim"))
     flops = 4.0 * b * h * sq * sk * d

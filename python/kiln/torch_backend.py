@@ -147,24 +147,25 @@ def _softmax(node, a):
     return trace.softmax(x, a["dim"])
 
 
-def _layer_norm(node, a):
+def _norm_operands(a):
+    """A norm's input and weight (ones where it has none); norms over more than the last dimension stay in torch."""
     x = a["input"]
     if len(a["normalized_shape"]) != 1:
         raise Unsupported("a norm over more than the last dimension")
     weight = a.get("weight")
     if weight is None:
         weight = trace.constant(1.0, x.element, (x.shape[-1],))
+    return x, weight
+
+
+def _layer_norm(node, a):
+    x, weight = _norm_operands(a)
     y = trace.layer_norm(x, weight, a.get("bias"), a["eps"])
     return (y, None, None) if node.target is aten.native_layer_norm.default else y
 
 
 def _rms_norm(node, a):
-    x = a["input"]
-    if len(a["normalized_shape"]) != 1:
-        raise Unsupported("a norm over more than the last dimension")
-    weight = a.get("weight")
-    if weight is None:
-        weight = trace.constant(1.0, x.element, (x.shape[-1],))
+    x, weight = _norm_operands(a)
     eps = a.get("eps")
     if eps is None:
         eps = torch.finfo(_meta(node.args[0]).dtype).eps
