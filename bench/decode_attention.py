@@ -88,22 +88,8 @@ def cases():
 
 
 def prepare(args):
-    from gpu_cases import compile_graph
-    out = Path(args.out)
-    listed = [c for c in cases() if args.only in c["name"]]
-    for item in listed:
-        for variant, text in (("generated", item["mlir"]), ("whole", item["mlir_whole"])):
-            if text is None:
-                continue
-            folder = out / variant / item["name"]
-            folder.mkdir(parents=True, exist_ok=True)
-            (folder / "graph.mlir").write_text(text)
-            if not compile_graph(args.kilnc, folder / "graph.mlir", folder, "sm_90a", f"{variant} {item['name']}"):
-                return 1
-    (out / "cases.json").write_text(json.dumps([{k: v for k, v in c.items() if not k.startswith("mlir")}
-                                                for c in listed], indent=1))
-    print(f"compiled {len(listed)} cases into {out}")
-    return 0
+    from gpu_cases import compile_variants
+    return compile_variants(args, [c for c in cases() if args.only in c["name"]], (("generated", "mlir"), ("whole", "mlir_whole")))
 
 
 def moved_bytes(item):

@@ -1,26 +1,26 @@
 #!/usr/bin/env bash
 # gpu_sanitize.sh - compute-sanitizer over the GPU cases, one table of errors and hazards per tool.
 #
-# Why: a kernel that writes past its buffer, races on shared memory or reads uninitialised memory can still pass
-# a numerics check. This runs the device suite (bench/gpu_visit.py over a gpu_cases.py build) and the lowering
+# Why: a kernel that writes past its buffer, races on shared memory or reads uninitialised memory can still pass a
+# numerics check. This runs the device suite (bench/gpu_visit.py over a gpu_cases.py build) and the lowering
 # benchmarks' correctness sets (bench/matmul_lowering.py, bench/attention_lowering.py, bench/row_kernels.py,
-# bench/flex_attention.py, bench/decode_attention.py builds: their t_ correctness cases, without timings) under
-# memcheck, racecheck, synccheck and initcheck, and prints one line per (set, tool): the cases checked and passed,
-# and the sanitizer's error or hazard count. Run it on the GPU machine from the repository root, after the builds it
-# names were prepared on the build machine (the suite without --bench: its benchmark shapes take hours under
-# racecheck):
+# bench/flex_attention.py, bench/decode_attention.py, bench/paged_attention.py builds: their t_ correctness cases,
+# without timings) under memcheck, racecheck, synccheck and initcheck, and prints one line per (set, tool): the cases
+# checked and passed, and the sanitizer's error or hazard count. Run it on the GPU machine from the repository root,
+# after the builds it names were prepared on the build machine (the suite without --bench: its benchmark shapes take
+# hours under racecheck):
 #
 #   scripts/gpu_sanitize.sh [OUT] [TOOLS] [SETS]
 #
 # OUT: the log folder (default sanitize_logs); TOOLS and SETS: comma-separated (default every tool and every set:
-# suite, matmul, attention, rows, flex, decode).
+# suite, matmul, attention, rows, flex, decode, paged).
 #
 # Sets whose build folder is missing are skipped and said so. Exit status: 1 if any sanitizer reported an
 # error or hazard, or a case failed its numerics under it.
 set -u
 out=${1:-sanitize_logs}
 tools=${2:-memcheck,racecheck,synccheck,initcheck}
-wanted=${3:-suite,matmul,attention,rows,flex,decode}
+wanted=${3:-suite,matmul,attention,rows,flex,decode,paged}
 sanitizer=${COMPUTE_SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}
 runtime=build/lib/libkiln_runtime.so
 export PYTHONPATH=$PWD/build/python${PYTHONPATH:+:$PYTHONPATH}
@@ -38,6 +38,7 @@ sets=(
   "rows|gpu_build/rows|python3 bench/row_kernels.py visit --runtime $runtime --no-bench --only t_ --build"
   "flex|gpu_build/flex|python3 bench/flex_attention.py visit --runtime $runtime --no-bench --only t_ --build"
   "decode|gpu_build/decode|python3 bench/decode_attention.py visit --runtime $runtime --no-bench --only t_ --build"
+  "paged|gpu_build/paged|python3 bench/paged_attention.py visit --runtime $runtime --no-bench --only t_ --build"
 )
 
 status=0

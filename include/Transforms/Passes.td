@@ -209,6 +209,33 @@ def KilnSplitKv : Pass<"kiln-split-kv"> {
   ];
 }
 
+def KilnExpandPagedAttention : Pass<"kiln-expand-paged-attention"> {
+  let summary = "Write paged attention as attention over kiln.gather_pages views of the caches";
+  let description = [{
+    `kiln.paged_attention` becomes a `kiln.attention` of q over `kiln.gather_pages` of the k and v caches, with
+    `seq_lens` as its mod operand and a mask_mod that lets query `i` of sequence `b` see the keys
+    `j <= seq_lens[b] - Sq + i` (`j < seq_lens[b]` for one query row). Tiling reads each key tile from its page;
+    the mask's bounds end each sequence's key loop at its length.
+
+    ```mlir
+    // before
+    %o = kiln.paged_attention %q, %kc, %vc, %table, %lens : tensor<2x32x1x128xbf16>, tensor<64x16x8x128xbf16>,
+        tensor<64x16x8x128xbf16>, tensor<2x32xi32>, tensor<2xi32> -> tensor<2x32x1x128xbf16>
+    // after
+    %k = kiln.gather_pages %kc, %table, %lens : ... -> tensor<2x8x512x128xbf16>
+    %v = kiln.gather_pages %vc, %table, %lens : ... -> tensor<2x8x512x128xbf16>
+    %o = kiln.attention %q, %k, %v mod_operands(%lens : tensor<2xi32>) mask_mod {
+    ^bb0(%b: index, %h: index, %i: index, %j: index, %l: tensor<2xi32>):
+      %n = tensor.extract %l[%b] : tensor<2xi32>
+      %len = arith.index_cast %n : i32 to index
+      %visible = arith.cmpi slt, %j, %len : index
+      kiln.yield %visible : i1
+    } {scale = 0.0883883461 : f32} : ... -> tensor<2x32x1x128xbf16>
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::tensor::TensorDialect"];
+}
+
 def KilnPackGqaDecode : Pass<"kiln-pack-gqa-decode"> {
   let summary = "Run a grouped-query decode step as multi-head attention of the group's query rows";
   let description = [{

@@ -113,6 +113,10 @@ FailureOr<MatmulOp> padMatmulOperands(RewriterBase &rewriter, MatmulOp op);
 /// an epilogue, a seq-major output or already a kv_chunk.
 FailureOr<MergeSplitsOp> splitKv(RewriterBase &rewriter, AttentionOp op, int64_t chunk);
 
+/// Rewrites a paged attention as a kiln.attention over kiln.gather_pages views of its caches, masked per
+/// sequence by a mask_mod reading `seq_lens` (kiln-expand-paged-attention).
+FailureOr<AttentionOp> expandPagedAttention(RewriterBase &rewriter, PagedAttentionOp op);
+
 /// Rewrites a grouped-query attention of one query row, q [B, Hq, 1, D], as attention of q viewed as
 /// [B, Hkv, Hq / Hkv, D] (no causal mask: the row sees every key) between reshapes of q, the output and the lse.
 /// Fails on a mask, an epilogue, seq-major q, k and v, more query rows or plain multi-head attention.

@@ -31,6 +31,7 @@ static LogicalResult appendPipeline(OpPassManager &pm, StringRef pipeline) {
 void kiln::buildFusionPipeline(OpPassManager &pm) {
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  pm.addPass(createKilnExpandPagedAttention());
   pm.addPass(createKilnFuseNorms());
   pm.addPass(createKilnFuseRope());
   pm.addPass(createCSEPass()); // one copy of the rope tables q and k share
@@ -91,6 +92,8 @@ LogicalResult kiln::buildHostLoopsPipeline(OpPassManager &pm, const HostPipeline
     KernelPipelineOptions kernelOptions;
     kernelOptions.target = "host";
     buildKernelPipeline(pm, kernelOptions);
+  } else {
+    pm.addPass(createKilnExpandPagedAttention());
   }
   pm.addPass(createConvertKilnToLinalg());
   return appendPipeline(pm, "canonicalize,cse,eliminate-empty-tensors,"

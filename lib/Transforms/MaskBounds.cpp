@@ -2,7 +2,8 @@
 //
 // The analysis reads the mask_mod's yielded i1 as a conjunction of terms. A term `lhs pred rhs` (arith.cmpi,
 // signed or eq) whose sides are linear in q_idx and kv_idx (block arguments, constants, addi, subi, muli by a
-// constant, index_cast) becomes one or two bounds `e >= 0`; a term the analysis cannot read leaves the others
+// constant, index_cast; an index value of the batch, the head and the tables alone is a symbol, a term the
+// bound keeps as a value) becomes one or two bounds `e >= 0`; a term the analysis cannot read leaves the others
 // valid as necessary conditions (a visible position satisfies every term) but makes the set inexact. The key
 // ranges of a query block follow from the bounds at its first and last row, since each bound is monotone in q.
 //
@@ -20,13 +21,44 @@ using namespace mlir::kiln;
 
 namespace {
 
-/// kv * kv + q * q + c.
+/// kv * kv + q * q + c + the symbols' terms.
 struct Linear {
   int64_t kv = 0, q = 0, c = 0;
-  Linear operator-(const Linear &o) const { return {kv - o.kv, q - o.q, c - o.c}; }
-  Linear operator+(const Linear &o) const { return {kv + o.kv, q + o.q, c + o.c}; }
-  Linear scaled(int64_t f) const { return {kv * f, q * f, c * f}; }
+  SymbolTerms symbols = {};
+  Linear operator+(const Linear &o) const {
+    Linear sum{kv + o.kv, q + o.q, c + o.c, symbols};
+    for (auto [value, coefficient] : o.symbols) {
+      auto *it = llvm::find_if(sum.symbols, [&](auto &term) { return term.first == value; });
+      if (it == sum.symbols.end())
+        sum.symbols.push_back({value, coefficient});
+      else
+        it->second += coefficient;
+    }
+    llvm::erase_if(sum.symbols, [](auto &term) { return term.second == 0; });
+    return sum;
+  }
+  Linear scaled(int64_t f) const {
+    Linear result{kv * f, q * f, c * f, symbols};
+    for (auto &term : result.symbols)
+      term.second *= f;
+    if (f == 0)
+      result.symbols.clear();
+    return result;
+  }
+  Linear operator-(const Linear &o) const { return *this + o.scaled(-1); }
+  /// A constant: no position and no symbol.
+  bool isConstant() const { return kv == 0 && q == 0 && symbols.empty(); }
 };
+
+/// Whether `value` depends on neither q_idx nor kv_idx of the region's `body` (only on the batch, the head and
+/// the tables), computed by ops that kiln-tile hoists.
+bool isInvariant(Value value, Block &body) {
+  if (auto argument = dyn_cast<BlockArgument>(value))
+    return argument.getOwner() != &body || (argument.getArgNumber() != 2 && argument.getArgNumber() != 3);
+  Operation *op = value.getDefiningOp();
+  return op->getNumRegions() == 0 &&
+         llvm::all_of(op->getOperands(), [&](Value operand) { return isInvariant(operand, body); });
+}
 
 /// `value` as a linear expression of the region's q_idx (argument 2) and kv_idx (argument 3), if it is one.
 std::optional<Linear> linearOf(Value value, Block &body) {
@@ -45,6 +77,9 @@ std::optional<Linear> linearOf(Value value, Block &body) {
   Operation *op = value.getDefiningOp();
   if (!op)
     return std::nullopt;
+  // A value of the batch, the head and the tables alone (a length read from a table) is a symbol.
+  if (value.getType().isIndex() && isInvariant(value, body))
+    return Linear{0, 0, 0, {{value, 1}}};
   // Casts are read through only where they keep every value: a truncation (index to i32 or narrower) could wrap
   // a position, which the bounds would not see.
   auto bits = [](Type type) { return type.isIndex() ? 64u : type.getIntOrFloatBitWidth(); };
@@ -60,11 +95,11 @@ std::optional<Linear> linearOf(Value value, Block &body) {
     return *lhs + *rhs;
   if (isa<arith::SubIOp>(op))
     return *lhs - *rhs;
-  if (lhs->kv == 0 && lhs->q == 0)
+  if (lhs->isConstant())
     return rhs->scaled(lhs->c);
-  if (rhs->kv == 0 && rhs->q == 0)
+  if (rhs->isConstant())
     return lhs->scaled(rhs->c);
-  return std::nullopt; // a product of positions is not linear
+  return std::nullopt; // a product of positions or symbols is not linear
 }
 
 /// `e pred 0` as bounds `x >= 0`, if `pred` is one the analysis reads.
@@ -130,7 +165,7 @@ bool collect(Value value, Block &body, MaskBounds &into) {
       complete = false;
       continue;
     }
-    into.bounds.push_back({bound.kv, bound.q, bound.c});
+    into.bounds.push_back({bound.kv, bound.q, bound.c, bound.symbols});
   }
   return complete;
 }
@@ -144,12 +179,19 @@ MaskBounds MaskBounds::analyze(Region &maskMod) {
   return result;
 }
 
-KeyRange kiln::buildKeyRange(OpBuilder &b, Location loc, const MaskBounds &bounds, Value firstRow, int64_t rows) {
+KeyRange kiln::buildKeyRange(OpBuilder &b, Location loc, const MaskBounds &bounds, Value firstRow, int64_t rows,
+                             const IRMapping &hoisted) {
   Value lastRow = arith::AddIOp::create(b, loc, firstRow, arith::ConstantIndexOp::create(b, loc, rows - 1));
-  // q * coefficient + constant at a row.
-  auto at = [&](Value row, int64_t coefficient, int64_t constant) -> Value {
-    Value scaled = arith::MulIOp::create(b, loc, row, arith::ConstantIndexOp::create(b, loc, coefficient));
-    return arith::AddIOp::create(b, loc, scaled, arith::ConstantIndexOp::create(b, loc, constant));
+  // sign * (q * qc + constant + the symbols) at a row, plus `extra`.
+  auto at = [&](Value row, const LinearKeyBound &bound, int64_t sign, int64_t extra) -> Value {
+    Value value = arith::MulIOp::create(b, loc, row, arith::ConstantIndexOp::create(b, loc, sign * bound.qCoefficient));
+    value = arith::AddIOp::create(b, loc, value, arith::ConstantIndexOp::create(b, loc, sign * bound.constant + extra));
+    for (auto [symbol, coefficient] : bound.symbols) {
+      Value term = arith::MulIOp::create(b, loc, hoisted.lookup(symbol),
+                                         arith::ConstantIndexOp::create(b, loc, sign * coefficient));
+      value = arith::AddIOp::create(b, loc, value, term);
+    }
+    return value;
   };
   auto combine = [&](Value &into, Value value, bool greatest) {
     into = !into ? value
@@ -163,12 +205,12 @@ KeyRange kiln::buildKeyRange(OpBuilder &b, Location loc, const MaskBounds &bound
     Value low = increasing ? firstRow : lastRow, high = increasing ? lastRow : firstRow;
     if (bound.kvCoefficient > 0) {
       // kv >= -(q qc + c): some row sees keys from the least limit, every row from the greatest.
-      combine(range.from, at(low, -bound.qCoefficient, -bound.constant), /*greatest=*/true);
-      combine(range.visibleFrom, at(high, -bound.qCoefficient, -bound.constant), /*greatest=*/true);
+      combine(range.from, at(low, bound, -1, 0), /*greatest=*/true);
+      combine(range.visibleFrom, at(high, bound, -1, 0), /*greatest=*/true);
     } else {
       // kv <= q qc + c: some row sees keys up to the greatest limit, every row up to the least.
-      combine(range.to, at(high, bound.qCoefficient, bound.constant + 1), /*greatest=*/false);
-      combine(range.visibleTo, at(low, bound.qCoefficient, bound.constant + 1), /*greatest=*/false);
+      combine(range.to, at(high, bound, 1, 1), /*greatest=*/false);
+      combine(range.visibleTo, at(low, bound, 1, 1), /*greatest=*/false);
     }
   }
   return range;

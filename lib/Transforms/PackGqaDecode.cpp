@@ -2,11 +2,12 @@
 //
 // A decode step of grouped-query attention, q [B, Hq, 1, D] against k and v [B, Hkv, Sk, D], runs one block per
 // query head over a 16-row tile that holds one row, and reads every KV head once for each of the Hq / Hkv query
-// heads that share it. With one query row the q heads of a group are consecutive rows of D elements, so q is
-// also [B, Hkv, Hq / Hkv, D]: the same computation as multi-head attention of Hq / Hkv query rows per KV head,
-// each KV head read once, the group's rows filling the tile. The single row sees every key under the causal
-// mask (aligned bottom-right), so the packed attention has none. On the H200 the packed decode steps ran faster
-// than one block per query head at every cache length and head dim measured, most at head dim 128
+// heads that share it. With one query row the q heads of a group are consecutive rows of D elements, so q is also
+// [B, Hkv, Hq / Hkv, D]: the same computation as multi-head attention of Hq / Hkv query rows per KV head, each KV
+// head read once, the group's rows filling the tile. The single row sees every key under the causal mask (aligned
+// bottom-right), so the packed attention has none; a mask_mod that reads neither the head nor the query position (a
+// paged sequence's length) moves over unchanged. On the H200 the packed decode steps ran faster than one block per
+// query head at every cache length and head dim measured, most at head dim 128
 // (bench/results/decode/attention_gqa_pack.md).
 //
 //===----------------------------------------------------------------------===//
@@ -35,7 +36,13 @@ FailureOr<AttentionOp> kiln::packGqaDecode(RewriterBase &rewriter, AttentionOp o
     return rewriter.notifyMatchFailure(op, "a split attention's results lead with the chunk");
   if (op.getMask() || op.hasEpilogue())
     return rewriter.notifyMatchFailure(op, "a mask or an epilogue broadcasts over the query heads");
-  if (op.hasScoreMod() || op.hasMaskMod())
+  // A mask_mod that reads neither the head nor the query position (a paged sequence's length) means the same
+  // for the packed rows.
+  auto readsRow = [](Region &mod) {
+    Block &body = mod.front();
+    return !body.getArgument(1).use_empty() || !body.getArgument(2).use_empty();
+  };
+  if (op.hasScoreMod() || (op.hasMaskMod() && readsRow(op.getMaskMod())))
     return rewriter.notifyMatchFailure(op, "a score_mod or mask_mod reads the query head and position");
   int64_t group = op.getGroupSize();
   if (qType.getDimSize(2) != 1 || group == 1)
@@ -53,6 +60,9 @@ FailureOr<AttentionOp> kiln::packGqaDecode(RewriterBase &rewriter, AttentionOp o
   auto packed = AttentionOp::create(rewriter, loc, packedOutType, lseType, q, op.getK(), op.getV(), Value(),
                                     op.getScaleAttr(), /*causal=*/false);
   packed->setDiscardableAttrs(op->getDiscardableAttrDictionary());
+  packed.getModOperandsMutable().assign(op.getModOperands());
+  if (op.hasMaskMod())
+    rewriter.inlineRegionBefore(op.getMaskMod(), packed.getMaskMod(), packed.getMaskMod().end());
   SmallVector<Value> results{ReshapeOp::create(rewriter, loc, outType, packed.getOut())};
   if (Value lse = op.getLse())
     results.push_back(ReshapeOp::create(rewriter, loc, lse.getType(), packed.getLse()));

@@ -21,6 +21,11 @@
 // A split attention (`kv_chunk = C`) iterates over its chunks as well, first: chunk s runs the key loops over
 // keys [s * C, (s + 1) * C) only, and its (f32) output and lse tiles go to the chunk's slice of the results.
 //
+// K and V read from a paged cache (kiln.gather_pages views) are read tile by tile from their pages: the page
+// id of each page a key tile spans from the block table (BK divides the page size, or the page size BK: then the
+// tile is assembled from its pages' rows), rows past the sequence's length zero. The views' length is the table's capacity; the mask_mod that
+// kiln-expand-paged-attention writes ends each sequence's key loops at its own length.
+//
 // A GPU tiling ("mma_sync") maps the forall onto thread blocks and keeps the config on it, and reads the
 // sequence lengths through kiln.dim: the key loop's bound and the masks stay expressions of them, and the kernel
 // serves other lengths.
@@ -52,6 +57,9 @@ struct AttentionTiling {
   Value b, h, kvHead, queryStart;
   /// The sequence lengths as the kernel reads them (constants on the host, kiln.dim on the GPU).
   Value seqQv, seqKv;
+  /// With k and v read from a paged cache: their views, and the length of this tile's sequence.
+  GatherPagesOp pagedK, pagedV;
+  Value pagedLength;
   /// The ops of the score_mod and mask_mod that depend only on the batch, the head and the tables, evaluated
   /// once per query tile (hoistInvariantOps).
   IRMapping scoreHoisted, maskHoisted;
@@ -84,6 +92,44 @@ Value maskTile(OpBuilder &b, Location loc, AttentionTiling &t, Value keyStart, O
   auto type = cast<RankedTensorType>(tile.getType());
   if (!type.getElementType().isF32())
     tile = CastOp::create(b, loc, RankedTensorType::get(type.getShape(), b.getF32Type()), tile);
+  return tile;
+}
+
+/// The [BK, D] tile of keys [keyStart, +BK) of the sequence `t.b` read from a paged cache through `view`: from
+/// the one page it lies in (BK divides the page size), or from the BK / page_size pages it spans (the page size
+/// divides BK), each page id read from the block table, rows from the sequence's length on zero. The table
+/// column and the page id are clamped into the table and the cache, so a tile past the length (a prefetch) still
+/// reads in bounds.
+Value pagedKeyTile(OpBuilder &b, Location loc, AttentionTiling &t, GatherPagesOp view, Value keyStart) {
+  RankedTensorType cache = view.getCache().getType();
+  int64_t pageSize = view.getPageSize(), maxPages = view.getBlockTable().getType().getDimSize(1);
+  int64_t headDim = cache.getDimSize(3), rowsPerPiece = std::min(t.bk, pageSize);
+  auto constant = [&](int64_t value) { return arith::ConstantIndexOp::create(b, loc, value); };
+  // Rows [start, start + rowsPerPiece) of the sequence, all in one page.
+  auto piece = [&](Value start) {
+    Value column = arith::MinSIOp::create(b, loc, arith::DivSIOp::create(b, loc, start, constant(pageSize)),
+                                          constant(maxPages - 1));
+    Value entry = tensor::ExtractOp::create(b, loc, view.getBlockTable(), ValueRange{t.b, column});
+    Value page = arith::IndexCastOp::create(b, loc, b.getIndexType(), entry);
+    page = arith::MinSIOp::create(b, loc, arith::MaxSIOp::create(b, loc, page, constant(0)),
+                                  constant(cache.getDimSize(0) - 1));
+    Value row = arith::RemSIOp::create(b, loc, start, constant(pageSize));
+    Value left = arith::SubIOp::create(b, loc, t.pagedLength, start);
+    Value rows = arith::MaxSIOp::create(b, loc, arith::MinSIOp::create(b, loc, left, constant(rowsPerPiece)),
+                                        constant(0));
+    return extractPaddedTile(b, loc, view.getCache(), {page, row, t.kvHead, b.getIndexAttr(0)},
+                             {b.getIndexAttr(1), rows, b.getIndexAttr(1), b.getIndexAttr(headDim)},
+                             {rowsPerPiece, headDim}, 0.0);
+  };
+  if (t.bk <= pageSize)
+    return piece(keyStart);
+  Value tile = tensor::EmptyOp::create(b, loc, ArrayRef<int64_t>{t.bk, headDim}, cache.getElementType());
+  for (int64_t first = 0; first < t.bk; first += pageSize)
+    tile = tensor::InsertSliceOp::create(
+        b, loc, piece(arith::AddIOp::create(b, loc, keyStart, constant(first))), tile,
+        ArrayRef<OpFoldResult>{b.getIndexAttr(first), b.getIndexAttr(0)},
+        ArrayRef<OpFoldResult>{b.getIndexAttr(pageSize), b.getIndexAttr(headDim)},
+        ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1)});
   return tile;
 }
 
@@ -201,6 +247,20 @@ FailureOr<SmallVector<Value>> kiln::tileAttention(RewriterBase &rewriter, Attent
     ubs.insert(ubs.begin(), rewriter.getIndexAttr(op.getKvSplits()));
     steps.insert(steps.begin(), rewriter.getIndexAttr(1));
   }
+  // k and v read page by page: a key tile lies within one page or spans whole pages.
+  t.pagedK = op.getK().getDefiningOp<GatherPagesOp>();
+  t.pagedV = op.getV().getDefiningOp<GatherPagesOp>();
+  for (GatherPagesOp view : {t.pagedK, t.pagedV}) {
+    if (!view)
+      continue;
+    if (view.getPageSize() % t.bk != 0 && t.bk % view.getPageSize() != 0)
+      return op.emitOpError() << "the key tile " << t.bk << " of " << config << " and the page size "
+                              << view.getPageSize() << " of the paged cache it reads must divide one another";
+    if (op.isSeqMajor())
+      return op.emitOpError() << "k and v read from a paged cache must be in the [B, H, S, D] layout";
+  }
+  if (t.pagedK && t.pagedV && t.pagedK.getSeqLens() != t.pagedV.getSeqLens())
+    return op.emitOpError() << "k and v are read from paged caches of different seq_lens";
   // A GPU attention keeps its config and name on the loop, whose iterations become thread blocks.
   bool gpu = config.getLowering() == "mma_sync" || config.getLowering() == "wgmma";
   std::optional<ArrayAttr> blockMapping;
@@ -217,7 +277,16 @@ FailureOr<SmallVector<Value>> kiln::tileAttention(RewriterBase &rewriter, Attent
   SmallVector<Value> allIvs = forall.getInductionVars();
   ArrayRef<Value> ivs = ArrayRef<Value>(allIvs).take_back(3);
   t.b = ivs[0], t.h = ivs[1], t.queryStart = ivs[2];
-  if (gpu) {
+  if (t.pagedK || t.pagedV) {
+    // A paged cache's view has its capacity as its length; each sequence's own length comes from seq_lens
+    // (the mask_mod of kiln-expand-paged-attention bounds the key loops by it).
+    GatherPagesOp view = t.pagedK ? t.pagedK : t.pagedV;
+    t.seqQv = gpu ? DimOp::create(rewriter, loc, op.getQ(), op.getSeqDim()).getResult()
+                  : arith::ConstantIndexOp::create(rewriter, loc, t.seqQ).getResult();
+    t.seqKv = arith::ConstantIndexOp::create(rewriter, loc, t.seqK);
+    Value length = tensor::ExtractOp::create(rewriter, loc, view.getSeqLens(), ValueRange{t.b});
+    t.pagedLength = arith::IndexCastOp::create(rewriter, loc, rewriter.getIndexType(), length);
+  } else if (gpu) {
     t.seqQv = DimOp::create(rewriter, loc, op.getQ(), op.getSeqDim());
     t.seqKv = DimOp::create(rewriter, loc, op.getK(), op.getSeqDim());
   } else {
@@ -258,7 +327,7 @@ FailureOr<SmallVector<Value>> kiln::tileAttention(RewriterBase &rewriter, Attent
   Value firstKey = c0, maskBefore;
   if (op.hasMaskMod()) {
     MaskBounds bounds = MaskBounds::analyze(op.getMaskMod());
-    KeyRange range = buildKeyRange(rewriter, loc, bounds, t.queryStart, t.bq);
+    KeyRange range = buildKeyRange(rewriter, loc, bounds, t.queryStart, t.bq, t.maskHoisted);
     if (range.from) {
       Value from = arith::MaxSIOp::create(rewriter, loc, range.from, c0);
       firstKey = arith::MulIOp::create(rewriter, loc, arith::DivSIOp::create(rewriter, loc, from, cBK), cBK);
@@ -300,9 +369,10 @@ FailureOr<SmallVector<Value>> kiln::tileAttention(RewriterBase &rewriter, Attent
       rewriter, loc, firstKey, keyEnd, cBK, ValueRange{rowInit},
       [&](OpBuilder &b, Location l, Value keyStart, ValueRange iterArgs) {
         OpFoldResult keyCols = clampedTileSize(b, l, keyStart, t.bk, t.seqK);
-        Value kTile = extractPaddedTile(b, l, op.getK(), t.inLayout(t.b, t.kvHead, keyStart, zeroIndex),
-                                        t.inLayout(one, one, keyCols, b.getIndexAttr(t.headDim)),
-                                        {t.bk, t.headDim}, 0.0);
+        Value kTile = t.pagedK ? pagedKeyTile(b, l, t, t.pagedK, keyStart)
+                               : extractPaddedTile(b, l, op.getK(), t.inLayout(t.b, t.kvHead, keyStart, zeroIndex),
+                                                   t.inLayout(one, one, keyCols, b.getIndexAttr(t.headDim)),
+                                                   {t.bk, t.headDim}, 0.0);
         Value scores = MatmulOp::create(b, l, scoreTileType, qTile, kTile, /*transposeLhs=*/false,
                                         /*transposeRhs=*/true);
         scores = MulOp::create(b, l, scoreTileType, scores, scalarConstant(b, l, scale));
@@ -351,9 +421,10 @@ FailureOr<SmallVector<Value>> kiln::tileAttention(RewriterBase &rewriter, Attent
                                                      ArrayRef<OpFoldResult>{zeroIndex, keyStart},
                                                      ArrayRef<OpFoldResult>{b.getIndexAttr(t.bq), b.getIndexAttr(t.bk)},
                                                      ArrayRef<OpFoldResult>{one, one});
-        Value vTile = extractPaddedTile(b, l, op.getV(), t.inLayout(t.b, t.kvHead, keyStart, zeroIndex),
-                                        t.inLayout(one, one, keyCols, b.getIndexAttr(t.valueDim)),
-                                        {t.bk, t.valueDim}, 0.0);
+        Value vTile = t.pagedV ? pagedKeyTile(b, l, t, t.pagedV, keyStart)
+                               : extractPaddedTile(b, l, op.getV(), t.inLayout(t.b, t.kvHead, keyStart, zeroIndex),
+                                                   t.inLayout(one, one, keyCols, b.getIndexAttr(t.valueDim)),
+                                                   {t.bk, t.valueDim}, 0.0);
         Type vElement = vType.getElementType();
         if (!vElement.isF32())
           pTile = CastOp::create(b, l, RankedTensorType::get({t.bq, t.bk}, vElement), pTile);

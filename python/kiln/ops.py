@@ -167,12 +167,21 @@ def _check_pages(op, block_table, num_pages, page_size, row, first, stop):
                          f"{max(first, column * page_size)}..{min(stop, (column + 1) * page_size) - 1}")
 
 
-def _on_host(*arrays):
-    """True when the tables are numpy arrays, read here before the host backend runs."""
-    return all(isinstance(a, np.ndarray) for a in arrays)
+def _tables_to_check(*tables):
+    """The tables as numpy arrays for the checks before a launch: numpy arrays as they are, torch tensors copied
+    to the host (on a GPU, a wait for the tables' producers). None when one is neither."""
+    arrays = []
+    for table in tables:
+        if isinstance(table, np.ndarray):
+            arrays.append(table)
+        elif type(table).__module__.startswith("torch"):
+            arrays.append(table.detach().cpu().numpy())
+        else:
+            return None
+    return arrays
 
 
-def paged_attention(q, k_cache, v_cache, block_table, seq_lens, *, scale=None):
+def paged_attention(q, k_cache, v_cache, block_table, seq_lens, *, scale=None, check_tables=True):
     """Attention of each sequence's ``Sq`` newest tokens over its paged KV cache.
 
     ``q`` [B, Hq, Sq, D] (the new tokens, already appended), ``k_cache``, ``v_cache`` [num_pages, page_size, Hkv,
@@ -181,13 +190,17 @@ def paged_attention(q, k_cache, v_cache, block_table, seq_lens, *, scale=None):
     tokens included: ``Sq <= seq_lens[b] <= max_pages * page_size``). Returns [B, Hq, Sq, D]; query i of
     sequence b sees positions ``0..seq_lens[b] - Sq + i``. GQA/MQA from the head counts; ``scale`` defaults to
     ``1/sqrt(D)``. Only the table entries a sequence's length reaches are read, so unused ones may hold anything.
+    The tables' values are checked before the launch (a ValueError naming the entry); on a GPU that copies them to
+    the host, which ``check_tables=False`` skips (a bad entry then reads the wrong keys, never outside the caches).
     """
     _paged_attention.source(q, k_cache, v_cache, block_table, seq_lens, scale)  # types and shapes, named
-    if _on_host(block_table, seq_lens):
+    tables = _tables_to_check(block_table, seq_lens) if check_tables else None
+    if tables is not None:
+        table_host, lens_host = tables
         op, seq_q = "paged_attention", q.shape[2]
         num_pages, page_size = k_cache.shape[:2]
-        capacity = block_table.shape[1] * page_size
-        for b, length in enumerate(seq_lens.tolist()):
+        capacity = table_host.shape[1] * page_size
+        for b, length in enumerate(lens_host.tolist()):
             if length < 0:
                 raise ValueError(f"{op}: 'seq_lens'[{b}] = {length} is negative")
             if length < seq_q:
@@ -196,7 +209,7 @@ def paged_attention(q, k_cache, v_cache, block_table, seq_lens, *, scale=None):
             if length > capacity:
                 raise ValueError(f"{op}: 'seq_lens'[{b}] = {length} is past the end of 'block_table', which holds "
                                  f"{capacity} positions per sequence (max_pages * page_size)")
-            _check_pages(op, block_table, num_pages, page_size, b, 0, length)
+            _check_pages(op, table_host, num_pages, page_size, b, 0, length)
     return _paged_attention(q, k_cache, v_cache, block_table, seq_lens, scale)
 
 
@@ -211,21 +224,23 @@ def append_kv(k_cache, v_cache, k, v, block_table, positions):
     and no two sequences may write the same slot.
     """
     _append_kv.source(k_cache, v_cache, k, v, block_table, positions)  # types and shapes, named
-    if _on_host(block_table, positions):
+    tables = _tables_to_check(block_table, positions)
+    if tables is not None:
+        table_host, positions_host = tables
         op, count = "append_kv", k.shape[2]
         num_pages, page_size = k_cache.shape[:2]
-        capacity = block_table.shape[1] * page_size
+        capacity = table_host.shape[1] * page_size
         slots, owners = [np.zeros(0, np.int64)], [np.zeros((0, 2), np.int64)]
-        for b, start in enumerate(positions.tolist()):
+        for b, start in enumerate(positions_host.tolist()):
             if start < 0:
                 raise ValueError(f"{op}: 'positions'[{b}] = {start} is negative")
             if start + count > capacity:
                 raise ValueError(f"{op}: 'positions'[{b}] = {start} plus the {count} new tokens of 'k' (dim 2) is "
                                  f"past the end of 'block_table', which holds {capacity} positions per sequence "
                                  f"(max_pages * page_size)")
-            _check_pages(op, block_table, num_pages, page_size, b, start, start + count)
+            _check_pages(op, table_host, num_pages, page_size, b, start, start + count)
             written = np.arange(start, start + count)
-            slots.append(block_table[b, written // page_size].astype(np.int64) * page_size + written % page_size)
+            slots.append(table_host[b, written // page_size].astype(np.int64) * page_size + written % page_size)
             owners.append(np.stack([np.full(count, b), written], axis=1))
         slots, owners = np.concatenate(slots), np.concatenate(owners)
         order = np.argsort(slots, kind="stable")

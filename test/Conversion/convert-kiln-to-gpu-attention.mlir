@@ -300,3 +300,104 @@ module {
     return %r, %r2 : tensor<10x1x8x4x64xf32>, tensor<10x1x8x4xf32>
   }
 }
+
+// -----
+
+// K and V read from a paged cache: the kernel takes the caches, the block table and seq_lens (i32 buffers). It
+// reads its sequence's length once (the key loops' bound); each key tile's copy reads its page id from the
+// table first (table[b, keyStart / 32]), then copies the tile's rows from that page of the cache.
+// CHECK-LABEL: gpu.func @k0_paged
+// CHECK-SAME: (%[[Q:.+]]: memref<1099511627776xbf16>, %[[KC:.+]]: memref<1099511627776xbf16>, %[[T:.+]]: memref<1099511627776xi32>, %[[L:.+]]: memref<1099511627776xi32>, %[[VC:.+]]: memref<1099511627776xbf16>, %{{.+}}: memref<1099511627776xbf16>, %{{.+}}: index, %{{.+}}: index)
+// CHECK: memref.load %[[L]][%{{.+}}] : memref<1099511627776xi32>
+// CHECK: nvgpu.device_async_copy %[[Q]]
+// CHECK: memref.load %[[T]][%{{.+}}] : memref<1099511627776xi32>
+// CHECK: arith.index_cast %{{.+}} : i32 to index
+// CHECK: nvgpu.device_async_copy %[[KC]]
+// CHECK: memref.load %[[T]][%{{.+}}] : memref<1099511627776xi32>
+// CHECK: nvgpu.device_async_copy %[[VC]]
+module {
+  func.func private @k0_paged(%q: tensor<2x8x4x128xbf16>, %kc: tensor<64x32x8x128xbf16>, %t: tensor<2x16xi32>, %l: tensor<2xi32>, %vc: tensor<64x32x8x128xbf16>, %out: tensor<2x8x4x128xbf16>) -> tensor<2x8x4x128xbf16> attributes {kiln.kernel} {
+    %k = kiln.gather_pages %kc, %t, %l : tensor<64x32x8x128xbf16>, tensor<2x16xi32>, tensor<2xi32> -> tensor<2x8x512x128xbf16>
+    %v = kiln.gather_pages %vc, %t, %l : tensor<64x32x8x128xbf16>, tensor<2x16xi32>, tensor<2xi32> -> tensor<2x8x512x128xbf16>
+    %o = kiln.attention %q, %k, %v mod_operands(%l : tensor<2xi32>) mask_mod {
+    ^bb0(%b: index, %h: index, %i: index, %j: index, %lens: tensor<2xi32>):
+      %n = tensor.extract %lens[%b] : tensor<2xi32>
+      %len = arith.index_cast %n : i32 to index
+      %seen = arith.cmpi slt, %j, %len : index
+      kiln.yield %seen : i1
+    } {scale = 0.125 : f32, kiln.config = #kiln.config<tile = [16, 32], warps = 1, stages = 2, lowering = "mma_sync">} : tensor<2x8x4x128xbf16>, tensor<2x8x512x128xbf16>, tensor<2x8x512x128xbf16> -> tensor<2x8x4x128xbf16>
+    %r = bufferization.materialize_in_destination %o in %out : (tensor<2x8x4x128xbf16>, tensor<2x8x4x128xbf16>) -> tensor<2x8x4x128xbf16>
+    return %r : tensor<2x8x4x128xbf16>
+  }
+}
+
+// -----
+
+// A 64-key tile over 16-row pages spans four pages: the tile is assembled from four pieces, so its copy reads
+// four page ids from the table (four more for V's tile), all issued before the copies, and each row of the tile
+// is copied from its piece's page.
+// CHECK-LABEL: gpu.func @k0_paged_pieces
+// CHECK-SAME: (%{{[a-z0-9]+}}: memref<1099511627776xbf16>, %[[KC:[a-z0-9]+]]: memref<1099511627776xbf16>, %[[T:[a-z0-9]+]]: memref<1099511627776xi32>
+// CHECK-COUNT-8: memref.load %[[T]][%{{.+}}] : memref<1099511627776xi32>
+// CHECK-NOT: memref.load %[[T]]
+// CHECK: nvgpu.device_async_copy %[[KC]]
+module {
+  func.func private @k0_paged_pieces(%q: tensor<2x8x4x128xbf16>, %kc: tensor<64x16x8x128xbf16>, %t: tensor<2x32xi32>, %l: tensor<2xi32>, %vc: tensor<64x16x8x128xbf16>, %out: tensor<2x8x4x128xbf16>) -> tensor<2x8x4x128xbf16> attributes {kiln.kernel} {
+    %k = kiln.gather_pages %kc, %t, %l : tensor<64x16x8x128xbf16>, tensor<2x32xi32>, tensor<2xi32> -> tensor<2x8x512x128xbf16>
+    %v = kiln.gather_pages %vc, %t, %l : tensor<64x16x8x128xbf16>, tensor<2x32xi32>, tensor<2xi32> -> tensor<2x8x512x128xbf16>
+    %o = kiln.attention %q, %k, %v mod_operands(%l : tensor<2xi32>) mask_mod {
+    ^bb0(%b: index, %h: index, %i: index, %j: index, %lens: tensor<2xi32>):
+      %n = tensor.extract %lens[%b] : tensor<2xi32>
+      %len = arith.index_cast %n : i32 to index
+      %seen = arith.cmpi slt, %j, %len : index
+      kiln.yield %seen : i1
+    } {scale = 0.125 : f32, kiln.config = #kiln.config<tile = [16, 64], warps = 1, stages = 2, lowering = "mma_sync">} : tensor<2x8x4x128xbf16>, tensor<2x8x512x128xbf16>, tensor<2x8x512x128xbf16> -> tensor<2x8x4x128xbf16>
+    %r = bufferization.materialize_in_destination %o in %out : (tensor<2x8x4x128xbf16>, tensor<2x8x4x128xbf16>) -> tensor<2x8x4x128xbf16>
+    return %r : tensor<2x8x4x128xbf16>
+  }
+}
+
+// -----
+
+// A 32-key tile over 48-row pages would straddle two pages without spanning whole ones.
+module {
+  func.func private @k1_paged_tile_straddles(%q: tensor<2x8x4x128xbf16>, %kc: tensor<64x48x8x128xbf16>, %t: tensor<2x16xi32>, %l: tensor<2xi32>, %l2: tensor<2xi32>, %vc: tensor<64x48x8x128xbf16>, %out: tensor<2x8x4x128xbf16>) -> tensor<2x8x4x128xbf16> attributes {kiln.kernel} {
+    %k = kiln.gather_pages %kc, %t, %l : tensor<64x48x8x128xbf16>, tensor<2x16xi32>, tensor<2xi32> -> tensor<2x8x768x128xbf16>
+    %v = kiln.gather_pages %vc, %t, %l : tensor<64x48x8x128xbf16>, tensor<2x16xi32>, tensor<2xi32> -> tensor<2x8x768x128xbf16>
+    // expected-error @+2 {{'kiln.attention' op the key tile 32 of #kiln.config<tile = [16, 32], warps = 1, stages = 2, lowering = "mma_sync"> and the page size 48 of the paged cache it reads must divide one another}}
+    // expected-error @+1 {{kiln-tile: cannot tile this op with #kiln.config<tile = [16, 32], warps = 1, stages = 2, lowering = "mma_sync">}}
+    %o = kiln.attention %q, %k, %v {kiln.config = #kiln.config<tile = [16, 32], warps = 1, stages = 2, lowering = "mma_sync">} : tensor<2x8x4x128xbf16>, tensor<2x8x768x128xbf16>, tensor<2x8x768x128xbf16> -> tensor<2x8x4x128xbf16>
+    %r = bufferization.materialize_in_destination %o in %out : (tensor<2x8x4x128xbf16>, tensor<2x8x4x128xbf16>) -> tensor<2x8x4x128xbf16>
+    return %r : tensor<2x8x4x128xbf16>
+  }
+}
+
+// -----
+
+// K and V views of different lengths tables: one key tile cannot be valid in one and not the other.
+module {
+  func.func private @k2_paged_two_lengths(%q: tensor<2x8x4x128xbf16>, %kc: tensor<64x32x8x128xbf16>, %t: tensor<2x16xi32>, %l: tensor<2xi32>, %l2: tensor<2xi32>, %vc: tensor<64x32x8x128xbf16>, %out: tensor<2x8x4x128xbf16>) -> tensor<2x8x4x128xbf16> attributes {kiln.kernel} {
+    %k = kiln.gather_pages %kc, %t, %l : tensor<64x32x8x128xbf16>, tensor<2x16xi32>, tensor<2xi32> -> tensor<2x8x512x128xbf16>
+    %v = kiln.gather_pages %vc, %t, %l2 : tensor<64x32x8x128xbf16>, tensor<2x16xi32>, tensor<2xi32> -> tensor<2x8x512x128xbf16>
+    // expected-error @+2 {{'kiln.attention' op k and v are read from paged caches of different seq_lens}}
+    // expected-error @+1 {{kiln-tile: cannot tile this op with #kiln.config<tile = [16, 32], warps = 1, stages = 2, lowering = "mma_sync">}}
+    %o = kiln.attention %q, %k, %v {kiln.config = #kiln.config<tile = [16, 32], warps = 1, stages = 2, lowering = "mma_sync">} : tensor<2x8x4x128xbf16>, tensor<2x8x512x128xbf16>, tensor<2x8x512x128xbf16> -> tensor<2x8x4x128xbf16>
+    %r = bufferization.materialize_in_destination %o in %out : (tensor<2x8x4x128xbf16>, tensor<2x8x4x128xbf16>) -> tensor<2x8x4x128xbf16>
+    return %r : tensor<2x8x4x128xbf16>
+  }
+}
+
+// -----
+
+// A paged view is [B, Hkv, keys, D]: read as seq-major ("bshd") its heads would be taken for positions.
+module {
+  func.func private @k3_paged_seq_major(%q: tensor<1x1x512x128xbf16>, %kc: tensor<64x32x8x128xbf16>, %t: tensor<1x16xi32>, %l: tensor<1xi32>, %vc: tensor<64x32x8x128xbf16>, %out: tensor<1x1x512x128xbf16>) -> tensor<1x1x512x128xbf16> attributes {kiln.kernel} {
+    %k = kiln.gather_pages %kc, %t, %l : tensor<64x32x8x128xbf16>, tensor<1x16xi32>, tensor<1xi32> -> tensor<1x8x512x128xbf16>
+    %v = kiln.gather_pages %vc, %t, %l : tensor<64x32x8x128xbf16>, tensor<1x16xi32>, tensor<1xi32> -> tensor<1x8x512x128xbf16>
+    // expected-error @+2 {{'kiln.attention' op k and v read from a paged cache must be in the [B, H, S, D] layout}}
+    // expected-error @+1 {{kiln-tile: cannot tile this op with #kiln.config<tile = [16, 32], warps = 1, stages = 2, lowering = "mma_sync">}}
+    %o = kiln.attention %q, %k, %v {layout = "bshd", kiln.config = #kiln.config<tile = [16, 32], warps = 1, stages = 2, lowering = "mma_sync">} : tensor<1x1x512x128xbf16>, tensor<1x8x512x128xbf16>, tensor<1x8x512x128xbf16> -> tensor<1x1x512x128xbf16>
+    %r = bufferization.materialize_in_destination %o in %out : (tensor<1x1x512x128xbf16>, tensor<1x1x512x128xbf16>) -> tensor<1x1x512x128xbf16>
+    return %r : tensor<1x1x512x128xbf16>
+  }
+}

@@ -569,49 +569,29 @@ func.func @cast_f16_to_bf16(%x: tensor<4xf16>) -> tensor<4xbf16> {
 // Paged KV cache
 //===----------------------------------------------------------------------===//
 
-// Paged attention gathers each sequence's keys and values through its block table (page j / 16 of the row of
-// sequence b), page ids clamped into the caches and zero from seq_lens[b] on; the causal mask is read from
-// seq_lens at run time, and a row that sees no key is zero rather than NaN.
+// A paged cache's view gathers each sequence's keys through its block table (page j / 16 of the row of sequence
+// b), page ids clamped into the cache and zero from seq_lens[b] on, in the cache's element type.
 // CHECK-DAG: #[[$LEN:.+]] = affine_map<(d0, d1, d2, d3) -> (d0)>
 // CHECK-DAG: #[[$PAGE:.+]] = affine_map<(d0, d1, d2, d3) -> (d0, d2 floordiv 16)>
-// CHECK-DAG: #[[$KV:.+]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1 floordiv 2, d3, d4)>
-// CHECK-LABEL: func.func @paged_attention
-// CHECK-SAME: (%[[Q:[a-zA-Z0-9_]+]]: tensor<2x4x3x8xf32>, %[[KC:[a-zA-Z0-9_]+]]: tensor<5x16x2x8xf32>, %[[VC:[a-zA-Z0-9_]+]]: tensor<5x16x2x8xf32>, %[[TABLE:[a-zA-Z0-9_]+]]: tensor<2x3xi32>, %[[LENS:[a-zA-Z0-9_]+]]: tensor<2xi32>)
-// CHECK: %[[KEYS:[a-zA-Z0-9_]+]] = linalg.generic {indexing_maps = [#[[$LEN]], #[[$PAGE]], #{{.+}}], {{.*}}} ins(%[[LENS]], %[[TABLE]] : tensor<2xi32>, tensor<2x3xi32>) outs(%{{.*}} : tensor<2x2x48x8xf32>)
-// CHECK-NEXT: ^bb0(%[[LEN:[a-zA-Z0-9_]+]]: i32, %[[PAGE_ID:[a-zA-Z0-9_]+]]: i32, %{{.*}}: f32):
+// CHECK-LABEL: func.func @gather_pages
+// CHECK-SAME: (%[[KC:[a-zA-Z0-9_]+]]: tensor<5x16x2x8xbf16>, %[[TABLE:[a-zA-Z0-9_]+]]: tensor<2x3xi32>, %[[LENS:[a-zA-Z0-9_]+]]: tensor<2xi32>)
+// CHECK: %[[KEYS:[a-zA-Z0-9_]+]] = linalg.generic {indexing_maps = [#[[$LEN]], #[[$PAGE]], #{{.+}}], {{.*}}} ins(%[[LENS]], %[[TABLE]] : tensor<2xi32>, tensor<2x3xi32>) outs(%{{.*}} : tensor<2x2x48x8xbf16>)
+// CHECK-NEXT: ^bb0(%[[LEN:[a-zA-Z0-9_]+]]: i32, %[[PAGE_ID:[a-zA-Z0-9_]+]]: i32, %{{.*}}: bf16):
 // CHECK: %[[J:[a-zA-Z0-9_]+]] = linalg.index 2 : index
 // CHECK: %[[ID:[a-zA-Z0-9_]+]] = arith.index_cast %[[PAGE_ID]] : i32 to index
 // CHECK: %[[LOW:[a-zA-Z0-9_]+]] = arith.maxsi %[[ID]], %{{.*}} : index
 // CHECK: %[[PAGE:[a-zA-Z0-9_]+]] = arith.minsi %[[LOW]], %{{.*}} : index
 // CHECK: %[[ROW:[a-zA-Z0-9_]+]] = arith.remui %[[J]], %{{.*}} : index
-// CHECK: %[[K:[a-zA-Z0-9_]+]] = tensor.extract %[[KC]][%[[PAGE]], %[[ROW]], %{{.*}}, %{{.*}}] : tensor<5x16x2x8xf32>
+// CHECK: %[[K:[a-zA-Z0-9_]+]] = tensor.extract %[[KC]][%[[PAGE]], %[[ROW]], %{{.*}}, %{{.*}}] : tensor<5x16x2x8xbf16>
 // CHECK: %[[N:[a-zA-Z0-9_]+]] = arith.index_cast %[[LEN]] : i32 to index
 // CHECK: %[[IN_SEQ:[a-zA-Z0-9_]+]] = arith.cmpi slt, %[[J]], %[[N]] : index
-// CHECK: arith.select %[[IN_SEQ]], %[[K]], %{{.*}} : f32
-// CHECK: %[[VALUES:[a-zA-Z0-9_]+]] = linalg.generic {{.*}} ins(%[[LENS]], %[[TABLE]] : tensor<2xi32>, tensor<2x3xi32>)
-// CHECK: tensor.extract %[[VC]]
-// CHECK: %[[SCORES:[a-zA-Z0-9_]+]] = linalg.generic {indexing_maps = [#{{.+}}, #[[$KV]], #{{.+}}], {{.*}}} ins(%[[Q]], %[[KEYS]] : tensor<2x4x3x8xf32>, tensor<2x2x48x8xf32>)
-// CHECK: linalg.generic {{.*}} ins(%[[SCORES]], %[[LENS]] : tensor<2x4x3x48xf32>, tensor<2xi32>)
-// CHECK-NEXT: ^bb0(%{{.*}}: f32, %[[MASK_LEN:[a-zA-Z0-9_]+]]: i32, %{{.*}}: f32):
-// CHECK: %[[I:[a-zA-Z0-9_]+]] = linalg.index 2 : index
-// CHECK: %[[KEY:[a-zA-Z0-9_]+]] = linalg.index 3 : index
-// CHECK: %[[SEQ_Q:[a-zA-Z0-9_]+]] = arith.constant 3 : index
-// CHECK: %[[MASK_N:[a-zA-Z0-9_]+]] = arith.index_cast %[[MASK_LEN]] : i32 to index
-// CHECK: %[[FIRST:[a-zA-Z0-9_]+]] = arith.subi %[[MASK_N]], %[[SEQ_Q]] : index
-// CHECK: %[[LAST:[a-zA-Z0-9_]+]] = arith.addi %[[FIRST]], %[[I]] : index
-// CHECK: %[[FUTURE:[a-zA-Z0-9_]+]] = arith.cmpi sgt, %[[KEY]], %[[LAST]] : index
-// CHECK: arith.select %[[FUTURE]], %{{.*}}, %{{.*}} : f32
-// CHECK: arith.cmpf oeq, %{{.*}}, %{{.*}} : f32
-// CHECK: math.exp
-// CHECK: linalg.generic {{.*}} ins(%{{.*}}, %[[VALUES]] : tensor<2x4x3x48xf32>, tensor<2x2x48x8xf32>)
-// CHECK: %[[SEEN:[a-zA-Z0-9_]+]] = arith.cmpf ogt, %{{.*}}, %{{.*}} : f32
-// CHECK: arith.select %[[SEEN]]
-func.func @paged_attention(%q: tensor<2x4x3x8xf32>, %kc: tensor<5x16x2x8xf32>, %vc: tensor<5x16x2x8xf32>,
-                           %table: tensor<2x3xi32>, %lens: tensor<2xi32>) -> tensor<2x4x3x8xf32> {
-  %0 = kiln.paged_attention %q, %kc, %vc, %table, %lens
-      : tensor<2x4x3x8xf32>, tensor<5x16x2x8xf32>, tensor<5x16x2x8xf32>, tensor<2x3xi32>, tensor<2xi32>
-      -> tensor<2x4x3x8xf32>
-  return %0 : tensor<2x4x3x8xf32>
+// CHECK: arith.select %[[IN_SEQ]], %[[K]], %{{.*}} : bf16
+// CHECK: return %[[KEYS]]
+func.func @gather_pages(%kc: tensor<5x16x2x8xbf16>, %table: tensor<2x3xi32>, %lens: tensor<2xi32>)
+    -> tensor<2x2x48x8xbf16> {
+  %0 = kiln.gather_pages %kc, %table, %lens : tensor<5x16x2x8xbf16>, tensor<2x3xi32>, tensor<2xi32>
+      -> tensor<2x2x48x8xbf16>
+  return %0 : tensor<2x2x48x8xbf16>
 }
 
 // -----

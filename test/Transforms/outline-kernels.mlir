@@ -158,3 +158,49 @@ func.func @second(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>) -> tensor<4x16xf32>
   %s = kiln.sigmoid %y : tensor<4x16xf32>
   return %s : tensor<4x16xf32>
 }
+
+// -----
+
+// Paged attention (as kiln-expand-paged-attention writes it): the kernel takes the views of the caches in with
+// it, so that its tiles read the pages; its inputs are q, the caches, the block table and seq_lens, each once
+// (seq_lens feeds both views and the mask_mod). No view is left in the plan.
+// CHECK-LABEL: func.func private @paged_k0_attention
+// CHECK-SAME: (%[[Q:.+]]: tensor<2x8x4x64xbf16>, %[[KC:.+]]: tensor<16x16x2x64xbf16>, %[[T:.+]]: tensor<2x4xi32>, %[[L:.+]]: tensor<2xi32>, %[[VC:.+]]: tensor<16x16x2x64xbf16>, %[[OUT:.+]]: tensor<2x8x4x64xbf16>) -> tensor<2x8x4x64xbf16> attributes {kiln.kernel}
+// CHECK: %[[K:.+]] = kiln.gather_pages %[[KC]], %[[T]], %[[L]]
+// CHECK: %[[V:.+]] = kiln.gather_pages %[[VC]], %[[T]], %[[L]]
+// CHECK: kiln.attention %[[Q]], %[[K]], %[[V]] mod_operands(%[[L]] : tensor<2xi32>)
+// CHECK-LABEL: func.func @paged
+// CHECK-NOT: kiln.gather_pages
+// CHECK: call @paged_k0_attention(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}})
+// CHECK-NOT: kiln.gather_pages
+func.func @paged(%q: tensor<2x8x4x64xbf16>, %kc: tensor<16x16x2x64xbf16>, %vc: tensor<16x16x2x64xbf16>,
+                 %t: tensor<2x4xi32>, %l: tensor<2xi32>) -> tensor<2x8x4x64xbf16> {
+  %k = kiln.gather_pages %kc, %t, %l : tensor<16x16x2x64xbf16>, tensor<2x4xi32>, tensor<2xi32> -> tensor<2x2x64x64xbf16>
+  %v = kiln.gather_pages %vc, %t, %l : tensor<16x16x2x64xbf16>, tensor<2x4xi32>, tensor<2xi32> -> tensor<2x2x64x64xbf16>
+  %o = kiln.attention %q, %k, %v mod_operands(%l : tensor<2xi32>) mask_mod {
+  ^bb0(%b: index, %h: index, %i: index, %j: index, %lens: tensor<2xi32>):
+    %n = tensor.extract %lens[%b] : tensor<2xi32>
+    %len = arith.index_cast %n : i32 to index
+    %seen = arith.cmpi slt, %j, %len : index
+    kiln.yield %seen : i1
+  } : tensor<2x8x4x64xbf16>, tensor<2x2x64x64xbf16>, tensor<2x2x64x64xbf16> -> tensor<2x8x4x64xbf16>
+  return %o : tensor<2x8x4x64xbf16>
+}
+
+// -----
+
+// A view that is also a result of the plan: the kernel takes a copy of it in, and the view becomes a kernel of
+// its own for the plan's result, called where the view was (a gather on the host; the GPU backend has none).
+// CHECK-LABEL: func.func private @view_returned_k0_attention
+// CHECK: kiln.gather_pages
+// CHECK-LABEL: func.func private @view_returned_k1_gather_pages
+// CHECK: kiln.gather_pages
+// CHECK-LABEL: func.func @view_returned
+// CHECK: call @view_returned_k1_gather_pages
+// CHECK: call @view_returned_k0_attention
+func.func @view_returned(%q: tensor<2x8x4x64xbf16>, %kc: tensor<16x16x2x64xbf16>, %t: tensor<2x4xi32>,
+                         %l: tensor<2xi32>) -> (tensor<2x8x4x64xbf16>, tensor<2x2x64x64xbf16>) {
+  %k = kiln.gather_pages %kc, %t, %l : tensor<16x16x2x64xbf16>, tensor<2x4xi32>, tensor<2xi32> -> tensor<2x2x64x64xbf16>
+  %o = kiln.attention %q, %k, %k : tensor<2x8x4x64xbf16>, tensor<2x2x64x64xbf16>, tensor<2x2x64x64xbf16> -> tensor<2x8x4x64xbf16>
+  return %o, %k : tensor<2x8x4x64xbf16>, tensor<2x2x64x64xbf16>
+}

@@ -94,3 +94,41 @@ func.func @seq_major(%q: tensor<1x1x8x64xbf16>, %k: tensor<1x50x2x64xbf16>) -> t
   %0 = kiln.attention %q, %k, %k {layout = "bshd"} : tensor<1x1x8x64xbf16>, tensor<1x50x2x64xbf16>, tensor<1x50x2x64xbf16> -> tensor<1x1x8x64xbf16>
   return %0 : tensor<1x1x8x64xbf16>
 }
+
+// -----
+
+// A mask_mod that reads neither the head nor the query position (a paged sequence's length, as
+// kiln-expand-paged-attention writes it) means the same for the packed rows: the attention packs, the mask_mod
+// and its operand move over.
+// CHECK-LABEL: func.func @paged_length_mask
+// CHECK: %[[Q2:.+]] = kiln.reshape %{{.+}} : tensor<2x32x1x64xbf16> -> tensor<2x8x4x64xbf16>
+// CHECK: kiln.attention %[[Q2]], %{{.+}}, %{{.+}} mod_operands(%{{.+}} : tensor<2xi32>) mask_mod {
+// CHECK: arith.cmpi slt
+// CHECK: } {scale = 1.250000e-01 : f32} : tensor<2x8x4x64xbf16>, tensor<2x8x512x64xbf16>, tensor<2x8x512x64xbf16> -> tensor<2x8x4x64xbf16>
+func.func @paged_length_mask(%q: tensor<2x32x1x64xbf16>, %k: tensor<2x8x512x64xbf16>, %v: tensor<2x8x512x64xbf16>,
+                             %l: tensor<2xi32>) -> tensor<2x32x1x64xbf16> {
+  %o = kiln.attention %q, %k, %v mod_operands(%l : tensor<2xi32>) mask_mod {
+  ^bb0(%b: index, %h: index, %i: index, %j: index, %lens: tensor<2xi32>):
+    %n = tensor.extract %lens[%b] : tensor<2xi32>
+    %len = arith.index_cast %n : i32 to index
+    %seen = arith.cmpi slt, %j, %len : index
+    kiln.yield %seen : i1
+  } {scale = 0.125 : f32} : tensor<2x32x1x64xbf16>, tensor<2x8x512x64xbf16>, tensor<2x8x512x64xbf16> -> tensor<2x32x1x64xbf16>
+  return %o : tensor<2x32x1x64xbf16>
+}
+
+// -----
+
+// A mask_mod that reads the query position would see the group's rows as positions: left alone.
+// CHECK-LABEL: func.func @query_position_mask
+// CHECK-NOT: kiln.reshape
+// CHECK: kiln.attention %{{.+}}, %{{.+}}, %{{.+}} mask_mod {
+func.func @query_position_mask(%q: tensor<2x32x1x64xbf16>, %k: tensor<2x8x512x64xbf16>, %v: tensor<2x8x512x64xbf16>)
+    -> tensor<2x32x1x64xbf16> {
+  %o = kiln.attention %q, %k, %v mask_mod {
+  ^bb0(%b: index, %h: index, %i: index, %j: index):
+    %seen = arith.cmpi sle, %j, %i : index
+    kiln.yield %seen : i1
+  } : tensor<2x32x1x64xbf16>, tensor<2x8x512x64xbf16>, tensor<2x8x512x64xbf16> -> tensor<2x32x1x64xbf16>
+  return %o : tensor<2x32x1x64xbf16>
+}

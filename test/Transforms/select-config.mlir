@@ -411,3 +411,33 @@ func.func @matmul_one_row_eight_columns(%a: tensor<1x40xbf16>, %b: tensor<40x8xb
   %0 = kiln.matmul %a, %b : tensor<1x40xbf16>, tensor<40x8xbf16> -> tensor<1x8xbf16>
   return %0 : tensor<1x8xbf16>
 }
+
+// -----
+
+// K and V read from a paged cache: a key tile spans whole pages (the 64-key decode tile four 16-row pages) or
+// lies within one page; a page size that divides no tile (48 rows) takes the greatest common divisor (16).
+// CHECK-LABEL: func.func @paged_page16
+// HOST: kiln.config = #kiln.config<tile = [4, 64], warps = 1, stages = 1, lowering = "host">
+// SM80: kiln.config = #kiln.config<tile = [16, 64], warps = 1, stages = 2, lowering = "mma_sync">
+// SM90: kiln.config = #kiln.config<tile = [16, 64], warps = 1, stages = 2, lowering = "mma_sync">
+func.func @paged_page16(%q: tensor<2x8x4x128xbf16>, %kc: tensor<64x16x8x128xbf16>, %vc: tensor<64x16x8x128xbf16>,
+                        %t: tensor<2x32xi32>, %l: tensor<2xi32>) -> tensor<2x8x4x128xbf16> {
+  %k = kiln.gather_pages %kc, %t, %l : tensor<64x16x8x128xbf16>, tensor<2x32xi32>, tensor<2xi32> -> tensor<2x8x512x128xbf16>
+  %v = kiln.gather_pages %vc, %t, %l : tensor<64x16x8x128xbf16>, tensor<2x32xi32>, tensor<2xi32> -> tensor<2x8x512x128xbf16>
+  %o = kiln.attention %q, %k, %v : tensor<2x8x4x128xbf16>, tensor<2x8x512x128xbf16>, tensor<2x8x512x128xbf16> -> tensor<2x8x4x128xbf16>
+  return %o : tensor<2x8x4x128xbf16>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @paged_page48_prefill
+// HOST: kiln.config = #kiln.config<tile = [64, 16], warps = 1, stages = 1, lowering = "host">
+// SM80: kiln.config = #kiln.config<tile = [128, 16], warps = 8, stages = 2, lowering = "mma_sync">
+// SM90: kiln.config = #kiln.config<tile = [128, 16], warps = 8, stages = 2, lowering = "wgmma">
+func.func @paged_page48_prefill(%q: tensor<1x8x256x128xbf16>, %kc: tensor<64x48x8x128xbf16>, %vc: tensor<64x48x8x128xbf16>,
+                                %t: tensor<1x32xi32>, %l: tensor<1xi32>) -> tensor<1x8x256x128xbf16> {
+  %k = kiln.gather_pages %kc, %t, %l : tensor<64x48x8x128xbf16>, tensor<1x32xi32>, tensor<1xi32> -> tensor<1x8x1536x128xbf16>
+  %v = kiln.gather_pages %vc, %t, %l : tensor<64x48x8x128xbf16>, tensor<1x32xi32>, tensor<1xi32> -> tensor<1x8x1536x128xbf16>
+  %o = kiln.attention %q, %k, %v : tensor<1x8x256x128xbf16>, tensor<1x8x1536x128xbf16>, tensor<1x8x1536x128xbf16> -> tensor<1x8x256x128xbf16>
+  return %o : tensor<1x8x256x128xbf16>
+}

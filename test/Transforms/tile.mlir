@@ -685,3 +685,83 @@ func.func @attention_kv_chunks(%q: tensor<1x8x4x64xbf16>, %k: tensor<1x8x1000x64
   %o, %lse = kiln.attention %q, %k, %v {kv_chunk = 256 : i64, kiln.config = #kiln.config<tile = [16, 64], warps = 1, stages = 2, lowering = "mma_sync">} : tensor<1x8x4x64xbf16>, tensor<1x8x1000x64xbf16>, tensor<1x8x1000x64xbf16> -> tensor<4x1x8x4x64xf32>, tensor<4x1x8x4xf32>
   return %o, %lse : tensor<4x1x8x4x64xf32>, tensor<4x1x8x4xf32>
 }
+
+// -----
+
+// K and V read from a paged cache (kiln.gather_pages views, as kiln-expand-paged-attention writes paged attention):
+// each 32-key tile lies within one 32-row page, read straight from it: the page id from the block table (its
+// column clamped into the table, the id into the cache), rows from the sequence's length on zero. The key loops
+// end at the sequence's length, read from seq_lens by the mask_mod's bound (a per-sequence symbol), not at the
+// view's 512 keys; the tiles before the length's last one run without the mask. (The views, dead once tiled,
+// go at the next canonicalization.)
+// CHECK-LABEL: func.func @paged_decode
+// CHECK-SAME: (%{{.+}}: tensor<2x8x4x128xbf16>, %[[KC:.+]]: tensor<64x32x8x128xbf16>, %[[VC:.+]]: tensor<64x32x8x128xbf16>, %[[T:.+]]: tensor<2x16xi32>, %[[L:.+]]: tensor<2xi32>)
+// CHECK: scf.forall (%[[B:.+]], %[[H:.+]], %{{.+}}) = (0, 0, 0) to (2, 8, 4)
+// CHECK: %[[N:.+]] = tensor.extract %[[L]][%[[B]]] : tensor<2xi32>
+// CHECK: %[[LEN:.+]] = arith.index_cast %[[N]] : i32 to index
+// CHECK: scf.for %[[J:[a-z0-9_]+]] =
+// CHECK: %[[COLUMN:.+]] = arith.minsi %{{.+}}, %{{.+}} : index
+// CHECK: %[[ID:.+]] = tensor.extract %[[T]][%[[B]], %[[COLUMN]]] : tensor<2x16xi32>
+// CHECK: %[[PAGE0:.+]] = arith.index_cast %[[ID]] : i32 to index
+// CHECK: %[[PAGE1:.+]] = arith.maxsi %[[PAGE0]], %{{.+}} : index
+// CHECK: %[[PAGE:.+]] = arith.minsi %[[PAGE1]], %{{.+}} : index
+// CHECK: %[[ROW:.+]] = arith.remsi %[[J]], %{{.+}} : index
+// CHECK: %[[LEFT:.+]] = arith.subi %[[LEN]], %[[J]] : index
+// CHECK: %[[ROWS0:.+]] = arith.minsi %[[LEFT]], %{{.+}} : index
+// CHECK: %[[ROWS:.+]] = arith.maxsi %[[ROWS0]], %{{.+}} : index
+// CHECK: tensor.extract_slice %[[KC]][%[[PAGE]], %[[ROW]], %{{.+}}, 0] [1, %[[ROWS]], 1, 128] [1, 1, 1, 1] : tensor<64x32x8x128xbf16> to tensor<?x128xbf16>
+// CHECK: scf.for
+// CHECK: tensor.extract_slice %[[VC]][%{{.+}}, %{{.+}}, %{{.+}}, 0] [1, %{{.+}}, 1, 128] [1, 1, 1, 1] : tensor<64x32x8x128xbf16> to tensor<?x128xbf16>
+// FOLD-LABEL: func.func @paged_decode
+// FOLD-DAG: %[[C512:.+]] = arith.constant 512 : index
+// FOLD-DAG: %[[C31:.+]] = arith.constant 31 : index
+// FOLD: %[[GUARDED:.+]] = arith.select %{{.+}}, %{{.+}}, %{{.+}} : i32
+// FOLD: %[[SEEN:.+]] = arith.index_cast %[[GUARDED]] : i32 to index
+// FOLD: %[[END:.+]] = arith.minsi %[[SEEN]], %[[C512]] : index
+// FOLD: %[[LAST_TILE:.+]] = arith.subi %[[SEEN]], %[[C31]] : index
+// FOLD: %[[MASK_FROM:.+]] = arith.minsi %[[LAST_TILE]], %{{.+}} : index
+// FOLD: scf.for %[[J:[a-z0-9_]+]] = %{{.+}} to %[[END]] step %{{.+}}
+// FOLD: arith.cmpi sge, %[[J]], %[[MASK_FROM]] : index
+func.func @paged_decode(%q: tensor<2x8x4x128xbf16>, %kc: tensor<64x32x8x128xbf16>, %vc: tensor<64x32x8x128xbf16>,
+                        %t: tensor<2x16xi32>, %l: tensor<2xi32>) -> tensor<2x8x4x128xbf16> {
+  %k = kiln.gather_pages %kc, %t, %l : tensor<64x32x8x128xbf16>, tensor<2x16xi32>, tensor<2xi32> -> tensor<2x8x512x128xbf16>
+  %v = kiln.gather_pages %vc, %t, %l : tensor<64x32x8x128xbf16>, tensor<2x16xi32>, tensor<2xi32> -> tensor<2x8x512x128xbf16>
+  %o = kiln.attention %q, %k, %v mod_operands(%l : tensor<2xi32>) mask_mod {
+  ^bb0(%b: index, %h: index, %i: index, %j: index, %lens: tensor<2xi32>):
+    %n = tensor.extract %lens[%b] : tensor<2xi32>
+    %len = arith.index_cast %n : i32 to index
+    %seen = arith.cmpi slt, %j, %len : index
+    kiln.yield %seen : i1
+  } {scale = 0.125 : f32, kiln.config = #kiln.config<tile = [16, 32], warps = 1, stages = 2, lowering = "mma_sync">}
+      : tensor<2x8x4x128xbf16>, tensor<2x8x512x128xbf16>, tensor<2x8x512x128xbf16> -> tensor<2x8x4x128xbf16>
+  return %o : tensor<2x8x4x128xbf16>
+}
+
+// -----
+
+// A 64-key tile over 16-row pages spans four pages: it is assembled from four 16-row pieces, each read from its
+// own page (the table at column keyStart / 16 + 0, 1, 2, 3) with its own valid rows.
+// CHECK-LABEL: func.func @paged_pieces
+// CHECK: scf.for
+// CHECK: %[[EMPTY:.+]] = tensor.empty() : tensor<64x128xbf16>
+// CHECK: tensor.extract %{{.+}}[%{{.+}}, %{{.+}}] : tensor<2x32xi32>
+// CHECK: %[[P0:.+]] = tensor.insert_slice %{{.+}} into %[[EMPTY]][0, 0] [16, 128] [1, 1] : tensor<16x128xbf16> into tensor<64x128xbf16>
+// CHECK: tensor.extract %{{.+}}[%{{.+}}, %{{.+}}] : tensor<2x32xi32>
+// CHECK: %[[P1:.+]] = tensor.insert_slice %{{.+}} into %[[P0]][16, 0] [16, 128]
+// CHECK: %[[P2:.+]] = tensor.insert_slice %{{.+}} into %[[P1]][32, 0] [16, 128]
+// CHECK: %[[P3:.+]] = tensor.insert_slice %{{.+}} into %[[P2]][48, 0] [16, 128]
+// CHECK: kiln.matmul %{{.+}}, %[[P3]] transpose_rhs
+func.func @paged_pieces(%q: tensor<2x8x4x128xbf16>, %kc: tensor<64x16x8x128xbf16>, %vc: tensor<64x16x8x128xbf16>,
+                        %t: tensor<2x32xi32>, %l: tensor<2xi32>) -> tensor<2x8x4x128xbf16> {
+  %k = kiln.gather_pages %kc, %t, %l : tensor<64x16x8x128xbf16>, tensor<2x32xi32>, tensor<2xi32> -> tensor<2x8x512x128xbf16>
+  %v = kiln.gather_pages %vc, %t, %l : tensor<64x16x8x128xbf16>, tensor<2x32xi32>, tensor<2xi32> -> tensor<2x8x512x128xbf16>
+  %o = kiln.attention %q, %k, %v mod_operands(%l : tensor<2xi32>) mask_mod {
+  ^bb0(%b: index, %h: index, %i: index, %j: index, %lens: tensor<2xi32>):
+    %n = tensor.extract %lens[%b] : tensor<2xi32>
+    %len = arith.index_cast %n : i32 to index
+    %seen = arith.cmpi slt, %j, %len : index
+    kiln.yield %seen : i1
+  } {scale = 0.125 : f32, kiln.config = #kiln.config<tile = [16, 64], warps = 1, stages = 2, lowering = "mma_sync">}
+      : tensor<2x8x4x128xbf16>, tensor<2x8x512x128xbf16>, tensor<2x8x512x128xbf16> -> tensor<2x8x4x128xbf16>
+  return %o : tensor<2x8x4x128xbf16>
+}

@@ -639,7 +639,7 @@ def Kiln_PagedAttentionOp : Kiln_Op<"paged_attention", [Pure]> {
     - `seq_lens : [B]` (i32): each sequence's length, its new tokens included.
     - `out : [B, Hq, Sq, D]`, element type of `q`. Query `i` of sequence `b` attends to the keys
       `0 <= j <= seq_lens[b] - Sq + i` (causal, aligned bottom-right within each sequence); a row that sees no
-      key (`seq_lens[b] < Sq - i`) is zero.
+      key (`seq_lens[b] < Sq - i`) is NaN, as in `kiln.attention`.
     - GQA/MQA from the head counts (`Hq` a multiple of `Hkv`), `scale` defaulting to `1 / sqrt(D)`, as in
       `kiln.attention`.
 
@@ -669,6 +669,40 @@ def Kiln_PagedAttentionOp : Kiln_Op<"paged_attention", [Pure]> {
     int64_t getPageSize() { return getKCache().getType().getDimSize(1); }
     /// Keys the block table can address per sequence: max_pages * page_size.
     int64_t getCapacity();
+  }];
+  let hasVerifier = 1;
+}
+
+def Kiln_GatherPagesOp : Kiln_Op<"gather_pages", [Pure]> {
+  let summary = "each sequence's keys (or values) in a paged KV cache, as one contiguous tensor";
+  let description = [{
+    The view of a paged cache that attention reads: `out[b, h, j, x]` is row `j % page_size` of page
+    `block_table[b, j / page_size]` at head `h`, feature `x`, for `j < seq_lens[b]`, and zero from `seq_lens[b]`
+    on (whatever the unused pages and table entries hold never reaches it).
+
+    - `cache : [num_pages, page_size, Hkv, D]` (page size 16 to 256), `block_table : [B, max_pages]` and
+      `seq_lens : [B]` (i32) as in `kiln.paged_attention`.
+    - `out : [B, Hkv, max_pages * page_size, D]`, the element type of the cache.
+
+    `kiln-expand-paged-attention` writes `kiln.paged_attention` as a `kiln.attention` over two of these. Tiling
+    never builds the tensor: a key tile that lies within one page is read straight from its page (the page id
+    read from the table, rows past the length zero), so on the GPU the paged gather is how the K/V tile loads
+    address memory. Only where nothing tiles its consumer does it lower to a gather of its own.
+
+    ```mlir
+    %k = kiln.gather_pages %k_cache, %block_table, %seq_lens
+        : tensor<512x16x8x128xbf16>, tensor<4x64xi32>, tensor<4xi32> -> tensor<4x8x1024x128xbf16>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$cache, Kiln_AnyTensor:$block_table, Kiln_AnyTensor:$seq_lens);
+  let results = (outs Kiln_FloatTensor:$out);
+  let assemblyFormat = [{
+    $cache `,` $block_table `,` $seq_lens attr-dict
+    `:` type($cache) `,` type($block_table) `,` type($seq_lens) `->` type($out)
+  }];
+  let extraClassDeclaration = [{
+    /// Rows per page (dimension 1 of the cache).
+    int64_t getPageSize() { return getCache().getType().getDimSize(1); }
   }];
   let hasVerifier = 1;
 }

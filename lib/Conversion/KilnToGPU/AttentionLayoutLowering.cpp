@@ -252,12 +252,17 @@ LogicalResult MmaAttentionLowering::findProducts(scf::ForOp loop, MatmulOp &scor
 
 FailureOr<Value> MmaAttentionLowering::stageKeyTile(scf::ForOp loop, Value keyStart, Value enabled, Value slot) {
   mapping.map(loop.getInductionVar(), keyStart);
-  for (Operation &op : loop.getBody()->without_terminator())
-    if (isa<tensor::ExtractSliceOp, tensor::PadOp, tensor::DimOp, affine::AffineMinOp, affine::AffineApplyOp>(op) ||
+  for (Operation &op : loop.getBody()->without_terminator()) {
+    bool tableRead = isa<tensor::ExtractOp>(op) && globals.count(cast<tensor::ExtractOp>(op).getTensor());
+    bool addressing =
+        isa<tensor::ExtractSliceOp, tensor::PadOp, tensor::InsertSliceOp, tensor::DimOp, affine::AffineMinOp,
+            affine::AffineApplyOp>(op) ||
         (isa<arith::ArithDialect>(op.getDialect()) &&
-         llvm::all_of(op.getResultTypes(), [](Type t) { return t.isIndex(); })))
-      if (failed(lowerAddressing(&op, kWhat)))
-        return failure();
+         llvm::all_of(op.getResultTypes(), [](Type t) { return t.isIndex(); }));
+    // A table read (a paged cache's page id) loads the element; addressing is recomputed for this tile.
+    if ((tableRead && failed(lowerOp(&op))) || (addressing && failed(lowerAddressing(&op, kWhat))))
+      return failure();
+  }
   MatmulOp scores, values;
   if (failed(findProducts(loop, scores, values)))
     return failure();

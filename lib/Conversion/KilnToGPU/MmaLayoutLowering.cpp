@@ -77,13 +77,37 @@ void MmaMatmulLowering::copyTile(const GlobalTile &tile, const OperandRing &ring
   bool elementLoads = width * bytes < 4;
   int64_t chunksPerRow = ring.columns / chunk, chunks = ring.rows * chunksPerRow;
   Value slotBase = im.mul(slot, ring.slotElements);
+  // A tile assembled from pieces (a key tile over several pages): each row reads its piece's slice, whose first
+  // element is at a base of its own.
+  SmallVector<Value> pieceBases;
+  for (const GlobalTile &piece : tile.pieces)
+    pieceBases.push_back(elementIndex(source, piece.offsets, {}, {}));
+  auto ofPiece = [&](Value row, function_ref<Value(int64_t)> field) {
+    Value piece = im.div(row, tile.pieceRows), value = field(tile.pieces.size() - 1);
+    for (int64_t p = static_cast<int64_t>(tile.pieces.size()) - 2; p >= 0; --p)
+      value = im.select(im.lt(piece, p + 1), field(p), value);
+    return value;
+  };
+  // Whether `row` of the tile holds data, and the global index of its element at column `at`.
+  auto rowInside = [&](Value row) {
+    if (tile.pieces.empty())
+      return inside(im, row, tile.sizes[rowDim], ring.rows);
+    Value size = ofPiece(row, [&](int64_t p) { return tile.pieces[p].sizes[rowDim]; });
+    return inside(im, im.rem(row, tile.pieceRows), size, tile.pieceRows);
+  };
+  auto globalIndex = [&](Value row, Value at) {
+    if (tile.pieces.empty())
+      return elementIndex(source, tile.offsets, {rowDim, columnDim}, {row, at});
+    Value base = ofPiece(row, [&](int64_t p) { return pieceBases[p]; });
+    return im.add(base, elementIndex(source, {}, {rowDim, columnDim}, {im.rem(row, tile.pieceRows), at}));
+  };
   for (int64_t first = 0; first < chunks; first += threads) {
     Value index = im.add(tid, first);
     auto copyChunk = [&](SmallVectorImpl<Value> &chunkTokens) {
       Value row = im.div(index, chunksPerRow), column = im.mul(im.rem(index, chunksPerRow), chunk);
       Value sharedAt = im.add(slotBase, ring.swizzled ? swizzledPanelIndex(im, row, column, ring.rows)
                                                       : im.add(im.mul(row, ring.stride), column));
-      Value rowValid = im.andi(enabled, inside(im, row, tile.sizes[rowDim], ring.rows));
+      Value rowValid = im.andi(enabled, rowInside(row));
       std::optional<int64_t> wholeColumns = IndexMath::known(tile.sizes[columnDim]);
       if (elementLoads) {
         // Element loads, predicated, stored to shared memory as one 16-byte chunk.
@@ -91,7 +115,7 @@ void MmaMatmulLowering::copyTile(const GlobalTile &tile, const OperandRing &ring
         for (int64_t e = 0; e < chunk; ++e) {
           Value at = im.add(column, e);
           Value valid = im.andi(rowValid, inside(im, at, tile.sizes[columnDim], ring.columns));
-          Value globalAt = elementIndex(source, tile.offsets, {rowDim, columnDim}, {row, at});
+          Value globalAt = globalIndex(row, at);
           llvm::append_range(values, loadElements(b, loc, im, source.buffer, globalAt, 1, valid, 0.0));
         }
         Value chunkValue = vector::FromElementsOp::create(b, loc, VectorType::get({chunk}, element), values);
@@ -109,7 +133,7 @@ void MmaMatmulLowering::copyTile(const GlobalTile &tile, const OperandRing &ring
           Value left = arith::SubIOp::create(b, loc, tile.sizes[columnDim], im.min(at, tile.sizes[columnDim]));
           count = im.select(rowValid, im.min(left, im.c(width)), im.c(0));
         }
-        Value globalAt = elementIndex(source, tile.offsets, {rowDim, columnDim}, {row, at});
+        Value globalAt = globalIndex(row, at);
         Value any = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, count, im.c(0));
         chunkTokens.push_back(nvgpu::DeviceAsyncCopyOp::create(
             b, loc, tokenType, ring.shared, im.add(sharedAt, part), source.buffer, im.select(any, globalAt, im.c(0)),

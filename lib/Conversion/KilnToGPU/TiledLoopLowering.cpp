@@ -209,6 +209,31 @@ FailureOr<bool> TiledLoopLowering::lowerAddressing(Operation *op, StringRef what
     globalTiles[slice.getResult()] = tile;
     return true;
   }
+  if (auto insert = dyn_cast<tensor::InsertSliceOp>(op)) {
+    auto piece = globalTiles.find(insert.getSource());
+    if (piece == globalTiles.end())
+      return false;
+    // Pieces of equal rows, whole, stacked in order from row 0 of an empty tile.
+    auto assembled = globalTiles.find(insert.getDest());
+    GlobalTile tile = assembled != globalTiles.end() ? assembled->second : GlobalTile{};
+    int64_t rows = insert.getSourceType().getDimSize(0);
+    std::optional<int64_t> row = getConstantIntValue(insert.getMixedOffsets()[0]),
+                           column = getConstantIntValue(insert.getMixedOffsets()[1]);
+    bool fresh = assembled == globalTiles.end() && insert.getDest().getDefiningOp<tensor::EmptyOp>();
+    if ((!fresh && assembled == globalTiles.end()) || insert.getSourceType().getRank() != 2 || !row ||
+        *row != static_cast<int64_t>(tile.pieces.size()) * rows || column != 0 ||
+        insert.getSourceType().getDimSize(1) != insert.getDestType().getDimSize(1) ||
+        (!tile.pieces.empty() && (tile.pieceRows != rows || tile.source.buffer != piece->second.source.buffer)))
+      return op->emitOpError() << what << ": a tile is assembled from whole row blocks of equal height, in order, "
+                                          "of one kernel buffer";
+    if (tile.pieces.empty()) {
+      tile = piece->second;
+      tile.pieceRows = rows;
+    }
+    tile.pieces.push_back(piece->second);
+    globalTiles[insert.getResult()] = tile;
+    return true;
+  }
   if (auto pad = dyn_cast<tensor::PadOp>(op)) {
     if (auto global = globals.find(pad.getSource()); global != globals.end())
       globalTiles[pad.getSource()] = wholeTile(global->second);

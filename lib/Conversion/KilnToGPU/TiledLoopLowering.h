@@ -21,6 +21,8 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
 
+#include <vector>
+
 namespace mlir {
 namespace kiln {
 namespace gpukernel {
@@ -36,12 +38,16 @@ struct GlobalTensor {
 
 /// A slice of a global tensor that is read when an op first uses it: `offsets` and valid `sizes` per source
 /// dimension (index values; a size is never negative), the source dimensions that the tile's dimensions stand
-/// for (`dims`, in order), and the value of the elements past the valid sizes (a tensor.pad's).
+/// for (`dims`, in order), and the value of the elements past the valid sizes (a tensor.pad's). A tile assembled
+/// from slices of one tensor stacked along its first dimension (a key tile spanning several pages of a paged
+/// cache) lists them as `pieces` of `pieceRows` rows each; its own fields are the first piece's.
 struct GlobalTile {
   GlobalTensor source;
   SmallVector<Value> offsets, sizes;
   SmallVector<int64_t> dims;
   double pad = 0.0;
+  std::vector<GlobalTile> pieces = {};
+  int64_t pieceRows = 0;
 };
 
 /// Lowers the addressing of a tiled loop into a gpu.func under construction; the lowerings by layout derive
@@ -69,8 +75,10 @@ public:
   void setExtentTile(Value extent, int64_t tile) { extentTiles[extent] = tile; }
 
   /// Lowers `op` when it computes addresses: index arithmetic (affine.min and affine.apply expanded, arith
-  /// index ops and constants cloned), tensor.dim of a tile read from memory, and the tensor.extract_slice and
-  /// tensor.pad of a kernel buffer that make a GlobalTile. Returns whether it did; fails on a malformed read.
+  /// index ops and constants cloned), tensor.dim of a tile read from memory, the tensor.extract_slice and
+  /// tensor.pad of a kernel buffer that make a GlobalTile, and the tensor.insert_slice of such tiles, one after
+  /// the other along the rows of a tensor.empty, that assemble one from pieces. Returns whether it did; fails on
+  /// a malformed read.
   FailureOr<bool> lowerAddressing(Operation *op, StringRef what);
 
 protected:

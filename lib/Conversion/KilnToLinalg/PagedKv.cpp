@@ -1,23 +1,20 @@
-//===- PagedKv.cpp - kiln.paged_attention and kiln.append_kv to linalg ----===//
+//===- PagedKv.cpp - kiln.gather_pages and kiln.append_kv to linalg -------===//
 //
-// The reference form of the paged KV cache ops, run by the host backend. Paged attention gathers each
-// sequence's keys and values out of their pages through the block table into contiguous [B, Hkv, keys, D]
-// tensors (zero past the sequence's length), then computes scores, the per-sequence causal mask from
-// `seq_lens`, a full-row softmax and the product with the values. The append copies the caches and writes the
-// new rows one token at a time in an scf.for nest, each row an insert_slice at the page the table names.
-// Both read the tables at run time; ids and positions outside the caches are clamped (reads) or skipped
-// (writes) so that a bad table can never touch memory outside them.
+// The host form of the paged KV cache ops. Paged attention reaches here as attention over kiln.gather_pages
+// views (kiln-expand-paged-attention); a view whose attention kiln-tile did not read page by page gathers each
+// sequence's keys or values out of their pages through the block table into a contiguous [B, Hkv, keys, D]
+// tensor (zero past the sequence's length). The append copies the caches and writes the new rows one token at
+// a time in an scf.for nest, each row an insert_slice at the page the table names. Both read the tables at run
+// time; ids and positions outside the caches are clamped (reads) or skipped (writes) so that a bad table can
+// never touch memory outside them.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Conversion/KilnToLinalg/LinalgBuilders.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
-
-#include <limits>
 
 using namespace mlir;
 using namespace mlir::kiln;
@@ -44,9 +41,9 @@ Value inRange(OpBuilder &b, Location loc, Value value, Value lo, Value hi) {
   return arith::AndIOp::create(b, loc, aboveLo, belowHi);
 }
 
-/// The keys (or values) of every sequence in f32, `[B, Hkv, max_pages * page_size, D]`: position `j` of sequence
-/// `b` read from page `block_table[b, j / page_size]`, row `j % page_size`, and zero from `seq_lens[b]` on, so
-/// that whatever the unused pages hold never reaches an output.
+/// The keys (or values) of every sequence, `[B, Hkv, max_pages * page_size, D]` of the cache's element type:
+/// position `j` of sequence `b` read from page `block_table[b, j / page_size]`, row `j % page_size`, and zero
+/// from `seq_lens[b]` on, so that whatever the unused pages hold never reaches an output.
 Value gatherPages(OpBuilder &b, Location loc, Value cache, Value blockTable, Value seqLens, int64_t batch,
                   int64_t capacity) {
   MLIRContext *ctx = b.getContext();
@@ -57,9 +54,9 @@ Value gatherPages(OpBuilder &b, Location loc, Value cache, Value blockTable, Val
   // Dims (b, h, j, x): the length of sequence b and the page id of its page j / page_size.
   AffineMap lenMap = AffineMap::get(4, 0, {d(0)}, ctx);
   AffineMap pageMap = AffineMap::get(4, 0, {d(0), d(2).floorDiv(pageSize)}, ctx);
-  Type f32 = b.getF32Type();
+  Type element = cacheType.getElementType();
   return buildElementwise(
-      b, loc, {batch, heads, capacity, headDim}, f32, ValueRange{seqLens, blockTable}, {lenMap, pageMap},
+      b, loc, {batch, heads, capacity, headDim}, element, ValueRange{seqLens, blockTable}, {lenMap, pageMap},
       [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
         Value h = linalg::IndexOp::create(nb, l, 1), j = linalg::IndexOp::create(nb, l, 2),
               x = linalg::IndexOp::create(nb, l, 3);
@@ -67,95 +64,17 @@ Value gatherPages(OpBuilder &b, Location loc, Value cache, Value blockTable, Val
         Value row = arith::RemUIOp::create(nb, l, j, indexConstant(nb, l, pageSize));
         Value element = tensor::ExtractOp::create(nb, l, cache, ValueRange{page, row, h, x});
         Value visible = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::slt, j, toIndex(nb, l, args[0]));
-        return arith::SelectOp::create(nb, l, visible, widen(nb, l, element), floatConstant(nb, l, f32, 0.0));
+        return arith::SelectOp::create(nb, l, visible, element, floatConstant(nb, l, cacheType.getElementType(), 0.0));
       });
 }
 
-struct PagedAttentionLowering : OpConversionPattern<PagedAttentionOp> {
+struct GatherPagesLowering : OpConversionPattern<GatherPagesOp> {
   using OpConversionPattern::OpConversionPattern;
-  LogicalResult matchAndRewrite(PagedAttentionOp op, OpAdaptor adaptor,
+  LogicalResult matchAndRewrite(GatherPagesOp op, OpAdaptor adaptor,
                                 ConversionPatternRewriter &rewriter) const override {
-    Location loc = op.getLoc();
-    MLIRContext *ctx = rewriter.getContext();
-    RankedTensorType q = op.getQ().getType();
-    int64_t batch = q.getDimSize(0), heads = q.getDimSize(1), seqQ = q.getDimSize(2), headDim = q.getDimSize(3);
-    int64_t capacity = op.getCapacity(), group = op.getGroupSize();
-    auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
-    Type f32 = rewriter.getF32Type();
-    Value keys = gatherPages(rewriter, loc, adaptor.getKCache(), adaptor.getBlockTable(), adaptor.getSeqLens(),
-                             batch, capacity);
-    Value values = gatherPages(rewriter, loc, adaptor.getVCache(), adaptor.getBlockTable(), adaptor.getSeqLens(),
-                               batch, capacity);
-
-    // scores[b, h, i, j] = sum_x q[b, h, i, x] * keys[b, h / group, j, x]; dims (b, h, i, j, x).
-    SmallVector<int64_t> scoreShape{batch, heads, seqQ, capacity};
-    auto multiplyAdd = [](OpBuilder &b, Location l, ValueRange args) {
-      Value p = arith::MulFOp::create(b, l, widen(b, l, args[0]), widen(b, l, args[1]));
-      linalg::YieldOp::create(b, l, arith::AddFOp::create(b, l, args[2], p).getResult());
-    };
-    using utils::IteratorType;
-    Value scores =
-        linalg::GenericOp::create(
-            rewriter, loc, TypeRange{RankedTensorType::get(scoreShape, f32)}, ValueRange{adaptor.getQ(), keys},
-            ValueRange{createFilled(rewriter, loc, scoreShape, f32, 0.0)},
-            ArrayRef<AffineMap>{AffineMap::get(5, 0, {d(0), d(1), d(2), d(4)}, ctx),
-                                AffineMap::get(5, 0, {d(0), d(1).floorDiv(group), d(3), d(4)}, ctx),
-                                AffineMap::get(5, 0, {d(0), d(1), d(2), d(3)}, ctx)},
-            {IteratorType::parallel, IteratorType::parallel, IteratorType::parallel, IteratorType::parallel,
-             IteratorType::reduction},
-            multiplyAdd)
-            .getResult(0);
-
-    // Query i of sequence b sees keys j <= seq_lens[b] - seq_q + i (the newest seq_q tokens, bottom-right).
-    double scale = op.getEffectiveScale();
-    AffineMap full4 = rewriter.getMultiDimIdentityMap(4), row4 = getDroppedAxesMap(4, {3}, ctx);
-    Value logits = buildElementwise(
-        rewriter, loc, scoreShape, f32, ValueRange{scores, adaptor.getSeqLens()},
-        {full4, AffineMap::get(4, 0, {d(0)}, ctx)}, [&](OpBuilder &b, Location l, ValueRange x) -> Value {
-          Value s = arith::MulFOp::create(b, l, x[0], floatConstant(b, l, f32, scale));
-          Value i = linalg::IndexOp::create(b, l, 2), j = linalg::IndexOp::create(b, l, 3);
-          Value last = arith::AddIOp::create(
-              b, l, arith::SubIOp::create(b, l, toIndex(b, l, x[1]), indexConstant(b, l, seqQ)), i);
-          Value masked = arith::CmpIOp::create(b, l, arith::CmpIPredicate::sgt, j, last);
-          return arith::SelectOp::create(b, l, masked,
-                                         floatConstant(b, l, f32, -std::numeric_limits<double>::infinity()), s);
-        });
-
-    // Softmax along j. A row that sees no key has max -inf: it subtracts 0 instead, so its sum is 0 and its
-    // output zero rather than NaN.
-    auto first = [](OpBuilder &, Location, ValueRange x) { return x[0]; };
-    Value rowMax = buildReduction(rewriter, loc, scoreShape, {3}, Combiner::Max, logits, full4, first);
-    Value probs = buildElementwise(
-        rewriter, loc, scoreShape, f32, ValueRange{logits, rowMax}, {full4, row4},
-        [&](OpBuilder &b, Location l, ValueRange x) -> Value {
-          Value empty = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OEQ, x[1],
-                                              floatConstant(b, l, f32, -std::numeric_limits<double>::infinity()));
-          Value max = arith::SelectOp::create(b, l, empty, floatConstant(b, l, f32, 0.0), x[1]);
-          return math::ExpOp::create(b, l, arith::SubFOp::create(b, l, x[0], max));
-        });
-    Value rowSum = buildReduction(rewriter, loc, scoreShape, {3}, Combiner::Sum, probs, full4, first);
-
-    // out[b, h, i, e] = sum_j probs[b, h, i, j] * values[b, h / group, j, e] / rowSum; dims (b, h, i, j, e).
-    SmallVector<int64_t> outShape{batch, heads, seqQ, headDim};
-    Value unnormalised =
-        linalg::GenericOp::create(
-            rewriter, loc, TypeRange{RankedTensorType::get(outShape, f32)}, ValueRange{probs, values},
-            ValueRange{createFilled(rewriter, loc, outShape, f32, 0.0)},
-            ArrayRef<AffineMap>{AffineMap::get(5, 0, {d(0), d(1), d(2), d(3)}, ctx),
-                                AffineMap::get(5, 0, {d(0), d(1).floorDiv(group), d(3), d(4)}, ctx),
-                                AffineMap::get(5, 0, {d(0), d(1), d(2), d(4)}, ctx)},
-            {IteratorType::parallel, IteratorType::parallel, IteratorType::parallel, IteratorType::reduction,
-             IteratorType::parallel},
-            multiplyAdd)
-            .getResult(0);
-    Value out = buildElementwise(rewriter, loc, outShape, q.getElementType(), ValueRange{unnormalised, rowSum},
-                                 {full4, row4}, [&](OpBuilder &b, Location l, ValueRange x) -> Value {
-                                   Value zero = floatConstant(b, l, f32, 0.0);
-                                   Value seen = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OGT, x[1], zero);
-                                   return arith::SelectOp::create(b, l, seen, arith::DivFOp::create(b, l, x[0], x[1]),
-                                                                  zero);
-                                 });
-    rewriter.replaceOp(op, out);
+    RankedTensorType type = op.getOut().getType();
+    rewriter.replaceOp(op, gatherPages(rewriter, op.getLoc(), adaptor.getCache(), adaptor.getBlockTable(),
+                                       adaptor.getSeqLens(), type.getDimSize(0), type.getDimSize(2)));
     return success();
   }
 };
@@ -231,5 +150,5 @@ struct AppendKvLowering : OpConversionPattern<AppendKvOp> {
 } // namespace
 
 void kiln::populatePagedKvLoweringPatterns(RewritePatternSet &patterns) {
-  patterns.add<PagedAttentionLowering, AppendKvLowering>(patterns.getContext());
+  patterns.add<GatherPagesLowering, AppendKvLowering>(patterns.getContext());
 }

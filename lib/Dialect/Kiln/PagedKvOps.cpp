@@ -1,8 +1,9 @@
 //===- PagedKvOps.cpp - Verifiers of the paged KV cache ops ---------------===//
 //
-// The shape and dtype rules of kiln.paged_attention and kiln.append_kv. Serving code builds these ops from
-// tables it fills at run time, so a wrong table or cache layout must be refused when the op is built, naming
-// the operand and the dimension at fault; the values inside the tables are checked by the Python API.
+// The shape and dtype rules of kiln.paged_attention, kiln.gather_pages and kiln.append_kv. Serving code builds
+// these ops from tables it fills at run time, so a wrong table or cache layout must be refused when the op is
+// built, naming the operand and the dimension at fault; the values inside the tables are checked by the Python
+// API.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,25 +19,33 @@ static constexpr int64_t kMinPageSize = 16, kMaxPageSize = 256;
 
 static RankedTensorType typeOf(Value value) { return cast<RankedTensorType>(value.getType()); }
 
-/// Checks a `[num_pages, page_size, Hkv, D]` cache pair: rank, equal types, page size, non-empty dimensions.
+/// Checks one `[num_pages, page_size, Hkv, D]` cache, operand `name`: rank, page size, non-empty dimensions.
+static LogicalResult verifyCache(Operation *op, StringRef name, Value cache) {
+  RankedTensorType k = typeOf(cache);
+  if (k.getRank() != 4)
+    return op->emitOpError() << "operand '" << name
+                             << "' must have rank 4 [num_pages, page_size, kv_heads, head_dim], got " << k;
+  if (k.getDimSize(0) == 0)
+    return op->emitOpError() << "'" << name << "' has no pages (dimension 0 is 0)";
+  int64_t pageSize = k.getDimSize(1);
+  if (pageSize < kMinPageSize || pageSize > kMaxPageSize)
+    return op->emitOpError() << "page size of '" << name << "' (dimension 1: " << pageSize << ") must be in ["
+                             << kMinPageSize << ", " << kMaxPageSize << "]";
+  if (k.getDimSize(2) == 0)
+    return op->emitOpError() << "head count of '" << name << "' (dimension 2) must be positive";
+  if (k.getDimSize(3) == 0)
+    return op->emitOpError() << "head dim of '" << name << "' (dimension 3) must be positive";
+  return success();
+}
+
+/// Checks a `[num_pages, page_size, Hkv, D]` cache pair: each cache, and equal types.
 static LogicalResult verifyCaches(Operation *op, Value kCache, Value vCache) {
   RankedTensorType k = typeOf(kCache), v = typeOf(vCache);
   if (k.getRank() != 4)
-    return op->emitOpError() << "operand 'k_cache' must have rank 4 [num_pages, page_size, kv_heads, head_dim], got "
-                             << k;
+    return verifyCache(op, "k_cache", kCache);
   if (v != k)
     return op->emitOpError() << "'v_cache' type " << v << " differs from 'k_cache' type " << k;
-  if (k.getDimSize(0) == 0)
-    return op->emitOpError() << "'k_cache' has no pages (dimension 0 is 0)";
-  int64_t pageSize = k.getDimSize(1);
-  if (pageSize < kMinPageSize || pageSize > kMaxPageSize)
-    return op->emitOpError() << "page size of 'k_cache' (dimension 1: " << pageSize << ") must be in ["
-                             << kMinPageSize << ", " << kMaxPageSize << "]";
-  if (k.getDimSize(2) == 0)
-    return op->emitOpError() << "head count of 'k_cache' (dimension 2) must be positive";
-  if (k.getDimSize(3) == 0)
-    return op->emitOpError() << "head dim of 'k_cache' (dimension 3) must be positive";
-  return success();
+  return verifyCache(op, "k_cache", kCache);
 }
 
 /// Checks a rank-`rank` i32 table whose dimension 0 is the batch `batch`; `shape` names its dimensions.
@@ -112,6 +121,28 @@ LogicalResult PagedAttentionOp::verify() {
   }
   if (getOut().getType() != q)
     return emitOpError() << "result type " << getOut().getType() << " differs from the type of 'q' (" << q << ")";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// GatherPagesOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult GatherPagesOp::verify() {
+  if (failed(verifyCache(*this, "cache", getCache())))
+    return failure();
+  RankedTensorType cache = getCache().getType();
+  int64_t batch = typeOf(getBlockTable()).getRank() >= 1 ? typeOf(getBlockTable()).getDimSize(0) : 0;
+  FailureOr<int64_t> capacity = verifyBlockTable(*this, getBlockTable(), batch, cache.getDimSize(1));
+  if (failed(capacity))
+    return failure();
+  if (failed(verifyTable(*this, "seq_lens", getSeqLens(), 1, "[batch]", batch)))
+    return failure();
+  auto expected = RankedTensorType::get({batch, cache.getDimSize(2), *capacity, cache.getDimSize(3)},
+                                        cache.getElementType());
+  if (getOut().getType() != expected)
+    return emitOpError() << "result type " << getOut().getType() << " differs from " << expected
+                         << " ([batch, kv_heads, max_pages * page_size, head_dim] of the cache's element type)";
   return success();
 }
 

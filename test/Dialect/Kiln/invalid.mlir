@@ -1858,3 +1858,75 @@ func.func @attention_score_mod_tensor_value(%q: tensor<1x2x4x8xf32>) -> tensor<1
   } : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32> -> tensor<1x2x4x8xf32>
   return %0 : tensor<1x2x4x8xf32>
 }
+
+// -----
+
+func.func @gather_cache_rank(%c: tensor<64x2x8xf32>, %t: tensor<2x3xi32>, %l: tensor<2xi32>) -> tensor<2x2x48x8xf32> {
+  // expected-error @+1 {{'kiln.gather_pages' op operand 'cache' must have rank 4 [num_pages, page_size, kv_heads, head_dim], got 'tensor<64x2x8xf32>'}}
+  %0 = kiln.gather_pages %c, %t, %l : tensor<64x2x8xf32>, tensor<2x3xi32>, tensor<2xi32> -> tensor<2x2x48x8xf32>
+  return %0 : tensor<2x2x48x8xf32>
+}
+
+// -----
+
+func.func @gather_no_pages(%c: tensor<0x16x2x8xf32>, %t: tensor<2x3xi32>, %l: tensor<2xi32>) -> tensor<2x2x48x8xf32> {
+  // expected-error @+1 {{'kiln.gather_pages' op 'cache' has no pages (dimension 0 is 0)}}
+  %0 = kiln.gather_pages %c, %t, %l : tensor<0x16x2x8xf32>, tensor<2x3xi32>, tensor<2xi32> -> tensor<2x2x48x8xf32>
+  return %0 : tensor<2x2x48x8xf32>
+}
+
+// -----
+
+func.func @gather_page_size(%c: tensor<4x8x2x8xf32>, %t: tensor<2x3xi32>, %l: tensor<2xi32>) -> tensor<2x2x24x8xf32> {
+  // expected-error @+1 {{'kiln.gather_pages' op page size of 'cache' (dimension 1: 8) must be in [16, 256]}}
+  %0 = kiln.gather_pages %c, %t, %l : tensor<4x8x2x8xf32>, tensor<2x3xi32>, tensor<2xi32> -> tensor<2x2x24x8xf32>
+  return %0 : tensor<2x2x24x8xf32>
+}
+
+// -----
+
+func.func @gather_no_heads(%c: tensor<4x16x0x8xf32>, %t: tensor<2x3xi32>, %l: tensor<2xi32>) -> tensor<2x0x48x8xf32> {
+  // expected-error @+1 {{'kiln.gather_pages' op head count of 'cache' (dimension 2) must be positive}}
+  %0 = kiln.gather_pages %c, %t, %l : tensor<4x16x0x8xf32>, tensor<2x3xi32>, tensor<2xi32> -> tensor<2x0x48x8xf32>
+  return %0 : tensor<2x0x48x8xf32>
+}
+
+// -----
+
+func.func @gather_no_head_dim(%c: tensor<4x16x2x0xf32>, %t: tensor<2x3xi32>, %l: tensor<2xi32>) -> tensor<2x2x48x0xf32> {
+  // expected-error @+1 {{'kiln.gather_pages' op head dim of 'cache' (dimension 3) must be positive}}
+  %0 = kiln.gather_pages %c, %t, %l : tensor<4x16x2x0xf32>, tensor<2x3xi32>, tensor<2xi32> -> tensor<2x2x48x0xf32>
+  return %0 : tensor<2x2x48x0xf32>
+}
+
+// -----
+
+func.func @gather_table_rank(%c: tensor<4x16x2x8xf32>, %t: tensor<6xi32>, %l: tensor<6xi32>) -> tensor<6x2x96x8xf32> {
+  // expected-error @+1 {{'kiln.gather_pages' op operand 'block_table' must have rank 2 [batch, max_pages], got 'tensor<6xi32>'}}
+  %0 = kiln.gather_pages %c, %t, %l : tensor<4x16x2x8xf32>, tensor<6xi32>, tensor<6xi32> -> tensor<6x2x96x8xf32>
+  return %0 : tensor<6x2x96x8xf32>
+}
+
+// -----
+
+func.func @gather_lens_batch(%c: tensor<4x16x2x8xf32>, %t: tensor<2x3xi32>, %l: tensor<3xi32>) -> tensor<2x2x48x8xf32> {
+  // expected-error @+1 {{'kiln.gather_pages' op batch size of 'seq_lens' (dimension 0: 3) differs from the batch (2)}}
+  %0 = kiln.gather_pages %c, %t, %l : tensor<4x16x2x8xf32>, tensor<2x3xi32>, tensor<3xi32> -> tensor<2x2x48x8xf32>
+  return %0 : tensor<2x2x48x8xf32>
+}
+
+// -----
+
+func.func @gather_result(%c: tensor<4x16x2x8xf32>, %t: tensor<2x3xi32>, %l: tensor<2xi32>) -> tensor<2x2x32x8xf32> {
+  // expected-error @+1 {{'kiln.gather_pages' op result type 'tensor<2x2x32x8xf32>' differs from 'tensor<2x2x48x8xf32>' ([batch, kv_heads, max_pages * page_size, head_dim] of the cache's element type)}}
+  %0 = kiln.gather_pages %c, %t, %l : tensor<4x16x2x8xf32>, tensor<2x3xi32>, tensor<2xi32> -> tensor<2x2x32x8xf32>
+  return %0 : tensor<2x2x32x8xf32>
+}
+
+// -----
+
+func.func @gather_result_type(%c: tensor<4x16x2x8xbf16>, %t: tensor<2x3xi32>, %l: tensor<2xi32>) -> tensor<2x2x48x8xf32> {
+  // expected-error @+1 {{'kiln.gather_pages' op result type 'tensor<2x2x48x8xf32>' differs from 'tensor<2x2x48x8xbf16>' ([batch, kv_heads, max_pages * page_size, head_dim] of the cache's element type)}}
+  %0 = kiln.gather_pages %c, %t, %l : tensor<4x16x2x8xbf16>, tensor<2x3xi32>, tensor<2xi32> -> tensor<2x2x48x8xf32>
+  return %0 : tensor<2x2x48x8xf32>
+}

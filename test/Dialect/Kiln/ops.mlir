@@ -508,8 +508,18 @@ func.func @gather(%embed: tensor<50257x768xf32>, %ids: tensor<2x77xi64>, %idx: t
 }
 
 //===----------------------------------------------------------------------===//
-// kiln.append_kv, kiln.paged_attention
+// kiln.append_kv, kiln.paged_attention, kiln.gather_pages
 //===----------------------------------------------------------------------===//
+
+// CHECK-LABEL: func.func @gather_pages
+// CHECK: %[[K:.*]] = kiln.gather_pages %{{.*}}, %{{.*}}, %{{.*}} : tensor<16x16x2x64xbf16>, tensor<2x4xi32>, tensor<2xi32> -> tensor<2x2x64x64xbf16>
+// CHECK: return %[[K]]
+func.func @gather_pages(%kc: tensor<16x16x2x64xbf16>, %table: tensor<2x4xi32>, %lens: tensor<2xi32>)
+    -> tensor<2x2x64x64xbf16> {
+  %k = kiln.gather_pages %kc, %table, %lens : tensor<16x16x2x64xbf16>, tensor<2x4xi32>, tensor<2xi32>
+      -> tensor<2x2x64x64xbf16>
+  return %k : tensor<2x2x64x64xbf16>
+}
 
 // A decode step: append the new rows, then attend over the pages.
 

@@ -109,6 +109,25 @@ def varlen_sources(case):
 
 
 #: kiln IR files compiled with kiln.compile(text, target="sm_90a").
+#: kiln.ops.paged_attention on CUDA tensors: (name, batch, heads, kv_heads, new tokens, longest length, head dim,
+#: page size, max_pages, num_pages, dtype). The test draws the other lengths and shuffles the pages.
+PAGED_CASES = [
+    ("paged_decode_gqa_p16_bf16", 3, 32, 8, 1, 1000, 128, 16, 70, 220, "bfloat16"),
+    ("paged_chunk_mha_p64_f16", 2, 8, 8, 5, 700, 64, 64, 12, 30, "float16"),
+]
+
+
+def paged_source(case):
+    """The kiln IR kiln.ops.paged_attention traces for a paged case (its tables as arguments), for prepare.py."""
+    name, batch, heads, kv_heads, seq_q, _, head_dim, page, max_pages, num_pages, dtype = case
+    import ml_dtypes
+    element = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16}[dtype]
+    q = np.zeros((batch, heads, seq_q, head_dim), element)
+    cache = np.zeros((num_pages, page, kv_heads, head_dim), element)
+    table, lens = np.zeros((batch, max_pages), np.int32), np.zeros(batch, np.int32)
+    return kiln.ops._paged_attention.source(q, cache, cache, table, lens, None)
+
+
 SOURCE_CASES = [("gpu_attention_block", ROOT / "examples" / "gpu_attention_block.mlir")]
 
 

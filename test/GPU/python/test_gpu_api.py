@@ -142,6 +142,41 @@ def test_varlen_attention(case):
     check(name, out, expected, seeds[0])
 
 
+@pytest.mark.parametrize("case", gpu_cases.PAGED_CASES, ids=[c[0] for c in gpu_cases.PAGED_CASES])
+def test_paged_attention(case):
+    """kiln.ops.paged_attention on CUDA tensors: each sequence's pages at shuffled ids of one pool (the unused
+    pages and the rows past each length NaN), lengths drawn per sequence (ending mid-page), against each
+    sequence's own attention in float32; then a bad table on the GPU is refused before the launch, by name."""
+    name, batch, heads, kv_heads, seq_q, longest, head_dim, page, max_pages, num_pages, dtype = case
+    seeds = []
+    generator = fresh(seeds)
+    lens = torch.randint(seq_q, longest + 1, (batch,), generator=generator, device="cuda").to(torch.int32)
+    lens[0] = longest
+    ids = torch.randperm(num_pages, generator=generator, device="cuda")[:batch * max_pages]
+    table = ids.view(batch, max_pages).to(torch.int32)
+    q = tensor(((batch, heads, seq_q, head_dim), dtype), generator)
+    k = tensor(((batch, kv_heads, max_pages * page, head_dim), dtype), generator)
+    v = tensor(((batch, kv_heads, max_pages * page, head_dim), dtype), generator)
+    caches = []
+    for rows in (k, v):
+        cache = torch.full((num_pages, page, kv_heads, head_dim), float("nan"), dtype=rows.dtype, device="cuda")
+        past = torch.arange(max_pages * page, device="cuda")[None, :] >= lens[:, None]
+        filled = rows.masked_fill(past[:, None, :, None], float("nan"))
+        cache[table.flatten().long()] = filled.view(batch, kv_heads, max_pages, page, head_dim) \
+            .permute(0, 2, 3, 1, 4).reshape(batch * max_pages, page, kv_heads, head_dim)
+        caches.append(cache)
+    out = kiln.ops.paged_attention(q, caches[0], caches[1], table, lens)
+    torch.cuda.synchronize()
+    assert out.shape == q.shape and out.dtype == q.dtype and out.device == q.device
+    expected = torch.cat([reference("attention", [q[b:b + 1], k[b:b + 1, :, :n], v[b:b + 1, :, :n]], {})
+                          for b, n in enumerate(lens.tolist())])
+    check(name, out, expected, seeds[0])
+    bad = table.clone()
+    bad[batch - 1, 0] = num_pages
+    with pytest.raises(ValueError, match=rf"'block_table'\[{batch - 1}, 0\] = {num_pages} is not a page"):
+        kiln.ops.paged_attention(q, caches[0], caches[1], bad, lens)
+
+
 def test_other_sizes_reuse_the_compiled_kernel():
     """Matmuls that differ only in M (K = 1000 is no whole number of k-tiles) launch one compiled kernel, which the
     later calls' compiles take from the kernel cache; each result is right."""
