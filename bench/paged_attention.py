@@ -9,7 +9,9 @@ of each key tile is one table read ahead of its copy. This script measures what 
 and page size (TB/s of the bytes a step must move: q, the sequences' K and V rows and the output).
 
 ``prepare`` (here, where the compiler is) compiles each case with ``kilnc``: ``<out>/paged/<case>`` and, for the
-``b_`` cases, its contiguous twin in ``<out>/contiguous/<case>``. ``visit`` (on the GPU machine, build/python on
+``b_`` cases, its contiguous twin in ``<out>/contiguous/<case>`` and (128-row pages) the contiguous attention with
+the paged one's per-sequence length mask in ``<out>/masked/<case>``, which tells what the mask costs from what the
+pages cost. ``visit`` (on the GPU machine, build/python on
 PYTHONPATH) builds each case's caches from fresh random K/V (seed printed): the pages of all sequences shuffled in
 one pool, the unused pages and the rows past each length NaN, and for the ``t_`` cases lengths drawn per sequence
 (ending mid-page, one of them the full length); it runs the programs through ``kiln.load(...).bind(...)``, checks
@@ -26,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_cases import tensor  # noqa: E402
 
 LIMITS = {"bf16": 2e-2, "f16": 4e-3}
-COMPARED = ("contiguous", "flash", "cudnn")
+COMPARED = ("contiguous", "masked", "flash", "cudnn")
 
 
 def paged_case(name, batch, heads, kv_heads, seq_q, seq_k, head_dim, page, dtype="bf16", varied=False, spare=0):
@@ -44,9 +46,21 @@ def paged_case(name, batch, heads, kv_heads, seq_q, seq_k, head_dim, page, dtype
     contiguous = (f"func.func @{name}(%q: {q}, %k: {kv}, %v: {kv}) -> {q} {{\n"
                   f"  %o = kiln.attention %q, %k, %v{causal} : {q}, {kv}, {kv} -> {q}\n"
                   f"  return %o : {q}\n}}\n")
+    # The contiguous attention with the paged one's per-sequence mask (what the expansion adds besides the pages).
+    masked = (f"func.func @{name}(%q: {q}, %k: {kv}, %v: {kv}, %l: {lens}) -> {q} {{\n"
+              f"  %o = kiln.attention %q, %k, %v mod_operands(%l : {lens}) mask_mod {{\n"
+              f"  ^bb0(%b: index, %h: index, %i: index, %j: index, %lens: {lens}):\n"
+              f"    %n = tensor.extract %lens[%b] : {lens}\n"
+              f"    %len = arith.index_cast %n : i32 to index\n"
+              f"    %seen = arith.cmpi slt, %j, %len : index\n"
+              f"    kiln.yield %seen : i1\n"
+              f"  }} : {q}, {kv}, {kv} -> {q}\n"
+              f"  return %o : {q}\n}}\n")
+    bench = name.startswith("b_")
     return dict(name=name, batch=batch, heads=heads, kv_heads=kv_heads, seq_q=seq_q, seq_k=seq_k,
                 head_dim=head_dim, page=page, dtype=dtype, varied=varied, max_pages=max_pages, num_pages=num_pages,
-                causal=seq_q > 1, mlir=paged, mlir_contiguous=contiguous if name.startswith("b_") else None)
+                causal=seq_q > 1, mlir=paged, mlir_contiguous=contiguous if bench else None,
+                mlir_masked=masked if bench and page == 128 else None)
 
 
 def cases():
@@ -73,7 +87,8 @@ def cases():
 
 def prepare(args):
     from gpu_cases import compile_variants
-    return compile_variants(args, [c for c in cases() if args.only in c["name"]], (("paged", "mlir"), ("contiguous", "mlir_contiguous")))
+    return compile_variants(args, [c for c in cases() if args.only in c["name"]],
+                            (("paged", "mlir"), ("contiguous", "mlir_contiguous"), ("masked", "mlir_masked")))
 
 
 def paged_inputs(item, k, v, generator):
@@ -110,8 +125,9 @@ def moved_bytes(item, lens):
 
 
 def write_table(rows, path):
-    lines = ["| case | Kiln paged TB/s | Kiln contiguous TB/s | paged / contiguous | SDPA flash TB/s | vs flash | "
-             "SDPA cuDNN TB/s | vs cuDNN |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| case | Kiln paged TB/s | Kiln contiguous TB/s | paged / contiguous | contiguous + length mask TB/s | "
+             "paged / masked | SDPA flash TB/s | vs flash | SDPA cuDNN TB/s | vs cuDNN |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in (r for r in rows if "generated_ms" in r):
         cells = [f"{r[f'{label}_tbs']:.2f} | {r[f'vs_{label}']:.2f}x" if f"vs_{label}" in r else "- | -"
                  for label in COMPARED]
@@ -148,6 +164,9 @@ def visit(args):
             timings = {"generated": time_ms(bound.launch)}
             twin = kiln.load(build / "contiguous" / item["name"]).bind(q, k, v)
             timings["contiguous"] = time_ms(twin.launch)
+            if (build / "masked" / item["name"]).exists():
+                masked = kiln.load(build / "masked" / item["name"]).bind(q, k, v, lens)
+                timings["masked"] = time_ms(masked.launch)
             for label, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
                 try:
                     with sdpa_kernel(backend):
@@ -172,8 +191,8 @@ def visit(args):
 
 def plot(args):
     from row_kernels import bar_chart
-    bar_chart(args.json, (("generated", "Kiln paged"), ("contiguous", "Kiln contiguous"), ("flash", "SDPA flash"),
-                          ("cudnn", "SDPA cuDNN")), "paged decode attention on the H200, bf16, GQA 32/8, d128",
+    bar_chart(args.json, (("generated", "Kiln paged"), ("contiguous", "Kiln contiguous"),
+                          ("masked", "Kiln contiguous + length mask"), ("flash", "SDPA flash"), ("cudnn", "SDPA cuDNN")), "paged decode attention on the H200, bf16, GQA 32/8, d128",
               unit="TB/s")
     write_table(json.loads(Path(args.json).read_text())["rows"], Path(args.json).with_suffix(".md"))
     return 0
