@@ -88,8 +88,8 @@ def cases():
 
 
 def prepare(args):
-    from gpu_cases import compile_variants
-    return compile_variants(args, [c for c in cases() if args.only in c["name"]], (("generated", "mlir"), ("whole", "mlir_whole")))
+    from row_kernels import compile_variants
+    return compile_variants(args, cases(), {"generated": "mlir", "whole": "mlir_whole"})
 
 
 def moved_bytes(item):

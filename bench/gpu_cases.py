@@ -382,26 +382,6 @@ def compile_graph(kilnc, graph, folder, target, name):
     return True
 
 
-def compile_variants(args, listed, variants):
-    """Compiles each case of ``listed`` for sm_90a into ``<args.out>/<variant>/<case>`` for each (variant, key) of
-    ``variants`` whose MLIR text (``case[key]``) is not None, and writes ``cases.json`` (the cases without their
-    texts). Returns the exit status: 1 at the first case kilnc refuses."""
-    out = Path(args.out)
-    for item in listed:
-        for variant, key in variants:
-            if item[key] is None:
-                continue
-            folder = out / variant / item["name"]
-            folder.mkdir(parents=True, exist_ok=True)
-            (folder / "graph.mlir").write_text(item[key])
-            if not compile_graph(args.kilnc, folder / "graph.mlir", folder, "sm_90a", f"{variant} {item['name']}"):
-                return 1
-    (out / "cases.json").write_text(json.dumps([{k: v for k, v in c.items() if not k.startswith("mlir")}
-                                                for c in listed], indent=1))
-    print(f"compiled {len(listed)} cases into {out}")
-    return 0
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--kilnc", default="build/bin/kilnc")

@@ -86,9 +86,9 @@ def cases():
 
 
 def prepare(args):
-    from gpu_cases import compile_variants
-    return compile_variants(args, [c for c in cases() if args.only in c["name"]],
-                            (("paged", "mlir"), ("contiguous", "mlir_contiguous"), ("masked", "mlir_masked")))
+    from row_kernels import compile_variants
+    return compile_variants(args, cases(),
+                            {"paged": "mlir", "contiguous": "mlir_contiguous", "masked": "mlir_masked"})
 
 
 def paged_inputs(item, k, v, generator):
@@ -191,9 +191,9 @@ def visit(args):
 
 def plot(args):
     from row_kernels import bar_chart
-    bar_chart(args.json, (("generated", "Kiln paged"), ("contiguous", "Kiln contiguous"),
-                          ("masked", "Kiln contiguous + length mask"), ("flash", "SDPA flash"), ("cudnn", "SDPA cuDNN")), "paged decode attention on the H200, bf16, GQA 32/8, d128",
-              unit="TB/s")
+    series = (("generated", "Kiln paged"), ("contiguous", "Kiln contiguous"),
+              ("masked", "Kiln contiguous + length mask"), ("flash", "SDPA flash"), ("cudnn", "SDPA cuDNN"))
+    bar_chart(args.json, series, "paged decode attention on the H200, bf16, GQA 32/8, d128", unit="TB/s")
     write_table(json.loads(Path(args.json).read_text())["rows"], Path(args.json).with_suffix(".md"))
     return 0
 

@@ -93,26 +93,33 @@ def prepare(args):
     return compile_variants(args, cases())
 
 
-def compile_variants(args, listed):
-    """Compiles each case of ``listed`` with ``args.kilnc`` into ``<args.out>/generated/<case>`` and, given
-    ``args.template_kilnc``, into ``<args.out>/template/<case>``, and lists the cases in ``cases.json``."""
+def compile_variants(args, listed, variants=None):
+    """Compiles each case of ``listed`` (those ``args.only`` names) into ``<args.out>/<variant>/<case>`` for each
+    variant, and lists the cases (without their MLIR texts) in ``cases.json``. ``variants`` maps a variant to the
+    case key of its MLIR text (a case whose text is None skips it), all compiled with ``args.kilnc``; by default
+    ``generated`` and, given ``args.template_kilnc``, ``template``: the case's ``mlir`` compiled by each compiler."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from gpu_cases import compile_graph
     out = Path(args.out)
     listed = [item for item in listed if getattr(args, "only", "") in item["name"]]
-    variants = {"generated": args.kilnc}
-    if args.template_kilnc:
-        variants["template"] = args.template_kilnc
+    if variants is None:
+        compilers = {"generated": (args.kilnc, "mlir")}
+        if getattr(args, "template_kilnc", ""):
+            compilers["template"] = (args.template_kilnc, "mlir")
+    else:
+        compilers = {variant: (args.kilnc, key) for variant, key in variants.items()}
     for item in listed:
-        for variant, kilnc in variants.items():
+        for variant, (kilnc, key) in compilers.items():
+            if item[key] is None:
+                continue
             folder = out / variant / item["name"]
             folder.mkdir(parents=True, exist_ok=True)
-            (folder / "graph.mlir").write_text(item["mlir"])
+            (folder / "graph.mlir").write_text(item[key])
             if not compile_graph(kilnc, folder / "graph.mlir", folder, "sm_90a", f"{variant} {item['name']}"):
                 return 1
-    (out / "cases.json").write_text(json.dumps([{k: v for k, v in c.items() if k != "mlir"} for c in listed],
-                                               indent=1))
-    print(f"compiled {len(listed)} cases x {len(variants)} variants into {out}")
+    (out / "cases.json").write_text(json.dumps([{k: v for k, v in c.items() if not k.startswith("mlir")}
+                                                for c in listed], indent=1))
+    print(f"compiled {len(listed)} cases x {len(compilers)} variants into {out}")
     return 0
 
 
