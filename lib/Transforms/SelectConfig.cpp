@@ -139,7 +139,8 @@ static ConfigAttr getRowConfig(RankedTensorType input, MLIRContext *ctx) {
   return ConfigAttr::get(ctx, {rowsPerBlock}, rowsPerBlock * threadsPerRow / 32, /*stages=*/1, "rows");
 }
 
-ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
+/// The config of `op` on `target` from its shapes alone (getDefaultConfig adds what its operands' producers say).
+static ConfigAttr configFromShapes(Operation *op, Target target) {
   MLIRContext *ctx = op->getContext();
   // Everything but the larger sm_90a matmuls and attentions runs the mma_sync kernels (with a deeper pipeline on
   // sm_90a).
@@ -201,67 +202,55 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
     int64_t seqQ = q.getDimSize(attention.getSeqDim()), seqK = k.getDimSize(attention.getSeqDim());
     int64_t headDim = q.getDimSize(3);
     int64_t bq = 64, bk = 64, warps = 4, stages = 2;
-    ConfigAttr config = [&]() -> ConfigAttr {
-      if (target == Target::Host)
-        return make({fitTile(bq, seqQ, target), fitTile(bk, seqK, target)}, warps, stages);
-      // Measured on the H200 (bench/results/config_sweeps/attention_mma_sync.md): 128 x 128 tiles for head dim 128,
-      // 128 x 64 for head dim 64. One warp per 16 query rows.
-      // Past head dim 128 the O fragment takes more of each thread's registers: narrower key tiles keep the S
-      // fragment small enough not to spill (64 keys up to head dim 192, 32 beyond).
-      int64_t keys = headDim <= 64 ? 64 : headDim <= 128 ? 128 : headDim <= 192 ? 64 : 32;
-      bq = fitTile(128, seqQ, target), bk = fitTile(keys, seqK, target);
-      // On sm_90a bf16/f16 attention at head dims 64 and 128 takes the wgmma lowering, in query tiles of whole
-      // warpgroups (64 rows; the decode shapes, a few query rows, stay on mma_sync). Measured on the H200
-      // (bench/results/attention_lowering): at head dim 128 past 1024 keys, 128 x 128 tiles and two stages (the key
-      // loop runs the next tile's Q K^T during this tile's softmax, holding two score tiles); everywhere else one
-      // stage, the sequential loop, whose fewer registers let two blocks share a multiprocessor (at head dim 64 1.04x
-      // the two-stage loop causal, as fast without the mask). Up to 1024 keys one-warpgroup 64-row tiles run faster (a
-      // block of 128 rows gets too few key tiles to amortise its start), at head dim 128 and up to 512 keys with 32-key
-      // tiles, at head dim 64 up to 160 keys too (bench/results/config_sweeps/attention_wgmma_short_keys.md). A
-      // score_mod or mask_mod takes 64-key tiles: the mods' arithmetic needs the registers.
-      Type element = q.getElementType();
-      int64_t valueDim = attention.getV().getType().getDimSize(3);
-      bool mods = attention.hasScoreMod() || attention.hasMaskMod();
-      if (target == Target::Sm90a && (element.isBF16() || element.isF16()) && bq % 64 == 0 &&
-          headDim == valueDim && (headDim == 64 || headDim == 128)) {
-        if (mods)
-          return make({bq, fitTile(64, seqK, target)}, bq / 16, headDim == 128 ? 2 : 1, "wgmma");
-        if (seqK <= 1024)
-          bq = 64, bk = fitTile(headDim == 128 && seqK <= 512 ? 32 : 64, seqK, target);
-        if (headDim == 64 && seqK <= kNarrowKeyTileKeysD64)
-          bk = fitTile(32, seqK, target);
-        return make({bq, bk}, bq / 16, headDim == 128 && seqK > 1024 ? 2 : 1, "wgmma");
-      }
-      // A decode step (one 16-row query tile, one warp) above head dim 64 takes 64-key tiles: at head dim 128 its
-      // S and O fragments needed more than 255 registers with 128-key tiles and spilled, and the 64-key kernel ran
-      // faster at every cache length measured (bench/results/decode/attention_gqa_pack.md); larger head dims need more
-      // registers still: past 128, 16-key tiles
-      // (a warp that also copies the K and V tiles alone spilled hundreds of bytes with 32 or 64 keys).
-      if (bq == 16 && headDim > 64)
-        bk = std::min(bk, fitTile(headDim <= 128 ? 64 : 16, seqK, target));
-      // Large head dims (and f32, whose tiles take twice the bytes): narrower key tiles, then fewer query rows,
-      // until the tiles fit the chip's shared memory.
-      while (attentionSharedBytes(bq, bk, headDim, valueDim, element.getIntOrFloatBitWidth(), /*wgmma=*/false) >
-             maxSharedBytesPerBlock(target)) {
-        if (bk > 32)
-          bk /= 2;
-        else if (bq > 16)
-          bq /= 2;
-        else
-          break;
-      }
-      return make({bq, bk}, bq / 16, stages);
-    }();
-    // K and V read from a paged cache: a key tile spans whole pages (pages of 16 or 32 rows under 64-key tiles)
-    // or lies within one page (BK divides the page size).
-    for (Value operand : {attention.getK(), attention.getV()}) {
-      auto view = operand.getDefiningOp<GatherPagesOp>();
-      int64_t bk = config.getTile()[1];
-      if (view && bk % view.getPageSize() != 0)
-        config = ConfigAttr::get(ctx, {config.getTile()[0], std::gcd(bk, view.getPageSize())}, config.getWarps(),
-                                 config.getStages(), config.getLowering());
+    if (target == Target::Host)
+      return make({fitTile(bq, seqQ, target), fitTile(bk, seqK, target)}, warps, stages);
+    // Measured on the H200 (bench/results/config_sweeps/attention_mma_sync.md): 128 x 128 tiles for head dim 128,
+    // 128 x 64 for head dim 64. One warp per 16 query rows.
+    // Past head dim 128 the O fragment takes more of each thread's registers: narrower key tiles keep the S
+    // fragment small enough not to spill (64 keys up to head dim 192, 32 beyond).
+    int64_t keys = headDim <= 64 ? 64 : headDim <= 128 ? 128 : headDim <= 192 ? 64 : 32;
+    bq = fitTile(128, seqQ, target), bk = fitTile(keys, seqK, target);
+    // On sm_90a bf16/f16 attention at head dims 64 and 128 takes the wgmma lowering, in query tiles of whole
+    // warpgroups (64 rows; the decode shapes, a few query rows, stay on mma_sync). Measured on the H200
+    // (bench/results/attention_lowering): at head dim 128 past 1024 keys, 128 x 128 tiles and two stages (the key
+    // loop runs the next tile's Q K^T during this tile's softmax, holding two score tiles); everywhere else one
+    // stage, the sequential loop, whose fewer registers let two blocks share a multiprocessor (at head dim 64
+    // 1.04x the two-stage loop causal, as fast without the mask). Up to 1024 keys one-warpgroup 64-row tiles
+    // run faster (a block of 128 rows gets too few key tiles to amortise its start), at head dim 128 and up to
+    // 512 keys with 32-key tiles, at head dim 64 up to 160 keys too (bench/results/config_sweeps/attention_wgmma_short_keys.md).
+    // A score_mod or mask_mod takes 64-key tiles: the mods' arithmetic needs the registers.
+    Type element = q.getElementType();
+    int64_t valueDim = attention.getV().getType().getDimSize(3);
+    bool mods = attention.hasScoreMod() || attention.hasMaskMod();
+    if (target == Target::Sm90a && (element.isBF16() || element.isF16()) && bq % 64 == 0 &&
+        headDim == valueDim && (headDim == 64 || headDim == 128)) {
+      if (mods)
+        return make({bq, fitTile(64, seqK, target)}, bq / 16, headDim == 128 ? 2 : 1, "wgmma");
+      if (seqK <= 1024)
+        bq = 64, bk = fitTile(headDim == 128 && seqK <= 512 ? 32 : 64, seqK, target);
+      if (headDim == 64 && seqK <= kNarrowKeyTileKeysD64)
+        bk = fitTile(32, seqK, target);
+      return make({bq, bk}, bq / 16, headDim == 128 && seqK > 1024 ? 2 : 1, "wgmma");
     }
-    return config;
+    // A decode step (one 16-row query tile, one warp) above head dim 64 takes 64-key tiles: at head dim 128 its
+    // S and O fragments needed more than 255 registers with 128-key tiles and spilled, and the 64-key kernel ran
+    // faster at every cache length measured (bench/results/decode/attention_gqa_pack.md); larger head dims need more
+    // registers still: past 128, 16-key tiles
+    // (a warp that also copies the K and V tiles alone spilled hundreds of bytes with 32 or 64 keys).
+    if (bq == 16 && headDim > 64)
+      bk = std::min(bk, fitTile(headDim <= 128 ? 64 : 16, seqK, target));
+    // Large head dims (and f32, whose tiles take twice the bytes): narrower key tiles, then fewer query rows,
+    // until the tiles fit the chip's shared memory.
+    while (attentionSharedBytes(bq, bk, headDim, valueDim, element.getIntOrFloatBitWidth(), /*wgmma=*/false) >
+           maxSharedBytesPerBlock(target)) {
+      if (bk > 32)
+        bk /= 2;
+      else if (bq > 16)
+        bq /= 2;
+      else
+        break;
+    }
+    return make({bq, bk}, bq / 16, stages);
   }
   // Row kernels: a block of rows per program.
   auto input = cast<RankedTensorType>(op->getOperand(0).getType());
@@ -269,6 +258,23 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
   if (target == Target::Host)
     return make({fitTile(16, rows, target)}, 1, 1);
   return getRowConfig(input, ctx);
+}
+
+ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
+  ConfigAttr config = configFromShapes(op, target);
+  // K and V read from a paged cache: a key tile spans whole pages (64 keys over 16- or 32-row pages) or lies
+  // within one page (otherwise BK becomes its greatest common divisor with the page size).
+  auto attention = dyn_cast<AttentionOp>(op);
+  if (!attention)
+    return config;
+  for (Value operand : {attention.getK(), attention.getV()}) {
+    auto view = operand.getDefiningOp<GatherPagesOp>();
+    int64_t bk = config.getTile()[1];
+    if (view && bk % view.getPageSize() != 0)
+      config = ConfigAttr::get(op->getContext(), {config.getTile()[0], std::gcd(bk, view.getPageSize())},
+                               config.getWarps(), config.getStages(), config.getLowering());
+  }
+  return config;
 }
 
 /// The granule of a split attention's key chunks: a multiple of every key tile the configs take.
