@@ -294,9 +294,10 @@ def bar_chart(path, series, title, unit="TFLOP/s"):
     fig.savefig(Path(path).with_suffix(".png"), dpi=110)
 
 
-def command_line(doc, out, prepare, visit, plot=None):
+def command_line(doc, out, prepare, visit, plot=None, prepare_flags=()):
     """Runs the ``prepare`` / ``visit`` (/ ``plot``) command line that this script and matmul_lowering.py share;
-    ``out`` names the folder the cases are compiled into."""
+    ``out`` names the folder the cases are compiled into, ``prepare_flags`` (name, help) pairs of on/off options
+    that ``prepare`` also takes."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("prepare")
@@ -304,6 +305,8 @@ def command_line(doc, out, prepare, visit, plot=None):
     p.add_argument("--template-kilnc", default="")
     p.add_argument("--out", default=out)
     p.add_argument("--only", default="", help="only the cases whose names contain this")
+    for flag, text in prepare_flags:
+        p.add_argument(f"--{flag}", action="store_true", help=text)
     v = sub.add_parser("visit")
     v.add_argument("--build", default=out)
     v.add_argument("--runtime", default="build/lib/libkiln_runtime.so")

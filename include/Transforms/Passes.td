@@ -209,6 +209,33 @@ def KilnSplitKv : Pass<"kiln-split-kv"> {
   ];
 }
 
+def KilnSplitK : Pass<"kiln-split-k"> {
+  let summary = "Split the contraction of a matmul with too few output tiles to fill the GPU (split-K)";
+  let description = [{
+    A decode step's GEMM (M = 32 rows against a 4096 x 4096 weight) has a few dozen output tiles: as many
+    blocks, each streaming its whole column panel of the weight through one long K loop, while other
+    multiprocessors idle and each block keeps too few bytes in flight. When the default mma_sync config leaves
+    fewer output tiles than the chip has multiprocessors and K spans enough k-tiles, the matmul is rewritten as a
+    split matmul (`k_chunk`: equal chunks of whole k-tiles) whose per-chunk partial products `kiln.sum_splits`
+    adds up, taking over the matmul's epilogue: the chunks run as blocks of their own, the sum as a small second
+    kernel. The chunk is the strategy's (kiln::chooseKChunk, beside kiln-select-config's defaults). Matmuls with a
+    pinned config or a wgmma default config are left alone, and so is everything on the host.
+
+    ```mlir
+    // before (kiln-split-k{target=sm_90a})
+    %y = kiln.matmul %x, %w : tensor<32x4096xbf16>, tensor<4096x4096xbf16> -> tensor<32x4096xbf16>
+    // after: 4 chunks of 1024
+    %parts = kiln.matmul %x, %w {k_chunk = 1024 : i64}
+        : tensor<32x4096xbf16>, tensor<4096x4096xbf16> -> tensor<4x32x4096xf32>
+    %y = kiln.sum_splits %parts : tensor<4x32x4096xf32> -> tensor<32x4096xbf16>
+    ```
+  }];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"host\"",
+           "The target: host (left alone), sm_80 or sm_90a">,
+  ];
+}
+
 def KilnExpandPagedAttention : Pass<"kiln-expand-paged-attention"> {
   let summary = "Write paged attention as attention over kiln.gather_pages views of the caches";
   let description = [{

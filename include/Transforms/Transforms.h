@@ -63,6 +63,11 @@ ConfigAttr getDefaultConfig(Operation *op, Target target);
 /// candidate (an lse result, an epilogue, a seq-major output, a pinned config, the wgmma lowering, the host).
 std::optional<int64_t> chooseKvChunk(AttentionOp op, Target target);
 
+/// The contraction length per chunk for a split-K matmul on `target` (a multiple of the default config's BK), or
+/// nothing when the matmul's output tiles already fill the chip, its contraction is too short to split, or it is
+/// not a candidate (a pinned config, a lowering other than mma_sync, already split, the host).
+std::optional<int64_t> chooseKChunk(MatmulOp op, Target target);
+
 /// The op's #kiln.config, if it has one.
 ConfigAttr getConfig(Operation *op);
 
@@ -112,6 +117,11 @@ FailureOr<MatmulOp> padMatmulOperands(RewriterBase &rewriter, MatmulOp op);
 /// kiln.merge_splits of its chunks that replaces its output. Fails, changing nothing, when `op` has an lse result,
 /// an epilogue, a seq-major output or already a kv_chunk.
 FailureOr<MergeSplitsOp> splitKv(RewriterBase &rewriter, AttentionOp op, int64_t chunk);
+
+/// Rewrites `op` as the split matmul (`k_chunk = chunk`) of the same operands and attributes and a kiln.sum_splits
+/// of its chunks that takes over its epilogue and replaces its result. Fails, changing nothing, when `op` is
+/// already split or `chunk` is not positive.
+FailureOr<SumSplitsOp> splitK(RewriterBase &rewriter, MatmulOp op, int64_t chunk);
 
 /// Rewrites a paged attention as a kiln.attention over kiln.gather_pages views of its caches, masked per
 /// sequence by a mask_mod reading `seq_lens` (kiln-expand-paged-attention).

@@ -48,6 +48,7 @@ void kiln::buildKernelPipeline(OpPassManager &pm, const KernelPipelineOptions &o
   buildFusionPipeline(pm);
   pm.addPass(createKilnPadMatmulOperands(KilnPadMatmulOperandsOptions{options.target}));
   pm.addPass(createKilnSplitKv(KilnSplitKvOptions{options.target}));
+  pm.addPass(createKilnSplitK(KilnSplitKOptions{options.target}));
   pm.addPass(createKilnOutlineKernels());
   pm.addPass(createKilnSelectConfig(KilnSelectConfigOptions{options.target}));
   pm.addPass(createKilnTile());

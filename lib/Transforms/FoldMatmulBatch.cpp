@@ -39,8 +39,8 @@ static Value flattenEpilogueOperand(RewriterBase &rewriter, Location loc, Value 
 
 FailureOr<MatmulOp> kiln::foldMatmulBatch(RewriterBase &rewriter, MatmulOp op) {
   RankedTensorType lhsType = op.getLhs().getType(), rhsType = op.getRhs().getType(), resultType = op.getType();
-  if (lhsType.getRank() <= 2 || rhsType.getRank() != 2 || op.getTransposeLhs())
-    return rewriter.notifyMatchFailure(op, "not a batched lhs against a 2-D rhs");
+  if (lhsType.getRank() <= 2 || rhsType.getRank() != 2 || op.getTransposeLhs() || op.getKChunk())
+    return rewriter.notifyMatchFailure(op, "not a batched lhs against a 2-D rhs, unsplit");
   for (Value operand : op.getEpilogueOperands()) {
     auto type = cast<RankedTensorType>(operand.getType());
     if (type.getRank() > 1 && type.getShape() != resultType.getShape())
@@ -61,7 +61,7 @@ FailureOr<MatmulOp> kiln::foldMatmulBatch(RewriterBase &rewriter, MatmulOp op) {
     operands.push_back(flattenEpilogueOperand(rewriter, loc, operand, resultType, rows));
   auto flatType = RankedTensorType::get({rows, resultType.getShape().back()}, resultType.getElementType());
   auto flat = MatmulOp::create(rewriter, loc, flatType, lhs, op.getRhs(), /*transposeLhs=*/false,
-                               op.getTransposeRhs(), operands, op.getFp32PrecisionAttr());
+                               op.getTransposeRhs(), operands, op.getFp32PrecisionAttr(), IntegerAttr());
   flat->setDiscardableAttrs(op->getDiscardableAttrDictionary());
   rewriter.inlineRegionBefore(op.getEpilogue(), flat.getEpilogue(), flat.getEpilogue().end());
   rewriter.replaceOpWithNewOp<ReshapeOp>(op, resultType, flat.getResult());

@@ -97,6 +97,8 @@ FailureOr<Operation *> kiln::fuseEpilogue(RewriterBase &rewriter, Operation *pro
     return rewriter.notifyMatchFailure(producer, "only a matmul or an attention has an epilogue");
   if (auto attention = dyn_cast<AttentionOp>(producer); attention && attention.getKvChunk())
     return rewriter.notifyMatchFailure(producer, "a split attention's chunks take no epilogue (its merge does)");
+  if (auto matmul = dyn_cast<MatmulOp>(producer); matmul && matmul.getKChunk())
+    return rewriter.notifyMatchFailure(producer, "a split matmul's chunks take no epilogue (their sum does)");
   Value produced = producer->getResult(0);
   sinkViewsOfResult(rewriter, produced);
   auto resultShape = cast<RankedTensorType>(produced.getType()).getShape();
@@ -144,7 +146,7 @@ FailureOr<Operation *> kiln::fuseEpilogue(RewriterBase &rewriter, Operation *pro
   Operation *fused;
   if (auto matmul = dyn_cast<MatmulOp>(producer)) {
     fused = MatmulOp::create(rewriter, loc, resultType, matmul.getLhs(), matmul.getRhs(), matmul.getTransposeLhs(),
-                             matmul.getTransposeRhs(), operands, matmul.getFp32PrecisionAttr());
+                             matmul.getTransposeRhs(), operands, matmul.getFp32PrecisionAttr(), IntegerAttr());
   } else {
     auto attention = cast<AttentionOp>(producer);
     Type lseType = attention.getLse() ? attention.getLse().getType() : Type();

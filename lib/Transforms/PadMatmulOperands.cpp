@@ -53,8 +53,8 @@ FailureOr<MatmulOp> kiln::padMatmulOperands(RewriterBase &rewriter, MatmulOp op)
   Type element = lhsType.getElementType();
   if (!element.isBF16() && !element.isF16())
     return rewriter.notifyMatchFailure(op, "only 16-bit operands take the TMA GEMM");
-  if (op.getTransposeLhs())
-    return rewriter.notifyMatchFailure(op, "a transposed lhs does not take the TMA GEMM");
+  if (op.getTransposeLhs() || op.getKChunk())
+    return rewriter.notifyMatchFailure(op, "a transposed lhs or a split K does not take the TMA GEMM");
   if (getConfig(op))
     return rewriter.notifyMatchFailure(op, "a pinned config keeps the shapes it was chosen for");
   int64_t rank = resultType.getRank();
@@ -89,7 +89,7 @@ FailureOr<MatmulOp> kiln::padMatmulOperands(RewriterBase &rewriter, MatmulOp op)
   paddedShape.back() = paddedN;
   auto padded = MatmulOp::create(rewriter, loc, RankedTensorType::get(paddedShape, resultType.getElementType()),
                                  lhs, rhs, /*transposeLhs=*/false, transposedRhs, epilogueOperands,
-                                 op.getFp32PrecisionAttr());
+                                 op.getFp32PrecisionAttr(), IntegerAttr());
   padded->setDiscardableAttrs(op->getDiscardableAttrDictionary());
   rewriter.inlineRegionBefore(op.getEpilogue(), padded.getEpilogue(), padded.getEpilogue().end());
   if (paddedN == n) {

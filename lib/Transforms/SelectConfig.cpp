@@ -152,9 +152,12 @@ static ConfigAttr configFromShapes(Operation *op, Target target) {
   if (auto matmul = dyn_cast<MatmulOp>(op)) {
     RankedTensorType result = matmul.getType(), lhs = matmul.getLhs().getType();
     int64_t m = result.getDimSize(result.getRank() - 2), n = result.getDimSize(result.getRank() - 1);
-    int64_t k = matmul.getTransposeLhs() ? lhs.getDimSize(lhs.getRank() - 2) : lhs.getDimSize(lhs.getRank() - 1);
+    // A split matmul's K loop runs over one chunk; it takes the mma_sync lowering.
+    int64_t k = matmul.getContractionSize();
+    if (std::optional<int64_t> chunk = matmul.getKChunk())
+      k = std::min(k, *chunk);
     unsigned bits = lhs.getElementType().getIntOrFloatBitWidth();
-    if (target == Target::Sm90a && usesWgmma(matmul, m, n, k))
+    if (target == Target::Sm90a && !matmul.getKChunk() && usesWgmma(matmul, m, n, k))
       return getWgmmaConfig(matmul);
     int64_t bm = 64, bn = 64, bk = 64, warps = 4, stages = 3;
     if (target != Target::Host) {
@@ -262,6 +265,15 @@ static ConfigAttr configFromShapes(Operation *op, Target target) {
 
 ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
   ConfigAttr config = configFromShapes(op, target);
+  // A split matmul's chunks are whole k-tiles: BK divides the chunk (its greatest common divisor with it).
+  if (auto matmul = dyn_cast<MatmulOp>(op); matmul && matmul.getKChunk()) {
+    ArrayRef<int64_t> tile = config.getTile();
+    int64_t bk = std::gcd(tile[2], *matmul.getKChunk());
+    if (bk != tile[2])
+      config = ConfigAttr::get(op->getContext(), {tile[0], tile[1], bk}, config.getWarps(), config.getStages(),
+                               config.getLowering());
+    return config;
+  }
   // K and V read from a paged cache: a key tile spans whole pages (64 keys over 16- or 32-row pages) or lies
   // within one page (otherwise BK becomes its greatest common divisor with the page size).
   auto attention = dyn_cast<AttentionOp>(op);
@@ -276,6 +288,12 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
   }
   return config;
 }
+
+/// The fewest k-tiles a split matmul's chunk runs (a shorter K loop does not fill its pipeline).
+static constexpr int64_t kMinKTilesPerChunk = 4;
+
+/// The column tile a split matmul's chunks take (its config keeps it: the chunks bring enough tiles).
+static constexpr int64_t kSplitColumnTile = 128;
 
 /// The granule of a split attention's key chunks: a multiple of every key tile the configs take.
 static constexpr int64_t kKvChunkGranule = 256;
@@ -325,6 +343,26 @@ std::optional<int64_t> kiln::chooseKvChunk(AttentionOp op, Target target) {
     return std::nullopt;
   // Chunks of equal whole granules (the last one shorter where the keys end): as many as wanted or fewer.
   return llvm::divideCeilSigned(granules, chunks) * kKvChunkGranule;
+}
+
+std::optional<int64_t> kiln::chooseKChunk(MatmulOp op, Target target) {
+  if (target == Target::Host || op.getKChunk() || getConfig(op))
+    return std::nullopt;
+  ConfigAttr config = getDefaultConfig(op, target);
+  if (config.getLowering() != "mma_sync")
+    return std::nullopt;
+  // Measured on the H200 (bench/results/decode/decode_gemm.md; M = 1..64 against the Llama block's weights): a
+  // weight-streaming block takes a whole multiprocessor (five or six stages of 128-column tiles), the fastest
+  // split fills one wave of them with the widest tiles (M = 32, K = N = 4096: 4 chunks of 32 tiles, 2.64 TB/s
+  // against 1.87 unsplit), and a split into two does not repay its second kernel (N = 6144: 48 tiles).
+  int64_t bm = config.getTile()[0], bk = config.getTile()[2];
+  int64_t tiles = outputTiles(op.getType(), bm, kSplitColumnTile);
+  int64_t kTiles = llvm::divideCeilSigned(op.getContractionSize(), bk);
+  int64_t chunks = std::min<int64_t>(multiprocessors(target) / std::max<int64_t>(tiles, 1),
+                                     kTiles / kMinKTilesPerChunk);
+  if (chunks < 3)
+    return std::nullopt;
+  return llvm::divideCeilSigned(kTiles, chunks) * bk;
 }
 
 namespace {

@@ -3,7 +3,9 @@
 // A matmul becomes an scf.forall over (batch..., BM-row, BN-column) output tiles; each tile runs an scf.for over
 // BK-wide slices of the contraction, multiplying padded static tiles with a tile-sized kiln.matmul into an f32
 // accumulator, and stores the valid part of the tile. This is the loop nest every backend starts from: the host
-// lowers it to loops; the GPU ("mma_sync") maps the forall onto thread blocks, and the loop keeps the config.
+// lowers it to loops; the GPU ("mma_sync") maps the forall onto thread blocks, and the loop keeps the config. A
+// split matmul (`k_chunk = C`) has the chunk as the forall's outermost dimension, and its contraction loop runs
+// over that chunk only, from n * C to min(n * C + C, K).
 //
 //===----------------------------------------------------------------------===//
 
@@ -41,13 +43,16 @@ FailureOr<Value> kiln::tileMatmul(RewriterBase &rewriter, MatmulOp op) {
   if (!config || config.getTile().size() != 3)
     return rewriter.notifyMatchFailure(op, "needs a #kiln.config with tile = [BM, BN, BK]");
   int64_t bm = config.getTile()[0], bn = config.getTile()[1], bk = config.getTile()[2];
+  std::optional<int64_t> chunk = op.getKChunk();
+  if (chunk && *chunk % bk != 0)
+    return op.emitOpError() << "k_chunk = " << *chunk << " is not a whole number of " << bk
+                            << "-deep k-tiles (the config's BK)";
   Location loc = op.getLoc();
   RankedTensorType resultType = op.getType(), lhsType = op.getLhs().getType(), rhsType = op.getRhs().getType();
-  int64_t rank = resultType.getRank(), numBatch = rank - 2;
+  int64_t rank = resultType.getRank(), chunkDims = chunk ? 1 : 0, numBatch = rank - 2 - chunkDims;
   int64_t m = resultType.getDimSize(rank - 2), n = resultType.getDimSize(rank - 1);
-  int64_t k = op.getTransposeLhs() ? lhsType.getDimSize(lhsType.getRank() - 2)
-                                   : lhsType.getDimSize(lhsType.getRank() - 1);
-  ArrayRef<int64_t> resultBatch = resultType.getShape().drop_back(2);
+  int64_t k = op.getContractionSize();
+  ArrayRef<int64_t> resultBatch = resultType.getShape().drop_front(chunkDims).drop_back(2);
   Type f32 = rewriter.getF32Type();
 
   SmallVector<OpFoldResult> lbs(rank, rewriter.getIndexAttr(0)), ubs, steps(rank, rewriter.getIndexAttr(1));
@@ -74,7 +79,7 @@ FailureOr<Value> kiln::tileMatmul(RewriterBase &rewriter, MatmulOp op) {
   OpBuilder::InsertionGuard guard(rewriter);
   rewriter.setInsertionPointToStart(forall.getBody());
   ValueRange ivs = forall.getInductionVars();
-  SmallVector<Value> batchIvs(ivs.take_front(numBatch));
+  SmallVector<Value> batchIvs(ivs.slice(chunkDims, numBatch));
   Value row = ivs[rank - 2], col = ivs[rank - 1];
   OpFoldResult rows = clampedTileSize(rewriter, loc, row, bm, m);
   OpFoldResult cols = clampedTileSize(rewriter, loc, col, bn, n);
@@ -84,11 +89,19 @@ FailureOr<Value> kiln::tileMatmul(RewriterBase &rewriter, MatmulOp op) {
   Value accInit = linalg::FillOp::create(rewriter, loc, ValueRange{zero},
                                          ValueRange{tensor::EmptyOp::create(rewriter, loc, accType.getShape(), f32)})
                       .getResult(0);
-  Value c0 = arith::ConstantIndexOp::create(rewriter, loc, 0);
-  Value cK = arith::ConstantIndexOp::create(rewriter, loc, k);
+  Value kEnd = arith::ConstantIndexOp::create(rewriter, loc, k);
   Value cBK = arith::ConstantIndexOp::create(rewriter, loc, bk);
+  Value kStart;
+  if (chunk) {
+    // This chunk's k: [n * C, min(n * C + C, K)).
+    Value cChunk = arith::ConstantIndexOp::create(rewriter, loc, *chunk);
+    kStart = arith::MulIOp::create(rewriter, loc, ivs[0], cChunk);
+    kEnd = arith::MinSIOp::create(rewriter, loc, arith::AddIOp::create(rewriter, loc, kStart, cChunk), kEnd);
+  } else {
+    kStart = arith::ConstantIndexOp::create(rewriter, loc, 0);
+  }
   auto kLoop = scf::ForOp::create(
-      rewriter, loc, c0, cK, cBK, ValueRange{accInit},
+      rewriter, loc, kStart, kEnd, cBK, ValueRange{accInit},
       [&](OpBuilder &b, Location l, Value kIv, ValueRange iterArgs) {
         OpFoldResult depth = clampedTileSize(b, l, kIv, bk, k);
         SmallVector<OpFoldResult> lhsOffsets, lhsSizes, rhsOffsets, rhsSizes;

@@ -216,3 +216,48 @@ module {
     return %r : tensor<512x512xbf16>
   }
 }
+
+// -----
+
+// A split matmul (k_chunk = 256): the chunk is the grid's slowest index (block / (N tiles) / (M tiles), never
+// reduced modulo the chunk count, so that kernels of any K share the code), its K loop starts at chunk * 256 and
+// counts the k-tiles up to min(start + 256, K) with K the size parameter; the f32 partial tile is stored at the
+// chunk's offset of the parts.
+// CHECK-LABEL: func.func private @k8_matmul
+// CHECK-SAME: grid = array<i64: 8, 1, 1>, sizes = array<i64: 32, 256, 1000>
+// CHECK: gpu.func @k8_matmul(%{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xf32>, %[[M:.*]]: index, %[[N:.*]]: index, %[[K:.*]]: index) kernel
+// CHECK: %[[BLOCK:.*]] = gpu.block_id x
+// CHECK: %[[N_TILES:.*]] = arith.divui %{{.*}}, %c128
+// CHECK: %[[REST:.*]] = arith.divui %[[BLOCK]], %[[N_TILES]]
+// CHECK: %[[M_TILES:.*]] = arith.divui %{{.*}}, %c32
+// CHECK: %[[CHUNK:.*]] = arith.divui %[[REST]], %[[M_TILES]]
+// CHECK: %[[START:.*]] = arith.muli %[[CHUNK]], %c256
+// CHECK: %[[NEXT:.*]] = arith.addi %[[START]], %c256
+// CHECK: %[[END:.*]] = arith.minui %[[NEXT]], %[[K]]
+// CHECK: %[[LEN:.*]] = arith.subi %[[END]], %[[START]]
+// CHECK: %[[LEN_UP:.*]] = arith.addi %[[LEN]], %c127
+// CHECK: %[[K_TILES:.*]] = arith.divui %[[LEN_UP]], %c128
+// CHECK: %[[K_TILES_1:.*]] = arith.maxui %[[K_TILES]], %c1
+// CHECK: scf.for %{{.*}} = %c0 to %[[K_TILES_1]] step %c1 iter_args
+// CHECK: nvvm.mma.sync
+// CHECK: vector.store {{.*}} : memref<1099511627776xf32>, vector<2xf32>
+module {
+  func.func private @k8_matmul(%x: tensor<32x1000xbf16>, %w: tensor<1000x256xbf16>, %out: tensor<4x32x256xf32>) -> tensor<4x32x256xf32> attributes {kiln.kernel} {
+    %p = kiln.matmul %x, %w {k_chunk = 256 : i64, kiln.config = #kiln.config<tile = [32, 128, 128], warps = 4, stages = 3, lowering = "mma_sync">} : tensor<32x1000xbf16>, tensor<1000x256xbf16> -> tensor<4x32x256xf32>
+    %r = bufferization.materialize_in_destination %p in %out : (tensor<4x32x256xf32>, tensor<4x32x256xf32>) -> tensor<4x32x256xf32>
+    return %r : tensor<4x32x256xf32>
+  }
+}
+
+// -----
+
+// A chunk that is not a whole number of the config's k-tiles is refused by kiln-tile.
+module {
+  func.func private @k9_matmul(%x: tensor<32x1000xbf16>, %w: tensor<1000x256xbf16>, %out: tensor<10x32x256xf32>) -> tensor<10x32x256xf32> attributes {kiln.kernel} {
+    // expected-error @+2 {{'kiln.matmul' op k_chunk = 100 is not a whole number of 128-deep k-tiles (the config's BK)}}
+    // expected-error @+1 {{kiln-tile: cannot tile this op with #kiln.config<tile = [32, 128, 128], warps = 4, stages = 3, lowering = "mma_sync">}}
+    %p = kiln.matmul %x, %w {k_chunk = 100 : i64, kiln.config = #kiln.config<tile = [32, 128, 128], warps = 4, stages = 3, lowering = "mma_sync">} : tensor<32x1000xbf16>, tensor<1000x256xbf16> -> tensor<10x32x256xf32>
+    %r = bufferization.materialize_in_destination %p in %out : (tensor<10x32x256xf32>, tensor<10x32x256xf32>) -> tensor<10x32x256xf32>
+    return %r : tensor<10x32x256xf32>
+  }
+}

@@ -243,3 +243,33 @@ module {
     return %o : tensor<6x10xf32>
   }
 }
+
+// -----
+
+// The sum of a split matmul's chunks: a thread per output element adds its element of the 3 chunks (chunk n at
+// n * 24 + element: consecutive threads read consecutive words), then runs the epilogue on the sum and its
+// element of the bias (broadcast along the rows), and stores bf16.
+// CHECK-LABEL: gpu.func @k10_sum_splits
+// CHECK-SAME: (%[[PARTS:[a-zA-Z0-9_]+]]: memref<72xf32>, %[[BIAS:[a-zA-Z0-9_]+]]: memref<6xbf16>, %[[OUT:[a-zA-Z0-9_]+]]: memref<24xbf16>)
+// CHECK: %[[COLUMN:.+]] = arith.remui %[[E:[a-zA-Z0-9_]+]], %c6 : index
+// CHECK: %[[SUM:.+]] = scf.for %[[N:.+]] = %c0 to %c3 step %c1 iter_args(%[[ACC:.+]] = %{{.*}}) -> (f32)
+// CHECK: %[[AT:.+]] = arith.muli %[[N]], %c24 : index
+// CHECK: %[[AT2:.+]] = arith.addi %[[AT]], %[[E]] : index
+// CHECK: %[[PART:.+]] = memref.load %[[PARTS]][%[[AT2]]]
+// CHECK: arith.addf %[[ACC]], %[[PART]] : f32
+// CHECK: %[[B:.+]] = memref.load %[[BIAS]][%[[COLUMN]]]
+// CHECK: %[[BF:.+]] = arith.extf %[[B]] : bf16 to f32
+// CHECK: %[[Y:.+]] = arith.addf %[[SUM]], %[[BF]] : f32
+// CHECK: %[[YB:.+]] = arith.truncf %[[Y]] : f32 to bf16
+// CHECK: memref.store %[[YB]], %[[OUT]][%[[E]]]
+module {
+  func.func private @k10_sum_splits(%p: tensor<3x4x6xf32>, %b: tensor<6xbf16>, %out: tensor<4x6xbf16>) -> tensor<4x6xbf16> attributes {kiln.kernel} {
+    %y = kiln.sum_splits %p epilogue(%b : tensor<6xbf16>) {
+    ^bb0(%acc: f32, %bias: f32):
+      %s = arith.addf %acc, %bias : f32
+      kiln.yield %s : f32
+    } : tensor<3x4x6xf32> -> tensor<4x6xbf16>
+    %r = bufferization.materialize_in_destination %y in %out : (tensor<4x6xbf16>, tensor<4x6xbf16>) -> tensor<4x6xbf16>
+    return %r : tensor<4x6xbf16>
+  }
+}

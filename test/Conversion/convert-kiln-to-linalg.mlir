@@ -627,3 +627,34 @@ func.func @append_kv(%kc: tensor<5x16x2x8xbf16>, %vc: tensor<5x16x2x8xbf16>, %k:
         tensor<2xi32> -> tensor<5x16x2x8xbf16>, tensor<5x16x2x8xbf16>
   return %0#0, %0#1 : tensor<5x16x2x8xbf16>, tensor<5x16x2x8xbf16>
 }
+
+// -----
+
+// A split matmul (k_chunk = 4 over K = 10): both operands' contraction dimension zero-padded to 3 whole chunks
+// and viewed as (chunk, k), one generic over (chunk, batch, m, k, n) reducing k alone.
+// CHECK-DAG: #[[LHS:.+]] = affine_map<(d0, d1, d2, d3, d4) -> (d1, d2, d0, d3)>
+// CHECK-DAG: #[[RHS:.+]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d3, d4)>
+// CHECK-DAG: #[[OUT:.+]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d4)>
+// CHECK-LABEL: func.func @split_matmul
+// CHECK: %[[PX:.+]] = tensor.pad %{{.*}} low[0, 0, 0] high[0, 0, 2]
+// CHECK: %[[X:.+]] = tensor.expand_shape %[[PX]] {{\[}}[0], [1], [2, 3]] output_shape [2, 3, 3, 4]
+// CHECK: %[[PW:.+]] = tensor.pad %{{.*}} low[0, 0] high[2, 0]
+// CHECK: %[[W:.+]] = tensor.expand_shape %[[PW]] {{\[}}[0, 1], [2]] output_shape [3, 4, 5]
+// CHECK: linalg.generic {indexing_maps = [#[[LHS]], #[[RHS]], #[[OUT]]], iterator_types = ["parallel", "parallel", "parallel", "reduction", "parallel"]} ins(%[[X]], %[[W]] : tensor<2x3x3x4xf32>, tensor<3x4x5xf32>) outs(%{{.*}} : tensor<3x2x3x5xf32>)
+func.func @split_matmul(%x: tensor<2x3x10xf32>, %w: tensor<10x5xf32>) -> tensor<3x2x3x5xf32> {
+  %p = kiln.matmul %x, %w {k_chunk = 4 : i64} : tensor<2x3x10xf32>, tensor<10x5xf32> -> tensor<3x2x3x5xf32>
+  return %p : tensor<3x2x3x5xf32>
+}
+
+// -----
+
+// The sum of the chunks: a reduction over the leading dimension, then the rounding to the result's type.
+// CHECK-LABEL: func.func @sum_splits
+// CHECK: %[[SUM:.+]] = linalg.generic {{.*}} iterator_types = ["reduction", "parallel", "parallel"]} ins(%{{.*}} : tensor<3x4x6xf32>) outs(%{{.*}} : tensor<4x6xf32>)
+// CHECK: arith.addf
+// CHECK: linalg.generic {{.*}} ins(%[[SUM]] : tensor<4x6xf32>) outs(%{{.*}} : tensor<4x6xbf16>)
+// CHECK: arith.truncf
+func.func @sum_splits(%p: tensor<3x4x6xf32>) -> tensor<4x6xbf16> {
+  %y = kiln.sum_splits %p : tensor<3x4x6xf32> -> tensor<4x6xbf16>
+  return %y : tensor<4x6xbf16>
+}

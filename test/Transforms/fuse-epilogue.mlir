@@ -570,3 +570,15 @@ func.func @view_to_scalar(%a: tensor<1x4xf32>, %b: tensor<4x1xf32>) -> tensor<f3
   %n = kiln.neg %s : tensor<f32>
   return %n : tensor<f32>
 }
+
+// -----
+
+// A split matmul's chunks take no epilogue (kiln.sum_splits runs it): the scaling of its parts stays an op.
+// CHECK-LABEL: func.func @split_matmul_keeps_its_consumer
+// CHECK: %[[P:.+]] = kiln.matmul %{{.*}}, %{{.*}} {k_chunk = 4 : i64}
+// CHECK: kiln.mul %[[P]], %{{.*}} : tensor<2x3x5xf32>, tensor<f32> -> tensor<2x3x5xf32>
+func.func @split_matmul_keeps_its_consumer(%x: tensor<3x8xf32>, %w: tensor<8x5xf32>, %s: tensor<f32>) -> tensor<2x3x5xf32> {
+  %p = kiln.matmul %x, %w {k_chunk = 4 : i64} : tensor<3x8xf32>, tensor<8x5xf32> -> tensor<2x3x5xf32>
+  %y = kiln.mul %p, %s : tensor<2x3x5xf32>, tensor<f32> -> tensor<2x3x5xf32>
+  return %y : tensor<2x3x5xf32>
+}

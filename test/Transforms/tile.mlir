@@ -765,3 +765,22 @@ func.func @paged_pieces(%q: tensor<2x8x4x128xbf16>, %kc: tensor<64x16x8x128xbf16
       : tensor<2x8x4x128xbf16>, tensor<2x8x512x128xbf16>, tensor<2x8x512x128xbf16> -> tensor<2x8x4x128xbf16>
   return %o : tensor<2x8x4x128xbf16>
 }
+
+// -----
+
+// A split matmul (k_chunk = 256) iterates over its chunks first: chunk s's K loop runs over k in
+// [s * 256, min((s + 1) * 256, 1000)), whole 64-deep k-tiles clamped only at K, and its f32 tile goes to the
+// chunk's slice of the partial products.
+// CHECK-LABEL: func.func @matmul_k_chunks
+// CHECK: scf.forall (%[[S:[a-zA-Z0-9_]+]], %[[I:[a-zA-Z0-9_]+]], %[[J:[a-zA-Z0-9_]+]]) = (0, 0, 0) to (4, 20, 72) step (1, 32, 64)
+// CHECK: %[[START:.+]] = arith.muli %[[S]], %[[C256:.+]] : index
+// CHECK: %[[NEXT:.+]] = arith.addi %[[START]], %[[C256]] : index
+// CHECK: %[[END:.+]] = arith.minsi %[[NEXT]], %c1000 : index
+// CHECK: scf.for %[[K:.+]] = %[[START]] to %[[END]] step %c64
+// CHECK: tensor.extract_slice %{{.*}}[%[[I]], %[[K]]]
+// CHECK: kiln.matmul {{.*}} : tensor<32x64xbf16>, tensor<64x64xbf16> -> tensor<32x64xf32>
+// CHECK: tensor.parallel_insert_slice %{{.*}} into %{{.*}}[%[[S]], %[[I]], %[[J]]] [1, %{{.*}}, %{{.*}}] [1, 1, 1] : tensor<?x?xf32> into tensor<4x20x72xf32>
+func.func @matmul_k_chunks(%x: tensor<20x1000xbf16>, %w: tensor<1000x72xbf16>) -> tensor<4x20x72xf32> {
+  %p = kiln.matmul %x, %w {k_chunk = 256 : i64, kiln.config = #kiln.config<tile = [32, 64, 64], warps = 4, stages = 3, lowering = "mma_sync">} : tensor<20x1000xbf16>, tensor<1000x72xbf16> -> tensor<4x20x72xf32>
+  return %p : tensor<4x20x72xf32>
+}

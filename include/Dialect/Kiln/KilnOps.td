@@ -75,6 +75,11 @@ def Kiln_MatmulOp : Kiln_Op<"matmul", [Pure, IsolatedFromAbove]> {
     accuracy, each input split into a TF32 value and a TF32 remainder and three of their products summed (as
     CUTLASS's 3xTF32), at about a third of the speed. The host backend multiplies in f32 either way.
 
+    `k_chunk = C` splits the contraction into `N = ceil(K / C)` chunks of `C` consecutive k (the last one
+    shorter) and multiplies over each on its own (split-K, as a decode step's GEMM needs to fill the GPU): the
+    result `[N, ..., M, N]` f32 holds each chunk's partial product, and `kiln.sum_splits` adds them up. An
+    epilogue is not taken (it belongs to the sum).
+
     ```mlir
     %y = kiln.matmul %x, %w transpose_rhs
         : tensor<2x77x512xbf16>, tensor<1024x512xbf16> -> tensor<2x77x1024xbf16>
@@ -87,7 +92,8 @@ def Kiln_MatmulOp : Kiln_Op<"matmul", [Pure, IsolatedFromAbove]> {
   }];
   let arguments = (ins Kiln_FloatTensor:$lhs, Kiln_FloatTensor:$rhs,
                        UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs,
-                       Variadic<Kiln_FloatTensor>:$epilogue_operands, OptionalAttr<StrAttr>:$fp32_precision);
+                       Variadic<Kiln_FloatTensor>:$epilogue_operands, OptionalAttr<StrAttr>:$fp32_precision,
+                       OptionalAttr<I64Attr>:$k_chunk);
   let results = (outs Kiln_FloatTensor:$result);
   let regions = (region MaxSizedRegion<1>:$epilogue);
   let assemblyFormat = [{
@@ -101,22 +107,58 @@ def Kiln_MatmulOp : Kiln_Op<"matmul", [Pure, IsolatedFromAbove]> {
     OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$lhs, "::mlir::Value":$rhs,
                    "bool":$transposeLhs, "bool":$transposeRhs), [{
       build($_builder, $_state, result, lhs, rhs, transposeLhs, transposeRhs, ::mlir::ValueRange{},
-            ::mlir::StringAttr());
+            ::mlir::StringAttr(), ::mlir::IntegerAttr());
     }]>
   ];
   let extraClassDeclaration = [{
     /// True when an epilogue has been fused into the op.
+    bool hasEpilogue() { return !getEpilogue().empty(); }
+    /// The contraction size K (from the lhs, as stored).
+    int64_t getContractionSize();
+    /// The number of contraction chunks with `k_chunk` (the leading dimension of the result), else 0.
+    int64_t getKSplits();
+  }];
+  let hasVerifier = 1;
+  let hasRegionVerifier = 1;
+}
+
+def Kiln_SumSplitsOp : Kiln_Op<"sum_splits", [Pure, IsolatedFromAbove]> {
+  let summary = "adds up the per-chunk partial products of a split-K matmul, with the matmul's epilogue";
+  let description = [{
+    `parts : [N, ...]` (f32) are the results of a `kiln.matmul` with `k_chunk`: chunk `n`'s partial product.
+    The result (the shape of one chunk, any float type) is `sum_n parts[n]`, added in f32 in chunk order, then
+    finished by the optional `epilogue` exactly as `kiln.matmul`'s (the f32 sum and one f32 element of each
+    epilogue operand, broadcast to the result's shape, in; `kiln.yield` of the f32 value to store out). Without
+    an epilogue the sum is rounded to the result's element type.
+
+    ```mlir
+    %y = kiln.sum_splits %parts epilogue(%bias : tensor<4096xbf16>) {
+    ^bb0(%acc: f32, %b: f32):
+      %s = arith.addf %acc, %b : f32
+      kiln.yield %s : f32
+    } : tensor<4x32x4096xf32> -> tensor<32x4096xbf16>
+    ```
+  }];
+  let arguments = (ins StaticShapeTensorOf<[F32]>:$parts, Variadic<Kiln_FloatTensor>:$epilogue_operands);
+  let results = (outs Kiln_FloatTensor:$result);
+  let regions = (region MaxSizedRegion<1>:$epilogue);
+  let assemblyFormat = [{
+    $parts (`epilogue` `(` ($epilogue_operands^ `:` type($epilogue_operands))? `)` $epilogue^)? attr-dict
+    `:` type($parts) `->` type($result)
+  }];
+  let extraClassDeclaration = [{
+    /// True when an epilogue finishes each element.
     bool hasEpilogue() { return !getEpilogue().empty(); }
   }];
   let hasVerifier = 1;
   let hasRegionVerifier = 1;
 }
 
-def Kiln_YieldOp : Kiln_Op<"yield", [Pure, Terminator, ReturnLike, ParentOneOf<["MatmulOp", "AttentionOp"]>]> {
+def Kiln_YieldOp : Kiln_Op<"yield", [Pure, Terminator, ReturnLike, ParentOneOf<["MatmulOp", "AttentionOp", "SumSplitsOp"]>]> {
   let summary = "the value a kiln.matmul or kiln.attention region yields";
   let description = [{
-    Ends a `kiln.matmul` or `kiln.attention` epilogue region with the f32 value to store for the current
-    output element, an attention's `score_mod` with the f32 score, its `mask_mod` with the i1 visibility.
+    Ends a `kiln.matmul`, `kiln.attention` or `kiln.sum_splits` epilogue region with the f32 value to store
+    for the current output element, an attention's `score_mod` with the f32 score, its `mask_mod` with the i1 visibility.
   }];
   let arguments = (ins Variadic<AnyType>:$values);
   let assemblyFormat = "attr-dict ($values^ `:` type($values))?";

@@ -2,7 +2,8 @@
 //
 // The kernels between the fused matmuls and attentions — a transpose back to [B, S, H*D], a leftover
 // elementwise op, a cast, a broadcast, a slice, a concat, a gather, a reduction, softmax or logsumexp over
-// axes the row kernels do not take, the merge of a split attention's chunks — as one thread per output element
+// axes the row kernels do not take, the merge of a split attention's chunks, the sum of a split matmul's chunks
+// with the matmul's epilogue — as one thread per output element
 // (RoPE: per rotation pair): the thread
 // turns its linear index into a multi-index, reads each
 // operand at the index the op implies (broadcast, permuted, strided, selected, looked up, or looped over),
@@ -29,7 +30,8 @@ using namespace mlir::kiln::gpukernel;
 
 /// Kernel ops this builder handles.
 bool kiln::isElementwiseKernelOp(Operation *op) {
-  if (isa<TransposeOp, ReshapeOp, BroadcastOp, SliceOp, CastOp, RopeOp, ConcatOp, GatherOp, MergeSplitsOp>(op))
+  if (isa<TransposeOp, ReshapeOp, BroadcastOp, SliceOp, CastOp, RopeOp, ConcatOp, GatherOp, MergeSplitsOp,
+          SumSplitsOp>(op))
     return true;
   // Reductions, softmax and logsumexp the row kernels do not take (other axes, several axes): one thread per
   // output element.
@@ -282,6 +284,26 @@ FailureOr<KernelLaunch> kiln::buildElementwiseKernel(OpBuilder &builder, gpu::GP
                 arith::AddFOp::create(builder, loc, acc[1], term)};
       });
       return store(arith::DivFOp::create(builder, loc, sums[1], sums[0]));
+    }
+    if (auto sum = dyn_cast<SumSplitsOp>(op)) {
+      // The chunks' parts of this element added in chunk order (consecutive threads read consecutive words of
+      // each chunk), then the epilogue on the sum and this element's epilogue operands.
+      Value zero = arith::ConstantOp::create(builder, loc, builder.getF32FloatAttr(0.0f));
+      auto loop = scf::ForOp::create(builder, loc, im.c(0), im.c(buffers[0].getDimSize(0)), im.c(1),
+                                     ValueRange{zero}, [&](OpBuilder &nested, Location, Value n, ValueRange acc) {
+                                       OpBuilder::InsertionGuard loopGuard(builder);
+                                       builder.setInsertionPoint(nested.getInsertionBlock(),
+                                                                 nested.getInsertionPoint());
+                                       Value part = load(0, im.add(im.mul(n, count), linear));
+                                       scf::YieldOp::create(builder, loc,
+                                                            arith::AddFOp::create(builder, loc, acc[0], part).getResult());
+                                     });
+      if (!sum.hasEpilogue())
+        return store(loop.getResult(0));
+      SmallVector<Value> args{loop.getResult(0)};
+      for (unsigned i = 1; i < op->getNumOperands(); ++i)
+        args.push_back(load(i, sourceIndex(i)));
+      return store(lowering::inlineScalarRegion(builder, sum.getEpilogue(), args));
     }
     if (isa<SoftmaxOp, LogSumExpOp>(op)) {
       // Two passes along the axis — the max, then the sum of exp(x - max) — in f32.

@@ -161,7 +161,7 @@ void MmaMatmulLowering::copyTile(const GlobalTile &tile, const OperandRing &ring
 FailureOr<std::pair<GlobalTile, GlobalTile>> MmaMatmulLowering::kTileOperands(scf::ForOp loop, MatmulOp product,
                                                                             Value kTile) {
   // A tile that divides K has a constant depth, whatever its offset: only the k-tile count bounds a prefetch.
-  mapping.map(loop.getInductionVar(), im.add(im.mul(kTile, bk), *getConstantIntValue(loop.getLowerBound())));
+  mapping.map(loop.getInductionVar(), im.add(im.mul(kTile, bk), kStart(loop)));
   for (Operation &op : loop.getBody()->without_terminator()) {
     if (&op == product.getOperation() || isa<AddOp>(op))
       continue;
@@ -292,18 +292,39 @@ FailureOr<MatmulOp> MmaMatmulLowering::contractionProduct(scf::ForOp loop) {
   }
   std::optional<int64_t> lb = getConstantIntValue(loop.getLowerBound()),
                          ub = getConstantIntValue(loop.getUpperBound()), step = getConstantIntValue(loop.getStep());
-  if (!product || !lb || !ub || !step || *step != bk)
+  bool bounded = (lb && ub) || kChunkOf(loop);
+  if (!product || !bounded || !step || *step != bk)
     return loop.emitOpError() << kWhat << ": the K loop must add a tile matmul to its one accumulator, stepping "
-                                          "by BK over constant bounds";
+                                          "by BK over constant bounds or a split matmul's chunk";
   if (!registers.count(loop.getInitArgs()[0]))
     return loop.emitOpError() << kWhat << ": the accumulator must start as a tile in registers";
   return product;
 }
 
+std::optional<int64_t> MmaMatmulLowering::kChunkOf(scf::ForOp loop) {
+  auto min = loop.getUpperBound().getDefiningOp<arith::MinSIOp>();
+  auto end = min ? min.getLhs().getDefiningOp<arith::AddIOp>() : arith::AddIOp();
+  if (!end || end.getLhs() != loop.getLowerBound() || !getConstantIntValue(min.getRhs()))
+    return std::nullopt;
+  return getConstantIntValue(end.getRhs());
+}
+
+Value MmaMatmulLowering::kStart(scf::ForOp loop) {
+  if (std::optional<int64_t> lb = getConstantIntValue(loop.getLowerBound()))
+    return im.c(*lb);
+  return index(loop.getLowerBound());
+}
+
 Value MmaMatmulLowering::kTileCount(scf::ForOp loop) {
-  int64_t lb = *getConstantIntValue(loop.getLowerBound());
-  Value kExtent = sizeK ? sizeK : im.c(*getConstantIntValue(loop.getUpperBound()));
-  return im.max(im.div(im.add(im.sub(kExtent, lb), bk - 1), bk), im.c(1));
+  Value start = kStart(loop);
+  std::optional<int64_t> chunk = kChunkOf(loop);
+  // K: the kernel's size parameter where it has one, else the constant the IR was compiled for; a chunk ends C
+  // past its start or at K.
+  Value upper = chunk ? loop.getUpperBound().getDefiningOp<arith::MinSIOp>().getRhs() : loop.getUpperBound();
+  Value end = sizeK ? sizeK : im.c(*getConstantIntValue(upper));
+  if (chunk)
+    end = im.min(im.add(start, *chunk), end);
+  return im.max(im.div(im.add(im.sub(end, start), bk - 1), bk), im.c(1));
 }
 
 LogicalResult MmaMatmulLowering::lowerContraction(scf::ForOp loop) {

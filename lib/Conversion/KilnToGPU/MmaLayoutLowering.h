@@ -78,8 +78,14 @@ protected:
   virtual LogicalResult lowerOp(Operation *op);
   /// The K loop as a pipeline over the operand rings.
   virtual LogicalResult lowerContraction(scf::ForOp loop);
-  /// The tile matmul that the K loop `loop` adds to its one accumulator, checked (constant bounds, step BK).
+  /// The tile matmul that the K loop `loop` adds to its one accumulator, checked (step BK; constant bounds, or
+  /// a split matmul's chunk bounds).
   FailureOr<MatmulOp> contractionProduct(scf::ForOp loop);
+  /// The chunk C of a split matmul's K loop, which runs from its lower bound to min(lower bound + C, K) (as
+  /// kiln-tile writes it); nullopt for a loop of constant bounds.
+  static std::optional<int64_t> kChunkOf(scf::ForOp loop);
+  /// The first k of the K loop `loop` in this block.
+  Value kStart(scf::ForOp loop);
   /// The number of k-tiles of the K loop `loop` (at least one: K = 0 reads one zero-filled tile).
   Value kTileCount(scf::ForOp loop);
   /// Lowers the addressing of the K loop's body for k-tile `kTile`: the [rows, columns] tiles of kernel buffers

@@ -4,7 +4,8 @@
 // tiled pipeline never reaches these patterns for ops it has tiled; they give `kiln-run --check` its reference
 // and lower whatever is left untiled. Loop order puts the output's innermost dimension last so that the host
 // backend's loops vectorise. A split attention (`kv_chunk`) gives each chunk of keys its own softmax and lse, and
-// kiln.merge_splits combines the chunks by their lse.
+// kiln.merge_splits combines the chunks by their lse; a split matmul (`k_chunk`) each chunk of the contraction
+// its own partial product, and kiln.sum_splits adds them up.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,16 +24,36 @@ using namespace mlir::kiln::lowering;
 
 namespace {
 
-/// Map of one matmul operand in the iteration space (batch..., m, k, n): the operand's own batch dimensions
-/// broadcast against the result's, then its two matrix dimensions.
-AffineMap matmulOperandMap(RankedTensorType operand, ArrayRef<int64_t> batchShape, unsigned rowDim,
-                           unsigned colDim, MLIRContext *ctx) {
-  int64_t numBatch = batchShape.size();
+/// Map of one matmul operand in the iteration space ([chunk,] batch..., m, k, n) of `numDims` dimensions, whose
+/// batch dimensions start at `batchStart`: the operand's own batch dimensions broadcast against the result's,
+/// then its matrix dimensions (`matrix`: the iteration dimensions they follow).
+AffineMap matmulOperandMap(RankedTensorType operand, ArrayRef<int64_t> batchShape, unsigned numDims,
+                           unsigned batchStart, ArrayRef<unsigned> matrix, MLIRContext *ctx) {
   AffineMap batchMap = getBroadcastMap(operand.getShape().drop_back(2), batchShape, ctx);
-  SmallVector<AffineExpr> exprs(batchMap.getResults());
-  exprs.push_back(getAffineDimExpr(numBatch + rowDim, ctx));
-  exprs.push_back(getAffineDimExpr(numBatch + colDim, ctx));
-  return AffineMap::get(numBatch + 3, 0, exprs, ctx);
+  SmallVector<AffineExpr> exprs;
+  for (AffineExpr expr : batchMap.getResults())
+    exprs.push_back(expr.shiftDims(batchMap.getNumDims(), batchStart));
+  for (unsigned dim : matrix)
+    exprs.push_back(getAffineDimExpr(dim, ctx));
+  return AffineMap::get(numDims, 0, exprs, ctx);
+}
+
+/// Dimension `dim` of `value` zero-padded at its end to `chunks * chunk` and viewed as two, (chunks, chunk).
+Value splitDim(OpBuilder &b, Location loc, Value value, int64_t dim, int64_t chunks, int64_t chunk) {
+  auto type = cast<RankedTensorType>(value.getType());
+  SmallVector<int64_t> shape(type.getShape());
+  shape[dim] = chunks * chunk;
+  if (type.getDimSize(dim) != chunks * chunk)
+    value = tensor::createPadHighOp(RankedTensorType::get(shape, type.getElementType()), value,
+                                    floatConstant(b, loc, type.getElementType(), 0.0), /*nofold=*/false, loc, b);
+  SmallVector<ReassociationIndices> reassociation;
+  for (int64_t d = 0, rank = type.getRank(); d < rank; ++d)
+    reassociation.push_back(d < dim ? ReassociationIndices{d} : d == dim ? ReassociationIndices{d, d + 1}
+                                                                          : ReassociationIndices{d + 1});
+  shape[dim] = chunk;
+  shape.insert(shape.begin() + dim, chunks);
+  return tensor::ExpandShapeOp::create(b, loc, RankedTensorType::get(shape, type.getElementType()), value,
+                                      reassociation);
 }
 
 struct MatmulLowering : OpConversionPattern<MatmulOp> {
@@ -41,28 +62,46 @@ struct MatmulLowering : OpConversionPattern<MatmulOp> {
     Location loc = op.getLoc();
     MLIRContext *ctx = rewriter.getContext();
     RankedTensorType resultType = op.getType();
-    ArrayRef<int64_t> batchShape = resultType.getShape().drop_back(2);
+    // A split matmul (`k_chunk = C`) has a leading chunk dimension c and contracts k = c * C + j: its operands'
+    // contraction dimension is zero-padded to whole chunks and viewed as (c, j).
+    std::optional<int64_t> chunk = op.getKChunk();
+    unsigned chunkDims = chunk ? 1 : 0;
+    ArrayRef<int64_t> batchShape = resultType.getShape().drop_front(chunkDims).drop_back(2);
     int64_t numBatch = batchShape.size();
-    // Iteration dimensions: batch..., m (0), k (1), n (2).
-    enum { M = 0, K = 1, N = 2 };
-    AffineMap lhsMap = op.getTransposeLhs()
-                           ? matmulOperandMap(op.getLhs().getType(), batchShape, K, M, ctx)
-                           : matmulOperandMap(op.getLhs().getType(), batchShape, M, K, ctx);
-    AffineMap rhsMap = op.getTransposeRhs()
-                           ? matmulOperandMap(op.getRhs().getType(), batchShape, N, K, ctx)
-                           : matmulOperandMap(op.getRhs().getType(), batchShape, K, N, ctx);
+    unsigned numDims = chunkDims + numBatch + 3;
+    // Iteration dimensions: [chunk,] batch..., m, k (within the chunk), n.
+    unsigned m = chunkDims + numBatch, k = m + 1, n = m + 2;
+    SmallVector<unsigned> contracted{k};
+    Value lhs = adaptor.getLhs(), rhs = adaptor.getRhs();
+    RankedTensorType lhsType = op.getLhs().getType(), rhsType = op.getRhs().getType();
+    if (chunk) {
+      contracted = {0, k};
+      int64_t splits = op.getKSplits();
+      lhs = splitDim(rewriter, loc, lhs, op.getTransposeLhs() ? lhsType.getRank() - 2 : lhsType.getRank() - 1,
+                     splits, *chunk);
+      rhs = splitDim(rewriter, loc, rhs, op.getTransposeRhs() ? rhsType.getRank() - 1 : rhsType.getRank() - 2,
+                     splits, *chunk);
+    }
+    auto matrix = [&](bool transposed, ArrayRef<unsigned> first, ArrayRef<unsigned> second) {
+      SmallVector<unsigned> dims(transposed ? second : first);
+      llvm::append_range(dims, transposed ? first : second);
+      return dims;
+    };
+    AffineMap lhsMap = matmulOperandMap(lhsType, batchShape, numDims, chunkDims,
+                                        matrix(op.getTransposeLhs(), {m}, contracted), ctx);
+    AffineMap rhsMap = matmulOperandMap(rhsType, batchShape, numDims, chunkDims,
+                                        matrix(op.getTransposeRhs(), contracted, {n}), ctx);
     SmallVector<AffineExpr> outExprs;
-    for (int64_t d = 0; d < numBatch; ++d)
+    for (unsigned d = 0; d < chunkDims + numBatch; ++d)
       outExprs.push_back(getAffineDimExpr(d, ctx));
-    outExprs.push_back(getAffineDimExpr(numBatch + M, ctx));
-    outExprs.push_back(getAffineDimExpr(numBatch + N, ctx));
-    AffineMap outMap = AffineMap::get(numBatch + 3, 0, outExprs, ctx);
+    outExprs.append({getAffineDimExpr(m, ctx), getAffineDimExpr(n, ctx)});
+    AffineMap outMap = AffineMap::get(numDims, 0, outExprs, ctx);
 
-    SmallVector<utils::IteratorType> iterators(numBatch + 3, utils::IteratorType::parallel);
-    iterators[numBatch + K] = utils::IteratorType::reduction;
+    SmallVector<utils::IteratorType> iterators(numDims, utils::IteratorType::parallel);
+    iterators[k] = utils::IteratorType::reduction;
     Value acc = createFilled(rewriter, loc, resultType.getShape(), rewriter.getF32Type(), 0.0);
     auto generic = linalg::GenericOp::create(
-        rewriter, loc, TypeRange{acc.getType()}, ValueRange{adaptor.getLhs(), adaptor.getRhs()}, ValueRange{acc},
+        rewriter, loc, TypeRange{acc.getType()}, ValueRange{lhs, rhs}, ValueRange{acc},
         ArrayRef<AffineMap>{lhsMap, rhsMap, outMap}, iterators,
         [](OpBuilder &b, Location nestedLoc, ValueRange args) {
           Value product = arith::MulFOp::create(b, nestedLoc, widen(b, nestedLoc, args[0]),
@@ -209,6 +248,37 @@ struct MergeSplitsLowering : OpConversionPattern<MergeSplitsOp> {
                                    return arith::DivFOp::create(b, l, x[0], x[1]);
                                  });
     rewriter.replaceOp(op, out);
+    return success();
+  }
+};
+
+/// kiln.sum_splits: the parts added along their chunk dimension in f32, then the epilogue (or the rounding to
+/// the result's type).
+struct SumSplitsLowering : OpConversionPattern<SumSplitsOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(SumSplitsOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    RankedTensorType resultType = op.getType();
+    ArrayRef<int64_t> space = op.getParts().getType().getShape();
+    auto first = [](OpBuilder &, Location, ValueRange x) { return x[0]; };
+    Value sum = buildReduction(rewriter, loc, space, {0}, Combiner::Sum, adaptor.getParts(),
+                               rewriter.getMultiDimIdentityMap(space.size()), first);
+    if (op.hasEpilogue()) {
+      SmallVector<Value> inputs{sum};
+      SmallVector<AffineMap> maps{rewriter.getMultiDimIdentityMap(resultType.getRank())};
+      for (Value operand : adaptor.getEpilogueOperands()) {
+        inputs.push_back(operand);
+        maps.push_back(getBroadcastMap(cast<RankedTensorType>(operand.getType()).getShape(), resultType.getShape(),
+                                       rewriter.getContext()));
+      }
+      sum = buildEpilogue(rewriter, loc, op.getEpilogue(), resultType.getShape(), resultType.getElementType(), inputs,
+                          maps);
+    } else if (resultType.getElementType() != rewriter.getF32Type()) {
+      sum = buildBroadcastElementwise(rewriter, loc, resultType, sum,
+                                      [](OpBuilder &, Location, ValueRange x) { return x[0]; });
+    }
+    rewriter.replaceOp(op, sum);
     return success();
   }
 };
@@ -372,5 +442,5 @@ struct AttentionLowering : OpConversionPattern<AttentionOp> {
 } // namespace
 
 void kiln::populateContractionLoweringPatterns(RewritePatternSet &patterns) {
-  patterns.add<MatmulLowering, AttentionLowering, MergeSplitsLowering>(patterns.getContext());
+  patterns.add<MatmulLowering, AttentionLowering, MergeSplitsLowering, SumSplitsLowering>(patterns.getContext());
 }

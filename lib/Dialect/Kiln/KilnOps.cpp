@@ -91,7 +91,7 @@ void MatmulOp::build(OpBuilder &builder, OperationState &state, Value lhs, Value
   RankedTensorType lhsType = tensorType(lhs);
   Type resultType =
       inferMatmulType(lhsType, tensorType(rhs), transposeLhs, transposeRhs, lhsType.getElementType());
-  build(builder, state, resultType, lhs, rhs, transposeLhs, transposeRhs, ValueRange{}, StringAttr());
+  build(builder, state, resultType, lhs, rhs, transposeLhs, transposeRhs, ValueRange{}, StringAttr(), IntegerAttr());
 }
 
 LogicalResult MatmulOp::verify() {
@@ -125,11 +125,36 @@ LogicalResult MatmulOp::verify() {
   }
 
   RankedTensorType result = getType();
+  if (std::optional<int64_t> chunk = getKChunk()) {
+    if (*chunk < 1)
+      return emitOpError() << "k_chunk must be positive, got " << *chunk;
+    if (hasEpilogue())
+      return emitOpError() << "with k_chunk stores [chunks, ..., M, N] f32 partial products; an epilogue belongs "
+                              "to the kiln.sum_splits";
+    auto unsplit = cast<RankedTensorType>(
+        inferMatmulType(lhs, rhs, getTransposeLhs(), getTransposeRhs(), Float32Type::get(getContext())));
+    SmallVector<int64_t> shape{getKSplits()};
+    llvm::append_range(shape, unsplit.getShape());
+    return verifyResultType(*this, result, RankedTensorType::get(shape, unsplit.getElementType()));
+  }
   if (!hasEpilogue() && result.getElementType() != lhs.getElementType() && !result.getElementType().isF32())
     return emitOpError() << "result element type " << result.getElementType() << " must be the operands' ("
                          << lhs.getElementType() << ") or f32";
   return verifyResultType(*this, result,
                           inferMatmulType(lhs, rhs, getTransposeLhs(), getTransposeRhs(), result.getElementType()));
+}
+
+int64_t MatmulOp::getContractionSize() {
+  RankedTensorType lhs = getLhs().getType();
+  return lhs.getDimSize(getTransposeLhs() ? lhs.getRank() - 2 : lhs.getRank() - 1);
+}
+
+int64_t MatmulOp::getKSplits() {
+  std::optional<int64_t> chunk = getKChunk();
+  if (!chunk || *chunk < 1)
+    return 0;
+  // A contraction of K = 0 still has one (empty) chunk, so that the sum has a part to read.
+  return std::max<int64_t>(1, llvm::divideCeilSigned(getContractionSize(), *chunk));
 }
 
 /// Checks an epilogue region against its operands and the op's result type: the accumulator plus one f32
@@ -165,6 +190,21 @@ static LogicalResult verifyEpilogue(Operation *op, Region &epilogue, OperandRang
 }
 
 LogicalResult MatmulOp::verifyRegions() {
+  return verifyEpilogue(*this, getEpilogue(), getEpilogueOperands(), getType());
+}
+
+LogicalResult SumSplitsOp::verify() {
+  RankedTensorType parts = getParts().getType();
+  if (parts.getRank() < 1 || parts.getDimSize(0) == 0)
+    return emitOpError() << "operand 'parts' must have a leading chunk dimension of at least one chunk, got "
+                         << parts;
+  if (getType().getShape() != parts.getShape().drop_front())
+    return emitOpError() << "result shape " << formatShape(getType().getShape())
+                         << " must be that of one chunk of 'parts', " << formatShape(parts.getShape().drop_front());
+  return success();
+}
+
+LogicalResult SumSplitsOp::verifyRegions() {
   return verifyEpilogue(*this, getEpilogue(), getEpilogueOperands(), getType());
 }
 

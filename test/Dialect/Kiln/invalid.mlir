@@ -1489,7 +1489,7 @@ func.func @epilogue_operands_without_region(%x: tensor<4x8xf32>, %w: tensor<8x2x
 // -----
 
 func.func @yield_outside_matmul() {
-  // expected-error @+1 {{'kiln.yield' op expects parent op to be one of 'kiln.matmul, kiln.attention'}}
+  // expected-error @+1 {{'kiln.yield' op expects parent op to be one of 'kiln.matmul, kiln.attention, kiln.sum_splits'}}
   kiln.yield
 }
 
@@ -1929,4 +1929,70 @@ func.func @gather_result_type(%c: tensor<4x16x2x8xbf16>, %t: tensor<2x3xi32>, %l
   // expected-error @+1 {{'kiln.gather_pages' op result type 'tensor<2x2x48x8xf32>' differs from 'tensor<2x2x48x8xbf16>' ([batch, kv_heads, max_pages * page_size, head_dim] of the cache's element type)}}
   %0 = kiln.gather_pages %c, %t, %l : tensor<4x16x2x8xbf16>, tensor<2x3xi32>, tensor<2xi32> -> tensor<2x2x48x8xf32>
   return %0 : tensor<2x2x48x8xf32>
+}
+
+// -----
+
+func.func @matmul_k_chunk_zero(%x: tensor<4x8xf32>, %w: tensor<8x6xf32>) -> tensor<1x4x6xf32> {
+  // expected-error @+1 {{'kiln.matmul' op k_chunk must be positive, got 0}}
+  %p = kiln.matmul %x, %w {k_chunk = 0 : i64} : tensor<4x8xf32>, tensor<8x6xf32> -> tensor<1x4x6xf32>
+  return %p : tensor<1x4x6xf32>
+}
+
+// -----
+
+func.func @matmul_k_chunk_with_epilogue(%x: tensor<4x8xf32>, %w: tensor<8x6xf32>) -> tensor<2x4x6xf32> {
+  // expected-error @+1 {{'kiln.matmul' op with k_chunk stores [chunks, ..., M, N] f32 partial products; an epilogue belongs to the kiln.sum_splits}}
+  %p = kiln.matmul %x, %w epilogue() {
+  ^bb0(%acc: f32):
+    kiln.yield %acc : f32
+  } {k_chunk = 4 : i64} : tensor<4x8xf32>, tensor<8x6xf32> -> tensor<2x4x6xf32>
+  return %p : tensor<2x4x6xf32>
+}
+
+// -----
+
+func.func @matmul_k_chunk_result_type(%x: tensor<4x8xbf16>, %w: tensor<8x6xbf16>) -> tensor<3x4x6xf32> {
+  // expected-error @+1 {{'kiln.matmul' op result type 'tensor<3x4x6xf32>' does not match the inferred type 'tensor<2x4x6xf32>'}}
+  %p = kiln.matmul %x, %w {k_chunk = 4 : i64} : tensor<4x8xbf16>, tensor<8x6xbf16> -> tensor<3x4x6xf32>
+  return %p : tensor<3x4x6xf32>
+}
+
+// -----
+
+func.func @sum_splits_no_chunk(%p: tensor<0x4x6xf32>) -> tensor<4x6xf32> {
+  // expected-error @+1 {{'kiln.sum_splits' op operand 'parts' must have a leading chunk dimension of at least one chunk, got 'tensor<0x4x6xf32>'}}
+  %y = kiln.sum_splits %p : tensor<0x4x6xf32> -> tensor<4x6xf32>
+  return %y : tensor<4x6xf32>
+}
+
+// -----
+
+func.func @sum_splits_result_shape(%p: tensor<2x4x6xf32>) -> tensor<4x7xf32> {
+  // expected-error @+1 {{'kiln.sum_splits' op result shape [4, 7] must be that of one chunk of 'parts', [4, 6]}}
+  %y = kiln.sum_splits %p : tensor<2x4x6xf32> -> tensor<4x7xf32>
+  return %y : tensor<4x7xf32>
+}
+
+// -----
+
+func.func @sum_splits_epilogue_operand(%p: tensor<2x4x6xf32>, %b: tensor<5xf32>) -> tensor<4x6xf32> {
+  // expected-error @+1 {{'kiln.sum_splits' op epilogue operand #0 of shape [5] does not broadcast to the result shape [4, 6]}}
+  %y = kiln.sum_splits %p epilogue(%b : tensor<5xf32>) {
+  ^bb0(%acc: f32, %bias: f32):
+    %s = arith.addf %acc, %bias : f32
+    kiln.yield %s : f32
+  } : tensor<2x4x6xf32> -> tensor<4x6xf32>
+  return %y : tensor<4x6xf32>
+}
+
+// -----
+
+func.func @sum_splits_epilogue_arguments(%p: tensor<2x4x6xf32>) -> tensor<4x6xf32> {
+  // expected-error @+1 {{'kiln.sum_splits' op epilogue takes 2 block arguments but needs the accumulator plus one per epilogue operand (1)}}
+  %y = kiln.sum_splits %p epilogue() {
+  ^bb0(%acc: f32, %extra: f32):
+    kiln.yield %acc : f32
+  } : tensor<2x4x6xf32> -> tensor<4x6xf32>
+  return %y : tensor<4x6xf32>
 }

@@ -40,6 +40,11 @@ JIT_CASES = [
     ("matmul_bias_gelu", kiln.ops.matmul, [((200, 264), "bfloat16"), ((264, 136), "bfloat16")],
      {"bias": ((136,), "bfloat16"), "activation": "gelu"}),
     ("matmul_batched_f16", kiln.ops.matmul, [((3, 77, 96), "float16"), ((96, 40), "float16")], {}),
+    # Decode-shaped: kiln-split-k splits K (6 chunks of 512; 4 of 640 in f32) and sums the chunks with the bias
+    # and GELU.
+    ("matmul_decode_split_k", kiln.ops.matmul, [((7, 3000), "bfloat16"), ((3000, 1000), "bfloat16")],
+     {"bias": ((1000,), "bfloat16"), "activation": "gelu"}),
+    ("matmul_decode_split_k_f32_tf32", kiln.ops.matmul, [((5, 2050), "float32"), ((2050, 300), "float32")], {}),
     ("attention_gqa_causal", kiln.ops.attention, [((1, 8, 77, 64), "bfloat16"), ((1, 2, 77, 64), "bfloat16"),
                                                    ((1, 2, 77, 64), "bfloat16")], {"causal": True}),
     ("attention_gqa_decode", kiln.ops.attention, [((3, 32, 1, 128), "bfloat16"), ((3, 8, 1000, 128), "bfloat16"),

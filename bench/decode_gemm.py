@@ -1,0 +1,175 @@
+"""Decode-step GEMMs on the H200: split-K (kiln-split-k) against the unsplit kernel and cuBLAS in one run, checked
+against an fp64 reference in the same run.
+
+Why: a decode step's GEMMs (M = 1..64 rows against the Llama block's 4096 x 4096, 4096 x 6144, 4096 x 14336 and
+14336 x 4096 weights) have a few dozen output tiles, so the unsplit kernel streams the weight from a fraction of
+the multiprocessors through one long K loop each. kiln-split-k splits the contraction into chunks (one block each)
+and adds them up in a second small kernel that runs the epilogue. This script holds both halves of the visit:
+
+- ``prepare`` (here, where the compiler is): compiles, per shape, ``generated`` (the default pipeline: split
+  where kiln::chooseKChunk says), ``unsplit`` (the same matmul pinned to the default config, so not split) and,
+  with ``--sweep``, explicit splits (``k_chunk`` and a pinned mma_sync config) over chunk counts and column tiles,
+  into ``<out>/<variant>/<case>``, plus ``<out>/cases.json``.
+- ``visit`` (on the GPU machine, build/python on PYTHONPATH): runs each variant's plan through the Python runtime
+  on fresh random inputs (seed printed) against torch in float64 (error limit 1e-2, bf16 output rounding and f32
+  accumulation), then times each as a CUDA graph of back-to-back calls (row_kernels.time_ms) beside cuBLAS
+  (torch.matmul, and the torch epilogue where the case has one), and writes decode_gemm.json and decode_gemm.md
+  (TB/s of weight + activation + output bytes, and ratios) to ``--out``.
+"""
+import json
+import math
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gpu_cases import gemm_case  # noqa: E402
+from row_kernels import command_line, compile_variants  # noqa: E402
+
+SHAPES = ((4096, 4096), (6144, 4096), (14336, 4096), (4096, 14336))
+ROWS = (1, 16, 32, 64)
+CHUNKS = (2, 3, 4, 6, 8, 16)
+COLUMN_TILES = (32, 64, 128)
+SHARED_BYTES = 232448  # per block on sm_90a
+
+
+def stages_for(bm, bn, bk):
+    """The most stages (up to 6) whose operand slots (kiln::mmaOperandSlots, bf16) fit a block's shared memory."""
+    stage = 2 * (bm * (bk + 8) + bk * (bn + 8))
+    return max(2, min(6, SHARED_BYTES // stage))
+
+
+def split_text(item, chunk, bn):
+    """The case's matmul split into chunks of ``chunk`` (a pinned mma_sync config of ``bn`` columns) and summed."""
+    m, n, k = item["m"], item["n"], item["k"]
+    bm, bk = max(16, min(64, 1 << (m - 1).bit_length())), 128
+    splits = -(-k // chunk)
+    config = (f"#kiln.config<tile = [{bm}, {bn}, {bk}], warps = 4, stages = {stages_for(bm, bn, bk)}, "
+              f'lowering = "mma_sync">')
+    text = item["mlir"].replace(" : tensor<", f" {{k_chunk = {chunk} : i64, kiln.config = {config}}} : tensor<", 1)
+    parts = f"tensor<{splits}x{m}x{n}xf32>"
+    text = re.sub(r"-> (tensor<[0-9x]+xbf16>)\n", f"-> {parts}\n  %s = kiln.sum_splits %y : {parts} -> \\1\n",
+                  text, count=1)
+    return text.replace("return %y", "return %s") if "return %y" in text else text.replace("%y,", "%s,")
+
+
+def default_config(kiln_opt, text):
+    """The config kiln-select-config gives the unsplit matmul (outlined, not split)."""
+    result = subprocess.run([str(kiln_opt), "-", "--kiln-outline-kernels", "--kiln-select-config=target=sm_90a"],
+                            input=text, capture_output=True, text=True, check=True)
+    return re.search(r"kiln\.config = (#kiln\.config<[^>]*>)", result.stdout).group(1)
+
+
+def cases(kiln_opt, sweep):
+    listed = []
+    for m in ROWS:
+        for n, k in SHAPES:
+            listed.append(gemm_case(f"b_bf16_{m}x{n}x{k}", m, n, k, "bf16"))
+    listed.append(gemm_case("b_bf16_32x14336x4096_bias_silu", 32, 14336, 4096, "bf16", "bias_silu"))
+    listed.append(gemm_case("t_bf16_unaligned_7x1000x3000", 7, 1000, 3000, "bf16"))
+    listed.append(gemm_case("t_bf16_transposed_24x2048x2050", 24, 2048, 2050, "bf16", transpose_rhs=True))
+    variants = {"generated": "mlir", "unsplit": "mlir_unsplit"}
+    for item in listed:
+        config = default_config(kiln_opt, item["mlir"])
+        item["mlir_unsplit"] = item["mlir"].replace(" : tensor<", f" {{kiln.config = {config}}} : tensor<", 1)
+        for splits in CHUNKS:
+            for bn in COLUMN_TILES:
+                key = f"mlir_s{splits}_bn{bn}"
+                variants[f"s{splits}_bn{bn}"] = key
+                chunk = -(-item["k"] // (splits * 128)) * 128
+                usable = sweep and item["name"].startswith("b_") and item["epilogue"] == "none" and \
+                    -(-item["k"] // chunk) == splits
+                item[key] = split_text(item, chunk, bn) if usable else None
+    return listed, variants
+
+
+def prepare(args):
+    kiln_opt = Path(args.kilnc).with_name("kiln-opt")
+    listed, variants = cases(kiln_opt, args.sweep)
+    return compile_variants(args, listed, variants)
+
+
+def visit(args):
+    import torch
+    import torch.nn.functional as F
+    from gpu_visit import make_inputs
+    from row_kernels import record_timings, start_visit, time_ms
+    import kiln
+
+    _, build, listed, seed, generator = start_visit(args)
+    variants = sorted(p.name for p in build.iterdir() if p.is_dir())
+    rows, failures = [], 0
+    for item in listed:
+        x, w, extras = make_inputs(item, generator)
+        wd = w.double().transpose(-1, -2) if item["transpose_rhs"] else w.double()
+        ref = (x.double() @ wd)
+        if item["epilogue"] == "bias_silu":
+            ref = F.silu(ref.to(torch.bfloat16).double() + extras[0].double())
+        bytes_moved = 2 * (item["m"] * item["k"] + item["k"] * item["n"] + item["m"] * item["n"])
+        row = dict(name=item["name"], m=item["m"], n=item["n"], k=item["k"])
+        launches = {}
+        for variant in variants:
+            folder = build / variant / item["name"]
+            if not folder.exists():
+                continue
+            manifest = json.loads((folder / "manifest.json").read_text())
+            bound = kiln.load(folder).bind(x, w, *extras)
+            out = bound.launch()[0]
+            torch.cuda.synchronize()
+            error = ((out.double() - ref).abs().max() / ref.abs().max()).item()
+            ok = error <= 1e-2 and not torch.isnan(out).any().item()
+            failures += not ok
+            row[f"{variant}_error"], row[f"{variant}_ok"] = error, ok
+            row[f"{variant}_kernels"] = len(manifest["plans"][0]["steps"])
+            if variant == "generated":
+                row["generated_config"] = next(k.get("config") for k in manifest["kernels"]
+                                               if k.get("op") == "kiln.matmul")
+            launches[variant] = bound.launch
+
+        def cublas():
+            y = torch.matmul(x, w.transpose(-1, -2) if item["transpose_rhs"] else w)
+            return F.silu(y + extras[0]) if item["epilogue"] == "bias_silu" else y
+
+        if item["name"].startswith("b_") and not args.no_bench:
+            timings = {variant: time_ms(launch) for variant, launch in launches.items()}
+            timings["cublas"] = time_ms(cublas)
+            record_timings(row, timings, bytes_moved, "tbs", [v for v in timings if v != "generated"])
+            best = min((v for v in timings if v not in ("cublas",)), key=timings.get)
+            row["best"] = best
+            print(f"{item['name']:34s} generated {row['generated_tbs']:.2f} TB/s ({row['generated_kernels']} "
+                  f"kernels) | unsplit {row.get('unsplit_tbs', 0):.2f} | cuBLAS {row['cublas_tbs']:.2f} "
+                  f"({1 / row['vs_cublas']:.2f}x) | best {best} {row[f'{best}_tbs']:.2f}", flush=True)
+        else:
+            print(f"{item['name']:34s} " + " ".join(f"{v} {row[f'{v}_error']:.1e}" for v in launches), flush=True)
+        rows.append(row)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "decode_gemm.json").write_text(json.dumps(dict(seed=seed, device=torch.cuda.get_device_name(),
+                                                          torch=torch.__version__, rows=rows), indent=1))
+    write_table(rows, out / "decode_gemm.md")
+    print(f"{sum(1 for r in rows for k in r if k.endswith('_ok')) - failures} variant runs passed, {failures} "
+          f"failed (against fp64)")
+    return 1 if failures else 0
+
+
+def write_table(rows, path):
+    """The timed rows as a markdown table: the default pipeline against the unsplit kernel and cuBLAS."""
+    lines = ["| case | config | kernels | Kiln TB/s | unsplit TB/s | Kiln / unsplit | cuBLAS TB/s | Kiln / cuBLAS | "
+             "best variant |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in (r for r in rows if "generated_ms" in r):
+        lines.append(f"| {r['name']} | {r.get('generated_config', '')} | {r['generated_kernels']} | "
+                     f"{r['generated_tbs']:.2f} | {r.get('unsplit_tbs', math.nan):.2f} | "
+                     f"{1 / r.get('vs_unsplit', math.nan):.2f}x | {r['cublas_tbs']:.2f} | "
+                     f"{1 / r['vs_cublas']:.2f}x | {r['best']} {r[r['best'] + '_tbs']:.2f} |")
+    Path(path).write_text("\n".join(lines) + "\n")
+
+
+def main():
+    return command_line(__doc__, "gpu_build/decode_gemm", prepare, visit,
+                        prepare_flags=[("sweep", "also compile explicit splits over chunk counts and column tiles")])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
