@@ -9,7 +9,8 @@ and adds them up in a second small kernel that runs the epilogue. This script ho
 - ``prepare`` (here, where the compiler is): compiles, per shape, ``generated`` (the default pipeline: split
   where kiln::chooseKChunk says), ``unsplit`` (the same matmul pinned to the default config, so not split) and,
   with ``--sweep``, explicit splits (``k_chunk`` and a pinned mma_sync config) over chunk counts and column tiles,
-  into ``<out>/<variant>/<case>``, plus ``<out>/cases.json``.
+  into ``<out>/<variant>/<case>``, plus ``<out>/cases.json``; and ``generated_ordinary_launch``, the generated
+  kernels with their manifest's ``dependent_launch`` dropped (launched without programmatic dependent launch).
 - ``visit`` (on the GPU machine, build/python on PYTHONPATH): runs each variant's plan through the Python runtime
   on fresh random inputs (seed printed) against torch in float64 (error limit 1e-2, bf16 output rounding and f32
   accumulation), then times each as a CUDA graph of back-to-back calls (row_kernels.time_ms) beside cuBLAS
@@ -19,6 +20,7 @@ and adds them up in a second small kernel that runs the epilogue. This script ho
 import json
 import math
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -88,7 +90,18 @@ def cases(kiln_opt, sweep):
 def prepare(args):
     kiln_opt = Path(args.kilnc).with_name("kiln-opt")
     listed, variants = cases(kiln_opt, args.sweep)
-    return compile_variants(args, listed, variants)
+    status = compile_variants(args, listed, variants)
+    # The same kernels launched the ordinary way (no programmatic dependent launch): what overlapping each kernel's
+    # launch with its predecessor gains, in the same run.
+    for folder in sorted((Path(args.out) / "generated").iterdir()):
+        if folder.is_dir():
+            copy = Path(args.out) / "generated_ordinary_launch" / folder.name
+            shutil.copytree(folder, copy, dirs_exist_ok=True)
+            manifest = json.loads((copy / "manifest.json").read_text())
+            for kernel in manifest["kernels"]:
+                kernel.pop("dependent_launch", None)
+            (copy / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    return status
 
 
 def visit(args):

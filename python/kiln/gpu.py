@@ -125,6 +125,8 @@ def _checked_manifest(folder):
         integers(kernel, "block", where, 3)
         field(kernel, "dynamic_shared_bytes", int, where)
         integers(kernel, "sizes", where, optional=True)
+        if not isinstance(kernel.get("dependent_launch", False), bool):
+            bad(f"{where}'s 'dependent_launch' is not true or false")
         for spec in field(kernel, "tensor_maps", list, where, optional=True):
             if not isinstance(spec, dict):
                 bad(f"{where}'s tensor map is not an object")

@@ -73,22 +73,27 @@ class Device:
             self.lib.kiln_buffer_free(cubin)
             self.lib.kiln_buffer_free(log)
 
-    def kernel(self, module, name, params=0, tensor_maps=()):
+    def kernel(self, module, name, params=0, tensor_maps=(), dependent_launch=False):
         """The kernel ``name`` of ``module``; with ``tensor_maps`` (the manifest's specs), each launch appends one
-        TMA descriptor per spec, built from the address in parameter ``buffer``, after its ``params`` values."""
+        TMA descriptor per spec, built from the address in parameter ``buffer``, after its ``params`` values; with
+        ``dependent_launch`` (a kernel that waits for its predecessor itself) launches overlap the previous
+        kernel of the stream."""
         kernel = ctypes.c_void_p()
         check(self.lib.kiln_module_get_kernel(module, name.encode(), ctypes.byref(kernel)), f"kernel '{name}'")
         if tensor_maps:
             specs = (TensorMapSpec * len(tensor_maps))(*[TensorMapSpec.of(m) for m in tensor_maps])
             check(self.lib.kiln_kernel_set_tensor_maps(kernel, params, len(tensor_maps), specs),
                   f"kernel '{name}'")
+        if dependent_launch:
+            check(self.lib.kiln_kernel_set_dependent_launch(kernel, 1), f"kernel '{name}'")
         return kernel
 
     def manifest_kernel(self, module, entry):
-        """The kernel of manifest ``entry`` in ``module``: its buffers and sizes are what a launch passes, and its
-        ``tensor_maps`` (if any) what the runtime appends."""
+        """The kernel of manifest ``entry`` in ``module``: its buffers and sizes are what a launch passes, its
+        ``tensor_maps`` (if any) what the runtime appends, and ``dependent_launch`` how it is launched."""
         params = len(entry["params"]) + len(entry.get("sizes", []))
-        return self.kernel(module, entry["function"], params, entry.get("tensor_maps", ()))
+        return self.kernel(module, entry["function"], params, entry.get("tensor_maps", ()),
+                           entry.get("dependent_launch", False))
 
 
 class TensorMapSpec(ctypes.Structure):

@@ -69,6 +69,7 @@ LoadedDriver load() {
     return loaded;
   d.cuTensorMapEncodeTiled = reinterpret_cast<decltype(d.cuTensorMapEncodeTiled)>(
       dlsym(library, "cuTensorMapEncodeTiled"));
+  d.cuLaunchKernelEx = reinterpret_cast<decltype(d.cuLaunchKernelEx)>(dlsym(library, "cuLaunchKernelEx"));
   if (CUresult result = d.cuInit(0); result != kCudaSuccess) {
     loaded.error = "cuInit failed: " + describeCudaError(d, result);
     return loaded;

@@ -23,6 +23,23 @@ using CUfunction = struct CUfunc_st *;
 using CUstream = struct CUstream_st *;
 using CUlinkState = struct CUlinkState_st *;
 
+/// The driver's CUlaunchAttribute (an id, padding, a 64-byte value union) and CUlaunchConfig, for
+/// cuLaunchKernelEx.
+struct CUlaunchAttribute {
+  int id;
+  char pad[4];
+  union {
+    char bytes[64];
+    int programmaticStreamSerializationAllowed;
+  } value;
+};
+struct CUlaunchConfig {
+  unsigned gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
+  CUstream hStream;
+  CUlaunchAttribute *attrs;
+  unsigned numAttrs;
+};
+
 /// The driver's CUtensorMap: 128 opaque bytes, 64-byte aligned.
 struct alignas(64) CUtensorMap {
   uint64_t opaque[16];
@@ -42,6 +59,7 @@ constexpr int kJitLogVerbose = 12;
 constexpr int kJitInputPtx = 1;
 constexpr int kTensorMapFloat16 = 6, kTensorMapBfloat16 = 9;
 constexpr int kTensorMapInterleaveNone = 0, kTensorMapL2Promotion128B = 2, kTensorMapOobFillZeros = 0;
+constexpr int kLaunchAttributeProgrammaticStreamSerialization = 6;
 
 /// Entry points of libcuda, resolved once.
 struct CudaDriver {
@@ -70,6 +88,8 @@ struct CudaDriver {
   CUresult (*cuMemcpyDtoH)(void *, CUdeviceptr, size_t);
   CUresult (*cuGetErrorName)(CUresult, const char **);
   CUresult (*cuGetErrorString)(CUresult, const char **);
+  /// Null on drivers before CUDA 12, which have no programmatic dependent launch.
+  CUresult (*cuLaunchKernelEx)(const CUlaunchConfig *, CUfunction, void **, void **);
   /// Null on drivers before CUDA 12, which have no tensor maps.
   CUresult (*cuTensorMapEncodeTiled)(CUtensorMap *, int, unsigned, void *, const uint64_t *, const uint64_t *,
                                      const unsigned *, const unsigned *, int, int, int, int);

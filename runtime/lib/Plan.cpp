@@ -47,6 +47,7 @@ struct Step {
   std::vector<int> args;
   std::vector<uint64_t> sizes; ///< a size-generic kernel's sizes, passed after its buffers
   std::vector<kiln_tensor_map_spec> maps;
+  bool dependentLaunch = false; ///< the manifest's "dependent_launch": launched to overlap its predecessor
   kiln_kernel *kernel = nullptr;
 };
 
@@ -319,6 +320,11 @@ kiln_status readPlan(const char *function, kiln_plan &plan) {
     std::string why;
     if (!parseTensorMaps(launch.find("tensor_maps"), s.maps, why))
       return invalid(manifestPath, "kernel " + s.name + ": " + why);
+    if (const Json *dependent = launch.find("dependent_launch")) {
+      if (dependent->kind != Json::Kind::Bool)
+        return invalid(manifestPath, "kernel " + s.name + ": \"dependent_launch\" must be true or false");
+      s.dependentLaunch = dependent->boolean;
+    }
     cells = std::max(cells, s.args.size() + s.sizes.size());
   }
   plan.argumentCells.resize(cells);
@@ -368,6 +374,8 @@ kiln_status loadPlan(kiln_device *device, kiln_plan &plan) {
     if (kiln_status status = kiln_kernel_set_tensor_maps(s.kernel, static_cast<int>(s.args.size() + s.sizes.size()),
                                                          static_cast<int>(s.maps.size()), s.maps.data());
         status != KILN_OK)
+      return status;
+    if (kiln_status status = kiln_kernel_set_dependent_launch(s.kernel, s.dependentLaunch); status != KILN_OK)
       return status;
   }
   return KILN_OK;

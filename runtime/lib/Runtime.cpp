@@ -45,6 +45,8 @@ struct kiln_kernel {
   /// The parameters a launch takes from its caller, and the tensor maps it appends (kiln_kernel_set_tensor_maps).
   int callerParams = 0;
   std::vector<kiln_tensor_map_spec> tensorMaps;
+  /// Whether launches may overlap the previous kernel of the stream (kiln_kernel_set_dependent_launch).
+  bool dependentLaunch = false;
 };
 
 namespace {
@@ -351,8 +353,27 @@ kiln_status kiln_kernel_launch(kiln_kernel *kernel, const unsigned grid[3], cons
     }
     args = params;
   }
+  if (kernel->dependentLaunch && driver.cuLaunchKernelEx) {
+    // Programmatic dependent launch: the kernel's blocks may be scheduled once every block of the previous
+    // kernel has started; each waits (griddepcontrol.wait) until that kernel has finished and its writes are
+    // visible, so the launch latency overlaps the previous kernel's tail.
+    CUlaunchAttribute attribute{};
+    attribute.id = kLaunchAttributeProgrammaticStreamSerialization;
+    attribute.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig config{grid[0],  grid[1],  grid[2], block[0], block[1], block[2], dynamic_shared_bytes,
+                          static_cast<CUstream>(stream), &attribute, 1};
+    KILN_CHECK(driver, cuLaunchKernelEx(&config, kernel->function, args, nullptr));
+    return KILN_OK;
+  }
   KILN_CHECK(driver, cuLaunchKernel(kernel->function, grid[0], grid[1], grid[2], block[0], block[1], block[2],
                                     dynamic_shared_bytes, static_cast<CUstream>(stream), args, nullptr));
+  return KILN_OK;
+}
+
+kiln_status kiln_kernel_set_dependent_launch(kiln_kernel *kernel, int enabled) {
+  if (!kernel)
+    return fail(KILN_ERROR_INVALID_ARGUMENT, "kiln_kernel_set_dependent_launch: null kernel");
+  kernel->dependentLaunch = enabled != 0;
   return KILN_OK;
 }
 

@@ -248,9 +248,16 @@ module {
 
 // The sum of a split matmul's chunks: a thread per output element adds its element of the 3 chunks (chunk n at
 // n * 24 + element: consecutive threads read consecutive words), then runs the epilogue on the sum and its
-// element of the bias (broadcast along the rows), and stores bf16.
+// element of the bias (broadcast along the rows), and stores bf16. Like every sm_90a kernel it first waits for the
+// kernel before it and then lets the next one be scheduled (programmatic dependent launch), and its launch says
+// so.
+// CHECK-LABEL: func.func private @k10_sum_splits
+// CHECK-SAME: kiln.dependent_launch
 // CHECK-LABEL: gpu.func @k10_sum_splits
 // CHECK-SAME: (%[[PARTS:[a-zA-Z0-9_]+]]: memref<72xf32>, %[[BIAS:[a-zA-Z0-9_]+]]: memref<6xbf16>, %[[OUT:[a-zA-Z0-9_]+]]: memref<24xbf16>)
+// CHECK-NOT: memref.load
+// CHECK: nvvm.griddepcontrol wait
+// CHECK-NEXT: nvvm.griddepcontrol launch_dependents
 // CHECK: %[[COLUMN:.+]] = arith.remui %[[E:[a-zA-Z0-9_]+]], %c6 : index
 // CHECK: %[[SUM:.+]] = scf.for %[[N:.+]] = %c0 to %c3 step %c1 iter_args(%[[ACC:.+]] = %{{.*}}) -> (f32)
 // CHECK: %[[AT:.+]] = arith.muli %[[N]], %c24 : index

@@ -12,6 +12,8 @@
 
 // WROTE: kilnc: wrote {{.*}}manifest.json and the kernels it lists
 
+// sm_80 has no programmatic dependent launch: its kernels launch the ordinary way.
+// MANIFEST80-NOT: dependent_launch
 // MANIFEST80: "cubin": "ffn_k0_matmul_module.sm_80.cubin"
 // MANIFEST80: "name": "ffn_k0_matmul"
 // MANIFEST80: "op": "kiln.matmul"
@@ -34,6 +36,9 @@
 // MANIFEST90-NEXT: 64,
 // MANIFEST90-NEXT: 64
 // MANIFEST90: "cubin": "ffn_k0_matmul_module.sm_90a.cubin"
+// The kernel waits for its predecessor itself (griddepcontrol.wait below), but as the first kernel of its plan it
+// launches the ordinary way.
+// MANIFEST90-NOT: dependent_launch
 // MANIFEST90: "dynamic_shared_bytes": 98336
 // MANIFEST90: "grid": [
 // MANIFEST90-NEXT: 8,
@@ -72,6 +77,8 @@
 // PTX90: .extern .shared .align 1024 .b8 ffn_k0_matmul_smem[]
 // PTX90: .param .align 64 .b8 ffn_k0_matmul_param_{{[0-9]+}}[128]
 // PTX90: cvta.param.u64
+// PTX90: griddepcontrol.wait;
+// PTX90-NEXT: griddepcontrol.launch_dependents;
 // PTX90: mbarrier.init.shared.b64
 // PTX90: fence.mbarrier_init.release.cluster;
 // PTX90: mbarrier.arrive.expect_tx.shared.b64

@@ -81,6 +81,11 @@ FailureOr<KernelLaunch> lowerWgmmaMatmulKernel(OpBuilder &builder, gpu::GPUModul
 FailureOr<KernelLaunch> lowerMmaAttentionKernel(OpBuilder &builder, gpu::GPUModuleOp module, func::FuncOp kernel,
                                                 StringRef name);
 
+/// Makes `kernel` (an sm_90a kernel) wait for the previous kernel of its stream before anything else and then
+/// let its successor be scheduled (DependentLaunch.cpp), so that its launches may overlap that kernel
+/// (programmatic dependent launch; the host function is marked `kiln.dependent_launch`).
+void awaitPredecessorKernel(gpu::GPUFuncOp kernel);
+
 /// Gives `gpuModule`'s f32 exp and division the hardware's approximations with subnormal results flushed to
 /// zero (FastMath.cpp): exp as libdevice's fast path, x / y as x times rcp.approx.ftz(y), and libdevice's
 /// flush-to-zero paths through the module's nvvm-reflect-ftz flag.

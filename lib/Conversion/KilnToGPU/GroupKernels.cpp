@@ -326,6 +326,9 @@ static void mergeGroup(Group &group, gpu::GPUModuleOp gpuModule) {
   if (!maps.empty())
     launch.push_back(builder.getNamedAttr("tensor_maps", builder.getArrayAttr(maps)));
   host->setAttr("kiln.launch", builder.getDictionaryAttr(launch));
+  // Each member's body starts with its wait for the previous kernel (sm_90a): the group launches as they did.
+  if (first.host->hasAttr("kiln.dependent_launch"))
+    host->setAttr("kiln.dependent_launch", builder.getUnitAttr());
 
   // The host plan: one call where the last member was, then the views of the results that sat between.
   func::CallOp last = members.back().call;

@@ -4,7 +4,8 @@
 // `gpu.module @kiln_kernels`, and records on the function how to launch it (kiln.gpu_kernel, kiln.launch), so
 // that kilnc can write the kernel and its manifest. Row kernels, matmuls and attentions are lowered from their
 // tiled loops by layout; the elementwise and data-movement glue kernels are built from the op. Kernel kinds
-// without a GPU lowering are an error that names the op.
+// without a GPU lowering are an error that names the op. On sm_90a every kernel waits for its predecessor itself
+// and is launched to overlap it (DependentLaunch.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -131,6 +132,10 @@ struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUP
         fields.push_back(builder.getNamedAttr("tensor_maps", builder.getArrayAttr(maps)));
       }
       func->setAttr("kiln.launch", builder.getDictionaryAttr(fields));
+      if (*target == Target::Sm90a) {
+        awaitPredecessorKernel(gpuModule.lookupSymbol<gpu::GPUFuncOp>(name));
+        func->setAttr("kiln.dependent_launch", builder.getUnitAttr());
+      }
     }
     if (gpuModule)
       kiln::approximateExpAndDivision(gpuModule);

@@ -113,6 +113,12 @@ typedef struct kiln_tensor_map_spec {
 KILN_RUNTIME_API kiln_status kiln_kernel_set_tensor_maps(kiln_kernel *kernel, int params, int count,
                                                          const kiln_tensor_map_spec *specs);
 
+/// Lets launches of `kernel` overlap the previous kernel of their stream (programmatic dependent launch, sm_90
+/// and CUDA 12 or later; elsewhere launches stay ordinary): only for a kernel whose every thread waits for its
+/// predecessor (griddepcontrol.wait) before it reads or writes memory, as the compiler's sm_90a kernels do
+/// (their manifest entries say "dependent_launch"). Call it once, before the kernel's first launch.
+KILN_RUNTIME_API kiln_status kiln_kernel_set_dependent_launch(kiln_kernel *kernel, int enabled);
+
 /// Device memory, for tests and tools that have no framework to allocate with.
 KILN_RUNTIME_API kiln_status kiln_malloc(kiln_device *device, size_t bytes, uint64_t *pointer);
 KILN_RUNTIME_API kiln_status kiln_free(kiln_device *device, uint64_t pointer);
