@@ -16,6 +16,8 @@ and adds them up in a second small kernel that runs the epilogue. This script ho
   accumulation), then times each as a CUDA graph of back-to-back calls (row_kernels.time_ms) beside cuBLAS
   (torch.matmul, and the torch epilogue where the case has one), and writes decode_gemm.json and decode_gemm.md
   (TB/s of weight + activation + output bytes, and ratios) to ``--out``.
+- ``plot`` (anywhere with matplotlib): draws a visit's decode_gemm.json as decode_gemm.png beside it (and
+  rewrites the table from it).
 """
 import json
 import math
@@ -32,8 +34,9 @@ from row_kernels import command_line, compile_variants  # noqa: E402
 
 SHAPES = ((4096, 4096), (6144, 4096), (14336, 4096), (4096, 14336))
 ROWS = (1, 16, 32, 64)
-CHUNKS = (2, 3, 4, 6, 8, 16)
-COLUMN_TILES = (32, 64, 128)
+CHUNKS = (2, 3, 4, 6, 8)
+COLUMN_TILES = (64, 128)
+WARPS = (4, 8)
 SHARED_BYTES = 232448  # per block on sm_90a
 
 
@@ -43,12 +46,13 @@ def stages_for(bm, bn, bk):
     return max(2, min(6, SHARED_BYTES // stage))
 
 
-def split_text(item, chunk, bn):
-    """The case's matmul split into chunks of ``chunk`` (a pinned mma_sync config of ``bn`` columns) and summed."""
+def split_text(item, chunk, bn, warps):
+    """The case's matmul split into chunks of ``chunk`` (a pinned mma_sync config of ``bn`` columns and ``warps``
+    warps) and summed."""
     m, n, k = item["m"], item["n"], item["k"]
     bm, bk = max(16, min(64, 1 << (m - 1).bit_length())), 128
     splits = -(-k // chunk)
-    config = (f"#kiln.config<tile = [{bm}, {bn}, {bk}], warps = 4, stages = {stages_for(bm, bn, bk)}, "
+    config = (f"#kiln.config<tile = [{bm}, {bn}, {bk}], warps = {warps}, stages = {stages_for(bm, bn, bk)}, "
               f'lowering = "mma_sync">')
     text = item["mlir"].replace(" : tensor<", f" {{k_chunk = {chunk} : i64, kiln.config = {config}}} : tensor<", 1)
     parts = f"tensor<{splits}x{m}x{n}xf32>"
@@ -78,12 +82,13 @@ def cases(kiln_opt, sweep):
         item["mlir_unsplit"] = item["mlir"].replace(" : tensor<", f" {{kiln.config = {config}}} : tensor<", 1)
         for splits in CHUNKS:
             for bn in COLUMN_TILES:
-                key = f"mlir_s{splits}_bn{bn}"
-                variants[f"s{splits}_bn{bn}"] = key
-                chunk = -(-item["k"] // (splits * 128)) * 128
-                usable = sweep and item["name"].startswith("b_") and item["epilogue"] == "none" and \
-                    -(-item["k"] // chunk) == splits
-                item[key] = split_text(item, chunk, bn) if usable else None
+                for warps in WARPS:
+                    key = f"mlir_s{splits}_bn{bn}_w{warps}"
+                    variants[key[5:]] = key
+                    chunk = -(-item["k"] // (splits * 128)) * 128
+                    usable = sweep and item["name"].startswith("b_") and item["epilogue"] == "none" and \
+                        -(-item["k"] // chunk) == splits and (warps == 4 or item["m"] >= 32)
+                    item[key] = split_text(item, chunk, bn, warps) if usable else None
     return listed, variants
 
 
@@ -153,7 +158,7 @@ def visit(args):
             row["best"] = best
             print(f"{item['name']:34s} generated {row['generated_tbs']:.2f} TB/s ({row['generated_kernels']} "
                   f"kernels) | unsplit {row.get('unsplit_tbs', 0):.2f} | cuBLAS {row['cublas_tbs']:.2f} "
-                  f"({1 / row['vs_cublas']:.2f}x) | best {best} {row[f'{best}_tbs']:.2f}", flush=True)
+                  f"(Kiln {row['vs_cublas']:.2f}x) | best {best} {row[f'{best}_tbs']:.2f}", flush=True)
         else:
             print(f"{item['name']:34s} " + " ".join(f"{v} {row[f'{v}_error']:.1e}" for v in launches), flush=True)
         rows.append(row)
@@ -174,13 +179,21 @@ def write_table(rows, path):
     for r in (r for r in rows if "generated_ms" in r):
         lines.append(f"| {r['name']} | {r.get('generated_config', '')} | {r['generated_kernels']} | "
                      f"{r['generated_tbs']:.2f} | {r.get('unsplit_tbs', math.nan):.2f} | "
-                     f"{1 / r.get('vs_unsplit', math.nan):.2f}x | {r['cublas_tbs']:.2f} | "
-                     f"{1 / r['vs_cublas']:.2f}x | {r['best']} {r[r['best'] + '_tbs']:.2f} |")
+                     f"{r.get('vs_unsplit', math.nan):.2f}x | {r['cublas_tbs']:.2f} | "
+                     f"{r['vs_cublas']:.2f}x | {r['best']} {r[r['best'] + '_tbs']:.2f} |")
     Path(path).write_text("\n".join(lines) + "\n")
 
 
+def plot(args):
+    from row_kernels import bar_chart
+    bar_chart(args.json, (("generated", "Kiln (split-K where chosen)"), ("unsplit", "Kiln unsplit"),
+                          ("cublas", "cuBLAS")), "decode-step GEMMs on the H200, bf16", unit="TB/s")
+    write_table(json.loads(Path(args.json).read_text())["rows"], Path(args.json).with_suffix(".md"))
+    return 0
+
+
 def main():
-    return command_line(__doc__, "gpu_build/decode_gemm", prepare, visit,
+    return command_line(__doc__, "gpu_build/decode_gemm", prepare, visit, plot,
                         prepare_flags=[("sweep", "also compile explicit splits over chunk counts and column tiles")])
 
 

@@ -160,6 +160,11 @@ static ConfigAttr configFromShapes(Operation *op, Target target) {
     if (target == Target::Sm90a && !matmul.getKChunk() && usesWgmma(matmul, m, n, k))
       return getWgmmaConfig(matmul);
     int64_t bm = 64, bn = 64, bk = 64, warps = 4, stages = 3;
+    // 33 to 64 rows of a decode step: 64-row tiles, whose tile matmuls eight warps keep up with the weight's
+    // stream (M = 64, K = N = 4096 split in 4: 2.13 TB/s against 1.96 with four warps on the H200,
+    // bench/results/decode/decode_gemm.md).
+    if (target != Target::Host && m > 32 && m <= 64)
+      warps = 8;
     if (target != Target::Host) {
       bm = m <= 64 ? 64 : 128, bn = 128, bk = 32, stages = target == Target::Sm90a ? 4 : 3;
       // Small M (decoding) streams the weight: with a few thin tiles per multiprocessor, only deep K steps keep
@@ -354,13 +359,14 @@ std::optional<int64_t> kiln::chooseKChunk(MatmulOp op, Target target) {
   // Measured on the H200 (bench/results/decode/decode_gemm.md; M = 1..64 against the Llama block's weights): a
   // weight-streaming block takes a whole multiprocessor (five or six stages of 128-column tiles), the fastest
   // split fills one wave of them with the widest tiles (M = 32, K = N = 4096: 4 chunks of 32 tiles, 2.64 TB/s
-  // against 1.87 unsplit), and a split into two does not repay its second kernel (N = 6144: 48 tiles).
+  // against 1.87 unsplit). A split into two repays its second kernel only where a block's tile has 32 rows or more
+  // (N = 6144, 48 tiles: 2.39 TB/s against 1.91 at M = 32; 2.58 against 2.57 at M = 16).
   int64_t bm = config.getTile()[0], bk = config.getTile()[2];
   int64_t tiles = outputTiles(op.getType(), bm, kSplitColumnTile);
   int64_t kTiles = llvm::divideCeilSigned(op.getContractionSize(), bk);
   int64_t chunks = std::min<int64_t>(multiprocessors(target) / std::max<int64_t>(tiles, 1),
                                      kTiles / kMinKTilesPerChunk);
-  if (chunks < 3)
+  if (chunks < (bm >= 32 ? 2 : 3))
     return std::nullopt;
   return llvm::divideCeilSigned(kTiles, chunks) * bk;
 }

@@ -4,9 +4,9 @@
 // RUN: not kiln-opt %s -kiln-split-k=target=sm_70 2>&1 | FileCheck %s --check-prefix=BADTARGET
 
 // kiln-split-k splits the contraction of an mma_sync matmul whose 128-column output tiles fill at most a third
-// of the multiprocessors into as many chunks of whole k-tiles as make one tile per multiprocessor (each chunk at
-// least four k-tiles), and adds the chunks up in a kiln.sum_splits that takes over the matmul's epilogue. The
-// host target (the default) keeps every matmul whole.
+// of the multiprocessors (at most half with tiles of 32 rows or more) into as many chunks of whole k-tiles as
+// make one tile per multiprocessor (each chunk at least four k-tiles), and adds the chunks up in a
+// kiln.sum_splits that takes over the matmul's epilogue. The host target (the default) keeps every matmul whole.
 // BADTARGET: kiln-split-k: unknown target 'sm_70' (expected host, sm_80 or sm_90a)
 
 // A decode step's projection: 32 rows by a 4096 x 4096 weight, 32 tiles of 32 x 128; 132 multiprocessors take 4
@@ -55,20 +55,30 @@ func.func @down_projection(%x: tensor<1x14336xbf16>, %w: tensor<4096x14336xbf16>
 
 // -----
 
-// Left whole: 48 tiles at N = 6144 (two chunks would not repay the sum's kernel), 112 at N = 14336, a K of two
-// k-tiles, a pinned config, the wgmma GEMM (M > 64), and a matmul already split.
+// The q/k/v projection at N = 6144: 48 tiles of 32 rows, two chunks of 2048.
+// CHECK-LABEL: func.func @qkv_projection
+// CHECK: kiln.matmul %{{.*}}, %{{.*}} {k_chunk = 2048 : i64} : tensor<32x4096xbf16>, tensor<4096x6144xbf16> -> tensor<2x32x6144xf32>
+func.func @qkv_projection(%x: tensor<32x4096xbf16>, %w: tensor<4096x6144xbf16>) -> tensor<32x6144xbf16> {
+  %y = kiln.matmul %x, %w : tensor<32x4096xbf16>, tensor<4096x6144xbf16> -> tensor<32x6144xbf16>
+  return %y : tensor<32x6144xbf16>
+}
+
+// -----
+
+// Left whole: 48 tiles of 16 rows at N = 6144 (two chunks would not repay the sum's kernel), 112 at N = 14336,
+// a K of two k-tiles, a pinned config, the wgmma GEMM (M > 64), and a matmul already split.
 // CHECK-LABEL: func.func @whole
 // CHECK-NOT: kiln.sum_splits
 // CHECK: return
-func.func @whole(%x: tensor<32x4096xbf16>, %w1: tensor<4096x6144xbf16>, %w2: tensor<4096x14336xbf16>,
+func.func @whole(%x: tensor<32x4096xbf16>, %x1: tensor<16x4096xbf16>, %w1: tensor<4096x6144xbf16>, %w2: tensor<4096x14336xbf16>,
                  %x3: tensor<32x256xbf16>, %w3: tensor<256x4096xbf16>, %x4: tensor<256x4096xbf16>,
                  %w4: tensor<4096x4096xbf16>, %w5: tensor<4096x4096xbf16>)
-    -> (tensor<32x6144xbf16>, tensor<32x14336xbf16>, tensor<32x4096xbf16>, tensor<256x4096xbf16>, tensor<32x4096xbf16>, tensor<2x32x4096xf32>) {
-  %a = kiln.matmul %x, %w1 : tensor<32x4096xbf16>, tensor<4096x6144xbf16> -> tensor<32x6144xbf16>
+    -> (tensor<16x6144xbf16>, tensor<32x14336xbf16>, tensor<32x4096xbf16>, tensor<256x4096xbf16>, tensor<32x4096xbf16>, tensor<2x32x4096xf32>) {
+  %a = kiln.matmul %x1, %w1 : tensor<16x4096xbf16>, tensor<4096x6144xbf16> -> tensor<16x6144xbf16>
   %b = kiln.matmul %x, %w2 : tensor<32x4096xbf16>, tensor<4096x14336xbf16> -> tensor<32x14336xbf16>
   %c = kiln.matmul %x3, %w3 : tensor<32x256xbf16>, tensor<256x4096xbf16> -> tensor<32x4096xbf16>
   %d = kiln.matmul %x4, %w4 : tensor<256x4096xbf16>, tensor<4096x4096xbf16> -> tensor<256x4096xbf16>
   %e = kiln.matmul %x, %w5 {kiln.config = #kiln.config<tile = [32, 32, 128], warps = 4, stages = 6, lowering = "mma_sync">} : tensor<32x4096xbf16>, tensor<4096x4096xbf16> -> tensor<32x4096xbf16>
   %f = kiln.matmul %x, %w5 {k_chunk = 2048 : i64} : tensor<32x4096xbf16>, tensor<4096x4096xbf16> -> tensor<2x32x4096xf32>
-  return %a, %b, %c, %d, %e, %f : tensor<32x6144xbf16>, tensor<32x14336xbf16>, tensor<32x4096xbf16>, tensor<256x4096xbf16>, tensor<32x4096xbf16>, tensor<2x32x4096xf32>
+  return %a, %b, %c, %d, %e, %f : tensor<16x6144xbf16>, tensor<32x14336xbf16>, tensor<32x4096xbf16>, tensor<256x4096xbf16>, tensor<32x4096xbf16>, tensor<2x32x4096xf32>
 }
