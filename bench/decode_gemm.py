@@ -46,13 +46,14 @@ def stages_for(bm, bn, bk):
     return max(2, min(6, SHARED_BYTES // stage))
 
 
-def split_text(item, chunk, bn, warps):
-    """The case's matmul split into chunks of ``chunk`` (a pinned mma_sync config of ``bn`` columns and ``warps``
-    warps) and summed."""
+def split_text(item, chunk, bn, warps, stages=None):
+    """The case's matmul split into chunks of ``chunk`` (a pinned mma_sync config of ``bn`` columns, ``warps``
+    warps and ``stages`` stages, by default as many as fit) and summed."""
     m, n, k = item["m"], item["n"], item["k"]
     bm, bk = max(16, min(64, 1 << (m - 1).bit_length())), 128
+    stages = stages or stages_for(bm, bn, bk)
     splits = -(-k // chunk)
-    config = (f"#kiln.config<tile = [{bm}, {bn}, {bk}], warps = {warps}, stages = {stages_for(bm, bn, bk)}, "
+    config = (f"#kiln.config<tile = [{bm}, {bn}, {bk}], warps = {warps}, stages = {stages}, "
               f'lowering = "mma_sync">')
     text = item["mlir"].replace(" : tensor<", f" {{k_chunk = {chunk} : i64, kiln.config = {config}}} : tensor<", 1)
     parts = f"tensor<{splits}x{m}x{n}xf32>"
@@ -89,6 +90,14 @@ def cases(kiln_opt, sweep):
                     usable = sweep and item["name"].startswith("b_") and item["epilogue"] == "none" and \
                         -(-item["k"] // chunk) == splits and (warps == 4 or item["m"] >= 32)
                     item[key] = split_text(item, chunk, bn, warps) if usable else None
+        # Two blocks a multiprocessor: stages that fit half its shared memory, twice the chunks.
+        for splits, bn, stages in ((8, 128, 2), (8, 64, 4), (4, 64, 4), (16, 128, 2)):
+            key = f"mlir_s{splits}_bn{bn}_st{stages}"
+            variants[key[5:]] = key
+            chunk = -(-item["k"] // (splits * 128)) * 128
+            usable = sweep and item["name"].startswith("b_") and item["epilogue"] == "none" and \
+                -(-item["k"] // chunk) == splits
+            item[key] = split_text(item, chunk, bn, 4 if item["m"] <= 32 else 8, stages) if usable else None
     return listed, variants
 
 

@@ -233,7 +233,7 @@ def test_read_only_cache_compiles_uncached(cache_dir, monkeypatch, mounts):
 
 
 def test_full_kernel_cache_is_skipped(cache_dir, monkeypatch, mounts):
-    """A kernel cache on a full disk (a 16 KiB tmpfs: the kernel's PTX does not fit) is skipped with a
+    """A kernel cache on a full disk (a 16 KiB tmpfs: the kernel's files do not all fit) is skipped with a
     CacheWarning naming the file it could not write, and leaves no staging folder; the program compiles and is
     cached. (This once ended the process: "LLVM ERROR: IO failure on output stream".)"""
     counting_assembler(monkeypatch)
@@ -241,7 +241,7 @@ def test_full_kernel_cache_is_skipped(cache_dir, monkeypatch, mounts):
     kernels.mkdir(parents=True)
     mounts("-t", "tmpfs", "-o", "size=16k", "tmpfs", str(kernels))
     with pytest.warns(cache.CacheWarning, match=r"kernel cache .* cannot be written "
-                      r"\(cannot write .*kernel\.(ptx|cubin): No space left on device\)"):
+                      r"\(cannot write .*(kernel\.(ptx|cubin)|entry\.json): No space left on device\)"):
         program = kiln.compile(SOURCE, target="sm_90a")
     assert program.kernels[0]["kernel_cache"] == "miss" and cache.lookup(program.folder.name) == program.folder
     assert "No space left on device" in program.manifest["kernel_cache_failed"]
@@ -249,13 +249,13 @@ def test_full_kernel_cache_is_skipped(cache_dir, monkeypatch, mounts):
 
 
 def test_full_program_cache_is_a_named_error(cache_dir, monkeypatch, mounts):
-    """A program cache on a full disk (a 24 KiB tmpfs: the PTX fits, its cubin does not) fails the compile with
+    """A program cache on a full disk (a 12 KiB tmpfs: the PTX fits, its cubin does not) fails the compile with
     a CompileError naming the file (ptxas itself exits with 0 after writing a truncated cubin), and leaves no
     staging folder and no entry."""
     root = cache_dir / "full"
     root.mkdir()
     monkeypatch.setenv("KILN_CACHE_DIR", str(root))
-    mounts("-t", "tmpfs", "-o", "size=24k", "tmpfs", str(root))
+    mounts("-t", "tmpfs", "-o", "size=12k", "tmpfs", str(root))
     with pytest.raises(kiln.CompileError, match=r"(cannot write \S+|ptxas wrote an incomplete cubin \S+"
                                                 r"mm_k0_matmul_module\.sm_90a\.cubin)"):
         kiln.compile(SOURCE, target="sm_90a")
