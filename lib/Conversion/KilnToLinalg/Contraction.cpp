@@ -56,6 +56,25 @@ Value splitDim(OpBuilder &b, Location loc, Value value, int64_t dim, int64_t chu
                                       reassociation);
 }
 
+/// The stored result of an f32 accumulator `acc` of `resultType`'s shape: the epilogue (its operands broadcast
+/// to the result), or else the rounding to the result's element type.
+Value finishAccumulator(OpBuilder &b, Location loc, Value acc, RankedTensorType resultType, Region &epilogue,
+                        ValueRange epilogueOperands) {
+  if (!epilogue.empty()) {
+    SmallVector<Value> inputs{acc};
+    SmallVector<AffineMap> maps{b.getMultiDimIdentityMap(resultType.getRank())};
+    for (Value operand : epilogueOperands) {
+      inputs.push_back(operand);
+      maps.push_back(getBroadcastMap(cast<RankedTensorType>(operand.getType()).getShape(), resultType.getShape(),
+                                     b.getContext()));
+    }
+    return buildEpilogue(b, loc, epilogue, resultType.getShape(), resultType.getElementType(), inputs, maps);
+  }
+  if (resultType.getElementType() == b.getF32Type())
+    return acc;
+  return buildBroadcastElementwise(b, loc, resultType, acc, [](OpBuilder &, Location, ValueRange x) { return x[0]; });
+}
+
 struct MatmulLowering : OpConversionPattern<MatmulOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult matchAndRewrite(MatmulOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter) const override {
@@ -108,21 +127,8 @@ struct MatmulLowering : OpConversionPattern<MatmulOp> {
                                                 widen(b, nestedLoc, args[1]));
           linalg::YieldOp::create(b, nestedLoc, arith::AddFOp::create(b, nestedLoc, args[2], product).getResult());
         });
-    Value result = generic.getResult(0);
-    if (op.hasEpilogue()) {
-      SmallVector<Value> inputs{result};
-      SmallVector<AffineMap> maps{rewriter.getMultiDimIdentityMap(resultType.getRank())};
-      for (Value operand : adaptor.getEpilogueOperands()) {
-        inputs.push_back(operand);
-        maps.push_back(getBroadcastMap(cast<RankedTensorType>(operand.getType()).getShape(), resultType.getShape(),
-                                       ctx));
-      }
-      result = buildEpilogue(rewriter, loc, op.getEpilogue(), resultType.getShape(), resultType.getElementType(),
-                             inputs, maps);
-    } else if (resultType.getElementType() != rewriter.getF32Type())
-      result = buildBroadcastElementwise(rewriter, loc, resultType, result,
-                                         [](OpBuilder &, Location, ValueRange x) { return x[0]; });
-    rewriter.replaceOp(op, result);
+    rewriter.replaceOp(op, finishAccumulator(rewriter, loc, generic.getResult(0), resultType, op.getEpilogue(),
+                                             adaptor.getEpilogueOperands()));
     return success();
   }
 };
@@ -264,21 +270,8 @@ struct SumSplitsLowering : OpConversionPattern<SumSplitsOp> {
     auto first = [](OpBuilder &, Location, ValueRange x) { return x[0]; };
     Value sum = buildReduction(rewriter, loc, space, {0}, Combiner::Sum, adaptor.getParts(),
                                rewriter.getMultiDimIdentityMap(space.size()), first);
-    if (op.hasEpilogue()) {
-      SmallVector<Value> inputs{sum};
-      SmallVector<AffineMap> maps{rewriter.getMultiDimIdentityMap(resultType.getRank())};
-      for (Value operand : adaptor.getEpilogueOperands()) {
-        inputs.push_back(operand);
-        maps.push_back(getBroadcastMap(cast<RankedTensorType>(operand.getType()).getShape(), resultType.getShape(),
-                                       rewriter.getContext()));
-      }
-      sum = buildEpilogue(rewriter, loc, op.getEpilogue(), resultType.getShape(), resultType.getElementType(), inputs,
-                          maps);
-    } else if (resultType.getElementType() != rewriter.getF32Type()) {
-      sum = buildBroadcastElementwise(rewriter, loc, resultType, sum,
-                                      [](OpBuilder &, Location, ValueRange x) { return x[0]; });
-    }
-    rewriter.replaceOp(op, sum);
+    rewriter.replaceOp(op, finishAccumulator(rewriter, loc, sum, resultType, op.getEpilogue(),
+                                             adaptor.getEpilogueOperands()));
     return success();
   }
 };
