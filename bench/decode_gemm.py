@@ -62,6 +62,22 @@ def split_text(item, chunk, bn, warps, stages=None):
     return text.replace("return %y", "return %s") if "return %y" in text else text.replace("%y,", "%s,")
 
 
+def wgmma_text(item, splits, bn):
+    """The case's matmul on the wgmma lowering (one warpgroup, 64-row tiles fed by TMA, as many stages as fit up
+    to six), split into ``splits`` chunks (whole 64-deep k-tiles) and summed when ``splits`` > 1."""
+    m, n, k = item["m"], item["n"], item["k"]
+    stages = min(6, SHARED_BYTES // (2 * 64 * (64 + bn) + 64))
+    config = f'#kiln.config<tile = [64, {bn}, 64], warps = 4, stages = {stages}, lowering = "wgmma">'
+    if splits == 1:
+        return item["mlir"].replace(" : tensor<", f" {{kiln.config = {config}}} : tensor<", 1)
+    chunk = -(-k // (splits * 64)) * 64
+    parts = f"tensor<{-(-k // chunk)}x{m}x{n}xf32>"
+    text = item["mlir"].replace(" : tensor<", f" {{k_chunk = {chunk} : i64, kiln.config = {config}}} : tensor<", 1)
+    text = re.sub(r"-> (tensor<[0-9x]+xbf16>)\n", f"-> {parts}\n  %s = kiln.sum_splits %y : {parts} -> \\1\n",
+                  text, count=1)
+    return text.replace("return %y", "return %s")
+
+
 def default_config(kiln_opt, text):
     """The config kiln-select-config gives the unsplit matmul (outlined, not split)."""
     result = subprocess.run([str(kiln_opt), "-", "--kiln-outline-kernels", "--kiln-select-config=target=sm_90a"],
@@ -77,10 +93,16 @@ def cases(kiln_opt, sweep):
     listed.append(gemm_case("b_bf16_32x14336x4096_bias_silu", 32, 14336, 4096, "bf16", "bias_silu"))
     listed.append(gemm_case("t_bf16_unaligned_7x1000x3000", 7, 1000, 3000, "bf16"))
     listed.append(gemm_case("t_bf16_transposed_24x2048x2050", 24, 2048, 2050, "bf16", transpose_rhs=True))
+    # A split on the wgmma lowering: TMA's zero fill past K = 3000 in the last of 3 chunks, 40 of 64 rows.
+    wgmma_split = gemm_case("t_bf16_wgmma_split_40x1000x3000", 40, 1000, 3000, "bf16")
+    wgmma_split["mlir"] = wgmma_text(wgmma_split, 3, 128)
+    listed.append(wgmma_split)
     variants = {"generated": "mlir", "unsplit": "mlir_unsplit"}
     for item in listed:
-        config = default_config(kiln_opt, item["mlir"])
-        item["mlir_unsplit"] = item["mlir"].replace(" : tensor<", f" {{kiln.config = {config}}} : tensor<", 1)
+        pinned = "kiln.config" in item["mlir"]
+        config = None if pinned else default_config(kiln_opt, item["mlir"])
+        item["mlir_unsplit"] = None if pinned else \
+            item["mlir"].replace(" : tensor<", f" {{kiln.config = {config}}} : tensor<", 1)
         for splits in CHUNKS:
             for bn in COLUMN_TILES:
                 for warps in WARPS:
@@ -90,6 +112,13 @@ def cases(kiln_opt, sweep):
                     usable = sweep and item["name"].startswith("b_") and item["epilogue"] == "none" and \
                         -(-item["k"] // chunk) == splits and (warps == 4 or item["m"] >= 32)
                     item[key] = split_text(item, chunk, bn, warps) if usable else None
+        # The wgmma lowering (64-row warpgroup tiles, TMA) for 32 rows and more.
+        for splits in (1, 2, 4):
+            for bn in (64, 128, 256):
+                key = f"mlir_wg_s{splits}_bn{bn}"
+                variants[key[5:]] = key
+                usable = sweep and item["name"].startswith("b_") and item["epilogue"] == "none" and item["m"] >= 32
+                item[key] = wgmma_text(item, splits, bn) if usable else None
         # Two blocks a multiprocessor: stages that fit half its shared memory, twice the chunks.
         for splits, bn, stages in ((8, 128, 2), (8, 64, 4), (4, 64, 4), (16, 128, 2)):
             key = f"mlir_s{splits}_bn{bn}_st{stages}"
