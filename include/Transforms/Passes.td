@@ -214,12 +214,13 @@ def KilnSplitK : Pass<"kiln-split-k"> {
   let description = [{
     A decode step's GEMM (M = 32 rows against a 4096 x 4096 weight) has a few dozen output tiles: as many
     blocks, each streaming its whole column panel of the weight through one long K loop, while other
-    multiprocessors idle and each block keeps too few bytes in flight. When the default mma_sync config leaves
-    fewer output tiles than the chip has multiprocessors and K spans enough k-tiles, the matmul is rewritten as a
+    multiprocessors idle and each block keeps too few bytes in flight. When the default config (mma_sync, or
+    wgmma with a decode step's 64-row tiles) leaves fewer output tiles than the chip has multiprocessors and K
+    spans enough k-tiles, the matmul is rewritten as a
     split matmul (`k_chunk`: equal chunks of whole k-tiles) whose per-chunk partial products `kiln.sum_splits`
     adds up, taking over the matmul's epilogue: the chunks run as blocks of their own, the sum as a small second
     kernel. The chunk is the strategy's (kiln::chooseKChunk, beside kiln-select-config's defaults). Matmuls with a
-    pinned config or a wgmma default config are left alone, and so is everything on the host.
+    pinned config or the 128-row wgmma config are left alone, and so is everything on the host.
 
     ```mlir
     // before (kiln-split-k{target=sm_90a})

@@ -85,13 +85,17 @@ MmaOperandSlots kiln::mmaOperandSlots(int64_t bm, int64_t bn, int64_t bk, bool t
   return slots;
 }
 
+/// The column tile of a decode step's GEMM that a split into chunks takes (its config keeps it: the chunks bring
+/// enough tiles), and of its wgmma kernel.
+static constexpr int64_t kSplitColumnTile = 128;
+
 /// Whether the sm_90a default for `matmul` is the wgmma kernel: bf16/f16 operands whose rows TMA copies (16-byte
-/// strides, K > 0: a tensor map describes no empty array), at least one 64-column tile, and more rows than a
-/// decoding step has (at M <= 64 the weight-streaming mma_sync tiles do better, and a 64-row warpgroup tile would
-/// be mostly padding).
+/// strides, K > 0: a tensor map describes no empty array), at least one 64-column tile, and more than 16 rows (at
+/// 1 to 16 the mma_sync kernel's 16-row tiles stream the weight, where a 64-row warpgroup tile would be mostly
+/// padding).
 static bool usesWgmma(MatmulOp matmul, int64_t m, int64_t n, int64_t k) {
   Type element = matmul.getLhs().getType().getElementType();
-  return (element.isBF16() || element.isF16()) && !matmul.getTransposeLhs() && m > 64 && n >= 64 && k > 0 &&
+  return (element.isBF16() || element.isF16()) && !matmul.getTransposeLhs() && m > 16 && n >= 64 && k > 0 &&
          k % 8 == 0 && (matmul.getTransposeRhs() || n % 8 == 0);
 }
 
@@ -112,6 +116,11 @@ static int64_t outputTiles(RankedTensorType result, int64_t bm, int64_t bn) {
 /// swizzle row); 4 stages (at most 4 x 48 KB, within the 227 KB a block may have).
 static ConfigAttr getWgmmaConfig(MatmulOp matmul) {
   RankedTensorType result = matmul.getType();
+  // 17 to 64 rows (a decode step's GEMM): one warpgroup's 64-row tiles of 128 columns, six stages; against the
+  // mma_sync kernel on the H200 (bench/results/decode/decode_gemm.md) 1.2-1.5x at M = 32 and 64, e.g. M = 64, N =
+  // 14336: 3.95 TB/s against 2.65 (cuBLAS 3.86).
+  if (result.getDimSize(result.getRank() - 2) <= 64)
+    return ConfigAttr::get(matmul.getContext(), {64, kSplitColumnTile, 64}, 4, /*stages=*/6, "wgmma");
   int64_t bm = 128, bk = 64;
   auto tiles = [&](int64_t bn) { return outputTiles(result, bm, bn); };
   int64_t sms = multiprocessors(Target::Sm90a);
@@ -152,13 +161,13 @@ static ConfigAttr configFromShapes(Operation *op, Target target) {
   if (auto matmul = dyn_cast<MatmulOp>(op)) {
     RankedTensorType result = matmul.getType(), lhs = matmul.getLhs().getType();
     int64_t m = result.getDimSize(result.getRank() - 2), n = result.getDimSize(result.getRank() - 1);
-    // A split matmul's K loop runs over one chunk; it takes the mma_sync lowering.
+    // A split matmul's K loop runs over one chunk (TMA's row strides are the whole K's).
     int64_t k = matmul.getContractionSize();
+    if (target == Target::Sm90a && usesWgmma(matmul, m, n, k))
+      return getWgmmaConfig(matmul);
     if (std::optional<int64_t> chunk = matmul.getKChunk())
       k = std::min(k, *chunk);
     unsigned bits = lhs.getElementType().getIntOrFloatBitWidth();
-    if (target == Target::Sm90a && !matmul.getKChunk() && usesWgmma(matmul, m, n, k))
-      return getWgmmaConfig(matmul);
     int64_t bm = 64, bn = 64, bk = 64, warps = 4, stages = 3;
     // 33 to 64 rows of a decode step: 64-row tiles, whose tile matmuls eight warps keep up with the weight's
     // stream (M = 64, K = N = 4096 split in 4: 2.13 TB/s against 1.96 with four warps on the H200,
@@ -297,8 +306,6 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
 /// The fewest k-tiles a split matmul's chunk runs (a shorter K loop does not fill its pipeline).
 static constexpr int64_t kMinKTilesPerChunk = 4;
 
-/// The column tile a split matmul's chunks take (its config keeps it: the chunks bring enough tiles).
-static constexpr int64_t kSplitColumnTile = 128;
 
 /// The granule of a split attention's key chunks: a multiple of every key tile the configs take.
 static constexpr int64_t kKvChunkGranule = 256;
@@ -354,7 +361,8 @@ std::optional<int64_t> kiln::chooseKChunk(MatmulOp op, Target target) {
   if (target == Target::Host || op.getKChunk() || getConfig(op))
     return std::nullopt;
   ConfigAttr config = getDefaultConfig(op, target);
-  if (config.getLowering() != "mma_sync")
+  // The mma_sync kernel, and the wgmma one of a decode step (64-row tiles).
+  if (config.getLowering() == "wgmma" ? config.getTile()[0] != 64 : config.getLowering() != "mma_sync")
     return std::nullopt;
   // Measured on the H200 (bench/results/decode/decode_gemm.md; M = 1..64 against the Llama block's weights): a
   // weight-streaming block takes a whole multiprocessor (five or six stages of 128-column tiles), the fastest

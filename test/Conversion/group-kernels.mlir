@@ -5,7 +5,8 @@
 // Two projections of the same activation: one call of a grouped kernel (inputs of both, then both outputs) whose
 // 1-D grid holds both members' blocks (4 + 2); the reshape of the first result moves after the call. Each member
 // runs under the test for its block range, with its own block index recomputed. The members' sizes (M, N and K
-// of the size-generic matmul kernels) become constants: the grouped kernel takes buffers only.
+// of the size-generic matmul kernels) become constants: the grouped kernel takes buffers only. (Pinned to the
+// mma_sync kernel: a 64-row GEMM's default on sm_90a is the wgmma one, grouped below.)
 // CHECK-LABEL: func.func private @projections_k0_matmul_x2(
 // CHECK-SAME: kiln.gpu_kernel = @kiln_kernels::@projections_k0_matmul_x2
 // CHECK-SAME: grid = array<i64: 6, 1, 1>}
@@ -39,9 +40,9 @@
 // CHECK: gpu.return
 // CHECK-NOT: gpu.func @projections_k1_matmul(
 func.func @projections(%x: tensor<64x128xbf16>, %wq: tensor<128x128xbf16>, %wk: tensor<128x64xbf16>) -> (tensor<64x2x64xbf16>, tensor<64x64xbf16>) {
-  %q = kiln.matmul %x, %wq : tensor<64x128xbf16>, tensor<128x128xbf16> -> tensor<64x128xbf16>
+  %q = kiln.matmul %x, %wq {kiln.config = #kiln.config<tile = [64, 32, 128], warps = 8, stages = 4, lowering = "mma_sync">} : tensor<64x128xbf16>, tensor<128x128xbf16> -> tensor<64x128xbf16>
   %qh = kiln.reshape %q : tensor<64x128xbf16> -> tensor<64x2x64xbf16>
-  %k = kiln.matmul %x, %wk : tensor<64x128xbf16>, tensor<128x64xbf16> -> tensor<64x64xbf16>
+  %k = kiln.matmul %x, %wk {kiln.config = #kiln.config<tile = [64, 32, 128], warps = 8, stages = 4, lowering = "mma_sync">} : tensor<64x128xbf16>, tensor<128x64xbf16> -> tensor<64x64xbf16>
   return %qh, %k : tensor<64x2x64xbf16>, tensor<64x64xbf16>
 }
 

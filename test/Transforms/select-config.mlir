@@ -27,14 +27,14 @@ func.func @matmul_large(%a: tensor<2048x1024xf32>, %b: tensor<1024x2048xf32>) ->
 
 // -----
 
-// Decode-shaped projections (M = 32): N = 14336 keeps 128-column tiles (112 of them fill two thirds of the
-// H200) and, with BK = 128, as many stages as shared memory holds (5 on sm_90a, 3 on sm_80); N = 6144 narrows to
-// 64 columns (96 tiles), which leaves room for six stages.
+// Decode-shaped projections (M = 32). On sm_80, mma_sync: N = 14336 keeps 128-column tiles (112 of them fill
+// two thirds of the chip) and, with BK = 128, as many stages as shared memory holds (3); N = 6144 narrows to 64
+// columns (96 tiles). On sm_90a, 17 to 64 rows take one warpgroup's 64 x 128 wgmma tiles, six stages.
 // CHECK-LABEL: func.func @matmul_decode_wide
 // SM80: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [32, 128, 128], warps = 4, stages = 3, lowering = "mma_sync">}
-// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [32, 128, 128], warps = 4, stages = 5, lowering = "mma_sync">}
+// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [64, 128, 64], warps = 4, stages = 6, lowering = "wgmma">}
 // SM80: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [32, 64, 128], warps = 4, stages = 3, lowering = "mma_sync">}
-// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [32, 64, 128], warps = 4, stages = 6, lowering = "mma_sync">}
+// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [64, 128, 64], warps = 4, stages = 6, lowering = "wgmma">}
 func.func @matmul_decode_wide(%a: tensor<32x4096xbf16>, %b: tensor<4096x14336xbf16>, %c: tensor<4096x6144xbf16>)
     -> (tensor<32x14336xbf16>, tensor<32x6144xbf16>) {
   %0 = kiln.matmul %a, %b : tensor<32x4096xbf16>, tensor<4096x14336xbf16> -> tensor<32x14336xbf16>
@@ -44,13 +44,14 @@ func.func @matmul_decode_wide(%a: tensor<32x4096xbf16>, %b: tensor<4096x14336xbf
 
 // -----
 
-// M = 64 against a wide weight: [64, 128, 128] tiles would need 313 KB for six stages; four fit sm_90a. Eight
-// warps: 33 to 64 rows take 64-row tiles, whose tile matmuls four warps do not keep up with.
+// M = 64 against a wide weight in f16 rows that TMA cannot copy (N = 12290) and so on mma_sync: [64, 128, 128]
+// tiles would need 313 KB for six stages; four fit sm_90a. Eight warps: 33 to 64 rows take 64-row tiles, whose
+// tile matmuls four warps do not keep up with.
 // CHECK-LABEL: func.func @matmul_decode_stage_cap
 // SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [64, 128, 128], warps = 8, stages = 4, lowering = "mma_sync">}
-func.func @matmul_decode_stage_cap(%a: tensor<64x4096xbf16>, %b: tensor<4096x12288xbf16>) -> tensor<64x12288xbf16> {
-  %0 = kiln.matmul %a, %b : tensor<64x4096xbf16>, tensor<4096x12288xbf16> -> tensor<64x12288xbf16>
-  return %0 : tensor<64x12288xbf16>
+func.func @matmul_decode_stage_cap(%a: tensor<64x4096xf16>, %b: tensor<4096x12290xf16>) -> tensor<64x12290xf16> {
+  %0 = kiln.matmul %a, %b : tensor<64x4096xf16>, tensor<4096x12290xf16> -> tensor<64x12290xf16>
+  return %0 : tensor<64x12290xf16>
 }
 
 // -----

@@ -3,7 +3,8 @@
 // RUN: kiln-opt %s -kiln-split-k -split-input-file | FileCheck %s --check-prefix=HOST
 // RUN: not kiln-opt %s -kiln-split-k=target=sm_70 2>&1 | FileCheck %s --check-prefix=BADTARGET
 
-// kiln-split-k splits the contraction of an mma_sync matmul whose 128-column output tiles fill at most a third
+// kiln-split-k splits the contraction of a matmul (mma_sync, or the wgmma kernel of a decode step's 64-row
+// tiles) whose 128-column output tiles fill at most a third
 // of the multiprocessors (at most half with tiles of 32 rows or more) into as many chunks of whole k-tiles as
 // make one tile per multiprocessor (each chunk at least four k-tiles), and adds the chunks up in a
 // kiln.sum_splits that takes over the matmul's epilogue. The host target (the default) keeps every matmul whole.
