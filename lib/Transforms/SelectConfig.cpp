@@ -303,8 +303,9 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
   return config;
 }
 
-/// The fewest k-tiles a split matmul's chunk runs (a shorter K loop does not fill its pipeline).
-static constexpr int64_t kMinKTilesPerChunk = 4;
+/// The shortest contraction a split matmul's chunk runs: four of mma_sync's 128-deep k-tiles, eight of wgmma's
+/// 64-deep ones (a shorter K loop does not fill its pipeline, nor repay the sum's kernel).
+static constexpr int64_t kMinChunk = 512;
 
 
 /// The granule of a split attention's key chunks: a multiple of every key tile the configs take.
@@ -373,7 +374,7 @@ std::optional<int64_t> kiln::chooseKChunk(MatmulOp op, Target target) {
   int64_t tiles = outputTiles(op.getType(), bm, kSplitColumnTile);
   int64_t kTiles = llvm::divideCeilSigned(op.getContractionSize(), bk);
   int64_t chunks = std::min<int64_t>(multiprocessors(target) / std::max<int64_t>(tiles, 1),
-                                     kTiles / kMinKTilesPerChunk);
+                                     op.getContractionSize() / kMinChunk);
   if (chunks < (bm >= 32 ? 2 : 3))
     return std::nullopt;
   return llvm::divideCeilSigned(kTiles, chunks) * bk;

@@ -6,7 +6,7 @@
 // kiln-split-k splits the contraction of a matmul (mma_sync, or the wgmma kernel of a decode step's 64-row
 // tiles) whose 128-column output tiles fill at most a third
 // of the multiprocessors (at most half with tiles of 32 rows or more) into as many chunks of whole k-tiles as
-// make one tile per multiprocessor (each chunk at least four k-tiles), and adds the chunks up in a
+// make one tile per multiprocessor (each chunk at least 512 long), and adds the chunks up in a
 // kiln.sum_splits that takes over the matmul's epilogue. The host target (the default) keeps every matmul whole.
 // BADTARGET: kiln-split-k: unknown target 'sm_70' (expected host, sm_80 or sm_90a)
 

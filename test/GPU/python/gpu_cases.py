@@ -40,7 +40,7 @@ JIT_CASES = [
     ("matmul_bias_gelu", kiln.ops.matmul, [((200, 264), "bfloat16"), ((264, 136), "bfloat16")],
      {"bias": ((136,), "bfloat16"), "activation": "gelu"}),
     ("matmul_batched_f16", kiln.ops.matmul, [((3, 77, 96), "float16"), ((96, 40), "float16")], {}),
-    # Decode-shaped: kiln-split-k splits K (6 chunks of 512; 4 of 640 in f32) and sums the chunks with the bias
+    # Decode-shaped: kiln-split-k splits K (5 chunks of 640; 4 of 640 in f32) and sums the chunks with the bias
     # and GELU.
     ("matmul_decode_split_k", kiln.ops.matmul, [((7, 3000), "bfloat16"), ((3000, 1000), "bfloat16")],
      {"bias": ((1000,), "bfloat16"), "activation": "gelu"}),
