@@ -307,7 +307,6 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
 /// 64-deep ones (a shorter K loop does not fill its pipeline, nor repay the sum's kernel).
 static constexpr int64_t kMinChunk = 512;
 
-
 /// The granule of a split attention's key chunks: a multiple of every key tile the configs take.
 static constexpr int64_t kKvChunkGranule = 256;
 

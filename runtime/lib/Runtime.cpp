@@ -355,8 +355,8 @@ kiln_status kiln_kernel_launch(kiln_kernel *kernel, const unsigned grid[3], cons
   }
   if (kernel->dependentLaunch && driver.cuLaunchKernelEx) {
     // Programmatic dependent launch: the kernel's blocks may be scheduled once every block of the previous
-    // kernel has started; each waits (griddepcontrol.wait) until that kernel has finished and its writes are
-    // visible, so the launch latency overlaps the previous kernel's tail.
+    // kernel has signalled (griddepcontrol.launch_dependents) or exited; each waits (griddepcontrol.wait) until
+    // that kernel has finished and its writes are visible, so the launch latency overlaps its tail.
     CUlaunchAttribute attribute{};
     attribute.id = kLaunchAttributeProgrammaticStreamSerialization;
     attribute.value.programmaticStreamSerializationAllowed = 1;
