@@ -339,6 +339,27 @@ def KilnOutlineKernels : Pass<"kiln-outline-kernels", "::mlir::ModuleOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def KilnUpdateCachesInPlace : Pass<"kiln-update-caches-in-place", "::mlir::ModuleOp"> {
+  let summary = "Write the paged KV caches of each kiln.append_kv kernel in place (GPU plans)";
+  let description = [{
+    In a plan (after kiln-outline-kernels), the call of each append kernel gets its cache operands as its
+    destinations instead of new buffers, and the kernel is marked `kiln.updates_in_place`: it writes only the
+    new rows, and the caches it returns are the buffers it was given. The old caches must be dead after the call:
+    a later use (or returning the old cache), a cache that is a constant of the program, or one buffer for both
+    caches is an error that names the cache.
+
+    ```mlir
+    // before
+    %e0 = tensor.empty() : tensor<64x16x8x128xbf16>
+    %e1 = tensor.empty() : tensor<64x16x8x128xbf16>
+    %kc2, %vc2 = call @step_k0_append_kv(%kc, %vc, %k, %v, %table, %pos, %e0, %e1) : ...
+    // after
+    %kc2, %vc2 = call @step_k0_append_kv(%kc, %vc, %k, %v, %table, %pos, %kc, %vc) : ...
+    ```
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect", "::mlir::tensor::TensorDialect"];
+}
+
 def KilnSelectConfig : Pass<"kiln-select-config"> {
   let summary = "Attach a #kiln.config (tiles, warps, stages, lowering) to every kernel op";
   let description = [{

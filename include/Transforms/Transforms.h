@@ -136,6 +136,12 @@ FailureOr<AttentionOp> packGqaDecode(RewriterBase &rewriter, AttentionOp op);
 /// results into destination arguments, and replaces the op by an allocation of those destinations and a call.
 FailureOr<func::FuncOp> outlineKernel(RewriterBase &rewriter, Operation *op, llvm::StringRef name);
 
+/// Ties the destinations of `call`, the plan's call of the outlined kernel holding `append`, to the caches it
+/// appends to, so that the kernel writes only the new rows, and marks the kernel kiln.updates_in_place. Fails with
+/// an error naming the cache when the old cache is read after the call (or returned), is a constant, or is the
+/// other cache's buffer.
+LogicalResult updateCachesInPlace(RewriterBase &rewriter, func::CallOp call, AppendKvOp append);
+
 /// The kernel op of an outlined kernel function: its tiled loop (an scf.forall that kiln-tile marked with the
 /// op it computes, kiln.tiled_op), or else its first kiln op; null when it has neither.
 Operation *kernelOpOf(func::FuncOp kernel);

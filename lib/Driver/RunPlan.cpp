@@ -2,7 +2,8 @@
 //
 // Walks a plan function in order. Every SSA value gets an id: a function argument is an input, tensor.empty a
 // fresh buffer, a kernel call's result the destination it was given, a kiln.reshape a view of its operand (same
-// bytes, new shape), a kiln.constant a constant whose bytes go to a file next to the manifest.
+// bytes, new shape), a kiln.constant a constant whose bytes go to a file next to the manifest. An input that a
+// kernel writes in place (the paged caches of an append) is marked updated_in_place: a caller sees it change.
 //
 //===----------------------------------------------------------------------===//
 
@@ -101,8 +102,15 @@ FailureOr<llvm::json::Array> kiln::describeRunPlans(ModuleOp module, StringRef o
         steps.push_back(llvm::json::Object{{"kernel", call.getCallee().str()}, {"args", std::move(args)}});
         // Results are the destinations the call was given (the last operands), written in place.
         unsigned numResults = call.getNumResults(), firstDestination = call.getNumOperands() - numResults;
-        for (unsigned i = 0; i < numResults; ++i)
-          ids[call.getResult(i)] = ids.lookup(call.getOperand(firstDestination + i));
+        for (unsigned i = 0; i < numResults; ++i) {
+          Value destination = call.getOperand(firstDestination + i);
+          ids[call.getResult(i)] = ids.lookup(destination);
+          // A kernel that updates an argument in place (kiln-update-caches-in-place) changes the caller's data.
+          while (auto view = destination.getDefiningOp<ReshapeOp>())
+            destination = view.getInput();
+          if (isa<BlockArgument>(destination))
+            values[ids.lookup(destination)].getAsObject()->insert({"updated_in_place", true});
+        }
       } else if (auto ret = dyn_cast<func::ReturnOp>(op)) {
         for (Value operand : ret.getOperands())
           outputs.push_back(ids.lookup(operand));

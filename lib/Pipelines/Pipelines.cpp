@@ -61,6 +61,7 @@ void kiln::buildGpuKernelPipeline(OpPassManager &pm, const NvvmPipelineOptions &
   KernelPipelineOptions kernelOptions;
   kernelOptions.target = options.chip;
   buildKernelPipeline(pm, kernelOptions);
+  pm.addPass(createKilnUpdateCachesInPlace());
   pm.addPass(createKilnSplitMaskedTiles());
   pm.addPass(createKilnAssignLayouts());
   pm.addPass(createConvertKilnToGPU(ConvertKilnToGPUOptions{options.chip}));

@@ -13,10 +13,9 @@ from .compiler import CompileError, Program, compile
 from .gpu import GpuProgram, load
 from .jit import JitFunction, jit
 from .mods import where
-from .trace import (Tensor, attention, exp, gelu, layer_norm, matmul, relu, reshape, rms_norm, rope, sigmoid, silu,
-                    softmax, tanh, transpose)
+from .trace import (Tensor, append_kv, attention, exp, gelu, layer_norm, matmul, paged_attention, relu, reshape,
+                    rms_norm, rope, sigmoid, silu, softmax, tanh, transpose)
 
-__all__ = ["CompileError", "GpuProgram", "JitFunction", "Program", "Tensor", "attention", "autotune", "compile",
-           "exp", "gelu",
-           "jit", "layer_norm", "load", "matmul", "ops", "relu", "reshape", "rms_norm", "rope", "sigmoid", "silu",
-           "softmax", "tanh", "transpose", "where"]
+__all__ = ["CompileError", "GpuProgram", "JitFunction", "Program", "Tensor", "append_kv", "attention", "autotune",
+           "compile", "exp", "gelu", "jit", "layer_norm", "load", "matmul", "ops", "paged_attention", "relu",
+           "reshape", "rms_norm", "rope", "sigmoid", "silu", "softmax", "tanh", "transpose", "where"]

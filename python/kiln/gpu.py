@@ -148,6 +148,8 @@ def _checked_manifest(folder):
             integers(value, "shape", at)
             if kind == "input":
                 field(value, "index", int, at)
+                if not isinstance(value.get("updated_in_place", False), bool):
+                    bad(f"{at}'s 'updated_in_place' is not true or false")
             elif kind == "view":
                 if field(value, "of", int, at) not in ids:
                     bad(f"{at} is a view of value {value['of']}, which the plan does not define")
@@ -201,13 +203,16 @@ class GpuProgram:
         self._value_count = len(self._slots)
         self._output_slots = [self._slots[i] for i in self.plan["outputs"]]
         # Outputs that are (views of) inputs or constants are copied, so that a caller's result never aliases an
-        # argument or the program's own constants.
+        # argument or the program's own constants; but an argument that a kernel updates in place (the paged
+        # caches of kiln.append_kv) is returned itself, updated, as torch's in-place ops return theirs.
         kinds = {self._slots[v["id"]]: v for v in self.plan["values"]}
         def root(slot):
             value = kinds.get(slot)
             return root(self._slots[value["of"]]) if value and value["kind"] == "view" else value
-        self._copied_outputs = {slot for slot in self._output_slots
-                                if root(slot) is None or root(slot)["kind"] in ("input", "constant")}
+        def copied(value):
+            return value is None or value["kind"] == "constant" or (
+                value["kind"] == "input" and not value.get("updated_in_place", False))
+        self._copied_outputs = {slot for slot in self._output_slots if copied(root(slot))}
 
     @property
     def ptx(self):

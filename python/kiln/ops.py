@@ -138,9 +138,10 @@ def layer_norm(x, weight, bias=None, eps=1e-5):
 
 
 @jit
-def rope(x, cos, sin, *, interleaved=False):
-    """Rotary embedding of ``x`` [..., S, D] by ``cos``, ``sin`` [S, D/2]."""
-    return trace.rope(x, cos, sin, interleaved=interleaved)
+def rope(x, cos, sin, *, interleaved=False, seq_dim=None):
+    """Rotary embedding of ``x`` [..., S, D] by ``cos``, ``sin`` [S, D/2] (or by the rows of dimension
+    ``seq_dim`` of ``x``)."""
+    return trace.rope(x, cos, sin, interleaved=interleaved, seq_dim=seq_dim)
 
 
 @jit

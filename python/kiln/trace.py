@@ -455,16 +455,25 @@ def layer_norm(x, weight, bias=None, eps=1e-5):
     return x.graph.emit(f"kiln.layer_norm {operands} epsilon {float_literal(eps)} : {types}", x.shape, x.element)
 
 
-def rope(x, cos, sin, *, interleaved=False):
-    """Rotary embedding of ``x`` [..., S, D] by ``cos``, ``sin`` [S, D/2] (rotate-half, or GPT-J interleaved)."""
+def rope(x, cos, sin, *, interleaved=False, seq_dim=None):
+    """Rotary embedding of ``x`` [..., S, D] by ``cos``, ``sin`` [S, D/2] (rotate-half, or GPT-J interleaved).
+    ``seq_dim`` names another dimension of ``x`` as the positions: a decode step's q [B, H, D] with
+    ``seq_dim=0`` takes the table rows of each sequence's position."""
     check_floats("rope", x=x, cos=cos, sin=sin)
     if x.ndim < 2 or x.shape[-1] % 2:
         raise ValueError(f"rope: 'x' must be [..., S, D] with D even, got shape {x.shape}")
-    expected = (x.shape[-2], x.shape[-1] // 2)
+    if seq_dim is not None and (isinstance(seq_dim, bool) or not isinstance(seq_dim, int)
+                                or not 0 <= seq_dim < x.ndim - 1):
+        raise ValueError(f"rope: 'seq_dim' must be a dimension of 'x' before the last (0 to {x.ndim - 2}), got "
+                         f"{seq_dim!r}")
+    position_dim = x.ndim - 2 if seq_dim is None else seq_dim
+    expected = (x.shape[position_dim], x.shape[-1] // 2)
     for name, table in (("cos", cos), ("sin", sin)):
         if table.shape != expected:
             raise ValueError(f"rope: '{name}' has shape {table.shape}, expected {expected}")
     flag = " interleaved" if interleaved else ""
+    if seq_dim is not None:
+        flag += f" {{seq_dim = {seq_dim} : i64}}"
     return x.graph.emit(f"kiln.rope {x.name}, {cos.name}, {sin.name}{flag} : {x.type}, {cos.type}, {sin.type}",
                         x.shape, x.element)
 

@@ -229,6 +229,10 @@ kiln_status readPlan(const char *function, kiln_plan &plan) {
     if (slot.kind == "input") {
       const Json *index = value.find("index");
       slot.index = index ? static_cast<int>(index->number) : -1;
+      // Written in place by a kernel (its outputs then share the input's device buffer, as they do here anyway).
+      if (const Json *updated = value.find("updated_in_place"); updated && updated->kind != Json::Kind::Bool)
+        return invalid(manifestPath, "plan value " + std::to_string(static_cast<int64_t>(id->number)) +
+                                         ": \"updated_in_place\" must be true or false");
     } else if (slot.kind == "view") {
       const Json *of = value.find("of");
       if (!of || !slotOf.count(static_cast<int64_t>(of->number)))

@@ -280,3 +280,80 @@ module {
     return %r : tensor<4x6xbf16>
   }
 }
+
+// -----
+
+// An operand passed twice is one argument of the kernel function and one parameter of its kernel (the plan passes
+// one pointer for it): both reads of x + x load the first parameter, the store goes to the second.
+// CHECK-LABEL: gpu.func @k11_add_twice
+// CHECK-SAME: (%[[X:[a-zA-Z0-9_]+]]: memref<24xf32>, %[[OUT:[a-zA-Z0-9_]+]]: memref<24xf32>)
+// CHECK: %[[A:.+]] = memref.load %[[X]]
+// CHECK: %[[B:.+]] = memref.load %[[X]]
+// CHECK: %[[S:.+]] = arith.addf %[[A]], %[[B]] : f32
+// CHECK: memref.store %[[S]], %[[OUT]]
+module {
+  func.func private @k11_add_twice(%x: tensor<4x6xf32>, %out: tensor<4x6xf32>) -> tensor<4x6xf32> attributes {kiln.kernel} {
+    %y = kiln.add %x, %x : tensor<4x6xf32>, tensor<4x6xf32> -> tensor<4x6xf32>
+    %r = bufferization.materialize_in_destination %y in %out : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>
+    return %r : tensor<4x6xf32>
+  }
+}
+
+// -----
+
+// The append into paged caches updated in place (kiln-update-caches-in-place marked the kernel; the plan passes
+// the caches as the destinations): a thread per element (b, h, s, d) of the new rows finds its position
+// positions[b] + s, its page block_table[b, position / 16] (the column clamped into the table) and writes its
+// element of k and of v there, unless the position is past the table or the page id outside the caches
+// (unsigned compares: negative ones too). Nothing else of the caches is touched.
+// CHECK-LABEL: gpu.func @k12_append_kv
+// CHECK-SAME: (%[[KC:[a-zA-Z0-9_]+]]: memref<65536xbf16>, %[[VC:[a-zA-Z0-9_]+]]: memref<65536xbf16>, %[[K:[a-zA-Z0-9_]+]]: memref<384xbf16>, %[[V:[a-zA-Z0-9_]+]]: memref<384xbf16>, %[[TABLE:[a-zA-Z0-9_]+]]: memref<24xi32>, %[[POS:[a-zA-Z0-9_]+]]: memref<3xi32>, %[[KD:[a-zA-Z0-9_]+]]: memref<65536xbf16>, %[[VD:[a-zA-Z0-9_]+]]: memref<65536xbf16>)
+// CHECK: %[[E:.+]] = arith.addi
+// CHECK: arith.cmpi ult, %[[E]], %c384 : index
+// CHECK: %[[START:.+]] = memref.load %[[POS]]
+// CHECK: %[[START_I:.+]] = arith.index_cast %[[START]] : i32 to index
+// CHECK: %[[P:.+]] = arith.addi %[[START_I]], %{{.+}} : index
+// CHECK: %[[IN_TABLE:.+]] = arith.cmpi ult, %[[P]], %c128 : index
+// CHECK: %[[COL:.+]] = arith.divui %[[P]], %c16 : index
+// CHECK: arith.minui %[[COL]], %c7 : index
+// CHECK: %[[PAGE:.+]] = memref.load %[[TABLE]]
+// CHECK: %[[PAGE_I:.+]] = arith.index_cast %[[PAGE]] : i32 to index
+// CHECK: %[[IS_PAGE:.+]] = arith.cmpi ult, %[[PAGE_I]], %c32 : index
+// CHECK: %[[OK:.+]] = arith.andi %[[IN_TABLE]], %[[IS_PAGE]] : i1
+// CHECK: scf.if %[[OK]] {
+// CHECK: %[[KV:.+]] = memref.load %[[K]][%[[E]]]
+// CHECK: memref.store %[[KV]], %[[KD]][%[[AT:.+]]]
+// CHECK: %[[VV:.+]] = memref.load %[[V]][%[[E]]]
+// CHECK: memref.store %[[VV]], %[[VD]][%[[AT]]]
+module {
+  func.func private @k12_append_kv(%kc: tensor<32x16x2x64xbf16>, %vc: tensor<32x16x2x64xbf16>,
+      %k: tensor<3x2x1x64xbf16>, %v: tensor<3x2x1x64xbf16>, %table: tensor<3x8xi32>, %pos: tensor<3xi32>,
+      %kd: tensor<32x16x2x64xbf16>, %vd: tensor<32x16x2x64xbf16>) -> (tensor<32x16x2x64xbf16>, tensor<32x16x2x64xbf16>)
+      attributes {kiln.kernel, kiln.updates_in_place} {
+    %0:2 = kiln.append_kv %kc, %vc, %k, %v, %table, %pos : tensor<32x16x2x64xbf16>, tensor<32x16x2x64xbf16>,
+        tensor<3x2x1x64xbf16>, tensor<3x2x1x64xbf16>, tensor<3x8xi32>, tensor<3xi32>
+        -> tensor<32x16x2x64xbf16>, tensor<32x16x2x64xbf16>
+    %1 = bufferization.materialize_in_destination %0#0 in %kd : (tensor<32x16x2x64xbf16>, tensor<32x16x2x64xbf16>) -> tensor<32x16x2x64xbf16>
+    %2 = bufferization.materialize_in_destination %0#1 in %vd : (tensor<32x16x2x64xbf16>, tensor<32x16x2x64xbf16>) -> tensor<32x16x2x64xbf16>
+    return %1, %2 : tensor<32x16x2x64xbf16>, tensor<32x16x2x64xbf16>
+  }
+}
+
+// -----
+
+// Without the plan's in-place tie the destinations are new buffers, which an append of a few rows would leave
+// mostly unwritten.
+module {
+  func.func private @k13_append_kv(%kc: tensor<32x16x2x64xbf16>, %vc: tensor<32x16x2x64xbf16>,
+      %k: tensor<3x2x1x64xbf16>, %v: tensor<3x2x1x64xbf16>, %table: tensor<3x8xi32>, %pos: tensor<3xi32>,
+      %kd: tensor<32x16x2x64xbf16>, %vd: tensor<32x16x2x64xbf16>) -> (tensor<32x16x2x64xbf16>, tensor<32x16x2x64xbf16>)
+      attributes {kiln.kernel} {
+    // expected-error @+1 {{'kiln.append_kv' op on the GPU writes only the new rows into caches updated in place: its plan needs kiln-update-caches-in-place first}}
+    %0:2 = kiln.append_kv %kc, %vc, %k, %v, %table, %pos : tensor<32x16x2x64xbf16>, tensor<32x16x2x64xbf16>,
+        tensor<3x2x1x64xbf16>, tensor<3x2x1x64xbf16>, tensor<3x8xi32>, tensor<3xi32>
+        -> tensor<32x16x2x64xbf16>, tensor<32x16x2x64xbf16>
+    %1 = bufferization.materialize_in_destination %0#0 in %kd : (tensor<32x16x2x64xbf16>, tensor<32x16x2x64xbf16>) -> tensor<32x16x2x64xbf16>
+    %2 = bufferization.materialize_in_destination %0#1 in %vd : (tensor<32x16x2x64xbf16>, tensor<32x16x2x64xbf16>) -> tensor<32x16x2x64xbf16>
+    return %1, %2 : tensor<32x16x2x64xbf16>, tensor<32x16x2x64xbf16>
+  }
+}

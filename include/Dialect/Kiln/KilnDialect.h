@@ -23,6 +23,10 @@ namespace kiln {
 inline constexpr llvm::StringLiteral kConfigAttrName = "kiln.config";
 /// Name of the discardable attribute on a tiled kernel loop (scf.forall) that names the op it computes.
 inline constexpr llvm::StringLiteral kTiledOpAttrName = "kiln.tiled_op";
+
+/// Marks an outlined kernel whose destinations are its operands' buffers (kiln-update-caches-in-place): it writes
+/// only what changes in them.
+inline constexpr llvm::StringLiteral kUpdatesInPlaceAttrName = "kiln.updates_in_place";
 /// Name of the discardable attribute that carries the register layout (#kiln.row_layout) of a tile op's result.
 inline constexpr llvm::StringLiteral kLayoutAttrName = "kiln.layout";
 } // namespace kiln

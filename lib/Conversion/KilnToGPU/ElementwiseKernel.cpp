@@ -52,7 +52,26 @@ static Value linearize(IndexMath &m, ArrayRef<int64_t> shape, ArrayRef<Value> in
   return linear;
 }
 
-/// A kernel of one thread per item, 256 to a block, over `buffers` (flat, bare pointers): `body` builds, at the
+/// The parameters of `op`'s kernel, which are its function's arguments (an operand passed twice is one argument;
+/// the destinations last), and in `parameterOf` the parameter that holds each operand of `op`; an error on `op`
+/// when an operand is not an argument of the function.
+static FailureOr<SmallVector<RankedTensorType>> kernelParameters(Operation *op, SmallVectorImpl<unsigned> &parameterOf) {
+  auto kernel = op->getParentOfType<func::FuncOp>();
+  if (!kernel)
+    return op->emitOpError() << "is not inside an outlined kernel function";
+  for (Value operand : op->getOperands()) {
+    auto argument = dyn_cast<BlockArgument>(operand);
+    if (!argument || argument.getOwner() != &kernel.getBody().front())
+      return op->emitOpError() << "the GPU glue kernels read only their function's arguments";
+    parameterOf.push_back(argument.getArgNumber());
+  }
+  SmallVector<RankedTensorType> parameters;
+  for (Type type : kernel.getArgumentTypes())
+    parameters.push_back(cast<RankedTensorType>(type));
+  return parameters;
+}
+
+/// A kernel of one thread per item, 256 to a block, over `buffers` (its parameters: flat, bare pointers): `body` builds, at the
 /// builder, what the thread of item `linear` does (ending in its scf.yield), inside a guard for `linear < items`.
 static KernelLaunch buildThreadPerItemKernel(
     OpBuilder &builder, gpu::GPUModuleOp module, Location loc, StringRef name, ArrayRef<RankedTensorType> buffers,
@@ -77,13 +96,17 @@ static KernelLaunch buildThreadPerItemKernel(
 /// RoPE as one thread per rotation pair: the thread reads both elements of its pair and the pair's angle once,
 /// and writes both rotated elements. (A thread per element read every input and angle twice, and did the index
 /// arithmetic twice.) Threads follow the pairs in row-major order, so a warp reads consecutive elements.
-static KernelLaunch buildRopeKernel(OpBuilder &builder, gpu::GPUModuleOp module, RopeOp rope, StringRef name) {
+static FailureOr<KernelLaunch> buildRopeKernel(OpBuilder &builder, gpu::GPUModuleOp module, RopeOp rope,
+                                               StringRef name) {
+  SmallVector<unsigned> parameterOf;
+  FailureOr<SmallVector<RankedTensorType>> buffers = kernelParameters(rope, parameterOf);
+  if (failed(buffers))
+    return failure();
   RankedTensorType type = rope.getInput().getType();
   ArrayRef<int64_t> shape = type.getShape();
   int64_t rank = shape.size(), half = shape.back() / 2, pairs = type.getNumElements() / 2;
   int64_t positionDim = rope.getPositionDim();
   Location loc = rope.getLoc();
-  SmallVector<RankedTensorType> buffers{type, rope.getCos().getType(), rope.getSin().getType(), type};
   auto thread = [&](Block &entry, IndexMath &im, Value linear) {
     // Pair `pair` of row `row` (the row-major index over every dimension but the last); the row's position is
     // its index along the position dimension.
@@ -96,7 +119,8 @@ static KernelLaunch buildRopeKernel(OpBuilder &builder, gpu::GPUModuleOp module,
     Value second = im.add(first, rope.getInterleaved() ? 1 : half);
     Value angle = im.add(im.mul(position, half), pair);
     auto load = [&](unsigned operand, Value at) {
-      return lowering::widen(builder, loc, memref::LoadOp::create(builder, loc, entry.getArgument(operand), at));
+      return lowering::widen(builder, loc,
+                             memref::LoadOp::create(builder, loc, entry.getArgument(parameterOf[operand]), at));
     };
     Value a = load(0, first), b = load(0, second), cosv = load(1, angle), sinv = load(2, angle);
     auto store = [&](Value value, Value at) {
@@ -112,7 +136,54 @@ static KernelLaunch buildRopeKernel(OpBuilder &builder, gpu::GPUModuleOp module,
           second);
     scf::YieldOp::create(builder, loc);
   };
-  return buildThreadPerItemKernel(builder, module, loc, name, buffers, pairs, thread);
+  return buildThreadPerItemKernel(builder, module, loc, name, *buffers, pairs, thread);
+}
+
+FailureOr<KernelLaunch> kiln::buildAppendKvKernel(OpBuilder &builder, gpu::GPUModuleOp module, func::FuncOp kernel,
+                                                 AppendKvOp append, StringRef name) {
+  if (!kernel->hasAttr(kUpdatesInPlaceAttrName))
+    return append.emitOpError() << "on the GPU writes only the new rows into caches updated in place: its plan "
+                                   "needs kiln-update-caches-in-place first";
+  Location loc = append.getLoc();
+  RankedTensorType cacheType = append.getKCache().getType(), rowsType = append.getK().getType();
+  ArrayRef<int64_t> rows = rowsType.getShape(); // [B, Hkv, S_new, D]
+  int64_t numPages = cacheType.getDimSize(0), pageSize = cacheType.getDimSize(1);
+  int64_t maxPages = append.getBlockTable().getType().getDimSize(1), capacity = maxPages * pageSize;
+  SmallVector<unsigned> parameterOf;
+  FailureOr<SmallVector<RankedTensorType>> buffers = kernelParameters(append, parameterOf);
+  if (failed(buffers))
+    return failure();
+  unsigned kArg = parameterOf[2], vArg = parameterOf[3], tableArg = parameterOf[4], positionsArg = parameterOf[5];
+  unsigned kDestination = buffers->size() - 2, vDestination = buffers->size() - 1;
+  auto thread = [&](Block &entry, IndexMath &im, Value linear) {
+    // Element (b, h, s, d) of the new rows goes to position p = positions[b] + s: page block_table[b, p / page],
+    // row p % page. A position outside the table or a page id outside the caches writes nothing.
+    Value d = im.rem(linear, rows[3]), token = im.div(linear, rows[3]);
+    Value s = im.rem(token, rows[2]), head = im.rem(im.div(token, rows[2]), rows[1]);
+    Value b = im.div(token, rows[2] * rows[1]);
+    auto loadIndex = [&](unsigned argument, Value at) {
+      return arith::IndexCastOp::create(builder, loc, builder.getIndexType(),
+                                        memref::LoadOp::create(builder, loc, entry.getArgument(argument), at));
+    };
+    Value position = im.add(loadIndex(positionsArg, b), s);
+    Value inTable = im.lt(position, capacity); // unsigned: a negative position is out too
+    Value column = im.min(im.div(position, pageSize), im.c(maxPages - 1));
+    Value page = loadIndex(tableArg, im.add(im.mul(b, maxPages), column));
+    Value valid = im.andi(inTable, im.lt(page, numPages));
+    scf::IfOp::create(builder, loc, valid, [&](OpBuilder &thenBuilder, Location) {
+      OpBuilder::InsertionGuard guard(builder);
+      builder.setInsertionPoint(thenBuilder.getInsertionBlock(), thenBuilder.getInsertionPoint());
+      Value slot = im.add(im.mul(im.add(im.mul(page, pageSize), im.rem(position, pageSize)), rows[1]), head);
+      Value at = im.add(im.mul(slot, rows[3]), d);
+      for (auto [source, destination] : {std::pair{kArg, kDestination}, std::pair{vArg, vDestination}})
+        memref::StoreOp::create(builder, loc,
+                                memref::LoadOp::create(builder, loc, entry.getArgument(source), linear),
+                                entry.getArgument(destination), at);
+      scf::YieldOp::create(builder, loc);
+    });
+    scf::YieldOp::create(builder, loc);
+  };
+  return buildThreadPerItemKernel(builder, module, loc, name, *buffers, rowsType.getNumElements(), thread);
 }
 
 FailureOr<KernelLaunch> kiln::buildElementwiseKernel(OpBuilder &builder, gpu::GPUModuleOp module, Operation *op,
@@ -133,10 +204,14 @@ FailureOr<KernelLaunch> kiln::buildElementwiseKernel(OpBuilder &builder, gpu::GP
 
   int64_t count = resultType.getNumElements();
   Location loc = op->getLoc();
+  SmallVector<unsigned> parameterOf;
+  FailureOr<SmallVector<RankedTensorType>> parameters = kernelParameters(op, parameterOf);
+  if (failed(parameters))
+    return failure();
+  // Each operand's type, by operand number.
   SmallVector<RankedTensorType> buffers;
   for (Type type : op->getOperandTypes())
     buffers.push_back(cast<RankedTensorType>(type));
-  buffers.push_back(resultType);
   auto thread = [&](Block &entry, IndexMath &im, Value linear) {
     ArrayRef<int64_t> shape = resultType.getShape();
     SmallVector<Value> index(shape.size());
@@ -165,7 +240,8 @@ FailureOr<KernelLaunch> kiln::buildElementwiseKernel(OpBuilder &builder, gpu::GP
       return broadcastLinearIndex(im, operandShape, shape, index);
     };
     auto load = [&](unsigned operand, Value at) {
-      return lowering::widen(builder, loc, memref::LoadOp::create(builder, loc, entry.getArgument(operand), at));
+      return lowering::widen(builder, loc,
+                             memref::LoadOp::create(builder, loc, entry.getArgument(parameterOf[operand]), at));
     };
     auto store = [&](Value result) {
       memref::StoreOp::create(builder, loc, lowering::narrow(builder, loc, result, resultType.getElementType()),
@@ -197,7 +273,7 @@ FailureOr<KernelLaunch> kiln::buildElementwiseKernel(OpBuilder &builder, gpu::GP
       int64_t axis = gather.getAxis();
       ArrayRef<int64_t> tableShape = buffers[0].getShape(), indexShape = buffers[1].getShape();
       int64_t indexRank = indexShape.size(), size = tableShape[axis];
-      Value raw = memref::LoadOp::create(builder, loc, entry.getArgument(1),
+      Value raw = memref::LoadOp::create(builder, loc, entry.getArgument(parameterOf[1]),
                                          linearize(im, indexShape, ArrayRef<Value>(index).slice(axis, indexRank)));
       Value row = arith::IndexCastOp::create(builder, loc, builder.getIndexType(), raw);
       Value negative = arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::slt, row, im.c(0));
@@ -343,7 +419,7 @@ FailureOr<KernelLaunch> kiln::buildElementwiseKernel(OpBuilder &builder, gpu::GP
     }
     SmallVector<Value> values;
     for (unsigned i = 0; i < op->getNumOperands(); ++i) {
-      Value loaded = memref::LoadOp::create(builder, loc, entry.getArgument(i), sourceIndex(i));
+      Value loaded = memref::LoadOp::create(builder, loc, entry.getArgument(parameterOf[i]), sourceIndex(i));
       values.push_back(lowering::widen(builder, loc, loaded));
     }
     Value result = isa<TransposeOp, ReshapeOp, BroadcastOp, SliceOp, CastOp>(op)
@@ -353,5 +429,5 @@ FailureOr<KernelLaunch> kiln::buildElementwiseKernel(OpBuilder &builder, gpu::GP
     memref::StoreOp::create(builder, loc, result, entry.getArguments().back(), linear);
     scf::YieldOp::create(builder, loc);
   };
-  return buildThreadPerItemKernel(builder, module, loc, name, buffers, count, thread);
+  return buildThreadPerItemKernel(builder, module, loc, name, *parameters, count, thread);
 }

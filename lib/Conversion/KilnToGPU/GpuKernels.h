@@ -50,9 +50,15 @@ struct KernelLaunch {
 bool isElementwiseKernelOp(Operation *op);
 
 /// Builds a one-thread-per-element kernel for `op` (float tensors) as a gpu.func named `name` with parameters the
-/// op's operands and its output.
+/// arguments of its outlined function (its operands, each once, and its output).
 FailureOr<KernelLaunch> buildElementwiseKernel(OpBuilder &builder, gpu::GPUModuleOp module, Operation *op,
                                                StringRef name);
+
+/// Builds the kernel of an append into paged caches (one thread per element of the new rows, each writing its
+/// element of k and of v into its page) as a gpu.func named `name` with parameters `kernel`'s arguments. The
+/// kernel must be marked kiln.updates_in_place: its destinations are the caches themselves.
+FailureOr<KernelLaunch> buildAppendKvKernel(OpBuilder &builder, gpu::GPUModuleOp module, func::FuncOp kernel,
+                                            AppendKvOp append, StringRef name);
 
 /// Lowers the tiled row kernel `kernel` (its loop as kiln-tile, kiln-decompose-rows and kiln-assign-layouts
 /// leave it) to a gpu.func named `name` with parameters the function's arguments (operands, then the output):

@@ -74,10 +74,11 @@ struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUP
                                    "backend";
         return signalPassFailure();
       }
-      if (!tiledLoop && !isElementwiseKernelOp(kernelOp)) {
+      auto append = dyn_cast<AppendKvOp>(kernelOp);
+      if (!tiledLoop && !append && !isElementwiseKernelOp(kernelOp)) {
         kernelOp->emitError() << "convert-kiln-to-gpu: the GPU backend has no lowering for '"
                               << kernelOp->getName()
-                              << "' yet (matmul, attention, row, elementwise and data-movement kernels only)";
+                              << "' yet (matmul, attention, row, elementwise, data-movement and KV-append kernels only)";
         return signalPassFailure();
       }
       if (!gpuModule) {
@@ -101,6 +102,8 @@ struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUP
         return tiledLoop.emitError() << "convert-kiln-to-gpu: a tiled " << kernelOpName(tiledLoop)
                                      << " with lowering \"" << lowering << "\" has no GPU lowering",
                signalPassFailure();
+      else if (append)
+        launch = buildAppendKvKernel(builder, gpuModule, func, append, name);
       else
         launch = buildElementwiseKernel(builder, gpuModule, kernelOp, name);
       if (failed(launch))

@@ -133,6 +133,35 @@ def paged_source(case):
     return kiln.ops._paged_attention.source(q, cache, cache, table, lens, None)
 
 
+@kiln.jit
+def decode_step(q, k_new, v_new, k_cache, v_cache, block_table, positions, seq_lens):
+    """A decode step's attention half: the new K/V rows appended into their pages (in place on the GPU), then
+    paged attention over every sequence's keys; returns the output and the updated caches."""
+    k_cache, v_cache = kiln.append_kv(k_cache, v_cache, k_new, v_new, block_table, positions)
+    return kiln.paged_attention(q, k_cache, v_cache, block_table, seq_lens), k_cache, v_cache
+
+
+#: kiln.ops.append_kv and decode_step on CUDA tensors: (name, batch, heads, kv_heads, new tokens, longest length
+#: after the append, head dim, page size, max_pages, num_pages, dtype).
+APPEND_CASES = [
+    ("append_decode_gqa_p16_bf16", 3, 32, 8, 1, 1000, 128, 16, 70, 220, "bfloat16"),
+    ("append_chunk_mha_p64_f16", 2, 4, 4, 5, 700, 64, 64, 12, 30, "float16"),
+]
+
+
+def append_sources(case):
+    """The kiln IR of kiln.ops.append_kv and of decode_step for an append case, for prepare.py."""
+    name, batch, heads, kv_heads, seq_q, _, head_dim, page, max_pages, num_pages, dtype = case
+    import ml_dtypes
+    element = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16}[dtype]
+    q = np.zeros((batch, heads, seq_q, head_dim), element)
+    k, v = (np.zeros((batch, kv_heads, seq_q, head_dim), element) for _ in range(2))
+    k_cache, v_cache = (np.zeros((num_pages, page, kv_heads, head_dim), element) for _ in range(2))
+    table, positions, lens = np.zeros((batch, max_pages), np.int32), np.zeros(batch, np.int32), np.ones(batch, np.int32)
+    return [kiln.ops._append_kv.source(k_cache, v_cache, k, v, table, positions),
+            decode_step.source(q, k, v, k_cache, v_cache, table, positions, lens)]
+
+
 SOURCE_CASES = [("gpu_attention_block", ROOT / "examples" / "gpu_attention_block.mlir")]
 
 

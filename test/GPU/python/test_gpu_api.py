@@ -177,6 +177,55 @@ def test_paged_attention(case):
         kiln.ops.paged_attention(q, caches[0], caches[1], bad, lens)
 
 
+@pytest.mark.parametrize("case", gpu_cases.APPEND_CASES, ids=[c[0] for c in gpu_cases.APPEND_CASES])
+def test_append_kv_in_place(case):
+    """kiln.ops.append_kv on CUDA tensors writes each sequence's new rows into its pages of the caches it was given
+    (returned, updated in place) and leaves every other slot as it was; decode_step (the append and paged
+    attention in one program) then attends over the new rows, against each sequence's attention in float32; a
+    position past the block table is refused before the launch, by name."""
+    name, batch, heads, kv_heads, seq_q, longest, head_dim, page, max_pages, num_pages, dtype = case
+    seeds = []
+    generator = fresh(seeds)
+    lens = torch.randint(seq_q, longest + 1, (batch,), generator=generator, device="cuda").to(torch.int32)
+    lens[0] = longest
+    positions = lens - seq_q
+    table = torch.randperm(num_pages, generator=generator, device="cuda")[:batch * max_pages]
+    table = table.view(batch, max_pages).to(torch.int32)
+    spec = ((batch, kv_heads, seq_q, head_dim), dtype)
+    caches = [tensor(((num_pages, page, kv_heads, head_dim), dtype), generator) for _ in range(2)]
+    before = [cache.clone() for cache in caches]
+    k, v = tensor(spec, generator), tensor(spec, generator)
+    k_cache, v_cache = kiln.ops.append_kv(caches[0], caches[1], k, v, table, positions)
+    torch.cuda.synchronize()
+    assert k_cache.data_ptr() == caches[0].data_ptr() and v_cache.data_ptr() == caches[1].data_ptr()
+    expected = [cache.clone() for cache in before]
+    for b in range(batch):
+        slots = torch.arange(positions[b].item(), lens[b].item(), device="cuda")
+        pages = table[b, slots // page].long()
+        for cache, rows in zip(expected, (k, v)):
+            cache[pages, slots % page] = rows[b].transpose(0, 1)
+    assert torch.equal(caches[0], expected[0]) and torch.equal(caches[1], expected[1]), f"{name} (seed {seeds[0]})"
+
+    # The same append (already written, so rewriting it changes nothing) and attention in one program.
+    q = tensor(((batch, heads, seq_q, head_dim), dtype), generator)
+    out, k_cache, v_cache = gpu_cases.decode_step(q, k, v, caches[0], caches[1], table, positions, lens)
+    torch.cuda.synchronize()
+    assert k_cache.data_ptr() == caches[0].data_ptr() and torch.equal(caches[0], expected[0])
+    references = []
+    for b, n in enumerate(lens.tolist()):
+        slots = torch.arange(n, device="cuda")
+        pages = table[b, slots // page].long()
+        keys, values = (cache[pages, slots % page].permute(1, 0, 2)[None] for cache in expected)
+        references.append(reference("attention", [q[b:b + 1], keys, values], {}))
+    check(name, out, torch.cat(references), seeds[0])
+
+    bad = positions.clone()
+    bad[batch - 1] = max_pages * page - seq_q + 1
+    with pytest.raises(ValueError, match=rf"'positions'\[{batch - 1}\] = {bad[batch - 1].item()} plus the "
+                                         rf"{seq_q} new tokens"):
+        kiln.ops.append_kv(caches[0], caches[1], k, v, table, bad)
+
+
 def test_other_sizes_reuse_the_compiled_kernel():
     """Matmuls that differ only in M (K = 1000 is no whole number of k-tiles) launch one compiled kernel, which the
     later calls' compiles take from the kernel cache; each result is right."""

@@ -157,6 +157,23 @@ def test_rope(interleaved, record_error):
     check(record_error, "ops: rope f32", kiln.ops.rope(x, cos, sin, interleaved=interleaved), reference, seed)
 
 
+def test_rope_at_each_sequence_position(record_error):
+    """``seq_dim=0`` on a decode step's q [B, H, D]: sequence b takes row b of the tables (its own position)."""
+    rng, seed = fresh_rng()
+    x = randn(rng, 5, 3, 16)
+    angles = rng.uniform(0, 2 * math.pi, (5, 8))
+    cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+    x64 = x.astype(np.float64)
+    first, second = x64[..., :8], x64[..., 8:]
+    c, s = cos[:, None, :], sin[:, None, :]
+    reference = np.concatenate([first * c - second * s, first * s + second * c], axis=-1)
+    check(record_error, "ops: rope seq_dim=0", kiln.ops.rope(x, cos, sin, seq_dim=0), reference, seed)
+    with pytest.raises(ValueError, match=r"rope: 'seq_dim' must be a dimension of 'x' before the last \(0 to 1\)"):
+        kiln.ops.rope(x, cos, sin, seq_dim=2)
+    with pytest.raises(ValueError, match=r"rope: 'cos' has shape \(5, 8\), expected \(3, 8\)"):
+        kiln.ops.rope(x, cos, sin, seq_dim=1)
+
+
 def test_repeated_signature_reuses_the_compiled_program():
     x = np.ones((4, 5), np.float32)
     kiln.ops.softmax(x)

@@ -125,6 +125,85 @@ def test_append_kv_then_attend(record_error):
     check(record_error, "paged_attention float32", out, reference, seed)
 
 
+HIDDEN, HEADS, KV_HEADS, HEAD_DIM, FFN = 64, 4, 2, 16, 96
+
+
+@kiln.jit
+def decode_layer(x, cos, sin, k_cache, v_cache, block_table, positions, seq_lens, attn_norm, wq, wk, wv, wo,
+                 ffn_norm, w1, w3, w2):
+    """A Llama-style decode layer over a paged cache (bench/decode_layer.py's, at small sizes)."""
+    batch = x.shape[0]
+    h = kiln.rms_norm(x, attn_norm, eps=1e-5)
+    q = kiln.rope(kiln.reshape(kiln.matmul(h, wq), (batch, HEADS, HEAD_DIM)), cos, sin, seq_dim=0)
+    k = kiln.rope(kiln.reshape(kiln.matmul(h, wk), (batch, KV_HEADS, HEAD_DIM)), cos, sin, seq_dim=0)
+    v = kiln.matmul(h, wv)
+    k_cache, v_cache = kiln.append_kv(k_cache, v_cache, kiln.reshape(k, (batch, KV_HEADS, 1, HEAD_DIM)),
+                                      kiln.reshape(v, (batch, KV_HEADS, 1, HEAD_DIM)), block_table, positions)
+    o = kiln.paged_attention(kiln.reshape(q, (batch, HEADS, 1, HEAD_DIM)), k_cache, v_cache, block_table, seq_lens)
+    x = kiln.matmul(kiln.reshape(o, (batch, HEADS * HEAD_DIM)), wo) + x
+    h = kiln.rms_norm(x, ffn_norm, eps=1e-5)
+    g = kiln.silu(kiln.matmul(h, w1)) * kiln.matmul(h, w3)
+    return kiln.matmul(g, w2) + x, k_cache, v_cache
+
+
+def test_decode_layer_over_a_paged_cache(record_error):
+    """One program: RMSNorm, q/k/v, RoPE at each sequence's own position (seq_dim=0), the append, paged
+    attention, the output projection, residual, SwiGLU MLP; against the same layer in float64 (new rows in their
+    pages, the caches given left unchanged on the host)."""
+    rng, seed = fresh_rng()
+    page_size, max_pages, before = 16, 4, [37, 0, 16, 50]
+    batch = len(before)
+    k_cache, v_cache, table = paged_pool(rng, [n + 1 for n in before], page_size, max_pages, KV_HEADS, HEAD_DIM,
+                                         np.float32)
+    positions = np.array(before, np.int32)
+    angles = positions[:, None] / 10000.0 ** (np.arange(HEAD_DIM // 2) * 2 / HEAD_DIM)
+    cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+
+    def weight(*shape):
+        return (rng.standard_normal(shape) / math.sqrt(shape[0])).astype(np.float32)
+
+    w = dict(attn_norm=1 + 0.1 * rng.standard_normal(HIDDEN).astype(np.float32), wq=weight(HIDDEN, HEADS * HEAD_DIM),
+             wk=weight(HIDDEN, KV_HEADS * HEAD_DIM), wv=weight(HIDDEN, KV_HEADS * HEAD_DIM),
+             wo=weight(HEADS * HEAD_DIM, HIDDEN), ffn_norm=1 + 0.1 * rng.standard_normal(HIDDEN).astype(np.float32),
+             w1=weight(HIDDEN, FFN), w3=weight(HIDDEN, FFN), w2=weight(FFN, HIDDEN))
+    x = rng.standard_normal((batch, HIDDEN)).astype(np.float32)
+    k_old, v_old = k_cache.copy(), v_cache.copy()
+    out, k_new, v_new = decode_layer(x, cos, sin, k_cache, v_cache, table, positions, positions + 1, *w.values())
+    np.testing.assert_array_equal(k_cache, k_old)
+
+    f = {name: value.astype(np.float64) for name, value in w.items()}
+
+    def norm(v, weight):
+        return v / np.sqrt((v * v).mean(-1, keepdims=True) + 1e-5) * weight
+
+    def rope(v):
+        half = HEAD_DIM // 2
+        a, b = v[..., :half], v[..., half:]
+        c, s = np.cos(angles)[:, None], np.sin(angles)[:, None]
+        return np.concatenate([a * c - b * s, a * s + b * c], axis=-1)
+
+    x64 = x.astype(np.float64)
+    h = norm(x64, f["attn_norm"])
+    q = rope((h @ f["wq"]).reshape(batch, HEADS, HEAD_DIM))
+    k = rope((h @ f["wk"]).reshape(batch, KV_HEADS, HEAD_DIM))
+    v = (h @ f["wv"]).reshape(batch, KV_HEADS, HEAD_DIM)
+    k_expected, v_expected = k_old.astype(np.float64), v_old.astype(np.float64)
+    slots = table[np.arange(batch), positions // page_size], positions % page_size
+    k_expected[slots], v_expected[slots] = k, v
+    check(record_error, "decode layer: new k rows", k_new[slots], k, seed)
+    check(record_error, "decode layer: new v rows", v_new[slots], v, seed)
+    untouched = np.ones(k_cache.shape[:2], bool)
+    untouched[slots] = False
+    np.testing.assert_array_equal(k_new[untouched], k_old[untouched])
+    np.testing.assert_array_equal(v_new[untouched], v_old[untouched])
+    o = paged_reference(q[:, :, None], k_expected, v_expected, table, [n + 1 for n in before], 1 / math.sqrt(HEAD_DIM))
+    x64 = o.reshape(batch, HEADS * HEAD_DIM) @ f["wo"] + x64
+    h = norm(x64, f["ffn_norm"])
+    gate = h @ f["w1"]
+    reference = (gate / (1 + np.exp(-gate)) * (h @ f["w3"])) @ f["w2"] + x64
+    check(record_error, "decode layer f32", out, reference, seed)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Bad inputs: each names the argument at fault.
 
