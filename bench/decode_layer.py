@@ -21,6 +21,7 @@ plan, replayed as one CUDA graph.
 """
 import argparse
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -78,6 +79,7 @@ def shapes(batch, length, page):
 def prepare(args):
     import ml_dtypes
     import numpy as np
+    import kiln
     from gpu_cases import compile_graph
     dtypes = {"bfloat16": ml_dtypes.bfloat16, "int32": np.int32}
     out = Path(args.out)
@@ -91,6 +93,21 @@ def prepare(args):
         placeholders = [np.zeros(shape, dtypes[dtype]) for shape, dtype in shapes(batch, length, page)]
         (folder / "graph.mlir").write_text(decode_layer.source(*placeholders))
         if not compile_graph(args.kilnc, folder / "graph.mlir", folder, "sm_90a", name):
+            return 1
+        # The same kernels launched the ordinary way (no programmatic dependent launch).
+        copy = out / f"{name}_ordinary_launch"
+        shutil.copytree(folder, copy, dirs_exist_ok=True)
+        manifest = json.loads((copy / "manifest.json").read_text())
+        for kernel in manifest["kernels"]:
+            kernel.pop("dependent_launch", None)
+        (copy / "manifest.json").write_text(json.dumps(manifest, indent=1))
+        # The layer's paged attention alone, as kiln.ops.paged_attention compiles it.
+        alone = out / f"{name}_attention"
+        alone.mkdir(parents=True, exist_ok=True)
+        q = np.zeros((batch, HEADS, 1, HEAD_DIM), dtypes["bfloat16"])
+        (alone / "graph.mlir").write_text(kiln.ops._paged_attention.source(q, *placeholders[3:6], placeholders[7],
+                                                                           None))
+        if not compile_graph(args.kilnc, alone / "graph.mlir", alone, "sm_90a", f"{name} attention"):
             return 1
         listed.append(dict(name=name, batch=batch, length=length, page=page))
     (out / "cases.json").write_text(json.dumps(listed, indent=1))
@@ -226,6 +243,7 @@ def visit(args):
     generator = torch.Generator(device="cuda").manual_seed(seed)
     print(f"seed {seed}, device {torch.cuda.get_device_name()}, torch {torch.__version__}", flush=True)
     rows, failures = [], 0
+    torch_timings = {}  # by (batch, length): torch's layer has no pages
     for item in listed:
         batch, length, page = item["batch"], item["length"], item["page"]
         x, cos, sin, caches, table, positions, seq_lens, weights, dense = make_inputs(batch, length, page, generator)
@@ -253,33 +271,29 @@ def visit(args):
               f"{row['kernels']} kernels", flush=True)
         if not args.no_bench:
             row["kiln_ms"] = time_ms(bound.launch)
-            module = gpt_fast_layer(weights, batch, length)
-            module.k_cache.copy_(dense[0][:, :, :length].nan_to_num())
-            module.v_cache.copy_(dense[1][:, :, :length].nan_to_num())
-            input_pos = torch.tensor([length - 1], device="cuda")
-            mask = torch.ones(1, 1, 1, length, dtype=torch.bool, device="cuda")
-            torch_inputs = (x, cos, sin, input_pos, mask)
-            with torch.no_grad():
-                eager = module(*torch_inputs)
-                torch_error = ((eager.float() - expected).abs().max() / expected.abs().max()).item()
-                row["torch_error"] = torch_error
-                row["eager_ms"] = time_ms(lambda: module(*torch_inputs))
-                for label, mode in (("inductor", None), ("inductor_cudagraphs", "reduce-overhead")):
-                    compiled = torch.compile(module, dynamic=False, mode=mode)
-                    for _ in range(3):
-                        compiled(*torch_inputs)
-                    if mode is None:
-                        row[f"{label}_ms"] = time_ms(lambda: compiled(*torch_inputs))
-                    else:
-                        row[f"{label}_ms"] = call_ms(lambda: compiled(*torch_inputs))
+            if args.baseline and (Path(args.baseline) / item["name"]).is_dir():
+                row["baseline_ms"] = time_ms(kiln.load(Path(args.baseline) / item["name"]).bind(*inputs).launch)
+            ordinary = build / f"{item['name']}_ordinary_launch"
+            if ordinary.is_dir():
+                row["ordinary_launch_ms"] = time_ms(kiln.load(ordinary).bind(*inputs).launch)
+            alone = build / f"{item['name']}_attention"
+            if alone.is_dir():
+                q = torch.randn(batch, HEADS, 1, HEAD_DIM, generator=generator, device="cuda").to(torch.bfloat16)
+                row["attention_alone_ms"] = time_ms(kiln.load(alone).bind(q, k_cache, v_cache, table,
+                                                                          seq_lens).launch)
+            if (batch, length) not in torch_timings:
+                torch_timings[batch, length] = time_torch(weights, batch, length, dense, x, cos, sin, expected)
+            row.update(torch_timings[batch, length])
             per_kernel = []
             for (launch, pointers), kernel in zip(bound.launches, program.kernels):
                 per_kernel.append((kernel["name"], time_ms(lambda: launch(pointers, torch.cuda.current_stream()
                                                                             .cuda_stream))))
             row["kernel_ms"] = per_kernel
-            print(f"  Kiln {row['kiln_ms']:.3f} ms ({row['floor_ms'] / row['kiln_ms']:.2f} of the {row['floor_ms']:.3f} "
-                  f"ms floor) | eager {row['eager_ms']:.3f} | torch.compile {row['inductor_ms']:.3f} | with CUDA "
-                  f"graphs {row['inductor_cudagraphs_ms']:.3f} (torch error {torch_error:.1e})", flush=True)
+            print(f"  Kiln {row['kiln_ms']:.3f} ms ({row['kiln_ms'] / row['floor_ms']:.2f}x the {row['floor_ms']:.3f} "
+                  f"ms floor; baseline {row.get('baseline_ms', 0):.3f}; launched the ordinary way "
+                  f"{row.get('ordinary_launch_ms', 0):.3f}; its attention "
+                  f"alone {row.get('attention_alone_ms', 0) * 1000:.1f} us) | eager {row['eager_ms']:.3f} | torch.compile {row['inductor_ms']:.3f} | with CUDA "
+                  f"graphs {row['inductor_cudagraphs_ms']:.3f} (torch error {row['torch_error']:.1e})", flush=True)
             for name, ms in per_kernel:
                 print(f"    {ms * 1000:8.1f} us  {name}", flush=True)
         rows.append(row)
@@ -290,6 +304,30 @@ def visit(args):
     write_table(rows, out / "decode_layer.md")
     print(f"{len(rows) - failures} of {len(rows)} layers match float32, {failures} failed")
     return 1 if failures else 0
+
+
+def time_torch(weights, batch, length, dense, x, cos, sin, expected):
+    """The gpt-fast-style layer's error against float32 and its times: eager and torch.compile as CUDA graphs of
+    back-to-back calls (time_ms), torch.compile(mode="reduce-overhead") per call (its own graphs)."""
+    import torch
+    from row_kernels import time_ms
+    module = gpt_fast_layer(weights, batch, length)
+    module.k_cache.copy_(dense[0][:, :, :length].nan_to_num())
+    module.v_cache.copy_(dense[1][:, :, :length].nan_to_num())
+    inputs = (x, cos, sin, torch.tensor([length - 1], device="cuda"),
+              torch.ones(1, 1, 1, length, dtype=torch.bool, device="cuda"))
+    row = {}
+    with torch.no_grad():
+        eager = module(*inputs)
+        row["torch_error"] = ((eager.float() - expected).abs().max() / expected.abs().max()).item()
+        row["eager_ms"] = time_ms(lambda: module(*inputs))
+        for label, mode in (("inductor", None), ("inductor_cudagraphs", "reduce-overhead")):
+            compiled = torch.compile(module, dynamic=False, mode=mode)
+            for _ in range(3):
+                compiled(*inputs)
+            row[f"{label}_ms"] = time_ms(lambda: compiled(*inputs)) if mode is None else call_ms(
+                lambda: compiled(*inputs))
+    return row
 
 
 def call_ms(fn, calls=50):
@@ -333,6 +371,8 @@ def main():
     v.add_argument("--out", default=".")
     v.add_argument("--only", default="")
     v.add_argument("--no-bench", action="store_true")
+    v.add_argument("--baseline", default="", help="a folder of the same cases compiled by another kilnc, timed "
+                                                 "beside (before and after a change, in one run)")
     args = parser.parse_args()
     return prepare(args) if args.command == "prepare" else visit(args)
 

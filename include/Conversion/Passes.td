@@ -124,7 +124,10 @@ def KilnGroupKernels : Pass<"kiln-group-kernels", "::mlir::ModuleOp"> {
     b runs the member whose range holds b, with the member's block index recomputed from it. Typical groups: the
     q, k and v projections, RoPE on q and on k, the slices of a fused qkv. The grouped kernel function keeps every
     member's kernel op (the manifest lists their configs, in order) and its `kiln.launch` has the summed grid and the
-    largest dynamic shared memory.
+    largest dynamic shared memory. First, independent calls of one kernel kind are brought next to each other
+    (list scheduling that prefers the last placed kind; buffers move to the start, views after what they view; a
+    call updating a buffer in place keeps every call on its side), so that a decode step's q, k and v chains
+    (matmul, split-K sum, RoPE each) become grouped matmuls, sums and RoPEs.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect", "::mlir::scf::SCFDialect"];
 }

@@ -7,7 +7,9 @@
 //
 // The grouped gpu.func takes every member's parameters (inputs first, then outputs, member by member, then the
 // tensor maps of the members that read through TMA) and has a 1-D grid of all members' blocks: block b runs the
-// member whose range holds it, with that member's block index recomputed from b. Members must be the same kind
+// member whose range holds it, with that member's block index recomputed from b. Before grouping, independent
+// calls of one kind are brought next to each other (a decode step's q, k and v chains of matmul, split-K sum and
+// RoPE interleave otherwise). Members must be the same kind
 // of kernel op with the same block size, so the register and shared-memory budget of the group is the largest
 // member's and nothing else, and take no more tensor maps in all than a kernel may. A call may join the group
 // when it reads nothing the group writes; reshapes (views) of the group's results that sit between the calls
@@ -353,6 +355,98 @@ static void mergeGroup(Group &group, gpu::GPUModuleOp gpuModule) {
   }
 }
 
+/// Reorders the kernel calls of `plan` so that independent calls of one kernel kind sit next to each other, where
+/// grouping can take them: of the calls whose inputs are ready, one of the last placed call's kind first, else the
+/// earliest (the q, k and v chains of a decode step, each a matmul, a sum and a RoPE, become the three matmuls,
+/// the three sums and the two RoPEs). Buffers and constants move to the start, views right after what they view.
+/// A call that updates a buffer in place (kiln.updates_in_place), or that is no GPU kernel, keeps every call on
+/// its side of it. Plans holding anything but buffers, views, constants and calls are left as they are.
+static void orderSameKindsTogether(func::FuncOp plan, SymbolTableCollection &symbols) {
+  Block &block = plan.getBody().front();
+  SmallVector<func::CallOp> calls;
+  SmallVector<Operation *> hoisted;
+  for (Operation &op : block.without_terminator()) {
+    if (auto call = dyn_cast<func::CallOp>(op))
+      calls.push_back(call);
+    else if (isa<tensor::EmptyOp, ConstantOp>(op))
+      hoisted.push_back(&op);
+    else if (!isa<ReshapeOp>(op))
+      return;
+  }
+  if (calls.size() < 3)
+    return;
+  llvm::DenseMap<Operation *, unsigned> indexOf;
+  SmallVector<StringRef> kinds;
+  SmallVector<bool> barriers;
+  for (auto [index, call] : llvm::enumerate(calls)) {
+    indexOf[call] = index;
+    auto host = symbols.lookupNearestSymbolFrom<func::FuncOp>(call, call.getCalleeAttr());
+    Operation *kernelOp = host ? kernelOpOf(host) : nullptr;
+    kinds.push_back(kernelOp ? kernelOpName(kernelOp) : StringRef());
+    barriers.push_back(!host || !host->hasAttr("kiln.gpu_kernel") || host->hasAttr(kUpdatesInPlaceAttrName));
+  }
+  // The call that produces `value` (through views), if any.
+  auto producerOf = [&](Value value) -> std::optional<unsigned> {
+    while (auto view = value.getDefiningOp<ReshapeOp>())
+      value = view.getInput();
+    if (auto call = value.getDefiningOp<func::CallOp>())
+      return indexOf.lookup(call);
+    return std::nullopt;
+  };
+  SmallVector<llvm::SmallSetVector<unsigned, 4>> dependencies(calls.size());
+  for (auto [index, call] : llvm::enumerate(calls)) {
+    for (Value operand : call.getOperands())
+      if (std::optional<unsigned> producer = producerOf(operand))
+        dependencies[index].insert(*producer);
+    for (unsigned earlier = 0; earlier < index; ++earlier)
+      if (barriers[index] || barriers[earlier])
+        dependencies[index].insert(earlier);
+  }
+  SmallVector<unsigned> order;
+  SmallVector<bool> placed(calls.size(), false);
+  StringRef lastKind;
+  while (order.size() < calls.size()) {
+    std::optional<unsigned> pick;
+    for (unsigned index = 0; index < calls.size(); ++index) {
+      if (placed[index] || !llvm::all_of(dependencies[index], [&](unsigned d) { return placed[d]; }))
+        continue;
+      if (!pick)
+        pick = index;
+      if (!lastKind.empty() && kinds[index] == lastKind) {
+        pick = index;
+        break;
+      }
+    }
+    placed[*pick] = true;
+    order.push_back(*pick);
+    lastKind = kinds[*pick];
+  }
+  if (llvm::equal(order, llvm::seq<unsigned>(0, calls.size())))
+    return;
+  // Each view goes after the call whose result it views (or with the buffers), in its old order.
+  llvm::DenseMap<Operation *, SmallVector<ReshapeOp, 2>> viewsAfter;
+  SmallVector<ReshapeOp, 2> leadingViews;
+  for (auto view : block.getOps<ReshapeOp>()) {
+    Value root = view.getInput();
+    while (auto inner = root.getDefiningOp<ReshapeOp>())
+      root = inner.getInput();
+    if (auto call = root.getDefiningOp<func::CallOp>())
+      viewsAfter[call].push_back(view);
+    else
+      leadingViews.push_back(view);
+  }
+  Operation *end = block.getTerminator();
+  for (Operation *op : hoisted)
+    op->moveBefore(end);
+  for (ReshapeOp view : leadingViews)
+    view->moveBefore(end);
+  for (unsigned index : order) {
+    calls[index]->moveBefore(end);
+    for (ReshapeOp view : viewsAfter.lookup(calls[index]))
+      view->moveBefore(end);
+  }
+}
+
 namespace {
 struct KilnGroupKernelsPass : kiln::impl::KilnGroupKernelsBase<KilnGroupKernelsPass> {
   void runOnOperation() override {
@@ -367,6 +461,7 @@ struct KilnGroupKernelsPass : kiln::impl::KilnGroupKernelsBase<KilnGroupKernelsP
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal() || func->hasAttr("kiln.kernel"))
         continue;
+      orderSameKindsTogether(func, symbols);
       Group current;
       auto flush = [&] {
         if (current.members.size() > 1)
