@@ -32,6 +32,9 @@ std::optional<Target> parsePassTarget(Operation *root, llvm::StringRef pass, llv
 /// The most dynamic shared memory one thread block may use on a GPU target (sm_80: 163 KB, sm_90a: 227 KB).
 int64_t maxSharedBytesPerBlock(Target target);
 
+/// Multiprocessors of the GPU each target stands for: the A100 (sm_80: 108) and the H100/H200 (sm_90a: 132).
+int64_t multiprocessorCount(Target target);
+
 /// Bytes of shared memory the GPU attention kernel takes for [bq, bk] tiles at these head dims and element width
 /// (the Q tile, two K and two V tiles, their rows rounded up to whole tensor-core steps: 16 elements, 8 for f32),
 /// with the wgmma kernel's unpadded K and V panels or the mma_sync kernel's rows padded by 16 bytes.

@@ -57,8 +57,7 @@ static int64_t fitTile(int64_t tile, int64_t dim, Target target) {
 /// The most keys for which sm_90a attention at head dim 64 takes 32-key tiles.
 static constexpr int64_t kNarrowKeyTileKeysD64 = 160;
 
-/// Multiprocessors of the GPU each target stands for: the A100 (sm_80) and the H100/H200 (sm_90a).
-static int64_t multiprocessors(Target target) { return target == Target::Sm90a ? 132 : 108; }
+int64_t kiln::multiprocessorCount(Target target) { return target == Target::Sm90a ? 132 : 108; }
 
 int64_t kiln::attentionSharedBytes(int64_t bq, int64_t bk, int64_t headDim, int64_t valueDim, unsigned elementBits,
                                    bool wgmma) {
@@ -123,7 +122,7 @@ static ConfigAttr getWgmmaConfig(MatmulOp matmul) {
     return ConfigAttr::get(matmul.getContext(), {64, kSplitColumnTile, 64}, 4, /*stages=*/6, "wgmma");
   int64_t bm = 128, bk = 64;
   auto tiles = [&](int64_t bn) { return outputTiles(result, bm, bn); };
-  int64_t sms = multiprocessors(Target::Sm90a);
+  int64_t sms = multiprocessorCount(Target::Sm90a);
   auto atLeast = [&](int64_t count, int64_t tenths) {
     return count >= static_cast<int64_t>(llvm::divideCeil(sms * tenths, 10));
   };
@@ -193,7 +192,7 @@ static ConfigAttr configFromShapes(Operation *op, Target target) {
       // stream the weight faster while enough are in flight; narrower ones win once too few tiles would leave
       // multiprocessors idle (bench/results/decode/gemm_column_tiles.md).
       auto tiles = [&] { return outputTiles(result, bm, bn); };
-      while (bn > 32 && tiles() < static_cast<int64_t>(llvm::divideCeil(2 * multiprocessors(target), 3)))
+      while (bn > 32 && tiles() < static_cast<int64_t>(llvm::divideCeil(2 * multiprocessorCount(target), 3)))
         bn /= 2;
       // As many of the chosen stages as the target's shared memory holds, in the kernel's layout.
       auto stageBytes = [&] { return mmaOperandSlots(bm, bn, bk, matmul.getTransposeRhs(), bits).stageBytes; };
@@ -327,7 +326,7 @@ std::optional<int64_t> kiln::chooseKvChunk(AttentionOp op, Target target) {
       llvm::SaturatingMultiply<uint64_t>(q.getDimSize(0), q.getDimSize(op.getHeadsDim())),
       llvm::divideCeil(seqQ, bq));
   int64_t granules = llvm::divideCeilSigned(seqK, kKvChunkGranule);
-  uint64_t sms = multiprocessors(target);
+  uint64_t sms = multiprocessorCount(target);
   int64_t chunks = 1;
   if (tiles < 2 * sms) {
     // Two blocks per multiprocessor: a decode block (one warp streaming K and V through a two-slot ring) keeps
@@ -372,7 +371,7 @@ std::optional<int64_t> kiln::chooseKChunk(MatmulOp op, Target target) {
   int64_t bm = config.getTile()[0], bk = config.getTile()[2];
   int64_t tiles = outputTiles(op.getType(), bm, kSplitColumnTile);
   int64_t kTiles = llvm::divideCeilSigned(op.getContractionSize(), bk);
-  int64_t chunks = std::min<int64_t>(multiprocessors(target) / std::max<int64_t>(tiles, 1),
+  int64_t chunks = std::min<int64_t>(multiprocessorCount(target) / std::max<int64_t>(tiles, 1),
                                      op.getContractionSize() / kMinChunk);
   if (chunks < (bm >= 32 ? 2 : 3))
     return std::nullopt;

@@ -12,3 +12,10 @@ func.func @decode(%x: tensor<32x4096xbf16>, %w: tensor<4096x4096xbf16>) -> tenso
   %y = kiln.matmul %x, %w : tensor<32x4096xbf16>, tensor<4096x4096xbf16> -> tensor<32x4096xbf16>
   return %y : tensor<32x4096xbf16>
 }
+
+// A batch-32 decode attention over a 4096-key paged cache streams 537 MB with 256 blocks of 74 KB, three to a
+// multiprocessor: launched to overlap its predecessor, its blocks would spread unevenly over the multiprocessors
+// the predecessor still holds, so it launches the ordinary way; the append before it overlaps its own.
+// RUN: kilnc %S/Inputs/decode-attention-b32.mlir --target=sm_90a -o %t/b32 > /dev/null
+// RUN: %python -c "import json; m = json.load(open('%t/b32/manifest.json')); print([(k['name'], k.get('dependent_launch', False)) for k in m['kernels']])" | FileCheck %s --check-prefix=B32
+// B32: [('step_k0_silu', False), ('step_k1_append_kv', True), ('step_k2_attention', False)]

@@ -12,6 +12,7 @@
 #define KILN_LIB_CONVERSION_KILNTOGPU_GPUKERNELS_H
 
 #include "Dialect/Kiln/KilnOps.h"
+#include "Transforms/Transforms.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -91,6 +92,11 @@ FailureOr<KernelLaunch> lowerMmaAttentionKernel(OpBuilder &builder, gpu::GPUModu
 /// let its successor be scheduled (DependentLaunch.cpp), so that its launches may overlap that kernel
 /// (programmatic dependent launch; the host function is marked `kiln.dependent_launch`).
 void awaitPredecessorKernel(gpu::GPUFuncOp kernel);
+
+/// Whether `kernel` (launched as `launch`) gains from being launched to overlap its predecessor: not when it
+/// streams at least 64 MB and more of its blocks than the chip's multiprocessors share multiprocessors, where
+/// blocks placed beside the running predecessor end up unevenly spread.
+bool overlapsPredecessorWell(func::FuncOp kernel, const KernelLaunch &launch, Target target);
 
 /// Gives `gpuModule`'s f32 exp and division the hardware's approximations with subnormal results flushed to
 /// zero (FastMath.cpp): exp as libdevice's fast path, x / y as x times rcp.approx.ftz(y), and libdevice's

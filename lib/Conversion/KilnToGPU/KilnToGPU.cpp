@@ -137,7 +137,8 @@ struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUP
       func->setAttr("kiln.launch", builder.getDictionaryAttr(fields));
       if (*target == Target::Sm90a) {
         awaitPredecessorKernel(gpuModule.lookupSymbol<gpu::GPUFuncOp>(name));
-        func->setAttr("kiln.dependent_launch", builder.getUnitAttr());
+        if (overlapsPredecessorWell(func, *launch, *target))
+          func->setAttr("kiln.dependent_launch", builder.getUnitAttr());
       }
     }
     if (gpuModule)
