@@ -21,6 +21,7 @@ plan, replayed as one CUDA graph.
 """
 import argparse
 import json
+import math
 import shutil
 import sys
 from pathlib import Path
@@ -349,14 +350,46 @@ def call_ms(fn, calls=50):
 
 
 def write_table(rows, path):
-    lines = ["| case | kernels | Kiln ms | floor ms | Kiln / floor | eager ms | torch.compile ms | + CUDA graphs ms | "
-             "Kiln vs torch.compile (best) | error vs f32 |", "|---|---|---|---|---|---|---|---|---|---|"]
+    """The timed rows as a markdown table: Kiln against its floor, the baseline build, and torch in the same run."""
+    lines = ["| case | kernels | Kiln ms | floor ms | Kiln / floor | baseline build ms | ordinary launch ms | "
+             "attention alone us | eager ms | torch.compile ms | + CUDA graphs ms | Kiln vs best torch | "
+             "error vs f32 |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in (r for r in rows if "kiln_ms" in r):
         best = min(r["inductor_ms"], r["inductor_cudagraphs_ms"])
         lines.append(f"| {r['name']} | {r['kernels']} | {r['kiln_ms']:.3f} | {r['floor_ms']:.3f} | "
-                     f"{r['kiln_ms'] / r['floor_ms']:.2f}x | {r['eager_ms']:.3f} | {r['inductor_ms']:.3f} | "
-                     f"{r['inductor_cudagraphs_ms']:.3f} | {best / r['kiln_ms']:.2f}x faster | {r['error']:.1e} |")
+                     f"{r['kiln_ms'] / r['floor_ms']:.2f}x | {r.get('baseline_ms', math.nan):.3f} | "
+                     f"{r.get('ordinary_launch_ms', math.nan):.3f} | {r.get('attention_alone_ms', math.nan) * 1000:.1f} | "
+                     f"{r['eager_ms']:.3f} | {r['inductor_ms']:.3f} | {r['inductor_cudagraphs_ms']:.3f} | "
+                     f"{best / r['kiln_ms']:.2f}x faster | {r['error']:.1e} |")
     Path(path).write_text("\n".join(lines) + "\n")
+
+
+def plot(args):
+    """Draws a visit's decode_layer.json as decode_layer.png beside it (ms per layer; the floor as a line) and
+    rewrites its table."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    rows = [r for r in json.loads(Path(args.json).read_text())["rows"] if "kiln_ms" in r]
+    series = (("kiln_ms", "Kiln"), ("baseline_ms", "Kiln, baseline build"), ("eager_ms", "torch eager"),
+              ("inductor_ms", "torch.compile"), ("inductor_cudagraphs_ms", "torch.compile, reduce-overhead"))
+    fig, ax = plt.subplots(figsize=(11, 5))
+    width = 0.8 / len(series)
+    for i, (key, label) in enumerate(series):
+        offset = (i - (len(series) - 1) / 2) * width
+        ax.bar([j + offset for j in range(len(rows))], [r.get(key, 0) for r in rows], width, label=label)
+    for j, r in enumerate(rows):
+        ax.hlines(r["floor_ms"], j - 0.45, j + 0.45, colors="black", linestyles="dashed",
+                  label="bandwidth floor" if j == 0 else None)
+    ax.set_xticks(list(range(len(rows))), [r["name"] for r in rows])
+    ax.set_ylabel("ms per layer")
+    ax.set_yscale("log")
+    ax.set_title("Llama decode layer over a paged KV cache on the H200, bf16")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(Path(args.json).with_suffix(".png"), dpi=110)
+    write_table(rows, Path(args.json).with_suffix(".md"))
+    return 0
 
 
 def main():
@@ -373,8 +406,9 @@ def main():
     v.add_argument("--no-bench", action="store_true")
     v.add_argument("--baseline", default="", help="a folder of the same cases compiled by another kilnc, timed "
                                                  "beside (before and after a change, in one run)")
+    sub.add_parser("plot").add_argument("json")
     args = parser.parse_args()
-    return prepare(args) if args.command == "prepare" else visit(args)
+    return {"prepare": prepare, "visit": visit, "plot": plot}[args.command](args)
 
 
 if __name__ == "__main__":
