@@ -112,12 +112,12 @@ def cases(kiln_opt, sweep):
                     usable = sweep and item["name"].startswith("b_") and item["epilogue"] == "none" and \
                         -(-item["k"] // chunk) == splits and (warps == 4 or item["m"] >= 32)
                     item[key] = split_text(item, chunk, bn, warps) if usable else None
-        # The wgmma lowering (64-row warpgroup tiles, TMA) for 32 rows and more.
-        for splits in (1, 2, 4):
-            for bn in (64, 128, 256):
+        # The wgmma lowering (64-row warpgroup tiles, TMA; rows past M zero-filled by the copies), at every M.
+        for splits in (1, 2, 3, 4, 6, 8):
+            for bn in (128, 256):
                 key = f"mlir_wg_s{splits}_bn{bn}"
                 variants[key[5:]] = key
-                usable = sweep and item["name"].startswith("b_") and item["epilogue"] == "none" and item["m"] >= 32
+                usable = sweep and item["name"].startswith("b_") and item["epilogue"] == "none"
                 item[key] = wgmma_text(item, splits, bn) if usable else None
         # Two blocks a multiprocessor: stages that fit half its shared memory, twice the chunks.
         for splits, bn, stages in ((8, 128, 2), (8, 64, 4), (4, 64, 4), (16, 128, 2)):

@@ -88,14 +88,24 @@ MmaOperandSlots kiln::mmaOperandSlots(int64_t bm, int64_t bn, int64_t bk, bool t
 /// enough tiles), and of its wgmma kernel.
 static constexpr int64_t kSplitColumnTile = 128;
 
+/// The column tile of the wgmma kernel of at most 16 rows against a large weight (streamsWeight).
+static constexpr int64_t kStreamingColumnTile = 256;
+
+/// Whether an M x K by K x N matmul of at most 16 rows streams a weight of at least 4096 x 4096 (a decode step's
+/// projection), where 64 x 256 wgmma tiles fed by TMA and split over K stream it faster than the mma_sync kernel.
+static bool streamsWeight(int64_t m, int64_t n, int64_t k) {
+  return m <= 16 && n >= 256 && llvm::SaturatingMultiply<uint64_t>(n, k) >= uint64_t(4096) * 4096;
+}
+
 /// Whether the sm_90a default for `matmul` is the wgmma kernel: bf16/f16 operands whose rows TMA copies (16-byte
 /// strides, K > 0: a tensor map describes no empty array), at least one 64-column tile, and more than 16 rows (at
 /// 1 to 16 the mma_sync kernel's 16-row tiles stream the weight, where a 64-row warpgroup tile would be mostly
 /// padding).
 static bool usesWgmma(MatmulOp matmul, int64_t m, int64_t n, int64_t k) {
   Type element = matmul.getLhs().getType().getElementType();
-  return (element.isBF16() || element.isF16()) && !matmul.getTransposeLhs() && m > 16 && n >= 64 && k > 0 &&
-         k % 8 == 0 && (matmul.getTransposeRhs() || n % 8 == 0);
+  bool copiesByTma = (element.isBF16() || element.isF16()) && !matmul.getTransposeLhs() && n >= 64 && k > 0 &&
+                     k % 8 == 0 && (matmul.getTransposeRhs() || n % 8 == 0);
+  return copiesByTma && (m > 16 || streamsWeight(m, n, k));
 }
 
 /// The number of output tiles of BM x BN in `result` (batch dims included), saturating at INT64_MAX: the shapes
@@ -118,8 +128,14 @@ static ConfigAttr getWgmmaConfig(MatmulOp matmul) {
   // 17 to 64 rows (a decode step's GEMM): one warpgroup's 64-row tiles of 128 columns, six stages; against the
   // mma_sync kernel on the H200 (bench/results/decode/decode_gemm.md) 1.2-1.5x at M = 32 and 64, e.g. M = 64, N =
   // 14336: 3.95 TB/s against 2.65 (cuBLAS 3.86).
-  if (result.getDimSize(result.getRank() - 2) <= 64)
+  if (result.getDimSize(result.getRank() - 2) <= 64) {
+    // At most 16 rows against a large weight: 256 columns a tile (five stages fit), split by chooseKChunk; on the
+    // H200 against the mma_sync kernel (bench/results/decode/decode_gemm.md) M = 1: 1.05-1.11x (4096 x 14336:
+    // 3.76 TB/s against 3.50, cuBLAS 3.85), M = 16: 1.07-1.26x.
+    if (result.getDimSize(result.getRank() - 2) <= 16)
+      return ConfigAttr::get(matmul.getContext(), {64, kStreamingColumnTile, 64}, 4, /*stages=*/5, "wgmma");
     return ConfigAttr::get(matmul.getContext(), {64, kSplitColumnTile, 64}, 4, /*stages=*/6, "wgmma");
+  }
   int64_t bm = 128, bk = 64;
   auto tiles = [&](int64_t bn) { return outputTiles(result, bm, bn); };
   int64_t sms = multiprocessorCount(Target::Sm90a);
@@ -368,8 +384,11 @@ std::optional<int64_t> kiln::chooseKChunk(MatmulOp op, Target target) {
   // split fills one wave of them with the widest tiles (M = 32, K = N = 4096: 4 chunks of 32 tiles, 2.64 TB/s
   // against 1.87 unsplit). A split into two repays its second kernel only where a block's tile has 32 rows or more
   // (N = 6144, 48 tiles: 2.39 TB/s against 1.91 at M = 32; 2.58 against 2.57 at M = 16).
+  // The wgmma kernel's tiles are its config's; the mma_sync kernel's are counted 128 columns wide whatever its
+  // config narrowed them to (a split gives the blocks enough to stream).
   int64_t bm = config.getTile()[0], bk = config.getTile()[2];
-  int64_t tiles = outputTiles(op.getType(), bm, kSplitColumnTile);
+  int64_t bn = config.getLowering() == "wgmma" ? config.getTile()[1] : kSplitColumnTile;
+  int64_t tiles = outputTiles(op.getType(), bm, bn);
   int64_t kTiles = llvm::divideCeilSigned(op.getContractionSize(), bk);
   int64_t chunks = std::min<int64_t>(multiprocessorCount(target) / std::max<int64_t>(tiles, 1),
                                      op.getContractionSize() / kMinChunk);

@@ -44,6 +44,25 @@ func.func @matmul_decode_wide(%a: tensor<32x4096xbf16>, %b: tensor<4096x14336xbf
 
 // -----
 
+// Decode steps of 1 to 16 rows (bf16) against a weight of 4096 x 4096 or more: on sm_90a the wgmma kernel's
+// 64 x 256 tiles, five stages (kiln-split-k then splits K to fill the chip); a smaller weight (1000 x 3000) keeps
+// mma_sync's 16-row tiles, as does sm_80.
+// CHECK-LABEL: func.func @matmul_decode_few_rows
+// SM80: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [16, 128, 128], warps = 4, stages = 3, lowering = "mma_sync">}
+// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [64, 256, 64], warps = 4, stages = 5, lowering = "wgmma">}
+// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [64, 256, 64], warps = 4, stages = 5, lowering = "wgmma">}
+// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [16, {{[0-9]+}}, 128], warps = 4, stages = {{[0-9]}}, lowering = "mma_sync">}
+func.func @matmul_decode_few_rows(%a: tensor<1x4096xbf16>, %b: tensor<4096x14336xbf16>, %c: tensor<16x4096xbf16>,
+                                  %d: tensor<4096x4096xbf16>, %e: tensor<7x3000xbf16>, %f: tensor<3000x1000xbf16>)
+    -> (tensor<1x14336xbf16>, tensor<16x4096xbf16>, tensor<7x1000xbf16>) {
+  %0 = kiln.matmul %a, %b : tensor<1x4096xbf16>, tensor<4096x14336xbf16> -> tensor<1x14336xbf16>
+  %1 = kiln.matmul %c, %d : tensor<16x4096xbf16>, tensor<4096x4096xbf16> -> tensor<16x4096xbf16>
+  %2 = kiln.matmul %e, %f : tensor<7x3000xbf16>, tensor<3000x1000xbf16> -> tensor<7x1000xbf16>
+  return %0, %1, %2 : tensor<1x14336xbf16>, tensor<16x4096xbf16>, tensor<7x1000xbf16>
+}
+
+// -----
+
 // M = 64 against a wide weight in f16 rows that TMA cannot copy (N = 12290) and so on mma_sync: [64, 128, 128]
 // tiles would need 313 KB for six stages; four fit sm_90a. Eight warps: 33 to 64 rows take 64-row tiles, whose
 // tile matmuls four warps do not keep up with.

@@ -45,10 +45,14 @@ func.func @decode_projection(%x: tensor<32x4096xbf16>, %w: tensor<4096x4096xbf16
 
 // -----
 
-// The MLP's down projection (K = 14336, 112 k-tiles) against a transposed [N, K] weight: 4 chunks of 28 k-tiles.
+// The MLP's down projection at one row (K = 14336) against a transposed [N, K] weight, on the wgmma kernel's
+// 64 x 256 tiles: 16 tiles, so 8 chunks of 28 k-tiles of 64.
 // CHECK-LABEL: func.func @down_projection
-// CHECK: kiln.matmul %{{.*}}, %{{.*}} transpose_rhs {k_chunk = 3584 : i64} : tensor<1x14336xbf16>, tensor<4096x14336xbf16> -> tensor<4x1x4096xf32>
-// CHECK: kiln.sum_splits %{{.*}} : tensor<4x1x4096xf32> -> tensor<1x4096xbf16>
+// CHECK: kiln.matmul %{{.*}}, %{{.*}} transpose_rhs {k_chunk = 1792 : i64} : tensor<1x14336xbf16>, tensor<4096x14336xbf16> -> tensor<8x1x4096xf32>
+// CHECK: kiln.sum_splits %{{.*}} : tensor<8x1x4096xf32> -> tensor<1x4096xbf16>
+// On sm_80 the mma_sync kernel's 32 tiles of 128 columns: 3 chunks.
+// SM80-LABEL: func.func @down_projection
+// SM80: kiln.matmul {{.*}}{k_chunk = 4864 : i64} : {{.*}} -> tensor<3x1x4096xf32>
 func.func @down_projection(%x: tensor<1x14336xbf16>, %w: tensor<4096x14336xbf16>) -> tensor<1x4096xbf16> {
   %y = kiln.matmul %x, %w transpose_rhs : tensor<1x14336xbf16>, tensor<4096x14336xbf16> -> tensor<1x4096xbf16>
   return %y : tensor<1x4096xbf16>
@@ -66,20 +70,33 @@ func.func @qkv_projection(%x: tensor<32x4096xbf16>, %w: tensor<4096x6144xbf16>) 
 
 // -----
 
-// Left whole: 48 tiles of 16 rows at N = 6144 (two chunks would not repay the sum's kernel), 112 at N = 14336,
-// a K of two k-tiles, a pinned config, the wgmma GEMM (M > 64), and a matmul already split.
+// 1 to 16 rows against the 14336- and 6144-column weights, on 64 x 256 wgmma tiles: 56 tiles take 2 chunks, 24
+// take 5 (13 k-tiles each, the last 12).
+// CHECK-LABEL: func.func @few_rows
+// CHECK: kiln.matmul {{.*}} {k_chunk = 2048 : i64} : tensor<1x4096xbf16>, tensor<4096x14336xbf16> -> tensor<2x1x14336xf32>
+// CHECK: kiln.matmul {{.*}} {k_chunk = 832 : i64} : tensor<16x4096xbf16>, tensor<4096x6144xbf16> -> tensor<5x16x6144xf32>
+func.func @few_rows(%x: tensor<1x4096xbf16>, %w: tensor<4096x14336xbf16>, %x1: tensor<16x4096xbf16>,
+                    %w1: tensor<4096x6144xbf16>) -> (tensor<1x14336xbf16>, tensor<16x6144xbf16>) {
+  %a = kiln.matmul %x, %w : tensor<1x4096xbf16>, tensor<4096x14336xbf16> -> tensor<1x14336xbf16>
+  %b = kiln.matmul %x1, %w1 : tensor<16x4096xbf16>, tensor<4096x6144xbf16> -> tensor<16x6144xbf16>
+  return %a, %b : tensor<1x14336xbf16>, tensor<16x6144xbf16>
+}
+
+// -----
+
+// Left whole: 112 tiles of 32 rows at N = 14336, a K of two k-tiles, a pinned config, the wgmma GEMM (M > 64),
+// and a matmul already split.
 // CHECK-LABEL: func.func @whole
 // CHECK-NOT: kiln.sum_splits
 // CHECK: return
-func.func @whole(%x: tensor<32x4096xbf16>, %x1: tensor<16x4096xbf16>, %w1: tensor<4096x6144xbf16>, %w2: tensor<4096x14336xbf16>,
+func.func @whole(%x: tensor<32x4096xbf16>, %w2: tensor<4096x14336xbf16>,
                  %x3: tensor<32x256xbf16>, %w3: tensor<256x4096xbf16>, %x4: tensor<256x4096xbf16>,
                  %w4: tensor<4096x4096xbf16>, %w5: tensor<4096x4096xbf16>)
-    -> (tensor<16x6144xbf16>, tensor<32x14336xbf16>, tensor<32x4096xbf16>, tensor<256x4096xbf16>, tensor<32x4096xbf16>, tensor<2x32x4096xf32>) {
-  %a = kiln.matmul %x1, %w1 : tensor<16x4096xbf16>, tensor<4096x6144xbf16> -> tensor<16x6144xbf16>
+    -> (tensor<32x14336xbf16>, tensor<32x4096xbf16>, tensor<256x4096xbf16>, tensor<32x4096xbf16>, tensor<2x32x4096xf32>) {
   %b = kiln.matmul %x, %w2 : tensor<32x4096xbf16>, tensor<4096x14336xbf16> -> tensor<32x14336xbf16>
   %c = kiln.matmul %x3, %w3 : tensor<32x256xbf16>, tensor<256x4096xbf16> -> tensor<32x4096xbf16>
   %d = kiln.matmul %x4, %w4 : tensor<256x4096xbf16>, tensor<4096x4096xbf16> -> tensor<256x4096xbf16>
   %e = kiln.matmul %x, %w5 {kiln.config = #kiln.config<tile = [32, 32, 128], warps = 4, stages = 6, lowering = "mma_sync">} : tensor<32x4096xbf16>, tensor<4096x4096xbf16> -> tensor<32x4096xbf16>
   %f = kiln.matmul %x, %w5 {k_chunk = 2048 : i64} : tensor<32x4096xbf16>, tensor<4096x4096xbf16> -> tensor<2x32x4096xf32>
-  return %a, %b, %c, %d, %e, %f : tensor<16x6144xbf16>, tensor<32x14336xbf16>, tensor<32x4096xbf16>, tensor<256x4096xbf16>, tensor<32x4096xbf16>, tensor<2x32x4096xf32>
+  return %b, %c, %d, %e, %f : tensor<32x14336xbf16>, tensor<32x4096xbf16>, tensor<256x4096xbf16>, tensor<32x4096xbf16>, tensor<2x32x4096xf32>
 }
