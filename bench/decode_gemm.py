@@ -93,6 +93,9 @@ def cases(kiln_opt, sweep):
     listed.append(gemm_case("b_bf16_32x14336x4096_bias_silu", 32, 14336, 4096, "bf16", "bias_silu"))
     listed.append(gemm_case("t_bf16_unaligned_7x1000x3000", 7, 1000, 3000, "bf16"))
     listed.append(gemm_case("t_bf16_transposed_24x2048x2050", 24, 2048, 2050, "bf16", transpose_rhs=True))
+    # A few rows against an [N, K] weight (nn.Linear's) on the 64 x 256 wgmma tiles, split, with bias and SiLU.
+    listed.append(gemm_case("t_bf16_transposed_3x6144x4096_bias_silu", 3, 6144, 4096, "bf16", "bias_silu",
+                            transpose_rhs=True))
     # A split on the wgmma lowering: TMA's zero fill past K = 3000 in the last of 3 chunks, 40 of 64 rows.
     wgmma_split = gemm_case("t_bf16_wgmma_split_40x1000x3000", 40, 1000, 3000, "bf16")
     wgmma_split["mlir"] = wgmma_text(wgmma_split, 3, 128)
