@@ -122,15 +122,23 @@ PAGED_CASES = [
 ]
 
 
-def paged_source(case):
-    """The kiln IR kiln.ops.paged_attention traces for a paged case (its tables as arguments), for prepare.py."""
-    name, batch, heads, kv_heads, seq_q, _, head_dim, page, max_pages, num_pages, dtype = case
+def paged_placeholders(case):
+    """Zero arrays of a paged or append case's shapes: q, the new k and v rows, the two caches, the block table,
+    and two [B] int32 tables (positions, lengths)."""
+    _, batch, heads, kv_heads, seq_q, _, head_dim, page, max_pages, num_pages, dtype = case
     import ml_dtypes
     element = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16}[dtype]
     q = np.zeros((batch, heads, seq_q, head_dim), element)
-    cache = np.zeros((num_pages, page, kv_heads, head_dim), element)
-    table, lens = np.zeros((batch, max_pages), np.int32), np.zeros(batch, np.int32)
-    return kiln.ops._paged_attention.source(q, cache, cache, table, lens, None)
+    k, v = (np.zeros((batch, kv_heads, seq_q, head_dim), element) for _ in range(2))
+    k_cache, v_cache = (np.zeros((num_pages, page, kv_heads, head_dim), element) for _ in range(2))
+    return q, k, v, k_cache, v_cache, np.zeros((batch, max_pages), np.int32), np.zeros(batch, np.int32), \
+        np.ones(batch, np.int32)
+
+
+def paged_source(case):
+    """The kiln IR kiln.ops.paged_attention traces for a paged case (its tables as arguments), for prepare.py."""
+    q, _, _, k_cache, v_cache, table, _, lens = paged_placeholders(case)
+    return kiln.ops._paged_attention.source(q, k_cache, v_cache, table, lens, None)
 
 
 @kiln.jit
@@ -151,13 +159,7 @@ APPEND_CASES = [
 
 def append_sources(case):
     """The kiln IR of kiln.ops.append_kv and of decode_step for an append case, for prepare.py."""
-    name, batch, heads, kv_heads, seq_q, _, head_dim, page, max_pages, num_pages, dtype = case
-    import ml_dtypes
-    element = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16}[dtype]
-    q = np.zeros((batch, heads, seq_q, head_dim), element)
-    k, v = (np.zeros((batch, kv_heads, seq_q, head_dim), element) for _ in range(2))
-    k_cache, v_cache = (np.zeros((num_pages, page, kv_heads, head_dim), element) for _ in range(2))
-    table, positions, lens = np.zeros((batch, max_pages), np.int32), np.zeros(batch, np.int32), np.ones(batch, np.int32)
+    q, k, v, k_cache, v_cache, table, positions, lens = paged_placeholders(case)
     return [kiln.ops._append_kv.source(k_cache, v_cache, k, v, table, positions),
             decode_step.source(q, k, v, k_cache, v_cache, table, positions, lens)]
 
