@@ -215,8 +215,9 @@ def paged_attention(q, k_cache, v_cache, block_table, seq_lens, *, scale=None, c
 
 
 def append_kv(k_cache, v_cache, k, v, block_table, positions):
-    """The caches with new K/V rows written into their pages; returns ``(k_cache, v_cache)`` (the arguments are
-    not modified).
+    """The caches with new K/V rows written into their pages; returns ``(k_cache, v_cache)``. On numpy arrays (the
+    host backend) these are new arrays and the arguments are not modified; on CUDA tensors the rows are written
+    into the caches given, which are returned (in place, as vLLM's reshape_and_cache writes them).
 
     ``k_cache``, ``v_cache`` [num_pages, page_size, Hkv, D], ``k``, ``v`` [B, Hkv, S_new, D], ``block_table``
     [B, max_pages] int32, ``positions`` [B] int32: token s of sequence b goes to position ``positions[b] + s``
