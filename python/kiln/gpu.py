@@ -188,6 +188,8 @@ class GpuProgram:
         values = {value["id"]: value for value in self.plan["values"]}
         inputs = sorted((v for v in self.plan["values"] if v["kind"] == "input"), key=lambda v: v["index"])
         self.inputs = [(v["dtype"], tuple(v["shape"])) for v in inputs]
+        # Inputs that a kernel updates in place (kiln.append_kv's caches): no other input may share their memory.
+        self._in_place = [position for position, v in enumerate(inputs) if v.get("updated_in_place", False)]
         self.outputs = [(values[i]["dtype"], tuple(values[i]["shape"])) for i in self.plan["outputs"]]
         self._source = source
         self._loaded = {}
@@ -244,6 +246,8 @@ class GpuProgram:
     def run_checked(self, torch, tensors, index):
         """Runs on ``tensors`` that are known to be this program's inputs (dtype, shape, contiguity) on GPU
         ``index``: what ``@kiln.jit`` calls when its cache key already proved that."""
+        if self._in_place:
+            self._check_in_place(tensors)
         device, steps, values = self._values(torch, tensors, index)
         stream = _current_stream(torch, index)
         for launch, slots, sizes in steps:
@@ -258,6 +262,8 @@ class GpuProgram:
         ``capture()`` records them into a CUDA graph that ``replay()`` issues with one call."""
         import torch
         index = self._check(torch, tensors)
+        if self._in_place:
+            self._check_in_place(tensors)
         device, steps, values = self._values(torch, tensors, index)
         launches = [(launch, [values[s].data_ptr() for s in slots] + sizes) for launch, slots, sizes in steps]
         return BoundProgram(device, launches, [values[s] for s in self._output_slots], values)
@@ -276,6 +282,20 @@ class GpuProgram:
                 self._reject(torch, index, tensor, device)
             device = tensor.device
         return torch.cuda.current_device() if device is None else device.index
+
+    def _check_in_place(self, tensors):
+        """Refuses a call where an argument that the program updates in place shares memory with another one:
+        the kernel writing it would change what the other argument holds (two caches passed as one tensor)."""
+        def extent(tensor):
+            start = tensor.data_ptr()
+            return start, start + tensor.numel() * tensor.element_size()
+        for i in self._in_place:
+            start, end = extent(tensors[i])
+            for j, other in enumerate(tensors):
+                other_start, other_end = extent(other)
+                if j != i and other_start < end and start < other_end:
+                    raise ValueError(f"'{self.entry}' updates argument {i} in place, but argument {j} shares its "
+                                     f"memory; pass separate tensors")
 
     def _values(self, torch, tensors, index):
         """Every plan value for a call on GPU ``index``: the inputs, then new buffers, views and the constants,

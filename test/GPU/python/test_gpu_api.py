@@ -219,6 +219,9 @@ def test_append_kv_in_place(case):
         references.append(reference("attention", [q[b:b + 1], keys, values], {}))
     check(name, out, torch.cat(references), seeds[0])
 
+    # One tensor for both caches: the in-place append would write v's rows over k's.
+    with pytest.raises(ValueError, match=r"updates argument 0 in place, but argument 1 shares its memory"):
+        kiln.ops.append_kv(caches[0], caches[0], k, v, table, positions)
     bad = positions.clone()
     bad[batch - 1] = max_pages * page - seq_q + 1
     with pytest.raises(ValueError, match=rf"'positions'\[{batch - 1}\] = {bad[batch - 1].item()} plus the "
