@@ -33,3 +33,29 @@ func.func @qk_chains(%x: tensor<2x256xbf16>, %wq: tensor<256x256xbf16>, %wk: ten
       tensor<16x16x2x64xbf16>, tensor<2x8xi32>, tensor<2xi32> -> tensor<2x4x1x64xbf16>
   return %o, %kc2, %vc2 : tensor<2x4x1x64xbf16>, tensor<16x16x2x64xbf16>, tensor<16x16x2x64xbf16>
 }
+
+// A call that updates buffers in place keeps every call on its side: the projection after the append, though
+// independent of it and of the same kind as the one before, is not pulled ahead of it (nor the attention over the
+// old caches, before it, behind it).
+// CHECK-LABEL: func.func @in_place_barrier
+// CHECK: call @in_place_barrier_k0_matmul(
+// CHECK-NOT: call
+// CHECK: call @in_place_barrier_k1_attention(
+// CHECK-NOT: call
+// CHECK: call @in_place_barrier_k2_append_kv(
+// CHECK-NOT: call
+// CHECK: call @in_place_barrier_k3_matmul(
+func.func @in_place_barrier(%x: tensor<2x256xbf16>, %w1: tensor<256x256xbf16>, %w2: tensor<256x256xbf16>,
+                            %q: tensor<2x4x1x64xbf16>, %kc: tensor<16x16x2x64xbf16>, %vc: tensor<16x16x2x64xbf16>,
+                            %k: tensor<2x2x1x64xbf16>, %v: tensor<2x2x1x64xbf16>, %table: tensor<2x8xi32>,
+                            %pos: tensor<2xi32>, %lens: tensor<2xi32>)
+    -> (tensor<2x256xbf16>, tensor<2x4x1x64xbf16>, tensor<16x16x2x64xbf16>, tensor<16x16x2x64xbf16>, tensor<2x256xbf16>) {
+  %a = kiln.matmul %x, %w1 : tensor<2x256xbf16>, tensor<256x256xbf16> -> tensor<2x256xbf16>
+  %o = kiln.paged_attention %q, %kc, %vc, %table, %lens : tensor<2x4x1x64xbf16>, tensor<16x16x2x64xbf16>,
+      tensor<16x16x2x64xbf16>, tensor<2x8xi32>, tensor<2xi32> -> tensor<2x4x1x64xbf16>
+  %kc2, %vc2 = kiln.append_kv %kc, %vc, %k, %v, %table, %pos : tensor<16x16x2x64xbf16>, tensor<16x16x2x64xbf16>,
+      tensor<2x2x1x64xbf16>, tensor<2x2x1x64xbf16>, tensor<2x8xi32>, tensor<2xi32>
+      -> tensor<16x16x2x64xbf16>, tensor<16x16x2x64xbf16>
+  %b = kiln.matmul %x, %w2 : tensor<2x256xbf16>, tensor<256x256xbf16> -> tensor<2x256xbf16>
+  return %a, %o, %kc2, %vc2, %b : tensor<2x256xbf16>, tensor<2x4x1x64xbf16>, tensor<16x16x2x64xbf16>, tensor<16x16x2x64xbf16>, tensor<2x256xbf16>
+}
