@@ -432,6 +432,28 @@ def test_gpu_compile_refuses_what_no_launch_runs(tmp_path, monkeypatch, case):
     assert not [p for p in tmp_path.rglob("*") if p.is_file()], sorted(map(str, tmp_path.rglob("*")))
 
 
+def test_gpu_append_reading_the_old_cache_is_refused(tmp_path, monkeypatch):
+    """A jitted decode step that attends over the old v cache after appending to it: value semantics allow it and
+    the host runs it, but the GPU writes the caches in place, so compiling it for sm_90a is a CompileError naming
+    the cache (no GPU needed), not a silently wrong attention."""
+    import ml_dtypes
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
+
+    @kiln.jit
+    def stale_step(q, k, v, k_cache, v_cache, table, positions, lens):
+        k_new, v_new = kiln.append_kv(k_cache, v_cache, k, v, table, positions)
+        return kiln.paged_attention(q, k_new, v_cache, table, lens), k_new
+
+    bf16 = ml_dtypes.bfloat16
+    arrays = (np.zeros((2, 4, 1, 64), bf16), np.zeros((2, 2, 1, 64), bf16), np.zeros((2, 2, 1, 64), bf16),
+              np.zeros((8, 16, 2, 64), bf16), np.zeros((8, 16, 2, 64), bf16), np.zeros((2, 4), np.int32),
+              np.zeros(2, np.int32), np.ones(2, np.int32))
+    compiler._compile_cached.cache_clear()
+    with pytest.raises(kiln.CompileError, match=r"kiln.append_kv on the GPU writes its caches in place, but the old "
+                                                r"'v_cache' is used after the append"):
+        kiln.compile(stale_step.source(*arrays), target="sm_90a")
+
+
 def test_cache_disk_full_when_sealing(tmp_path, monkeypatch):
     """A cache whose disk fills up just as an entry is sealed (its files fit, checksums.json does not; a kernel
     that shrank made kiln.compile reach this): an OSError naming the file, and nothing left in the cache."""
