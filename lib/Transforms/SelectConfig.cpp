@@ -98,9 +98,9 @@ static bool streamsWeight(int64_t m, int64_t n, int64_t k) {
 }
 
 /// Whether the sm_90a default for `matmul` is the wgmma kernel: bf16/f16 operands whose rows TMA copies (16-byte
-/// strides, K > 0: a tensor map describes no empty array), at least one 64-column tile, and more than 16 rows (at
-/// 1 to 16 the mma_sync kernel's 16-row tiles stream the weight, where a 64-row warpgroup tile would be mostly
-/// padding).
+/// strides, K > 0: a tensor map describes no empty array), at least one 64-column tile, and more than 16 rows, or
+/// 1 to 16 against a weight of 4096 x 4096 or more (streamsWeight; smaller ones keep the mma_sync kernel's 16-row
+/// tiles, where a 64-row warpgroup tile is mostly padding).
 static bool usesWgmma(MatmulOp matmul, int64_t m, int64_t n, int64_t k) {
   Type element = matmul.getLhs().getType().getElementType();
   bool copiesByTma = (element.isBF16() || element.isF16()) && !matmul.getTransposeLhs() && n >= 64 && k > 0 &&
