@@ -8,13 +8,13 @@ what another compiled.
 """
 
 import functools
-import importlib
 import warnings
 
 import ml_dtypes
 import numpy as np
 
 from . import cache
+from .extensions import native, native_host
 from .gpu import GpuProgram, ManifestError, driver_assembler
 
 try:
@@ -22,26 +22,6 @@ try:
 except ImportError:  # no compiler for this Python: cached GPU programs still run
     class CompileError(RuntimeError):
         """Malformed kiln IR or a failing pipeline (the message carries the MLIR diagnostics)."""
-
-
-def _extension(module, missing):
-    """The extension ``module``, or an ImportError that says what is missing (``missing`` with the cause)."""
-    try:
-        return importlib.import_module(module, __package__)
-    except ImportError as error:
-        raise ImportError(missing.format(error=error)) from None
-
-
-def native():
-    """The compiler extension."""
-    return _extension("._kiln", "Kiln's compiler extension is not built for this Python ({error}); programs can "
-                                "still be loaded from compiled files or the disk cache")
-
-
-def native_host():
-    """The CPU host backend extension (the packed GPU JIT has none)."""
-    return _extension("._kiln_host", "Kiln's CPU host backend is not part of this install ({error}); the packed "
-                                     "GPU JIT compiles for sm_80 and sm_90a only")
 
 
 #: numpy dtype of each element type the host backend supports.

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from . import runtime
+from .extensions import native
 
 #: torch dtype name of each kiln element type.
 TORCH_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "i64": "int64", "i32": "int32",
@@ -234,7 +235,6 @@ class GpuProgram:
             return self.ptx
         if self._source is None:
             raise ValueError("this program was loaded from compiled files; only its 'ptx' stage is available")
-        from .compiler import native
         if stage in ("gpu", "llvm"):
             return native().gpu_ir(self._source, self.target, stage)
         return native().source_ir(self._source, stage)
