@@ -6,10 +6,10 @@ of the same program. Each sample here records, besides the wall time, the proces
 manifest's stage and per-kernel times. The same compile taking more user CPU time is a slower host; more
 system time and faults is memory the allocator gave back and faults in again. Samples alternate between the
 3-matmul MLP (two kernels compiled at once) and the single-kernel attention, each in a new empty disk cache with
-the driver's JIT cache off, and print one JSON line each and the medians. Needs the packed JIT on the GPU
-machine (scripts/pack_gpu_jit.sh); run it under different environments (GLIBC_TUNABLES, taskset) to compare:
+the driver's JIT cache off, and print one JSON line each and the medians. Needs the wheel installed on the GPU
+machine (docs/python.md); run it under different environments (GLIBC_TUNABLES, taskset) to compare:
 
-    PYTHONPATH=kiln_gpu_jit python3 bench/cold_jit_host_speed.py --label base --rounds 8 > $OUT/base.jsonl
+    python3 bench/cold_jit_host_speed.py --label base --rounds 8 > $OUT/base.jsonl
 """
 
 import argparse

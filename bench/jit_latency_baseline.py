@@ -2,7 +2,7 @@
 
 Why: the Python API's goals are a cold compile of one kernel in <= 150 ms and <= 20 us per warm call, next to
 Triton's figures for a comparable kernel in the same run. bench/python_gpu_latency.py measures Kiln's side of the
-same programs (with --cold-jit, compiling on the GPU machine through the packed JIT); a visit runs both.
+same programs (with --cold-jit, compiling on the GPU machine through the installed wheel); a visit runs both.
 
 Measured (one process, fresh Triton cache directory):
 - cold: first call of a Triton matmul + bias + SiLU kernel (compile + launch, synchronised), then a second,

@@ -7,10 +7,10 @@ whole ``compile_gpu`` (with ptxas, with the driver's in-process JIT, with no ass
 times the compile records in its manifest (``compile_us``, driver JIT), each kernel's PTX
 through the driver's JIT alone and all of them at once (as ``compile_gpu`` does), ptxas on all of them at once,
 and loading a cubin or a PTX (the driver's disk cache off). Warm: the jitted call, the program call without the
-jit dispatch, its argument binding, one output allocation and one bare launch. Needs the packed JIT
-(scripts/pack_gpu_jit.sh) on the GPU machine:
+jit dispatch, its argument binding, one output allocation and one bare launch. Needs the wheel
+installed on the GPU machine (docs/python.md):
 
-    PYTHONPATH=kiln_gpu_jit:bench python3 bench/jit_latency_breakdown.py --out $OUT
+    PYTHONPATH=bench python3 bench/jit_latency_breakdown.py --out $OUT
 """
 
 import argparse

@@ -6,7 +6,7 @@ matmul+bias+SiLU at five new row counts and the attention at five new lengths wh
 cache already):
 
 - ``--prepare`` (on a machine with the full build) compiles them for sm_90a into a cache folder, timing each;
-- ``--cold-jit`` (on the GPU machine with the packed JIT, scripts/pack_gpu_jit.sh) starts from an empty cache and
+- ``--cold-jit`` (on the GPU machine with the wheel installed, docs/python.md) starts from an empty cache and
   with the driver's own JIT cache off, so each first call traces, compiles (MLIR pipelines, PTX, the driver's
   in-process PTX JIT), loads and launches there;
 - neither (with the prepared cache as KILN_CACHE_DIR) times the first call as a cold start from the disk cache.
@@ -21,7 +21,7 @@ the figure, with the fastest and the process's very first compile (which pays on
 
     python3 bench/python_gpu_latency.py --prepare --build build --cache gpu_python/latency_cache
     KILN_CACHE_DIR=gpu_python/latency_cache PYTHONPATH=gpu_python python3 bench/python_gpu_latency.py --out $OUT
-    PYTHONPATH=kiln_gpu_jit python3 bench/python_gpu_latency.py --cold-jit --out $OUT
+    python3 bench/python_gpu_latency.py --cold-jit --out $OUT
 """
 
 import argparse

@@ -8,7 +8,7 @@ kernels per call), the first call's compile time, and its error against eager fl
 run. Blocks: GPT-2 (768 wide, 12 heads) and Llama (4096 wide, 32/8 heads, 14336 MLP; RMSNorm, RoPE by cat,
 repeat_interleave GQA, SwiGLU) from test/Integration/python/torch_blocks.py, in bf16.
 
-Run on the GPU machine with the packed JIT on PYTHONPATH (the programs compile there):
+Run on the GPU machine with the wheel installed (the programs compile there):
 
     python3 bench/torch_compile_blocks.py --out OUT    # writes OUT/torch_compile.json and .md
 """

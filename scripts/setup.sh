@@ -23,7 +23,7 @@ declare -A debian_packages=(
   [make]=/usr/bin/make
   [zlib1g-dev]=/usr/include/zlib.h
   [libzstd-dev]=/usr/include/zstd.h
-  # links the packed GPU JIT (scripts/pack_gpu_jit.sh): GNU ld rejects Debian's non-PIC libzstd.a there
+  # links the wheel's compiler (scripts/link_standalone_compiler.sh): GNU ld rejects Debian's non-PIC libzstd.a there
   [lld]=/usr/bin/ld.lld
 )
 

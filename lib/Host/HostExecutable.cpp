@@ -10,10 +10,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "Host/HostExecutable.h"
+#include "Host/StridedCopy.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
-#include "mlir/ExecutionEngine/CRunnerUtils.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/SymbolTable.h"
@@ -254,7 +254,7 @@ FailureOr<std::unique_ptr<HostExecutable>> HostExecutable::compile(ModuleOp modu
   // Copies between strided buffers call into the runner utilities, allocations into the hooks; bind them.
   (*engine)->registerSymbols([](llvm::orc::MangleAndInterner interner) {
     llvm::orc::SymbolMap symbols;
-    symbols[interner("memrefCopy")] = {llvm::orc::ExecutorAddr::fromPtr(&memrefCopy),
+    symbols[interner("memrefCopy")] = {llvm::orc::ExecutorAddr::fromPtr(&copyStrided),
                                        llvm::JITSymbolFlags::Exported};
     symbols[interner(kAllocHook)] = {llvm::orc::ExecutorAddr::fromPtr(&hostAlloc), llvm::JITSymbolFlags::Exported};
     symbols[interner(kFreeHook)] = {llvm::orc::ExecutorAddr::fromPtr(&hostFree), llvm::JITSymbolFlags::Exported};

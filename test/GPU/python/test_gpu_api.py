@@ -1,6 +1,6 @@
 """The Python API on the GPU: kiln.ops, @kiln.jit, kiln.compile and kiln.frontend on torch CUDA tensors.
 
-Run on the GPU machine in one of two ways: with the packed JIT (scripts/gpu_jit/run_on_gpu.sh), which compiles
+Run on the GPU machine in one of two ways: with the installed wheel (scripts/gpu_wheel_suite.sh), which compiles
 every program there from an empty cache; or with only the package and the disk cache that prepare.py filled here,
 where a cache miss fails with "compiler extension is not built", which makes a stale cache visible. Inputs are fresh random tensors (seed printed on failure) at shapes that do not divide the
 tiles; references are torch in float32; tolerances are relative in the max norm: 2e-2 for bf16 and 5e-3 for
@@ -276,7 +276,7 @@ def test_compile_source_end_to_end():
     (name, path), = gpu_cases.SOURCE_CASES
     program = kiln.compile(path.read_text(), target="sm_90a")
     assert [k["name"].rsplit("_", 1)[-1] for k in program.kernels] == ["attention", "matmul"]
-    # Compiled on this machine (the packed JIT), not read from a cache that prepare.py filled elsewhere with ptxas.
+    # Compiled on this machine (the installed wheel), not read from a cache that prepare.py filled elsewhere with ptxas.
     compiled_here = importlib.util.find_spec("kiln._kiln") is not None
     if compiled_here and program.manifest.get("assembler"):
         assert program.manifest["assembler"] == "the CUDA driver's JIT", "the GPU's own JIT should assemble"

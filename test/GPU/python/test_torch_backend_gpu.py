@@ -1,7 +1,7 @@
 """torch.compile(model, backend="kiln") on CUDA tensors: the GPT-2 and Llama blocks of torch_blocks.py in bf16 and
 f32 against eager, their launch counts, and the CUDA-graph replay of the partitions.
 
-Run with the GPU suite. The programs are compiled on the GPU machine (the packed JIT) or found in the disk cache
+Run with the GPU suite. The programs are compiled on the GPU machine (the installed wheel) or found in the disk cache
 that prepare.py filled. References are eager torch in f32 (TF32 off); a Kiln result may be off by 2e-2 (bf16) or
 1e-2 (f32 on TF32 tensor cores) relative in the max norm, or by twice eager's own error at the same precision
 (bf16, or f32 with TF32), whichever is larger: a whole block rounds more than one op does.

@@ -1,6 +1,6 @@
 """torch.ops.kiln.* on the GPU: each op against torch, and inside torch.compile(fullgraph=True) and torch.export.
 
-Run with the GPU suite (scripts/gpu_jit/run_on_gpu.sh). Inputs are fresh random tensors at shapes that do not
+Run with the GPU suite (scripts/gpu_wheel_suite.sh). Inputs are fresh random tensors at shapes that do not
 divide the tiles; references are torch in float32; tolerances are relative in the max norm: 2e-2 for bf16, 5e-3
 for f16, 1e-4 for f32 (outputs are rounded to those types).
 """
@@ -87,7 +87,7 @@ def test_export(generator):
 
 
 def test_cpu_tensors_run_on_the_host():
-    pytest.importorskip("kiln._kiln_host", reason="this install has no CPU host backend (the packed GPU JIT)")
+    pytest.importorskip("kiln._kiln_host", reason="this install has no CPU host backend (a package folder from prepare.py)")
     x = torch.randn(4, 33)
     out = torch.ops.kiln.softmax(x)
     assert out.device.type == "cpu"
