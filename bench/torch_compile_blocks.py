@@ -6,7 +6,7 @@ the time of one call of the compiled block (median of many, CUDA events around e
 calls' host work included, as a serving loop pays it), its kernel launches (the profiler's count of device
 kernels per call), the first call's compile time, and its error against eager float32 (TF32 off) in the same
 run. Blocks: GPT-2 (768 wide, 12 heads) and Llama (4096 wide, 32/8 heads, 14336 MLP; RMSNorm, RoPE by cat,
-repeat_interleave GQA, SwiGLU) from test/Integration/python/torch_blocks.py, in bf16.
+repeat_interleave GQA, SwiGLU) from test/Integration/python/plain_torch_blocks.py, in bf16.
 
 Run on the GPU machine with the wheel installed (the programs compile there):
 
@@ -33,7 +33,7 @@ VARIANTS = ("eager", "inductor", "inductor_cudagraphs", "kiln")
 
 def build(shape, dtype):
     import torch
-    from torch_blocks import Gpt2Block, LlamaBlock, rope_tables
+    from plain_torch_blocks import Gpt2Block, LlamaBlock, rope_tables
     kind, hidden, heads, kv_heads, ffn, batch, seq = shape
     block = Gpt2Block(hidden, heads) if kind == "gpt2" else LlamaBlock(hidden, heads, kv_heads, ffn)
     block = block.cuda().eval()

@@ -1,4 +1,4 @@
-"""torch.compile(model, backend="kiln") on CUDA tensors: the GPT-2 and Llama blocks of torch_blocks.py in bf16 and
+"""torch.compile(model, backend="kiln") on CUDA tensors: the GPT-2 and Llama blocks of plain_torch_blocks.py in bf16 and
 f32 against eager, their launch counts, and the CUDA-graph replay of the partitions.
 
 Run with the GPU suite. The programs are compiled on the GPU machine (the installed wheel) or found in the disk cache
@@ -19,7 +19,7 @@ if not torch.cuda.is_available():
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "Integration" / "python"))
 import kiln.torch_backend as backend  # noqa: E402
-from torch_blocks import Gpt2Block, LlamaBlock, relative_error, rope_tables  # noqa: E402
+from plain_torch_blocks import Gpt2Block, LlamaBlock, relative_error, rope_tables  # noqa: E402
 
 TOLERANCE = {torch.bfloat16: 2e-2, torch.float32: 1e-2}
 #: (hidden, heads, kv_heads, ffn, batch, seq): a small shape whose lengths divide no tile, and a realistic one.

@@ -1,6 +1,6 @@
 """torch.compile(model, backend="kiln") on CPU tensors: the host backend against torch's eager results in f32.
 
-Blocks written in plain torch (torch_blocks.py) at small hidden sizes, fresh seeds (printed), tolerance 1e-4
+Blocks written in plain torch (plain_torch_blocks.py) at small hidden sizes, fresh seeds (printed), tolerance 1e-4
 relative in the max norm. Each test also checks where the graph went: the backend's report of the compiled
 graph (kiln.torch_backend.reports()) names the partitions Kiln runs and the aten nodes left to torch, and each
 partition counts the calls it ran, so a model that silently ran in torch fails.
@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 from numerics import kiln  # noqa: E402,F401  (the package from the build)
 import kiln.compiler  # noqa: E402
 import kiln.torch_backend as backend  # noqa: E402
-from torch_blocks import Gpt2Block, LlamaBlock, relative_error, rope_tables  # noqa: E402
+from plain_torch_blocks import Gpt2Block, LlamaBlock, relative_error, rope_tables  # noqa: E402
 
 F = torch.nn.functional
 aten = torch.ops.aten
