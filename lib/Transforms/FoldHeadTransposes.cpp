@@ -81,7 +81,7 @@ static FailureOr<AttentionOp> storeOutputSeqMajor(RewriterBase &rewriter, Attent
   auto attention = AttentionOp::create(rewriter, op.getLoc(), swapHeads(op.getOut().getType()), lseType, op.getQ(),
                                        op.getK(), op.getV(), op.getMask(), op.getScaleAttr(), op.getCausal(),
                                        op.getLayoutAttr(), rewriter.getStringAttr("bshd"), ValueRange{},
-                                       ValueRange{}, IntegerAttr());
+                                       ValueRange{}, IntegerAttr(), DenseI64ArrayAttr());
   attention.takeModsFrom(op); // the mods see logical positions, whatever the layout
   attention->setDiscardableAttrs(op->getDiscardableAttrDictionary());
   for (Operation *user : llvm::to_vector(op.getOut().getUsers()))
@@ -114,7 +114,7 @@ FailureOr<AttentionOp> kiln::foldHeadTransposes(RewriterBase &rewriter, Attentio
   auto attention = AttentionOp::create(rewriter, op.getLoc(), outputMoves ? swapHeads(outType) : outType, lseType, q, k,
                                        v, op.getMask(), op.getScaleAttr(), op.getCausal(),
                                        rewriter.getStringAttr("bshd"), outLayout, ValueRange{}, ValueRange{},
-                                       IntegerAttr());
+                                       IntegerAttr(), DenseI64ArrayAttr());
   attention.takeModsFrom(op);
   attention->setDiscardableAttrs(op->getDiscardableAttrDictionary());
   SmallVector<Value> replacements{attention.getOut()};

@@ -153,7 +153,7 @@ FailureOr<Operation *> kiln::fuseEpilogue(RewriterBase &rewriter, Operation *pro
     fused = AttentionOp::create(rewriter, loc, resultType, lseType, attention.getQ(), attention.getK(),
                                 attention.getV(), attention.getMask(), attention.getScaleAttr(),
                                 attention.getCausal(), attention.getLayoutAttr(), attention.getOutLayoutAttr(),
-                                operands, ValueRange{}, IntegerAttr());
+                                operands, ValueRange{}, IntegerAttr(), DenseI64ArrayAttr());
     cast<AttentionOp>(fused).takeModsFrom(attention);
   }
   // A config pinned on the producer (#kiln.config) pins the fused kernel.

@@ -3,15 +3,17 @@
 // The analysis reads the mask_mod's yielded i1 as a conjunction of terms. A term `lhs pred rhs` (arith.cmpi,
 // signed or eq) whose sides are linear in q_idx and kv_idx (block arguments, constants, addi, subi, muli by a
 // constant, index_cast; an index value of the batch, the head and the tables alone is a symbol, a term the
-// bound keeps as a value) becomes one or two bounds `e >= 0`; a term the analysis cannot read leaves the others
-// valid as necessary conditions (a visible position satisfies every term) but makes the set inexact. The key
-// ranges of a query block follow from the bounds at its first and last row, since each bound is monotone in q.
+// bound keeps as a value; a read of a nondecreasing table at q_idx is a row term) becomes one or two bounds
+// `e >= 0`; a term the analysis cannot read leaves the others valid as necessary conditions (a visible position
+// satisfies every term) but makes the set inexact. The key ranges of a query block follow from the bounds at its
+// first and last row, since each bound kept is monotone in q (its row terms and q share one sign).
 //
 //===----------------------------------------------------------------------===//
 
 #include "MaskBounds.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Matchers.h"
 
 #include <optional>
@@ -21,33 +23,50 @@ using namespace mlir::kiln;
 
 namespace {
 
-/// kv * kv + q * q + c + the symbols' terms.
+/// Adds `terms` (each a key and its coefficient) into `into`, dropping terms whose coefficients cancel.
+template <typename Terms> void addTerms(Terms &into, const Terms &terms) {
+  for (auto [key, coefficient] : terms) {
+    auto *it = llvm::find_if(into, [&](auto &term) { return term.first == key; });
+    if (it == into.end())
+      into.push_back({key, coefficient});
+    else
+      it->second += coefficient;
+  }
+  llvm::erase_if(into, [](auto &term) { return term.second == 0; });
+}
+
+/// `terms` with every coefficient multiplied by `f`.
+template <typename Terms> Terms scaledTerms(Terms terms, int64_t f) {
+  for (auto &term : terms)
+    term.second *= f;
+  if (f == 0)
+    terms.clear();
+  return terms;
+}
+
+/// kv * kv + q * q + c + the symbols' terms + the row tables' terms.
 struct Linear {
   int64_t kv = 0, q = 0, c = 0;
   SymbolTerms symbols = {};
+  RowTableTerms rows = {};
   Linear operator+(const Linear &o) const {
-    Linear sum{kv + o.kv, q + o.q, c + o.c, symbols};
-    for (auto [value, coefficient] : o.symbols) {
-      auto *it = llvm::find_if(sum.symbols, [&](auto &term) { return term.first == value; });
-      if (it == sum.symbols.end())
-        sum.symbols.push_back({value, coefficient});
-      else
-        it->second += coefficient;
-    }
-    llvm::erase_if(sum.symbols, [](auto &term) { return term.second == 0; });
+    Linear sum{kv + o.kv, q + o.q, c + o.c, symbols, rows};
+    addTerms(sum.symbols, o.symbols);
+    addTerms(sum.rows, o.rows);
     return sum;
   }
   Linear scaled(int64_t f) const {
-    Linear result{kv * f, q * f, c * f, symbols};
-    for (auto &term : result.symbols)
-      term.second *= f;
-    if (f == 0)
-      result.symbols.clear();
-    return result;
+    return {kv * f, q * f, c * f, scaledTerms(symbols, f), scaledTerms(rows, f)};
   }
   Linear operator-(const Linear &o) const { return *this + o.scaled(-1); }
-  /// A constant: no position and no symbol.
-  bool isConstant() const { return kv == 0 && q == 0 && symbols.empty(); }
+  /// A constant: no position, no symbol and no table.
+  bool isConstant() const { return kv == 0 && q == 0 && symbols.empty() && rows.empty(); }
+  /// Whether the part that depends on q (q and the row tables) never decreases (`direction` +1) or never
+  /// increases (-1) as q grows.
+  bool monotoneInQ(int64_t direction) const {
+    return q * direction >= 0 &&
+           llvm::all_of(rows, [&](auto &term) { return term.second * direction >= 0; });
+  }
 };
 
 /// Whether `value` depends on neither q_idx nor kv_idx of the region's `body` (only on the batch, the head and
@@ -60,8 +79,9 @@ bool isInvariant(Value value, Block &body) {
          llvm::all_of(op->getOperands(), [&](Value operand) { return isInvariant(operand, body); });
 }
 
-/// `value` as a linear expression of the region's q_idx (argument 2) and kv_idx (argument 3), if it is one.
-std::optional<Linear> linearOf(Value value, Block &body) {
+/// `value` as a linear expression of the region's q_idx (argument 2) and kv_idx (argument 3), if it is one;
+/// `nondecreasing` holds the block argument numbers of the tables that may be read at q_idx.
+std::optional<Linear> linearOf(Value value, Block &body, ArrayRef<unsigned> nondecreasing) {
   if (auto argument = dyn_cast<BlockArgument>(value)) {
     if (argument.getOwner() != &body)
       return std::nullopt;
@@ -80,15 +100,25 @@ std::optional<Linear> linearOf(Value value, Block &body) {
   // A value of the batch, the head and the tables alone (a length read from a table) is a symbol.
   if (value.getType().isIndex() && isInvariant(value, body))
     return Linear{0, 0, 0, {{value, 1}}};
+  // A nondecreasing table read at q_idx is a row term.
+  if (auto extract = dyn_cast<tensor::ExtractOp>(op)) {
+    auto table = dyn_cast<BlockArgument>(extract.getTensor());
+    auto index = extract.getIndices().size() == 1 ? dyn_cast<BlockArgument>(extract.getIndices()[0]) : nullptr;
+    if (table && index && table.getOwner() == &body && index.getOwner() == &body && index.getArgNumber() == 2 &&
+        llvm::is_contained(nondecreasing, table.getArgNumber()))
+      return Linear{0, 0, 0, {}, {{table.getArgNumber(), 1}}};
+    return std::nullopt;
+  }
   // Casts are read through only where they keep every value: a truncation (index to i32 or narrower) could wrap
   // a position, which the bounds would not see.
   auto bits = [](Type type) { return type.isIndex() ? 64u : type.getIntOrFloatBitWidth(); };
   if (isa<arith::ExtSIOp>(op) ||
       (isa<arith::IndexCastOp>(op) && bits(op->getResult(0).getType()) >= bits(op->getOperand(0).getType())))
-    return linearOf(op->getOperand(0), body);
+    return linearOf(op->getOperand(0), body, nondecreasing);
   if (!isa<arith::AddIOp, arith::SubIOp, arith::MulIOp>(op))
     return std::nullopt;
-  std::optional<Linear> lhs = linearOf(op->getOperand(0), body), rhs = linearOf(op->getOperand(1), body);
+  std::optional<Linear> lhs = linearOf(op->getOperand(0), body, nondecreasing),
+                        rhs = linearOf(op->getOperand(1), body, nondecreasing);
   if (!lhs || !rhs)
     return std::nullopt;
   if (isa<arith::AddIOp>(op))
@@ -128,14 +158,14 @@ bool boundsOf(arith::CmpIPredicate pred, Linear e, SmallVectorImpl<Linear> &out)
 }
 
 /// Adds the bounds of the term `value` (an i1) to `into`; false where the term is not fully read.
-bool collect(Value value, Block &body, MaskBounds &into) {
+bool collect(Value value, Block &body, ArrayRef<unsigned> nondecreasing, MaskBounds &into) {
   APInt constant;
   if (matchPattern(value, m_ConstantInt(&constant)))
     return constant.isOne(); // true adds nothing; false hides everything, which the bounds cannot say
   Operation *op = value.getDefiningOp();
   if (auto conjunction = dyn_cast_or_null<arith::AndIOp>(op)) {
-    bool lhs = collect(conjunction.getLhs(), body, into);
-    bool rhs = collect(conjunction.getRhs(), body, into);
+    bool lhs = collect(conjunction.getLhs(), body, nondecreasing, into);
+    bool rhs = collect(conjunction.getRhs(), body, nondecreasing, into);
     return lhs && rhs;
   }
   bool negated = false;
@@ -148,7 +178,8 @@ bool collect(Value value, Block &body, MaskBounds &into) {
   auto compare = dyn_cast_or_null<arith::CmpIOp>(op);
   if (!compare)
     return false;
-  std::optional<Linear> lhs = linearOf(compare.getLhs(), body), rhs = linearOf(compare.getRhs(), body);
+  std::optional<Linear> lhs = linearOf(compare.getLhs(), body, nondecreasing),
+                        rhs = linearOf(compare.getRhs(), body, nondecreasing);
   if (!lhs || !rhs)
     return false;
   arith::CmpIPredicate pred = compare.getPredicate();
@@ -159,35 +190,50 @@ bool collect(Value value, Block &body, MaskBounds &into) {
     return false;
   bool complete = true;
   for (const Linear &bound : bounds) {
-    // Only a bound on the key itself limits the key loop; a bound on q alone (or on a multiple of the key) is
-    // kept out, and the set is then not exact.
-    if (bound.kv != 1 && bound.kv != -1) {
+    // Only a bound on the key itself limits the key loop; a bound on q alone (or on a multiple of the key), or
+    // one whose q-dependent part is not monotone in q (q and a table pulling apart), is kept out, and the set
+    // is then not exact.
+    if ((bound.kv != 1 && bound.kv != -1) || (!bound.monotoneInQ(1) && !bound.monotoneInQ(-1))) {
       complete = false;
       continue;
     }
-    into.bounds.push_back({bound.kv, bound.q, bound.c, bound.symbols});
+    into.bounds.push_back({bound.kv, bound.q, bound.c, bound.symbols, bound.rows});
   }
   return complete;
 }
 
 } // namespace
 
-MaskBounds MaskBounds::analyze(Region &maskMod) {
+MaskBounds MaskBounds::analyze(Region &maskMod, ArrayRef<int64_t> nondecreasingTables) {
   MaskBounds result;
   Block &body = maskMod.front();
-  result.exact = collect(body.getTerminator()->getOperand(0), body, result);
+  // The mask_mod's block arguments are (b, h, q_idx, kv_idx) and then one per mod operand.
+  SmallVector<unsigned> nondecreasing;
+  for (int64_t operand : nondecreasingTables)
+    nondecreasing.push_back(static_cast<unsigned>(operand) + 4);
+  result.exact = collect(body.getTerminator()->getOperand(0), body, nondecreasing, result);
   return result;
 }
 
 KeyRange kiln::buildKeyRange(OpBuilder &b, Location loc, const MaskBounds &bounds, Value firstRow, int64_t rows,
-                             const IRMapping &hoisted) {
+                             Value queries, const IRMapping &hoisted, ValueRange modOperands) {
   Value lastRow = arith::AddIOp::create(b, loc, firstRow, arith::ConstantIndexOp::create(b, loc, rows - 1));
-  // sign * (q * qc + constant + the symbols) at a row, plus `extra`.
+  // Tables hold one entry per query: a block that ends past the last query reads them at the last query.
+  Value lastQuery = arith::SubIOp::create(b, loc, queries, arith::ConstantIndexOp::create(b, loc, 1));
+  Value lastTableRow = arith::MinSIOp::create(b, loc, lastRow, lastQuery);
+  // sign * (q * qc + constant + the symbols + the row tables) at a row, plus `extra`.
   auto at = [&](Value row, const LinearKeyBound &bound, int64_t sign, int64_t extra) -> Value {
     Value value = arith::MulIOp::create(b, loc, row, arith::ConstantIndexOp::create(b, loc, sign * bound.qCoefficient));
     value = arith::AddIOp::create(b, loc, value, arith::ConstantIndexOp::create(b, loc, sign * bound.constant + extra));
     for (auto [symbol, coefficient] : bound.symbols) {
       Value term = arith::MulIOp::create(b, loc, hoisted.lookup(symbol),
+                                         arith::ConstantIndexOp::create(b, loc, sign * coefficient));
+      value = arith::AddIOp::create(b, loc, value, term);
+    }
+    for (auto [argument, coefficient] : bound.rowTables) {
+      Value entry = tensor::ExtractOp::create(b, loc, modOperands[argument - 4],
+                                              ValueRange{row == lastRow ? lastTableRow : row});
+      Value term = arith::MulIOp::create(b, loc, arith::IndexCastOp::create(b, loc, b.getIndexType(), entry),
                                          arith::ConstantIndexOp::create(b, loc, sign * coefficient));
       value = arith::AddIOp::create(b, loc, value, term);
     }
@@ -200,8 +246,9 @@ KeyRange kiln::buildKeyRange(OpBuilder &b, Location loc, const MaskBounds &bound
   };
   KeyRange range;
   for (const LinearKeyBound &bound : bounds.bounds) {
-    // The bound's key limit is linear in q: its extremes over the rows lie at the first and the last row.
-    bool increasing = bound.kvCoefficient > 0 ? bound.qCoefficient <= 0 : bound.qCoefficient >= 0;
+    // The bound's key limit is monotone in q: its extremes over the rows lie at the first and the last row.
+    Linear qPart{0, bound.qCoefficient, 0, {}, bound.rowTables};
+    bool increasing = bound.kvCoefficient > 0 ? qPart.monotoneInQ(-1) : qPart.monotoneInQ(1);
     Value low = increasing ? firstRow : lastRow, high = increasing ? lastRow : firstRow;
     if (bound.kvCoefficient > 0) {
       // kv >= -(q qc + c): some row sees keys from the least limit, every row from the greatest.

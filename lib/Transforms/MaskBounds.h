@@ -1,9 +1,10 @@
 //===- MaskBounds.h - Key ranges an attention's mask_mod implies -*- C++ -*-===//
 //
 // A mask_mod is an arbitrary predicate, but the common ones (sliding windows, causal variants, a key or query
-// bound) are conjunctions of linear bounds on q_idx and kv_idx. From those bounds a query tile knows which keys
-// any of its rows can see (the key loop runs over those tiles only: block sparsity) and which keys every row
-// sees (tiles there need no mask arithmetic), without evaluating the mask on each position.
+// bound, a packed sequence's keys) are conjunctions of bounds on kv_idx that are linear in q_idx or read from a
+// table the op promises is nondecreasing (`nondecreasing_tables`), at q_idx. From those bounds a query tile
+// knows which keys any of its rows can see (the key loop runs over those tiles only: block sparsity) and which
+// keys every row sees (tiles there need no mask arithmetic), without evaluating the mask on each position.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,11 +21,17 @@ namespace mlir::kiln {
 /// each with its coefficient: the part of a bound that is the same for every position of a (batch, head).
 using SymbolTerms = SmallVector<std::pair<Value, int64_t>, 1>;
 
-/// `kv * kvCoefficient + q * qCoefficient + constant + sum(symbols) >= 0`, with kvCoefficient +1 (a lower bound
-/// on the key) or -1 (an upper bound).
+/// Reads of nondecreasing tables at q_idx, each as the region's block argument number of the table and its
+/// coefficient.
+using RowTableTerms = SmallVector<std::pair<unsigned, int64_t>, 1>;
+
+/// `kv * kvCoefficient + q * qCoefficient + constant + sum(symbols) + sum(rowTables) >= 0`, with kvCoefficient
+/// +1 (a lower bound on the key) or -1 (an upper bound), and a q-dependent part that is monotone in q (qCoefficient
+/// and the row tables' coefficients of one sign).
 struct LinearKeyBound {
   int64_t kvCoefficient, qCoefficient, constant;
   SymbolTerms symbols = {};
+  RowTableTerms rowTables = {};
 };
 
 /// The linear key bounds every visible position of a mask_mod satisfies, and whether the mask is exactly their
@@ -36,9 +43,10 @@ struct MaskBounds {
   /// Reads the bounds of a mask_mod region (block arguments b, h, q_idx, kv_idx, ...): the yielded i1's
   /// conjunction (arith.andi) of signed comparisons (arith.cmpi, possibly negated by an xori with true) between
   /// index expressions linear in q_idx and kv_idx, whose constant part may include values computed from the
-  /// batch, the head and the tables alone (symbols, which kiln-tile hoists out of the key loops). Any other term
-  /// keeps only what the rest says, not exact.
-  static MaskBounds analyze(Region &maskMod);
+  /// batch, the head and the tables alone (symbols, which kiln-tile hoists out of the key loops), and which may
+  /// read a table of `nondecreasingTables` (mod operand positions) at q_idx. Any other term keeps only what the
+  /// rest says, not exact.
+  static MaskBounds analyze(Region &maskMod, ArrayRef<int64_t> nondecreasingTables = {});
 };
 
 /// For the query rows [firstRow, firstRow + rows): the key range that any row may see, [from, to), and the one
@@ -48,9 +56,10 @@ struct KeyRange {
 };
 
 /// Builds the key ranges of `bounds` for a block of query rows; `hoisted` maps the bounds' symbols to their
-/// values outside the region (lowering::hoistInvariantOps hoists every one of them).
+/// values outside the region (lowering::hoistInvariantOps hoists every one of them), `modOperands` are the op's
+/// tables, read at the block's first row and at its last one below `queries` (the query count).
 KeyRange buildKeyRange(OpBuilder &b, Location loc, const MaskBounds &bounds, Value firstRow, int64_t rows,
-                       const IRMapping &hoisted);
+                       Value queries, const IRMapping &hoisted, ValueRange modOperands);
 
 } // namespace mlir::kiln
 

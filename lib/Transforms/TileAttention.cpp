@@ -326,8 +326,10 @@ FailureOr<SmallVector<Value>> kiln::tileAttention(RewriterBase &rewriter, Attent
   // them run without the mask; where the mask is more than its bounds, every tile takes it.
   Value firstKey = c0, maskBefore;
   if (op.hasMaskMod()) {
-    MaskBounds bounds = MaskBounds::analyze(op.getMaskMod());
-    KeyRange range = buildKeyRange(rewriter, loc, bounds, t.queryStart, t.bq, t.maskHoisted);
+    MaskBounds bounds =
+        MaskBounds::analyze(op.getMaskMod(), op.getNondecreasingTables().value_or(ArrayRef<int64_t>{}));
+    KeyRange range = buildKeyRange(rewriter, loc, bounds, t.queryStart, t.bq, t.seqQv, t.maskHoisted,
+                                   op.getModOperands());
     if (range.from) {
       Value from = arith::MaxSIOp::create(rewriter, loc, range.from, c0);
       firstKey = arith::MulIOp::create(rewriter, loc, arith::DivSIOp::create(rewriter, loc, from, cBK), cBK);

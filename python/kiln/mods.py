@@ -253,6 +253,44 @@ def unary(name, x):
     return x.region.emit(f"math.{name} {_to_f32(x).name} : f32", _F32)
 
 
+#: The attribute promise_nondecreasing sets on a mask_mod: the tables it promises.
+_NONDECREASING = "kiln_nondecreasing_tables"
+
+
+def promise_nondecreasing(mask_mod, *tables):
+    """Promises that each of ``tables``, 1-D integer tables with one entry per query that ``mask_mod`` reads at
+    q_idx, never decreases: a bound ``kv_idx >= t[q_idx]`` or ``kv_idx <= t[q_idx]`` then limits each query tile's
+    keys (the key tiles outside are skipped, as for linear bounds; packed sequences and document spans are such
+    tables). Tables readable on the host (numpy arrays, CPU tensors) are checked here, a ValueError naming the
+    first decrease; a CUDA tensor or a traced one is taken at its word, and a table that decreases then gives
+    wrong results. Returns ``mask_mod``."""
+    if not isinstance(mask_mod, types.FunctionType):
+        raise TypeError(f"promise_nondecreasing takes the mask_mod function first, got {type(mask_mod).__name__}")
+    for position, table in enumerate(tables):
+        host = table if isinstance(table, np.ndarray) else None
+        if host is None and hasattr(table, "device") and getattr(table.device, "type", None) == "cpu":
+            host = table.numpy()
+        if host is None:
+            continue
+        if host.ndim != 1 or host.dtype.kind not in "iu":
+            raise ValueError(f"promise_nondecreasing: table {position} must be a 1-D integer array, got "
+                             f"{host.dtype} of shape {host.shape}")
+        falls = np.flatnonzero(np.diff(host) < 0)
+        if falls.size:
+            at = int(falls[0])
+            raise ValueError(f"promise_nondecreasing: table {position} decreases at entry {at + 1} "
+                             f"({host[at]} then {host[at + 1]})")
+    setattr(mask_mod, _NONDECREASING, tuple(tables))
+    return mask_mod
+
+
+def nondecreasing_positions(mask_mod, found):
+    """The positions in ``found`` (the mod operands, as captured() orders them) of the tables ``mask_mod``
+    promises are nondecreasing."""
+    promised = getattr(mask_mod, _NONDECREASING, ()) if mask_mod is not None else ()
+    return tuple(i for i, value in enumerate(found) if any(value is table for table in promised))
+
+
 def captured(functions, kinds):
     """The values of ``kinds`` the functions read from their closures and globals, each once, in a fixed order."""
     seen, found = set(), []

@@ -73,7 +73,7 @@ def _attention_call(q, k, v, causal, scale, mask, score_mod, mask_mod):
     if score_mod is None and mask_mod is None:
         return _attention, (q, k, v), {"causal": causal, "scale": scale, "mask": mask}
     tables = mods.captured((score_mod, mask_mod), mods.table_kinds(trace.Tensor))
-    key = _mod_key(score_mod, mask_mod, len(tables))
+    key = _mod_key(score_mod, mask_mod, len(tables)) + (mods.nondecreasing_positions(mask_mod, tables),)
     function = _MOD_ATTENTIONS.get(key)
     if function is None:
         function = _MOD_ATTENTIONS[key] = _mod_attention(score_mod, mask_mod, len(tables))

@@ -272,7 +272,11 @@ def attention(q, k, v, *, causal=False, scale=None, mask=None, score_mod=None, m
     masked = f" mask({mask.name} : {mask.type})" if mask is not None else ""
     flags = " causal" if causal else ""
     flags += mod_regions(q.graph, score_mod, mask_mod, tables or {})
-    flags += f" {{scale = {float_literal(scale)} : f32}}" if scale is not None else ""
+    attributes = [f"scale = {float_literal(scale)} : f32"] if scale is not None else []
+    promised = mods.nondecreasing_positions(mask_mod, mods.captured((score_mod, mask_mod), mods.table_kinds(Tensor)))
+    if promised:
+        attributes.append(f"nondecreasing_tables = array<i64: {', '.join(map(str, promised))}>")
+    flags += f" {{{', '.join(attributes)}}}" if attributes else ""
     return q.graph.emit(f"kiln.attention {q.name}, {k.name}, {v.name}{masked}{flags} : {q.type}, {k.type}, "
                         f"{v.type} -> {tensor_type(shape, element)}", shape, element)
 

@@ -2,14 +2,17 @@
 
 Why: a batch of prompts of different lengths is packed along one token axis (no padding) and attention must not
 cross from one sequence into another. The packed attention is an ordinary kiln.attention over the whole token
-axis with a mask_mod that reads three tables built here from ``cu_seqlens``: each query's and each key's sequence
-id, and each query's last visible key (its sequence's end, or with ``causal`` its bottom-right diagonal). With
-``causal`` the packed attention is causal too: every sequence's diagonal lies on or below the packed one, so
-the kernel also skips the key tiles past it. The tables are built on the host; for CUDA tensors they are copied
-to the device, where the kernel reads them like any mask_mod table.
+axis with a mask_mod that reads two tables built here from ``cu_seqlens``: each query's first and last visible
+key (its sequence's first key; its sequence's last key, or with ``causal`` its bottom-right diagonal). Both
+rise with the query, which the mask promises (kiln.mods.promise_nondecreasing), so the kernel runs each query
+tile over the key tiles of its own sequences only: a packed batch costs what its sequences cost. The tables are
+built on the host; for CUDA tensors they are copied to the device, where the kernel reads them like any
+mask_mod table.
 """
 
 import numpy as np
+
+from . import mods
 
 OP = "attention"
 
@@ -37,7 +40,7 @@ def _lengths(name, cu_seqlens, total):
 
 
 def tables(q_tokens, k_tokens, cu_seqlens_q, cu_seqlens_k, causal):
-    """(seq_q, seq_k, last_key) int32 tables: each query's and key's sequence, each query's last visible key."""
+    """(first_key, last_key) int32 tables: each query's first and last visible key, both nondecreasing."""
     starts_q = _lengths("cu_seqlens_q", cu_seqlens_q, q_tokens)
     starts_k = _lengths("cu_seqlens_k", cu_seqlens_k, k_tokens)
     if starts_q.size != starts_k.size:
@@ -50,13 +53,15 @@ def tables(q_tokens, k_tokens, cu_seqlens_q, cu_seqlens_k, causal):
         if causal and lengths_q[s] > lengths_k[s]:
             raise ValueError(f"{OP}: with causal, sequence {s} has more queries ({lengths_q[s]}) than keys "
                              f"({lengths_k[s]}): its first queries would see no key")
-    ids = np.arange(starts_q.size - 1, dtype=np.int32)
-    seq_q, seq_k = np.repeat(ids, lengths_q), np.repeat(ids, lengths_k)
+    seq_q = np.repeat(np.arange(starts_q.size - 1), lengths_q)
     ends_q, ends_k = starts_q[1:], starts_k[1:]
-    # Query i of sequence s sees keys up to i + (end_k[s] - end_q[s]) with causal (bottom-right), else to the
-    # sequence's last key.
+    # Query i of sequence s sees keys from the sequence's first, up to i + (end_k[s] - end_q[s]) with causal
+    # (bottom-right), else to the sequence's last key. Both rise with i: a sequence's keys follow the previous
+    # one's, and with causal a sequence's first query sees at least its first key (it has no more queries than
+    # keys).
+    first = starts_k[:-1][seq_q]
     last = np.arange(q_tokens, dtype=np.int64) + (ends_k - ends_q)[seq_q] if causal else (ends_k - 1)[seq_q]
-    return seq_q, seq_k, last.astype(np.int32)
+    return first.astype(np.int32), last.astype(np.int32)
 
 
 def attention(q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, run):
@@ -66,10 +71,10 @@ def attention(q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, run):
         if len(value.shape) != 3:
             raise ValueError(f"{OP}: with cu_seqlens, '{name}' is packed [tokens, heads, head_dim], got shape "
                              f"{tuple(value.shape)}")
-    seq_q, seq_k, last = tables(q.shape[0], k.shape[0], cu_seqlens_q, cu_seqlens_k, causal)
+    first, last = tables(q.shape[0], k.shape[0], cu_seqlens_q, cu_seqlens_k, causal)
     if hasattr(q, "device") and not isinstance(q, np.ndarray):  # torch tensors: tables on q's device
         import torch
-        seq_q, seq_k, last = (torch.from_numpy(t).to(q.device) for t in (seq_q, seq_k, last))
+        first, last = (torch.from_numpy(t).to(q.device) for t in (first, last))
         heads_first = (lambda t: t.transpose(0, 1).unsqueeze(0).contiguous())  # noqa: E731
         tokens_first = (lambda t: t[0].transpose(0, 1).contiguous())  # noqa: E731
     else:
@@ -77,7 +82,8 @@ def attention(q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, run):
         tokens_first = (lambda t: np.ascontiguousarray(np.transpose(t[0], (1, 0, 2))))  # noqa: E731
 
     def same_sequence(b, h, q_idx, kv_idx):
-        return (seq_k[kv_idx] == seq_q[q_idx]) & (kv_idx <= last[q_idx])
+        return (kv_idx >= first[q_idx]) & (kv_idx <= last[q_idx])
 
+    mods.promise_nondecreasing(same_sequence, first, last)
     out = run(heads_first(q), heads_first(k), heads_first(v), causal, scale, same_sequence)
     return tokens_first(out)

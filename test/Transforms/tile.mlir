@@ -649,6 +649,69 @@ func.func @attention_document_mask(%q: tensor<1x1x64x32xf32>, %docs: tensor<64xi
 
 // -----
 
+// Packed sequences: each query sees keys [first[q], last[q]] of its own sequence, two tables the op promises are
+// nondecreasing (nondecreasing_tables). A query tile's key loops then run from the tile of its first row's first
+// key to its last row's last key (the last row clamped to the last query, 99), and only tiles before the first
+// key of its last row or past the last key of its first row take the mask (last[q0] + 1 - 31, at most the last
+// whole tile, 69).
+// FOLD-LABEL: func.func @attention_packed_sequences
+// FOLD-SAME: (%{{[a-zA-Z0-9_]+}}: tensor<1x1x100x32xf32>, %[[FIRST:[a-zA-Z0-9_]+]]: tensor<100xi32>, %[[LAST:[a-zA-Z0-9_]+]]: tensor<100xi32>)
+// FOLD: scf.forall (%[[Q0:[a-zA-Z0-9_]+]]) = (0) to (100) step (32)
+// FOLD: %[[ROW:.*]] = arith.addi %[[Q0]], %c31 : index
+// FOLD: %[[LAST_ROW:.*]] = arith.minsi %[[ROW]], %c99 : index
+// FOLD: tensor.extract %[[FIRST]][%[[Q0]]] : tensor<100xi32>
+// FOLD: %[[EVERY_FROM_I32:.*]] = tensor.extract %[[FIRST]][%[[LAST_ROW]]] : tensor<100xi32>
+// FOLD: %[[EVERY_FROM:.*]] = arith.index_cast %[[EVERY_FROM_I32]] : i32 to index
+// FOLD: tensor.extract %[[LAST]][%[[LAST_ROW]]] : tensor<100xi32>
+// FOLD: tensor.extract %[[LAST]][%[[Q0]]] : tensor<100xi32>
+// FOLD: %[[START:.*]] = arith.muli %{{.*}}, %c32 : index
+// FOLD: %[[END:.*]] = arith.minsi %{{.*}}, %c100 : index
+// FOLD: %[[MASK_FROM:.*]] = arith.minsi %{{.*}}, %c69 : index
+// FOLD: scf.for %[[KEY:[a-zA-Z0-9_]+]] = %[[START]] to %[[END]] step %c32
+// FOLD: %[[LATE:.*]] = arith.cmpi sge, %[[KEY]], %[[MASK_FROM]] : index
+// FOLD-NEXT: %[[EARLY:.*]] = arith.cmpi slt, %[[KEY]], %[[EVERY_FROM]] : index
+// FOLD-NEXT: arith.ori %[[EARLY]], %[[LATE]] : i1
+func.func @attention_packed_sequences(%q: tensor<1x1x100x32xf32>, %first: tensor<100xi32>, %last: tensor<100xi32>) -> tensor<1x1x100x32xf32> {
+  %0 = kiln.attention %q, %q, %q mod_operands(%first, %last : tensor<100xi32>, tensor<100xi32>) mask_mod {
+  ^bb0(%b: index, %h: index, %i: index, %j: index, %f: tensor<100xi32>, %l: tensor<100xi32>):
+    %fi = tensor.extract %f[%i] : tensor<100xi32>
+    %li = tensor.extract %l[%i] : tensor<100xi32>
+    %from = arith.index_cast %fi : i32 to index
+    %to = arith.index_cast %li : i32 to index
+    %after = arith.cmpi sge, %j, %from : index
+    %before = arith.cmpi sle, %j, %to : index
+    %in = arith.andi %after, %before : i1
+    kiln.yield %in : i1
+  } {nondecreasing_tables = array<i64: 0, 1>, kiln.config = #kiln.config<tile = [32, 32], warps = 1, stages = 1, lowering = "host">} : tensor<1x1x100x32xf32>, tensor<1x1x100x32xf32>, tensor<1x1x100x32xf32> -> tensor<1x1x100x32xf32>
+  return %0 : tensor<1x1x100x32xf32>
+}
+
+// -----
+
+// The same mask without the promise: a table may rise and fall, so its reads bound nothing and the loops keep
+// their full range, every tile taking the mask.
+// FOLD-LABEL: func.func @attention_tables_without_promise
+// FOLD: scf.for %[[KEY:[a-zA-Z0-9_]+]] = %c0 to %c100 step %c32
+// FOLD-NOT: arith.ori
+// FOLD: scf.if
+// FOLD: tensor.extract
+func.func @attention_tables_without_promise(%q: tensor<1x1x100x32xf32>, %first: tensor<100xi32>, %last: tensor<100xi32>) -> tensor<1x1x100x32xf32> {
+  %0 = kiln.attention %q, %q, %q mod_operands(%first, %last : tensor<100xi32>, tensor<100xi32>) mask_mod {
+  ^bb0(%b: index, %h: index, %i: index, %j: index, %f: tensor<100xi32>, %l: tensor<100xi32>):
+    %fi = tensor.extract %f[%i] : tensor<100xi32>
+    %li = tensor.extract %l[%i] : tensor<100xi32>
+    %from = arith.index_cast %fi : i32 to index
+    %to = arith.index_cast %li : i32 to index
+    %after = arith.cmpi sge, %j, %from : index
+    %before = arith.cmpi sle, %j, %to : index
+    %in = arith.andi %after, %before : i1
+    kiln.yield %in : i1
+  } {kiln.config = #kiln.config<tile = [32, 32], warps = 1, stages = 1, lowering = "host">} : tensor<1x1x100x32xf32>, tensor<1x1x100x32xf32>, tensor<1x1x100x32xf32> -> tensor<1x1x100x32xf32>
+  return %0 : tensor<1x1x100x32xf32>
+}
+
+// -----
+
 // A bound read through a truncating cast is no bound: kv_idx as i8 wraps at 128 (key 130 reads as 2, and
 // `(i8) kv_idx < 5` holds for it), so the loops keep their full range and every tile takes the mask, as for
 // any mask the analysis cannot read.

@@ -198,6 +198,12 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure, IsolatedFromAbove, AttrSizedO
       counted from 0 in q and in k whatever `layout` says. Key tiles the mask hides entirely are skipped where
       the mask is a conjunction of linear bounds on q_idx and kv_idx (sliding windows, causal variants); a
       query row that sees no key at all gives NaN, as an all -inf additive mask does.
+    - `nondecreasing_tables` lists mod operands (by position) that the caller promises are nondecreasing, 1-D
+      integer tables with one entry per query. A mask_mod bound on the key by such a table read at `q_idx`
+      (`kv_idx >= first[q_idx]`, `kv_idx <= last[q_idx]`: the key range of each query's sequence in a packed
+      batch, a document's span) then limits a query tile's keys by the table at the tile's first and last rows,
+      so key tiles outside every row's range are skipped as with linear bounds. A table that decreases makes
+      the skipping wrong: only promise what holds (kiln.ops checks the promise on the host).
     - `kv_chunk = C` splits the keys into `N = ceil(Sk / C)` chunks of `C` consecutive keys (the last one
       shorter) and attends over each on its own (split-KV, as flash-decoding does): `out : [N, B, Hq, Sq, Dv]`
       f32 holds each chunk's attention and `lse : [N, B, Hq, Sq]` (required) its log-sum-exp, `-inf` where a row
@@ -233,7 +239,8 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure, IsolatedFromAbove, AttrSizedO
                        Optional<Kiln_FloatTensor>:$mask,
                        OptionalAttr<F32Attr>:$scale, UnitAttr:$causal, OptionalAttr<StrAttr>:$layout,
                        OptionalAttr<StrAttr>:$out_layout, Variadic<Kiln_FloatTensor>:$epilogue_operands,
-                       Variadic<AnyRankedTensor>:$mod_operands, OptionalAttr<I64Attr>:$kv_chunk);
+                       Variadic<AnyRankedTensor>:$mod_operands, OptionalAttr<I64Attr>:$kv_chunk,
+                       OptionalAttr<DenseI64ArrayAttr>:$nondecreasing_tables);
   let results = (outs Kiln_FloatTensor:$out, Optional<StaticShapeTensorOf<[F32]>>:$lse);
   let regions = (region MaxSizedRegion<1>:$epilogue, MaxSizedRegion<1>:$score_mod, MaxSizedRegion<1>:$mask_mod);
   let assemblyFormat = [{
@@ -247,7 +254,7 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure, IsolatedFromAbove, AttrSizedO
     OpBuilder<(ins "::mlir::Type":$out, "::mlir::Type":$lse, "::mlir::Value":$q, "::mlir::Value":$k,
                    "::mlir::Value":$v, "::mlir::Value":$mask, "::mlir::FloatAttr":$scale, "bool":$causal), [{
       build($_builder, $_state, out, lse, q, k, v, mask, scale, causal, ::mlir::StringAttr(), ::mlir::StringAttr(),
-            ::mlir::ValueRange{}, ::mlir::ValueRange{}, ::mlir::IntegerAttr());
+            ::mlir::ValueRange{}, ::mlir::ValueRange{}, ::mlir::IntegerAttr(), ::mlir::DenseI64ArrayAttr());
     }]>
   ];
   let extraClassDeclaration = [{

@@ -253,11 +253,29 @@ LogicalResult AttentionOp::verifyRegions() {
       failed(verifyMod(*this, getMaskMod(), "mask_mod", {index, index, index, index},
                        "(b, h, q_idx, kv_idx: index)", b.getI1Type())))
     return failure();
+  if (std::optional<ArrayRef<int64_t>> tables = getNondecreasingTables()) {
+    int64_t queries = getQ().getType().getDimSize(getSeqDim()), previous = -1;
+    for (int64_t index : *tables) {
+      if (index < 0 || index >= static_cast<int64_t>(getModOperands().size()))
+        return emitOpError() << "nondecreasing_tables names mod operand " << index << ", but the op has "
+                             << getModOperands().size();
+      if (index <= previous)
+        return emitOpError() << "nondecreasing_tables must list mod operands in increasing order, once each";
+      previous = index;
+      auto table = cast<RankedTensorType>(getModOperands()[index].getType());
+      if (table.getRank() != 1 || !table.getElementType().isSignlessInteger() ||
+          table.getElementType().getIntOrFloatBitWidth() < 32 || table.getDimSize(0) != queries ||
+          ShapedType::isDynamic(queries))
+        return emitOpError() << "nondecreasing table (mod operand " << index << ") must be a 1-D i32 or i64 "
+                             << "tensor with one entry per query (" << queries << "), got " << table;
+    }
+  }
   return verifyEpilogue(*this, getEpilogue(), getEpilogueOperands(), getOut().getType());
 }
 
 void AttentionOp::takeModsFrom(AttentionOp from) {
   getModOperandsMutable().assign(from.getModOperands());
+  setNondecreasingTablesAttr(from.getNondecreasingTablesAttr());
   getScoreMod().takeBody(from.getScoreMod());
   getMaskMod().takeBody(from.getMaskMod());
 }

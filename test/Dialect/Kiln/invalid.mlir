@@ -1794,6 +1794,54 @@ func.func @append_result_type(%kc: tensor<4x16x2x8xf32>, %vc: tensor<4x16x2x8xf3
 
 // -----
 
+func.func @attention_nondecreasing_table_out_of_range(%q: tensor<1x2x4x8xf32>, %t0: tensor<4xi32>) -> tensor<1x2x4x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op nondecreasing_tables names mod operand 1, but the op has 1}}
+  %0 = kiln.attention %q, %q, %q mod_operands(%t0 : tensor<4xi32>) mask_mod {
+  ^bb0(%b: index, %h: index, %i: index, %j: index, %a0: tensor<4xi32>):
+    %in = arith.cmpi sle, %j, %i : index
+    kiln.yield %in : i1
+  } {nondecreasing_tables = array<i64: 1>} : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32> -> tensor<1x2x4x8xf32>
+  return %0 : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_nondecreasing_tables_unordered(%q: tensor<1x2x4x8xf32>, %t0: tensor<4xi32>, %t1: tensor<4xi32>) -> tensor<1x2x4x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op nondecreasing_tables must list mod operands in increasing order, once each}}
+  %0 = kiln.attention %q, %q, %q mod_operands(%t0, %t1 : tensor<4xi32>, tensor<4xi32>) mask_mod {
+  ^bb0(%b: index, %h: index, %i: index, %j: index, %a0: tensor<4xi32>, %a1: tensor<4xi32>):
+    %in = arith.cmpi sle, %j, %i : index
+    kiln.yield %in : i1
+  } {nondecreasing_tables = array<i64: 1, 0>} : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32> -> tensor<1x2x4x8xf32>
+  return %0 : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_nondecreasing_table_per_query(%q: tensor<1x2x4x8xf32>, %t0: tensor<5xi32>) -> tensor<1x2x4x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op nondecreasing table (mod operand 0) must be a 1-D i32 or i64 tensor with one entry per query (4), got 'tensor<5xi32>'}}
+  %0 = kiln.attention %q, %q, %q mod_operands(%t0 : tensor<5xi32>) mask_mod {
+  ^bb0(%b: index, %h: index, %i: index, %j: index, %a0: tensor<5xi32>):
+    %in = arith.cmpi sle, %j, %i : index
+    kiln.yield %in : i1
+  } {nondecreasing_tables = array<i64: 0>} : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32> -> tensor<1x2x4x8xf32>
+  return %0 : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_nondecreasing_table_float(%q: tensor<1x2x4x8xf32>, %t0: tensor<4xf32>) -> tensor<1x2x4x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op nondecreasing table (mod operand 0) must be a 1-D i32 or i64 tensor with one entry per query (4), got 'tensor<4xf32>'}}
+  %0 = kiln.attention %q, %q, %q mod_operands(%t0 : tensor<4xf32>) mask_mod {
+  ^bb0(%b: index, %h: index, %i: index, %j: index, %a0: tensor<4xf32>):
+    %in = arith.cmpi sle, %j, %i : index
+    kiln.yield %in : i1
+  } {nondecreasing_tables = array<i64: 0>} : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32> -> tensor<1x2x4x8xf32>
+  return %0 : tensor<1x2x4x8xf32>
+}
+
+// -----
+
 func.func @attention_mod_operands_without_mod(%q: tensor<1x2x4x8xf32>, %t: tensor<2xf32>) -> tensor<1x2x4x8xf32> {
   // expected-error @+1 {{'kiln.attention' op has mod operands but no score_mod or mask_mod region}}
   %0 = kiln.attention %q, %q, %q mod_operands(%t : tensor<2xf32>) : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32> -> tensor<1x2x4x8xf32>

@@ -5,8 +5,11 @@ index grids for the float64 reference. Fresh seeds every run (recorded with the 
 divide the host tiles, GQA and Sq != Sk; f32 inputs checked to 1e-4 relative in the max norm, bf16 to 2e-2. The
 sliding-window variants run with windows and lengths that leave whole key tiles unseen, so the key loop's bounds
 from the mask's linear bounds are what is checked; document masks and prefix-LM masks are no conjunction of
-linear bounds, so they exercise the path that masks every tile.
+linear bounds, so they exercise the path that masks every tile; document spans (each query's first and last key
+read from tables the mask promises are nondecreasing) bound the key loop by table reads.
 """
+
+import re
 
 import ml_dtypes
 import numpy as np
@@ -49,6 +52,11 @@ def variants(rng, hq, sq, sk):
     table = randn(rng, hq, sq + sk - 1)
     docs = np.sort(rng.integers(0, 4, sk)).astype(np.int32)
     shift = sk - sq  # bottom-right alignment of the diagonal
+    # Each query's document span over the keys (query q stands at key q + shift): nondecreasing in q.
+    span_first = np.searchsorted(docs, docs[shift:], side="left").astype(np.int32)
+    span_last = (np.searchsorted(docs, docs[shift:], side="right") - 1).astype(np.int32)
+    spans = kiln.mods.promise_nondecreasing(lambda b, h, q, kv: (kv >= span_first[q]) & (kv <= span_last[q]),
+                                            span_first, span_last)
     window = 40
     return {
         "softcap": (lambda s, b, h, q, kv: CAP * kiln.tanh(s / CAP), None, False,
@@ -65,13 +73,14 @@ def variants(rng, hq, sq, sk):
                                           lambda b, h, q, kv: q + shift - kv < window),
         "document": (None, lambda b, h, q, kv: docs[q + shift] == docs[kv], False,
                      None, lambda b, h, q, kv: docs[q + shift] == docs[kv]),
+        "document_spans": (None, spans, False, None, lambda b, h, q, kv: docs[q + shift] == docs[kv]),
         "prefix_lm": (None, lambda b, h, q, kv: (kv <= q + shift) | (kv < 24), False,
                       None, lambda b, h, q, kv: (kv <= q + shift) | (kv < 24)),
     }
 
 
 NAMES = ["softcap", "alibi", "relative_bias_table", "sliding_window", "sliding_window_causal_softcap", "document",
-         "prefix_lm"]
+         "document_spans", "prefix_lm"]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -180,3 +189,31 @@ def test_mods_that_differ_only_in_a_default_argument_are_different_programs(reco
         out = kiln.ops.attention(q, k, v, mask_mod=lambda b, h, qi, kv, w=window: (qi - kv < w) & (kv <= qi))
         expected = reference(q, k, v, visible=lambda b, h, qi, kv: (qi - kv < window) & (kv <= qi))
         check(record_error, "flex attention: window by default argument f32", out, expected, seed)
+
+
+def test_promised_tables_bound_the_key_loops(record_error):
+    """Document spans of 100, 130 and 70 tokens: the op carries the promise (test/Transforms/tile.mlir pins the
+    key loops it bounds), with the same results as the reference."""
+    rng, seed = fresh_rng()
+    docs = np.repeat(np.arange(3, dtype=np.int32), [100, 130, 70])
+    first = np.searchsorted(docs, docs, side="left").astype(np.int32)
+    last = (np.searchsorted(docs, docs, side="right") - 1).astype(np.int32)
+    mask_mod = kiln.mods.promise_nondecreasing(lambda b, h, q, kv: (kv >= first[q]) & (kv <= last[q]), first, last)
+    q, k, v = randn(rng, 1, 2, 300, 32), randn(rng, 1, 1, 300, 32), randn(rng, 1, 1, 300, 32)
+    source = kiln.ops.attention.source(q, k, v, mask_mod=mask_mod)
+    assert "nondecreasing_tables = array<i64: 0, 1>" in source
+    out = kiln.ops.attention(q, k, v, mask_mod=mask_mod)
+    expected = reference(q, k, v, visible=lambda b, h, qi, kv: docs[qi] == docs[kv])
+    check(record_error, "flex attention: promised document spans f32", out, expected, seed)
+
+
+@pytest.mark.parametrize("table, message", [
+    (np.array([0, 2, 1], np.int32), "table 0 decreases at entry 2 (2 then 1)"),
+    (np.zeros((2, 2), np.int32), "table 0 must be a 1-D integer array, got int32 of shape (2, 2)"),
+    (np.zeros(3, np.float32), "table 0 must be a 1-D integer array, got float32 of shape (3,)"),
+])
+def test_a_broken_promise_is_refused(table, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        kiln.mods.promise_nondecreasing(lambda b, h, q, kv: kv >= table[q], table)
+    with pytest.raises(TypeError, match="takes the mask_mod function first"):
+        kiln.mods.promise_nondecreasing(table, table)
