@@ -106,10 +106,9 @@ FailureOr<llvm::json::Array> kiln::describeRunPlans(ModuleOp module, StringRef o
           Value destination = call.getOperand(firstDestination + i);
           ids[call.getResult(i)] = ids.lookup(destination);
           // A kernel that updates an argument in place (kiln-update-caches-in-place) changes the caller's data.
-          while (auto view = destination.getDefiningOp<ReshapeOp>())
-            destination = view.getInput();
-          if (isa<BlockArgument>(destination))
-            values[ids.lookup(destination)].getAsObject()->insert({"updated_in_place", true});
+          Value storage = ReshapeOp::viewedStorage(destination);
+          if (isa<BlockArgument>(storage))
+            values[ids.lookup(storage)].getAsObject()->insert({"updated_in_place", true});
         }
       } else if (auto ret = dyn_cast<func::ReturnOp>(op)) {
         for (Value operand : ret.getOperands())

@@ -27,13 +27,6 @@ namespace kiln {
 using namespace mlir;
 using namespace mlir::kiln;
 
-/// The value whose bytes `value` shares: through the plan's reshapes (views) to what allocated them.
-static Value storageRoot(Value value) {
-  while (auto view = value.getDefiningOp<ReshapeOp>())
-    value = view.getInput();
-  return value;
-}
-
 /// Every plan value that shares the bytes of `root`: the root and its views, transitively.
 static SmallVector<Value> aliasesOf(Value root) {
   SmallVector<Value> aliases{root};
@@ -59,11 +52,11 @@ LogicalResult kiln::updateCachesInPlace(RewriterBase &rewriter, func::CallOp cal
                                    "arguments, two destinations)";
   Value caches[2] = {call.getOperand(*kIndex), call.getOperand(*vIndex)};
   StringRef names[2] = {"k_cache", "v_cache"};
-  if (storageRoot(caches[0]) == storageRoot(caches[1]))
+  if (ReshapeOp::viewedStorage(caches[0]) == ReshapeOp::viewedStorage(caches[1]))
     return call.emitError() << "kiln.append_kv on the GPU writes its caches in place, so 'k_cache' and 'v_cache' "
                                "must be different buffers";
   for (auto [cache, name] : llvm::zip_equal(caches, names)) {
-    Value root = storageRoot(cache);
+    Value root = ReshapeOp::viewedStorage(cache);
     if (root.getDefiningOp<ConstantOp>())
       return call.emitError() << "kiln.append_kv on the GPU writes its caches in place, so '" << name
                               << "' cannot be a constant of the program";

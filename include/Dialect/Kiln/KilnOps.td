@@ -578,6 +578,11 @@ def Kiln_ReshapeOp : Kiln_Op<"reshape", [Pure]> {
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
   let hasFolder = 1;
+  let extraClassDeclaration = [{
+    /// The value whose bytes `value` shares: through reshapes (views of one buffer in a run plan) to the first
+    /// value that is not a reshape's result.
+    static ::mlir::Value viewedStorage(::mlir::Value value);
+  }];
 }
 
 def Kiln_DimOp : Kiln_Op<"dim", [Pure]> {

@@ -387,9 +387,7 @@ static void orderSameKindsTogether(func::FuncOp plan, SymbolTableCollection &sym
   }
   // The call that produces `value` (through views), if any.
   auto producerOf = [&](Value value) -> std::optional<unsigned> {
-    while (auto view = value.getDefiningOp<ReshapeOp>())
-      value = view.getInput();
-    if (auto call = value.getDefiningOp<func::CallOp>())
+    if (auto call = ReshapeOp::viewedStorage(value).getDefiningOp<func::CallOp>())
       return indexOf.lookup(call);
     return std::nullopt;
   };
@@ -427,10 +425,7 @@ static void orderSameKindsTogether(func::FuncOp plan, SymbolTableCollection &sym
   llvm::DenseMap<Operation *, SmallVector<ReshapeOp, 2>> viewsAfter;
   SmallVector<ReshapeOp, 2> leadingViews;
   for (auto view : block.getOps<ReshapeOp>()) {
-    Value root = view.getInput();
-    while (auto inner = root.getDefiningOp<ReshapeOp>())
-      root = inner.getInput();
-    if (auto call = root.getDefiningOp<func::CallOp>())
+    if (auto call = ReshapeOp::viewedStorage(view.getInput()).getDefiningOp<func::CallOp>())
       viewsAfter[call].push_back(view);
     else
       leadingViews.push_back(view);

@@ -280,6 +280,12 @@ void AttentionOp::takeModsFrom(AttentionOp from) {
   getMaskMod().takeBody(from.getMaskMod());
 }
 
+Value ReshapeOp::viewedStorage(Value value) {
+  while (auto view = value.getDefiningOp<ReshapeOp>())
+    value = view.getInput();
+  return value;
+}
+
 //===----------------------------------------------------------------------===//
 // AttentionOp
 //===----------------------------------------------------------------------===//
