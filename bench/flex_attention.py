@@ -33,17 +33,27 @@ def tables_for(variant, heads, seq_q, seq_k, xp, rng):
         return {"slopes": (2.0 ** -(xp.arange(heads) + 1.0) * 8 / heads).astype(xp.float32)}
     if variant == "relative_bias":
         return {"bias": rng(heads, seq_q + seq_k - 1)}
-    if variant == "document":
-        ends = sorted({seq_k // 5, seq_k // 2, (4 * seq_k) // 5})
-        ids = xp.zeros(seq_k, dtype=xp.int32)
-        for end in ends:
-            ids[end:] += 1
-        return {"docs": ids}
+    if variant in ("document", "document_spans", "packed_2048"):
+        ends = sorted({seq_k // 5, seq_k // 2, (4 * seq_k) // 5}) if variant != "packed_2048" else \
+            list(range(2048, seq_k, 2048))
+        if variant == "document":
+            ids = xp.zeros(seq_k, dtype=xp.int32)
+            for end in ends:
+                ids[end:] += 1
+            return {"docs": ids}
+        # Each query's span of keys (query i stands at key i + Sk - Sq): its document's first and last key.
+        first, last = xp.zeros(seq_q, dtype=xp.int32), xp.zeros(seq_q, dtype=xp.int32)
+        bounds, shift = [0] + ends + [seq_k], seq_k - seq_q
+        for lo, hi in zip(bounds, bounds[1:]):
+            first[max(lo - shift, 0):max(hi - shift, 0)] = lo
+            last[max(lo - shift, 0):max(hi - shift, 0)] = hi - 1
+        return {"first": first, "last": last}
     return {}
 
 
-def mods_for(variant, seq_q, seq_k, tanh, tables):
-    """(score_mod, mask_mod) of a variant; positions are bottom-right aligned (query i is key i + Sk - Sq)."""
+def mods_for(variant, seq_q, seq_k, tanh, tables, promise=lambda fn, *tables: fn):
+    """(score_mod, mask_mod) of a variant; positions are bottom-right aligned (query i is key i + Sk - Sq).
+    ``promise`` marks the span tables nondecreasing (kiln.mods.promise_nondecreasing when Kiln traces)."""
     shift = seq_k - seq_q
     if variant == "softcap":
         return (lambda s, b, h, q, kv: CAP * tanh(s / CAP)), None
@@ -58,6 +68,9 @@ def mods_for(variant, seq_q, seq_k, tanh, tables):
     if variant == "document":
         docs = tables["docs"]
         return None, (lambda b, h, q, kv: docs[q + shift] == docs[kv])
+    if variant in ("document_spans", "packed_2048"):
+        first, last = tables["first"], tables["last"]
+        return None, promise(lambda b, h, q, kv: (kv >= first[q]) & (kv <= last[q]), first, last)
     if variant == "prefix_lm":
         return None, (lambda b, h, q, kv: (kv <= q + shift) | (kv < PREFIX))
     if variant == "plain_tiled":
@@ -71,13 +84,18 @@ def mods_for(variant, seq_q, seq_k, tanh, tables):
 CASES = []
 for _dtype in ("bf16", "f16"):
     for _variant, _causal in (("softcap", False), ("alibi", True), ("relative_bias", False),
-                              ("sliding_window", True), ("document", False), ("prefix_lm", False)):
+                              ("sliding_window", True), ("document", False), ("document_spans", False),
+                              ("prefix_lm", False)):
         CASES.append((f"t_{_dtype}_{_variant}_gqa_77x200_d64", _variant, _causal, 2, 4, 2, 77, 200, 64, _dtype))
         CASES.append((f"t_{_dtype}_{_variant}_1200_d128", _variant, _causal, 1, 4, 4, 1200, 1200, 128, _dtype))
 for _d in (128, 64):
     for _variant, _causal in (("plain_default", True), ("plain_tiled", True), ("softcap", True), ("alibi", True),
-                              ("sliding_window", True), ("document", True)):
+                              ("sliding_window", True), ("document", True), ("document_spans", True)):
         CASES.append((f"b_{_variant}_d{_d}_b4_h32_s4096", _variant, _causal, 4, 32, 32, 4096, 4096, _d, "bf16"))
+# Eight packed 2048-token sequences (causal within each, as a varlen prefill), against the same eight sequences
+# as a batch of plain causal attentions: the padding-free ideal.
+CASES.append(("b_packed_2048_d128_b1_h32_s16384", "packed_2048", True, 1, 32, 32, 16384, 16384, 128, "bf16"))
+CASES.append(("b_plain_default_d128_b8_h32_s2048", "plain_default", True, 8, 32, 32, 2048, 2048, 128, "bf16"))
 for _variant in ("plain_default", "sliding_window"):
     CASES.append((f"b_{_variant}_d128_b1_h32_s16384", _variant, True, 1, 32, 32, 16384, 16384, 128, "bf16"))
 # The plain attention through the variants' lowering against the default kernel: non-causal, and shorter keys.
@@ -105,7 +123,7 @@ def prepare(args):
         b, h, hkv, sq, sk, d = (item[k] for k in ("batch", "heads", "kv_heads", "seq_q", "seq_k", "head_dim"))
         dtype = np.float32  # the trace only needs shapes: the element type is swapped in the text below
         tables = tables_for(item["variant"], h, sq, sk, np, lambda *shape: np.zeros(shape, np.float32))
-        score_mod, mask_mod = mods_for(item["variant"], sq, sk, kiln.tanh, tables)
+        score_mod, mask_mod = mods_for(item["variant"], sq, sk, kiln.tanh, tables, kiln.mods.promise_nondecreasing)
         q, kv = np.zeros((b, h, sq, d), dtype), np.zeros((b, hkv, sk, d), dtype)
         text = kiln.ops.attention.source(q, kv, kv, causal=item["causal"], score_mod=score_mod, mask_mod=mask_mod)
         text = text.replace(f"x{d}xf32>", f"x{d}x{item['dtype']}>")
