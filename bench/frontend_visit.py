@@ -81,7 +81,7 @@ def run_shape(name, folder, log):
     weights = kiln_weights(module)
     inputs = [x] + [weights[k].contiguous() for k in meta["weights"]]
     runner = kiln.load(folder)
-    row = dict(shape=name, batch=c["batch"], seq=c["seq"], kiln_kernels=len(runner.plan["steps"]),
+    row = dict(shape=name, batch=c["batch"], seq=c["seq"], kiln_kernels=len(runner.kernels),
                import_s=meta["import_s"], kilnc_s=meta["compile_s"])
     with torch.no_grad():
         out = runner(*inputs)

@@ -26,26 +26,30 @@ LIMITS = {"bf16": 1e-2, "f16": 5e-3, "f32": 1e-4}
 
 
 class Runtime:
-    """Loads and launches single kernels through the kiln package's bindings of libkiln_runtime.so
-    (kiln/runtime.py; build/python on PYTHONPATH, no compiler needed)."""
+    """Runs single-kernel programs through the kiln package (build/python or the installed wheel on the path;
+    no compiler needed): the runtime runs each folder's plan, bound once per set of tensors to the caller's
+    inputs and output tensors, so a timed launch is one plan run of one kernel."""
 
     def __init__(self, path):
         os.environ.setdefault("KILN_RUNTIME", str(Path(path).resolve()))
-        from kiln import runtime
-        self.gpu = runtime.device(0)
-        self.launches = {}  # kernel handle -> what launches it (runtime.launcher)
-        self.launcher = runtime.launcher
+        import kiln
+        self.kiln = kiln
+        self.bound = {}  # (folder, tensor addresses) -> the bound program
 
     def load(self, cubin, entry):
-        """The kernel of manifest ``entry`` from ``cubin``, with the tensor maps its launches append (TMA)."""
-        return self.gpu.manifest_kernel(self.gpu.load(Path(cubin).read_bytes()), entry)
+        """The program of the folder holding ``cubin``, the kernel of manifest ``entry``."""
+        program = self.kiln.load(Path(cubin).parent)
+        if [k["name"] for k in program.kernels] != [entry["name"]]:
+            raise SystemExit(f"{Path(cubin).parent}: expected the one kernel {entry['name']}")
+        return program
 
-    def launch(self, kernel, launch, tensors):
-        sizes = list(launch.get("sizes", []))  # a size-generic kernel's sizes follow its buffers
-        key = (kernel.value, len(tensors))
-        if key not in self.launches:
-            self.launches[key] = self.launcher(kernel, launch, len(tensors) + len(sizes))
-        self.launches[key]([t.data_ptr() for t in tensors] + sizes, torch.cuda.current_stream().cuda_stream)
+    def launch(self, program, entry, tensors):
+        """Runs ``program`` with its inputs and then its outputs in ``tensors``."""
+        key = (program.folder, tuple(t.data_ptr() for t in tensors))
+        if key not in self.bound:
+            count = len(program.inputs)
+            self.bound[key] = program.bind(*tensors[:count], out=tensors[count:])
+        self.bound[key].launch()
 
 
 def make_inputs(case, generator):
@@ -128,17 +132,11 @@ def attention_flops(case):
 
 def launcher(folder, runtime, kernel, entry, inputs, outputs):
     """The program in ``folder`` as a function of no arguments that runs it on ``inputs``, and its results: its one
-    kernel launched straight into ``outputs``, or a plan of several kernels (a split attention and its merge,
-    kiln-split-kv's, where query tiles are few) bound through the Python runtime, whose own buffers hold the
-    results."""
-    manifest = json.loads((Path(folder) / "manifest.json").read_text())
-    if len(manifest["plans"][0]["steps"]) == 1:
-        tensors = [*inputs, *outputs]
-        launch = lambda: runtime.launch(kernel, entry, tensors)  # noqa: E731
-        launch()
-        return launch, outputs
+    kernel writing straight into ``outputs``, or a plan of several kernels (a split attention and its merge,
+    kiln-split-kv's, where query tiles are few) bound with buffers of its own, which hold the results."""
     import kiln
-    bound = kiln.load(folder).bind(*inputs)
+    program = kiln.load(folder)
+    bound = program.bind(*inputs, out=outputs if len(program.kernels) == 1 else None)
     return bound.launch, list(bound.launch())
 
 
@@ -261,7 +259,6 @@ def attention_block_reference(q, k, v, w, b, x):
 def run_plan(case, runtime, folder, generator):
     import kiln  # the package's plan runner (build/python on PYTHONPATH; the compiler extension is not needed)
     program = kiln.load(folder)
-    plan = program.plan
     inputs = [torch.randn(*shape, generator=generator, device="cuda").to(DTYPES[dtype]) * 0.5
               for dtype, shape in program.inputs]
     out = program(*inputs)
@@ -269,7 +266,7 @@ def run_plan(case, runtime, folder, generator):
     ref = attention_block_reference(*inputs)
     error = ((out.float() - ref).abs().max() / ref.abs().max()).item()
     ok = error <= LIMITS[case["dtype"]] and not torch.isnan(out).any().item()
-    return dict(name=case["name"], error=error, ok=ok, kernels=len(plan["steps"]))
+    return dict(name=case["name"], error=error, ok=ok, kernels=len(program.kernels))
 
 
 def report_latency(header, rows, errors, path, meta, digits=1):

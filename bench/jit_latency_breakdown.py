@@ -130,28 +130,25 @@ def warm(kiln, torch, rows):
     matmul(a, a, bias=bias)
     (program,) = matmul.programs.values()
     index = a.get_device()
-    device, steps, values = program._values(torch, (a, a, bias), index)
-    launch, slots, sizes = steps[0]
-    pointers = [values[s].data_ptr() for s in slots] + sizes
+    device, run, dtypes, plan = program._loaded[index]
+    buffers = [torch.empty(shape, dtype=dtypes[dtype], device=device) for shape, dtype in program._allocations]
+    inputs, addresses = [t.data_ptr() for t in (a, a, bias)], [b.data_ptr() for b in buffers]
     stream = kiln.gpu._current_stream(torch, index)
     rows["warm: kiln.ops.matmul(a, b, bias=) per call"] = us(lambda: matmul(a, a, bias=bias))
     rows["warm: jit dispatch key (_fast_key)"] = us(lambda: sys.modules["kiln.jit"]._fast_key((a, a), {"bias": bias}))
     rows["warm: GpuProgram call (checks, no jit dispatch)"] = us(lambda: program(a, a, bias))
     rows["warm: GpuProgram.run_checked (no checks)"] = us(lambda: program.run_checked(torch, (a, a, bias), index))
-    rows["warm: GpuProgram._values (output allocation)"] = us(lambda: program._values(torch, (a, a, bias), index))
     rows["warm: torch.empty(16, 16) on cuda"] = us(lambda: torch.empty((16, 16), dtype=torch.bfloat16,
                                                                         device=device))
     rows["warm: current stream"] = us(lambda: kiln.gpu._current_stream(torch, index))
-    rows["warm: data_ptr x4"] = us(lambda: [values[s].data_ptr() for s in slots])
-    native = type(launch).__module__ == "kiln._kiln_launch"
-    rows[f"warm: one launch ({'_kiln_launch' if native else 'ctypes'} + cuLaunchKernel)"] = us(
-        lambda: launch(pointers, stream))
-    if native:  # the same launch through the ctypes path, which a package without the extension takes
+    rows["warm: data_ptr x3"] = us(lambda: [t.data_ptr() for t in (a, a, bias)])
+    native = type(run).__module__ == "kiln._kiln_launch"
+    rows[f"warm: one plan run ({'_kiln_launch' if native else 'ctypes'} + cuLaunchKernel)"] = us(
+        lambda: run(inputs, addresses, stream))
+    if native:  # the same run through the ctypes path, which a package without the extension takes
         from kiln import runtime
-        entry, gpu = program.kernels[0], runtime.device(index)
-        module = gpu.load((program.folder / program._image(entry, gpu.capability)).read_bytes())
-        through_ctypes = runtime.Launch(gpu.manifest_kernel(module, entry), entry, len(pointers))
-        rows["warm: one launch (ctypes + cuLaunchKernel)"] = us(lambda: through_ctypes(pointers, stream))
+        through_ctypes = runtime._CtypesRunner(plan)
+        rows["warm: one plan run (ctypes + cuLaunchKernel)"] = us(lambda: through_ctypes(inputs, addresses, stream))
     rows["warm: torch.matmul 16x16"] = us(lambda: torch.matmul(a, a))
     torch.cuda.synchronize()
 

@@ -1,17 +1,18 @@
-"""GPU programs: a compiled module's kernels and run plan, launched on torch CUDA tensors.
+"""GPU programs: a compiled module's kernels and run plan, run on torch CUDA tensors.
 
-Why the plan runs here: a compiled entry function is kernels plus a plan — inputs, buffers, views, constants and
-launches in order (Driver/RunPlan.h). Executing it in Python over the runtime keeps the GPU path free of MLIR,
-so a program compiled on one machine (or found in the disk cache) runs on another that has only the runtime,
-torch and this package. Arguments are checked by position and name the entry; outputs are new torch tensors on
-the inputs' device, and every launch goes to the current stream.
+Why the runtime runs the plan: a compiled entry function is kernels plus a plan — inputs, buffers, views,
+constants and launches in order (Driver/RunPlan.h). The runtime (libkiln_runtime, no MLIR) reads the folder's
+manifest, checks it, loads the kernels and runs the plan in one C call (kiln_plan_run_with_buffers); this module
+checks torch arguments by position and name, allocates the plan's scratch buffers with torch's allocator on the
+inputs' device, and hands the runtime their addresses and the current stream. So a program compiled on one
+machine (or found in the disk cache) runs on another that has only the runtime, torch and this package, and
+C programs, kiln-plan-run and Python run one executor.
 """
 
 import json
+import math
 import sys
 from pathlib import Path
-
-import numpy as np
 
 from . import runtime
 from .extensions import native
@@ -19,7 +20,6 @@ from .extensions import native
 #: torch dtype name of each kiln element type.
 TORCH_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "i64": "int64", "i32": "int32",
                 "i1": "bool"}
-_NUMPY = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16, "i64": np.int64, "i32": np.int32, "i1": np.bool_}
 #: Compute capability each target's cubin needs.
 CAPABILITIES = {"sm_80": (8, 0), "sm_90a": (9, 0)}
 
@@ -58,114 +58,7 @@ def driver_assembler(target):
     return gpu.assemble if gpu.capability == CAPABILITIES.get(target) else None
 
 
-class ManifestError(ValueError):
-    """A manifest.json this Kiln cannot run: damaged, edited by hand, or written by an older Kiln."""
-
-
-_KINDS = {str: "a string", int: "an integer", list: "a list", dict: "an object"}
-
-
-def _checked_manifest(folder):
-    """The manifest of ``folder``, once every field that loading and launching the program reads is there with
-    its type, every file it names is in the folder and every id it uses is defined; else a ManifestError that
-    names the file and the field (a KeyError at the first call would name neither)."""
-    path = folder / "manifest.json"
-
-    def bad(why):
-        raise ManifestError(f"{path}: {why}; compile the program again")
-
-    def field(obj, key, kind, where, optional=False):
-        if optional and key not in obj:
-            return kind()
-        value = obj.get(key)
-        if not isinstance(value, kind) or isinstance(value, bool):
-            bad(f"{where} has no {key!r} ({_KINDS[kind]})")
-        return value
-
-    def objects(obj, key, where):
-        items = field(obj, key, list, where)
-        if not all(isinstance(item, dict) for item in items):
-            bad(f"{where}'s {key!r} holds something other than objects")
-        return items
-
-    def integers(obj, key, where, count=None, optional=False):
-        values = field(obj, key, list, where, optional)
-        if not all(isinstance(v, int) and not isinstance(v, bool) for v in values) or \
-                count is not None and len(values) != count:
-            bad(f"{where}'s {key!r} is not a list of {f'{count} ' if count else ''}integers")
-        return values
-
-    def file(obj, key, where):
-        name = field(obj, key, str, where)
-        if Path(name).name != name or not (folder / name).is_file():
-            bad(f"{where} names {key} {name!r}, which is not a file of the folder")
-
-    try:
-        manifest = json.loads(path.read_text())
-    except ValueError as error:  # not JSON, or not text
-        bad(f"not JSON ({error})")
-    if not isinstance(manifest, dict):
-        bad("not a JSON object")
-    if field(manifest, "target", str, "the manifest") not in CAPABILITIES:
-        bad(f"target {manifest['target']!r} is not one of {', '.join(CAPABILITIES)}")
-    kernels = objects(manifest, "kernels", "the manifest")
-    unnamed = [k.get("name", "?") for k in kernels if not k.get("ptx") or not k.get("function")]
-    if unnamed:  # written before each kernel had files of its own, or named the function it launches
-        raise ManifestError(f"{folder}: kernel {unnamed[0]} names no PTX file or function; the folder comes from "
-                            f"an older Kiln, compile it again")
-    for kernel in kernels:
-        where = f"kernel {field(kernel, 'name', str, 'a kernel')!r}"
-        field(kernel, "function", str, where)
-        # A folder may travel with its cubins alone (the PTX is only needed where no cubin fits the GPU).
-        if kernel.get("cubin") is not None:
-            file(kernel, "cubin", where)
-        else:
-            file(kernel, "ptx", where)
-        objects(kernel, "params", where)
-        integers(kernel, "grid", where, 3)
-        integers(kernel, "block", where, 3)
-        field(kernel, "dynamic_shared_bytes", int, where)
-        integers(kernel, "sizes", where, optional=True)
-        if not isinstance(kernel.get("dependent_launch", False), bool):
-            bad(f"{where}'s 'dependent_launch' is not true or false")
-        for spec in field(kernel, "tensor_maps", list, where, optional=True):
-            if not isinstance(spec, dict):
-                bad(f"{where}'s tensor map is not an object")
-            field(spec, "dtype", str, f"{where}'s tensor map")
-            for key in ("buffer", "swizzle"):
-                field(spec, key, int, f"{where}'s tensor map")
-            for key in ("dims", "strides", "box"):
-                integers(spec, key, f"{where}'s tensor map")
-    names = {kernel["name"] for kernel in kernels}
-    for plan in objects(manifest, "plans", "the manifest"):
-        where = f"plan {field(plan, 'function', str, 'a plan')!r}"
-        values = objects(plan, "values", where)
-        ids = {field(value, "id", int, f"a value of {where}") for value in values}
-        for value in values:
-            at = f"value {value['id']} of {where}"
-            kind = field(value, "kind", str, at)
-            if field(value, "dtype", str, at) not in TORCH_DTYPES:
-                bad(f"{at} has dtype {value['dtype']!r}")
-            integers(value, "shape", at)
-            if kind == "input":
-                field(value, "index", int, at)
-                if not isinstance(value.get("updated_in_place", False), bool):
-                    bad(f"{at}'s 'updated_in_place' is not true or false")
-            elif kind == "view":
-                if field(value, "of", int, at) not in ids:
-                    bad(f"{at} is a view of value {value['of']}, which the plan does not define")
-            elif kind == "constant":
-                file(value, "file", at)
-            elif kind != "buffer":
-                bad(f"{at} is of unknown kind {kind!r}")
-        for step in objects(plan, "steps", where):
-            if field(step, "kernel", str, f"a step of {where}") not in names:
-                bad(f"a step of {where} launches kernel {step['kernel']!r}, which the manifest does not list")
-            if not set(integers(step, "args", f"step {step['kernel']!r} of {where}")) <= ids:
-                bad(f"step {step['kernel']!r} of {where} takes a value the plan does not define")
-        if not set(integers(plan, "outputs", where)) <= ids:
-            bad(f"{where} returns a value it does not define")
-    return manifest
+ManifestError = runtime.ManifestError
 
 
 class GpuProgram:
@@ -173,49 +66,31 @@ class GpuProgram:
 
     def __init__(self, folder, entry=None, source=None):
         self.folder = Path(folder)
-        self.manifest = _checked_manifest(self.folder)
-        self.target = self.manifest["target"]
-        plans = self.manifest["plans"]
-        names = [plan["function"] for plan in plans]
-        if entry:
-            if entry not in names:
-                raise ValueError(f"no function '{entry}' in the compiled module (it has {', '.join(names)})")
-            self.plan = plans[names.index(entry)]
-        elif len(plans) == 1:
-            self.plan = plans[0]
-        else:
-            raise ValueError(f"the module has {len(plans)} public functions ({', '.join(names)}); pass entry=NAME")
-        self.entry = self.plan["function"]
-        values = {value["id"]: value for value in self.plan["values"]}
-        inputs = sorted((v for v in self.plan["values"] if v["kind"] == "input"), key=lambda v: v["index"])
-        self.inputs = [(v["dtype"], tuple(v["shape"])) for v in inputs]
+        self._plan = runtime.Plan(self.folder, entry)  # the runtime reads and checks the manifest
+        self.target, self.entry = self._plan.target, self._plan.function
+        self.inputs, self.outputs = self._plan.inputs, self._plan.outputs
         # Inputs that a kernel updates in place (kiln.append_kv's caches): no other input may share their memory.
-        self._in_place = [position for position, v in enumerate(inputs) if v.get("updated_in_place", False)]
-        self.outputs = [(values[i]["dtype"], tuple(values[i]["shape"])) for i in self.plan["outputs"]]
+        self._in_place = self._plan.in_place
         self._source = source
+        self._manifest = None
         self._loaded = {}
         self._expected = None
-        # Every plan value gets a slot in a flat list: inputs first (by argument index), then the rest in order.
-        self._slots = {v["id"]: v["index"] for v in inputs}
-        self._layout = []
-        for value in self.plan["values"]:
-            if value["kind"] == "input":
-                continue
-            self._slots[value["id"]] = len(self._slots)
-            self._layout.append((self._slots[value["id"]], value))
-        self._value_count = len(self._slots)
-        self._output_slots = [self._slots[i] for i in self.plan["outputs"]]
-        # Outputs that are (views of) inputs or constants are copied, so that a caller's result never aliases an
-        # argument or the program's own constants; but an argument that a kernel updates in place (the paged
-        # caches of kiln.append_kv) is returned itself, updated, as torch's in-place ops return theirs.
-        kinds = {self._slots[v["id"]]: v for v in self.plan["values"]}
-        def root(slot):
-            value = kinds.get(slot)
-            return root(self._slots[value["of"]]) if value and value["kind"] == "view" else value
-        def copied(value):
-            return value is None or value["kind"] == "constant" or (
-                value["kind"] == "input" and not value.get("updated_in_place", False))
-        self._copied_outputs = {slot for slot in self._output_slots if copied(root(slot))}
+        # Each scratch buffer is allocated as the first output it holds (dtype, shape), else as bytes; an output
+        # is that tensor, a view of it, or an input the plan updates in place.
+        self._allocations = [((max(size, 1),), "u8") for size in self._plan.buffer_bytes]
+        self._results = []
+        for (dtype, shape), (where, index) in zip(self.outputs, self._plan.output_sources):
+            if where == "buffer" and self._allocations[index][1] == "u8":
+                self._allocations[index] = (shape, dtype)
+            self._results.append((where == "input", index, shape, dtype))
+
+    @property
+    def manifest(self):
+        """The manifest as JSON, for what it describes (kernel configs, registers, compile stage times): the
+        runtime has read and checked it; the plan runs from the runtime's reading."""
+        if self._manifest is None:
+            self._manifest = json.loads((self.folder / "manifest.json").read_text())
+        return self._manifest
 
     @property
     def ptx(self):
@@ -227,7 +102,8 @@ class GpuProgram:
     def kernels(self):
         """The manifest's kernel entries (name, launch, config, registers, ...), in plan order."""
         by_name = {k["name"]: k for k in self.manifest["kernels"]}
-        return [by_name[step["kernel"]] for step in self.plan["steps"]]
+        plan = next(p for p in self.manifest["plans"] if p["function"] == self.entry)
+        return [by_name[step["kernel"]] for step in plan["steps"]]
 
     def ir(self, stage="kiln"):
         """The module at ``stage``: kiln, fused, tiled (target-independent), gpu or llvm (this target), ptx."""
@@ -248,25 +124,56 @@ class GpuProgram:
         ``index``: what ``@kiln.jit`` calls when its cache key already proved that."""
         if self._in_place:
             self._check_in_place(tensors)
-        device, steps, values = self._values(torch, tensors, index)
-        stream = _current_stream(torch, index)
-        for launch, slots, sizes in steps:
-            launch([values[s].data_ptr() for s in slots] + sizes, stream)
-        copied = self._copied_outputs
-        results = [values[s].clone() if s in copied else values[s] for s in self._output_slots]
+        device, run, dtypes, _ = self._loaded.get(index) or self._load(torch, index)
+        empty = torch.empty
+        buffers = [empty(shape, dtype=dtypes[dtype], device=device) for shape, dtype in self._allocations]
+        run([t.data_ptr() for t in tensors], [b.data_ptr() for b in buffers], _current_stream(torch, index))
+        results = self._outputs(tensors, buffers, dtypes)
         return results[0] if len(results) == 1 else tuple(results)
 
-    def bind(self, *tensors):
-        """The program bound to these input tensors, with its buffers allocated once: ``launch()`` issues the
-        kernels (refill the inputs in place between calls; the outputs are the same tensors every time), and
-        ``capture()`` records them into a CUDA graph that ``replay()`` issues with one call."""
+    def bind(self, *tensors, out=None):
+        """The program bound to these input tensors, with its buffers allocated once: ``launch()`` runs the
+        plan (refill the inputs in place between calls; the outputs are the same tensors every time), and
+        ``capture()`` records it into a CUDA graph that ``replay()`` issues with one call. ``out`` (one tensor
+        or None per output) gives the tensors that outputs held in buffers of their own are written to."""
         import torch
         index = self._check(torch, tensors)
         if self._in_place:
             self._check_in_place(tensors)
-        device, steps, values = self._values(torch, tensors, index)
-        launches = [(launch, [values[s].data_ptr() for s in slots] + sizes) for launch, slots, sizes in steps]
-        return BoundProgram(device, launches, [values[s] for s in self._output_slots], values)
+        device, run, dtypes, _ = self._loaded.get(index) or self._load(torch, index)
+        buffers = [torch.empty(shape, dtype=dtypes[dtype], device=device) for shape, dtype in self._allocations]
+        for position, given in enumerate(out or ()):
+            if given is not None:
+                buffers[self._out_buffer(torch, position, given, device)] = given
+        inputs, addresses = [t.data_ptr() for t in tensors], [b.data_ptr() for b in buffers]
+        return BoundProgram(device, lambda stream: run(inputs, addresses, stream),
+                            self._outputs(tensors, buffers, dtypes), (tensors, buffers))
+
+    def _outputs(self, tensors, buffers, dtypes):
+        """The results of a run: each output's input, buffer, or the buffer's bytes under its dtype and shape."""
+        results = []
+        for is_input, index, shape, dtype in self._results:
+            held = tensors[index] if is_input else buffers[index]
+            if held.dtype is dtypes["u8"]:  # a buffer allocated as bytes: its first bytes under the output's dtype
+                wanted = dtypes[dtype]
+                held = held[:math.prod(shape) * wanted.itemsize].view(wanted).view(shape)
+            elif held.shape != shape:
+                held = held.view(shape)
+            results.append(held)
+        return results
+
+    def _out_buffer(self, torch, position, given, device):
+        """The buffer of output ``position``, which the tensor ``given`` is to be; raises unless it can be."""
+        if not 0 <= position < len(self._results) or self._results[position][0]:
+            raise ValueError(f"output {position} of '{self.entry}' is not written to a buffer of its own")
+        _, index, shape, dtype = self._results[position]
+        expected = getattr(torch, TORCH_DTYPES[dtype])
+        if not (isinstance(given, torch.Tensor) and given.device == device and given.dtype is expected and
+                tuple(given.shape) == shape and given.is_contiguous() and given.data_ptr() % 16 == 0 and
+                self._allocations[index] == (shape, dtype)):
+            raise ValueError(f"out[{position}] of '{self.entry}' must be a contiguous, 16-byte aligned "
+                             f"torch.{TORCH_DTYPES[dtype]} tensor of shape {shape} on {device}")
+        return index
 
     def _check(self, torch, tensors):
         """Checks the arguments; returns the index of the GPU they are on."""
@@ -297,21 +204,6 @@ class GpuProgram:
                     raise ValueError(f"'{self.entry}' updates argument {i} in place, but argument {j} shares its "
                                      f"memory; pass separate tensors")
 
-    def _values(self, torch, tensors, index):
-        """Every plan value for a call on GPU ``index``: the inputs, then new buffers, views and the constants,
-        in slot order."""
-        device, steps, fills = self._loaded.get(index) or self._load(torch, index)
-        values = list(tensors)
-        empty = torch.empty
-        for kind, first, second in fills:
-            if kind == "buffer":
-                values.append(empty(first, dtype=second, device=device))
-            elif kind == "view":
-                values.append(values[first].view(second))
-            else:
-                values.append(first)
-        return device, steps, values
-
     def _prepare_checks(self, torch):
         """Per input, the torch dtype and shape to compare against (built once)."""
         self._expected = [(getattr(torch, TORCH_DTYPES[dtype]), torch.Size(shape)) for dtype, shape in self.inputs]
@@ -338,72 +230,32 @@ class GpuProgram:
                          f"offset); call .clone() first")
 
     def _load(self, torch, index):
-        """The launches and how to fill every non-input slot on GPU ``index``, prepared on its first call."""
-        device = torch.device("cuda", index)
+        """The device, what runs the plan loaded on GPU ``index`` (the runtime picks each kernel's cubin or PTX),
+        the torch dtype of each allocation and the loaded plan, prepared on its first call."""
         gpu = runtime.device(index)
-        entries = {k["name"]: k for k in self.manifest["kernels"]}
-        modules, steps = {}, []  # one module per kernel file, loaded once
-        for step in self.plan["steps"]:
-            entry = entries[step["kernel"]]
-            image = self._image(entry, gpu.capability)
-            if image not in modules:
-                try:
-                    modules[image] = gpu.load((self.folder / image).read_bytes())
-                except RuntimeError as error:  # the driver names the CUDA error, not the file it was given
-                    raise RuntimeError(f"{self.folder / image}: {error} (compiled for {self.target}; the GPU has "
-                                       f"compute capability {gpu.capability[0]}.{gpu.capability[1]})") from None
-            kernel = gpu.manifest_kernel(modules[image], entry)
-            # A size-generic kernel takes its sizes after the buffers (the same at every call of the step), and a
-            # TMA kernel its tensor maps after those, which the runtime builds at each launch.
-            sizes = list(entry.get("sizes", []))
-            launch = runtime.launcher(kernel, entry, len(step["args"]) + len(sizes))
-            steps.append((launch, [self._slots[i] for i in step["args"]], sizes))
-        fills = []  # one per non-input slot, in slot order
-        for _, value in self._layout:
-            dtype = getattr(torch, TORCH_DTYPES[value["dtype"]])
-            if value["kind"] == "constant":
-                raw = np.fromfile(self.folder / value["file"], dtype=_NUMPY[value["dtype"]]).reshape(value["shape"])
-                tensor = torch.from_numpy(raw.view(np.int16) if value["dtype"] == "bf16" else raw)
-                fills.append(("constant", (tensor.view(dtype) if value["dtype"] == "bf16" else tensor).to(device),
-                              None))
-            elif value["kind"] == "buffer":
-                fills.append(("buffer", tuple(value["shape"]), dtype))
-            else:
-                fills.append(("view", self._slots[value["of"]], tuple(value["shape"])))
-        loaded = self._loaded[index] = (device, steps, fills)
+        self._plan.check_chip(gpu.capability)
+        plan = runtime.Plan(self.folder, self.entry, gpu)  # kept with its runner, which holds only its handle
+        dtypes = {name: getattr(torch, torch_name) for name, torch_name in TORCH_DTYPES.items()}
+        dtypes["u8"] = torch.uint8
+        loaded = self._loaded[index] = (torch.device("cuda", index), plan.runner(), dtypes, plan)
         return loaded
-
-    def _image(self, kernel, capability):
-        """The file of ``kernel`` to load on a GPU of ``capability``: its cubin, or its PTX for the driver to
-        JIT-compile (another 8.x GPU than the cubin's, or no cubin)."""
-        needed = CAPABILITIES[self.target]
-        if self.target == "sm_90a" and capability != needed:
-            raise RuntimeError(f"this program is compiled for sm_90a (compute capability 9.0); the GPU has "
-                               f"{capability[0]}.{capability[1]}")
-        if capability < needed:
-            raise RuntimeError(f"this program is compiled for {self.target}; the GPU's compute capability "
-                               f"{capability[0]}.{capability[1]} is older")
-        cubin = kernel.get("cubin")
-        return cubin if cubin and capability[0] == needed[0] else kernel["ptx"]
 
 
 class BoundProgram:
-    """A GpuProgram bound to fixed tensors (``GpuProgram.bind``): launches with nothing left to decide."""
+    """A GpuProgram bound to fixed tensors (``GpuProgram.bind``): runs with nothing left to decide."""
 
-    def __init__(self, device, launches, outputs, values):
-        self.device, self.launches, self.outputs = device, launches, outputs
-        self._values = values  # keeps the buffers alive while the launches point at them
+    def __init__(self, device, run, outputs, keep):
+        self.device, self.run, self.outputs = device, run, outputs
+        self._keep = keep  # the inputs and buffers whose addresses the run passes
         self.graph = None
 
     def launch(self):
         import torch
-        stream = _current_stream(torch, self.device.index)
-        for launch, pointers in self.launches:
-            launch(pointers, stream)
+        self.run(_current_stream(torch, self.device.index))
         return self.outputs
 
     def capture(self):
-        """Records the launches into a CUDA graph (after one warm launch on a side stream)."""
+        """Records the run into a CUDA graph (after one warm run on a side stream)."""
         import torch
         side = torch.cuda.Stream(self.device)
         side.wait_stream(torch.cuda.current_stream(self.device))

@@ -1,22 +1,23 @@
 """The kernel runtime from Python: libkiln_runtime (a C API over the CUDA driver) through ctypes.
 
 Why ctypes and not the extension: the runtime is what ships next to compiled kernels — it needs neither MLIR nor
-a C++ build for the Python at hand, so a machine without the compiler (the GPU machine) can still load and launch
-Kiln's kernels. The library sits inside the package (the build copies it there); ``KILN_RUNTIME`` names another.
-Every failing call raises ``RuntimeError`` with the runtime's message (the CUDA error name, or "no driver").
-Launches go through the package's _kiln_launch module, one C call each, when it was built for this Python, and
-through ctypes otherwise (a package carried to a machine with another Python).
+a C++ build for the Python at hand, so a machine without the compiler (the GPU machine) can still load and run
+Kiln's programs. The library sits inside the package (the build copies it there); ``KILN_RUNTIME`` names another.
+The runtime reads a compiled folder's manifest and executes its plan (``Plan``): this module only binds it.
+Every failing call raises ``RuntimeError`` with the runtime's message (the CUDA error name, or "no driver"), or
+``ManifestError`` for a manifest the runtime cannot run. Runs go through the package's _kiln_launch module, one C
+call each, when it was built for this Python, and through ctypes otherwise (a package carried to a machine with
+another Python).
 """
 
 import ctypes
 import os
-import threading
 from pathlib import Path
 
 try:
-    from ._kiln_launch import Launcher as _NativeLauncher
+    from ._kiln_launch import PlanRunner as _NativeRunner
 except ImportError:
-    _NativeLauncher = None
+    _NativeRunner = None
 
 _LIBRARY = None
 _DEVICES = {}
@@ -30,9 +31,16 @@ def _library():
             raise RuntimeError(f"the Kiln runtime library is missing ({path}); build the project or set KILN_RUNTIME")
         lib = ctypes.CDLL(path)
         lib.kiln_last_error.restype = ctypes.c_char_p
-        # Declared so that a launch passes plain ints (addresses, the stream) without wrapping each one.
-        lib.kiln_kernel_launch.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint,
-                                           ctypes.c_void_p, ctypes.c_void_p]
+        # Declared so that calls pass plain ints (handles, addresses, the stream) without wrapping each one.
+        lib.kiln_plan_run_with_buffers.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                                   ctypes.c_void_p]
+        for name in ("kiln_plan_target", "kiln_plan_function"):
+            getattr(lib, name).restype = ctypes.c_char_p
+            getattr(lib, name).argtypes = [ctypes.c_void_p]
+        for name in ("kiln_plan_num_inputs", "kiln_plan_num_outputs", "kiln_plan_num_buffers", "kiln_plan_free"):
+            getattr(lib, name).argtypes = [ctypes.c_void_p]
+        lib.kiln_plan_input_updated_in_place.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        lib.kiln_plan_check_chip.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
         _LIBRARY = lib
     return _LIBRARY
 
@@ -43,7 +51,7 @@ def check(status, what):
 
 
 class Device:
-    """One GPU opened through the runtime; modules loaded on it stay loaded while it lives."""
+    """One GPU opened through the runtime, which plans load onto (``Plan(..., device=)``)."""
 
     def __init__(self, ordinal):
         self.lib = _library()
@@ -55,7 +63,8 @@ class Device:
         self.capability, self.multiprocessors = (major.value, minor.value), sms.value
 
     def load(self, image):
-        """Loads a cubin or PTX image (bytes); returns the module handle."""
+        """Loads a cubin or PTX image (bytes) as a module of this GPU; returns the module handle (the assemblers'
+        and loaders' benchmarks time it; programs load through ``Plan``)."""
         module = ctypes.c_void_p()
         check(self.lib.kiln_module_load_data(self.handle, image, ctypes.c_size_t(len(image)), ctypes.byref(module)),
               "loading the kernels")
@@ -73,44 +82,6 @@ class Device:
             self.lib.kiln_buffer_free(cubin)
             self.lib.kiln_buffer_free(log)
 
-    def kernel(self, module, name, params=0, tensor_maps=(), dependent_launch=False):
-        """The kernel ``name`` of ``module``; with ``tensor_maps`` (the manifest's specs), each launch appends one
-        TMA descriptor per spec, built from the address in parameter ``buffer``, after its ``params`` values; with
-        ``dependent_launch`` (a kernel that waits for its predecessor itself) launches overlap the previous
-        kernel of the stream."""
-        kernel = ctypes.c_void_p()
-        check(self.lib.kiln_module_get_kernel(module, name.encode(), ctypes.byref(kernel)), f"kernel '{name}'")
-        if tensor_maps:
-            specs = (TensorMapSpec * len(tensor_maps))(*[TensorMapSpec.of(m) for m in tensor_maps])
-            check(self.lib.kiln_kernel_set_tensor_maps(kernel, params, len(tensor_maps), specs),
-                  f"kernel '{name}'")
-        if dependent_launch:
-            check(self.lib.kiln_kernel_set_dependent_launch(kernel, 1), f"kernel '{name}'")
-        return kernel
-
-    def manifest_kernel(self, module, entry):
-        """The kernel of manifest ``entry`` in ``module``: its buffers and sizes are what a launch passes, its
-        ``tensor_maps`` (if any) what the runtime appends, and ``dependent_launch`` how it is launched."""
-        params = len(entry["params"]) + len(entry.get("sizes", []))
-        return self.kernel(module, entry["function"], params, entry.get("tensor_maps", ()),
-                           entry.get("dependent_launch", False))
-
-
-class TensorMapSpec(ctypes.Structure):
-    """kiln_tensor_map_spec of runtime.h."""
-    _fields_ = [("buffer", ctypes.c_int), ("dtype", ctypes.c_int), ("rank", ctypes.c_int),
-                ("swizzle_bytes", ctypes.c_int), ("dims", ctypes.c_uint64 * 5), ("strides", ctypes.c_uint64 * 4),
-                ("box", ctypes.c_uint32 * 5)]
-
-    @classmethod
-    def of(cls, spec):
-        """From a manifest entry: buffer, dtype ("f16" or "bf16"), dims, strides (bytes), box, swizzle."""
-        if spec["dtype"] not in ("f16", "bf16") or not 1 <= len(spec["dims"]) <= 5:
-            raise ValueError(f"unsupported tensor map {spec}: dtype must be f16 or bf16, with 1 to 5 dims")
-        return cls(spec["buffer"], 1 if spec["dtype"] == "bf16" else 0, len(spec["dims"]), spec["swizzle"],
-                   (ctypes.c_uint64 * 5)(*spec["dims"]), (ctypes.c_uint64 * 4)(*spec["strides"]),
-                   (ctypes.c_uint32 * 5)(*spec["box"]))
-
 
 def device(ordinal=0):
     """The runtime's handle on GPU ``ordinal`` (opened once per process)."""
@@ -119,40 +90,89 @@ def device(ordinal=0):
     return _DEVICES[ordinal]
 
 
-def launcher(kernel, launch, count):
-    """What launches ``kernel`` (a handle from ``Device.kernel``) with the manifest's ``launch`` (grid, block,
-    dynamic_shared_bytes): called as ``launcher(values, stream)`` with ``count`` 64-bit parameter values, the
-    device addresses of the buffers and then the kernel's ``sizes``."""
-    if _NativeLauncher is None:
-        return Launch(kernel, launch, count)
-    lib = _library()
-    address = lambda function: ctypes.cast(function, ctypes.c_void_p).value
-    return _NativeLauncher(address(lib.kiln_kernel_launch), address(lib.kiln_last_error), kernel.value,
-                           tuple(launch["grid"]), tuple(launch["block"]), launch["dynamic_shared_bytes"], count)
+#: Statuses of runtime.h that say what is wrong with a compiled folder rather than with the GPU.
+_NOT_FOUND, _INVALID = 5, 4
 
 
-class Launch:
-    """One kernel launch with its argument block built once: a call fills in the device addresses of this call's
-    tensors and issues the kernel (the driver copies the arguments at launch, so the block can be reused). A lock
-    keeps two threads from filling the block at once (ctypes releases the GIL during the launch)."""
+class ManifestError(ValueError):
+    """A manifest.json this Kiln cannot run: damaged, edited by hand, or written by an older Kiln."""
 
-    def __init__(self, kernel, launch, count):
-        self.cells = (ctypes.c_uint64 * count)()
-        base = ctypes.addressof(self.cells)
-        self.args = (ctypes.c_void_p * count)(*[base + 8 * i for i in range(count)])
-        self.grid = (ctypes.c_uint * 3)(*launch["grid"])
-        self.block = (ctypes.c_uint * 3)(*launch["block"])
-        self.kernel = kernel
-        # What every call passes, as plain ints (the arrays above stay alive with this object).
-        self._fixed = (kernel.value, ctypes.addressof(self.grid), ctypes.addressof(self.block),
-                       launch["dynamic_shared_bytes"])
-        self._args = ctypes.addressof(self.args)
-        self._launch = _library().kiln_kernel_launch
-        self.lock = threading.Lock()
 
-    def __call__(self, pointers, stream):
-        with self.lock:
-            self.cells[:] = pointers
-            status = self._launch(*self._fixed, stream, self._args)
-        if status != 0:
-            check(status, "kiln_kernel_launch")
+class Plan:
+    """The run plan of ``function`` (None: the only one) in a compiled ``folder``, as the runtime reads it
+    (``kiln_plan_read``; ``device``: loaded on that GPU with ``kiln_plan_load``): its target, entry, inputs and
+    outputs as (dtype name, shape), the inputs it updates in place, its scratch buffers' bytes, and where each
+    output lives, ("input" or "buffer", index). A manifest the runtime cannot run raises ManifestError naming the
+    file and the field, and a function the folder lacks a ValueError."""
+
+    def __init__(self, folder, function=None, device=None):
+        lib = self._lib = _library()
+        handle = ctypes.c_void_p()
+        name = function.encode() if function else None
+        if device is None:
+            status = lib.kiln_plan_read(str(folder).encode(), name, ctypes.byref(handle))
+        else:
+            status = lib.kiln_plan_load(device.handle, str(folder).encode(), name, ctypes.byref(handle))
+        if status:
+            message = lib.kiln_last_error().decode(errors="replace")
+            if device is not None:
+                raise RuntimeError(message)
+            raise {_NOT_FOUND: ValueError, _INVALID: ManifestError}.get(status, RuntimeError)(message)
+        self.handle = handle.value
+        self.target = lib.kiln_plan_target(self.handle).decode()
+        self.function = lib.kiln_plan_function(self.handle).decode()
+        self.inputs = [self._tensor(0, i) for i in range(lib.kiln_plan_num_inputs(self.handle))]
+        self.outputs = [self._tensor(1, i) for i in range(lib.kiln_plan_num_outputs(self.handle))]
+        self.in_place = [i for i in range(len(self.inputs)) if lib.kiln_plan_input_updated_in_place(self.handle, i)]
+        self.buffer_bytes = []
+        for index in range(lib.kiln_plan_num_buffers(self.handle)):
+            size = ctypes.c_uint64()
+            check(lib.kiln_plan_buffer_bytes(ctypes.c_void_p(self.handle), index, ctypes.byref(size)), "a buffer")
+            self.buffer_bytes.append(size.value)
+        self.output_sources = []
+        for index in range(len(self.outputs)):
+            is_input, source = ctypes.c_int(), ctypes.c_int()
+            check(lib.kiln_plan_output_source(ctypes.c_void_p(self.handle), index, ctypes.byref(is_input),
+                                              ctypes.byref(source)), "an output")
+            self.output_sources.append(("input" if is_input.value else "buffer", source.value))
+
+    def _tensor(self, is_output, index):
+        dtype, rank, shape = ctypes.c_char_p(), ctypes.c_int(), (ctypes.c_int64 * 8)()
+        check(self._lib.kiln_plan_tensor_info(ctypes.c_void_p(self.handle), is_output, index, ctypes.byref(dtype),
+                                              ctypes.byref(rank), shape), "kiln_plan_tensor_info")
+        return dtype.value.decode(), tuple(shape[:rank.value])
+
+    def check_chip(self, capability):
+        """Raises RuntimeError naming both chips unless a GPU of ``capability`` (major, minor) runs the plan."""
+        if self._lib.kiln_plan_check_chip(self.handle, *capability):
+            raise RuntimeError(self._lib.kiln_last_error().decode())
+
+    def runner(self):
+        """What runs the loaded plan: called as ``runner(input_addresses, buffer_addresses, stream)``."""
+        if _NativeRunner is None:
+            return _CtypesRunner(self)
+        address = lambda function: ctypes.cast(function, ctypes.c_void_p).value  # noqa: E731
+        return _NativeRunner(address(self._lib.kiln_plan_run_with_buffers), address(self._lib.kiln_last_error),
+                             self.handle, len(self.inputs), len(self.buffer_bytes))
+
+    def __del__(self):
+        if getattr(self, "handle", None):
+            self._lib.kiln_plan_free(self.handle)
+            self.handle = None
+
+
+class _CtypesRunner:
+    """PlanRunner's job through ctypes, for a package whose _kiln_launch was built for another Python."""
+
+    def __init__(self, plan):
+        self.plan, self.run = plan, plan._lib.kiln_plan_run_with_buffers
+        self.counts = len(plan.inputs), len(plan.buffer_bytes)
+
+    def __call__(self, inputs, buffers, stream):
+        if (len(inputs), len(buffers)) != self.counts:
+            raise TypeError(f"the plan takes {self.counts[0]} input and {self.counts[1]} buffer addresses, got "
+                            f"{len(inputs)} and {len(buffers)}")
+        status = self.run(self.plan.handle, (ctypes.c_uint64 * max(len(inputs), 1))(*inputs),
+                          (ctypes.c_uint64 * max(len(buffers), 1))(*buffers), stream)
+        if status:
+            check(status, "running the plan")

@@ -63,6 +63,7 @@ LoadedDriver load() {
             resolve(library, "cuMemAlloc_v2", d.cuMemAlloc, e) && resolve(library, "cuMemFree_v2", d.cuMemFree, e) &&
             resolve(library, "cuMemcpyHtoD_v2", d.cuMemcpyHtoD, e) &&
             resolve(library, "cuMemcpyDtoH_v2", d.cuMemcpyDtoH, e) &&
+            resolve(library, "cuMemcpyDtoDAsync_v2", d.cuMemcpyDtoDAsync, e) &&
             resolve(library, "cuGetErrorName", d.cuGetErrorName, e) &&
             resolve(library, "cuGetErrorString", d.cuGetErrorString, e);
   if (!ok)

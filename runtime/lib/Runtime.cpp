@@ -407,6 +407,14 @@ kiln_status kiln_copy_to_host(kiln_device *device, void *destination, uint64_t s
   return KILN_OK;
 }
 
+kiln_status kiln_copy_on_device(kiln_device *device, uint64_t destination, uint64_t source, size_t bytes,
+                                void *stream) {
+  if (!device)
+    return fail(KILN_ERROR_INVALID_ARGUMENT, "kiln_copy_on_device: null device");
+  KILN_CHECK((*device->driver), cuMemcpyDtoDAsync(destination, source, bytes, static_cast<CUstream>(stream)));
+  return KILN_OK;
+}
+
 kiln_status kiln_synchronize(kiln_device *device) {
   if (!device)
     return fail(KILN_ERROR_INVALID_ARGUMENT, "kiln_synchronize: null device");

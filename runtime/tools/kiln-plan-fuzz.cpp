@@ -5,7 +5,8 @@
 // input becomes the manifest of a scratch folder that holds the files the seed manifests (fuzz/plans) name:
 // k.cubin, k.ptx and c.bin (64 bytes, a [16] x f32 constant), so that mutations get past the file checks into
 // the values, steps, launch dimensions, sizes and tensor maps. A plan that reads is queried as kiln-plan-run
-// queries it (its inputs and outputs, each one's dtype and shape).
+// and the Python package query it (its inputs and outputs, each one's dtype and shape, its scratch buffers and
+// where each output lives).
 //
 // Built with KILN_FUZZ this is a libFuzzer target (scripts/fuzz.sh); otherwise it links tools/fuzz-driver, a
 // coverage-blind mutation driver that `make test` runs (test/Tools/kiln-plan-fuzz.test).
@@ -69,6 +70,20 @@ void readManifest(const std::string &text) {
           std::abort();
       }
     }
+    // Where each output lives must be an input or a scratch buffer the plan has.
+    int buffers = kiln_plan_num_buffers(plan);
+    for (int index = -1; index <= buffers; ++index) {
+      uint64_t bytes = 0;
+      (void)kiln_plan_buffer_bytes(plan, index, &bytes);
+    }
+    for (int index = -1; index <= kiln_plan_num_outputs(plan); ++index) {
+      int isInput = 0, source = -1;
+      if (kiln_plan_output_source(plan, index, &isInput, &source) == KILN_OK &&
+          (source < 0 || source >= (isInput ? kiln_plan_num_inputs(plan) : buffers) ||
+           (isInput && !kiln_plan_input_updated_in_place(plan, source))))
+        std::abort();
+    }
+    (void)kiln_plan_check_chip(plan, 9, 0);
     kiln_plan_free(plan);
   }
 }

@@ -124,32 +124,61 @@ KILN_RUNTIME_API kiln_status kiln_malloc(kiln_device *device, size_t bytes, uint
 KILN_RUNTIME_API kiln_status kiln_free(kiln_device *device, uint64_t pointer);
 KILN_RUNTIME_API kiln_status kiln_copy_to_device(kiln_device *device, uint64_t destination, const void *source, size_t bytes);
 KILN_RUNTIME_API kiln_status kiln_copy_to_host(kiln_device *device, void *destination, uint64_t source, size_t bytes);
+/// Copies `bytes` between device buffers, ordered on `stream` (NULL: the default stream).
+KILN_RUNTIME_API kiln_status kiln_copy_on_device(kiln_device *device, uint64_t destination, uint64_t source,
+                                                 size_t bytes, void *stream);
 KILN_RUNTIME_API kiln_status kiln_synchronize(kiln_device *device);
 
-/* Run plans: a compiled folder (manifest.json, kernels, constant files) executed without Python or MLIR. */
+/* Run plans: a compiled folder (manifest.json, kernels, constant files) executed without Python or MLIR. This is
+ * where every caller runs one: kiln-plan-run, C and C++ programs, and the Python package. */
 typedef struct kiln_plan kiln_plan;
 
 /// Loads the plan of `function` (NULL: the manifest's only plan) from `folder`: each kernel's module (its cubin
-/// when it matches the GPU's compute capability, else its PTX for the driver to compile), device buffers for
-/// every intermediate, and the constants copied to the GPU. A step launches its kernel's `function` with the
-/// step's buffers, then the kernel's `sizes` (size-generic kernels) as 64-bit integers.
+/// when it was built for the GPU, sm_90a on exactly 9.0 and sm_80 on an 8.x device, else its PTX for the driver
+/// to compile) and the constants copied to the GPU. A step launches its kernel's `function` with the step's
+/// buffers, then the kernel's `sizes` (size-generic kernels) as 64-bit integers. Fails with
+/// KILN_ERROR_NOT_FOUND when the folder has no manifest or no such function, KILN_ERROR_INVALID_ARGUMENT with
+/// the file and the field when the manifest is one this runtime cannot run, and names a kernel file the driver
+/// refuses.
 KILN_RUNTIME_API kiln_status kiln_plan_load(kiln_device *device, const char *folder, const char *function,
                                             kiln_plan **plan);
 /// Reads the plan of `function` (NULL: the manifest's only plan) from `folder` without a GPU: the manifest is
-/// checked and every kernel and constant file it names must be in the folder. The plan answers
-/// kiln_plan_num_inputs, kiln_plan_num_outputs and kiln_plan_tensor_info, so that a tool can check its inputs
-/// before it opens a GPU; kiln_plan_run refuses it.
+/// checked and every kernel and constant file it names must be in the folder. The plan answers every query
+/// below, so that a tool can check its inputs before it opens a GPU; running it is refused.
 KILN_RUNTIME_API kiln_status kiln_plan_read(const char *folder, const char *function, kiln_plan **plan);
 KILN_RUNTIME_API void kiln_plan_free(kiln_plan *plan);
-/// How many inputs (device pointers, in order) and outputs the plan has.
+/// The manifest's target ("sm_80" or "sm_90a") and the plan's function name.
+KILN_RUNTIME_API const char *kiln_plan_target(const kiln_plan *plan);
+KILN_RUNTIME_API const char *kiln_plan_function(const kiln_plan *plan);
+/// Whether a GPU of compute capability major.minor runs the plan (kiln_plan_load checks it too); else
+/// KILN_ERROR_INVALID_ARGUMENT with a message naming both chips.
+KILN_RUNTIME_API kiln_status kiln_plan_check_chip(const kiln_plan *plan, int major, int minor);
+/// How many inputs (device pointers, in order), outputs and scratch buffers the plan has.
 KILN_RUNTIME_API int kiln_plan_num_inputs(const kiln_plan *plan);
 KILN_RUNTIME_API int kiln_plan_num_outputs(const kiln_plan *plan);
+KILN_RUNTIME_API int kiln_plan_num_buffers(const kiln_plan *plan);
 /// The dtype name ("f32", "f16", "bf16", "i64", "i32", "i1"), rank and shape (up to 8 dims) of input or output
 /// `index`.
 KILN_RUNTIME_API kiln_status kiln_plan_tensor_info(const kiln_plan *plan, int is_output, int index,
                                                    const char **dtype, int *rank, int64_t shape[8]);
-/// Runs the plan on `stream` over row-major device buffers `inputs`; `outputs` receives the device pointers of
-/// the results, which stay valid until the next run or kiln_plan_free. A plan runs on one thread at a time.
+/// 1 when a kernel of the plan writes input `index` in place (a KV cache that kiln.append_kv fills), else 0;
+/// such an input must not share memory with another.
+KILN_RUNTIME_API int kiln_plan_input_updated_in_place(const kiln_plan *plan, int index);
+/// The bytes of scratch buffer `index` (intermediates and outputs; a caller may allocate at least 1 for 0).
+KILN_RUNTIME_API kiln_status kiln_plan_buffer_bytes(const kiln_plan *plan, int index, uint64_t *bytes);
+/// Where output `index` lives after a run: in input `*source` (`*is_input` = 1: an input the plan updates in
+/// place, returned updated) or in scratch buffer `*source` (`*is_input` = 0), under the output's shape. An
+/// output is never an input the plan only reads, nor a constant: those are copied into a buffer of their own.
+KILN_RUNTIME_API kiln_status kiln_plan_output_source(const kiln_plan *plan, int index, int *is_input, int *source);
+/// Runs the plan on `stream` over row-major device buffers `inputs` with the caller's scratch `buffers`
+/// (kiln_plan_num_buffers of them, each at least kiln_plan_buffer_bytes, 16-byte aligned): launches and
+/// device-to-device copies only, nothing allocated or synchronised, so a run can be captured into a CUDA graph.
+/// Threads may run one plan at once on different buffers.
+KILN_RUNTIME_API kiln_status kiln_plan_run_with_buffers(kiln_plan *plan, const uint64_t *inputs,
+                                                        const uint64_t *buffers, void *stream);
+/// Runs the plan on `stream` with scratch buffers of its own (allocated at the first call); `outputs` receives
+/// the device pointers of the results, which stay valid until the next run or kiln_plan_free. A plan runs this
+/// way on one thread at a time.
 KILN_RUNTIME_API kiln_status kiln_plan_run(kiln_plan *plan, const uint64_t *inputs, uint64_t *outputs,
                                            void *stream);
 

@@ -10,7 +10,9 @@ f16 (outputs are rounded to those types). Bad inputs must raise exceptions that 
 import importlib.util
 import json
 import math
+import re
 import secrets
+import shutil
 
 import numpy as np
 
@@ -407,27 +409,51 @@ def test_torch_export_imports():
     assert frontend.import_onnx(frontend.export_torch(gpt2, [y])).text.count("kiln.matmul") == 6
 
 
-def test_the_runtime_checks_tensor_map_specs():
+def edited_copy(program, folder, edit):
+    """A copy of ``program``'s folder at ``folder`` whose first kernel's manifest entry ``edit`` changed."""
+    shutil.copytree(program.folder, folder)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    edit(manifest["kernels"][0])
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    return folder
+
+
+def test_the_runtime_checks_tensor_map_specs(tmp_path):
     """The wgmma matmul's kernel takes tensor maps of A and B; specs the runtime cannot build are refused when the
-    kernel is set up, with a message that names what is wrong."""
-    from kiln import runtime
+    plan is read or loaded, with a message that names what is wrong."""
     a = torch.zeros((200, 264), dtype=torch.bfloat16, device="cuda")
     b = torch.zeros((264, 136), dtype=torch.bfloat16, device="cuda")
     program = kiln.compile(kiln.ops.matmul.source(a, b), target="sm_90a")
     entry = program.kernels[0]
     maps = entry["tensor_maps"]
     assert [m["buffer"] for m in maps] == [0, 1]
-    gpu = runtime.device(0)
-    module = gpu.load((program.folder / program._image(entry, gpu.capability)).read_bytes())
     params = len(entry["params"]) + len(entry.get("sizes", []))
     misaligned = dict(maps[0], strides=[maps[0]["strides"][0] + 2, maps[0]["strides"][1]])
-    for specs, message in [([dict(maps[0], buffer=params)], f"reads parameter {params}, not one of the {params} "),
-                           ([dict(maps[0], swizzle=96)], "swizzle 0, 32, 64 or 128"),
-                           (maps * 5, "at most 8 maps"),
-                           ([misaligned], "tensor map of kernel parameter 0 .* cuTensorMapEncodeTiled failed")]:
+    for case, (specs, message) in enumerate([
+            ([dict(maps[0], buffer=params)], f"reads parameter {params}, not one of the {params} "),
+            ([dict(maps[0], swizzle=96)], "swizzle 0, 32, 64 or 128"),
+            ([misaligned], "tensor map of kernel parameter 0 .* cuTensorMapEncodeTiled failed")]):
+        folder = edited_copy(program, tmp_path / str(case), lambda kernel: kernel.update(tensor_maps=specs))
         with pytest.raises(RuntimeError, match=message):
-            gpu.kernel(module, entry["function"], params, specs)
-    assert gpu.manifest_kernel(module, entry)
+            kiln.load(folder)(a, b)
+    folder = edited_copy(program, tmp_path / "many", lambda kernel: kernel.update(tensor_maps=maps * 5))
+    with pytest.raises(kiln.gpu.ManifestError, match="'tensor_maps' must list maps"):
+        kiln.load(folder)
+    assert torch.equal(kiln.load(program.folder)(a, b), torch.zeros((200, 136), dtype=torch.bfloat16, device="cuda"))
+
+
+def test_a_kernel_file_the_driver_refuses_is_named(tmp_path):
+    """A kernel file the driver cannot load (a damaged cubin in its place): the error names the file, which the
+    driver's message does not, and the chips."""
+    a = torch.zeros((64, 64), dtype=torch.bfloat16, device="cuda")
+    program = kiln.compile(kiln.ops.matmul.source(a, a), target="sm_90a")
+    assert program.kernels[0].get("cubin"), "the compile made no cubin"
+    folder = edited_copy(program, tmp_path / "damaged", lambda kernel: None)
+    cubin = folder / program.kernels[0]["cubin"]
+    cubin.write_bytes(b"\x7fELF" + bytes(60))
+    with pytest.raises(RuntimeError, match=re.escape(f"{cubin}: cuModuleLoadDataEx failed: CUDA_ERROR_") +
+                       r".*\(compiled for sm_90a; the GPU has compute capability 9\.0\)"):
+        kiln.load(folder)(a, a)
 
 
 def bad_calls():

@@ -1,9 +1,9 @@
-"""The _kiln_launch module on the CPU: a launch reaches the runtime's launch function with exactly its arguments.
+"""The _kiln_launch module on the CPU: a plan run reaches the runtime's run function with exactly its arguments.
 
-Why here: the GPU suite shows launches work end to end, but not what a launch passes. Here the launcher calls a
-stand-in for kiln_kernel_launch (a ctypes callback) that records the kernel handle, grid, block, shared memory,
-stream and each device address it was given, and can fail like the runtime does; bad calls must raise before
-anything is launched.
+Why here: the GPU suite shows runs work end to end, but not what a run passes. Here the runner calls a stand-in for
+kiln_plan_run_with_buffers (a ctypes callback) that records the plan handle, stream and each input and buffer
+address it was given, and can fail like the runtime does; bad calls must raise before anything runs. The last
+tests run the real runtime's function, through the native runner and through ctypes, on a plan read without a GPU.
 """
 
 import ctypes
@@ -17,111 +17,111 @@ from numerics import kiln  # noqa: F401 (puts the built package on the path)
 from kiln import _kiln_launch as native  # every build makes it: a failure to import is a failure here
 from kiln import runtime
 
-LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint), ctypes.POINTER(ctypes.c_uint),
-                          ctypes.c_uint, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p))
+RUN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64),
+                       ctypes.POINTER(ctypes.c_uint64), ctypes.c_void_p)
 LAST_ERROR = ctypes.CFUNCTYPE(ctypes.c_void_p)
 ERROR_TEXT = ctypes.create_string_buffer(b"CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES (too many resources requested)")
 
+SOURCE = """func.func @mm(%a: tensor<40x64xbf16>, %b: tensor<64x72xbf16>) -> tensor<40x72xbf16> {
+  %c = kiln.matmul %a, %b : tensor<40x64xbf16>, tensor<64x72xbf16> -> tensor<40x72xbf16>
+  return %c : tensor<40x72xbf16>
+}
+"""
+
 
 class FakeRuntime:
-    """kiln_kernel_launch and kiln_last_error stand-ins; each launch is recorded with the values its argument
-    pointers point at."""
+    """kiln_plan_run_with_buffers and kiln_last_error stand-ins; each run is recorded with the addresses its two
+    arrays hold."""
 
     def __init__(self, status=0):
-        self.calls, self.status = [], status
+        self.calls, self.status, self.counts = [], status, (0, 0)
 
-        def launch(kernel, grid, block, shared, stream, args):
-            count = self.expected_count
-            addresses = [ctypes.cast(args[i], ctypes.POINTER(ctypes.c_uint64))[0] for i in range(count)]
-            self.calls.append((kernel, tuple(grid[:3]), tuple(block[:3]), shared, stream, addresses))
+        def run(plan, inputs, buffers, stream):
+            self.calls.append((plan, stream, inputs[:self.counts[0]], buffers[:self.counts[1]]))
             return self.status
 
-        self.launch, self.last_error = LAUNCH(launch), LAST_ERROR(lambda: ctypes.addressof(ERROR_TEXT))
-        self.expected_count = 0
+        self.run, self.last_error = RUN(run), LAST_ERROR(lambda: ctypes.addressof(ERROR_TEXT))
 
-    def launcher(self, kernel=0x1234, grid=(3, 2, 1), block=(128, 1, 1), shared=0, count=3):
-        self.expected_count = count
-        return native.Launcher(address(self.launch), address(self.last_error), kernel, grid, block, shared, count)
+    def runner(self, plan=0x1234, inputs=2, buffers=1):
+        self.counts = (inputs, buffers)
+        return native.PlanRunner(address(self.run), address(self.last_error), plan, inputs, buffers)
 
 
 def address(function):
     return ctypes.cast(function, ctypes.c_void_p).value
 
 
-def test_a_launch_passes_its_arguments_through():
+def test_a_run_passes_its_arguments_through():
     fake = FakeRuntime()
-    launch = fake.launcher(grid=(7, 5, 3), block=(256, 1, 1), shared=70000, count=3)
-    launch([0x7F0000001000, 0x7F0000002000, 2**64 - 1], 0xABCDEF)
-    launch((1, 2, 3), None)  # a tuple of addresses; None is the default stream
-    first = [0x7F0000001000, 0x7F0000002000, 2**64 - 1]
-    assert fake.calls == [(0x1234, (7, 5, 3), (256, 1, 1), 70000, 0xABCDEF, first),
-                          (0x1234, (7, 5, 3), (256, 1, 1), 70000, None, [1, 2, 3])]
+    run = fake.runner(inputs=2, buffers=1)
+    run([0x7F0000001000, 2**64 - 1], [0x7F0000002000], 0xABCDEF)
+    run((1, 2), (3,), None)  # tuples of addresses; None is the default stream
+    assert fake.calls == [(0x1234, 0xABCDEF, [0x7F0000001000, 2**64 - 1], [0x7F0000002000]),
+                          (0x1234, None, [1, 2], [3])]
 
 
-def test_a_kernel_with_more_parameters_than_the_stack_block():
+def test_a_plan_with_more_addresses_than_the_stack_block():
     fake = FakeRuntime()
-    launch = fake.launcher(count=40)
-    launch(list(range(100, 140)), 0)
-    assert fake.calls[0][5] == list(range(100, 140))
+    run = fake.runner(inputs=40, buffers=50)
+    run(list(range(100, 140)), list(range(200, 250)), 0)
+    assert fake.calls[0][2:] == (list(range(100, 140)), list(range(200, 250)))
 
 
-def test_bad_calls_raise_before_launching():
+def test_bad_calls_raise_before_running():
     fake = FakeRuntime()
-    launch = fake.launcher(count=2)
-    with pytest.raises(TypeError, match="the kernel takes 2 device addresses, got 3"):
-        launch([1, 2, 3], 0)
-    with pytest.raises(TypeError, match="list of device addresses"):
-        launch(5, 0)
+    run = fake.runner(inputs=2, buffers=1)
+    with pytest.raises(TypeError, match="the plan takes 2 input addresses, got 3"):
+        run([1, 2, 3], [4], 0)
+    with pytest.raises(TypeError, match="the plan takes 1 buffer addresses, got 0"):
+        run([1, 2], [], 0)
+    with pytest.raises(TypeError, match="list of input addresses"):
+        run(5, [4], 0)
+    with pytest.raises(TypeError, match="list of buffer addresses"):
+        run([1, 2], 4, 0)
     with pytest.raises(TypeError):
-        launch([1, "not an address"], 0)
+        run([1, "not an address"], [4], 0)
     with pytest.raises(OverflowError):
-        launch([1, -1], 0)
+        run([1, 2], [-1], 0)
     with pytest.raises(TypeError):
-        launch([1, 2], "stream")
+        run([1, 2], [4], "stream")
     with pytest.raises(TypeError, match="no keywords"):
-        launch([1, 2], stream=0)
+        run([1, 2], [4], stream=0)
     with pytest.raises(TypeError):
-        launch([1, 2])
+        run([1, 2], [4])
     assert fake.calls == []
 
 
-def test_bad_launchers_are_refused():
+def test_bad_runners_are_refused():
     fake = FakeRuntime()
     with pytest.raises(ValueError, match="non-null"):
-        fake.launcher(kernel=0)
-    for bad, message in ((dict(count=-1), "argument count must be an int"),
-                         (dict(grid=(1, 1)), "grid must have three dimensions"),
-                         (dict(grid=(-1, 1, 1)), "grid must be an int"),
-                         (dict(block=(2**32 + 5, 1, 1)), "block must be at most 4294967295"),
-                         (dict(shared=-1), "dynamic shared memory must be an int"),
-                         (dict(shared=2**31), "dynamic shared memory must be at most"),
-                         (dict(kernel=-1), "kernel must be an int"),
-                         (dict(grid=5), "sequences of three ints")):
+        fake.runner(plan=0)
+    for bad, message in ((dict(inputs=-1), "input count must be an int"),
+                         (dict(buffers=2**21), "buffer count must be at most"),
+                         (dict(plan=-1), "plan must be an int")):
         with pytest.raises((ValueError, TypeError), match=message):
-            fake.launcher(**bad)
+            fake.runner(**bad)
     with pytest.raises(RuntimeError, match="not initialised"):
-        native.Launcher.__new__(native.Launcher)([], 0)
+        native.PlanRunner.__new__(native.PlanRunner)([], [], 0)
     assert fake.calls == []
 
 
-def test_a_launcher_is_set_up_once():
-    """A second __init__, good or bad, changes nothing: the launcher keeps launching what it was made for."""
+def test_a_runner_is_set_up_once():
+    """A second __init__, good or bad, changes nothing: the runner keeps running what it was made for."""
     fake = FakeRuntime()
-    launch = fake.launcher(grid=(2, 1, 1), count=1)
-    for arguments in ((0, 0, 0, (9, 9, 9), (1024, 1, 1), 99999, 1),
-                      (address(fake.launch), address(fake.last_error), 0x99, (9, 9, 9), (64, 1, 1), 0, 1)):
+    run = fake.runner(inputs=1, buffers=0)
+    for arguments in ((0, 0, 0, 9, 9), (address(fake.run), address(fake.last_error), 0x99, 3, 3)):
         with pytest.raises(TypeError, match="already initialised"):
-            launch.__init__(*arguments)
-    launch([7], 0)
-    assert fake.calls == [(0x1234, (2, 1, 1), (128, 1, 1), 0, None, [7])]
+            run.__init__(*arguments)
+    run([7], [], 0)
+    assert fake.calls == [(0x1234, None, [7], [])]
 
 
-def test_the_launch_runs_without_the_gil():
-    """Another Python thread runs while a launch waits in the runtime (here libc's usleep stands in for the
-    launch function: its first argument, the kernel handle, is the microseconds to sleep)."""
+def test_the_run_runs_without_the_gil():
+    """Another Python thread runs while a run waits in the runtime (here libc's usleep stands in for the run
+    function: its first argument, the plan handle, is the microseconds to sleep)."""
     libc = ctypes.CDLL(ctypes.util.find_library("c"))
     fake = FakeRuntime()
-    sleeping = native.Launcher(address(libc.usleep), address(fake.last_error), 200_000, (1, 1, 1), (1, 1, 1), 0, 0)
+    sleeping = native.PlanRunner(address(libc.usleep), address(fake.last_error), 200_000, 0, 0)
     stamps, stop = [], threading.Event()
 
     def count():
@@ -135,29 +135,29 @@ def test_the_launch_runs_without_the_gil():
     while not stamps:
         time.sleep(0.001)
     start = time.perf_counter()
-    sleeping([], 0)
+    sleeping([], [], 0)
     end = time.perf_counter()
     stop.set()
     counter.join()
     middle = [t for t in stamps if start + 0.05 < t < end - 0.05]
-    assert end - start >= 0.19 and middle, "no other thread ran in the middle of the launch: it held the GIL"
+    assert end - start >= 0.19 and middle, "no other thread ran in the middle of the run: it held the GIL"
 
 
-def test_a_failed_launch_raises_the_runtime_message():
-    fake = FakeRuntime(status=2)
-    with pytest.raises(RuntimeError, match=r"kiln_kernel_launch: CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES \(too many"):
-        fake.launcher(count=1)([42], 0)
+def test_a_failed_run_raises_the_runtime_message():
+    fake = FakeRuntime(status=3)
+    with pytest.raises(RuntimeError, match=r"running the plan: CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES \(too many"):
+        fake.runner(inputs=1, buffers=0)([42], [], 0)
     assert len(fake.calls) == 1
 
 
-def test_threads_launch_with_their_own_addresses():
+def test_threads_run_with_their_own_addresses():
     fake = FakeRuntime()
-    launch = fake.launcher(count=4)
+    run = fake.runner(inputs=3, buffers=1)
 
     def work(thread):
         for call in range(300):
             base = (thread << 32) | (call << 8)
-            launch([base, base + 1, base + 2, base + 3], thread)
+            run([base, base + 1, base + 2], [base + 3], thread)
 
     threads = [threading.Thread(target=work, args=(t,)) for t in range(1, 5)]
     for t in threads:
@@ -165,35 +165,55 @@ def test_threads_launch_with_their_own_addresses():
     for t in threads:
         t.join()
     assert len(fake.calls) == 1200
-    for _, _, _, _, stream, addresses in fake.calls:
-        assert addresses[0] >> 32 == stream and addresses == [addresses[0] + i for i in range(4)]
+    for _, stream, inputs, buffers in fake.calls:
+        assert inputs[0] >> 32 == stream and inputs + buffers == [inputs[0] + i for i in range(4)]
 
 
-def test_the_runtime_launcher_is_the_native_one():
-    """runtime.launcher hands the runtime's own kiln_kernel_launch and kiln_last_error to the native launcher:
-    a zero grid dimension comes back with the runtime's message (it checks the grid before the kernel)."""
-    class Kernel:
-        value = 0x5678
-
-    shape = {"grid": [0, 1, 1], "block": [32, 1, 1], "dynamic_shared_bytes": 0}
-    launch = runtime.launcher(Kernel(), shape, 2)
-    assert isinstance(launch, native.Launcher)
-    with pytest.raises(TypeError, match="takes 2 device addresses, got 1"):
-        launch([1], 0)
-    with pytest.raises(RuntimeError, match="kiln_kernel_launch: .*grid and block dimensions must be positive"):
-        launch([1, 2], 0)
+@pytest.fixture(scope="module")
+def read_plan(tmp_path_factory):
+    """The runtime's reading of a compiled sm_90a matmul (no GPU needed to read it)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("KILN_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+        yield runtime.Plan(kiln.compile(SOURCE, target="sm_90a").folder)
 
 
-def test_tensor_map_specs_from_the_manifest():
-    """A manifest's tensor map becomes the runtime's kiln_tensor_map_spec field by field; a dtype or rank the
-    runtime cannot describe raises before any call into it."""
-    spec = runtime.TensorMapSpec.of({"buffer": 1, "dtype": "bf16", "dims": [520, 257, 3], "strides": [1040, 267280],
-                                     "box": [64, 128, 1], "swizzle": 128})
-    assert (spec.buffer, spec.dtype, spec.rank, spec.swizzle_bytes) == (1, 1, 3, 128)
-    assert list(spec.dims) == [520, 257, 3, 0, 0] and list(spec.strides) == [1040, 267280, 0, 0]
-    assert list(spec.box) == [64, 128, 1, 0, 0]
-    with pytest.raises(ValueError, match="dtype must be f16 or bf16"):
-        runtime.TensorMapSpec.of({"buffer": 0, "dtype": "f32", "dims": [8], "strides": [], "box": [8], "swizzle": 0})
-    with pytest.raises(ValueError, match="with 1 to 5 dims"):
-        runtime.TensorMapSpec.of({"buffer": 0, "dtype": "f16", "dims": [8] * 6, "strides": [16] * 5, "box": [8] * 6,
-                                  "swizzle": 0})
+def test_the_runtime_reads_the_plan(read_plan):
+    """What the runtime reads of the folder: target, entry, inputs, outputs, and the output's own buffer."""
+    assert (read_plan.target, read_plan.function) == ("sm_90a", "mm")
+    assert read_plan.inputs == [("bf16", (40, 64)), ("bf16", (64, 72))]
+    assert read_plan.outputs == [("bf16", (40, 72))] and read_plan.in_place == []
+    assert read_plan.buffer_bytes == [40 * 72 * 2] and read_plan.output_sources == [("buffer", 0)]
+    with pytest.raises(RuntimeError, match="compiled for sm_90a .*the GPU has 8.0"):
+        read_plan.check_chip((8, 0))
+    read_plan.check_chip((9, 0))
+
+
+@pytest.mark.parametrize("through", ["native", "ctypes"])
+def test_a_plan_read_without_a_gpu_is_not_run(read_plan, through):
+    """The runner reaches the runtime's own kiln_plan_run_with_buffers, which refuses a plan that was only read
+    (kiln_plan_read), with the runtime's message, through the native runner and through ctypes alike."""
+    run = read_plan.runner() if through == "native" else runtime._CtypesRunner(read_plan)
+    assert isinstance(run, native.PlanRunner) == (through == "native")
+    with pytest.raises(RuntimeError, match="was read without a GPU"):
+        run([1, 2], [3], 0)
+    with pytest.raises(TypeError, match="takes 2 input"):
+        run([1], [3], 0)
+
+
+ALIASING_SOURCE = """func.func @both(%a: tensor<4x8xbf16>) -> (tensor<32xbf16>, tensor<4x8xbf16>, tensor<32xbf16>) {
+  %r = kiln.reshape %a : tensor<4x8xbf16> -> tensor<32xbf16>
+  %m = kiln.mul %a, %a : tensor<4x8xbf16>, tensor<4x8xbf16> -> tensor<4x8xbf16>
+  return %r, %m, %r : tensor<32xbf16>, tensor<4x8xbf16>, tensor<32xbf16>
+}
+"""
+
+
+def test_an_output_that_views_an_argument_gets_a_buffer_of_its_own(tmp_path, monkeypatch):
+    """The runtime gives an output that is a view of an argument a scratch buffer of its own (copied into at
+    the end of a run), once however often it is returned, so that no result aliases what the caller passed."""
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
+    plan = runtime.Plan(kiln.compile(ALIASING_SOURCE, target="sm_90a").folder)
+    assert plan.outputs == [("bf16", (32,)), ("bf16", (4, 8)), ("bf16", (32,))]
+    (copy_kind, copy), (product_kind, product), repeated = plan.output_sources
+    assert copy_kind == product_kind == "buffer" and copy != product and repeated == ("buffer", copy)
+    assert plan.buffer_bytes[copy] == plan.buffer_bytes[product] == 64

@@ -40,7 +40,7 @@ print(json.dumps({"package": kiln.__file__, "extension": extensions.native().__f
                   "ptx": hashlib.sha256((program.ptx + matmul.ptx).encode()).hexdigest(),
                   "host": hashlib.sha256(np.ascontiguousarray(host).tobytes()).hexdigest(),
                   "wgmma": "wgmma.mma_async" in matmul.ptx,
-                  "launcher": getattr(runtime._NativeLauncher, "__module__", None)}))
+                  "runner": getattr(runtime._NativeRunner, "__module__", None)}))
 """
 
 
@@ -93,7 +93,7 @@ def test_standalone_package_compiles_and_runs_like_the_full_build(standalone, tm
     for key in ("package", "extension", "host_extension"):
         assert probe[key].startswith(str(standalone)), (key, probe[key])
     assert probe["wgmma"], "the sm_90a matmul did not take the wgmma kernel"
-    assert probe["launcher"] == "kiln._kiln_launch", "the package has no launch module"
+    assert probe["runner"] == "kiln._kiln_launch", "the package has no launch module"
     (tmp_path / "full").mkdir()
     full = run_probe(BUILD_DIR / "python", tmp_path / "full" / "cache")
     assert full["ptx"] == probe["ptx"]
