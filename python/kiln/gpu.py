@@ -234,7 +234,7 @@ class GpuProgram:
         the torch dtype of each allocation and the loaded plan, prepared on its first call."""
         gpu = runtime.device(index)
         self._plan.check_chip(gpu.capability)
-        plan = runtime.Plan(self.folder, self.entry, gpu)  # kept with its runner, which holds only its handle
+        plan = runtime.Plan(self.folder, self.entry, gpu)
         dtypes = {name: getattr(torch, torch_name) for name, torch_name in TORCH_DTYPES.items()}
         dtypes["u8"] = torch.uint8
         loaded = self._loaded[index] = (torch.device("cuda", index), plan.runner(), dtypes, plan)

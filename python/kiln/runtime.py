@@ -148,12 +148,13 @@ class Plan:
             raise RuntimeError(self._lib.kiln_last_error().decode())
 
     def runner(self):
-        """What runs the loaded plan: called as ``runner(input_addresses, buffer_addresses, stream)``."""
+        """What runs the loaded plan: called as ``runner(input_addresses, buffer_addresses, stream)``; it keeps
+        this plan (and so its kernels on the GPU) alive while it lives."""
         if _NativeRunner is None:
             return _CtypesRunner(self)
         address = lambda function: ctypes.cast(function, ctypes.c_void_p).value  # noqa: E731
         return _NativeRunner(address(self._lib.kiln_plan_run_with_buffers), address(self._lib.kiln_last_error),
-                             self.handle, len(self.inputs), len(self.buffer_bytes))
+                             self.handle, len(self.inputs), len(self.buffer_bytes), self)
 
     def __del__(self):
         if getattr(self, "handle", None):

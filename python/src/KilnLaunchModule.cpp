@@ -34,6 +34,7 @@ struct PlanRunner {
   void *plan;
   Py_ssize_t inputs;
   Py_ssize_t buffers;
+  PyObject *owner; ///< what keeps the plan loaded while the runner lives (kiln.runtime.Plan), or null
 };
 
 /// `value` as an unsigned integer of at most `limit`; false with a Python exception naming `what` otherwise.
@@ -50,19 +51,21 @@ bool toUnsigned(PyObject *value, unsigned long long limit, const char *what, uns
   return true;
 }
 
-/// PlanRunner(run_function, last_error_function, plan, inputs, buffers): the two runtime functions' and the plan
-/// handle's addresses as ints, and how many input and buffer addresses a run takes. Everything is checked
-/// before the runner takes any of it, and a runner is set up once.
+/// PlanRunner(run_function, last_error_function, plan, inputs, buffers, owner=None): the two runtime functions'
+/// and the plan handle's addresses as ints, how many input and buffer addresses a run takes, and the object
+/// that frees the plan when it goes (held until the runner goes). Everything is checked before the runner
+/// takes any of it, and a runner is set up once.
 int runnerInit(PyObject *object, PyObject *args, PyObject *kwargs) {
   auto *self = reinterpret_cast<PlanRunner *>(object);
   if (self->run) {
     PyErr_SetString(PyExc_TypeError, "PlanRunner: already initialised");
     return -1;
   }
-  static const char *keywords[] = {"run_function", "last_error_function", "plan", "inputs", "buffers", nullptr};
-  PyObject *runObject, *lastErrorObject, *planObject, *inputsObject, *buffersObject;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOO", const_cast<char **>(keywords), &runObject,
-                                   &lastErrorObject, &planObject, &inputsObject, &buffersObject))
+  static const char *keywords[] = {"run_function", "last_error_function", "plan", "inputs", "buffers", "owner",
+                                   nullptr};
+  PyObject *runObject, *lastErrorObject, *planObject, *inputsObject, *buffersObject, *owner = nullptr;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOO|O", const_cast<char **>(keywords), &runObject,
+                                   &lastErrorObject, &planObject, &inputsObject, &buffersObject, &owner))
     return -1;
   unsigned long long run, lastError, plan, inputs, buffers;
   if (!toUnsigned(runObject, UINTPTR_MAX, "the run function", run) ||
@@ -80,7 +83,14 @@ int runnerInit(PyObject *object, PyObject *args, PyObject *kwargs) {
   self->lastError = reinterpret_cast<LastErrorFunction>(static_cast<uintptr_t>(lastError));
   self->plan = reinterpret_cast<void *>(static_cast<uintptr_t>(plan));
   self->run = reinterpret_cast<RunFunction>(static_cast<uintptr_t>(run));
+  Py_XINCREF(owner);
+  self->owner = owner;
   return 0;
+}
+
+void runnerDealloc(PyObject *object) {
+  Py_XDECREF(reinterpret_cast<PlanRunner *>(object)->owner);
+  Py_TYPE(object)->tp_free(object);
 }
 
 /// Reads `count` addresses (ints) of `sequence` into `values`; false with a Python exception otherwise.
@@ -168,8 +178,9 @@ extern "C" __attribute__((visibility("default"))) PyObject *PyInit__kiln_launch(
   runnerType.tp_name = "kiln._kiln_launch.PlanRunner";
   runnerType.tp_basicsize = sizeof(PlanRunner);
   runnerType.tp_flags = Py_TPFLAGS_DEFAULT;
-  runnerType.tp_doc = "PlanRunner(run_function, last_error_function, plan, inputs, buffers); call it with "
-                      "(input_addresses, buffer_addresses, stream) to run the plan";
+  runnerType.tp_doc = "PlanRunner(run_function, last_error_function, plan, inputs, buffers, owner=None); call it "
+                      "with (input_addresses, buffer_addresses, stream) to run the plan";
+  runnerType.tp_dealloc = runnerDealloc;
   runnerType.tp_new = PyType_GenericNew;
   runnerType.tp_init = runnerInit;
   runnerType.tp_call = runnerCall;

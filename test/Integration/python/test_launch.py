@@ -217,3 +217,22 @@ def test_an_output_that_views_an_argument_gets_a_buffer_of_its_own(tmp_path, mon
     (copy_kind, copy), (product_kind, product), repeated = plan.output_sources
     assert copy_kind == product_kind == "buffer" and copy != product and repeated == ("buffer", copy)
     assert plan.buffer_bytes[copy] == plan.buffer_bytes[product] == 64
+
+
+def test_a_runner_keeps_its_plan_alive(tmp_path, monkeypatch):
+    """A runner outlives every other reference to its plan (a bound program of a GpuProgram that is gone): the
+    plan is freed with the runner, not before (a freed one crashed the process)."""
+    import gc
+    import weakref
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
+    plan = runtime.Plan(kiln.compile(SOURCE, target="sm_90a").folder)
+    freed = weakref.ref(plan)
+    run = plan.runner()
+    del plan
+    gc.collect()
+    assert freed() is not None
+    with pytest.raises(RuntimeError, match="was read without a GPU"):
+        run([1, 2], [3], 0)
+    del run
+    gc.collect()
+    assert freed() is None
