@@ -47,6 +47,9 @@ struct TunableKernel {
   KernelConfig defaultConfig;
 };
 
+/// The names of the targets Kiln compiles for (the dialect's Target enum): "host", then the GPU targets.
+std::vector<std::string> targetNames();
+
 /// The module printed after a target-independent stage: "kiln" (as parsed), "fused" or "tiled".
 std::string sourceIr(const std::string &source, const std::string &stage);
 

@@ -7,6 +7,8 @@
 #ifndef KILN_CONVERSION_PASSES_H
 #define KILN_CONVERSION_PASSES_H
 
+#include "Dialect/Kiln/TargetOption.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"

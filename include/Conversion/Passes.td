@@ -65,8 +65,9 @@ def ConvertKilnToGPU : Pass<"convert-kiln-to-gpu", "::mlir::ModuleOp"> {
     dynamic shared memory than `chip` allows a block is an error that names the op and both sizes.
   }];
   let options = [
-    Option<"chip", "chip", "std::string", "\"sm_90a\"",
-           "GPU target whose per-block shared memory the kernels must fit (sm_80 or sm_90a)">
+    Option<"chip", "chip", "::mlir::kiln::Target", "::mlir::kiln::Target::Sm90a",
+           "GPU target whose per-block shared memory the kernels must fit (sm_80 or sm_90a)",
+           [{KILN_GPU_TARGET_VALUES}]>
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",
                            "::mlir::LLVM::LLVMDialect", "::mlir::memref::MemRefDialect",

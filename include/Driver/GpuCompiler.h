@@ -11,6 +11,7 @@
 #define KILN_DRIVER_GPUCOMPILER_H
 
 #include "Api/PtxAssembler.h"
+#include "Dialect/Kiln/KilnDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/Support/JSON.h"
@@ -29,13 +30,13 @@ std::string findLibdevice();
 /// ptxas on PATH or in /usr/local/cuda/bin.
 std::optional<std::string> findPtxas();
 
-/// Runs the kernel stage for `chip` ("sm_80" or "sm_90a"): kernels outlined, configured and written as gpu.func
+/// Runs the kernel stage for `chip` (sm_80 or sm_90a): kernels outlined, configured and written as gpu.func
 /// kernels beside their host functions. A zero-size tensor, or a kernel whose grid or block no GPU launches, is
 /// an error at its op naming it.
-LogicalResult runGpuKernelStage(ModuleOp module, llvm::StringRef chip, std::string &error);
+LogicalResult runGpuKernelStage(ModuleOp module, Target chip, std::string &error);
 
 /// Lowers the kernels of a module after the kernel stage to the NVVM/LLVM dialects.
-LogicalResult runNvvmLowering(ModuleOp module, llvm::StringRef chip, std::string &error);
+LogicalResult runNvvmLowering(ModuleOp module, Target chip, std::string &error);
 
 /// The PTX of one gpu.module (one kernel, after kiln-split-kernel-modules).
 struct KernelModulePtx {
@@ -69,7 +70,7 @@ using PtxAssembler = KilnPtxAssembler;
 /// entries then say "kernel_cache": "hit" or "miss", and a cache that could not be written (read-only, full) is
 /// no failure: the manifest's "kernel_cache_failed" says why. A file of the compile's own that cannot be written
 /// is an error naming it.
-LogicalResult compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::StringRef outputDir, std::string &error,
+LogicalResult compileForGpu(ModuleOp module, Target chip, llvm::StringRef outputDir, std::string &error,
                             const PtxAssembler &assembler = nullptr, llvm::StringRef kernelCacheDir = {});
 
 /// compileForGpu into the folder `outputDir` as a whole: the compile writes into a staging folder (inside
@@ -77,7 +78,7 @@ LogicalResult compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::StringR
 /// compile's there (the manifest last), only once every file is written. A failed compile leaves `outputDir` as
 /// it was and removes the staging folder; `onStaging` is told its path before anything is written there, so that
 /// a tool can remove it when interrupted.
-LogicalResult compileForGpuFolder(ModuleOp module, llvm::StringRef chip, llvm::StringRef outputDir,
+LogicalResult compileForGpuFolder(ModuleOp module, Target chip, llvm::StringRef outputDir,
                                   std::string &error, llvm::function_ref<void(llvm::StringRef)> onStaging = {});
 
 } // namespace kiln

@@ -8,6 +8,8 @@
 #ifndef KILN_PIPELINES_PIPELINES_H
 #define KILN_PIPELINES_PIPELINES_H
 
+#include "Dialect/Kiln/TargetOption.h"
+
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
 
@@ -16,9 +18,9 @@ namespace kiln {
 
 /// Options of the graph-to-tiled-kernels pipeline.
 struct KernelPipelineOptions : public PassPipelineOptions<KernelPipelineOptions> {
-  PassOptions::Option<std::string> target{*this, "target",
-                                          llvm::cl::desc("Target the configs are chosen for: host, sm_80, sm_90a"),
-                                          llvm::cl::init("host")};
+  PassOptions::Option<Target> target{*this, "target",
+                                     llvm::cl::desc("Target the configs are chosen for: host, sm_80, sm_90a"),
+                                     llvm::cl::init(Target::Host), KILN_TARGET_VALUES};
 };
 
 /// Canonicalize and CSE, then recognise written-out norms, RoPE, activations and attention, and fuse
@@ -31,8 +33,8 @@ void buildKernelPipeline(OpPassManager &pm, const KernelPipelineOptions &options
 
 /// Options of the GPU (NVVM) pipeline.
 struct NvvmPipelineOptions : public PassPipelineOptions<NvvmPipelineOptions> {
-  PassOptions::Option<std::string> chip{*this, "chip", llvm::cl::desc("GPU architecture: sm_80 or sm_90a"),
-                                        llvm::cl::init("sm_90a")};
+  PassOptions::Option<Target> chip{*this, "chip", llvm::cl::desc("GPU architecture: sm_80 or sm_90a"),
+                                   llvm::cl::init(Target::Sm90a), KILN_GPU_TARGET_VALUES};
   PassOptions::Option<std::string> libdevice{
       *this, "libdevice", llvm::cl::desc("libdevice bitcode linked into kernels that call math functions"),
       llvm::cl::init("")};

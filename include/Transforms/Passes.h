@@ -8,6 +8,7 @@
 #define KILN_TRANSFORMS_PASSES_H
 
 #include "Dialect/Kiln/KilnDialect.h"
+#include "Dialect/Kiln/TargetOption.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"

@@ -175,8 +175,8 @@ def KilnPadMatmulOperands : Pass<"kiln-pad-matmul-operands"> {
     ```
   }];
   let options = [
-    Option<"target", "target", "std::string", /*default=*/"\"host\"",
-           "The target: host, sm_80 (both left alone) or sm_90a">,
+    Option<"target", "target", "::mlir::kiln::Target", /*default=*/"::mlir::kiln::Target::Host",
+           "The target: host, sm_80 (both left alone) or sm_90a", [{KILN_TARGET_VALUES}]>,
   ];
 }
 
@@ -204,8 +204,8 @@ def KilnSplitKv : Pass<"kiln-split-kv"> {
     ```
   }];
   let options = [
-    Option<"target", "target", "std::string", /*default=*/"\"host\"",
-           "The target: host (left alone), sm_80 or sm_90a">,
+    Option<"target", "target", "::mlir::kiln::Target", /*default=*/"::mlir::kiln::Target::Host",
+           "The target: host (left alone), sm_80 or sm_90a", [{KILN_TARGET_VALUES}]>,
   ];
 }
 
@@ -232,8 +232,8 @@ def KilnSplitK : Pass<"kiln-split-k"> {
     ```
   }];
   let options = [
-    Option<"target", "target", "std::string", /*default=*/"\"host\"",
-           "The target: host (left alone), sm_80 or sm_90a">,
+    Option<"target", "target", "::mlir::kiln::Target", /*default=*/"::mlir::kiln::Target::Host",
+           "The target: host (left alone), sm_80 or sm_90a", [{KILN_TARGET_VALUES}]>,
   ];
 }
 
@@ -392,8 +392,8 @@ def KilnSelectConfig : Pass<"kiln-select-config"> {
     ```
   }];
   let options = [
-    Option<"target", "target", "std::string", /*default=*/"\"host\"",
-           "Target to choose for: host, sm_80 or sm_90a">,
+    Option<"target", "target", "::mlir::kiln::Target", /*default=*/"::mlir::kiln::Target::Host",
+           "Target to choose for: host, sm_80 or sm_90a", [{KILN_TARGET_VALUES}]>,
   ];
   let dependentDialects = ["::mlir::kiln::KilnDialect"];
 }

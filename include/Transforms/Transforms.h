@@ -20,15 +20,6 @@ class ForOp;
 } // namespace scf
 namespace kiln {
 
-/// The compilation targets Kiln knows.
-enum class Target { Host, Sm80, Sm90a };
-
-/// Parses "host", "sm_80" or "sm_90a".
-std::optional<Target> parseTarget(llvm::StringRef name);
-
-/// A pass's `target` option parsed, or an error on `root` naming the pass and the value (then nullopt).
-std::optional<Target> parsePassTarget(Operation *root, llvm::StringRef pass, llvm::StringRef name);
-
 /// The most dynamic shared memory one thread block may use on a GPU target (sm_80: 163 KB, sm_90a: 227 KB).
 int64_t maxSharedBytesPerBlock(Target target);
 

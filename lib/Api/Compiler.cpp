@@ -39,23 +39,35 @@ std::string sourceIr(const std::string &source, const std::string &stage) {
   return printModule(parsed.module());
 }
 
-/// The GPU target named `chip`, or InvalidArgument.
+std::vector<std::string> targetNames() {
+  std::vector<std::string> names;
+  for (uint32_t value = 0; value <= getMaxEnumValForTarget(); ++value)
+    if (std::optional<Target> target = symbolizeTarget(value))
+      names.push_back(stringifyTarget(*target).str());
+  return names;
+}
+
+/// The GPU target named `chip`, or InvalidArgument: where the API parses the name, once per call.
 static Target gpuTarget(const std::string &chip) {
-  std::optional<Target> target = parseTarget(chip);
-  if (!target || *target == Target::Host)
-    throw InvalidArgument("unsupported GPU target '" + chip + "' (expected sm_80 or sm_90a)");
+  std::optional<Target> target = symbolizeTarget(chip);
+  if (!target || *target == Target::Host) {
+    std::string names;
+    for (const std::string &name : targetNames())
+      names += (names.empty() ? "" : ", ") + name;
+    throw InvalidArgument("unsupported target '" + chip + "' for a GPU compile (Kiln's targets: " + names + ")");
+  }
   return *target;
 }
 
 std::string gpuIr(const std::string &source, const std::string &chip, const std::string &stage) {
   if (stage != "gpu" && stage != "llvm")
     throw InvalidArgument("unknown stage '" + stage + "' (GPU stages: gpu, llvm)");
-  (void)gpuTarget(chip);
+  Target target = gpuTarget(chip);
   ParsedSource parsed(source);
   std::string error;
   ModuleOp module = parsed.module();
-  if (failed(runGpuKernelStage(module, chip, error)) ||
-      (stage == "llvm" && failed(runNvvmLowering(module, chip, error))))
+  if (failed(runGpuKernelStage(module, target, error)) ||
+      (stage == "llvm" && failed(runNvvmLowering(module, target, error))))
     throw CompileError("the '" + stage + "' stage for " + chip + " failed: " + error + "\n" + parsed.takeDiagnostics());
   return printModule(module);
 }
@@ -85,7 +97,7 @@ std::vector<TunableKernel> tunableKernels(const std::string &source, const std::
 void compileGpu(const std::string &source, const std::string &chip, const std::string &outputDir,
                 const std::vector<std::optional<KernelConfig>> *configs, const PtxAssembler &assembler,
                 const std::string &kernelCacheDir) {
-  (void)gpuTarget(chip);
+  Target target = gpuTarget(chip);
   ParsedSource parsed(source);
   if (configs) {
     SmallVector<Operation *> ops = listTunable(parsed);
@@ -104,7 +116,7 @@ void compileGpu(const std::string &source, const std::string &chip, const std::s
     }
   }
   std::string error;
-  if (failed(compileForGpu(parsed.module(), chip, outputDir, error, assembler, kernelCacheDir)))
+  if (failed(compileForGpu(parsed.module(), target, outputDir, error, assembler, kernelCacheDir)))
     throw CompileError("compiling for " + chip + " failed: " + error + "\n" + parsed.takeDiagnostics());
 }
 

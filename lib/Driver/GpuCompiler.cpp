@@ -90,8 +90,8 @@ static LogicalResult runStage(ModuleOp module, llvm::StringRef stage, std::strin
 }
 
 /// Fills pipeline options for `chip` (they are not copyable).
-static void setNvvmOptions(NvvmPipelineOptions &options, llvm::StringRef chip) {
-  options.chip = chip.str();
+static void setNvvmOptions(NvvmPipelineOptions &options, Target chip) {
+  options.chip = chip;
   options.libdevice = findLibdevice();
 }
 
@@ -179,9 +179,9 @@ static LogicalResult refuseImpossibleLaunches(ModuleOp module) {
   return success();
 }
 
-LogicalResult kiln::runGpuKernelStage(ModuleOp module, llvm::StringRef chip, std::string &error) {
-  if (chip != "sm_80" && chip != "sm_90a") {
-    error = ("unsupported GPU target '" + chip + "' (expected sm_80 or sm_90a)").str();
+LogicalResult kiln::runGpuKernelStage(ModuleOp module, Target chip, std::string &error) {
+  if (chip == Target::Host) {
+    error = "the GPU kernel stage takes a GPU target (sm_80 or sm_90a), not host";
     return failure();
   }
   if (failed(refuseEmptyTensors(module))) {
@@ -201,7 +201,7 @@ LogicalResult kiln::runGpuKernelStage(ModuleOp module, llvm::StringRef chip, std
   return success();
 }
 
-LogicalResult kiln::runNvvmLowering(ModuleOp module, llvm::StringRef chip, std::string &error) {
+LogicalResult kiln::runNvvmLowering(ModuleOp module, Target chip, std::string &error) {
   NvvmPipelineOptions options;
   setNvvmOptions(options, chip);
   return runStage(
@@ -495,12 +495,12 @@ static AssembledModule writeAndAssemble(const KernelModulePtx &module, llvm::Str
 
 /// What, besides a kernel module's text and the compiler's build (whose pipelines and options the cache
 /// directory stands for), makes its PTX and cubin: the chip and the libdevice it links (path, size, time).
-static std::string toolchainFingerprint(llvm::StringRef chip) {
+static std::string toolchainFingerprint(Target chip) {
   NvvmPipelineOptions options;
   setNvvmOptions(options, chip);
   llvm::sys::fs::file_status status;
   bool found = !options.libdevice.empty() && !llvm::sys::fs::status(options.libdevice, status);
-  return llvm::formatv("chip={0} libdevice={1} {2} {3}", chip, options.libdevice, found ? status.getSize() : 0,
+  return llvm::formatv("chip={0} libdevice={1} {2} {3}", stringifyTarget(chip), options.libdevice, found ? status.getSize() : 0,
                        found ? status.getLastModificationTime().time_since_epoch().count() : 0)
       .str();
 }
@@ -540,7 +540,7 @@ static void storeAssembledModule(const KernelModulePtx &emitted, AssembledModule
     files.cacheFailure = llvm::toString(std::move(failed));
 }
 
-LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::StringRef outputDir,
+LogicalResult kiln::compileForGpu(ModuleOp module, Target chip, llvm::StringRef outputDir,
                                   std::string &error, const PtxAssembler &assembler,
                                   llvm::StringRef kernelCacheDir) {
   // Where the compile's time goes, for the manifest: each stage's wall time in microseconds (the stages after
@@ -603,7 +603,7 @@ LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::S
     for (auto [gpuModule, key] : llvm::zip_equal(*kernelStageModules, keys)) {
       std::string name = gpuModule.getName().str();
       if (std::optional<CachedKernel> cached = lookupCachedKernel(kernelCacheDir, key)) {
-        FailureOr<AssembledModule> files = writeCachedFiles(*cached, name, chip, outputDir, error);
+        FailureOr<AssembledModule> files = writeCachedFiles(*cached, name, stringifyTarget(chip), outputDir, error);
         if (failed(files))
           return failure();
         fromCache[name] = std::move(*files);
@@ -644,7 +644,7 @@ LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::S
       if (interrupted || emissionFailed)
         continue; // the compile fails anyway: assemble nothing more
       auto start = std::chrono::steady_clock::now();
-      assembled[index] = writeAndAssemble(ptx[index], chip, outputDir, assembler, interrupted);
+      assembled[index] = writeAndAssemble(ptx[index], stringifyTarget(chip), outputDir, assembler, interrupted);
       assembled[index].microseconds = microsecondsSince(start);
       assembled[index].startMicroseconds = startedAt;
       // An assembler interrupted, or ptxas ended by a signal (Ctrl-C reaches it first): the compile fails, so
@@ -677,7 +677,7 @@ LogicalResult kiln::compileForGpu(ModuleOp module, llvm::StringRef chip, llvm::S
     return failure();
   }
   endStage("ptx_and_assembly");
-  llvm::json::Object manifest{{"target", chip.str()},
+  llvm::json::Object manifest{{"target", stringifyTarget(chip).str()},
                               {"abi", "parameters are device pointers to row-major buffers, in order, then a "
                                       "kernel's sizes as 64-bit integers, then its tensor maps (128 bytes by value, "
                                       "built from tensor_maps at each launch)"}};
@@ -803,7 +803,7 @@ static LogicalResult publishIntoFolder(llvm::StringRef staging, llvm::StringRef 
   return failure(bool(ec));
 }
 
-LogicalResult kiln::compileForGpuFolder(ModuleOp module, llvm::StringRef chip, llvm::StringRef outputDir,
+LogicalResult kiln::compileForGpuFolder(ModuleOp module, Target chip, llvm::StringRef outputDir,
                                         std::string &error, llvm::function_ref<void(llvm::StringRef)> onStaging) {
   // The staging folder: inside `outputDir` when it exists, else beside it, so that the moves at the end stay
   // within one file system.

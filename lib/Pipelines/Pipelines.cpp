@@ -71,7 +71,7 @@ void kiln::buildGpuKernelPipeline(OpPassManager &pm, const NvvmPipelineOptions &
 }
 
 void kiln::buildNvvmLoweringPipeline(OpPassManager &pm, const NvvmPipelineOptions &options) {
-  std::string attach = "nvvm-attach-target{chip=" + options.chip + " O=3";
+  std::string attach = ("nvvm-attach-target{chip=" + stringifyTarget(options.chip) + " O=3").str();
   if (!options.libdevice.empty())
     attach += " l=" + options.libdevice;
   attach += "}";
@@ -92,7 +92,7 @@ void kiln::buildNvvmPipeline(OpPassManager &pm, const NvvmPipelineOptions &optio
 LogicalResult kiln::buildHostLoopsPipeline(OpPassManager &pm, const HostPipelineOptions &options) {
   if (options.tile) {
     KernelPipelineOptions kernelOptions;
-    kernelOptions.target = "host";
+    kernelOptions.target = Target::Host;
     buildKernelPipeline(pm, kernelOptions);
   } else {
     pm.addPass(createKilnExpandPagedAttention());

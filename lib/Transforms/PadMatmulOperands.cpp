@@ -105,11 +105,8 @@ namespace {
 struct KilnPadMatmulOperandsPass : kiln::impl::KilnPadMatmulOperandsBase<KilnPadMatmulOperandsPass> {
   using KilnPadMatmulOperandsBase::KilnPadMatmulOperandsBase;
   void runOnOperation() override {
-    std::optional<Target> parsed = parsePassTarget(getOperation(), "kiln-pad-matmul-operands", target);
-    if (!parsed)
-      return signalPassFailure();
     // Only sm_90a has the TMA GEMM that the padding is for.
-    if (*parsed != Target::Sm90a)
+    if (target != Target::Sm90a)
       return;
     forEachInProgramOrder<MatmulOp>(getOperation(), [](IRRewriter &rewriter, Operation *op) {
       (void)padMatmulOperands(rewriter, cast<MatmulOp>(op));

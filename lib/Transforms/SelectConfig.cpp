@@ -25,21 +25,6 @@ namespace kiln {
 using namespace mlir;
 using namespace mlir::kiln;
 
-std::optional<Target> kiln::parseTarget(StringRef name) {
-  return llvm::StringSwitch<std::optional<Target>>(name)
-      .Case("host", Target::Host)
-      .Case("sm_80", Target::Sm80)
-      .Case("sm_90a", Target::Sm90a)
-      .Default(std::nullopt);
-}
-
-std::optional<Target> kiln::parsePassTarget(Operation *root, StringRef pass, StringRef name) {
-  std::optional<Target> target = parseTarget(name);
-  if (!target)
-    root->emitError() << pass << ": unknown target '" << name << "' (expected host, sm_80 or sm_90a)";
-  return target;
-}
-
 int64_t kiln::maxSharedBytesPerBlock(Target target) { return target == Target::Sm90a ? 232448 : 166912; }
 
 bool kiln::isKernelOp(Operation *op) { return isa<MatmulOp, AttentionOp>(op) || isRowOp(op); }
@@ -401,12 +386,9 @@ namespace {
 struct KilnSelectConfigPass : kiln::impl::KilnSelectConfigBase<KilnSelectConfigPass> {
   using KilnSelectConfigBase::KilnSelectConfigBase;
   void runOnOperation() override {
-    std::optional<Target> parsed = parsePassTarget(getOperation(), "kiln-select-config", target);
-    if (!parsed)
-      return signalPassFailure();
     getOperation()->walk([&](Operation *op) {
       if (isKernelOp(op) && !getConfig(op))
-        op->setAttr(kConfigAttrName, getDefaultConfig(op, *parsed));
+        op->setAttr(kConfigAttrName, getDefaultConfig(op, target));
     });
   }
 };

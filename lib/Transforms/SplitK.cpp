@@ -50,12 +50,9 @@ namespace {
 struct KilnSplitKPass : kiln::impl::KilnSplitKBase<KilnSplitKPass> {
   using KilnSplitKBase::KilnSplitKBase;
   void runOnOperation() override {
-    std::optional<Target> parsed = parsePassTarget(getOperation(), "kiln-split-k", target);
-    if (!parsed)
-      return signalPassFailure();
     forEachInProgramOrder<MatmulOp>(getOperation(), [&](IRRewriter &rewriter, Operation *op) {
       auto matmul = cast<MatmulOp>(op);
-      if (std::optional<int64_t> chunk = chooseKChunk(matmul, *parsed))
+      if (std::optional<int64_t> chunk = chooseKChunk(matmul, target))
         (void)splitK(rewriter, matmul, *chunk);
     });
   }

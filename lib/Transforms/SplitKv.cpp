@@ -57,12 +57,9 @@ namespace {
 struct KilnSplitKvPass : kiln::impl::KilnSplitKvBase<KilnSplitKvPass> {
   using KilnSplitKvBase::KilnSplitKvBase;
   void runOnOperation() override {
-    std::optional<Target> parsed = parsePassTarget(getOperation(), "kiln-split-kv", target);
-    if (!parsed)
-      return signalPassFailure();
     forEachInProgramOrder<AttentionOp>(getOperation(), [&](IRRewriter &rewriter, Operation *op) {
       auto attention = cast<AttentionOp>(op);
-      if (std::optional<int64_t> chunk = chooseKvChunk(attention, *parsed))
+      if (std::optional<int64_t> chunk = chooseKvChunk(attention, target))
         (void)splitKv(rewriter, attention, *chunk);
     });
   }

@@ -20,8 +20,6 @@ from .extensions import native
 #: torch dtype name of each kiln element type.
 TORCH_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "i64": "int64", "i32": "int32",
                 "i1": "bool"}
-#: Compute capability each target's cubin needs.
-CAPABILITIES = {"sm_80": (8, 0), "sm_90a": (9, 0)}
 
 
 _RAW_STREAM = []
@@ -36,12 +34,8 @@ def _current_stream(torch, index):
 
 
 def chip_for(capability):
-    """The Kiln GPU target for a device's compute capability, or None when Kiln has none."""
-    if capability == (9, 0):
-        return "sm_90a"
-    if capability[0] >= 8:
-        return "sm_80"
-    return None
+    """The Kiln GPU target for a device's compute capability, or None when Kiln has none (the runtime's table)."""
+    return runtime.target_for(capability)
 
 
 def driver_assembler(target):
@@ -55,7 +49,7 @@ def driver_assembler(target):
         gpu = runtime.device(ordinal)
     except (RuntimeError, OSError):
         return None
-    return gpu.assemble if gpu.capability == CAPABILITIES.get(target) else None
+    return gpu.assemble if gpu.capability == runtime.target_capability(target) else None
 
 
 ManifestError = runtime.ManifestError

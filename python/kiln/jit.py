@@ -21,7 +21,6 @@ from .compiler import compile
 
 _STATIC_TYPES = (type(None), bool, int, float, str)
 _TORCH_ELEMENTS = {f"torch.{name}": element for element, name in TORCH_DTYPES.items()}
-_GPU_TARGETS = ("sm_80", "sm_90a")
 
 
 def _is_torch_tensor(value):

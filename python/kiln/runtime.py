@@ -41,6 +41,7 @@ def _library():
             getattr(lib, name).argtypes = [ctypes.c_void_p]
         lib.kiln_plan_input_updated_in_place.argtypes = [ctypes.c_void_p, ctypes.c_int]
         lib.kiln_plan_check_chip.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+        lib.kiln_target_for_capability.restype = ctypes.c_char_p
         _LIBRARY = lib
     return _LIBRARY
 
@@ -88,6 +89,20 @@ def device(ordinal=0):
     if ordinal not in _DEVICES:
         _DEVICES[ordinal] = Device(ordinal)
     return _DEVICES[ordinal]
+
+
+def target_for(capability):
+    """The GPU target Kiln compiles for on a device of ``capability`` (major, minor), or None (older than 8.0)."""
+    name = _library().kiln_target_for_capability(*capability)
+    return name.decode() if name else None
+
+
+def target_capability(target):
+    """The compute capability ``target``'s cubins are built for, or None for a name that is no GPU target."""
+    major, minor = ctypes.c_int(), ctypes.c_int()
+    if _library().kiln_target_capability(str(target).encode(), ctypes.byref(major), ctypes.byref(minor)):
+        return None
+    return major.value, minor.value
 
 
 #: Statuses of runtime.h that say what is wrong with a compiled folder rather than with the GPU.

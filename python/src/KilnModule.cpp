@@ -116,5 +116,6 @@ PYBIND11_MODULE(_kiln, m) {
   m.def("tunable_kernels", &listTunableKernels, py::arg("source"), py::arg("chip"));
   m.def("gpu_ir", &gpuIr, py::arg("source"), py::arg("chip"), py::arg("stage"),
         py::call_guard<py::gil_scoped_release>());
+  m.def("targets", &targetNames);
   m.def("source_ir", &sourceIr, py::arg("source"), py::arg("stage"), py::call_guard<py::gil_scoped_release>());
 }

@@ -33,6 +33,34 @@ int64_t kiln::runtime::elementBytes(const std::string &dtype) {
   return 0;
 }
 
+namespace {
+/// Each GPU target and the compute capability its cubins are built for.
+struct ChipTarget {
+  const char *name;
+  int major, minor;
+};
+const ChipTarget kTargets[] = {{"sm_80", 8, 0}, {"sm_90a", 9, 0}};
+} // namespace
+
+extern "C" {
+const char *kiln_target_for_capability(int major, int minor) {
+  if (major == 9 && minor == 0)
+    return kTargets[1].name;
+  return major >= 8 ? kTargets[0].name : nullptr;
+}
+
+kiln_status kiln_target_capability(const char *target, int *major, int *minor) {
+  if (!target || !major || !minor)
+    return fail(KILN_ERROR_INVALID_ARGUMENT, "kiln_target_capability: null argument");
+  for (const ChipTarget &chip : kTargets)
+    if (std::string(target) == chip.name) {
+      *major = chip.major, *minor = chip.minor;
+      return KILN_OK;
+    }
+  return fail(KILN_ERROR_NOT_FOUND, "no GPU target '" + std::string(target) + "' (expected sm_80 or sm_90a)");
+}
+} // extern "C"
+
 kiln_status kiln::runtime::checkChip(const std::string &target, int major, int minor, bool &cubinFits) {
   std::string capability = std::to_string(major) + "." + std::to_string(minor);
   if (target == "sm_90a" && (major != 9 || minor != 0))
@@ -46,9 +74,6 @@ kiln_status kiln::runtime::checkChip(const std::string &target, int major, int m
 }
 
 namespace {
-
-/// The targets whose programs this runtime runs.
-const char *const kTargets[] = {"sm_80", "sm_90a"};
 
 std::string quoted(const std::string &text) { return "'" + text + "'"; }
 
@@ -340,7 +365,8 @@ kiln_status ManifestReader::read(const char *function) {
     return invalid("not a JSON object");
   if (!string(manifest, "target", "the manifest", plan.target))
     return invalid(error);
-  if (plan.target != kTargets[0] && plan.target != kTargets[1])
+  int major = 0, minor = 0;
+  if (kiln_target_capability(plan.target.c_str(), &major, &minor) != KILN_OK)
     return invalid("target " + quoted(plan.target) + " is not one of sm_80, sm_90a");
 
   // Kernels by name, each with the number of buffers its launch takes.

@@ -6,7 +6,7 @@
 
 // CHECK: kilnc-errors.mlir:[[@LINE+5]]:8: error: 'kiln.gather' op the GPU glue kernels take float (and i1 condition, i32/i64 index) tensors only
 // CHECK: kilnc: error: the kernel stage failed
-// TARGET: kilnc: error: unsupported --target=sm_75 (expected sm_80 or sm_90a)
+// TARGET: kilnc: for the --target option: Cannot find option named 'sm_75'!
 // EMIT: kilnc: error: unknown --emit=sass
 func.func @row(%t: tensor<77x512xi64>, %i: tensor<3xi64>) -> tensor<3x512xi64> {
   %p = kiln.gather %t[%i] axis 0 : tensor<77x512xi64>, tensor<3xi64> -> tensor<3x512xi64>

@@ -6,7 +6,7 @@
 // kiln-pad-matmul-operands copies the operands of a large bf16/f16 GEMM whose rows are not whole 16-byte chunks
 // into zero-padded tensors (K and N rounded up to 8) so that sm_90a's TMA GEMM takes it, and slices the result's
 // first N columns. sm_80 and the host (the default target) keep every matmul as it is.
-// BADTARGET: kiln-pad-matmul-operands: unknown target 'sm_70' (expected host, sm_80 or sm_90a)
+// BADTARGET: for the --target option: Cannot find option named 'sm_70'!
 
 // K = 2047 and N = 2050: the lhs gets one zero column, the rhs one zero row and then six zero columns, the bias
 // (an epilogue operand along N) six zeros; the [2048, 2056] result is sliced back to 2050 columns.

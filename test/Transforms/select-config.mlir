@@ -7,7 +7,7 @@
 // kiln-select-config attaches a #kiln.config to every matmul, attention, softmax, rms_norm and layer_norm. The
 // CHECK prefix holds what every target agrees on; HOST, SM80 and SM90 the per-target strategies.
 
-// BADTARGET: error: kiln-select-config: unknown target 'sm_70' (expected host, sm_80 or sm_90a)
+// BADTARGET: for the --target option: Cannot find option named 'sm_70'!
 
 //===----------------------------------------------------------------------===//
 // kiln.matmul

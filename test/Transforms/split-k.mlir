@@ -8,7 +8,7 @@
 // of the multiprocessors (at most half with tiles of 32 rows or more) into as many chunks of whole k-tiles as
 // make one tile per multiprocessor (each chunk at least 512 long), and adds the chunks up in a
 // kiln.sum_splits that takes over the matmul's epilogue. The host target (the default) keeps every matmul whole.
-// BADTARGET: kiln-split-k: unknown target 'sm_70' (expected host, sm_80 or sm_90a)
+// BADTARGET: for the --target option: Cannot find option named 'sm_70'!
 
 // A decode step's projection: 32 rows by a 4096 x 4096 weight, 32 tiles of 32 x 128; 132 multiprocessors take 4
 // chunks of 1024 (8 k-tiles of 128 each). The bias and SiLU move to the sum.

@@ -6,7 +6,7 @@
 // kiln-split-kv splits the keys of an attention whose query tiles number less than two per multiprocessor into
 // equal chunks of whole 256-key granules (as many as bring the blocks to about two per multiprocessor), and merges
 // the chunks by their log-sum-exp. The host target (the default) keeps every attention whole.
-// BADTARGET: kiln-split-kv: unknown target 'sm_70' (expected host, sm_80 or sm_90a)
+// BADTARGET: for the --target option: Cannot find option named 'sm_70'!
 
 // A packed GQA decode step at batch 1: 8 query tiles over 8192 keys. 32 chunks of 256 keys (the most there are)
 // make 256 blocks, two per multiprocessor of the H200's 132 wanting 33; the mods, the scale and the causal flag

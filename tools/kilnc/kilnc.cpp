@@ -39,7 +39,8 @@ using namespace mlir::kiln;
 namespace cl = llvm::cl;
 
 static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<input .mlir>"), cl::init("-"));
-static cl::opt<std::string> target("target", cl::desc("GPU target: sm_80 or sm_90a"), cl::init("sm_90a"));
+static cl::opt<Target> target("target", cl::desc("GPU target: sm_80 or sm_90a"), cl::init(Target::Sm90a),
+                              KILN_GPU_TARGET_VALUES);
 static cl::opt<std::string> outputDir("o", cl::desc("Output directory for kernels and manifest"), cl::init("."));
 static cl::opt<std::string> emit("emit", cl::desc("Stop at a stage and print it: kiln, tiled, gpu, llvm, ptx, cubin"),
                                  cl::init("cubin"));
@@ -122,8 +123,6 @@ int main(int argc, char **argv) {
   static const char *const stages[] = {"kiln", "tiled", "gpu", "llvm", "ptx", "cubin"};
   if (!llvm::is_contained(stages, emit.getValue()))
     return fail("unknown --emit=" + emit + " (expected kiln, tiled, gpu, llvm, ptx or cubin)");
-  if (target != "sm_80" && target != "sm_90a")
-    return fail("unsupported --target=" + target + " (expected sm_80 or sm_90a)");
 
   std::string source = inputFile;
   bool onnx = llvm::StringRef(inputFile).ends_with(".onnx");

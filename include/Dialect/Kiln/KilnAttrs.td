@@ -28,6 +28,17 @@ def Kiln_GeluApproximation : I32EnumAttr<"GeluApproximation", "GELU formula", [
   let cppNamespace = "::mlir::kiln";
 }
 
+// What a compile is for: the CPU host backend or a GPU architecture. Parsed once where a compile starts (kilnc's
+// --target, the Python API's target, a pass option) and passed down as this enum.
+def Kiln_Target : I32EnumAttr<"Target", "compilation target", [
+    I32EnumAttrCase<"Host", 0, "host">,
+    I32EnumAttrCase<"Sm80", 1, "sm_80">,
+    I32EnumAttrCase<"Sm90a", 2, "sm_90a">,
+  ]> {
+  let cppNamespace = "::mlir::kiln";
+  let genSpecializedAttr = 0;
+}
+
 def Kiln_ConfigAttr : AttrDef<Kiln_Dialect, "Config"> {
   let mnemonic = "config";
   let summary = "how a kernel is tiled and lowered";

@@ -31,11 +31,7 @@ struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUP
   using Base::Base;
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    std::optional<Target> target = parseTarget(chip);
-    if (!target || *target == Target::Host) {
-      module.emitError() << "convert-kiln-to-gpu: unknown GPU chip '" << chip << "' (expected sm_80 or sm_90a)";
-      return signalPassFailure();
-    }
+    Target target = chip;
     OpBuilder builder(&getContext());
     gpu::GPUModuleOp gpuModule;
     for (auto func : llvm::to_vector(module.getOps<func::FuncOp>())) {
@@ -50,9 +46,9 @@ struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUP
       bool matmulOrAttention = isa<MatmulOp, AttentionOp>(kernelOp) ||
                                (tiledLoop && (kernelOpName(tiledLoop) == MatmulOp::getOperationName() ||
                                               kernelOpName(tiledLoop) == AttentionOp::getOperationName()));
-      if (wgmma && (*target != Target::Sm90a || !matmulOrAttention)) {
+      if (wgmma && (target != Target::Sm90a || !matmulOrAttention)) {
         if (matmulOrAttention)
-          kernelOp->emitOpError() << "the wgmma lowering needs sm_90a, not " << chip;
+          kernelOp->emitOpError() << "the wgmma lowering needs sm_90a, not " << stringifyTarget(target);
         else
           kernelOp->emitOpError() << "the wgmma lowering is for matmuls and attention only";
         return signalPassFailure();
@@ -108,10 +104,10 @@ struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUP
         launch = buildElementwiseKernel(builder, gpuModule, kernelOp, name);
       if (failed(launch))
         return signalPassFailure();
-      if (launch->dynamicSharedBytes > maxSharedBytesPerBlock(*target)) {
+      if (launch->dynamicSharedBytes > maxSharedBytesPerBlock(target)) {
         kernelOp->emitError() << "'" << kernelOpName(kernelOp) << "' op config needs " << launch->dynamicSharedBytes
-                                << " bytes of shared memory per block; " << chip << " allows "
-                                << maxSharedBytesPerBlock(*target);
+                                << " bytes of shared memory per block; " << stringifyTarget(target) << " allows "
+                                << maxSharedBytesPerBlock(target);
         return signalPassFailure();
       }
       func->setAttr("kiln.gpu_kernel",
@@ -135,9 +131,9 @@ struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUP
         fields.push_back(builder.getNamedAttr("tensor_maps", builder.getArrayAttr(maps)));
       }
       func->setAttr("kiln.launch", builder.getDictionaryAttr(fields));
-      if (*target == Target::Sm90a) {
+      if (target == Target::Sm90a) {
         awaitPredecessorKernel(gpuModule.lookupSymbol<gpu::GPUFuncOp>(name));
-        if (overlapsPredecessorWell(func, *launch, *target))
+        if (overlapsPredecessorWell(func, *launch, target))
           func->setAttr("kiln.dependent_launch", builder.getUnitAttr());
       }
     }

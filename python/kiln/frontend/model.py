@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..compiler import TARGETS, compile
+from ..compiler import check_target, compile
 from .onnx_import import import_onnx
 from .values import FrontendError
 
@@ -112,8 +112,7 @@ class Model:
 def from_onnx(source, target="host", *, weights="constants", input_shapes=None):
     """Imports an ONNX model (path, ModelProto or serialized bytes) and compiles it for ``target`` ("host",
     "sm_80" or "sm_90a"; GPU kernels take bf16/f16 models); returns a ``Model``."""
-    if target not in TARGETS:
-        raise ValueError(f"unsupported target '{target}' (supported: {', '.join(TARGETS)})")
+    check_target(target)
     return Model(import_onnx(source, weights=weights, input_shapes=input_shapes), target)
 
 

@@ -129,6 +129,13 @@ KILN_RUNTIME_API kiln_status kiln_copy_on_device(kiln_device *device, uint64_t d
                                                  size_t bytes, void *stream);
 KILN_RUNTIME_API kiln_status kiln_synchronize(kiln_device *device);
 
+/// The GPU target Kiln compiles for on a device of compute capability major.minor ("sm_90a" on 9.0, "sm_80" on
+/// any other 8.0 or later), or NULL for an older device.
+KILN_RUNTIME_API const char *kiln_target_for_capability(int major, int minor);
+/// The compute capability a GPU target's cubins are built for (sm_80: 8.0, sm_90a: 9.0); KILN_ERROR_NOT_FOUND
+/// for a name that is no GPU target.
+KILN_RUNTIME_API kiln_status kiln_target_capability(const char *target, int *major, int *minor);
+
 /* Run plans: a compiled folder (manifest.json, kernels, constant files) executed without Python or MLIR. This is
  * where every caller runs one: kiln-plan-run, C and C++ programs, and the Python package. */
 typedef struct kiln_plan kiln_plan;
