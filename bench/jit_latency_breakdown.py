@@ -62,7 +62,7 @@ def cold(kiln, torch, rows, label, source, inputs):
 
     def compile_once(assembler=None):
         folder = Path(tempfile.mkdtemp(prefix="kiln-breakdown-"))
-        native.compile_gpu(source, "sm_90a", str(folder), None, assembler)
+        native.compile_gpu(source, "sm_90a", str(folder), assembler=assembler)
         return folder
 
     rows[f"cold {label}: compile_gpu whole (ptxas processes)"], folder = ms(compile_once)

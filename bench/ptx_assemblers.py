@@ -76,7 +76,7 @@ def prepare(args):
     for name, (fn, shapes) in programs.items():
         source = fn.source(*[np.zeros(s, dtype=ml_dtypes.bfloat16) for s in shapes])
         folder = Path(tempfile.mkdtemp(prefix=f"kiln-ptx-{name}-"))
-        native.compile_gpu(source, "sm_90a", str(folder), None, lambda ptx: (b"", ""))
+        native.compile_gpu(source, "sm_90a", str(folder), assembler=lambda ptx: (b"", ""))
         for ptx in sorted(folder.glob("*.ptx")):
             shutil.copy(ptx, out / f"{name}.{ptx.name}")
             print(f"{out / f'{name}.{ptx.name}'}: {len(ptx.read_text().splitlines())} lines")

@@ -32,21 +32,6 @@ struct InvalidArgument : std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
-/// One kernel's strategy: output tile, warps per block, pipeline stages and the kernel that runs it
-/// (#kiln.config): "mma_sync" (sm_80 and sm_90a) or "wgmma" (matmuls and attention on sm_90a).
-struct KernelConfig {
-  std::vector<int64_t> tile;
-  int64_t warps = 0;
-  int64_t stages = 0;
-  std::string lowering = "mma_sync";
-};
-
-/// A tunable kernel (a matmul or an attention) and the config the target would give it by default.
-struct TunableKernel {
-  std::string opName;
-  KernelConfig defaultConfig;
-};
-
 /// The names of the targets Kiln compiles for (the dialect's Target enum): "host", then the GPU targets.
 std::vector<std::string> targetNames();
 
@@ -56,8 +41,10 @@ std::string sourceIr(const std::string &source, const std::string &stage);
 /// The module after the GPU kernel stage ("gpu") or after NVVM lowering ("llvm") for `chip`.
 std::string gpuIr(const std::string &source, const std::string &chip, const std::string &stage);
 
-/// The tunable kernels of `source`, in kernel order, with the default config for `chip` (sm_80 or sm_90a).
-std::vector<TunableKernel> tunableKernels(const std::string &source, const std::string &chip);
+/// The tunable kernels (matmuls and attentions) of `source`, in kernel order, each with the config `chip` gives
+/// it by default, as JSON: [{"op": "kiln.matmul", "config": {...}}, ...] (a config in its manifest form,
+/// Driver/ConfigJson.h).
+std::string tunableKernels(const std::string &source, const std::string &chip);
 
 /// Assembles PTX into a cubin in process (the Python JIT passes the CUDA driver's JIT when the GPU matches the
 /// target); Api/PtxAssembler.h says what it may answer.
@@ -67,12 +54,12 @@ using PtxAssembler = KilnPtxAssembler;
 /// `assembler` when given, called from the compile's worker threads, one kernel per call; from ptxas, when it is
 /// installed, otherwise or when the assembler fails, whose reason the manifest then keeps as
 /// "in_process_assembly_failed"), constant files and manifest.json; an interrupted assembler ends it with a
-/// CompileError and no manifest. `configs`, when given,
-/// has one entry per tunable kernel; an empty entry keeps that kernel's default. A non-empty `kernelCacheDir`
+/// CompileError and no manifest. `configs`, when not empty, is a JSON array with one entry per tunable kernel:
+/// a config in its manifest form, or null to keep that kernel's default. A non-empty `kernelCacheDir`
 /// is the kernel cache the compile reads compiled kernel modules from and stores its own in
 /// (Driver/KernelCache.h).
 void compileGpu(const std::string &source, const std::string &chip, const std::string &outputDir,
-                const std::vector<std::optional<KernelConfig>> *configs = nullptr,
+                const std::string &configs = "",
                 const PtxAssembler &assembler = nullptr, const std::string &kernelCacheDir = "");
 
 } // namespace api

@@ -11,11 +11,14 @@
 #include "ParsedSource.h"
 
 #include "Dialect/Kiln/KilnDialect.h"
+#include "Driver/ConfigJson.h"
 #include "Driver/GpuCompiler.h"
 #include "Pipelines/Pipelines.h"
 #include "Transforms/Transforms.h"
 
 #include "mlir/Pass/PassManager.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
 
 using namespace mlir;
 using namespace mlir::kiln;
@@ -81,35 +84,36 @@ static SmallVector<Operation *> listTunable(ParsedSource &parsed) {
   return *ops;
 }
 
-std::vector<TunableKernel> tunableKernels(const std::string &source, const std::string &chip) {
+std::string tunableKernels(const std::string &source, const std::string &chip) {
   Target target = gpuTarget(chip);
   ParsedSource parsed(source);
-  std::vector<TunableKernel> kernels;
-  for (Operation *op : listTunable(parsed)) {
-    ConfigAttr config = getDefaultConfig(op, target);
-    kernels.push_back({op->getName().getStringRef().str(),
-                       {std::vector<int64_t>(config.getTile()), config.getWarps(), config.getStages(),
-                        config.getLowering().str()}});
-  }
-  return kernels;
+  llvm::json::Array kernels;
+  for (Operation *op : listTunable(parsed))
+    kernels.push_back(llvm::json::Object{{"op", op->getName().getStringRef().str()},
+                                         {"config", configToJson(getDefaultConfig(op, target))}});
+  return llvm::formatv("{0}", llvm::json::Value(std::move(kernels))).str();
 }
 
 void compileGpu(const std::string &source, const std::string &chip, const std::string &outputDir,
-                const std::vector<std::optional<KernelConfig>> *configs, const PtxAssembler &assembler,
-                const std::string &kernelCacheDir) {
+                const std::string &configs, const PtxAssembler &assembler, const std::string &kernelCacheDir) {
   Target target = gpuTarget(chip);
   ParsedSource parsed(source);
-  if (configs) {
+  if (!configs.empty()) {
+    llvm::Expected<llvm::json::Value> pinned = llvm::json::parse(configs);
+    const llvm::json::Array *list = pinned ? pinned->getAsArray() : nullptr;
+    if (!list) {
+      std::string why = pinned ? "not an array" : llvm::toString(pinned.takeError());
+      throw InvalidArgument("configs must be a JSON array of configs or nulls (" + why + ")");
+    }
     SmallVector<Operation *> ops = listTunable(parsed);
-    if (ops.size() != configs->size())
-      throw InvalidArgument("configs has " + std::to_string(configs->size()) + " entries but the program has " +
+    if (ops.size() != list->size())
+      throw InvalidArgument("configs has " + std::to_string(list->size()) + " entries but the program has " +
                             std::to_string(ops.size()) + " tunable kernels");
-    for (auto [op, config] : llvm::zip(ops, *configs)) {
-      if (!config)
+    for (auto [op, config] : llvm::zip(ops, *list)) {
+      if (config.kind() == llvm::json::Value::Null)
         continue;
       auto emitError = [op = op] { return op->emitError("invalid config: "); };
-      ConfigAttr attr = ConfigAttr::getChecked(emitError, op->getContext(), llvm::ArrayRef<int64_t>(config->tile),
-                                               config->warps, config->stages, llvm::StringRef(config->lowering));
+      ConfigAttr attr = configFromJson(config, op->getContext(), emitError);
       if (!attr)
         throw CompileError("invalid kernel config:\n" + parsed.takeDiagnostics());
       op->setAttr(kConfigAttrName, attr);

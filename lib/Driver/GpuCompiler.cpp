@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Driver/GpuCompiler.h"
+#include "Driver/ConfigJson.h"
 #include "Driver/KernelCache.h"
 
 #include "Dialect/Kiln/KilnOps.h"
@@ -317,11 +318,7 @@ llvm::json::Array kiln::describeKernels(ModuleOp module) {
         continue;
       entry["op"] = kernelOpName(&op).str();
       ConfigAttr config = getConfig(&op);
-      configs.push_back(config ? llvm::json::Value(llvm::json::Object{{"tile", jsonArray(config.getTile())},
-                                                                      {"warps", config.getWarps()},
-                                                                      {"stages", config.getStages()},
-                                                                      {"lowering", config.getLowering().str()}})
-                               : llvm::json::Value(nullptr));
+      configs.push_back(config ? llvm::json::Value(configToJson(config)) : llvm::json::Value(nullptr));
     }
     if (!configs.empty() && configs.front().getAsObject())
       entry["config"] = configs.front();

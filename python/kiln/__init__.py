@@ -10,12 +10,13 @@ the GPU (programs on torch CUDA tensors, kept in the disk cache); ``kiln.load(fo
 from . import ops
 from .autotune import autotune
 from .compiler import CompileError, Program, compile
+from .config import Config
 from .gpu import GpuProgram, load
 from .jit import JitFunction, jit
 from .mods import where
 from .trace import (Tensor, append_kv, attention, exp, gelu, layer_norm, matmul, paged_attention, relu, reshape,
                     rms_norm, rope, sigmoid, silu, softmax, tanh, transpose)
 
-__all__ = ["CompileError", "GpuProgram", "JitFunction", "Program", "Tensor", "append_kv", "attention", "autotune",
+__all__ = ["CompileError", "Config", "GpuProgram", "JitFunction", "Program", "Tensor", "append_kv", "attention", "autotune",
            "compile", "exp", "gelu", "jit", "layer_norm", "load", "matmul", "ops", "paged_attention", "relu",
            "reshape", "rms_norm", "rope", "sigmoid", "silu", "softmax", "tanh", "transpose", "where"]

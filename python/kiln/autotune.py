@@ -20,36 +20,39 @@ import sys
 import tempfile
 
 from . import cache
+from .config import Config
 from .compiler import CompileError, compile, native
 from .gpu import TORCH_DTYPES
 
 #: Relative tolerance (max norm) of a candidate against the default program, by output element type.
 TOLERANCES = {"f32": 1e-4, "f16": 5e-3, "bf16": 2e-2}
 
-MATMUL_SPACE = [((128, 128, 32), 4, 4, "mma_sync"), ((128, 128, 64), 4, 3, "mma_sync"),
-                ((128, 256, 32), 8, 3, "mma_sync"), ((128, 128, 64), 8, 3, "mma_sync"),
-                ((64, 128, 64), 4, 4, "mma_sync"), ((128, 64, 64), 4, 4, "mma_sync"), ((64, 64, 64), 4, 4, "mma_sync"),
-                ((64, 64, 128), 4, 4, "mma_sync"), ((32, 64, 128), 4, 4, "mma_sync"),
-                ((16, 32, 128), 4, 4, "mma_sync")]
+def _space(*configs):
+    return [Config(*config) for config in configs]
+
+
+MATMUL_SPACE = _space(((128, 128, 32), 4, 4), ((128, 128, 64), 4, 3), ((128, 256, 32), 8, 3),
+                      ((128, 128, 64), 8, 3), ((64, 128, 64), 4, 4), ((128, 64, 64), 4, 4), ((64, 64, 64), 4, 4),
+                      ((64, 64, 128), 4, 4), ((32, 64, 128), 4, 4), ((16, 32, 128), 4, 4))
 #: The Hopper kernel's tiles (bench/results/config_sweeps/gemm_wgmma.md), tried where the compiler chose it.
-WGMMA_SPACE = [((128, 256, 64), 8, 4, "wgmma"), ((128, 128, 64), 8, 4, "wgmma"), ((128, 128, 64), 8, 3, "wgmma"),
-               ((256, 128, 64), 16, 4, "wgmma"), ((64, 256, 64), 4, 4, "wgmma"), ((128, 64, 64), 8, 6, "wgmma")]
-ATTENTION_SPACE = [((64, 64), 4, 2, "mma_sync"), ((128, 64), 8, 2, "mma_sync"), ((128, 128), 8, 2, "mma_sync"),
-                   ((64, 128), 4, 2, "mma_sync"), ((128, 32), 8, 2, "mma_sync")]
+WGMMA_SPACE = _space(((128, 256, 64), 8, 4, "wgmma"), ((128, 128, 64), 8, 4, "wgmma"), ((128, 128, 64), 8, 3, "wgmma"),
+                     ((256, 128, 64), 16, 4, "wgmma"), ((64, 256, 64), 4, 4, "wgmma"), ((128, 64, 64), 8, 6, "wgmma"))
+ATTENTION_SPACE = _space(((64, 64), 4, 2), ((128, 64), 8, 2), ((128, 128), 8, 2), ((64, 128), 4, 2), ((128, 32), 8, 2))
 #: The Hopper attention kernel's tiles (bench/results/config_sweeps/attention_wgmma.md), where the compiler chose it;
 #: one stage is its sequential loop, about as fast or faster where a block sees only a few key tiles
 #: (bench/results/config_sweeps/attention_wgmma_d128_short_loops.md), and at head dim 64 faster still with
 #: 32-key tiles on the shortest key ranges (bench/results/config_sweeps/attention_wgmma_d64_short_tiles.md).
-ATTENTION_WGMMA_SPACE = [((128, 128), 8, 2, "wgmma"), ((64, 128), 4, 2, "wgmma"), ((128, 64), 8, 2, "wgmma"),
-                         ((128, 192), 8, 2, "wgmma"), ((64, 64), 4, 1, "wgmma"), ((64, 32), 4, 1, "wgmma"),
-                         ((128, 64), 8, 1, "wgmma")]
+ATTENTION_WGMMA_SPACE = _space(((128, 128), 8, 2, "wgmma"), ((64, 128), 4, 2, "wgmma"), ((128, 64), 8, 2, "wgmma"),
+                               ((128, 192), 8, 2, "wgmma"), ((64, 64), 4, 1, "wgmma"), ((64, 32), 4, 1, "wgmma"),
+                               ((128, 64), 8, 1, "wgmma"))
 
 
 def default_space(op, default):
-    """The candidates for one kernel: its default first, then the space of its op without duplicates. The wgmma
-    tiles join a kernel's space when the compiler's default for it is wgmma (sm_90a, past the decode shapes)."""
-    default = (tuple(default[0]), default[1], default[2], default[3] if len(default) > 3 else "mma_sync")
-    hopper = default[3] == "wgmma"
+    """The candidates for one kernel (Configs): its default first, then the space of its op without duplicates.
+    The wgmma tiles join a kernel's space when the compiler's default for it is wgmma (sm_90a, past the decode
+    shapes)."""
+    default = Config.of(default)
+    hopper = default.lowering == "wgmma"
     if op == "kiln.matmul":
         space = (WGMMA_SPACE if hopper else []) + MATMUL_SPACE
     else:
@@ -66,14 +69,19 @@ def _tunable_kernels(source, target, entry):
     so that a machine without the compiler (which found the candidates there) can read them."""
     path = cache.directory() / "space" / f"{cache.key(source, target, entry)}.json"
     try:
-        kernels = [(op, list(tile), warps, stages, lowering) for op, tile, warps, stages, lowering in
-                   native().tunable_kernels(source, target)]
+        kernels = json.loads(native().tunable_kernels(source, target))
     except ImportError:
         if not path.exists():
             raise
-        return [tuple(k) for k in json.loads(path.read_text())]
-    _record(path, kernels)
-    return kernels
+        kernels = json.loads(path.read_text())
+    else:
+        _record(path, kernels)
+    return [(kernel["op"], Config.of(kernel["config"])) for kernel in kernels]
+
+
+def _as_json(configs):
+    """A list of Configs and Nones as the manifest's JSON objects and nulls."""
+    return [None if config is None else Config.of(config).as_json() for config in configs]
 
 
 def _record(path, record):
@@ -135,18 +143,18 @@ def autotune(source, target="sm_90a", inputs=None, entry=None, space=default_spa
     """Tunes ``source`` for ``target`` and returns the program with the best configs found (or recorded).
 
     ``inputs`` are torch CUDA tensors to measure on (random ones of the entry's types by default). ``space(op,
-    default)`` lists the (tile, warps, stages, lowering) candidates of one kernel. ``prepare=True`` only compiles
+    default)`` lists the candidate Configs of one kernel (``default`` is the compiler's Config for it). ``prepare=True`` only compiles
     every candidate into the disk cache (no GPU needed) and returns None. ``retune=True`` ignores a recorded choice.
     """
     path = _tuned_path(source, target, entry)
     if path.exists() and not retune and not prepare:
         try:
             record = json.loads(path.read_text())
-            return compile(source, target, entry, configs=[tuple(c) if c else None for c in record["configs"]])
+            return compile(source, target, entry, configs=record["configs"])
         except (ValueError, KeyError, TypeError, CompileError):
             pass  # an unreadable or stale record: tune again
     kernels = _tunable_kernels(source, target, entry)
-    candidates = [space(op, tuple(default)) for op, *default in kernels]
+    candidates = [space(op, default) for op, default in kernels]
     if prepare:
         compile(source, target, entry)
         for index, options in enumerate(candidates):
@@ -168,13 +176,13 @@ def autotune(source, target="sm_90a", inputs=None, entry=None, space=default_spa
         try:
             program = compile(source, target, entry, configs=configs)
             if not _agrees(_outputs(program, inputs), expected, program):
-                trials.append({"configs": configs, "correct": False})
+                trials.append({"configs": _as_json(configs), "correct": False})
                 return None
             ms = _time_ms(program, inputs, warmup, reps)
         except (CompileError, RuntimeError, ImportError) as error:
-            trials.append({"configs": configs, "error": str(error).splitlines()[0]})
+            trials.append({"configs": _as_json(configs), "error": str(error).splitlines()[0]})
             return None
-        trials.append({"configs": configs, "ms": ms, "correct": True})
+        trials.append({"configs": _as_json(configs), "ms": ms, "correct": True})
         return ms
 
     # Each kernel on its own, the others at their defaults: the programs prepare=True compiled.
@@ -201,5 +209,6 @@ def autotune(source, target="sm_90a", inputs=None, entry=None, space=default_spa
             chosen, chosen_ms = per_kernel, ms
     if progress:
         sys.stderr.write("\n")
-    _record(path, {"target": target, "entry": entry, "configs": chosen, "best_ms": chosen_ms, "trials": trials})
+    _record(path, {"target": target, "entry": entry, "configs": _as_json(chosen), "best_ms": chosen_ms,
+                   "trials": trials})
     return compile(source, target, entry, configs=chosen)

@@ -8,12 +8,14 @@ what another compiled.
 """
 
 import functools
+import json
 import warnings
 
 import ml_dtypes
 import numpy as np
 
 from . import cache
+from .config import Config
 from .extensions import native, native_host
 from .gpu import GpuProgram, ManifestError, driver_assembler
 
@@ -89,8 +91,8 @@ def compile(source, target="host", entry=None, configs=None):
     function to run; by default the module's only public function. Malformed IR or a failing pipeline raises
     ``CompileError`` carrying the MLIR diagnostics. Programs are cached in memory by (source, target, entry), and
     GPU programs on disk too (``KILN_CACHE_DIR``). ``configs`` (GPU targets; what ``kiln.autotune`` finds) pins
-    the #kiln.config of each tunable kernel: one (tile, warps, stages[, lowering]) or None per kernel, in
-    kernel order; the lowering is "mma_sync" (the default) or, for matmuls and attention (head dims 64/128) on
+    the #kiln.config of each tunable kernel: one ``kiln.Config`` (or a (tile, warps, stages[, lowering])
+    tuple) or None per kernel, in kernel order; the lowering is "mma_sync" (the default) or, for matmuls and attention (head dims 64/128) on
     sm_90a, "wgmma".
     """
     if not isinstance(source, str):
@@ -99,9 +101,8 @@ def compile(source, target="host", entry=None, configs=None):
         raise TypeError(f"target must be a target's name (str), got {type(target).__name__}")
     if configs is not None and target == "host":
         raise ValueError("configs pin GPU kernel strategies; the host target has none to pin")
-    pinned = None if configs is None or all(c is None for c in configs) else tuple(
-        None if c is None else (tuple(int(t) for t in c[0]), int(c[1]), int(c[2]),
-                                str(c[3]) if len(c) > 3 else "mma_sync") for c in configs)
+    pinned = None if configs is None or all(c is None for c in configs) else json.dumps(
+        [None if c is None else Config.of(c).as_json() for c in configs])
     return _compile_cached(source, target, entry or "", pinned)
 
 
@@ -116,12 +117,11 @@ def _compile_cached(source, target, entry, configs=None):
             return GpuProgram(folder, entry or None, source)
         except ManifestError:  # sealed, but not a manifest this Kiln runs (edited by hand): built again
             cache.discard(folder)
-    as_lists = None if configs is None else [None if c is None else (list(c[0]), *c[1:]) for c in configs]
     # The cubin from the driver's in-process JIT when the GPU is the target's (ptxas if that fails).
     assembler = driver_assembler(target)
     kernels = str(cache.kernel_directory() or "")
     try:
-        folder = cache.store(entry_key, lambda staging: native().compile_gpu(source, target, staging, as_lists,
+        folder = cache.store(entry_key, lambda staging: native().compile_gpu(source, target, staging, configs or "",
                                                                             assembler, kernels))
     except OSError as error:  # the program cache's own files (a full disk): the compile failed, named
         raise CompileError(str(error)) from None

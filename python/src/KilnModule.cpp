@@ -1,9 +1,10 @@
 //===- KilnModule.cpp - The _kiln Python extension --------------------------===//
 //
 // The compiler half of the `kiln` package, bound over Api/Compiler.h: GPU compilation into a folder of kernels
-// and a manifest (for the Python runtime to launch), the tunable kernels and their default configs, and the IR
+// and a manifest (for the Python runtime to launch), the tunable kernels and their default configs (JSON,
+// as the manifest writes configs), and the IR
 // at every stage. It includes no MLIR header, so it builds on a machine that has only that header and the
-// packed libkiln_compiler.so (scripts/pack_gpu_jit.sh). Failures arrive as kiln.CompileError carrying the MLIR
+// standalone libkiln_compiler.so (the wheel's). Failures arrive as kiln.CompileError carrying the MLIR
 // diagnostics, or ValueError for a bad argument; nothing reaches stderr alone and nothing aborts.
 //
 //===----------------------------------------------------------------------===//
@@ -21,23 +22,6 @@ namespace py = pybind11;
 using namespace kiln::api;
 
 namespace {
-
-/// One kernel's strategy as Python writes it: (tile, warps, stages, lowering).
-using ConfigTuple = std::tuple<std::vector<int64_t>, int64_t, int64_t, std::string>;
-
-/// The tunable kernels as (op name, tile, warps, stages, lowering).
-py::list listTunableKernels(const std::string &source, const std::string &chip) {
-  std::vector<TunableKernel> kernels;
-  {
-    py::gil_scoped_release release;
-    kernels = tunableKernels(source, chip);
-  }
-  py::list list;
-  for (const TunableKernel &kernel : kernels)
-    list.append(py::make_tuple(kernel.opName, kernel.defaultConfig.tile, kernel.defaultConfig.warps,
-                               kernel.defaultConfig.stages, kernel.defaultConfig.lowering));
-  return list;
-}
 
 /// An interrupt (KeyboardInterrupt, SystemExit: no Exception) raised inside the Python assembler, kept to be
 /// raised again once the compile returns; written and read with the GIL held.
@@ -75,27 +59,19 @@ PtxAssembler wrapAssembler(const py::object &assembler, const Interruption &inte
   };
 }
 
-/// compileGpu with the configs as Python gives them: None, or one (tile, warps, stages, lowering) or None per
-/// kernel; the in-process assembler, or None for ptxas; and the kernel cache's folder ("" for none). An interrupt
-/// inside the assembler ends the compile and is raised again once it has returned, instead of the compile's
-/// error.
+/// compileGpu with the configs as Python gives them: "" for none, or a JSON array with one config object (its
+/// manifest form) or null per kernel; the in-process assembler, or None for ptxas; and the kernel cache's folder
+/// ("" for none). An interrupt inside the assembler ends the compile and is raised again once it has returned,
+/// instead of the compile's error.
 void compileGpuFromPython(const std::string &source, const std::string &chip, const std::string &outputDir,
-                          const std::optional<std::vector<std::optional<ConfigTuple>>> &configs,
-                          const py::object &assembler, const std::string &kernelCache) {
-  std::vector<std::optional<KernelConfig>> pinned;
-  if (configs)
-    for (const std::optional<ConfigTuple> &config : *configs)
-      pinned.push_back(config ? std::optional<KernelConfig>(
-                                    KernelConfig{std::get<0>(*config), std::get<1>(*config), std::get<2>(*config),
-                                                 std::get<3>(*config)})
-                              : std::nullopt);
+                          const std::string &configs, const py::object &assembler, const std::string &kernelCache) {
   auto interrupted = std::make_shared<std::optional<py::error_already_set>>();
   PtxAssembler inProcess = wrapAssembler(assembler, interrupted);
   std::exception_ptr failure;
   {
     py::gil_scoped_release release;
     try {
-      compileGpu(source, chip, outputDir, configs ? &pinned : nullptr, inProcess, kernelCache);
+      compileGpu(source, chip, outputDir, configs, inProcess, kernelCache);
     } catch (...) {
       failure = std::current_exception();
     }
@@ -112,8 +88,9 @@ PYBIND11_MODULE(_kiln, m) {
   m.doc() = "Kiln's native compiler";
   py::register_exception<CompileError>(m, "CompileError", PyExc_RuntimeError);
   m.def("compile_gpu", &compileGpuFromPython, py::arg("source"), py::arg("chip"), py::arg("output_dir"),
-        py::arg("configs") = py::none(), py::arg("assembler") = py::none(), py::arg("kernel_cache") = "");
-  m.def("tunable_kernels", &listTunableKernels, py::arg("source"), py::arg("chip"));
+        py::arg("configs") = "", py::arg("assembler") = py::none(), py::arg("kernel_cache") = "");
+  m.def("tunable_kernels", &tunableKernels, py::arg("source"), py::arg("chip"),
+        py::call_guard<py::gil_scoped_release>());
   m.def("gpu_ir", &gpuIr, py::arg("source"), py::arg("chip"), py::arg("stage"),
         py::call_guard<py::gil_scoped_release>());
   m.def("targets", &targetNames);

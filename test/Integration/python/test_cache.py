@@ -685,7 +685,7 @@ def test_assembler_failing_on_one_kernel(tmp_path):
         return stand_in(ptx)
 
     out = tmp_path / "out"
-    compiler.native().compile_gpu(open(EXAMPLE).read(), "sm_90a", str(out), None, assemble)
+    compiler.native().compile_gpu(open(EXAMPLE).read(), "sm_90a", str(out), assembler=assemble)
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["assembler"] == "ptxas and the CUDA driver's JIT"  # in kernel order
     assert "CUDA_ERROR_OUT_OF_MEMORY" in manifest["in_process_assembly_failed"]
@@ -710,7 +710,7 @@ def test_in_process_assembler_failure(cache_dir, monkeypatch, tmp_path):
     for index, (assembler, reason) in enumerate([(broken, "assembling the PTX: CUDA_ERROR_OUT_OF_MEMORY"),
                                                  (lambda ptx: ("not a pair",), "index")]):
         folder = tmp_path / f"out{index}"
-        compiler.native().compile_gpu(SOURCE, "sm_90a", str(folder), None, assembler)
+        compiler.native().compile_gpu(SOURCE, "sm_90a", str(folder), assembler=assembler)
         manifest = json.loads((folder / "manifest.json").read_text())
         assert manifest["assembler"] == "ptxas" and reason in manifest["in_process_assembly_failed"]
         (kernel,) = manifest["kernels"]
@@ -796,8 +796,9 @@ def test_gpu_compile_errors(cache_dir):
 
 def test_pinned_configs(cache_dir):
     source = open(EXAMPLE).read()
-    kernels = compiler.native().tunable_kernels(source, "sm_90a")
-    assert [k[0] for k in kernels] == ["kiln.attention", "kiln.matmul"]
+    kernels = json.loads(compiler.native().tunable_kernels(source, "sm_90a"))
+    assert [k["op"] for k in kernels] == ["kiln.attention", "kiln.matmul"]
+    assert all(kiln.Config.of(k["config"]).as_json() == k["config"] for k in kernels)
     program = kiln.compile(source, target="sm_90a", configs=[((64, 64), 4, 2), ((64, 64, 64), 4, 3)])
     configs = [k["config"] for k in program.kernels if "config" in k]
     assert configs == [{"tile": [64, 64], "warps": 4, "stages": 2, "lowering": "mma_sync"},
@@ -810,6 +811,14 @@ def test_pinned_configs(cache_dir):
         kiln.compile(source, target="sm_90a", configs=[None, ((48, 40, 24), 4, 3)])
     with pytest.raises(ValueError, match="the host target has none to pin"):
         kiln.compile(source, configs=[None, None])
+    # A kiln.Config is the same pin as its tuple; a value that is no config is named; #kiln.config's verifier
+    # checks the numbers.
+    assert kiln.compile(source, target="sm_90a", configs=[kiln.Config((64, 64), 4, 2),
+                                                          ((64, 64, 64), 4, 3)]).folder == program.folder
+    with pytest.raises(ValueError, match="a kernel config is .*, got \\('64x64', 4\\)"):
+        kiln.compile(source, target="sm_90a", configs=[None, ("64x64", 4)])
+    with pytest.raises(kiln.CompileError, match="invalid config: "):
+        kiln.compile(source, target="sm_90a", configs=[((64, 64), 0, 2), None])
     hopper = kiln.compile(source, target="sm_90a", configs=[None, ((128, 64, 64), 8, 4, "wgmma")])
     assert [k["config"]["lowering"] for k in hopper.kernels if "config" in k] == ["wgmma", "wgmma"]
     assert "wgmma.mma_async" in hopper.ptx
@@ -822,8 +831,8 @@ def test_pinned_configs(cache_dir):
 def test_autotune_prepare_compiles_the_space(cache_dir):
     source = open(EXAMPLE).read()
     assert kiln.autotune(source, "sm_90a", prepare=True) is None
-    kernels = compiler.native().tunable_kernels(source, "sm_90a")
-    expected = sum(len(default_space(op, tuple(default))) for op, *default in kernels)
+    kernels = json.loads(compiler.native().tunable_kernels(source, "sm_90a"))
+    expected = sum(len(default_space(k["op"], k["config"])) for k in kernels)
     built = entries(cache_dir)
     assert 1 < len(built) <= expected + 1  # the default program, and the candidates that fit the kernels
     assert all(cache.lookup(entry.name) == entry for entry in built)
@@ -849,7 +858,7 @@ host = kiln.compile(open({EXAMPLE!r}).read().replace("gpu_attention_block", "blo
 done = []
 def compile_gpu():
     for i in range(3):
-        compiler.native().compile_gpu(open({EXAMPLE!r}).read(), "sm_90a", tempfile.mkdtemp(), None, assemble)
+        compiler.native().compile_gpu(open({EXAMPLE!r}).read(), "sm_90a", tempfile.mkdtemp(), assembler=assemble)
     done.append(True)
 worker = threading.Thread(target=compile_gpu)
 worker.start()
