@@ -271,9 +271,10 @@ def attention(q, k, v, *, causal=False, scale=None, mask=None, score_mod=None, m
     shape = (b, hq, sq, v.shape[3])
     masked = f" mask({mask.name} : {mask.type})" if mask is not None else ""
     flags = " causal" if causal else ""
-    flags += mod_regions(q.graph, score_mod, mask_mod, tables or {})
+    found = mod_values(score_mod, mask_mod)
+    flags += mod_regions(q.graph, score_mod, mask_mod, tables or {}, found)
     attributes = [f"scale = {float_literal(scale)} : f32"] if scale is not None else []
-    promised = mods.nondecreasing_positions(mask_mod, mods.captured((score_mod, mask_mod), mods.table_kinds(Tensor)))
+    promised = mods.nondecreasing_positions(mask_mod, found)
     if promised:
         attributes.append(f"nondecreasing_tables = array<i64: {', '.join(map(str, promised))}>")
     flags += f" {{{', '.join(attributes)}}}" if attributes else ""
@@ -281,16 +282,23 @@ def attention(q, k, v, *, causal=False, scale=None, mask=None, score_mod=None, m
                         f"{v.type} -> {tensor_type(shape, element)}", shape, element)
 
 
-def mod_regions(graph, score_mod, mask_mod, tables):
-    """The mod operands and the score_mod / mask_mod regions of an attention, as text (the ONNX importer writes
-    Attention's softcap with it too)."""
+def mod_values(score_mod, mask_mod):
+    """What the mods read, in the order of the mod operands: traced tensors, or arrays that a ``tables`` mapping
+    stands tensors in for (none without mods)."""
     for name, fn in (("score_mod", score_mod), ("mask_mod", mask_mod)):
         if fn is not None and not callable(fn):
             raise TypeError(f"attention: '{name}' must be a function, got {type(fn).__name__}")
     if score_mod is None and mask_mod is None:
+        return []
+    return mods.captured((score_mod, mask_mod), mods.table_kinds(Tensor))
+
+
+def mod_regions(graph, score_mod, mask_mod, tables, found=None):
+    """The mod operands and the score_mod / mask_mod regions of an attention, as text (the ONNX importer writes
+    Attention's softcap with it too); ``found``: mod_values(score_mod, mask_mod), when the caller has it."""
+    found = mod_values(score_mod, mask_mod) if found is None else found
+    if score_mod is None and mask_mod is None:
         return ""
-    # What the functions read: traced tensors, or arrays that `tables` stands tensors in for.
-    found = mods.captured((score_mod, mask_mod), mods.table_kinds(Tensor))
     pairs = [(value, tables.get(id(value), value)) for value in found]
     for _, operand in pairs:
         if not isinstance(operand, Tensor):
