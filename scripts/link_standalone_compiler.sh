@@ -6,7 +6,8 @@
 # Kiln's other libraries and every static MLIR and LLVM archive, of which the linker takes only the objects
 # something needs (--gc-sections drops unused functions within them, --icf=all folds identical ones, as LLVM's
 # own release links do). The library exports only the kiln::api interface of include/Api/Compiler.h and needs
-# nothing but the C and C++ runtimes. python/CMakeLists.txt runs this for the `kiln_standalone` target.
+# nothing but the C and C++ runtimes and the package's libkiln_runtime.so (the caches' protocol), which it finds
+# beside itself ($ORIGIN). python/CMakeLists.txt runs this for the `kiln_standalone` target.
 #
 #   scripts/link_standalone_compiler.sh LLVM_LIBDIR OUTPUT API_ARCHIVE [KILN_ARCHIVE...]
 #
@@ -45,6 +46,6 @@ mkdir -p "$(dirname "$output")"
 ${CXX:-g++} -shared -fuse-ld=lld -o "$output.tmp" -Wl,-soname,libkiln_compiler.so \
   -Wl,--whole-archive "$api_archive" -Wl,--no-whole-archive \
   -Wl,--start-group "$@" "${mlir_archives[@]}" "${llvm_archives[@]}" -Wl,--end-group \
-  -l:libz.a -l:libzstd.a -lpthread -ldl \
+  -l:libz.a -l:libzstd.a -lpthread -ldl -Wl,-rpath,'$ORIGIN' \
   -Wl,--gc-sections -Wl,--icf=all -Wl,--version-script="$exports" -Wl,--no-undefined -s
 mv "$output.tmp" "$output"

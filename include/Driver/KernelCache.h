@@ -5,9 +5,10 @@
 // each kernel module's PTX and cubin on disk under the SHA-256 of the chip and the module's text (its symbols
 // renamed by position, so that the names a program gives its kernels do not count): a compile that finds a
 // module there skips that module's NVVM lowering, LLVM and assembly, the tens of milliseconds a kernel costs.
-// An entry is written into a private folder and renamed into place in one step, and carries the SHA-256 of its
-// files and of its own description, so that readers never take half an entry, a damaged or hand-edited one, or
-// one moved in from another build's folder. A cache that cannot be written (read-only, full) costs the time it
+// An entry goes through the runtime's cache protocol (kiln_cache_*, the program cache's too): written into a
+// private folder, sealed with the SHA-256 of its files (its description included) and renamed into place in one
+// step, so that readers never take half an entry or a damaged or hand-edited one; its description names its
+// build, so that one moved in from another build's folder is not taken either. A cache that cannot be written (read-only, full) costs the time it
 // would have saved and nothing else: the compile goes on and reports why.
 //
 //===----------------------------------------------------------------------===//

@@ -1,13 +1,15 @@
 //===- KernelCache.cpp - Compiled kernels kept on disk across programs -----===//
 //
-// The entry of a kernel module is a folder named by its key holding kernel.ptx, kernel.cubin and, written with
-// them, entry.json: the kernel's name, the assembler and its report, the name of the cache folder (that is, of
-// the build) it was written for, the SHA-256 of both files, and the SHA-256 of all of that, since a wrong
-// function name loads a kernel as surely as a wrong cubin. See KernelCache.h for why.
+// The entry of a kernel module is a folder named by its key holding kernel.ptx, kernel.cubin and entry.json (the
+// kernel's name, the assembler and its report, the name of the cache folder, that is of the build, it was written
+// for), sealed by the runtime's cache protocol (kiln_cache_*: checksums.json covers all three, since a wrong
+// function name loads a kernel as surely as a wrong cubin). See KernelCache.h for why.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Driver/KernelCache.h"
+
+#include "kiln/runtime.h"
 
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/StringExtras.h"
@@ -78,51 +80,27 @@ static llvm::Error writeFile(llvm::StringRef path, llvm::StringRef contents) {
   return llvm::Error::success();
 }
 
-/// The SHA-256 of an entry's description: of its JSON text without the checksum itself (llvm::json prints an
-/// object's keys in sorted order, so a description read back prints as it was written).
-static std::string descriptionSha256(llvm::json::Object description) {
-  description.erase("entry_sha256");
-  std::string text;
-  llvm::raw_string_ostream(text) << llvm::json::Value(std::move(description));
-  return sha256Hex(text);
-}
-
-/// Removes `path` (a damaged entry) in a way that never removes a good entry another process publishes there
-/// meanwhile: a folder is moved aside in one step first; anything else (a file, a symlink) is unlinked.
-static void removeDamaged(llvm::StringRef directory, llvm::StringRef path, bool isFolder) {
-  if (!isFolder) {
-    (void)llvm::sys::fs::remove(path);
-    return;
-  }
-  SmallString<256> model(directory), aside;
-  llvm::sys::path::append(model, ".damaged-%%%%%%%%%%%%");
-  llvm::sys::fs::createUniquePath(model, aside, /*MakeAbsolute=*/false);
-  if (!llvm::sys::fs::rename(path, aside))
-    (void)llvm::sys::fs::remove_directories(aside);
+/// The path of `file` in `folder`.
+static std::string pathIn(llvm::StringRef folder, llvm::StringRef file) {
+  SmallString<256> path(folder);
+  llvm::sys::path::append(path, file);
+  return std::string(path);
 }
 
 std::optional<CachedKernel> kiln::lookupCachedKernel(llvm::StringRef directory, llvm::StringRef key) {
-  SmallString<256> folder(directory);
-  llvm::sys::path::append(folder, key);
-  auto pathOf = [&](llvm::StringRef file) {
-    SmallString<256> path(folder);
-    llvm::sys::path::append(path, file);
-    return std::string(path);
-  };
-  // Not followed: a symlink is never an entry, whatever it points at.
-  llvm::sys::fs::file_status status;
-  if (llvm::sys::fs::status(folder, status, /*Follow=*/false) || !llvm::sys::fs::exists(status))
+  int found = 0;
+  if (kiln_cache_lookup(directory.str().c_str(), key.str().c_str(), &found) != KILN_OK || !found)
     return std::nullopt;
-  if (!llvm::sys::fs::is_directory(status)) {
-    removeDamaged(directory, folder, /*isFolder=*/false);
-    return std::nullopt;
-  }
-  // An entry appears with all its files at once: a folder without a readable, matching entry.json is damaged.
-  std::optional<std::string> entryText = readFile(pathOf("entry.json"));
-  CachedKernel kernel;
-  bool valid = false;
+  // The files are sealed (the runtime checked their checksums); what they say must still be an entry of this
+  // folder's build with a kernel to launch.
+  std::string folder = pathIn(directory, key);
+  std::optional<std::string> ptx = readFile(pathIn(folder, "kernel.ptx")),
+                             cubin = readFile(pathIn(folder, "kernel.cubin")),
+                             entryText = readFile(pathIn(folder, "entry.json"));
   llvm::Expected<llvm::json::Value> entry =
       entryText ? llvm::json::parse(*entryText) : llvm::Expected<llvm::json::Value>(nullptr);
+  CachedKernel kernel;
+  bool valid = false;
   if (!entry) {
     llvm::consumeError(entry.takeError());
   } else if (const llvm::json::Object *object = entry->getAsObject()) {
@@ -130,57 +108,46 @@ std::optional<CachedKernel> kiln::lookupCachedKernel(llvm::StringRef directory, 
       std::optional<llvm::StringRef> value = object->getString(name);
       return value ? value->str() : std::string();
     };
-    std::optional<std::string> ptx = readFile(pathOf("kernel.ptx")), cubin = readFile(pathOf("kernel.cubin"));
     kernel.function = field("function");
     kernel.assembler = field("assembler");
     kernel.log = field("log");
     valid = ptx && cubin && !cubin->empty() && !kernel.function.empty() &&
-            field("entry_sha256") == descriptionSha256(*object) &&
-            field("build") == llvm::sys::path::filename(directory) && sha256Hex(*ptx) == field("ptx_sha256") &&
-            sha256Hex(*cubin) == field("cubin_sha256");
+            field("build") == llvm::sys::path::filename(directory);
     if (valid)
       kernel.ptx = std::move(*ptx), kernel.cubin = std::move(*cubin);
   }
   if (!valid) {
-    removeDamaged(directory, folder, /*isFolder=*/true);
+    kiln_cache_discard(folder.c_str());
     return std::nullopt;
   }
   return kernel;
 }
 
 llvm::Error kiln::storeCachedKernel(llvm::StringRef directory, llvm::StringRef key, const CachedKernel &kernel) {
-  if (std::error_code ec = llvm::sys::fs::create_directories(directory))
-    return llvm::createStringError(ec, "cannot create " + directory + ": " + ec.message());
-  SmallString<256> model(directory), staging, folder(directory);
-  llvm::sys::path::append(model, ".staging-%%%%%%%%%%%%");
-  llvm::sys::path::append(folder, key);
-  if (std::error_code ec = llvm::sys::fs::createUniqueDirectory(model, staging))
-    return llvm::createStringError(ec, "cannot create a folder in " + directory + ": " + ec.message());
-  auto pathOf = [&](llvm::StringRef file) {
-    SmallString<256> path(staging);
-    llvm::sys::path::append(path, file);
-    return std::string(path);
-  };
+  if (kernel.cubin.empty())
+    return llvm::createStringError("kernel " + kernel.function + " has no cubin");
+  char *stagingPath = nullptr;
+  if (kiln_cache_stage(directory.str().c_str(), key.str().c_str(), &stagingPath) != KILN_OK)
+    return llvm::createStringError(kiln_last_error());
+  std::string staging = stagingPath;
+  kiln_buffer_free(stagingPath);
   llvm::json::Object entry{{"function", kernel.function},
                            {"assembler", kernel.assembler},
                            {"log", kernel.log},
-                           {"build", llvm::sys::path::filename(directory).str()},
-                           {"ptx_sha256", sha256Hex(kernel.ptx)},
-                           {"cubin_sha256", sha256Hex(kernel.cubin)}};
-  entry["entry_sha256"] = descriptionSha256(entry);
+                           {"build", llvm::sys::path::filename(directory).str()}};
   std::string entryText;
   llvm::raw_string_ostream(entryText) << llvm::json::Value(std::move(entry));
-  llvm::Error written = kernel.cubin.empty() ? llvm::createStringError("kernel " + kernel.function + " has no cubin")
-                                             : writeFile(pathOf("kernel.ptx"), kernel.ptx);
+  llvm::Error written = writeFile(pathIn(staging, "kernel.ptx"), kernel.ptx);
   if (!written)
-    written = writeFile(pathOf("kernel.cubin"), kernel.cubin);
+    written = writeFile(pathIn(staging, "kernel.cubin"), kernel.cubin);
   if (!written)
-    written = writeFile(pathOf("entry.json"), entryText);
-  // One rename publishes the whole entry; it fails too when another process published it first, which is no
-  // failure: that entry stays.
-  if (!written)
-    if (std::error_code ec = llvm::sys::fs::rename(staging, folder); ec && !llvm::sys::fs::is_directory(folder))
-      written = llvm::createStringError(ec, "cannot rename " + staging + " to " + folder + ": " + ec.message());
-  (void)llvm::sys::fs::remove_directories(staging); // nothing left once renamed
-  return written;
+    written = writeFile(pathIn(staging, "entry.json"), entryText);
+  if (written) {
+    kiln_cache_discard(staging.c_str());
+    return written;
+  }
+  // Sealed and put in place in one step; when another process published the entry first, that one stays.
+  if (kiln_cache_publish(directory.str().c_str(), key.str().c_str(), staging.c_str()) != KILN_OK)
+    return llvm::createStringError(kiln_last_error());
+  return llvm::Error::success();
 }

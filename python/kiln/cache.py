@@ -3,27 +3,25 @@
 Why on disk: compiling a GPU program takes from a fraction of a second to seconds, and the same kernels are asked
 for again by every process that runs the same model. An entry is a folder named by the SHA-256 of (compiler id,
 target, entry, source) holding what the compiler wrote (manifest, PTX, cubin, constants) and, written last,
-``checksums.json`` with the SHA-256 of every file. An entry is built in a private temporary folder and renamed
-into place in one step, so readers never see half an entry; when two processes build the same entry, the first
-rename wins and the other process uses it. An entry whose checksums do not match (truncated, edited, partly
-deleted), whose manifest this Kiln cannot run (``gpu.ManifestError``), or whose path is not a folder (a file, a
-symlink) is removed and rebuilt. A cache directory that cannot be written (read-only) only costs time: the
+``checksums.json`` with the SHA-256 of every file. The protocol is the runtime's (``kiln_cache_*``, shared with the
+compiler's kernel cache): an entry is built in a private folder and renamed into place in one step, so readers
+never see half an entry; when two processes build the same entry, the first rename wins and the other process
+uses it. An entry whose checksums do not match (truncated, edited, partly deleted), whose manifest this Kiln
+cannot run (``gpu.ManifestError``), or whose path is not a folder (a file, a symlink) is removed and rebuilt. A cache directory that cannot be written (read-only) only costs time: the
 program is compiled into a private temporary folder, removed when the process exits, with a ``CacheWarning``.
 Beside the programs, ``kernels/`` holds the kernel cache that the compiler itself reads and writes (one folder
-per compiled kernel module, the same guarantees; see Driver/KernelCache.h).
+per compiled kernel module, through the same protocol; see Driver/KernelCache.h).
 """
 
 import atexit
 import hashlib
-import json
 import os
 import shutil
 import tempfile
-import time
 import warnings
 from pathlib import Path
 
-_CHECKSUMS = "checksums.json"
+from . import runtime
 
 
 class CacheWarning(RuntimeWarning):
@@ -44,27 +42,7 @@ def kernel_directory():
     build = compiler_id()
     if build == "unknown-build":
         return None
-    folder = directory() / "kernels" / build
-    _sweep_abandoned(folder)
-    return folder
-
-
-_SWEPT = set()
-
-
-def _sweep_abandoned(root):
-    """Removes, once per process and folder, the private folders (names starting with a dot) that killed
-    processes left in ``root`` over an hour ago: a live process renames or removes its own within seconds."""
-    if root in _SWEPT:
-        return
-    _SWEPT.add(root)
-    cutoff = time.time() - 3600
-    try:
-        for path in root.iterdir():
-            if path.name.startswith(".") and path.is_dir() and path.stat().st_mtime < cutoff:
-                shutil.rmtree(path, ignore_errors=True)
-    except OSError:  # no folder yet, or one that cannot be read: nothing to sweep
-        pass
+    return directory() / "kernels" / build
 
 
 def compiler_id():
@@ -81,45 +59,15 @@ def key(source, target, entry):
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _digest(path):
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _valid(folder):
-    try:
-        recorded = json.loads((folder / _CHECKSUMS).read_text())
-        files = sorted(p.name for p in folder.iterdir() if p.name != _CHECKSUMS)
-        return sorted(recorded) == files and all(_digest(folder / name) == digest for name, digest in recorded.items())
-    except (OSError, ValueError):
-        return False
-
-
-def _entry(folder):
-    """Whether ``folder`` is a valid entry: a real folder (a symlink never is one, wherever it points) whose
-    files match their checksums."""
-    return not folder.is_symlink() and folder.is_dir() and _valid(folder)
-
-
 def discard(folder):
     """Removes what is at an entry's path: a folder with what it holds, or a file or symlink (not its target)."""
-    if folder.is_symlink() or not folder.is_dir():
-        try:
-            folder.unlink()
-        except OSError:  # gone already, or a read-only cache: it is not taken, only not removed
-            pass
-    else:
-        shutil.rmtree(folder, ignore_errors=True)
+    runtime.cache_discard(folder)
 
 
 def lookup(entry_key):
     """The folder of a valid entry, or None (anything else at its path is removed)."""
-    folder = directory() / entry_key
-    if not os.path.lexists(folder):
-        return None
-    if _entry(folder):
-        return folder
-    discard(folder)
-    return None
+    root = directory()
+    return root / entry_key if runtime.cache_lookup(root, entry_key) else None
 
 
 _UNCACHED = []
@@ -147,37 +95,18 @@ def _build_uncached(build, reason):
 
 
 def store(entry_key, build):
-    """Builds an entry with ``build(folder)`` in a private folder, seals it with checksums and renames it into
-    place; returns the entry's folder (another process's, when it got there first), or, when the cache cannot be
+    """Builds an entry with ``build(folder)`` in a private folder, seals it with checksums and puts it in place;
+    returns the entry's folder (another process's, when it got there first), or, when the cache cannot be
     written, a temporary folder outside it."""
     root = directory()
     try:
-        root.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{entry_key[:16]}.", dir=root))
+        staging = runtime.cache_stage(root, entry_key)
     except OSError as error:
-        return _build_uncached(build, error.strerror or error)
-    _sweep_abandoned(root)
+        return _build_uncached(build, str(error).rsplit(": ", 1)[-1])
     try:
-        build(str(staging))
-        checksums = {p.name: _digest(p) for p in sorted(staging.iterdir())}
-        seal = staging / _CHECKSUMS
-        try:
-            seal.write_text(json.dumps(checksums, indent=1))
-        except OSError as error:  # a full disk fails the write or the close, whose error names no file
-            raise OSError(error.errno, f"cannot write {seal}: {error.strerror}") from None
-        final = root / entry_key
-        try:
-            os.rename(staging, final)
-        except OSError:
-            if not _entry(final):  # a corrupt leftover, a file or a symlink: replace it
-                discard(final)
-                try:
-                    os.rename(staging, final)
-                except OSError:
-                    pass
-            if not _entry(final):
-                raise RuntimeError(f"the cache entry {final} could not be written") from None
-        return final
+        build(staging)
+        runtime.cache_publish(root, entry_key, staging)
+        return root / entry_key
     finally:
         # Ctrl-C during a compile is raised at the first Python call after the extension returns, which is often
         # this removal: a KeyboardInterrupt inside rmtree left half a staging folder in the cache (for the hour

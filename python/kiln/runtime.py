@@ -42,6 +42,7 @@ def _library():
         lib.kiln_plan_input_updated_in_place.argtypes = [ctypes.c_void_p, ctypes.c_int]
         lib.kiln_plan_check_chip.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
         lib.kiln_target_for_capability.restype = ctypes.c_char_p
+        lib.kiln_buffer_free.argtypes = [ctypes.c_void_p]
         _LIBRARY = lib
     return _LIBRARY
 
@@ -103,6 +104,37 @@ def target_capability(target):
     if _library().kiln_target_capability(str(target).encode(), ctypes.byref(major), ctypes.byref(minor)):
         return None
     return major.value, minor.value
+
+
+def cache_lookup(root, key):
+    """Whether entry ``key`` of the cache at ``root`` is valid (anything else at its path is removed)."""
+    found = ctypes.c_int()
+    check(_library().kiln_cache_lookup(str(root).encode(), key.encode(), ctypes.byref(found)), "the cache")
+    return bool(found.value)
+
+
+def cache_stage(root, key):
+    """A private staging folder for entry ``key`` of the cache at ``root``; OSError naming what cannot be written."""
+    lib, staging = _library(), ctypes.c_void_p()
+    if lib.kiln_cache_stage(str(root).encode(), key.encode(), ctypes.byref(staging)):
+        raise OSError(lib.kiln_last_error().decode(errors="replace"))
+    try:
+        return ctypes.string_at(staging).decode()
+    finally:
+        lib.kiln_buffer_free(staging)
+
+
+def cache_publish(root, key, staging):
+    """Seals ``staging`` and puts it in place as entry ``key`` (another process's valid entry wins); the staging
+    folder is gone afterwards. OSError naming the file that could not be written."""
+    lib = _library()
+    if lib.kiln_cache_publish(str(root).encode(), key.encode(), str(staging).encode()):
+        raise OSError(lib.kiln_last_error().decode(errors="replace"))
+
+
+def cache_discard(path):
+    """Removes what is at ``path``: a folder with all it holds, or a file or symlink (not what it points at)."""
+    _library().kiln_cache_discard(str(path).encode())
 
 
 #: Statuses of runtime.h that say what is wrong with a compiled folder rather than with the GPU.

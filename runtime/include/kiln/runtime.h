@@ -34,6 +34,7 @@ typedef enum kiln_status {
   KILN_ERROR_CUDA = 3,           /* a driver call failed; the message names it */
   KILN_ERROR_INVALID_ARGUMENT = 4,
   KILN_ERROR_NOT_FOUND = 5,      /* a file or a kernel name */
+  KILN_ERROR_IO = 6,             /* a file or folder could not be read or written; the message names it */
 } kiln_status;
 
 typedef struct kiln_device kiln_device;
@@ -128,6 +129,26 @@ KILN_RUNTIME_API kiln_status kiln_copy_to_host(kiln_device *device, void *destin
 KILN_RUNTIME_API kiln_status kiln_copy_on_device(kiln_device *device, uint64_t destination, uint64_t source,
                                                  size_t bytes, void *stream);
 KILN_RUNTIME_API kiln_status kiln_synchronize(kiln_device *device);
+
+/* Disk caches (the Python package's program cache, the compiler's kernel cache): an entry is a folder named by its
+ * key under a cache root, written into a private staging folder, sealed with checksums.json (the SHA-256 of every
+ * other file) and renamed into place in one step, so that a reader never takes half an entry, a damaged one or a
+ * hand-edited one. */
+
+/// Whether entry `key` of `root` is a valid one (`*found` = 1); anything else at its path (a damaged entry, a file,
+/// a symlink) is removed, and `*found` = 0.
+KILN_RUNTIME_API kiln_status kiln_cache_lookup(const char *root, const char *key, int *found);
+/// A private staging folder for entry `key` in `root` (created when missing) to write the entry's files into;
+/// `*staging` is released with kiln_buffer_free. Staging folders that killed processes left in `root` over an
+/// hour ago are removed first (once per root and process). KILN_ERROR_IO when `root` cannot be written.
+KILN_RUNTIME_API kiln_status kiln_cache_stage(const char *root, const char *key, char **staging);
+/// Seals `staging` and renames it into place as entry `key` of `root`; when another process published a valid
+/// entry first, that one stays. `staging` is gone afterwards, whatever the outcome. KILN_ERROR_IO names a file
+/// that could not be written (a full disk), or the entry when it could not be put in place.
+KILN_RUNTIME_API kiln_status kiln_cache_publish(const char *root, const char *key, const char *staging);
+/// Removes what is at `path`: a folder with all it holds (moved aside first), or a file or symlink (not what it
+/// points at).
+KILN_RUNTIME_API void kiln_cache_discard(const char *path);
 
 /// The GPU target Kiln compiles for on a device of compute capability major.minor ("sm_90a" on 9.0, "sm_80" on
 /// any other 8.0 or later), or NULL for an older device.

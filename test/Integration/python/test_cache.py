@@ -286,7 +286,7 @@ def test_processes_compiling_at_once(cache_dir):
     assert not [p for p in cache_dir.iterdir() if p.name.startswith(".")], "a staging folder was left behind"
     # The kernel cache, which the children wrote at once too: one entry, every child's staging folder gone.
     (kernel,) = (cache_dir / "kernels" / cache.compiler_id()).iterdir()
-    assert sorted(p.name for p in kernel.iterdir()) == ["entry.json", "kernel.cubin", "kernel.ptx"]
+    assert sorted(p.name for p in kernel.iterdir()) == ["checksums.json", "entry.json", "kernel.cubin", "kernel.ptx"]
 
 
 def test_compiler_build_is_part_of_the_key(cache_dir, monkeypatch):
@@ -438,7 +438,7 @@ def test_kernel_cache_serves_a_program_of_other_sizes(cache_dir, monkeypatch):
     assert second.manifest["compile_us"]["kernel_cache"] > 0
     # The kernel cache lives beside the programs, per build of the compiler.
     (entry,) = (cache_dir / "kernels" / cache.compiler_id()).iterdir()
-    assert sorted(p.name for p in entry.iterdir()) == ["entry.json", "kernel.cubin", "kernel.ptx"]
+    assert sorted(p.name for p in entry.iterdir()) == ["checksums.json", "entry.json", "kernel.cubin", "kernel.ptx"]
 
 
 def test_kernels_that_need_other_code_are_not_shared(cache_dir, monkeypatch):
@@ -515,7 +515,6 @@ def test_folders_killed_processes_left_are_swept(cache_dir, monkeypatch):
         (folder / "kernel.ptx").write_text("half written")
     for folder in old:
         os.utime(folder, (1e9, 1e9))
-    monkeypatch.setattr(cache, "_SWEPT", set())
     kiln.compile(SOURCE, target="sm_90a")
     assert not any(folder.exists() for folder in old) and all(folder.exists() for folder in fresh)
     assert len(entries(cache_dir)) == 1 and len([p for p in kernels.iterdir() if not p.name.startswith(".")]) == 1
@@ -584,7 +583,7 @@ def test_damaged_kernel_entry_is_compiled_again(cache_dir, monkeypatch, damage):
         (entry / "entry.json").write_text("{")
     program = kiln.compile(SOURCE.replace("40x", "41x"), target="sm_90a")
     assert len(calls) == 2 and program.kernels[0]["kernel_cache"] == "miss"
-    assert sorted(p.name for p in entry.iterdir()) == ["entry.json", "kernel.cubin", "kernel.ptx"]
+    assert sorted(p.name for p in entry.iterdir()) == ["checksums.json", "entry.json", "kernel.cubin", "kernel.ptx"]
     assert kiln.compile(SOURCE.replace("40x", "42x"), target="sm_90a").kernels[0]["kernel_cache"] == "hit"
     assert len(calls) == 2
 
