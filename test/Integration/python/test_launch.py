@@ -236,3 +236,12 @@ def test_a_runner_keeps_its_plan_alive(tmp_path, monkeypatch):
     del run
     gc.collect()
     assert freed() is None
+
+
+def test_the_runtime_maps_targets_and_compute_capabilities():
+    """One table, the runtime's, says which target a GPU takes and which GPU a target's cubins are built for."""
+    assert [runtime.target_for(c) for c in ((9, 0), (8, 0), (8, 6), (8, 9), (10, 0), (7, 5))] == \
+        ["sm_90a", "sm_80", "sm_80", "sm_80", "sm_80", None]
+    assert runtime.target_capability("sm_90a") == (9, 0) and runtime.target_capability("sm_80") == (8, 0)
+    assert runtime.target_capability("host") is None and runtime.target_capability("sm_70") is None
+    assert kiln.compiler.native().targets() == ["host", "sm_80", "sm_90a"]
