@@ -131,7 +131,7 @@ def warm(kiln, torch, rows):
     (program,) = matmul.programs.values()
     index = a.get_device()
     device, run, dtypes, plan = program._loaded[index]
-    buffers = [torch.empty(shape, dtype=dtypes[dtype], device=device) for shape, dtype in program._allocations]
+    buffers = program._buffers(torch.empty, device, dtypes)
     inputs, addresses = [t.data_ptr() for t in (a, a, bias)], [b.data_ptr() for b in buffers]
     stream = kiln.gpu._current_stream(torch, index)
     rows["warm: kiln.ops.matmul(a, b, bias=) per call"] = us(lambda: matmul(a, a, bias=bias))

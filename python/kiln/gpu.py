@@ -119,8 +119,7 @@ class GpuProgram:
         if self._in_place:
             self._check_in_place(tensors)
         device, run, dtypes, _ = self._loaded.get(index) or self._load(torch, index)
-        empty = torch.empty
-        buffers = [empty(shape, dtype=dtypes[dtype], device=device) for shape, dtype in self._allocations]
+        buffers = self._buffers(torch.empty, device, dtypes)
         run([t.data_ptr() for t in tensors], [b.data_ptr() for b in buffers], _current_stream(torch, index))
         results = self._outputs(tensors, buffers, dtypes)
         return results[0] if len(results) == 1 else tuple(results)
@@ -135,13 +134,17 @@ class GpuProgram:
         if self._in_place:
             self._check_in_place(tensors)
         device, run, dtypes, _ = self._loaded.get(index) or self._load(torch, index)
-        buffers = [torch.empty(shape, dtype=dtypes[dtype], device=device) for shape, dtype in self._allocations]
+        buffers = self._buffers(torch.empty, device, dtypes)
         for position, given in enumerate(out or ()):
             if given is not None:
                 buffers[self._out_buffer(torch, position, given, device)] = given
         inputs, addresses = [t.data_ptr() for t in tensors], [b.data_ptr() for b in buffers]
         return BoundProgram(device, lambda stream: run(inputs, addresses, stream),
                             self._outputs(tensors, buffers, dtypes), (tensors, buffers))
+
+    def _buffers(self, empty, device, dtypes):
+        """New scratch buffers for one run, each as the first output it holds or as bytes."""
+        return [empty(shape, dtype=dtypes[dtype], device=device) for shape, dtype in self._allocations]
 
     def _outputs(self, tensors, buffers, dtypes):
         """The results of a run: each output's input, buffer, or the buffer's bytes under its dtype and shape."""
