@@ -5,8 +5,11 @@ its supported partitions and leaves the rest to torch. This script measures what
 the time of one call of the compiled block (median of many, CUDA events around each call after warm-up, the
 calls' host work included, as a serving loop pays it), its kernel launches (the profiler's count of device
 kernels per call), the first call's compile time, and its error against eager float32 (TF32 off) in the same
-run. Blocks: GPT-2 (768 wide, 12 heads) and Llama (4096 wide, 32/8 heads, 14336 MLP; RMSNorm, RoPE by cat,
-repeat_interleave GQA, SwiGLU) from test/Integration/python/plain_torch_blocks.py, in bf16.
+run, and where the time goes: each kernel's device time per call for Kiln and Inductor (the profiler's). Blocks:
+GPT-2 (768 wide, 12 heads) and Llama (4096 wide, 32/8 heads, 14336 MLP; RoPE by cat, SwiGLU) from
+test/Integration/python/plain_torch_blocks.py, in bf16, the Llama block in two spellings: Hugging Face's
+(RMSNorm written out with f32 casts, repeat_interleave GQA, the causal flag) and another (nn.RMSNorm, GQA by
+expand + reshape, an additive -inf triangle as the mask).
 
 Run on the GPU machine with the wheel installed (the programs compile there):
 
@@ -22,11 +25,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "test" / "Integration" / "python"))
 
-#: name: (block kind, hidden, heads, kv heads, ffn, batch, seq)
+#: The Llama block's second spelling (LlamaBlock's keyword arguments); the first is its default.
+NN_EXPAND_TRIANGLE = dict(norm="module", gqa="expand", mask="additive")
+#: name: (block kind, hidden, heads, kv heads, ffn, batch, seq, spelling)
 SHAPES = {
-    "gpt2_b8_s512": ("gpt2", 768, 12, 12, 3072, 8, 512),
-    "llama_b1_s2048": ("llama", 4096, 32, 8, 14336, 1, 2048),
-    "llama_b8_s512": ("llama", 4096, 32, 8, 14336, 8, 512),
+    "gpt2_b8_s512": ("gpt2", 768, 12, 12, 3072, 8, 512, {}),
+    "llama_b1_s2048": ("llama", 4096, 32, 8, 14336, 1, 2048, {}),
+    "llama_b8_s512": ("llama", 4096, 32, 8, 14336, 8, 512, {}),
+    "llama_nn_expand_triangle_b1_s2048": ("llama", 4096, 32, 8, 14336, 1, 2048, NN_EXPAND_TRIANGLE),
+    "llama_nn_expand_triangle_b8_s512": ("llama", 4096, 32, 8, 14336, 8, 512, NN_EXPAND_TRIANGLE),
 }
 VARIANTS = ("eager", "inductor", "inductor_cudagraphs", "kiln")
 
@@ -34,8 +41,8 @@ VARIANTS = ("eager", "inductor", "inductor_cudagraphs", "kiln")
 def build(shape, dtype):
     import torch
     from plain_torch_blocks import Gpt2Block, LlamaBlock, rope_tables
-    kind, hidden, heads, kv_heads, ffn, batch, seq = shape
-    block = Gpt2Block(hidden, heads) if kind == "gpt2" else LlamaBlock(hidden, heads, kv_heads, ffn)
+    kind, hidden, heads, kv_heads, ffn, batch, seq, spelling = shape
+    block = Gpt2Block(hidden, heads) if kind == "gpt2" else LlamaBlock(hidden, heads, kv_heads, ffn, **spelling)
     block = block.cuda().eval()
     for p in block.parameters():  # weights of unit-scale activations, as test_torch_backend_gpu.py sets them
         p.data.normal_(0.0, 1.0 / p.shape[-1] ** 0.5 if p.ndim == 2 else 1.0).add_(1.0 if p.ndim == 1 else 0.0)
@@ -85,6 +92,23 @@ def launches(fn, inputs):
                and "memcpy" not in e.name.lower() and "memset" not in e.name.lower())
 
 
+def kernel_breakdown(fn, inputs, calls=10):
+    """[(kernel name, launches per call, device µs per call)] over ``calls`` calls, slowest first (the
+    profiler's)."""
+    import torch
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profile:
+        for _ in range(calls):
+            fn(*inputs)
+        torch.cuda.synchronize()
+    rows = []
+    for item in profile.key_averages():
+        total = getattr(item, "device_time_total", None)
+        total = item.cuda_time_total if total is None else total
+        if total > 0 and "memcpy" not in item.key.lower() and "memset" not in item.key.lower():
+            rows.append((item.key[:90], item.count / calls, total / calls))
+    return sorted(rows, key=lambda r: -r[2])
+
+
 def main():
     import torch
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -110,6 +134,8 @@ def main():
                 row[f"{variant}_error"] = ((out.float() - reference).abs().max() / reference.abs().max()).item()
                 row[f"{variant}_ms"] = call_ms(fn, inputs)
                 row[f"{variant}_launches"] = launches(fn, inputs) if variant != "inductor_cudagraphs" else None
+                if variant in ("kiln", "inductor"):
+                    row[f"{variant}_kernels"] = kernel_breakdown(fn, inputs)
             for variant in VARIANTS[1:]:
                 row[f"kiln_vs_{variant}"] = row[f"{variant}_ms"] / row["kiln_ms"]
             row["kiln_vs_eager"] = row["eager_ms"] / row["kiln_ms"]
@@ -117,6 +143,9 @@ def main():
             print(f"{name:16s} " + " | ".join(
                 f"{v} {row[f'{v}_ms']:.3f} ms ({row[f'{v}_launches']} launches, err {row[f'{v}_error']:.1e}, "
                 f"first call {row[f'{v}_first_call_s']:.1f} s)" for v in VARIANTS), flush=True)
+            for variant in ("kiln", "inductor"):
+                print(f"  {variant} kernels (µs per call): " + "; ".join(
+                    f"{name} x{count:g} {us:.1f}" for name, count, us in row[f"{variant}_kernels"]), flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "torch_compile.json").write_text(json.dumps(dict(device=torch.cuda.get_device_name(),

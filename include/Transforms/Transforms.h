@@ -74,12 +74,18 @@ FailureOr<AttentionOp> fuseAttention(RewriterBase &rewriter, MatmulOp output);
 /// does not hold exactly or when `root` is only part of a larger norm (its weight or bias is applied by a user).
 FailureOr<Value> fuseNorm(RewriterBase &rewriter, Operation *root);
 
+/// Replaces `narrow`, a cast down of a kiln.rms_norm / kiln.layer_norm whose operands are all casts up from the
+/// narrow type, by the norm of the narrow operands (which the norm computes in f32 all the same). Fails,
+/// changing nothing, when the casts do not frame the norm that way.
+FailureOr<Value> narrowNorm(RewriterBase &rewriter, CastOp narrow);
+
 /// Replaces SiLU (x sigmoid(x)) or GELU (erf or tanh form) written out as a product ending at `root` by one
 /// kiln.silu / kiln.gelu. Fails, changing nothing, when the product is not one of them.
 FailureOr<Value> fuseActivation(RewriterBase &rewriter, Operation *root);
 
-/// Replaces rotate-half RoPE written out (x * cos + concat(-x_hi, x_lo) * sin, constant tables with repeated
-/// halves) and ending at `root` by one kiln.rope with [S, D/2] tables.
+/// Replaces rotate-half RoPE written out (x * cos + concat(-x_hi, x_lo) * sin) and ending at `root` by one
+/// kiln.rope: with [S, D/2] tables when both tables are constants with repeated halves, else with the [S, D]
+/// tables themselves when they broadcast over x's leading dimensions.
 FailureOr<RopeOp> fuseRope(RewriterBase &rewriter, AddOp root);
 
 /// Moves a transpose that keeps the last dimension in place from a kiln.rope's input (used only there) to its

@@ -4,7 +4,9 @@
 // 1/sqrt, reciprocal of sqrt, pow -0.5, or a division by sqrt), the weight, the bias, and for LayerNorm the
 // centring by the mean — become one kiln.rms_norm / kiln.layer_norm: one row kernel instead of seven or more
 // elementwise and reduction kernels. A norm computed in f32 between casts from and back to the tensor's type (as
-// Llama-style modules write it) becomes the norm of the original tensor, which the row kernel computes in f32.
+// Llama-style modules write it, or as torch decomposes nn.RMSNorm of a bf16 tensor: casts of the input and the
+// weight, the norm, a cast of its result) becomes the norm of the original tensor, which the row kernel computes
+// in f32.
 //
 //===----------------------------------------------------------------------===//
 
@@ -167,11 +169,53 @@ FailureOr<Value> kiln::fuseNorm(RewriterBase &rewriter, Operation *root) {
   return replacement;
 }
 
+/// The narrow value `value` widens by a cast, or null.
+static Value widenedFrom(Value value, Type narrowElement) {
+  auto cast = value.getDefiningOp<CastOp>();
+  if (!cast || cast.getInput().getType().getElementType() != narrowElement)
+    return {};
+  return cast.getInput();
+}
+
+FailureOr<Value> kiln::narrowNorm(RewriterBase &rewriter, CastOp narrow) {
+  Operation *norm = narrow.getInput().getDefiningOp();
+  if (!isa_and_nonnull<RmsNormOp, LayerNormOp>(norm) || !norm->hasOneUse())
+    return failure();
+  Type element = narrow.getType().getElementType();
+  auto wideElement = dyn_cast<FloatType>(narrow.getInput().getType().getElementType());
+  auto narrowElement = dyn_cast<FloatType>(element);
+  if (!wideElement || !narrowElement || narrowElement.getWidth() >= wideElement.getWidth())
+    return failure();
+  // Every operand (input, weight, bias) must be a cast up from the narrow type, so that the row kernel reading
+  // them narrow and computing in f32 sees the same values.
+  SmallVector<Value> operands;
+  for (Value operand : norm->getOperands()) {
+    Value source = widenedFrom(operand, element);
+    if (!source)
+      return failure();
+    operands.push_back(source);
+  }
+  rewriter.setInsertionPoint(narrow);
+  Value replacement;
+  if (auto rms = dyn_cast<RmsNormOp>(norm))
+    replacement =
+        RmsNormOp::create(rewriter, rms.getLoc(), narrow.getType(), operands[0], operands[1], rms.getEpsilonAttr());
+  else
+    replacement = LayerNormOp::create(rewriter, norm->getLoc(), narrow.getType(), operands[0], operands[1],
+                                      operands.size() > 2 ? operands[2] : Value(),
+                                      cast<LayerNormOp>(norm).getEpsilonAttr());
+  replaceAndEraseDead(rewriter, narrow, replacement);
+  return replacement;
+}
+
 namespace {
 struct KilnFuseNormsPass : kiln::impl::KilnFuseNormsBase<KilnFuseNormsPass> {
   void runOnOperation() override {
     forEachInProgramOrder<MulOp, DivOp, AddOp>(
         getOperation(), [](IRRewriter &rewriter, Operation *op) { (void)fuseNorm(rewriter, op); });
+    // A second walk: the first one erases casts that this one would otherwise visit.
+    forEachInProgramOrder<CastOp>(getOperation(),
+                                  [](IRRewriter &rewriter, Operation *op) { (void)narrowNorm(rewriter, cast<CastOp>(op)); });
   }
 };
 } // namespace

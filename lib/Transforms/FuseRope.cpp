@@ -3,9 +3,10 @@
 // Rotary embeddings as Llama-style modules write them: x * cos + rotate_half(x) * sin, where rotate_half is
 // concat(-x[..., D/2:], x[..., :D/2]) and cos/sin are [S, D] tables whose two halves repeat the same [S, D/2]
 // frequencies. Written out that is two slices, a negation, a concat, two products and a sum, each a kernel; as a
-// kiln.rope it is one row kernel. The tables must be constants (after the importer folded their computation)
-// so that the repeated halves can be checked; a runtime table is left alone, since nothing proves its halves
-// are equal.
+// kiln.rope it is one row kernel. Constant tables (after the importer folded their computation) whose halves
+// repeat give the rope its [S, D/2] tables; runtime tables (a model's inputs, as torch.compile graphs pass them),
+// whose halves nothing proves equal, give it the [S, D] tables themselves, a factor per element, which computes
+// the written-out formula exactly.
 //
 //===----------------------------------------------------------------------===//
 
@@ -86,6 +87,27 @@ static DenseElementsAttr halfTable(Value table, RankedTensorType xType) {
   return DenseElementsAttr::get(RankedTensorType::get({rows, half}, type.getElementType()), halfValues);
 }
 
+/// True when `table` is [1, .., 1, S, D] of `x`'s element type, S and D being x's last two dimensions: a table
+/// that broadcasts over x's leading dimensions with a factor per element of each row.
+static bool isFullTable(Value table, RankedTensorType xType) {
+  auto type = dyn_cast<RankedTensorType>(table.getType());
+  if (!type || type.getElementType() != xType.getElementType() || type.getRank() < 2 ||
+      type.getRank() > xType.getRank())
+    return false;
+  ArrayRef<int64_t> shape = type.getShape();
+  return shape.take_back(2) == xType.getShape().take_back(2) &&
+         llvm::all_of(shape.drop_back(2), [](int64_t d) { return d == 1; });
+}
+
+/// A full table (isFullTable) as the rank-2 [S, D] table kiln.rope takes.
+static Value asRank2(RewriterBase &rewriter, Location loc, Value table) {
+  auto type = cast<RankedTensorType>(table.getType());
+  if (type.getRank() == 2)
+    return table;
+  auto rows = RankedTensorType::get(type.getShape().take_back(2), type.getElementType());
+  return ReshapeOp::create(rewriter, loc, rows, table);
+}
+
 FailureOr<RopeOp> kiln::fuseRope(RewriterBase &rewriter, AddOp root) {
   for (auto [cosTerm, sinTerm] :
        {std::pair(root.getLhs(), root.getRhs()), std::pair(root.getRhs(), root.getLhs())}) {
@@ -104,18 +126,24 @@ FailureOr<RopeOp> kiln::fuseRope(RewriterBase &rewriter, AddOp root) {
     DenseElementsAttr cosHalf =
         unitCos && sinHalf ? DenseElementsAttr::get(sinHalf.getType(), rewriter.getFloatAttr(type.getElementType(), 1.0))
                            : halfTable(cos, type);
-    if (!cosHalf || !sinHalf)
-      continue;
     Location loc = root.getLoc();
     rewriter.setInsertionPoint(root);
-    Value cosValue = ConstantOp::create(rewriter, loc, cosHalf.getType(), cosHalf);
-    Value sinValue = ConstantOp::create(rewriter, loc, sinHalf.getType(), sinHalf);
+    Value cosValue, sinValue;
+    if (cosHalf && sinHalf) {
+      cosValue = ConstantOp::create(rewriter, loc, cosHalf.getType(), cosHalf);
+      sinValue = ConstantOp::create(rewriter, loc, sinHalf.getType(), sinHalf);
+    } else if (!unitCos && isFullTable(cos, type) && isFullTable(sin, type)) {
+      cosValue = asRank2(rewriter, loc, cos);
+      sinValue = asRank2(rewriter, loc, sin);
+    } else {
+      continue;
+    }
     auto rope = RopeOp::create(rewriter, loc, type, x, cosValue, sinValue, /*interleaved=*/false,
                                /*seq_dim=*/IntegerAttr());
     replaceAndEraseDead(rewriter, root, rope);
     return rope;
   }
-  return rewriter.notifyMatchFailure(root, "not x * cos + rotate_half(x) * sin with constant tables");
+  return rewriter.notifyMatchFailure(root, "not x * cos + rotate_half(x) * sin with [.., S, D] tables");
 }
 
 namespace {

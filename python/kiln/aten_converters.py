@@ -178,12 +178,16 @@ def _attention(node, a):
         else:
             mask = trace.cast(mask, q.element)
     out = trace.attention(q, k, v, causal=causal, scale=a.get("scale"), mask=mask)
-    results = {aten.scaled_dot_product_attention.default: 1, aten._scaled_dot_product_attention_math.default: 2,
-               aten._scaled_dot_product_flash_attention_for_cpu.default: 2,
-               aten._scaled_dot_product_efficient_attention.default: 4,
-               aten._scaled_dot_product_flash_attention.default: 9,
-               aten._scaled_dot_product_cudnn_attention.default: 9}[node.target]
+    results = ATTENTION_RESULTS[node.target]
     return out if results == 1 else (out,) + (None,) * (results - 1)
+
+
+#: The scaled_dot_product_attention spellings of aten graphs, with the number of results each returns.
+ATTENTION_RESULTS = {aten.scaled_dot_product_attention.default: 1, aten._scaled_dot_product_attention_math.default: 2,
+                     aten._scaled_dot_product_flash_attention_for_cpu.default: 2,
+                     aten._scaled_dot_product_efficient_attention.default: 4,
+                     aten._scaled_dot_product_flash_attention.default: 9,
+                     aten._scaled_dot_product_cudnn_attention.default: 9}
 
 
 def _weight(b):
@@ -364,12 +368,6 @@ CONVERTERS = {
     aten._softmax.default: _softmax, aten.softmax.int: _softmax,
     aten.native_layer_norm.default: _layer_norm, aten.layer_norm.default: _layer_norm,
     aten.rms_norm.default: _rms_norm, aten._fused_rms_norm.default: _rms_norm,
-    aten.scaled_dot_product_attention.default: _attention,
-    aten._scaled_dot_product_attention_math.default: _attention,
-    aten._scaled_dot_product_flash_attention_for_cpu.default: _attention,
-    aten._scaled_dot_product_flash_attention.default: _attention,
-    aten._scaled_dot_product_efficient_attention.default: _attention,
-    aten._scaled_dot_product_cudnn_attention.default: _attention,
     aten.mm.default: _mm, aten.bmm.default: _mm, aten.matmul.default:
         lambda n, a: _matrix(n, a["input"], a["other"]),
     aten.addmm.default: _addmm, aten.baddbmm.default: _baddbmm, aten.linear.default: _linear,
@@ -381,6 +379,7 @@ CONVERTERS = {
     aten.contiguous.default: _identity, aten.lift_fresh_copy.default: _identity, aten._to_copy.default: _to_copy,
     aten.cat.default: _cat, aten.slice.Tensor: _slice, aten.select.int: _select, aten.split.Tensor: _split,
     aten.split_with_sizes.default: _split, aten.where.self: _where, operator.getitem: _getitem,
+    **{target: _attention for target in ATTENTION_RESULTS},
 }
 #: Ops that move or relabel data without computing: a partition of these alone is not worth a Kiln program.
 DATA_MOVEMENT = {aten.t.default, aten.transpose.int, aten.permute.default, aten.view.default,
@@ -391,7 +390,7 @@ DATA_MOVEMENT = {aten.t.default, aten.transpose.int, aten.permute.default, aten.
                   aten.select.int, aten.split.Tensor, aten.split_with_sizes.default, operator.getitem}
 
 
-def _named_arguments(node):
+def named_arguments(node):
     """The node's arguments by schema name, ``self`` named ``input`` as torch.fx names it (getitem's as
     ``args``)."""
     if node.target is operator.getitem:
@@ -408,7 +407,7 @@ def convert(node, values):
     converter = CONVERTERS.get(node.target)
     if converter is None:
         raise Unsupported(f"no converter for {node.target}")
-    arguments = torch.fx.node.map_arg(_named_arguments(node), lambda n: values[n])
+    arguments = torch.fx.node.map_arg(named_arguments(node), lambda n: values[n])
     result = converter(node, arguments)
     _check_result(node, result)
     return result

@@ -27,6 +27,7 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 
 from . import trace
 from .aten_converters import CONVERTERS, DATA_MOVEMENT, ELEMENTS, Unsupported, convert, recorded
+from .causal_masks import fold_constant_causal_masks
 from .compiler import compile as kiln_compile
 from .gpu import chip_for
 from .torch_ops import _host, _torch
@@ -274,6 +275,7 @@ class GraphReport:
         self.fallbacks = []  # (partition name, reason) of partitions left to torch after a failed compile
         self.torch_nodes = []  # aten targets left to torch
         self.graph = None  # the partitioned GraphModule
+        self.causal_masks = 0  # attentions whose constant mask was the causal triangle (now is_causal)
 
     @property
     def kernels(self):
@@ -329,6 +331,7 @@ def compile_graph(gm, example_inputs, options=None):
     """The aten graph ``gm`` with its Kiln partitions compiled (the forward compiler given to aot_autograd)."""
     options = options or {}
     report = GraphReport()
+    report.causal_masks = fold_constant_causal_masks(gm)
     fused, calls = _partition(gm)
     for call in calls:
         partition = _compile_partition(fused, call, options)

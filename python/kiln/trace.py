@@ -468,7 +468,8 @@ def layer_norm(x, weight, bias=None, eps=1e-5):
 
 
 def rope(x, cos, sin, *, interleaved=False, seq_dim=None):
-    """Rotary embedding of ``x`` [..., S, D] by ``cos``, ``sin`` [S, D/2] (rotate-half, or GPT-J interleaved).
+    """Rotary embedding of ``x`` [..., S, D] by ``cos``, ``sin`` [S, D/2] (rotate-half, or GPT-J interleaved),
+    or by full [S, D] tables, a factor per element (``x * cos + rotate_half(x) * sin`` exactly).
     ``seq_dim`` names another dimension of ``x`` as the positions: a decode step's q [B, H, D] with
     ``seq_dim=0`` takes the table rows of each sequence's position."""
     check_floats("rope", x=x, cos=cos, sin=sin)
@@ -479,10 +480,11 @@ def rope(x, cos, sin, *, interleaved=False, seq_dim=None):
         raise ValueError(f"rope: 'seq_dim' must be a dimension of 'x' before the last (0 to {x.ndim - 2}), got "
                          f"{seq_dim!r}")
     position_dim = x.ndim - 2 if seq_dim is None else seq_dim
-    expected = (x.shape[position_dim], x.shape[-1] // 2)
-    for name, table in (("cos", cos), ("sin", sin)):
-        if table.shape != expected:
-            raise ValueError(f"rope: '{name}' has shape {table.shape}, expected {expected}")
+    half, full = (x.shape[position_dim], x.shape[-1] // 2), (x.shape[position_dim], x.shape[-1])
+    if cos.shape not in (half, full):
+        raise ValueError(f"rope: 'cos' has shape {cos.shape}, expected {half} or {full}")
+    if sin.shape != cos.shape:
+        raise ValueError(f"rope: 'sin' has shape {sin.shape}, expected that of 'cos', {cos.shape}")
     flag = " interleaved" if interleaved else ""
     if seq_dim is not None:
         flag += f" {{seq_dim = {seq_dim} : i64}}"

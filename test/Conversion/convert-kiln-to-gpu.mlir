@@ -184,12 +184,12 @@ module {
 // CHECK: %[[ROWSTART:.*]] = arith.muli %[[ROW]], %c8
 // CHECK: %[[FIRST:.*]] = arith.addi %[[ROWSTART]], %[[PAIR]]
 // CHECK: %[[SECOND:.*]] = arith.addi %[[FIRST]], %c4
-// CHECK: %[[ANGLE0:.*]] = arith.muli %[[POSITION]], %c4
-// CHECK: %[[ANGLE:.*]] = arith.addi %[[ANGLE0]], %[[PAIR]]
 // CHECK: %[[A16:.*]] = memref.load %[[X]][%[[FIRST]]]
 // CHECK: %[[A:.*]] = arith.extf %[[A16]]
 // CHECK: %[[B16:.*]] = memref.load %[[X]][%[[SECOND]]]
 // CHECK: %[[B:.*]] = arith.extf %[[B16]]
+// CHECK: %[[ANGLE0:.*]] = arith.muli %[[POSITION]], %c4
+// CHECK: %[[ANGLE:.*]] = arith.addi %[[ANGLE0]], %[[PAIR]]
 // CHECK: %[[C16:.*]] = memref.load %[[COS]][%[[ANGLE]]]
 // CHECK: %[[C:.*]] = arith.extf %[[C16]]
 // CHECK: %[[S16:.*]] = memref.load %[[SIN]][%[[ANGLE]]]
@@ -228,10 +228,10 @@ module {
 // CHECK: %[[TWICE:.*]] = arith.muli %[[PAIR]], %c2
 // CHECK: %[[FIRST:.*]] = arith.addi %[[ROWSTART]], %[[TWICE]]
 // CHECK: %[[SECOND:.*]] = arith.addi %[[FIRST]], %c1
-// CHECK: %[[ANGLE0:.*]] = arith.muli %[[POSITION]], %c5
-// CHECK: %[[ANGLE:.*]] = arith.addi %[[ANGLE0]], %[[PAIR]]
 // CHECK: memref.load %[[X]][%[[FIRST]]]
 // CHECK: memref.load %[[X]][%[[SECOND]]]
+// CHECK: %[[ANGLE0:.*]] = arith.muli %[[POSITION]], %c5
+// CHECK: %[[ANGLE:.*]] = arith.addi %[[ANGLE0]], %[[PAIR]]
 // CHECK: memref.load %[[COS]][%[[ANGLE]]]
 // CHECK: memref.load %[[SIN]][%[[ANGLE]]]
 // CHECK: memref.store %{{.*}}, %[[OUT]][%[[FIRST]]]
@@ -241,6 +241,46 @@ module {
     %r = kiln.rope %x, %c, %s interleaved : tensor<6x10xf32>, tensor<6x5xf32>, tensor<6x5xf32>
     %o = bufferization.materialize_in_destination %r in %out : (tensor<6x10xf32>, tensor<6x10xf32>) -> tensor<6x10xf32>
     return %o : tensor<6x10xf32>
+  }
+}
+
+// -----
+
+// Full [S, D] tables (a factor per element): the thread reads the factors at each element's own column of its
+// position's table row, cos and sin at the first element's column for the first output, at the second's for the
+// second.
+// CHECK-LABEL: func.func private @k14_rope
+// CHECK: gpu.func @k14_rope(%[[X:.*]]: memref<48xf32>, %[[COS:.*]]: memref<24xf32>, %[[SIN:.*]]: memref<24xf32>, %[[OUT:.*]]: memref<48xf32>) kernel
+// CHECK: %[[PAIR:.*]] = arith.remui %[[LINEAR:.*]], %c4
+// CHECK: %[[ROW:.*]] = arith.divui %[[LINEAR]], %c4
+// CHECK: %[[POSITION:.*]] = arith.remui %[[ROW]], %c3
+// CHECK: %[[ROWSTART:.*]] = arith.muli %[[ROW]], %c8
+// CHECK: %[[FIRST:.*]] = arith.addi %[[ROWSTART]], %[[PAIR]]
+// CHECK: %[[SECOND:.*]] = arith.addi %[[FIRST]], %c4
+// CHECK: %[[A:.*]] = memref.load %[[X]][%[[FIRST]]]
+// CHECK: %[[B:.*]] = memref.load %[[X]][%[[SECOND]]]
+// CHECK: %[[TABLEROW:.*]] = arith.muli %[[POSITION]], %c8
+// CHECK: %[[COLA:.*]] = arith.subi %[[FIRST]], %[[ROWSTART]]
+// CHECK: %[[ATA:.*]] = arith.addi %[[TABLEROW]], %[[COLA]]
+// CHECK: %[[COLB:.*]] = arith.subi %[[SECOND]], %[[ROWSTART]]
+// CHECK: %[[ATB:.*]] = arith.addi %[[TABLEROW]], %[[COLB]]
+// CHECK: %[[CA:.*]] = memref.load %[[COS]][%[[ATA]]]
+// CHECK: %[[SA:.*]] = memref.load %[[SIN]][%[[ATA]]]
+// CHECK: %[[CB:.*]] = memref.load %[[COS]][%[[ATB]]]
+// CHECK: %[[SB:.*]] = memref.load %[[SIN]][%[[ATB]]]
+// CHECK-DAG: %[[AC:.*]] = arith.mulf %[[A]], %[[CA]]
+// CHECK-DAG: %[[BS:.*]] = arith.mulf %[[B]], %[[SA]]
+// CHECK: %[[FIRSTOUT:.*]] = arith.subf %[[AC]], %[[BS]]
+// CHECK: memref.store %[[FIRSTOUT]], %[[OUT]][%[[FIRST]]]
+// CHECK-DAG: %[[AS:.*]] = arith.mulf %[[A]], %[[SB]]
+// CHECK-DAG: %[[BC:.*]] = arith.mulf %[[B]], %[[CB]]
+// CHECK: %[[SECONDOUT:.*]] = arith.addf %[[AS]], %[[BC]]
+// CHECK: memref.store %[[SECONDOUT]], %[[OUT]][%[[SECOND]]]
+module {
+  func.func private @k14_rope(%x: tensor<2x3x8xf32>, %c: tensor<3x8xf32>, %s: tensor<3x8xf32>, %out: tensor<2x3x8xf32>) -> tensor<2x3x8xf32> attributes {kiln.kernel} {
+    %r = kiln.rope %x, %c, %s : tensor<2x3x8xf32>, tensor<3x8xf32>, tensor<3x8xf32>
+    %o = bufferization.materialize_in_destination %r in %out : (tensor<2x3x8xf32>, tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
+    return %o : tensor<2x3x8xf32>
   }
 }
 

@@ -177,3 +177,59 @@ func.func @normalized_used_twice(%x: tensor<4x64xf32>, %w: tensor<64xf32>) -> (t
   %y = kiln.mul %n, %w : tensor<4x64xf32>, tensor<64xf32> -> tensor<4x64xf32>
   return %y, %n : tensor<4x64xf32>, tensor<4x64xf32>
 }
+
+// -----
+
+// nn.RMSNorm of a bf16 tensor as torch decomposes it: the input and the weight cast up to f32, the norm, the
+// result cast back. The norm of the bf16 tensors computes in f32 all the same.
+// CHECK-LABEL: func.func @rms_norm_between_casts
+// CHECK: %[[Y:.*]] = kiln.rms_norm %arg0, %arg1 epsilon 9.99999997E-7 : tensor<4x64xbf16>, tensor<64xbf16>
+// CHECK-NEXT: return %[[Y]]
+func.func @rms_norm_between_casts(%x: tensor<4x64xbf16>, %w: tensor<64xbf16>) -> tensor<4x64xbf16> {
+  %xf = kiln.cast %x : tensor<4x64xbf16> to tensor<4x64xf32>
+  %wf = kiln.cast %w : tensor<64xbf16> to tensor<64xf32>
+  %n = kiln.rms_norm %xf, %wf epsilon 1.0e-06 : tensor<4x64xf32>, tensor<64xf32>
+  %y = kiln.cast %n : tensor<4x64xf32> to tensor<4x64xbf16>
+  return %y : tensor<4x64xbf16>
+}
+
+// -----
+
+// nn.LayerNorm likewise, with its bias.
+// CHECK-LABEL: func.func @layer_norm_between_casts
+// CHECK: %[[Y:.*]] = kiln.layer_norm %arg0, %arg1, %arg2 epsilon 9.99999974E-6 : tensor<4x64xf16>, tensor<64xf16>, tensor<64xf16>
+// CHECK-NEXT: return %[[Y]]
+func.func @layer_norm_between_casts(%x: tensor<4x64xf16>, %w: tensor<64xf16>, %b: tensor<64xf16>) -> tensor<4x64xf16> {
+  %xf = kiln.cast %x : tensor<4x64xf16> to tensor<4x64xf32>
+  %wf = kiln.cast %w : tensor<64xf16> to tensor<64xf32>
+  %bf = kiln.cast %b : tensor<64xf16> to tensor<64xf32>
+  %n = kiln.layer_norm %xf, %wf, %bf epsilon 1.0e-05 : tensor<4x64xf32>, tensor<64xf32>, tensor<64xf32>
+  %y = kiln.cast %n : tensor<4x64xf32> to tensor<4x64xf16>
+  return %y : tensor<4x64xf16>
+}
+
+// -----
+
+// Not narrowed: the weight is an f32 tensor of its own, whose values bf16 may not hold.
+// CHECK-LABEL: func.func @norm_of_a_wide_weight
+// CHECK: kiln.rms_norm %{{.*}}, %arg1 epsilon {{.*}} : tensor<4x64xf32>, tensor<64xf32>
+// CHECK: kiln.cast
+func.func @norm_of_a_wide_weight(%x: tensor<4x64xbf16>, %w: tensor<64xf32>) -> tensor<4x64xbf16> {
+  %xf = kiln.cast %x : tensor<4x64xbf16> to tensor<4x64xf32>
+  %n = kiln.rms_norm %xf, %w epsilon 1.0e-06 : tensor<4x64xf32>, tensor<64xf32>
+  %y = kiln.cast %n : tensor<4x64xf32> to tensor<4x64xbf16>
+  return %y : tensor<4x64xbf16>
+}
+
+// -----
+
+// Not narrowed: the f32 norm has another user, which needs its unrounded values.
+// CHECK-LABEL: func.func @wide_norm_used_twice
+// CHECK: kiln.rms_norm %{{.*}}, %{{.*}} epsilon {{.*}} : tensor<4x64xf32>, tensor<64xf32>
+func.func @wide_norm_used_twice(%x: tensor<4x64xbf16>, %w: tensor<64xbf16>) -> (tensor<4x64xbf16>, tensor<4x64xf32>) {
+  %xf = kiln.cast %x : tensor<4x64xbf16> to tensor<4x64xf32>
+  %wf = kiln.cast %w : tensor<64xbf16> to tensor<64xf32>
+  %n = kiln.rms_norm %xf, %wf epsilon 1.0e-06 : tensor<4x64xf32>, tensor<64xf32>
+  %y = kiln.cast %n : tensor<4x64xf32> to tensor<4x64xbf16>
+  return %y, %n : tensor<4x64xbf16>, tensor<4x64xf32>
+}

@@ -1,7 +1,8 @@
 // RUN: kiln-opt %s -kiln-fuse-rope -split-input-file | FileCheck %s
 
 // kiln-fuse-rope turns rotate-half rotary embeddings written out (x * cos + concat(-x_hi, x_lo) * sin) into
-// kiln.rope on the [S, D/2] halves of constant tables, and leaves tables it cannot check alone.
+// kiln.rope: on the [S, D/2] halves of constant tables whose halves repeat, else on [S, D] tables that broadcast
+// over x's leading dimensions.
 
 // CHECK-LABEL: func.func @rope
 // CHECK-DAG: %[[COS:.*]] = kiln.constant dense<{{\[}}[1.000000e+00, 5.000000e-01], [2.500000e-01, 1.250000e-01]]> : tensor<2x2xf32>
@@ -23,10 +24,12 @@ func.func @rope(%x: tensor<1x3x2x4xf32>) -> tensor<1x3x2x4xf32> {
 
 // -----
 
-// Not RoPE: the halves of the cos table differ.
+// Constant tables whose halves differ stay whole: [S, D] tables, a factor per element.
 // CHECK-LABEL: func.func @halves_differ
-// CHECK-NOT: kiln.rope
-// CHECK: kiln.concat
+// CHECK-DAG: %[[COS:.*]] = kiln.constant dense<{{\[}}[1.000000e+00, 5.000000e-01, 1.000000e+00, 2.500000e-01], {{.*}}> : tensor<2x4xf32>
+// CHECK-DAG: %[[SIN:.*]] = kiln.constant dense<{{.*}}> : tensor<2x4xf32>
+// CHECK: kiln.rope %arg0, %[[COS]], %[[SIN]] : tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>
+// CHECK-NOT: kiln.concat
 func.func @halves_differ(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
   %cos = kiln.constant dense<[[1.0, 0.5, 1.0, 0.25], [0.25, 0.125, 0.25, 0.125]]> : tensor<2x4xf32>
   %sin = kiln.constant dense<[[0.0, 0.75, 0.0, 0.75], [1.0, 2.0, 1.0, 2.0]]> : tensor<2x4xf32>
@@ -42,9 +45,11 @@ func.func @halves_differ(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
 
 // -----
 
-// Not RoPE: the tables are runtime inputs, whose halves nothing proves equal.
+// Runtime tables, whose halves nothing proves equal, become the rope's [S, D] tables as they are: a factor per
+// element, the written-out formula exactly.
 // CHECK-LABEL: func.func @runtime_tables
-// CHECK-NOT: kiln.rope
+// CHECK: %[[Y:.*]] = kiln.rope %arg0, %arg1, %arg2 : tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>
+// CHECK-NEXT: return %[[Y]]
 func.func @runtime_tables(%x: tensor<2x4xf32>, %cos: tensor<2x4xf32>, %sin: tensor<2x4xf32>) -> tensor<2x4xf32> {
   %lo = kiln.slice %x offsets [0, 0] strides [1, 1] : tensor<2x4xf32> -> tensor<2x2xf32>
   %hi = kiln.slice %x offsets [0, 2] strides [1, 1] : tensor<2x4xf32> -> tensor<2x2xf32>
@@ -54,6 +59,44 @@ func.func @runtime_tables(%x: tensor<2x4xf32>, %cos: tensor<2x4xf32>, %sin: tens
   %b = kiln.mul %rot, %sin : tensor<2x4xf32>, tensor<2x4xf32> -> tensor<2x4xf32>
   %y = kiln.add %a, %b : tensor<2x4xf32>, tensor<2x4xf32> -> tensor<2x4xf32>
   return %y : tensor<2x4xf32>
+}
+
+// -----
+
+// Runtime tables broadcast over batch and heads ([1, 1, S, D], as torch.compile graphs pass a model's cos and sin)
+// are reshaped to [S, D].
+// CHECK-LABEL: func.func @runtime_tables_broadcast
+// CHECK-DAG: %[[COS:.*]] = kiln.reshape %arg1 : tensor<1x1x3x4xbf16> -> tensor<3x4xbf16>
+// CHECK-DAG: %[[SIN:.*]] = kiln.reshape %arg2 : tensor<1x1x3x4xbf16> -> tensor<3x4xbf16>
+// CHECK: %[[Y:.*]] = kiln.rope %arg0, %[[COS]], %[[SIN]] : tensor<2x5x3x4xbf16>, tensor<3x4xbf16>, tensor<3x4xbf16>
+// CHECK-NEXT: return %[[Y]]
+func.func @runtime_tables_broadcast(%x: tensor<2x5x3x4xbf16>, %cos: tensor<1x1x3x4xbf16>, %sin: tensor<1x1x3x4xbf16>) -> tensor<2x5x3x4xbf16> {
+  %lo = kiln.slice %x offsets [0, 0, 0, 0] strides [1, 1, 1, 1] : tensor<2x5x3x4xbf16> -> tensor<2x5x3x2xbf16>
+  %hi = kiln.slice %x offsets [0, 0, 0, 2] strides [1, 1, 1, 1] : tensor<2x5x3x4xbf16> -> tensor<2x5x3x2xbf16>
+  %nhi = kiln.neg %hi : tensor<2x5x3x2xbf16>
+  %rot = kiln.concat %nhi, %lo axis 3 : tensor<2x5x3x2xbf16>, tensor<2x5x3x2xbf16> -> tensor<2x5x3x4xbf16>
+  %a = kiln.mul %x, %cos : tensor<2x5x3x4xbf16>, tensor<1x1x3x4xbf16> -> tensor<2x5x3x4xbf16>
+  %b = kiln.mul %rot, %sin : tensor<2x5x3x4xbf16>, tensor<1x1x3x4xbf16> -> tensor<2x5x3x4xbf16>
+  %y = kiln.add %a, %b : tensor<2x5x3x4xbf16>, tensor<2x5x3x4xbf16> -> tensor<2x5x3x4xbf16>
+  return %y : tensor<2x5x3x4xbf16>
+}
+
+// -----
+
+// Not RoPE: a table with a factor per batch ([2, 1, S, D]) does not fit kiln.rope's one row per position.
+// CHECK-LABEL: func.func @runtime_tables_per_batch
+// CHECK-NOT: kiln.rope
+// CHECK-NOT: kiln.reshape
+// CHECK: kiln.concat
+func.func @runtime_tables_per_batch(%x: tensor<2x5x3x4xf32>, %cos: tensor<2x1x3x4xf32>, %sin: tensor<2x1x3x4xf32>) -> tensor<2x5x3x4xf32> {
+  %lo = kiln.slice %x offsets [0, 0, 0, 0] strides [1, 1, 1, 1] : tensor<2x5x3x4xf32> -> tensor<2x5x3x2xf32>
+  %hi = kiln.slice %x offsets [0, 0, 0, 2] strides [1, 1, 1, 1] : tensor<2x5x3x4xf32> -> tensor<2x5x3x2xf32>
+  %nhi = kiln.neg %hi : tensor<2x5x3x2xf32>
+  %rot = kiln.concat %nhi, %lo axis 3 : tensor<2x5x3x2xf32>, tensor<2x5x3x2xf32> -> tensor<2x5x3x4xf32>
+  %a = kiln.mul %x, %cos : tensor<2x5x3x4xf32>, tensor<2x1x3x4xf32> -> tensor<2x5x3x4xf32>
+  %b = kiln.mul %rot, %sin : tensor<2x5x3x4xf32>, tensor<2x1x3x4xf32> -> tensor<2x5x3x4xf32>
+  %y = kiln.add %a, %b : tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32> -> tensor<2x5x3x4xf32>
+  return %y : tensor<2x5x3x4xf32>
 }
 
 // -----

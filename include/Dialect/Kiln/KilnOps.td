@@ -411,6 +411,10 @@ def Kiln_RopeOp : Kiln_Op<"rope", [Pure, AllTypesMatch<["input", "result"]>]> {
 
     and each pair `(a, b)` becomes `(a cos - b sin, a sin + b cos)`.
 
+    Full tables `cos, sin : [S, D]` give each element of a pair its own factors, as the written-out form
+    `x * cos + rotate_half(x) * sin` does with runtime tables (whose halves nothing proves equal): the pair
+    `(a, b)` at columns `(i, j)` becomes `(a cos[i] - b sin[i], b cos[j] + a sin[j])`.
+
     ```mlir
     %qr = kiln.rope %q, %cos, %sin : tensor<1x32x77x128xf32>, tensor<77x64xf32>, tensor<77x64xf32>
     ```
@@ -421,6 +425,8 @@ def Kiln_RopeOp : Kiln_Op<"rope", [Pure, AllTypesMatch<["input", "result"]>]> {
   let extraClassDeclaration = [{
     /// The dimension of the input that indexes the tables: `seq_dim`, or the one before the last.
     int64_t getPositionDim();
+    /// True when the tables are [S, D] (a factor per element) rather than [S, D/2] (a factor per pair).
+    bool hasFullTables();
   }];
   let assemblyFormat = [{
     $input `,` $cos `,` $sin (`interleaved` $interleaved^)? attr-dict

@@ -93,8 +93,8 @@ static KernelLaunch buildThreadPerItemKernel(
   return KernelLaunch{{llvm::divideCeilSigned(items, threads), 1, 1}, {threads, 1, 1}, 0};
 }
 
-/// RoPE as one thread per rotation pair: the thread reads both elements of its pair and the pair's angle once,
-/// and writes both rotated elements. (A thread per element read every input and angle twice, and did the index
+/// RoPE as one thread per rotation pair: the thread reads both elements of its pair and the pair's angle once
+/// (with full tables, each element's own factors), and writes both rotated elements. (A thread per element read every input and angle twice, and did the index
 /// arithmetic twice.) Threads follow the pairs in row-major order, so a warp reads consecutive elements.
 static FailureOr<KernelLaunch> buildRopeKernel(OpBuilder &builder, gpu::GPUModuleOp module, RopeOp rope,
                                                StringRef name) {
@@ -117,22 +117,31 @@ static FailureOr<KernelLaunch> buildRopeKernel(OpBuilder &builder, gpu::GPUModul
     Value rowStart = im.mul(row, 2 * half);
     Value first = rope.getInterleaved() ? im.add(rowStart, im.mul(pair, 2)) : im.add(rowStart, pair);
     Value second = im.add(first, rope.getInterleaved() ? 1 : half);
-    Value angle = im.add(im.mul(position, half), pair);
     auto load = [&](unsigned operand, Value at) {
       return lowering::widen(builder, loc,
                              memref::LoadOp::create(builder, loc, entry.getArgument(parameterOf[operand]), at));
     };
-    Value a = load(0, first), b = load(0, second), cosv = load(1, angle), sinv = load(2, angle);
+    Value a = load(0, first), b = load(0, second);
+    Value cosA, sinA, cosB, sinB;
+    if (rope.hasFullTables()) { // row `position` of the [S, D] tables, at each element's column
+      Value tableRow = im.mul(position, 2 * half);
+      Value atA = im.add(tableRow, im.sub(first, rowStart)), atB = im.add(tableRow, im.sub(second, rowStart));
+      cosA = load(1, atA), sinA = load(2, atA), cosB = load(1, atB), sinB = load(2, atB);
+    } else {
+      Value angle = im.add(im.mul(position, half), pair);
+      cosA = cosB = load(1, angle);
+      sinA = sinB = load(2, angle);
+    }
     auto store = [&](Value value, Value at) {
       memref::StoreOp::create(builder, loc, lowering::narrow(builder, loc, value, type.getElementType()),
                               entry.getArguments().back(), at);
     };
     // (a, b) becomes (a cos - b sin, a sin + b cos).
-    store(arith::SubFOp::create(builder, loc, arith::MulFOp::create(builder, loc, a, cosv),
-                                arith::MulFOp::create(builder, loc, b, sinv)),
+    store(arith::SubFOp::create(builder, loc, arith::MulFOp::create(builder, loc, a, cosA),
+                                arith::MulFOp::create(builder, loc, b, sinA)),
           first);
-    store(arith::AddFOp::create(builder, loc, arith::MulFOp::create(builder, loc, a, sinv),
-                                arith::MulFOp::create(builder, loc, b, cosv)),
+    store(arith::AddFOp::create(builder, loc, arith::MulFOp::create(builder, loc, a, sinB),
+                                arith::MulFOp::create(builder, loc, b, cosB)),
           second);
     scf::YieldOp::create(builder, loc);
   };

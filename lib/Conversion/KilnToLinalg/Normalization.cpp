@@ -190,7 +190,8 @@ struct LayerNormLowering : OpConversionPattern<LayerNormOp> {
   }
 };
 
-/// Each output element reads itself and its rotation partner (tensor.extract), and the angle of its pair.
+/// Each output element reads itself and its rotation partner (tensor.extract), and the factors of its pair (or,
+/// with full tables, its own).
 struct RopeLowering : OpConversionPattern<RopeOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult matchAndRewrite(RopeOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter) const override {
@@ -226,9 +227,9 @@ struct RopeLowering : OpConversionPattern<RopeOp> {
           partnerIndex.back() = partner;
           Value self = widen(b, l, tensor::ExtractOp::create(b, l, input, index));
           Value other = widen(b, l, tensor::ExtractOp::create(b, l, input, partnerIndex));
-          Value position = index[op.getPositionDim()];
-          Value cosv = widen(b, l, tensor::ExtractOp::create(b, l, cosTable, ValueRange{position, pair}));
-          Value sinv = widen(b, l, tensor::ExtractOp::create(b, l, sinTable, ValueRange{position, pair}));
+          Value position = index[op.getPositionDim()], column = op.hasFullTables() ? c : pair;
+          Value cosv = widen(b, l, tensor::ExtractOp::create(b, l, cosTable, ValueRange{position, column}));
+          Value sinv = widen(b, l, tensor::ExtractOp::create(b, l, sinTable, ValueRange{position, column}));
           // first: a cos - b sin; second: b cos + a sin (self = b, other = a).
           Value selfCos = arith::MulFOp::create(b, l, self, cosv);
           Value otherSin = arith::MulFOp::create(b, l, other, sinv);

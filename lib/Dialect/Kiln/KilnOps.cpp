@@ -530,6 +530,11 @@ int64_t RopeOp::getPositionDim() {
   return getInput().getType().getRank() - 2;
 }
 
+bool RopeOp::hasFullTables() {
+  return tensorType(getCos()).getRank() == 2 &&
+         tensorType(getCos()).getDimSize(1) == getInput().getType().getShape().back();
+}
+
 LogicalResult RopeOp::verify() {
   RankedTensorType input = getInput().getType();
   if (input.getRank() < 2)
@@ -541,15 +546,16 @@ LogicalResult RopeOp::verify() {
   int64_t seq = input.getDimSize(positionDim), dim = input.getDimSize(input.getRank() - 1);
   if (dim % 2 != 0)
     return emitOpError() << "head dim (last dimension of the input) must be even, got " << dim;
-  for (auto [name, table] : {std::pair<StringRef, Value>{"cos", getCos()}, {"sin", getSin()}}) {
-    RankedTensorType type = tensorType(table);
-    if (type.getRank() != 2 || type.getDimSize(0) != seq || type.getDimSize(1) != dim / 2)
-      return emitOpError() << "'" << name << "' must have shape [" << seq << ", " << dim / 2
-                           << "] ([seq, head_dim / 2]), got " << type;
+  RankedTensorType cos = tensorType(getCos()), sin = tensorType(getSin());
+  if (cos.getRank() != 2 || cos.getDimSize(0) != seq || (cos.getDimSize(1) != dim / 2 && cos.getDimSize(1) != dim))
+    return emitOpError() << "'cos' must have shape [" << seq << ", " << dim / 2 << "] ([seq, head_dim / 2]) or [" << seq
+                         << ", " << dim << "] ([seq, head_dim]), got " << cos;
+  if (sin.getShape() != cos.getShape())
+    return emitOpError() << "'sin' must have the shape of 'cos', " << formatShape(cos.getShape()) << ", got " << sin;
+  for (auto [name, type] : {std::pair<StringRef, RankedTensorType>{"cos", cos}, {"sin", sin}})
     if (type.getElementType() != input.getElementType())
       return emitOpError() << "element type of '" << name << "' (" << type.getElementType()
                            << ") differs from the input (" << input.getElementType() << ")";
-  }
   return success();
 }
 

@@ -815,8 +815,16 @@ func.func @rope_odd_head_dim(%x: tensor<1x4x7xf32>, %t: tensor<4x3xf32>) -> tens
 
 // -----
 
-func.func @rope_cos_shape(%x: tensor<1x32x77x128xf32>, %cos: tensor<77x128xf32>, %sin: tensor<77x64xf32>) -> tensor<1x32x77x128xf32> {
-  // expected-error @+1 {{'kiln.rope' op 'cos' must have shape [77, 64] ([seq, head_dim / 2]), got 'tensor<77x128xf32>'}}
+func.func @rope_cos_shape(%x: tensor<1x32x77x128xf32>, %cos: tensor<77x96xf32>, %sin: tensor<77x64xf32>) -> tensor<1x32x77x128xf32> {
+  // expected-error @+1 {{'kiln.rope' op 'cos' must have shape [77, 64] ([seq, head_dim / 2]) or [77, 128] ([seq, head_dim]), got 'tensor<77x96xf32>'}}
+  %0 = kiln.rope %x, %cos, %sin : tensor<1x32x77x128xf32>, tensor<77x96xf32>, tensor<77x64xf32>
+  return %0 : tensor<1x32x77x128xf32>
+}
+
+// -----
+
+func.func @rope_full_cos_half_sin(%x: tensor<1x32x77x128xf32>, %cos: tensor<77x128xf32>, %sin: tensor<77x64xf32>) -> tensor<1x32x77x128xf32> {
+  // expected-error @+1 {{'kiln.rope' op 'sin' must have the shape of 'cos', [77, 128], got 'tensor<77x64xf32>'}}
   %0 = kiln.rope %x, %cos, %sin : tensor<1x32x77x128xf32>, tensor<77x128xf32>, tensor<77x64xf32>
   return %0 : tensor<1x32x77x128xf32>
 }
@@ -832,7 +840,7 @@ func.func @rope_seq_dim(%x: tensor<1x77x32x128xf32>, %t: tensor<77x64xf32>) -> t
 // -----
 
 func.func @rope_seq_dim_tables(%x: tensor<1x77x32x128xf32>, %t: tensor<32x64xf32>) -> tensor<1x77x32x128xf32> {
-  // expected-error @+1 {{'kiln.rope' op 'cos' must have shape [77, 64] ([seq, head_dim / 2]), got 'tensor<32x64xf32>'}}
+  // expected-error @+1 {{'kiln.rope' op 'cos' must have shape [77, 64] ([seq, head_dim / 2]) or [77, 128] ([seq, head_dim]), got 'tensor<32x64xf32>'}}
   %0 = kiln.rope %x, %t, %t {seq_dim = 1 : i64} : tensor<1x77x32x128xf32>, tensor<32x64xf32>, tensor<32x64xf32>
   return %0 : tensor<1x77x32x128xf32>
 }
@@ -840,7 +848,7 @@ func.func @rope_seq_dim_tables(%x: tensor<1x77x32x128xf32>, %t: tensor<32x64xf32
 // -----
 
 func.func @rope_sin_shape(%x: tensor<1x32x77x128xf32>, %cos: tensor<77x64xf32>, %sin: tensor<1x77x64xf32>) -> tensor<1x32x77x128xf32> {
-  // expected-error @+1 {{'kiln.rope' op 'sin' must have shape [77, 64] ([seq, head_dim / 2]), got 'tensor<1x77x64xf32>'}}
+  // expected-error @+1 {{'kiln.rope' op 'sin' must have the shape of 'cos', [77, 64], got 'tensor<1x77x64xf32>'}}
   %0 = kiln.rope %x, %cos, %sin : tensor<1x32x77x128xf32>, tensor<77x64xf32>, tensor<1x77x64xf32>
   return %0 : tensor<1x32x77x128xf32>
 }
@@ -848,7 +856,7 @@ func.func @rope_sin_shape(%x: tensor<1x32x77x128xf32>, %cos: tensor<77x64xf32>, 
 // -----
 
 func.func @rope_seq(%x: tensor<1x32x77x128xf32>, %t: tensor<76x64xf32>) -> tensor<1x32x77x128xf32> {
-  // expected-error @+1 {{'kiln.rope' op 'cos' must have shape [77, 64] ([seq, head_dim / 2]), got 'tensor<76x64xf32>'}}
+  // expected-error @+1 {{'kiln.rope' op 'cos' must have shape [77, 64] ([seq, head_dim / 2]) or [77, 128] ([seq, head_dim]), got 'tensor<76x64xf32>'}}
   %0 = kiln.rope %x, %t, %t : tensor<1x32x77x128xf32>, tensor<76x64xf32>, tensor<76x64xf32>
   return %0 : tensor<1x32x77x128xf32>
 }

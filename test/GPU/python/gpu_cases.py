@@ -57,6 +57,9 @@ JIT_CASES = [
     ("rms_norm", kiln.ops.rms_norm, [((5, 4096), "bfloat16"), ((4096,), "bfloat16")], {"eps": 1e-6}),
     ("layer_norm", kiln.ops.layer_norm, [((7, 768), "float16"), ((768,), "float16"), ((768,), "float16")], {}),
     ("rope", kiln.ops.rope, [((1, 4, 33, 64), "bfloat16"), ((33, 32), "bfloat16"), ((33, 32), "bfloat16")], {}),
+    # Full [S, D] tables, a factor per element (what runtime tables of torch.compile graphs become).
+    ("rope_full_tables", kiln.ops.rope, [((2, 3, 37, 64), "bfloat16"), ((37, 64), "bfloat16"),
+                                         ((37, 64), "bfloat16")], {}),
     ("mlp", mlp, [((64, 256), "bfloat16"), ((256, 512), "bfloat16"), ((512, 512), "bfloat16"),
                   ((512, 256), "bfloat16")], {}),
     ("projections", projections, [((200, 264), "bfloat16"), ((264, 264), "bfloat16"), ((264, 136), "bfloat16"),

@@ -80,9 +80,10 @@ def reference(name, args, constants):
         return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6) * w
     if name == "layer_norm":
         return torch.nn.functional.layer_norm(f[0], (f[0].shape[-1],), f[1], f[2], 1e-5)
-    if name == "rope":
+    if name.startswith("rope"):
         x, cos, sin = f
-        cos, sin = torch.cat([cos, cos], -1), torch.cat([sin, sin], -1)
+        if cos.shape[-1] * 2 == x.shape[-1]:  # [S, D/2] tables: a factor per pair
+            cos, sin = torch.cat([cos, cos], -1), torch.cat([sin, sin], -1)
         half = x.shape[-1] // 2
         return x * cos + torch.cat([-x[..., half:], x[..., :half]], -1) * sin
     if name == "projections":

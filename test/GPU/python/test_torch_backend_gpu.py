@@ -39,12 +39,12 @@ def fresh():
         yield
 
 
-def build(kind, shape, dtype):
+def build(kind, shape, dtype, **spelling):
     hidden, heads, kv_heads, ffn, batch, seq = shape
     if kind == "gpt2":
         block, extra = Gpt2Block(hidden, heads), ()
     else:
-        block = LlamaBlock(hidden, heads, kv_heads, ffn)
+        block = LlamaBlock(hidden, heads, kv_heads, ffn, **spelling)
         extra = rope_tables(seq, hidden // heads, device="cuda")
     block = block.cuda().eval()
     for p in block.parameters():  # the default init is too small for a block's output to exercise the kernels
@@ -63,8 +63,8 @@ def eager(block, dtype, x, extra, tf32):
         torch.backends.cuda.matmul.allow_tf32 = previous
 
 
-def check_block(kind, shape, dtype):
-    block, x, extra = build(kind, shape, dtype)
+def check_block(kind, shape, dtype, **spelling):
+    block, x, extra = build(kind, shape, dtype, **spelling)
     reference = eager(block, torch.float32, x, extra, tf32=False)
     own = relative_error(eager(block, dtype, x, extra, tf32=True), reference)
     model = block.to(dtype)
@@ -113,6 +113,23 @@ def test_launch_count_is_the_partitions_kernels(kind):
     (report,) = backend.reports()
     print(f"{kind}: {report.kernels} kiln kernels: {[k['name'] for k in report.partitions[0].kernels]}")
     assert len(launches) == report.kernels
+
+
+@pytest.mark.parametrize("norm,gqa,mask", [("hf", "repeat_interleave", "flag"), ("module", "expand", "additive"),
+                                            ("module", "repeat_interleave", "flag"), ("hf", "expand", "additive")])
+def test_llama_spellings_fuse_to_at_most_ten_launches(norm, gqa, mask):
+    """Each spelling of the Llama block (Hugging Face's RMSNorm with f32 casts or nn.RMSNorm; GQA by
+    repeat_interleave or expand + reshape; causal by the flag or an additive -inf triangle) runs whole in Kiln,
+    matches eager, and launches at most 10 kernels: one RMSNorm, the grouped q/k/v GEMMs, one RoPE launch for q
+    and k, the attention, and the output and MLP GEMMs (Inductor: 16)."""
+    shape = LLAMA_SHAPES["small"]
+    fast, inputs, _ = check_block("llama", shape, torch.bfloat16, norm=norm, gqa=gqa, mask=mask)
+    (report,) = backend.reports()
+    assert report.torch_nodes == [] and report.fallbacks == [] and len(report.partitions) == 1
+    assert report.causal_masks == (mask == "additive")
+    names = [k["name"] for k in report.partitions[0].kernels]
+    print(f"{norm}/{gqa}/{mask}: {len(names)} kernels: {names}")
+    assert report.kernels <= 10 and sum("rope" in n for n in names) == 1 and not any("transpose" in n for n in names)
 
 
 @pytest.mark.parametrize("kind", ["gpt2", "llama"])

@@ -157,6 +157,25 @@ def test_rope(interleaved, record_error):
     check(record_error, "ops: rope f32", kiln.ops.rope(x, cos, sin, interleaved=interleaved), reference, seed)
 
 
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_rope_full_tables(interleaved, record_error):
+    """[S, D] tables give each element its own factors: x * cos + rotate(x) * sin, with rotate the pair swap
+    that negates the first member (rotate_half, or GPT-J's pairs), for tables whose halves differ."""
+    rng, seed = fresh_rng()
+    x = randn(rng, 2, 3, 37, 24)
+    cos, sin = randn(rng, 37, 24), randn(rng, 37, 24)
+    x64 = x.astype(np.float64)
+    if interleaved:
+        rotated = np.empty_like(x64)
+        rotated[..., 0::2], rotated[..., 1::2] = -x64[..., 1::2], x64[..., 0::2]
+    else:
+        rotated = np.concatenate([-x64[..., 12:], x64[..., :12]], axis=-1)
+    reference = x64 * cos + rotated * sin
+    check(record_error, "ops: rope full tables", kiln.ops.rope(x, cos, sin, interleaved=interleaved), reference, seed)
+    with pytest.raises(ValueError, match=r"rope: 'sin' has shape \(37, 12\), expected that of 'cos', \(37, 24\)"):
+        kiln.ops.rope(x, cos, sin[:, :12])
+
+
 def test_rope_at_each_sequence_position(record_error):
     """``seq_dim=0`` on a decode step's q [B, H, D]: sequence b takes row b of the tables (its own position)."""
     rng, seed = fresh_rng()
@@ -170,7 +189,7 @@ def test_rope_at_each_sequence_position(record_error):
     check(record_error, "ops: rope seq_dim=0", kiln.ops.rope(x, cos, sin, seq_dim=0), reference, seed)
     with pytest.raises(ValueError, match=r"rope: 'seq_dim' must be a dimension of 'x' before the last \(0 to 1\)"):
         kiln.ops.rope(x, cos, sin, seq_dim=2)
-    with pytest.raises(ValueError, match=r"rope: 'cos' has shape \(5, 8\), expected \(3, 8\)"):
+    with pytest.raises(ValueError, match=r"rope: 'cos' has shape \(5, 8\), expected \(3, 8\) or \(3, 16\)"):
         kiln.ops.rope(x, cos, sin, seq_dim=1)
 
 

@@ -86,11 +86,10 @@ def test_llama_block_runs_in_kiln(norm, gqa, mask):
     # Both GQA spellings reach the attention as the 2 key/value heads, not as their expansion to 4.
     (attention,) = [line for line in partition.source.splitlines() if "kiln.attention" in line]
     assert attention.count("tensor<2x2x21x16xf32>") == 2 and "tensor<2x4x21x16xf32>" in attention
-    # The additive triangle is built by torch (full, triu) and read by the attention as its mask.
-    left = set(report.torch_nodes)
-    assert left == set() if mask == "flag" else left == {aten.full.default, aten.triu.default}
-    if mask == "additive":
-        assert "mask(" in partition.source
+    # The additive triangle (full, triu: no input) is evaluated when the graph compiles, found to be the causal
+    # triangle, and becomes the attention's causal flag: nothing of it is left to run.
+    assert report.torch_nodes == [] and report.causal_masks == (mask != "flag")
+    assert "causal" in attention and "mask(" not in partition.source
 
 
 class Mixed(torch.nn.Module):
@@ -148,6 +147,39 @@ def test_bool_mask_and_layer_norm_without_affine():
     assert relative_error(out, masked(q, k, v, keep)) < TOLERANCE
     (partition,) = only_report().partitions
     assert "kiln.select" in partition.source and partition.source.count("kiln.attention") == 1
+
+
+@pytest.mark.parametrize("spelling", ["bool_tril", "additive_triu", "window", "offset_triu", "from_input"])
+def test_constant_causal_masks_become_the_causal_flag(spelling):
+    """A mask built from constants is evaluated when the graph compiles: the causal triangle (as a bool tril or an
+    additive -inf triu) becomes is_causal and leaves nothing to run; any other mask (a window, a shifted triangle,
+    one computed from an input) stays the attention's mask."""
+    def attend(q, k, v, scores_bias):
+        s = q.shape[-2]
+        if spelling == "bool_tril":
+            mask = torch.ones(s, s, dtype=torch.bool).tril()
+        elif spelling == "additive_triu":
+            mask = torch.full((s, s), float("-inf")).triu(1)
+        elif spelling == "window":
+            mask = torch.ones(s, s, dtype=torch.bool).tril().triu(-3)
+        elif spelling == "offset_triu":
+            mask = torch.full((s, s), float("-inf")).triu(2)
+        else:
+            mask = torch.full((s, s), float("-inf")).triu(1) + scores_bias
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask) * 2.0
+
+    q, k, v = (torch.randn(2, 3, 13, 16) for _ in range(3))
+    bias = torch.zeros(13, 13)
+    out = compiled(attend)(q, k, v, bias)
+    assert relative_error(out, attend(q, k, v, bias)) < TOLERANCE
+    report = only_report()
+    (partition,) = report.partitions
+    causal = spelling in ("bool_tril", "additive_triu")
+    assert report.causal_masks == int(causal)
+    (attention,) = [line for line in partition.source.splitlines() if "kiln.attention" in line]
+    assert ("causal" in attention) == causal and ("mask(" in attention) != causal
+    if causal:
+        assert report.torch_nodes == []
 
 
 def test_a_new_shape_recompiles_and_kiln_caches_hit():
