@@ -184,6 +184,33 @@ module {
 
 // -----
 
+// A residual read by the epilogue (another buffer of the output's shape, N = 136 whole chunks): each chunk's 8
+// elements of it come in one 16-byte load, and the loads of all of an iteration's chunks (128 x 128 tile, 256
+// threads: 8 chunks a thread, 2 an iteration) are issued before the first store, which could alias them.
+// CHECK-LABEL: func.func private @w_residual_matmul
+// CHECK: gpu.func @w_residual_matmul(%{{.*}}, %{{.*}}, %[[RES:[^:]*]]: memref<1099511627776xbf16>, %[[OUT:[^:]*]]: memref<1099511627776xbf16>
+// CHECK: scf.for %{{.*}} = %c0 to %c2048 step %c512
+// CHECK: vector.load %[[RES]][%{{.*}}] {alignment = 16 : i64} : memref<1099511627776xbf16>, vector<8xbf16>
+// CHECK-NOT: %[[OUT]]
+// CHECK: vector.load %[[RES]][%{{.*}}] {alignment = 16 : i64} : memref<1099511627776xbf16>, vector<8xbf16>
+// CHECK-NOT: memref.load %[[RES]]
+// CHECK: vector.store {{.*}}, %[[OUT]]
+// CHECK-NOT: %[[RES]]
+// CHECK: gpu.return
+module {
+  func.func private @w_residual_matmul(%x: tensor<77x128xbf16>, %w: tensor<136x128xbf16>, %res: tensor<77x136xbf16>, %out: tensor<77x136xbf16>) -> tensor<77x136xbf16> attributes {kiln.kernel} {
+    %y = kiln.matmul %x, %w transpose_rhs epilogue(%res : tensor<77x136xbf16>) {
+    ^bb0(%acc: f32, %r: f32):
+      %s = arith.addf %acc, %r : f32
+      kiln.yield %s : f32
+    } {kiln.config = #kiln.config<tile = [128, 128, 64], warps = 8, stages = 3, lowering = "wgmma">} : tensor<77x128xbf16>, tensor<136x128xbf16> -> tensor<77x136xbf16>
+    %o = bufferization.materialize_in_destination %y in %out : (tensor<77x136xbf16>, tensor<77x136xbf16>) -> tensor<77x136xbf16>
+    return %o : tensor<77x136xbf16>
+  }
+}
+
+// -----
+
 // A 256 x 256 tile on three stages: its ring fits (192 KiB), the f32 tile its stores are staged in (264 KiB) does
 // not fit in a block's shared memory.
 module {

@@ -449,6 +449,28 @@ FailureOr<Value> MmaMatmulLowering::memoryElement(Value tile, ArrayRef<Value> in
   return loadElements(b, loc, im, read.source.buffer, at, 1, valid, read.pad)[0];
 }
 
+std::optional<GlobalTile> MmaMatmulLowering::chunkTile(Value input, AffineMap map) {
+  GlobalTile read;
+  if (auto it = globalTiles.find(input); it != globalTiles.end())
+    read = it->second;
+  else if (auto global = globals.find(input); global != globals.end())
+    read = wholeTile(global->second);
+  else
+    return std::nullopt;
+  ArrayRef<int64_t> shape = read.source.shape;
+  Type element = cast<MemRefType>(read.source.buffer.getType()).getElementType();
+  if (!read.pieces.empty() || read.dims.empty() || read.dims.back() != static_cast<int64_t>(shape.size()) - 1 ||
+      ShapedType::isDynamic(shape.back()) || shape.back() % 8 != 0 || !element.isIntOrFloat() ||
+      8 * element.getIntOrFloatBitWidth() > 128 || map.getNumResults() != read.dims.size())
+    return std::nullopt;
+  // The column reaches the last result alone, unscaled; no other result reads it.
+  AffineExpr column = getAffineDimExpr(1, map.getContext());
+  for (auto [i, result] : llvm::enumerate(map.getResults()))
+    if (i + 1 == map.getNumResults() ? result != column : result.isFunctionOfDim(1))
+      return std::nullopt;
+  return read;
+}
+
 LogicalResult MmaMatmulLowering::lowerEpilogue(linalg::GenericOp op) {
   if (op.getNumDpsInits() != 1 || op.getNumLoops() != 2 || !llvm::all_of(op.getIteratorTypesArray(), [](auto t) {
         return t == utils::IteratorType::parallel;
@@ -571,8 +593,35 @@ FailureOr<bool> MmaMatmulLowering::lowerStagedInsert(tensor::ParallelInsertSlice
   bool lastDim = kept[1] == static_cast<int64_t>(output.shape.size()) - 1;
   int64_t width = lastDim && output.shape.back() % 8 == 0 ? 8 : lastDim && output.shape.back() % 2 == 0 ? 2 : 1;
   auto quarter = VectorType::get({4}, b.getF32Type());
+  // Epilogue inputs read from memory 8 columns at a time (a residual, a bias, another GEMM's output): one
+  // 16-byte load per chunk, all of an iteration's chunks loaded before any is stored, so that the loads are in
+  // flight together (a store may alias them, which would keep a later load from moving above it).
+  SmallVector<std::pair<Value, GlobalTile>, 2> chunkInputs;
+  SmallVector<AffineMap> chunkMaps;
+  if (epilogue != epilogues.end())
+    for (auto [input, map] : llvm::zip(epilogue->second.getDpsInputs(), epilogue->second.getIndexingMapsArray()))
+      if (input != staged && !rowValues.count(input))
+        if (std::optional<GlobalTile> read = chunkTile(input, map)) {
+          chunkInputs.emplace_back(input, *read);
+          chunkMaps.push_back(map);
+        }
+  using Preloaded = DenseMap<Value, SmallVector<Value>>;
+  auto preloadChunk = [&](Value chunk) {
+    Value row = im.div(chunk, chunksPerRow), column = im.mul(im.rem(chunk, chunksPerRow), 8);
+    Preloaded preloaded;
+    for (auto [entry, map] : llvm::zip(chunkInputs, chunkMaps)) {
+      auto &[input, read] = entry;
+      std::optional<SmallVector<Value, 8>> indices = affine::expandAffineMap(b, loc, map, {row, column});
+      Value valid = arith::ConstantIntOp::create(b, loc, 1, 1);
+      for (auto [d, index] : llvm::zip(read.dims, *indices))
+        valid = im.andi(valid, im.lt(index, read.sizes[d]));
+      Value globalAt = elementIndex(read.source, read.offsets, read.dims, *indices);
+      preloaded[input] = loadElements(b, loc, im, read.source.buffer, globalAt, 8, valid, read.pad);
+    }
+    return preloaded;
+  };
   LogicalResult status = success();
-  auto storeChunk = [&](Value chunk) {
+  auto storeChunk = [&](Value chunk, Preloaded &preloaded) {
     Value row = im.div(chunk, chunksPerRow), column = im.mul(im.rem(chunk, chunksPerRow), 8);
     Value at = im.add(im.mul(row, stride), column);
     SmallVector<Value> values;
@@ -588,7 +637,12 @@ FailureOr<bool> MmaMatmulLowering::lowerStagedInsert(tensor::ParallelInsertSlice
       Value elementColumn = im.add(column, e);
       FailureOr<Value> value = epilogueAt(
           epilogue->second, [&] { return std::make_pair(row, elementColumn); },
-          [&](Value input) { return input == staged ? values[e] : Value(); });
+          [&](Value input) {
+            if (input == staged)
+              return values[e];
+            auto it = preloaded.find(input);
+            return it == preloaded.end() ? Value() : it->second[e];
+          });
       if (failed(value))
         status = failure();
       else
@@ -619,8 +673,14 @@ FailureOr<bool> MmaMatmulLowering::lowerStagedInsert(tensor::ParallelInsertSlice
                      [&](OpBuilder &nested, Location, Value first, ValueRange) {
                        OpBuilder::InsertionGuard guard(b);
                        b.setInsertionPoint(nested.getInsertionBlock(), nested.getInsertionPoint());
+                       SmallVector<Value> chunksHere;
+                       SmallVector<Preloaded, 4> preloaded;
+                       for (int64_t u = 0; u < perIteration; ++u) {
+                         chunksHere.push_back(im.add(first, im.add(tid, u * threads)));
+                         preloaded.push_back(preloadChunk(chunksHere.back()));
+                       }
                        for (int64_t u = 0; u < perIteration; ++u)
-                         storeChunk(im.add(first, im.add(tid, u * threads)));
+                         storeChunk(chunksHere[u], preloaded[u]);
                        scf::YieldOp::create(b, loc);
                      });
   if (failed(status))

@@ -136,6 +136,11 @@ protected:
   /// The element of a tile read from memory (a GlobalTile, a kernel buffer or a reshape of either) at tile
   /// position `indices`, its pad value where it lies past the valid part.
   FailureOr<Value> memoryElement(Value tile, ArrayRef<Value> indices, Operation *user);
+  /// The memory tile behind an epilogue input when a chunk of 8 consecutive columns of the epilogue reads 8
+  /// consecutive, 16-byte-aligned elements of it, valid or padding as a whole: `map` takes the column to the
+  /// tile's last dimension alone, which is the buffer's contiguous one, of a static extent that is a multiple
+  /// of 8. Nothing for any other input (read element by element).
+  std::optional<GlobalTile> chunkTile(Value input, AffineMap map);
 
   /// The tile row and column of register `r` of an accumulator-layout tile.
   Value registerRow(int64_t r) { return registerRow(r, fragsN); }
