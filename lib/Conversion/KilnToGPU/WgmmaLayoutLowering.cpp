@@ -12,10 +12,13 @@
 //     in the 128-byte swizzled layout that wgmma reads without bank conflicts: A and a transposed B ([N][K])
 //     K-major, an untransposed B ([K][N]) N-major in 64-column panels. A tensor map zero-fills what lies past the
 //     buffer's edge, which is exactly the tile's padding, so the kernel has no bounds code for its loads;
-//   - per k-tile: wait on the slot's mbarrier (which the tile's copies complete, at the parity of its round
-//     through the ring), one barrier, start the copies of the tile `stages` - 2 ahead into the slot that the
-//     wgmma two tiles back read, then BK / 16 wgmma committed as one group, and wait until only that group is in
-//     flight, so that the tensor cores run while the next tiles land.
+//   - per k-tile: wait on the slot's "full" mbarrier (which the tile's copies complete, at the parity of its
+//     round through the ring), then BK / 16 wgmma committed as one group, and wait until only that group is in
+//     flight, so that the tensor cores run while the next tiles land. The previous tile's wgmma is then done:
+//     one thread per warpgroup arrives on that slot's "empty" mbarrier, and the copying thread, once every
+//     warpgroup has arrived, starts the copies of the tile `stages` - 1 ahead into it. So `stages` - 1 tiles
+//     are in flight (not `stages` - 2, as a block-wide barrier per k-tile allowed) and no warp waits for
+//     another but the copying one.
 // Shared-memory descriptors are built in the kernel from the buffer's address; the buffer is 1024-byte aligned,
 // the period of the swizzle, so that every descriptor's base offset is 0.
 //
@@ -41,9 +44,14 @@ static constexpr StringLiteral kWhat = "wgmma lowering";
 
 /// The shared memory of a [bm, bn] tile on `stages` ring slots (16-bit operands, BK = 64): per slot one of A
 /// (bm rows of one 128-byte swizzle row) and one of B (bn x BK), the f32 staging tile of the stores over them
-/// (free by then), then an mbarrier per slot, which starts here.
+/// (free by then), then two mbarriers per slot ("full", then "empty"), which start here.
 static int64_t barrierOffsetOf(int64_t bm, int64_t bn, int64_t stages) {
   return llvm::alignTo(std::max(stages * (bm + bn) * kSwizzleRowBytes, bm * (bn + kStagingRowPad) * 4), 8);
+}
+
+/// All of the shared memory of that tile: the ring or the staging tile, then the mbarriers.
+static int64_t sharedBytesOf(int64_t bm, int64_t bn, int64_t stages) {
+  return barrierOffsetOf(bm, bn, stages) + 2 * stages * 8;
 }
 
 namespace {
@@ -89,7 +97,10 @@ private:
                          int64_t columns, Value byteOffset, Value barrier);
   /// A shared-memory pointer `byteOffset` bytes into the buffer.
   Value pointer(Value byteOffset);
+  /// The slot's mbarrier that its tile's copies complete.
   Value barrier(Value slot) { return pointer(im.add(im.mul(slot, 8), barrierOffset())); }
+  /// The slot's mbarrier that every warpgroup arrives on once its wgmma have read the slot.
+  Value emptyBarrier(Value slot) { return pointer(im.add(im.mul(slot, 8), barrierOffset() + stages * 8)); }
 
   Value sharedBytes, mapA, mapB;
   Type element;
@@ -176,13 +187,18 @@ WgmmaMatmulLowering::runPipeline(MatmulOp product, Value kTiles,
     if (failed(tiles) || failed(issueCopies(product, *tiles, kTile)))
       status = failure();
   };
-  // One thread sets up the slots' mbarriers (one arrival each: its own, with the bytes to expect) and starts the
-  // first stages - 2 tiles; the barrier makes the mbarriers visible to every thread before any waits.
+  // One thread sets up the slots' mbarriers (a full one: one arrival, its own with the bytes to expect; an empty
+  // one: an arrival per warpgroup) and starts the first stages - 1 tiles; the barrier makes the mbarriers visible
+  // to every thread before any waits.
+  int64_t warpgroups = threads / 128;
   ifThen(leader, [&] {
-    for (int64_t s = 0; s < stages; ++s)
+    for (int64_t s = 0; s < stages; ++s) {
       NVVM::MBarrierInitOp::create(b, loc, barrier(im.c(s)), arith::ConstantIntOp::create(b, loc, 1, 32), Value());
+      NVVM::MBarrierInitOp::create(b, loc, emptyBarrier(im.c(s)),
+                                   arith::ConstantIntOp::create(b, loc, warpgroups, 32), Value());
+    }
     NVVM::FenceMbarrierInitOp::create(b, loc);
-    for (int64_t s = 0; s < stages - 2 && (!knownTiles || s < *knownTiles); ++s)
+    for (int64_t s = 0; s < stages - 1 && (!knownTiles || s < *knownTiles); ++s)
       ifThen(im.lt(im.c(s), kTiles), [&] { startCopies(im.c(s)); });
   });
   gpu::BarrierOp::create(b, loc);
@@ -208,11 +224,6 @@ WgmmaMatmulLowering::runPipeline(MatmulOp product, Value kTiles,
         Value slot = im.rem(kTile, stages);
         Value parity = arith::IndexCastOp::create(b, loc, b.getI32Type(), im.rem(im.div(kTile, stages), 2));
         NVVM::MBarrierTryWaitParityOp::create(b, loc, barrier(slot), parity, ticks);
-        // Every warpgroup has finished the wgmma of tile kTile - 2 (waited for below): its slot is free.
-        gpu::BarrierOp::create(b, loc);
-        Value next = im.add(kTile, stages - 2);
-        if (!knownTiles || *knownTiles > stages - 2)
-          ifThen(im.andi(leader, im.lt(next, kTiles)), [&] { startCopies(next); });
         Value offsetA = im.add(im.mul(slot, slotBytesA()), im.mul(warpgroup, 64 * kSwizzleRowBytes));
         Value offsetB = im.add(im.c(stages * slotBytesA()), im.mul(slot, slotBytesB()));
         NVVM::WgmmaFenceAlignedOp::create(b, loc);
@@ -228,6 +239,26 @@ WgmmaMatmulLowering::runPipeline(MatmulOp product, Value kTiles,
         }
         NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
         NVVM::WgmmaWaitGroupSyncOp::create(b, loc, b.getI64IntegerAttr(1));
+        // This warpgroup's wgmma of tile kTile - 1 are done: it releases that tile's slot. The copying thread
+        // refills the slot with tile kTile + stages - 1 once every warpgroup has (at the parity of the previous
+        // tile's round; in the first iteration the slot is one the prologue left unused).
+        if (!knownTiles || *knownTiles > 1) {
+          Value previous = im.sub(kTile, 1), started = im.lt(im.c(0), kTile);
+          Value previousSlot = im.rem(previous, stages);
+          ifThen(im.andi(started, im.lt(im.rem(tid, 128), 1)), [&] {
+            NVVM::MBarrierArriveOp::create(b, loc, Type(), emptyBarrier(previousSlot), Value(),
+                                           NVVM::MemScopeKind::CTA, /*relaxed=*/false);
+          });
+          Value next = im.add(kTile, stages - 1);
+          if (!knownTiles || *knownTiles > stages - 1)
+            ifThen(im.andi(leader, im.lt(next, kTiles)), [&] {
+              ifThen(started, [&] {
+                Value round = arith::IndexCastOp::create(b, loc, b.getI32Type(), im.rem(im.div(previous, stages), 2));
+                NVVM::MBarrierTryWaitParityOp::create(b, loc, emptyBarrier(previousSlot), round, ticks);
+              });
+              startCopies(next);
+            });
+        }
         scf::YieldOp::create(b, loc, acc);
       });
   if (failed(status))
@@ -297,7 +328,7 @@ FailureOr<KernelLaunch> kiln::lowerWgmmaMatmulKernel(OpBuilder &builder, gpu::GP
     buffers.push_back(cast<RankedTensorType>(type));
   Location loc = forall.getLoc();
   int64_t stages = config.getStages();
-  int64_t sharedBytes = product ? barrierOffsetOf(config.getTile()[0], config.getTile()[1], stages) + stages * 8 : 0;
+  int64_t sharedBytes = product ? sharedBytesOf(config.getTile()[0], config.getTile()[1], stages) : 0;
   OpBuilder::InsertionGuard guard(builder);
   KernelFunction gpuKernel = startKernel(builder, module, loc, name, buffers, threads, sharedBytes,
                                          /*sharedAlignment=*/1024, /*sizeParams=*/product ? 3 : 0);
