@@ -286,6 +286,38 @@ module {
 
 // -----
 
+// Head dim 128 (D/2 = 64, a multiple of 8): a thread takes 8 consecutive pairs of a row, [B, H, S, D] = [1, 2, 3,
+// 128] is 384 pairs, 48 threads. Its 8 first elements, their 8 partners (64 further) and the 8 pairs' factors
+// are one 16-byte load each, and each rotated run one 16-byte store.
+// CHECK-LABEL: func.func private @k15_rope
+// CHECK: gpu.func @k15_rope(%[[X:.*]]: memref<768xbf16>, %[[COS:.*]]: memref<192xbf16>, %[[SIN:.*]]: memref<192xbf16>, %[[OUT:.*]]: memref<768xbf16>) kernel
+// CHECK: arith.cmpi ult, %[[LINEAR:.*]], %c48
+// CHECK: %[[FIRSTPAIR:.*]] = arith.muli %[[LINEAR]], %c8
+// CHECK: %[[PAIR:.*]] = arith.remui %[[FIRSTPAIR]], %c64
+// CHECK: %[[ROW:.*]] = arith.divui %[[FIRSTPAIR]], %c64
+// CHECK: %[[ROWSTART:.*]] = arith.muli %[[ROW]], %c128
+// CHECK: %[[FIRST:.*]] = arith.addi %[[ROWSTART]], %[[PAIR]]
+// CHECK: %[[SECOND:.*]] = arith.addi %[[FIRST]], %c64
+// CHECK: vector.load %[[X]][%[[FIRST]]] {alignment = 16 : i64} : memref<768xbf16>, vector<8xbf16>
+// CHECK: vector.load %[[X]][%[[SECOND]]] {alignment = 16 : i64} : memref<768xbf16>, vector<8xbf16>
+// CHECK: vector.load %[[COS]][%{{.*}}] {alignment = 16 : i64} : memref<192xbf16>, vector<8xbf16>
+// CHECK: vector.load %[[SIN]][%{{.*}}] {alignment = 16 : i64} : memref<192xbf16>, vector<8xbf16>
+// CHECK-COUNT-8: arith.subf
+// CHECK: vector.store %{{.*}}, %[[OUT]][%[[FIRST]]] {alignment = 16 : i64} : memref<768xbf16>, vector<8xbf16>
+// CHECK-COUNT-8: arith.addf
+// CHECK: vector.store %{{.*}}, %[[OUT]][%[[SECOND]]] {alignment = 16 : i64} : memref<768xbf16>, vector<8xbf16>
+// CHECK-NOT: memref.load
+// CHECK: gpu.return
+module {
+  func.func private @k15_rope(%x: tensor<1x2x3x128xbf16>, %c: tensor<3x64xbf16>, %s: tensor<3x64xbf16>, %out: tensor<1x2x3x128xbf16>) -> tensor<1x2x3x128xbf16> attributes {kiln.kernel} {
+    %r = kiln.rope %x, %c, %s : tensor<1x2x3x128xbf16>, tensor<3x64xbf16>, tensor<3x64xbf16>
+    %o = bufferization.materialize_in_destination %r in %out : (tensor<1x2x3x128xbf16>, tensor<1x2x3x128xbf16>) -> tensor<1x2x3x128xbf16>
+    return %o : tensor<1x2x3x128xbf16>
+  }
+}
+
+// -----
+
 // The sum of a split matmul's chunks: a thread per output element adds its element of the 3 chunks (chunk n at
 // n * 24 + element: consecutive threads read consecutive words), then runs the epilogue on the sum and its
 // element of the bias (broadcast along the rows), and stores bf16. Like every sm_90a kernel it first waits for the
