@@ -214,6 +214,9 @@ GLUE = {
     "rope_seq_major": ([("x", (2, 77, 8, 128), "bf16"), ("cos", (77, 64), "bf16"), ("sin", (77, 64), "bf16")],
                        ((2, 77, 8, 128), "bf16"),
                        "%r = kiln.rope %x, %cos, %sin {{seq_dim = 1 : i64}} : {x}, {cos}, {sin}"),
+    "rope_full_tables": ([("x", (2, 77, 8, 128), "bf16"), ("cos", (77, 128), "bf16"), ("sin", (77, 128), "bf16")],
+                         ((2, 77, 8, 128), "bf16"),
+                         "%r = kiln.rope %x, %cos, %sin {{seq_dim = 1 : i64}} : {x}, {cos}, {sin}"),
     "rope_interleaved": ([("x", (3, 33, 10), "f32"), ("cos", (33, 5), "f32"), ("sin", (33, 5), "f32")],
                          ((3, 33, 10), "f32"), "%r = kiln.rope %x, %cos, %sin interleaved : {x}, {cos}, {sin}"),
 }
