@@ -130,7 +130,7 @@ def attention_flops(case):
     return flops / 2 if case["causal"] and sq == sk else flops
 
 
-def launcher(folder, runtime, kernel, entry, inputs, outputs):
+def launcher(folder, inputs, outputs):
     """The program in ``folder`` as a function of no arguments that runs it on ``inputs``, and its results: its one
     kernel writing straight into ``outputs``, or a plan of several kernels (a split attention and its merge,
     kiln-split-kv's, where query tiles are few) bound with buffers of its own, which hold the results."""
@@ -140,7 +140,7 @@ def launcher(folder, runtime, kernel, entry, inputs, outputs):
     return bound.launch, list(bound.launch())
 
 
-def run_attention(case, runtime, folder, kernel, entry, generator, bench):
+def run_attention(case, folder, generator, bench):
     q, k, v = attention_inputs(case, generator)
     dtype = DTYPES[case["dtype"]]
     mask = (torch.randn(*case["mask"], generator=generator, device="cuda").to(dtype)
@@ -155,7 +155,7 @@ def run_attention(case, runtime, folder, kernel, entry, generator, bench):
     lse = (torch.full((case["batch"], case["heads"], case["seq_q"]), float("nan"), device="cuda")
            if case.get("lse") else None)
     inputs = [swap(q), swap(k), swap(v)] + [t for t in (mask, gate) if t is not None]
-    launch, results = launcher(folder, runtime, kernel, entry, inputs, [t for t in (out, lse) if t is not None])
+    launch, results = launcher(folder, inputs, [t for t in (out, lse) if t is not None])
     torch.cuda.synchronize()
     out, lse = results[0], (results[1] if lse is not None else None)
     ref, ref_lse = attention_reference(case, q, k, v, mask, gate)
@@ -351,18 +351,8 @@ def main():
             print(f"{case['name']:42s} err {row['error']:.2e} {'ok' if row['ok'] else 'FAILED'} "
                   f"({row['kernels']} kernels, end to end)", flush=True)
             continue
-        manifest = json.loads((folder / "manifest.json").read_text())
-        entry = manifest["kernels"][0]
-        kernel = runtime.load(folder / entry["cubin"], entry)
-        if case["kind"] == "glue":
-            row = run_glue(case, runtime, kernel, entry, generator)
-            failures += not row["ok"]
-            results.append(row)
-            print(f"{case['name']:42s} err {row['error']:.2e} {'ok' if row['ok'] else 'FAILED'}", flush=True)
-            continue
-        if case["kind"] == "attention":
-            row = run_attention(case, runtime, folder, kernel, entry, generator,
-                                case["name"].startswith("ba_") and not args.no_bench)
+        if case["kind"] == "attention":  # one kernel, or a split-KV plan and its merge: the program runs whole
+            row = run_attention(case, folder, generator, case["name"].startswith("ba_") and not args.no_bench)
             failures += not row["ok"]
             results.append(row)
             timing = ""
@@ -372,6 +362,15 @@ def main():
                     if f"{label}_tflops" in row:
                         timing += f" | {label} {row[f'{label}_tflops']:6.1f} ({row[f'ratio_{label}']:.2f}x)"
             print(f"{case['name']:42s} err {row['error']:.2e} {'ok' if row['ok'] else 'FAILED'}{timing}", flush=True)
+            continue
+        manifest = json.loads((folder / "manifest.json").read_text())
+        entry = manifest["kernels"][0]
+        kernel = runtime.load(folder / entry["cubin"], entry)
+        if case["kind"] == "glue":
+            row = run_glue(case, runtime, kernel, entry, generator)
+            failures += not row["ok"]
+            results.append(row)
+            print(f"{case['name']:42s} err {row['error']:.2e} {'ok' if row['ok'] else 'FAILED'}", flush=True)
             continue
         x, w, extras = make_inputs(case, generator)
         out = torch.full((*case["batch"], case["m"], case["n"]), float("nan"), device="cuda",
