@@ -229,7 +229,8 @@ GLUE_REFERENCES = {
                                            x[..., 64:] * cos + x[..., :64] * sin], -1),
     "rope_seq_major": lambda x, cos, sin: torch.cat([x[..., :64] * cos[:, None] - x[..., 64:] * sin[:, None],
                                                      x[..., 64:] * cos[:, None] + x[..., :64] * sin[:, None]], -1),
-    "rope_full_tables": lambda x, cos, sin: x * cos[:, None] + torch.cat([-x[..., 64:], x[..., :64]], -1) * sin[:, None],
+    "rope_full_tables": lambda x, cos, sin: (x * cos[:, None]
+                                             + torch.cat([-x[..., 64:], x[..., :64]], -1) * sin[:, None]),
     "rope_interleaved": lambda x, cos, sin: torch.stack([x[..., 0::2] * cos - x[..., 1::2] * sin,
                                                          x[..., 0::2] * sin + x[..., 1::2] * cos], -1).flatten(-2),
 }

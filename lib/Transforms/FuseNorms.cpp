@@ -214,8 +214,9 @@ struct KilnFuseNormsPass : kiln::impl::KilnFuseNormsBase<KilnFuseNormsPass> {
     forEachInProgramOrder<MulOp, DivOp, AddOp>(
         getOperation(), [](IRRewriter &rewriter, Operation *op) { (void)fuseNorm(rewriter, op); });
     // A second walk: the first one erases casts that this one would otherwise visit.
-    forEachInProgramOrder<CastOp>(getOperation(),
-                                  [](IRRewriter &rewriter, Operation *op) { (void)narrowNorm(rewriter, cast<CastOp>(op)); });
+    forEachInProgramOrder<CastOp>(getOperation(), [](IRRewriter &rewriter, Operation *op) {
+      (void)narrowNorm(rewriter, cast<CastOp>(op));
+    });
   }
 };
 } // namespace
