@@ -238,10 +238,11 @@ FailureOr<SmallVector<Value>> kiln::tileAttention(RewriterBase &rewriter, Attent
       ubs{rewriter.getIndexAttr(t.batch), rewriter.getIndexAttr(t.heads), rewriter.getIndexAttr(t.seqQ)},
       steps{rewriter.getIndexAttr(1), rewriter.getIndexAttr(1), rewriter.getIndexAttr(t.bq)};
   // A split attention iterates over its key chunks too, first: chunk s takes keys [s * C, (s + 1) * C).
-  std::optional<int64_t> chunk = op.getKvChunk();
+  // The chunk's keys, or 0 when the attention is not split (the verifier keeps kv_chunk positive).
+  int64_t chunk = op.getKvChunk().value_or(0);
   if (chunk) {
-    if (*chunk % t.bk != 0)
-      return op.emitOpError() << "kv_chunk " << *chunk << " must be a multiple of the key tile " << t.bk
+    if (chunk % t.bk != 0)
+      return op.emitOpError() << "kv_chunk " << chunk << " must be a multiple of the key tile " << t.bk
                               << " of " << config;
     lbs.insert(lbs.begin(), rewriter.getIndexAttr(0));
     ubs.insert(ubs.begin(), rewriter.getIndexAttr(op.getKvSplits()));
@@ -353,7 +354,7 @@ FailureOr<SmallVector<Value>> kiln::tileAttention(RewriterBase &rewriter, Attent
   Value chunkIv;
   if (chunk) {
     chunkIv = allIvs.front();
-    Value chunkSize = arith::ConstantIndexOp::create(rewriter, loc, *chunk);
+    Value chunkSize = arith::ConstantIndexOp::create(rewriter, loc, chunk);
     Value chunkStart = arith::MulIOp::create(rewriter, loc, chunkIv, chunkSize);
     firstKey = firstKey == c0 ? chunkStart : arith::MaxSIOp::create(rewriter, loc, firstKey, chunkStart).getResult();
     keyEnd = arith::MinSIOp::create(rewriter, loc, keyEnd, arith::AddIOp::create(rewriter, loc, chunkStart, chunkSize));

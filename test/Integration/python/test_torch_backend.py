@@ -149,7 +149,8 @@ def test_bool_mask_and_layer_norm_without_affine():
     assert "kiln.select" in partition.source and partition.source.count("kiln.attention") == 1
 
 
-@pytest.mark.parametrize("spelling", ["bool_tril", "additive_triu", "window", "offset_triu", "from_input"])
+@pytest.mark.parametrize("spelling", ["bool_tril", "bool_tril_4d", "additive_triu", "window", "offset_triu",
+                                      "from_input"])
 def test_constant_causal_masks_become_the_causal_flag(spelling):
     """A mask built from constants is evaluated when the graph compiles: the causal triangle (as a bool tril or an
     additive -inf triu) becomes is_causal and leaves nothing to run; any other mask (a window, a shifted triangle,
@@ -158,6 +159,8 @@ def test_constant_causal_masks_become_the_causal_flag(spelling):
         s = q.shape[-2]
         if spelling == "bool_tril":
             mask = torch.ones(s, s, dtype=torch.bool).tril()
+        elif spelling == "bool_tril_4d":  # broadcast over batch and heads as [1, 1, S, S]
+            mask = torch.ones(s, s, dtype=torch.bool).tril()[None, None]
         elif spelling == "additive_triu":
             mask = torch.full((s, s), float("-inf")).triu(1)
         elif spelling == "window":
@@ -174,7 +177,7 @@ def test_constant_causal_masks_become_the_causal_flag(spelling):
     assert relative_error(out, attend(q, k, v, bias)) < TOLERANCE
     report = only_report()
     (partition,) = report.partitions
-    causal = spelling in ("bool_tril", "additive_triu")
+    causal = spelling in ("bool_tril", "bool_tril_4d", "additive_triu")
     assert report.causal_masks == int(causal)
     (attention,) = [line for line in partition.source.splitlines() if "kiln.attention" in line]
     assert ("causal" in attention) == causal and ("mask(" in attention) != causal
