@@ -196,12 +196,12 @@ FailureOr<Value> kiln::narrowNorm(RewriterBase &rewriter, CastOp narrow) {
     operands.push_back(source);
   }
   rewriter.setInsertionPoint(narrow);
+  Location loc = norm->getLoc();
   Value replacement;
   if (auto rms = dyn_cast<RmsNormOp>(norm))
-    replacement =
-        RmsNormOp::create(rewriter, rms.getLoc(), narrow.getType(), operands[0], operands[1], rms.getEpsilonAttr());
+    replacement = RmsNormOp::create(rewriter, loc, narrow.getType(), operands[0], operands[1], rms.getEpsilonAttr());
   else
-    replacement = LayerNormOp::create(rewriter, norm->getLoc(), narrow.getType(), operands[0], operands[1],
+    replacement = LayerNormOp::create(rewriter, loc, narrow.getType(), operands[0], operands[1],
                                       operands.size() > 2 ? operands[2] : Value(),
                                       cast<LayerNormOp>(norm).getEpsilonAttr());
   replaceAndEraseDead(rewriter, narrow, replacement);

@@ -110,6 +110,8 @@ static FailureOr<KernelLaunch> buildRopeKernel(OpBuilder &builder, gpu::GPUModul
   Type element = type.getElementType();
   int64_t rank = shape.size(), half = shape.back() / 2, pairs = type.getNumElements() / 2;
   int64_t width = !rope.getInterleaved() && half % 8 == 0 ? 8 : 1;
+  auto vectorType = VectorType::get({width}, element);
+  llvm::MaybeAlign alignment(std::min<int64_t>(16, width * element.getIntOrFloatBitWidth() / 8));
   int64_t positionDim = rope.getPositionDim();
   Location loc = rope.getLoc();
   auto thread = [&](Block &entry, IndexMath &im, Value linear) {
@@ -131,10 +133,8 @@ static FailureOr<KernelLaunch> buildRopeKernel(OpBuilder &builder, gpu::GPUModul
         values.push_back(lowering::widen(builder, loc, memref::LoadOp::create(builder, loc, buffer, at)));
         return values;
       }
-      auto vectorType = VectorType::get({width}, element);
-      int64_t bytes = width * element.getIntOrFloatBitWidth() / 8;
-      Value loaded = vector::LoadOp::create(builder, loc, vectorType, buffer, ValueRange{at}, /*nontemporal=*/false,
-                                            llvm::MaybeAlign(std::min<int64_t>(16, bytes)));
+      Value loaded =
+          vector::LoadOp::create(builder, loc, vectorType, buffer, ValueRange{at}, /*nontemporal=*/false, alignment);
       for (int64_t i = 0; i < width; ++i)
         values.push_back(
             lowering::widen(builder, loc, vector::ExtractOp::create(builder, loc, loaded, ArrayRef<int64_t>{i})));
@@ -160,10 +160,8 @@ static FailureOr<KernelLaunch> buildRopeKernel(OpBuilder &builder, gpu::GPUModul
         memref::StoreOp::create(builder, loc, narrow.front(), output, at);
         return;
       }
-      int64_t bytes = width * element.getIntOrFloatBitWidth() / 8;
-      Value vector = vector::FromElementsOp::create(builder, loc, VectorType::get({width}, element), narrow);
-      vector::StoreOp::create(builder, loc, vector, output, ValueRange{at}, /*nontemporal=*/false,
-                              llvm::MaybeAlign(std::min<int64_t>(16, bytes)));
+      Value vector = vector::FromElementsOp::create(builder, loc, vectorType, narrow);
+      vector::StoreOp::create(builder, loc, vector, output, ValueRange{at}, /*nontemporal=*/false, alignment);
     };
     // (a, b) becomes (a cos - b sin, a sin + b cos).
     SmallVector<Value, 8> firstOut, secondOut;

@@ -435,28 +435,33 @@ FailureOr<Value> MmaMatmulLowering::memoryElement(Value tile, ArrayRef<Value> in
     }
     return memoryElement(reshape.getInput(), sourceIndices, user);
   }
-  GlobalTile read;
-  if (auto it = globalTiles.find(tile); it != globalTiles.end())
-    read = it->second;
-  else if (auto global = globals.find(tile); global != globals.end())
-    read = wholeTile(global->second);
-  else
+  std::optional<GlobalTile> read = memoryTile(tile);
+  if (!read)
     return user->emitOpError() << kWhat << ": an epilogue operand must be a tile of a kernel buffer";
+  return tileElements(*read, indices, 1)[0];
+}
+
+std::optional<GlobalTile> MmaMatmulLowering::memoryTile(Value tile) {
+  if (auto it = globalTiles.find(tile); it != globalTiles.end())
+    return it->second;
+  if (auto global = globals.find(tile); global != globals.end())
+    return wholeTile(global->second);
+  return std::nullopt;
+}
+
+SmallVector<Value> MmaMatmulLowering::tileElements(const GlobalTile &read, ArrayRef<Value> indices, int64_t count) {
   Value valid = arith::ConstantIntOp::create(b, loc, 1, 1);
   for (auto [d, index] : llvm::zip(read.dims, indices))
     valid = im.andi(valid, im.lt(index, read.sizes[d]));
   Value at = elementIndex(read.source, read.offsets, read.dims, indices);
-  return loadElements(b, loc, im, read.source.buffer, at, 1, valid, read.pad)[0];
+  return loadElements(b, loc, im, read.source.buffer, at, count, valid, read.pad);
 }
 
 std::optional<GlobalTile> MmaMatmulLowering::chunkTile(Value input, AffineMap map) {
-  GlobalTile read;
-  if (auto it = globalTiles.find(input); it != globalTiles.end())
-    read = it->second;
-  else if (auto global = globals.find(input); global != globals.end())
-    read = wholeTile(global->second);
-  else
+  std::optional<GlobalTile> found = memoryTile(input);
+  if (!found)
     return std::nullopt;
+  const GlobalTile &read = *found;
   ArrayRef<int64_t> shape = read.source.shape;
   Type element = cast<MemRefType>(read.source.buffer.getType()).getElementType();
   if (!read.pieces.empty() || read.dims.empty() || read.dims.back() != static_cast<int64_t>(shape.size()) - 1 ||
@@ -612,11 +617,7 @@ FailureOr<bool> MmaMatmulLowering::lowerStagedInsert(tensor::ParallelInsertSlice
     for (auto [entry, map] : llvm::zip(chunkInputs, chunkMaps)) {
       auto &[input, read] = entry;
       std::optional<SmallVector<Value, 8>> indices = affine::expandAffineMap(b, loc, map, {row, column});
-      Value valid = arith::ConstantIntOp::create(b, loc, 1, 1);
-      for (auto [d, index] : llvm::zip(read.dims, *indices))
-        valid = im.andi(valid, im.lt(index, read.sizes[d]));
-      Value globalAt = elementIndex(read.source, read.offsets, read.dims, *indices);
-      preloaded[input] = loadElements(b, loc, im, read.source.buffer, globalAt, 8, valid, read.pad);
+      preloaded[input] = tileElements(read, *indices, 8);
     }
     return preloaded;
   };

@@ -136,6 +136,11 @@ protected:
   /// The element of a tile read from memory (a GlobalTile, a kernel buffer or a reshape of either) at tile
   /// position `indices`, its pad value where it lies past the valid part.
   FailureOr<Value> memoryElement(Value tile, ArrayRef<Value> indices, Operation *user);
+  /// The memory tile `tile` stands for: a GlobalTile, or a whole kernel buffer; nothing for any other value.
+  std::optional<GlobalTile> memoryTile(Value tile);
+  /// `count` consecutive elements of `read` from tile position `indices` (16-byte aligned where count > 1): all
+  /// read, or all `read`'s pad value when `indices` lies past the valid part.
+  SmallVector<Value> tileElements(const GlobalTile &read, ArrayRef<Value> indices, int64_t count);
   /// The memory tile behind an epilogue input when a chunk of 8 consecutive columns of the epilogue reads 8
   /// consecutive, 16-byte-aligned elements of it, valid or padding as a whole: `map` takes the column to the
   /// tile's last dimension alone, which is the buffer's contiguous one, of a static extent that is a multiple
