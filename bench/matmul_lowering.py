@@ -92,6 +92,10 @@ def cases():
         gemm_case("b_bf16_wgmma_4096x4096x4096_transposed", 4096, 4096, 4096, "bf16", transpose_rhs=True),
         gemm_case("b_f16_wgmma_2048x2048x2048", 2048, 2048, 2048, "f16"),
         gemm_case("b_bf16_wgmma_1024x1024x1024", 1024, 1024, 1024, "bf16"),
+        # The Llama block's projections at 4096 tokens (B=8 S=512): q/k/v, gate and up, down.
+        gemm_case("b_bf16_wgmma_llama_qkv_4096x6144x4096", 4096, 6144, 4096, "bf16"),
+        gemm_case("b_bf16_wgmma_llama_up_4096x14336x4096", 4096, 14336, 4096, "bf16"),
+        gemm_case("b_bf16_wgmma_llama_down_4096x4096x14336", 4096, 4096, 14336, "bf16"),
     ]
     listed.append(gemm_case("b_bf16_mma_sync_4096x4096x4096", 4096, 4096, 4096, "bf16",
                             config=((128, 256, 32), 8, 3, "mma_sync")))
@@ -123,7 +127,7 @@ def cases():
 
 def prepare(args):
     out = Path(args.out)
-    listed = cases()
+    listed = [item for item in cases() if not args.only or args.only in item["name"]]
     for item in listed:
         folder = out / "generated" / item["name"]
         folder.mkdir(parents=True, exist_ok=True)

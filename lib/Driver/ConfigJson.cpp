@@ -14,10 +14,13 @@ llvm::json::Object kiln::configToJson(ConfigAttr config) {
   llvm::json::Array tile;
   for (int64_t size : config.getTile())
     tile.push_back(size);
-  return llvm::json::Object{{"tile", std::move(tile)},
+  llvm::json::Object object{{"tile", std::move(tile)},
                             {"warps", config.getWarps()},
                             {"stages", config.getStages()},
                             {"lowering", config.getLowering().str()}};
+  if (config.getGroup() != 1)
+    object["group"] = config.getGroup();
+  return object;
 }
 
 ConfigAttr kiln::configFromJson(const llvm::json::Value &value, MLIRContext *context,
@@ -28,14 +31,17 @@ ConfigAttr kiln::configFromJson(const llvm::json::Value &value, MLIRContext *con
   std::optional<int64_t> stages = object ? object->getInteger("stages") : std::nullopt;
   std::optional<llvm::StringRef> lowering =
       object && object->get("lowering") ? object->getString("lowering") : std::optional<llvm::StringRef>("mma_sync");
+  std::optional<int64_t> group =
+      object && object->get("group") ? object->getInteger("group") : std::optional<int64_t>(1);
   SmallVector<int64_t> sizes;
   for (const llvm::json::Value &size : tile ? *tile : llvm::json::Array())
     if (std::optional<int64_t> whole = size.getAsInteger())
       sizes.push_back(*whole);
-  if (!tile || sizes.size() != tile->size() || !warps || !stages || !lowering) {
-    emitError() << "a config is an object of a \"tile\" (whole numbers), \"warps\", \"stages\" and a \"lowering\" "
-                   "name";
+  if (!tile || sizes.size() != tile->size() || !warps || !stages || !lowering || !group) {
+    emitError() << "a config is an object of a \"tile\" (whole numbers), \"warps\", \"stages\", a \"lowering\" "
+                   "name and an optional \"group\" (a whole number)";
     return nullptr;
   }
-  return ConfigAttr::getChecked(emitError, context, llvm::ArrayRef<int64_t>(sizes), *warps, *stages, *lowering);
+  return ConfigAttr::getChecked(emitError, context, llvm::ArrayRef<int64_t>(sizes), *warps, *stages, *lowering,
+                                *group);
 }

@@ -11,32 +11,41 @@ import typing
 
 class Config(typing.NamedTuple):
     """Output tile, warps per block, pipeline stages and the kernel that runs it: "mma_sync" (sm_80 and sm_90a),
-    "wgmma" (matmuls and attention on sm_90a) or "host"."""
+    "wgmma" (matmuls and attention on sm_90a) or "host"; and for a GPU matmul the order of its tiles' blocks, in
+    groups of ``group`` tile rows (1: row-major)."""
 
     tile: tuple
     warps: int
     stages: int
     lowering: str = "mma_sync"
+    group: int = 1
 
     @classmethod
     def of(cls, value):
-        """A Config from a Config, a ``(tile, warps, stages[, lowering])`` tuple, or the manifest's JSON object;
-        ValueError naming the value otherwise."""
+        """A Config from a Config, a ``(tile, warps, stages[, lowering[, group]])`` tuple, or the manifest's JSON
+        object; ValueError naming the value otherwise."""
         if isinstance(value, cls):
             return value
         try:
             if isinstance(value, dict):
                 tile, warps, stages = value["tile"], value["warps"], value["stages"]
-                rest = [value["lowering"]] if "lowering" in value else []
+                rest = [value.get("lowering", "mma_sync"), value.get("group", 1)]
             else:
                 tile, warps, stages, *rest = value
-            if len(rest) > 1 or isinstance(tile, (str, bytes)):
+            if len(rest) > 2 or isinstance(tile, (str, bytes)):
                 raise ValueError
-            return cls(tuple(int(size) for size in tile), int(warps), int(stages), str(rest[0]) if rest else "mma_sync")
+            lowering, group = [*rest, *["mma_sync", 1][len(rest):]]
+            if isinstance(group, bool) or not isinstance(group, int):
+                raise ValueError
+            lowering = str(lowering)
+            return cls(tuple(int(size) for size in tile), int(warps), int(stages), lowering, group)
         except (KeyError, TypeError, ValueError):
-            raise ValueError(f"a kernel config is (tile, warps, stages[, lowering]) or its JSON object, got {value!r}") \
-                from None
+            raise ValueError("a kernel config is (tile, warps, stages[, lowering[, group]]) or its JSON object, "
+                             f"got {value!r}") from None
 
     def as_json(self):
-        """The manifest's JSON object of this config."""
-        return {"tile": list(self.tile), "warps": self.warps, "stages": self.stages, "lowering": self.lowering}
+        """The manifest's JSON object of this config ("group" only where it is not 1, as the compiler writes it)."""
+        json = {"tile": list(self.tile), "warps": self.warps, "stages": self.stages, "lowering": self.lowering}
+        if self.group != 1:
+            json["group"] = self.group
+        return json

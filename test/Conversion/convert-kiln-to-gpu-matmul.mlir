@@ -261,3 +261,37 @@ module {
     return %r : tensor<10x32x256xf32>
   }
 }
+
+// -----
+
+// A config's group orders the blocks: in groups of `group` tile rows (2 here), the rows of a group fastest, the
+// last group as many rows as are left (5 tile rows of M = 300: 2, 2, 1). The batch is the block index over the
+// tiles of one slice (5 x 4), so that each slice's tiles are grouped alike.
+// CHECK-LABEL: gpu.func @k9_matmul
+// CHECK-SAME: %[[M:[^:]*]]: index, %[[N:[^:]*]]: index, %{{[^:]*}}: index) kernel
+// CHECK: %[[BLOCK:.*]] = gpu.block_id x
+// CHECK: %[[M_UP:.*]] = arith.addi %[[M]], %c63
+// CHECK: %[[M_TILES:.*]] = arith.divui %[[M_UP]], %c64
+// CHECK: %[[N_UP:.*]] = arith.addi %[[N]], %c63
+// CHECK: %[[N_TILES:.*]] = arith.divui %[[N_UP]], %c64
+// CHECK: %[[TILES:.*]] = arith.muli %[[M_TILES]], %[[N_TILES]]
+// CHECK: %[[INNER:.*]] = arith.remui %[[BLOCK]], %[[TILES]]
+// CHECK: arith.divui %[[BLOCK]], %[[TILES]]
+// CHECK: %[[PER_GROUP:.*]] = arith.muli %[[N_TILES]], %c2
+// CHECK: %[[GROUP:.*]] = arith.divui %[[INNER]], %[[PER_GROUP]]
+// CHECK: %[[FIRST:.*]] = arith.muli %[[GROUP]], %c2
+// CHECK: %[[LEFT:.*]] = arith.subi %[[M_TILES]], %[[FIRST]]
+// CHECK: %[[SIZE:.*]] = arith.minui %[[LEFT]], %c2
+// CHECK: %[[WITHIN:.*]] = arith.remui %[[INNER]], %[[PER_GROUP]]
+// CHECK: %[[IN_GROUP:.*]] = arith.remui %[[WITHIN]], %[[SIZE]]
+// CHECK: %[[ROW:.*]] = arith.addi %[[FIRST]], %[[IN_GROUP]]
+// CHECK: %[[COLUMN:.*]] = arith.divui %[[WITHIN]], %[[SIZE]]
+// CHECK: arith.muli %[[ROW]], %c64
+// CHECK: arith.muli %[[COLUMN]], %c64
+module {
+  func.func private @k9_matmul(%x: tensor<2x300x64xbf16>, %w: tensor<64x200xbf16>, %out: tensor<2x300x200xbf16>) -> tensor<2x300x200xbf16> attributes {kiln.kernel} {
+    %y = kiln.matmul %x, %w {kiln.config = #kiln.config<tile = [64, 64, 32], warps = 4, stages = 3, lowering = "mma_sync", group = 2>} : tensor<2x300x64xbf16>, tensor<64x200xbf16> -> tensor<2x300x200xbf16>
+    %r = bufferization.materialize_in_destination %y in %out : (tensor<2x300x200xbf16>, tensor<2x300x200xbf16>) -> tensor<2x300x200xbf16>
+    return %r : tensor<2x300x200xbf16>
+  }
+}

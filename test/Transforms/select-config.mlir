@@ -13,13 +13,15 @@
 // kiln.matmul
 //===----------------------------------------------------------------------===//
 
-// A large GEMM gets each target's full-size tile. (Smaller ones below get narrower column tiles on the GPU
-// targets, until two thirds of the multiprocessors have a tile or the width reaches 32.)
+// A large GEMM gets each target's full-size tile, and its tiles' blocks run in groups of 16 tile rows (more
+// tiles than multiprocessors: one wave would read every column panel of B otherwise). (Smaller ones below get
+// narrower column tiles on the GPU targets, until two thirds of the multiprocessors have a tile or the width
+// reaches 32.)
 // CHECK-LABEL: func.func @matmul_large
 // CHECK-SAME: (%[[A:.*]]: tensor<2048x1024xf32>, %[[B:.*]]: tensor<1024x2048xf32>)
 // HOST: kiln.matmul %[[A]], %[[B]] {kiln.config = #kiln.config<tile = [64, 64, 64], warps = 1, stages = 1, lowering = "host">}
-// SM80: kiln.matmul %[[A]], %[[B]] {kiln.config = #kiln.config<tile = [128, 128, 32], warps = 4, stages = 3, lowering = "mma_sync">}
-// SM90: kiln.matmul %[[A]], %[[B]] {kiln.config = #kiln.config<tile = [128, 128, 32], warps = 4, stages = 4, lowering = "mma_sync">}
+// SM80: kiln.matmul %[[A]], %[[B]] {kiln.config = #kiln.config<tile = [128, 128, 32], warps = 4, stages = 3, lowering = "mma_sync", group = 16>}
+// SM90: kiln.matmul %[[A]], %[[B]] {kiln.config = #kiln.config<tile = [128, 128, 32], warps = 4, stages = 4, lowering = "mma_sync", group = 16>}
 func.func @matmul_large(%a: tensor<2048x1024xf32>, %b: tensor<1024x2048xf32>) -> tensor<2048x2048xf32> {
   %0 = kiln.matmul %a, %b : tensor<2048x1024xf32>, tensor<1024x2048xf32> -> tensor<2048x2048xf32>
   return %0 : tensor<2048x2048xf32>
@@ -130,13 +132,13 @@ func.func @matmul_batched_bf16(%a: tensor<2x77x512xbf16>, %b: tensor<512x1024xbf
 // those still give nine in ten of the 132 multiprocessors one (4096^2: 512 tiles; 2048^2: 128), 128 x 128 while
 // half of them get one (2048 x 1024: 128 tiles), else 128 x 64; always 64-deep k-tiles and 4 stages. Measured on the H200
 // (bench/results/config_sweeps/gemm_wgmma.md): 128 x 256 runs 497 TFLOP/s at 4096^3 against 406 for 128 x 128, and
-// 128 x 128 443 at 2048 x 1024 x 4096 against 318 for 128 x 256. A transposed rhs takes the same tiles; an
-// f32 GEMM, a transposed lhs or M = 65 with K = 12 (not whole 16-byte chunks) stay on mma_sync.
+// 128 x 128 443 at 2048 x 1024 x 4096 against 318 for 128 x 256. More tiles than multiprocessors run in groups
+// of 16 tile rows. A transposed rhs takes the same tiles; an f32 GEMM, a transposed lhs or M = 65 with K = 12 (not whole 16-byte chunks) stay on mma_sync.
 // CHECK-LABEL: func.func @matmul_wgmma
 // SM80-COUNT-6: lowering = "mma_sync"
-// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [128, 256, 64], warps = 8, stages = 4, lowering = "wgmma">}
+// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [128, 256, 64], warps = 8, stages = 4, lowering = "wgmma", group = 16>}
 // SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [128, 128, 64], warps = 8, stages = 4, lowering = "wgmma">}
-// SM90: kiln.matmul {{.*}} transpose_rhs {kiln.config = #kiln.config<tile = [128, 256, 64], warps = 8, stages = 4, lowering = "wgmma">}
+// SM90: kiln.matmul {{.*}} transpose_rhs {kiln.config = #kiln.config<tile = [128, 256, 64], warps = 8, stages = 4, lowering = "wgmma", group = 16>}
 // SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [128, 64, 64], warps = 8, stages = 4, lowering = "wgmma">}
 // SM90: kiln.matmul {{.*}} lowering = "mma_sync"
 // SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [128, 256, 64], warps = 8, stages = 4, lowering = "wgmma">}
@@ -395,8 +397,8 @@ func.func @nested_kernel(%x: tensor<8x32xf32>, %n: index) -> tensor<8x32xf32> {
 // saturates instead of wrapping to 0 and being divided by.
 // CHECK-LABEL: func.func @huge_matmul
 // HOST: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [64, 64, 16], warps = 1, stages = 1, lowering = "host">}
-// SM80: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [128, 128, 16], warps = 4, stages = 3, lowering = "mma_sync">}
-// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [128, 256, 64], warps = 8, stages = 4, lowering = "wgmma">}
+// SM80: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [128, 128, 16], warps = 4, stages = 3, lowering = "mma_sync", group = 16>}
+// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [128, 256, 64], warps = 8, stages = 4, lowering = "wgmma", group = 16>}
 func.func @huge_matmul(%a: tensor<4294967296x16xbf16>, %b: tensor<16x4294967296xbf16>) -> tensor<4294967296x4294967296xbf16> {
   %0 = kiln.matmul %a, %b : tensor<4294967296x16xbf16>, tensor<16x4294967296xbf16> -> tensor<4294967296x4294967296xbf16>
   return %0 : tensor<4294967296x4294967296xbf16>

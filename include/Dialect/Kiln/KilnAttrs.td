@@ -52,7 +52,10 @@ def Kiln_ConfigAttr : AttrDef<Kiln_Dialect, "Config"> {
     - `stages`: depth of the shared-memory pipeline (GPU lowerings; 1 on the host);
     - `lowering`: `"host"`, `"mma_sync"` (sm_80+), `"wgmma"` (sm_90a), or `"rows"` for a row kernel on a GPU:
       its tile of `[rows]` is spread over `warps` warps, `warps * 32 / rows` threads per row
-      (`#kiln.row_layout`).
+      (`#kiln.row_layout`);
+    - `group` (a GPU matmul's; 1, the default, is left out): the order of the output tiles' blocks. Tiles run
+      in groups of `group` tile rows, the rows of a group fastest, so that the blocks running at once read a
+      few row tiles of the left operand and a few column panels of the right one, which stay in L2.
 
     ```mlir
     %y = kiln.matmul %a, %b {kiln.config = #kiln.config<tile = [128, 128, 32], warps = 4, stages = 3,
@@ -60,10 +63,17 @@ def Kiln_ConfigAttr : AttrDef<Kiln_Dialect, "Config"> {
     ```
   }];
   let parameters = (ins ArrayRefParameter<"int64_t">:$tile, "int64_t":$warps, "int64_t":$stages,
-                        StringRefParameter<>:$lowering);
+                        StringRefParameter<>:$lowering, DefaultValuedParameter<"int64_t", "1">:$group);
   let assemblyFormat = [{
-    `<` `tile` `=` `[` $tile `]` `,` `warps` `=` $warps `,` `stages` `=` $stages `,` `lowering` `=` $lowering `>`
+    `<` `tile` `=` `[` $tile `]` `,` `warps` `=` $warps `,` `stages` `=` $stages `,` `lowering` `=` $lowering
+    (`,` `group` `=` $group^)? `>`
   }];
+  let builders = [
+    AttrBuilder<(ins "::llvm::ArrayRef<int64_t>":$tile, "int64_t":$warps, "int64_t":$stages,
+                     "::llvm::StringRef":$lowering), [{
+      return $_get($_ctxt, tile, warps, stages, lowering, 1);
+    }]>
+  ];
   let genVerifyDecl = 1;
 }
 

@@ -843,7 +843,7 @@ FailureOr<int64_t> MmaMatmulLowering::lowerKernel(func::FuncOp kernel, scf::Fora
     sizes.assign({result.getDimSize(result.getRank() - 2), result.getShape().back(), lhs.getShape().back()});
     makeSizeGeneric(kernel, forall, sizeParams, product.getTransposeRhs());
   }
-  FailureOr<int64_t> blocks = mapIterationToBlock(forall, kWhat);
+  FailureOr<int64_t> blocks = mapIterationToBlock(forall, kWhat, groupRows);
   if (failed(blocks) || failed(lowerBody(forall)))
     return failure();
   return blocks;

@@ -40,7 +40,9 @@ class MmaMatmulLowering : public TiledLoopLowering {
 public:
   MmaMatmulLowering(OpBuilder &b, Location loc, ConfigAttr config, MmaLayoutAttr layout, int64_t threads)
       : MmaMatmulLowering(b, loc, config.getTile()[0], config.getTile()[1], config.getTile()[2],
-                          config.getStages(), layout, threads) {}
+                          config.getStages(), layout, threads) {
+    groupRows = config.getGroup();
+  }
   /// The same for a [bm, bn] result tile, bk-deep k-tiles and `stages` ring slots.
   MmaMatmulLowering(OpBuilder &b, Location loc, int64_t bm, int64_t bn, int64_t bk, int64_t stages,
                     MmaLayoutAttr layout, int64_t threads)
@@ -163,6 +165,8 @@ protected:
   static int64_t rowSlot(int64_t r, int64_t frags) { return (r / 4 / frags) * 2 + (r % 4) / 2; }
 
   int64_t bm, bn, bk, stages, threads, fragsM, fragsN;
+  /// The config's group: the output tiles' blocks run in groups of this many tile rows (mapIterationToBlock).
+  int64_t groupRows = 1;
   /// Row vectors ([bm] tiles, one value per row, as row reductions give them): this thread's values, two per
   /// 16-row fragment (rowSlot), the same in the four lanes of a quad.
   DenseMap<Value, SmallVector<Value>> rowValues;

@@ -80,7 +80,8 @@ LogicalResult TiledLoopLowering::bindKernel(func::FuncOp kernel, scf::ForallOp f
   return success();
 }
 
-FailureOr<int64_t> TiledLoopLowering::mapIterationToBlock(scf::ForallOp forall, StringRef what) {
+FailureOr<int64_t> TiledLoopLowering::mapIterationToBlock(scf::ForallOp forall, StringRef what,
+                                                           int64_t groupRows) {
   SmallVector<int64_t> lbs, counts, steps;
   for (auto [lb, ub, step] : llvm::zip(forall.getMixedLowerBound(), forall.getMixedUpperBound(),
                                        forall.getMixedStep())) {
@@ -98,9 +99,32 @@ FailureOr<int64_t> TiledLoopLowering::mapIterationToBlock(scf::ForallOp forall, 
   Value block = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
   SmallVector<Value> ivs(counts.size());
   ValueRange inductionVars = forall.getInductionVars();
-  for (int64_t d = static_cast<int64_t>(counts.size()) - 1; d >= 0; --d) {
+  auto countOf = [&](int64_t d) {
     auto known = loopExtents.find(inductionVars[d]);
-    if (known == loopExtents.end()) {
+    if (known == loopExtents.end())
+      return im.c(counts[d]);
+    return im.div(im.add(im.sub(known->second, lbs[d]), steps[d] - 1), steps[d]);
+  };
+  int64_t rank = counts.size(), last = rank - 1;
+  if (groupRows > 1 && rank >= 2) {
+    // The last two dimensions in groups of `groupRows` rows, the rows of a group fastest: the blocks that run at
+    // once share a few rows' tiles of one operand and a few columns' of the other.
+    Value rows = countOf(rank - 2), columns = countOf(last);
+    Value tiles = im.mul(rows, columns);
+    Value inner = rank == 2 ? block : arith::RemUIOp::create(b, loc, block, tiles).getResult();
+    block = arith::DivUIOp::create(b, loc, block, tiles);
+    Value perGroup = im.mul(columns, groupRows);
+    Value firstRow = im.mul(arith::DivUIOp::create(b, loc, inner, perGroup).getResult(), groupRows);
+    Value groupSize = im.min(im.sub(rows, firstRow), im.c(groupRows));
+    Value within = arith::RemUIOp::create(b, loc, inner, perGroup);
+    Value row = im.add(firstRow, arith::RemUIOp::create(b, loc, within, groupSize).getResult());
+    Value column = arith::DivUIOp::create(b, loc, within, groupSize);
+    ivs[rank - 2] = im.add(im.mul(row, steps[rank - 2]), lbs[rank - 2]);
+    ivs[last] = im.add(im.mul(column, steps[last]), lbs[last]);
+    last = rank - 3;
+  }
+  for (int64_t d = last; d >= 0; --d) {
+    if (!loopExtents.count(inductionVars[d])) {
       // The outermost dimension takes what is left of the block index whole: the kernel then does not depend on
       // its count (the chunks of a split attention, however many the keys make, share one kernel).
       Value position = d == 0 ? block : im.rem(block, counts[d]);
@@ -108,7 +132,7 @@ FailureOr<int64_t> TiledLoopLowering::mapIterationToBlock(scf::ForallOp forall, 
       block = im.div(block, counts[d]);
       continue;
     }
-    Value count = im.div(im.add(im.sub(known->second, lbs[d]), steps[d] - 1), steps[d]);
+    Value count = countOf(d);
     Value position = d == 0 ? block : arith::RemUIOp::create(b, loc, block, count).getResult();
     ivs[d] = im.add(im.mul(position, steps[d]), lbs[d]);
     block = arith::DivUIOp::create(b, loc, block, count);

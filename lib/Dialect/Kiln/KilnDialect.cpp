@@ -36,7 +36,7 @@ static bool isValidThreadsPerRow(int64_t threads) {
 }
 
 LogicalResult ConfigAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError, ArrayRef<int64_t> tile,
-                                 int64_t warps, int64_t stages, StringRef lowering) {
+                                 int64_t warps, int64_t stages, StringRef lowering, int64_t group) {
   if (tile.empty() || tile.size() > 3)
     return emitError() << "#kiln.config needs 1 to 3 tile sizes, got " << tile.size();
   for (int64_t size : tile)
@@ -49,6 +49,12 @@ LogicalResult ConfigAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitEr
   if (lowering != "host" && lowering != "mma_sync" && lowering != "wgmma" && lowering != "rows")
     return emitError() << "#kiln.config lowering must be \"host\", \"mma_sync\", \"wgmma\" or \"rows\", got \""
                        << lowering << "\"";
+  if (group < 1 || group > 64)
+    return emitError() << "#kiln.config group must be in [1, 64], got " << group;
+  if (group != 1 && ((lowering != "mma_sync" && lowering != "wgmma") || tile.size() != 3))
+    return emitError() << "#kiln.config group orders a GPU matmul's tiles (lowering \"mma_sync\" or \"wgmma\", "
+                          "three tile sizes); got group = "
+                       << group << " with lowering \"" << lowering << "\" and " << tile.size() << " tile sizes";
   if (lowering == "rows") {
     int64_t threadsPerRow = tile.size() == 1 && (warps * 32) % tile[0] == 0 ? warps * 32 / tile[0] : 0;
     if (!isValidThreadsPerRow(threadsPerRow))

@@ -1411,6 +1411,22 @@ func.func @config_bad_stages(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
 
 // -----
 
+func.func @config_bad_group(%a: tensor<256x64xbf16>, %b: tensor<64x256xbf16>) -> tensor<256x256xbf16> {
+  // expected-error @+1 {{#kiln.config group must be in [1, 64], got 0}}
+  %0 = kiln.matmul %a, %b {kiln.config = #kiln.config<tile = [128, 128, 32], warps = 4, stages = 3, lowering = "mma_sync", group = 0>} : tensor<256x64xbf16>, tensor<64x256xbf16> -> tensor<256x256xbf16>
+  return %0 : tensor<256x256xbf16>
+}
+
+// -----
+
+func.func @config_group_of_a_row_kernel(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{#kiln.config group orders a GPU matmul's tiles (lowering "mma_sync" or "wgmma", three tile sizes); got group = 4 with lowering "rows" and 1 tile sizes}}
+  %0 = kiln.softmax %x axis 1 {kiln.config = #kiln.config<tile = [4], warps = 1, stages = 1, lowering = "rows", group = 4>} : tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
 func.func @logsumexp_axis(%x: tensor<4x8xf32>) -> tensor<4xf32> {
   // expected-error @+1 {{'kiln.logsumexp' op axis 2 is out of range for rank 2 (expected 0 <= axis < 2)}}
   %0 = kiln.logsumexp %x axis 2 : tensor<4x8xf32> -> tensor<4xf32>

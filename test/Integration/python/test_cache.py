@@ -821,6 +821,16 @@ def test_pinned_configs(cache_dir):
     hopper = kiln.compile(source, target="sm_90a", configs=[None, ((128, 64, 64), 8, 4, "wgmma")])
     assert [k["config"]["lowering"] for k in hopper.kernels if "config" in k] == ["wgmma", "wgmma"]
     assert "wgmma.mma_async" in hopper.ptx
+    # A matmul's tile order (groups of tile rows) is pinned as the fifth entry, and kept in the manifest.
+    grouped = kiln.compile(source, target="sm_90a", configs=[None, ((128, 64, 64), 8, 4, "wgmma", 4)])
+    assert [k["config"].get("group") for k in grouped.kernels if "config" in k] == [None, 4]
+    assert kiln.Config.of(grouped.kernels[-1]["config"]) == kiln.Config((128, 64, 64), 8, 4, "wgmma", 4)
+    with pytest.raises(kiln.CompileError, match="group must be in \\[1, 64\\], got 0"):
+        kiln.compile(source, target="sm_90a", configs=[None, ((128, 64, 64), 8, 4, "wgmma", 0)])
+    with pytest.raises(kiln.CompileError, match="group orders a GPU matmul's tiles"):
+        kiln.compile(source, target="sm_90a", configs=[((64, 64), 4, 2, "mma_sync", 2), None])
+    with pytest.raises(ValueError, match="a kernel config is .*, got .*'wgmma', 1.5"):
+        kiln.compile(source, target="sm_90a", configs=[None, ((128, 64, 64), 8, 4, "wgmma", 1.5)])
     with pytest.raises(kiln.CompileError, match="the wgmma lowering needs sm_90a, not sm_80"):
         kiln.compile(source, target="sm_80", configs=[None, ((128, 64, 64), 8, 4, "wgmma")])
     with pytest.raises(kiln.CompileError, match="does not fit the wgmma attention: BQ must be a multiple of 64"):
