@@ -96,6 +96,8 @@ def cases():
         gemm_case("b_bf16_wgmma_llama_qkv_4096x6144x4096", 4096, 6144, 4096, "bf16"),
         gemm_case("b_bf16_wgmma_llama_up_4096x14336x4096", 4096, 14336, 4096, "bf16"),
         gemm_case("b_bf16_wgmma_llama_down_4096x4096x14336", 4096, 4096, 14336, "bf16"),
+        # An [M, N] operand read by the epilogue, as SiLU(gate) x up reads up.
+        gemm_case("b_bf16_wgmma_llama_gate_4096x14336x4096_residual", 4096, 14336, 4096, "bf16", "residual"),
     ]
     listed.append(gemm_case("b_bf16_mma_sync_4096x4096x4096", 4096, 4096, 4096, "bf16",
                             config=((128, 256, 32), 8, 3, "mma_sync")))

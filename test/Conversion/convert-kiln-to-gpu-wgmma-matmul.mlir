@@ -13,7 +13,7 @@
 // mbarrier, and thread 0 (from the second k-tile on) waits for that slot's round to complete there and starts
 // the copies of tile + 3 into it; no block-wide barrier in the loop. All groups are waited for after the loop.
 // Then the accumulators are staged as an f32 tile over the ring (rows padded to 136 floats), and the block
-// stores it in chunks of 8 columns: two 16-byte loads, the epilogue per element (reading the bias), one guarded
+// stores it in chunks of 8 columns, four a thread in each of two iterations: two 16-byte loads, the epilogue per element (reading the bias), one guarded
 // 16-byte store (N = 200 is whole chunks).
 // CHECK-LABEL: func.func private @w0_matmul
 // CHECK-SAME: kiln.launch = {block = array<i64: 256, 1, 1>, dynamic_shared_bytes = 131136 : i64, grid = array<i64: 6, 1, 1>, sizes = array<i64: 300, 200, 256>, tensor_maps = [{box = array<i64: 64, 128, 1>, buffer = 0 : i64, dims = array<i64: 256, 300, 1>, dtype = "bf16", strides = array<i64: 512, 153600>, swizzle = 128 : i64}, {box = array<i64: 64, 64, 1>, buffer = 1 : i64, dims = array<i64: 200, 256, 1>, dtype = "bf16", strides = array<i64: 400, 102400>, swizzle = 128 : i64}]}
@@ -52,13 +52,21 @@
 // CHECK: gpu.barrier
 // CHECK-COUNT-32: vector.store %{{.*}}, %[[TILE]][%{{.*}}] {alignment = 8 : i64} : memref<17408xf32, #gpu.address_space<workgroup>>, vector<2xf32>
 // CHECK-NEXT: gpu.barrier
-// CHECK: scf.for %{{.*}} = %c0 to %c2048 step %c512
+// CHECK: scf.for %{{.*}} = %c0 to %c2048 step %c1024
 // CHECK-COUNT-2: vector.load %[[TILE]][%{{.*}}] {alignment = 16 : i64} : memref<17408xf32, #gpu.address_space<workgroup>>, vector<4xf32>
 // CHECK: memref.load %arg2
 // CHECK-COUNT-8: math.exp
 // CHECK: scf.if
 // CHECK-NOT: math.exp
 // CHECK: vector.store {{.*}} {alignment = 16 : i64} : memref<1099511627776xbf16>, vector<8xbf16>
+// CHECK-COUNT-2: vector.load %[[TILE]]
+// CHECK-COUNT-8: math.exp
+// CHECK: scf.if
+// CHECK: vector.store {{.*}} : memref<1099511627776xbf16>, vector<8xbf16>
+// CHECK-COUNT-2: vector.load %[[TILE]]
+// CHECK-COUNT-8: math.exp
+// CHECK: scf.if
+// CHECK: vector.store {{.*}} : memref<1099511627776xbf16>, vector<8xbf16>
 // CHECK-COUNT-2: vector.load %[[TILE]]
 // CHECK-COUNT-8: math.exp
 // CHECK: scf.if
@@ -91,7 +99,7 @@ module {
 // CHECK-SAME: kiln.launch = {block = array<i64: 128, 1, 1>, dynamic_shared_bytes = 98400 : i64, grid = array<i64: 12, 1, 1>, sizes = array<i64: 77, 136, 128>, tensor_maps = [{box = array<i64: 64, 64, 1>, buffer = 0 : i64, dims = array<i64: 128, 77, 2>, dtype = "f16", strides = array<i64: 256, 19712>, swizzle = 128 : i64}, {box = array<i64: 64, 64, 1>, buffer = 1 : i64, dims = array<i64: 128, 136, 1>, dtype = "f16", strides = array<i64: 256, 34816>, swizzle = 128 : i64}]}
 // CHECK-COUNT-4: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <one>], A[<f16>, <one>, <row>], B[<f16>, <one>, <col>]
 // CHECK: memref.view {{.*}} to memref<4608xf32, #gpu.address_space<workgroup>>
-// CHECK: scf.for %{{.*}} = %c0 to %c512 step %c128
+// CHECK: scf.for %{{.*}} = %c0 to %c512 step %c256
 // CHECK: vector.store {{.*}} {alignment = 16 : i64} : memref<1099511627776xf32>, vector<8xf32>
 module {
   func.func private @w1_matmul(%x: tensor<2x77x128xf16>, %w: tensor<136x128xf16>, %out: tensor<2x77x136xf32>) -> tensor<2x77x136xf32> attributes {kiln.kernel} {
@@ -160,7 +168,7 @@ module {
 // and stored alone.
 // CHECK-LABEL: func.func private @w_odd_n_matmul
 // CHECK: gpu.func @w_odd_n_matmul
-// CHECK: scf.for %{{.*}} = %c0 to %c512 step %c128
+// CHECK: scf.for %{{.*}} = %c0 to %c512 step %c256
 // CHECK-COUNT-2: vector.load {{.*}} : memref<4608xf32, #gpu.address_space<workgroup>>, vector<4xf32>
 // CHECK-COUNT-8: memref.store {{.*}} : memref<1099511627776xbf16>
 // CHECK-NOT: vector<8xbf16>
@@ -178,7 +186,7 @@ module {
 // N = 202 is even but not whole chunks: a chunk's elements are stored in 4 guarded pairs.
 // CHECK-LABEL: func.func private @w_even_n_matmul
 // CHECK: gpu.func @w_even_n_matmul
-// CHECK: scf.for %{{.*}} = %c0 to %c512 step %c128
+// CHECK: scf.for %{{.*}} = %c0 to %c512 step %c256
 // CHECK-COUNT-2: vector.load {{.*}} : memref<4608xf32, #gpu.address_space<workgroup>>, vector<4xf32>
 // CHECK-COUNT-4: vector.store {{.*}} {alignment = 4 : i64} : memref<1099511627776xbf16>, vector<2xbf16>
 // CHECK-NOT: memref.store
@@ -195,10 +203,10 @@ module {
 
 // A residual read by the epilogue (another buffer of the output's shape, N = 136 whole chunks): each chunk's 8
 // elements of it come in one 16-byte load, and the loads of all of an iteration's chunks (128 x 128 tile, 256
-// threads: 8 chunks a thread, 2 an iteration) are issued before the first store, which could alias them.
+// threads: 8 chunks a thread, 4 an iteration) are issued before the first store, which could alias them.
 // CHECK-LABEL: func.func private @w_residual_matmul
 // CHECK: gpu.func @w_residual_matmul(%{{.*}}, %{{.*}}, %[[RES:[^:]*]]: memref<1099511627776xbf16>, %[[OUT:[^:]*]]: memref<1099511627776xbf16>
-// CHECK: scf.for %{{.*}} = %c0 to %c2048 step %c512
+// CHECK: scf.for %{{.*}} = %c0 to %c2048 step %c1024
 // CHECK: vector.load %[[RES]][%{{.*}}] {alignment = 16 : i64} : memref<1099511627776xbf16>, vector<8xbf16>
 // CHECK-NOT: %[[OUT]]
 // CHECK: vector.load %[[RES]][%{{.*}}] {alignment = 16 : i64} : memref<1099511627776xbf16>, vector<8xbf16>
