@@ -110,9 +110,13 @@ FailureOr<int64_t> TiledLoopLowering::mapIterationToBlock(scf::ForallOp forall, 
     // The last two dimensions in groups of `groupRows` rows, the rows of a group fastest: the blocks that run at
     // once share a few rows' tiles of one operand and a few columns' of the other.
     Value rows = countOf(rank - 2), columns = countOf(last);
-    Value tiles = im.mul(rows, columns);
-    Value inner = rank == 2 ? block : arith::RemUIOp::create(b, loc, block, tiles).getResult();
-    block = arith::DivUIOp::create(b, loc, block, tiles);
+    // Leading dimensions (a batch) take the block index over one slice's tiles.
+    Value inner = block;
+    if (rank > 2) {
+      Value tiles = im.mul(rows, columns);
+      inner = arith::RemUIOp::create(b, loc, block, tiles);
+      block = arith::DivUIOp::create(b, loc, block, tiles);
+    }
     Value perGroup = im.mul(columns, groupRows);
     Value firstRow = im.mul(arith::DivUIOp::create(b, loc, inner, perGroup).getResult(), groupRows);
     Value groupSize = im.min(im.sub(rows, firstRow), im.c(groupRows));
