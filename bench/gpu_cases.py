@@ -28,7 +28,8 @@ def tensor(shape, dtype):
 def gemm_case(name, m, n, k, dtype="bf16", epilogue="none", batch=(), transpose_rhs=False, out_dtype=None,
               config=None, rhs_batch=(), fp32_precision=None):
     """`batch`: the lhs's batch dims; `rhs_batch`: the rhs's (the same, or with an unbatched lhs, broadcast);
-    `fp32_precision`: the matmul's attribute of that name (f32: "tf32" or "ieee")."""
+    `fp32_precision`: the matmul's attribute of that name (f32: "tf32" or "ieee"); `config`: a pinned
+    (tile, warps, stages, lowering[, group])."""
     out_dtype = out_dtype or dtype
     lhs_batch, batch = batch, batch or rhs_batch  # the result's batch dims
     a = tensor((*lhs_batch, m, k), dtype)
@@ -39,9 +40,10 @@ def gemm_case(name, m, n, k, dtype="bf16", epilogue="none", batch=(), transpose_
     args = [f"%x: {a}", f"%w: {b}"] + [f"%{e}: {v if kind == 'vec' else y}" for e, kind in extra]
     attributes = [f'fp32_precision = "{fp32_precision}"'] if fp32_precision else []
     if config:
-        tile, warps, stages, lowering = config
+        tile, warps, stages, lowering, *group = config
+        grouped = f", group = {group[0]}" if group and group[0] != 1 else ""
         attributes.append(f"kiln.config = #kiln.config<tile = [{', '.join(map(str, tile))}], warps = {warps}, "
-                          f"stages = {stages}, lowering = \"{lowering}\">")
+                          f"stages = {stages}, lowering = \"{lowering}\"{grouped}>")
     pinned = f" {{{', '.join(attributes)}}}" if attributes else ""
     lines = [f"%y = kiln.matmul %x, %w{' transpose_rhs' if transpose_rhs else ''}{pinned} : {a}, {b} -> {y}"]
     lines += [line.format(Y=y, V=v) for line in body]

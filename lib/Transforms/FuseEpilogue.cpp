@@ -3,8 +3,8 @@
 // Folds the chain of elementwise ops that consumes a matmul or an attention — bias add, scale, activation,
 // residual add, a gating multiply by another tensor, a final cast — into the producer's epilogue region, so
 // that the output tile is finished in registers and stored once. A producer whose result has other users is left
-// alone: fusing it would compute it twice or store it twice. A view between the producer and the chain (a GEMM
-// over flattened rows viewed back as [B, S, N]) moves below the chain first.
+// alone: fusing it would compute it twice or store it twice. A view between the producer and the chain, or within
+// the chain (a GEMM over flattened rows viewed back as [B, S, N] before or after its bias), moves below it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -108,6 +108,10 @@ FailureOr<Operation *> kiln::fuseEpilogue(RewriterBase &rewriter, Operation *pro
   SmallVector<Operation *> chain;
   Value current = produced;
   while (current.hasOneUse()) {
+    // A view within the chain (a bias added over flattened rows, then the activation or the residual add
+    // over [B, S, N], as nn.Linear with a bias traces) moves below it as well.
+    if (current != produced)
+      sinkViewsOfResult(rewriter, current);
     Operation *user = *current.getUsers().begin();
     if (user->getNumResults() != 1 || !(isFusibleElementwise(user) || isFusibleCast(user)))
       break;

@@ -545,6 +545,31 @@ func.func @view_between_gemm_and_chain(%x: tensor<154x256xbf16>, %w: tensor<512x
 
 // -----
 
+// A view within the chain moves below it too: nn.Linear with a bias traces as the GEMM and its bias over
+// flattened rows, then the view to [B, S, N], then the activation (GPT-2's tanh GELU) or the residual add.
+// CHECK-LABEL: func.func @view_within_chain
+// CHECK-SAME: (%[[X:[a-zA-Z0-9_]+]]: tensor<154x256xbf16>, %[[W:[a-zA-Z0-9_]+]]: tensor<512x256xbf16>, %[[B:[a-zA-Z0-9_]+]]: tensor<512xbf16>, %[[R:[a-zA-Z0-9_]+]]: tensor<2x77x512xbf16>)
+// CHECK: %[[RF:.+]] = kiln.reshape %[[R]] : tensor<2x77x512xbf16> -> tensor<154x512xbf16>
+// CHECK: %[[Y:.+]] = kiln.matmul %[[X]], %[[W]] transpose_rhs epilogue(%[[B]], %[[RF]] : tensor<512xbf16>, tensor<154x512xbf16>) {
+// CHECK: arith.addf
+// CHECK: math.tanh
+// CHECK: arith.addf
+// CHECK: } : tensor<154x256xbf16>, tensor<512x256xbf16> -> tensor<154x512xbf16>
+// CHECK-NOT: kiln.gelu
+// CHECK-NOT: kiln.add
+// CHECK: %[[V:.+]] = kiln.reshape %[[Y]] : tensor<154x512xbf16> -> tensor<2x77x512xbf16>
+// CHECK: return %[[V]]
+func.func @view_within_chain(%x: tensor<154x256xbf16>, %w: tensor<512x256xbf16>, %b: tensor<512xbf16>, %r: tensor<2x77x512xbf16>) -> tensor<2x77x512xbf16> {
+  %y = kiln.matmul %x, %w transpose_rhs : tensor<154x256xbf16>, tensor<512x256xbf16> -> tensor<154x512xbf16>
+  %biased = kiln.add %y, %b : tensor<154x512xbf16>, tensor<512xbf16> -> tensor<154x512xbf16>
+  %v = kiln.reshape %biased : tensor<154x512xbf16> -> tensor<2x77x512xbf16>
+  %g = kiln.gelu %v approximate(tanh) : tensor<2x77x512xbf16>
+  %out = kiln.add %r, %g : tensor<2x77x512xbf16>, tensor<2x77x512xbf16> -> tensor<2x77x512xbf16>
+  return %out : tensor<2x77x512xbf16>
+}
+
+// -----
+
 // Left alone: an operand that broadcasts over the viewed shape other than along its last dimension.
 // CHECK-LABEL: func.func @view_with_row_broadcast
 // CHECK: kiln.matmul %{{.*}}, %{{.*}} : tensor<154x256xbf16>, tensor<256x512xbf16> -> tensor<154x512xbf16>
