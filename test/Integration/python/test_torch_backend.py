@@ -70,6 +70,11 @@ def test_gpt2_block_runs_whole_in_kiln():
     assert len(weight_transposes) == 4
     assert all(partition.source.count(f"{name} ") + partition.source.count(f"{name},") == 1
                for name in weight_transposes), partition.source
+    # For the GPU, the biases, the tanh GELU and both residual adds sit in the GEMMs' epilogues (nn.Linear traces
+    # its bias over flattened rows, then the view to [B, S, N] before them): two norms, the q/k/v GEMM and split,
+    # the attention and three more GEMMs.
+    kernels = [k["name"] for k in kiln.compile(partition.source, target="sm_90a").kernels]
+    assert len(kernels) == 8 and not any(k.endswith(("_gelu", "_add")) for k in kernels), kernels
 
 
 @pytest.mark.parametrize("norm,gqa,mask", [("hf", "repeat_interleave", "flag"), ("module", "expand", "additive")])
