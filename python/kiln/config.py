@@ -8,6 +8,9 @@ compiler's defaults (its tunable kernels) and a program's manifest. Each is a ``
 
 import typing
 
+#: The defaults of a config's optional entries, in order: the lowering and the tile group.
+DEFAULTS = ("mma_sync", 1)
+
 
 class Config(typing.NamedTuple):
     """Output tile, warps per block, pipeline stages and the kernel that runs it: "mma_sync" (sm_80 and sm_90a),
@@ -17,8 +20,8 @@ class Config(typing.NamedTuple):
     tile: tuple
     warps: int
     stages: int
-    lowering: str = "mma_sync"
-    group: int = 1
+    lowering: str = DEFAULTS[0]
+    group: int = DEFAULTS[1]
 
     @classmethod
     def of(cls, value):
@@ -29,16 +32,16 @@ class Config(typing.NamedTuple):
         try:
             if isinstance(value, dict):
                 tile, warps, stages = value["tile"], value["warps"], value["stages"]
-                rest = [value.get("lowering", "mma_sync"), value.get("group", 1)]
+                rest = [value.get(key, default) for key, default in zip(("lowering", "group"), DEFAULTS)]
             else:
                 tile, warps, stages, *rest = value
             if len(rest) > 2 or isinstance(tile, (str, bytes)):
                 raise ValueError
-            lowering, group = [*rest, *["mma_sync", 1][len(rest):]]
+            # The optional entries past those given take their defaults.
+            lowering, group = [*rest, *DEFAULTS[len(rest):]]
             if isinstance(group, bool) or not isinstance(group, int):
                 raise ValueError
-            lowering = str(lowering)
-            return cls(tuple(int(size) for size in tile), int(warps), int(stages), lowering, group)
+            return cls(tuple(int(size) for size in tile), int(warps), int(stages), str(lowering), group)
         except (KeyError, TypeError, ValueError):
             raise ValueError("a kernel config is (tile, warps, stages[, lowering[, group]]) or its JSON object, "
                              f"got {value!r}") from None
