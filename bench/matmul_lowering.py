@@ -19,7 +19,8 @@ halves of the visit, like row_kernels.py:
 
 The ``t_wgmma`` cases run the wgmma lowering (sm_90a's default where M > 64, N >= 64 and rows are 16-byte
 multiples, or pinned): K tails that TMA zero-fills, K under one k-tile, batches, transposed and odd-width rhs,
-epilogues, 64- and 256-wide tiles. The ``t_`` cases take each of M, N and K from {1, 7, 77, 1000, 2050, 50257} (the others unaligned, so that the
+epilogues, 64- and 256-wide tiles, tiles in groups of tile rows (a whole group and a last short one; the
+mma_sync kernel's too, ``t_f32_grouped``). The ``t_`` cases take each of M, N and K from {1, 7, 77, 1000, 2050, 50257} (the others unaligned, so that the
 mma_sync lowering takes them on sm_90a too), with epilogues, a transposed rhs and a batch, in bf16, f16 and f32
 (TF32 tensor cores; cuBLAS is timed and checked with TF32 allowed too, torch.backends.cuda.matmul.allow_tf32),
 and f32 with fp32_precision = "ieee" (3xTF32; against cuBLAS in f32, TF32 not allowed).
@@ -68,7 +69,11 @@ def cases():
                       config=((64, 64, 64), 4, 3, "wgmma")),
             gemm_case(f"t_wgmma_{dtype}_tile256_520x1000x4104_transposed", 520, 1000, 4104, dtype,
                       transpose_rhs=True, config=((128, 256, 64), 8, 4, "wgmma")),
+            # Tiles in groups of 16 tile rows: one whole group and a last group of one row, 16 columns.
+            gemm_case(f"t_wgmma_{dtype}_grouped_2100x4096x64", 2100, 4096, 64, dtype),
         ]
+    # The mma_sync kernel's tiles in groups of 16 tile rows (17 rows of 128 x 128 tiles, 8 columns).
+    listed.append(gemm_case("t_f32_grouped_2100x1000x72", 2100, 1000, 72, "f32"))
     for size in SIZES:
         listed.append(gemm_case(f"t_f32_ieee_k{size}_77x136x{size}", 77, 136, size, "f32", fp32_precision="ieee"))
     listed += [
