@@ -62,11 +62,11 @@ def split_text(item, chunk, bn, warps, stages=None):
     return text.replace("return %y", "return %s") if "return %y" in text else text.replace("%y,", "%s,")
 
 
-def wgmma_text(item, splits, bn):
-    """The case's matmul on the wgmma lowering (one warpgroup, 64-row tiles fed by TMA, as many stages as fit up
-    to six), split into ``splits`` chunks (whole 64-deep k-tiles) and summed when ``splits`` > 1."""
+def wgmma_text(item, splits, bn, stages=None):
+    """The case's matmul on the wgmma lowering (one warpgroup, 64-row tiles fed by TMA, ``stages`` stages or as
+    many as fit up to six), split into ``splits`` chunks (whole 64-deep k-tiles) and summed when ``splits`` > 1."""
     m, n, k = item["m"], item["n"], item["k"]
-    stages = min(6, SHARED_BYTES // (2 * 64 * (64 + bn) + 64))
+    stages = stages or min(6, SHARED_BYTES // (2 * 64 * (64 + bn) + 64))
     config = f'#kiln.config<tile = [64, {bn}, 64], warps = 4, stages = {stages}, lowering = "wgmma">'
     if splits == 1:
         return item["mlir"].replace(" : tensor<", f" {{kiln.config = {config}}} : tensor<", 1)
@@ -122,6 +122,13 @@ def cases(kiln_opt, sweep):
                 variants[key[5:]] = key
                 usable = sweep and item["name"].startswith("b_") and item["epilogue"] == "none"
                 item[key] = wgmma_text(item, splits, bn) if usable else None
+        # wgmma blocks that share a multiprocessor: fewer stages, or 64-column tiles
+        # (bench/results/config_sweeps/decode_gemm_shared_multiprocessor.md).
+        for splits, bn, stages in ((1, 64, 4), (1, 64, 6), (1, 128, 3), (2, 128, 3), (2, 64, 4)):
+            key = f"mlir_wg_s{splits}_bn{bn}_st{stages}"
+            variants[key[5:]] = key
+            usable = sweep and item["name"].startswith("b_") and item["epilogue"] == "none"
+            item[key] = wgmma_text(item, splits, bn, stages) if usable else None
         # Two blocks a multiprocessor: stages that fit half its shared memory, twice the chunks.
         for splits, bn, stages in ((8, 128, 2), (8, 64, 4), (4, 64, 4), (16, 128, 2)):
             key = f"mlir_s{splits}_bn{bn}_st{stages}"

@@ -6,7 +6,8 @@ mma_sync matmul (the decode-step GEMMs, every shape whose rows TMA cannot copy, 
 and the wgmma one (sm_90a's default for larger aligned GEMMs; WgmmaLayoutLowering.cpp). This script holds both
 halves of the visit, like row_kernels.py:
 
-- ``prepare`` (here, where the compiler is): compiles each case with the current ``kilnc`` into
+- ``prepare`` (here, where the compiler is; ``--gpt2-sweep``: GPT-2's GEMMs under the pinned configs of
+  GPT2_CONFIGS instead of the cases below): compiles each case with the current ``kilnc`` into
   ``<out>/generated/<case>`` and, given ``--template-kilnc`` (built from the commit before the change), into
   ``<out>/template/<case>`` where the template takes the shape (it needs K, and N for an untransposed rhs, to be
   multiples of 8), plus ``<out>/cases.json``.
@@ -132,9 +133,25 @@ def cases():
     return listed
 
 
+#: GPT-2's GEMMs at 4096 tokens (hidden 768, nn.Linear's [N, K] weights) and the wgmma configs ``--gpt2-sweep``
+#: pins on them (tile, warps, stages, lowering, group; None: the compiler's default).
+GPT2_SHAPES = {"qkv": (4096, 2304, 768), "proj": (4096, 768, 768), "fc": (4096, 3072, 768),
+               "mlp_proj": (4096, 768, 3072)}
+GPT2_CONFIGS = {"default": None, "t128x128s4": ((128, 128, 64), 8, 4, "wgmma", 16),
+                "t128x128s3": ((128, 128, 64), 8, 3, "wgmma", 16), "t64x128s4": ((64, 128, 64), 4, 4, "wgmma", 16),
+                "t128x256s3": ((128, 256, 64), 8, 3, "wgmma", 16), "t64x256s4": ((64, 256, 64), 4, 4, "wgmma", 16)}
+
+
+def gpt2_sweep_cases():
+    """The GPT-2 GEMMs under each of GPT2_CONFIGS (bench/results/config_sweeps/gemm_wgmma_gpt2.md)."""
+    return [gemm_case(f"b_{shape}_{label}_{m}x{n}x{k}", m, n, k, "bf16", transpose_rhs=True, config=config)
+            for shape, (m, n, k) in GPT2_SHAPES.items() for label, config in GPT2_CONFIGS.items()]
+
+
 def prepare(args):
     out = Path(args.out)
-    listed = [item for item in cases() if not args.only or args.only in item["name"]]
+    listed = [item for item in (gpt2_sweep_cases() if args.gpt2_sweep else cases())
+              if not args.only or args.only in item["name"]]
     for item in listed:
         folder = out / "generated" / item["name"]
         folder.mkdir(parents=True, exist_ok=True)
@@ -270,7 +287,8 @@ def plot(args):
 
 def main():
     from row_kernels import command_line
-    return command_line(__doc__, "gpu_build/matmul", prepare, visit, plot)
+    return command_line(__doc__, "gpu_build/matmul", prepare, visit, plot,
+                        prepare_flags=[("gpt2-sweep", "compile GPT-2's GEMMs under pinned wgmma configs instead")])
 
 
 if __name__ == "__main__":
