@@ -115,17 +115,13 @@ def cases(kiln_opt, sweep):
                     usable = sweep and item["name"].startswith("b_") and item["epilogue"] == "none" and \
                         -(-item["k"] // chunk) == splits and (warps == 4 or item["m"] >= 32)
                     item[key] = split_text(item, chunk, bn, warps) if usable else None
-        # The wgmma lowering (64-row warpgroup tiles, TMA; rows past M zero-filled by the copies), at every M.
-        for splits in (1, 2, 3, 4, 6, 8):
-            for bn in (128, 256):
-                key = f"mlir_wg_s{splits}_bn{bn}"
-                variants[key[5:]] = key
-                usable = sweep and item["name"].startswith("b_") and item["epilogue"] == "none"
-                item[key] = wgmma_text(item, splits, bn) if usable else None
-        # wgmma blocks that share a multiprocessor: fewer stages, or 64-column tiles
+        # The wgmma lowering (64-row warpgroup tiles, TMA; rows past M zero-filled by the copies), at every M: as
+        # many stages as fit, then blocks that share a multiprocessor, on fewer stages or 64-column tiles
         # (bench/results/config_sweeps/decode_gemm_shared_multiprocessor.md).
-        for splits, bn, stages in ((1, 64, 4), (1, 64, 6), (1, 128, 3), (2, 128, 3), (2, 64, 4)):
-            key = f"mlir_wg_s{splits}_bn{bn}_st{stages}"
+        wgmma_variants = [(splits, bn, None) for splits in (1, 2, 3, 4, 6, 8) for bn in (128, 256)]
+        wgmma_variants += [(1, 64, 4), (1, 64, 6), (1, 128, 3), (2, 128, 3), (2, 64, 4)]
+        for splits, bn, stages in wgmma_variants:
+            key = f"mlir_wg_s{splits}_bn{bn}" + (f"_st{stages}" if stages else "")
             variants[key[5:]] = key
             usable = sweep and item["name"].startswith("b_") and item["epilogue"] == "none"
             item[key] = wgmma_text(item, splits, bn, stages) if usable else None

@@ -107,8 +107,11 @@ static int64_t outputTiles(RankedTensorType result, int64_t bm, int64_t bn) {
 /// The block order of a GPU matmul of `tiles` output tiles: groups of 16 tile rows, the rows of a group fastest,
 /// once the tiles take more than one wave of blocks (row-major, a wave of a wide B reads all of B, which L2 does
 /// not hold: on the H200, 4096 x 14336 x 4096 in bf16 ran 557 TFLOP/s row-major, 567 / 596 / 623 / 634 / 624 in
-/// groups of 2 / 4 / 8 / 16 / 32 rows; bench/results/matmul_lowering), else (or with one row of tiles) row-major.
+/// groups of 2 / 4 / 8 / 16 / 32 rows; bench/results/matmul_lowering), else (or with one row of tiles, or on the
+/// host, which has no blocks) row-major.
 static int64_t tileGroup(RankedTensorType result, int64_t bm, int64_t bn, Target target) {
+  if (target == Target::Host)
+    return 1;
   bool rows = result.getDimSize(result.getRank() - 2) > bm;
   return rows && outputTiles(result, bm, bn) > multiprocessorCount(target) ? 16 : 1;
 }
@@ -164,9 +167,9 @@ static ConfigAttr configFromShapes(Operation *op, Target target) {
   // Everything but the larger sm_90a matmuls and attentions runs the mma_sync kernels (with a deeper pipeline on
   // sm_90a).
   StringRef lowering = target == Target::Host ? "host" : "mma_sync";
-  auto make = [&](ArrayRef<int64_t> tile, int64_t warps, int64_t stages, StringRef kernel = "") {
+  auto make = [&](ArrayRef<int64_t> tile, int64_t warps, int64_t stages, StringRef kernel = "", int64_t group = 1) {
     return ConfigAttr::get(ctx, tile, target == Target::Host ? 1 : warps, target == Target::Host ? 1 : stages,
-                           kernel.empty() ? lowering : kernel);
+                           kernel.empty() ? lowering : kernel, group);
   };
   if (auto matmul = dyn_cast<MatmulOp>(op)) {
     RankedTensorType result = matmul.getType(), lhs = matmul.getLhs().getType();
@@ -222,9 +225,7 @@ static ConfigAttr configFromShapes(Operation *op, Target target) {
            ((bm * bk * bits / 128) % (warps * 32) || (bk * bn * bits / 128) % (warps * 32) ||
             !splitsIntoFragments(warps)))
       warps /= 2;
-    if (target == Target::Host)
-      return make({bm, bn, bk}, warps, stages);
-    return ConfigAttr::get(ctx, {bm, bn, bk}, warps, stages, lowering, tileGroup(result, bm, bn, target));
+    return make({bm, bn, bk}, warps, stages, "", tileGroup(result, bm, bn, target));
   }
   if (auto attention = dyn_cast<AttentionOp>(op)) {
     RankedTensorType q = attention.getQ().getType(), k = attention.getK().getType();

@@ -48,7 +48,7 @@ class Config(typing.NamedTuple):
 
     def as_json(self):
         """The manifest's JSON object of this config ("group" only where it is not 1, as the compiler writes it)."""
-        json = {"tile": list(self.tile), "warps": self.warps, "stages": self.stages, "lowering": self.lowering}
+        entry = {"tile": list(self.tile), "warps": self.warps, "stages": self.stages, "lowering": self.lowering}
         if self.group != 1:
-            json["group"] = self.group
-        return json
+            entry["group"] = self.group
+        return entry
