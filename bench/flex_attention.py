@@ -6,11 +6,14 @@ nothing, against the default plain kernel (the variants' 64-key tiles against th
 
 - ``prepare`` (here, where the compiler is): traces each case through kiln.ops.attention (the variant's mods as
   Python functions, kiln/mods.py) on placeholder arrays, compiles the traced function with ``kilnc`` into
-  ``<out>/generated/<case>`` and writes ``<out>/cases.json``.
+  ``<out>/generated/<case>`` and, given ``--template-kilnc`` (built from the commit before a change), each ``b_``
+  case into ``<out>/template/<case>``; writes ``<out>/cases.json``. ``--only`` keeps the cases whose names
+  contain it.
 - ``visit`` (on the GPU machine, build/python on PYTHONPATH): makes fresh inputs and the variant's tables (seed
   printed), checks every kernel against the fp64 reference (the variant's rule on index grids), then times the
   ``b_`` cases beside the default plain kernel of the same shape, flex_attention (torch.compile, its block mask built
-  once outside the timing) and SDPA; writes flex.json and flex.md.
+  once outside the timing), SDPA, and the template compiler's kernel where there is one (before and after a
+  change in one run); writes flex.json and flex.md.
 - ``plot``: draws a visit's flex.json as flex.png beside it. Rates count useful FLOPs: 4 B H D times the
   visible (query, key) pairs.
 
@@ -120,6 +123,8 @@ def prepare(args):
     listed = []
     for entry in CASES:
         item = describe(entry)
+        if args.only not in item["name"]:
+            continue
         b, h, hkv, sq, sk, d = (item[k] for k in ("batch", "heads", "kv_heads", "seq_q", "seq_k", "head_dim"))
         dtype = np.float32  # the trace only needs shapes: the element type is swapped in the text below
         tables = tables_for(item["variant"], h, sq, sk, np, lambda *shape: np.zeros(shape, np.float32))
@@ -133,6 +138,11 @@ def prepare(args):
         (folder / "graph.mlir").write_text(text)
         if not compile_graph(args.kilnc, folder / "graph.mlir", folder, "sm_90a", item["name"]):
             return 1
+        if args.template_kilnc and item["name"].startswith("b_"):
+            template = out / "template" / item["name"]
+            template.mkdir(parents=True, exist_ok=True)
+            if not compile_graph(args.template_kilnc, folder / "graph.mlir", template, "sm_90a", item["name"]):
+                return 1
         listed.append(item)
     (out / "cases.json").write_text(json.dumps(listed, indent=1))
     print(f"compiled {len(listed)} cases into {out}")
@@ -202,6 +212,11 @@ def visit(args):
         b, h = item["batch"], item["heads"]
         if not check and not args.no_bench:
             timings = {"generated": time_ms(launch)}
+            template = build / "template" / item["name"]
+            if (template / "manifest.json").exists():
+                launch_template, _ = launcher(template, [q, k, v] + [tables[name] for name in item["tables"]],
+                                              [torch.full_like(q, float("nan"))])
+                timings["template"] = time_ms(launch_template)
             key = (b, h, sq, sk, d, item["causal"])
             if item["variant"] == "plain_default":
                 plain_ms[key] = timings["generated"]
@@ -228,9 +243,9 @@ def visit(args):
                     except RuntimeError as error:
                         row[f"{label}_refused"] = str(error).splitlines()[0]
             flops = 4.0 * d * visible_pairs(item, visible)
-            record_timings(row, timings, flops, "tflops", ("plain", "flex", "flash", "cudnn"))
+            record_timings(row, timings, flops, "tflops", ("template", "plain", "flex", "flash", "cudnn"))
         rows.append(row)
-        print(summary_line(row, 40, "tflops", "6.1f", ("plain", "flex", "flash", "cudnn")), flush=True)
+        print(summary_line(row, 40, "tflops", "6.1f", ("template", "plain", "flex", "flash", "cudnn")), flush=True)
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "flex.json").write_text(json.dumps(dict(seed=seed, device=torch.cuda.get_device_name(),
@@ -280,13 +295,19 @@ class _Cast:
 
 
 def write_table(rows, path):
-    lines = ["| case | kiln TFLOP/s | plain kiln | vs plain | flex (compiled) | vs flex | SDPA flash | SDPA cuDNN |",
-             "|---|---|---|---|---|---|---|---|"]
+    """The b_ rows' rates and ratios; the template compiler's columns where the visit timed one."""
+    compared = ("template", "plain", "flex") if any("template_tflops" in r for r in rows) else ("plain", "flex")
+    titles = {"template": "before (template compiler)", "plain": "plain kiln", "flex": "flex (compiled)"}
+    header = ["case", "kiln TFLOP/s"]
+    for label in compared:
+        header += [titles[label], "vs " + label]
+    header += ["SDPA flash", "SDPA cuDNN"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
         if "generated_tflops" not in row:
             continue
         cells = [row["name"], f"{row['generated_tflops']:.1f}"]
-        for label in ("plain", "flex"):
+        for label in compared:
             rate = row.get(f"{label}_tflops")
             cells += [f"{rate:.1f}" if rate else "", f"{row['generated_tflops'] / rate:.2f}x" if rate else ""]
         cells += [f"{row[f'{label}_tflops']:.1f}" if row.get(f"{label}_tflops") else "" for label in ("flash", "cudnn")]

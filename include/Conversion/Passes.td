@@ -88,6 +88,35 @@ def KilnTensorMapParams : Pass<"kiln-tensor-map-params", "::mlir::gpu::GPUModule
   let dependentDialects = ["::mlir::LLVM::LLVMDialect", "::mlir::NVVM::NVVMDialect"];
 }
 
+def KilnFoldConversionOffsets : Pass<"kiln-fold-conversion-offsets", "::mlir::gpu::GPUModuleOp"> {
+  let summary = "Convert an integer plus a constant to float as the integer's conversion plus the constant, where "
+                "that is exact";
+  let description = [{
+    In each kernel of the module, an `arith.sitofp` of an `arith.addi` / `arith.subi` tree with a constant term
+    `c` (through `arith.index_cast`, `extsi` and `trunci`) becomes `arith.sitofp` of the tree without the
+    constant, then `arith.addf` of `c`, where the integer range analysis bounds the integer within the float's
+    exactly represented integers less `|c|` (so that both conversions and the sum are exact and the result is
+    the same). The attention lowering computes a score_mod per register at the thread's position plus the
+    register's constant offset: the conversions of the positions (ALiBi's `kv - q`) then become one per thread
+    that every register shares once CSE merges them, instead of one per score at a quarter of the FMA rate.
+    A kernel's index parameters (its sizes) count as at most its `kiln.size_bound`, which `convert-kiln-to-gpu`
+    sets where every size the plan launches it with is at most 2^22; without one they are unknown, and
+    conversions whose range the analysis cannot bound stay as they are.
+
+    ```mlir
+    // before: %d = (%kv + %col) - (%q + %row), each register's %col and %row a thread value plus a constant
+    %s = arith.addi %base, %c5 : index
+    %i = arith.index_cast %s : index to i32
+    %f = arith.sitofp %i : i32 to f32
+    // after
+    %i = arith.index_cast %base : index to i32
+    %f0 = arith.sitofp %i : i32 to f32
+    %f = arith.addf %f0, %cst5 : f32
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
+}
+
 def KilnSplitKernelModules : Pass<"kiln-split-kernel-modules", "::mlir::ModuleOp"> {
   let summary = "Give every GPU kernel a gpu.module of its own, so that kernels lower, emit PTX and assemble in "
                 "parallel";

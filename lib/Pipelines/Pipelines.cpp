@@ -77,7 +77,9 @@ void kiln::buildNvvmLoweringPipeline(OpPassManager &pm, const NvvmPipelineOption
   attach += "}";
   // Folding before the conversions shapes what they emit; after them LLVM's O3 cleans up alone (a canonicalize
   // and cse there left all 166 GPU test and benchmark kernels byte-identical and cost 1.2 ms of each compile).
-  (void)appendPipeline(pm, attach + ",gpu.module(canonicalize,cse,convert-scf-to-cf,convert-nvgpu-to-nvvm,"
+  // The conversion offsets fold first, so that cse merges the registers' shared conversions.
+  (void)appendPipeline(pm, attach + ",gpu.module(kiln-fold-conversion-offsets,canonicalize,cse,convert-scf-to-cf,"
+                                    "convert-nvgpu-to-nvvm,"
                                     "convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1 index-bitwidth=64},"
                                     "kiln-tensor-map-params,convert-vector-to-llvm,convert-arith-to-llvm,convert-nvvm-to-llvm,"
                                     "reconcile-unrealized-casts)");

@@ -110,10 +110,11 @@ module {
 // and no shuffle for the row sums, whose shares the quad adds after the loops (QuadPartialSums.h), and
 // multiplies P V (N = 64 value columns, eight k16 steps over the 128 keys).
 // Eight warps at head dim 64 ask for two blocks per multiprocessor (nvvm.minctasm: ptxas keeps to 128 registers).
+// The sizes it is launched with (200, 200) are at most 2^22, which the kernel states (kiln.size_bound).
 // CHECK-LABEL: func.func private @wa3_attention
 // CHECK-SAME: kiln.launch = {block = array<i64: 256, 1, 1>, dynamic_shared_bytes = 116736 : i64, grid = array<i64: 8, 1, 1>, sizes = array<i64: 200, 200>}
 // CHECK: gpu.func @wa3_attention
-// CHECK-SAME: attributes {known_block_size = array<i32: 256, 1, 1>, nvvm.minctasm = 2 : i32}
+// CHECK-SAME: attributes {kiln.size_bound = 4194304 : i64, known_block_size = array<i32: 256, 1, 1>, nvvm.minctasm = 2 : i32}
 // CHECK: scf.for
 // CHECK-NOT: arith.cmpi sgt
 // CHECK-COUNT-4: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{.*}}, p, 1, 1, 0; }"

@@ -56,6 +56,12 @@ struct KernelFunction {
 /// index math, not the type, bounds every access (2^40 elements, beyond any GPU's memory).
 constexpr int64_t kSizeGenericExtent = int64_t(1) << 40;
 
+/// The gpu.func attribute saying that each of the kernel's index parameters (its sizes) is at most its value,
+/// set where every size the plan launches the kernel with is at most kSizeBound (2^22: positions and their
+/// differences then stay within the integers an f32 holds exactly, which kiln-fold-conversion-offsets needs).
+constexpr llvm::StringLiteral kSizeBoundAttrName = "kiln.size_bound";
+constexpr int64_t kSizeBound = int64_t(1) << 22;
+
 /// Starts kernel `name` in `module`: a gpu.func taking each of `buffers` as a flat row-major memref (bare
 /// pointers), launched with `threads` threads, with `sharedBytes` of dynamic shared memory (an extern workgroup
 /// global aligned to `sharedAlignment` bytes; none when 0). Leaves `b` at the start of the kernel body. With

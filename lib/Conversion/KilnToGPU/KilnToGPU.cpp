@@ -11,6 +11,7 @@
 
 #include "Conversion/Passes.h"
 #include "GpuKernels.h"
+#include "KernelBuilding.h"
 #include "Transforms/Transforms.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -131,6 +132,13 @@ struct ConvertKilnToGPUPass : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUP
         fields.push_back(builder.getNamedAttr("tensor_maps", builder.getArrayAttr(maps)));
       }
       func->setAttr("kiln.launch", builder.getDictionaryAttr(fields));
+      // The plan launches a size-generic kernel with these sizes alone (another compile with other sizes builds
+      // its own launch, and shares the kernel only where its IR, this bound included, is the same): a bound
+      // that every size meets tells kiln-fold-conversion-offsets how large the kernel's positions get.
+      using gpukernel::kSizeBound;
+      if (!launch->sizes.empty() && llvm::all_of(launch->sizes, [](int64_t size) { return size <= kSizeBound; }))
+        gpuModule.lookupSymbol<gpu::GPUFuncOp>(name)->setAttr(gpukernel::kSizeBoundAttrName,
+                                                             builder.getI64IntegerAttr(kSizeBound));
       if (target == Target::Sm90a) {
         awaitPredecessorKernel(gpuModule.lookupSymbol<gpu::GPUFuncOp>(name));
         if (overlapsPredecessorWell(func, *launch, target))
