@@ -179,9 +179,10 @@ LogicalResult assignRowLayouts(scf::ForallOp forall);
 LogicalResult assignMmaLayouts(scf::ForallOp forall);
 
 /// Whether a "wgmma" matmul config fits the warpgroup MMA's lowering for operands of `element`: bf16 or f16,
-/// BM a multiple of 64 up to 256 with one warpgroup (4 warps) per 64 rows, BN a multiple of 64 up to 256, BK = 64
-/// (one 128-byte swizzle row) and stages >= 3.
-bool fitsWgmmaMatmul(ConfigAttr config, Type element);
+/// BM a multiple of 64 up to 256 with one warpgroup (4 warps) per 64 rows, BN up to 256 and a multiple of 64 (the
+/// 64-column panels of an untransposed B), or of 16 with `transposedRhs` (B's [N, K] rows are K-major, any
+/// whole number of 8-row swizzle groups), BK = 64 (one 128-byte swizzle row) and stages >= 3.
+bool fitsWgmmaMatmul(ConfigAttr config, Type element, bool transposedRhs);
 
 /// Sets the `kiln.layout` (#kiln.mma_layout, one column of BQ / 16 warps) of the kiln ops in the body of
 /// `forall`, a tiled "mma_sync" attention.

@@ -89,11 +89,11 @@ static MmaLayoutAttr squarestWarpGrid(MLIRContext *context, int64_t bm, int64_t 
   return best;
 }
 
-bool kiln::fitsWgmmaMatmul(ConfigAttr config, Type element) {
+bool kiln::fitsWgmmaMatmul(ConfigAttr config, Type element, bool transposedRhs) {
   ArrayRef<int64_t> tile = config.getTile();
   return (element.isBF16() || element.isF16()) && tile.size() == 3 && tile[0] % 64 == 0 && tile[0] <= 256 &&
-         config.getWarps() == tile[0] / 16 && tile[1] % 64 == 0 && tile[1] <= 256 && tile[2] == 64 &&
-         config.getStages() >= 3;
+         config.getWarps() == tile[0] / 16 && tile[1] > 0 && tile[1] % (transposedRhs ? 16 : 64) == 0 &&
+         tile[1] <= 256 && tile[2] == 64 && config.getStages() >= 3;
 }
 
 LogicalResult kiln::assignMmaLayouts(scf::ForallOp forall) {
@@ -113,11 +113,14 @@ LogicalResult kiln::assignMmaLayouts(scf::ForallOp forall) {
   if (wgmma) {
     // The warpgroup MMA's accumulator: warp w holds rows 16w .. 16w + 15 of the whole width.
     Type element = tileMatmul ? tileMatmul.getLhs().getType().getElementType() : Builder(forall).getBF16Type();
-    if (!fitsWgmmaMatmul(config, element))
+    // Without a tile matmul (K = 0) there is no B to copy: any BN of whole 16-column steps lowers.
+    bool transposedRhs = !tileMatmul || tileMatmul.getTransposeRhs();
+    if (!fitsWgmmaMatmul(config, element, transposedRhs))
       return culprit->emitError() << "'kiln.matmul' op " << config << " does not fit the wgmma "
                                   << "lowering: need bf16 or f16 operands (got " << element
                                   << "), BM a multiple of 64 up to 256 with one warpgroup (4 warps) per 64 rows, "
-                                     "BN a multiple of 64 up to 256, BK = 64 and stages >= 3";
+                                     "BN up to 256 and a multiple of 64 (of 16 with transpose_rhs), BK = 64 and "
+                                     "stages >= 3";
     layout = MmaLayoutAttr::get(forall.getContext(), config.getWarps(), 1);
   } else {
     // The fragment depth: m16n8k16 for 16-bit operands, m16n8k8 for f32 (as TF32).

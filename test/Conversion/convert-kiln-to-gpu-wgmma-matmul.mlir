@@ -243,7 +243,7 @@ module {
 
 module {
   func.func private @w_bk32_matmul(%x: tensor<256x256xbf16>, %w: tensor<256x256xbf16>, %out: tensor<256x256xbf16>) -> tensor<256x256xbf16> attributes {kiln.kernel} {
-    // expected-error @+1 {{'kiln.matmul' op #kiln.config<tile = [128, 128, 32], warps = 8, stages = 4, lowering = "wgmma"> does not fit the wgmma lowering: need bf16 or f16 operands (got 'bf16'), BM a multiple of 64 up to 256 with one warpgroup (4 warps) per 64 rows, BN a multiple of 64 up to 256, BK = 64 and stages >= 3}}
+    // expected-error @+1 {{'kiln.matmul' op #kiln.config<tile = [128, 128, 32], warps = 8, stages = 4, lowering = "wgmma"> does not fit the wgmma lowering: need bf16 or f16 operands (got 'bf16'), BM a multiple of 64 up to 256 with one warpgroup (4 warps) per 64 rows, BN up to 256 and a multiple of 64 (of 16 with transpose_rhs), BK = 64 and stages >= 3}}
     %y = kiln.matmul %x, %w {kiln.config = #kiln.config<tile = [128, 128, 32], warps = 8, stages = 4, lowering = "wgmma">} : tensor<256x256xbf16>, tensor<256x256xbf16> -> tensor<256x256xbf16>
     %r = bufferization.materialize_in_destination %y in %out : (tensor<256x256xbf16>, tensor<256x256xbf16>) -> tensor<256x256xbf16>
     return %r : tensor<256x256xbf16>
@@ -270,5 +270,34 @@ module {
     %y = kiln.matmul %x, %w {kiln.config = #kiln.config<tile = [128, 128, 64], warps = 8, stages = 4, lowering = "wgmma">} : tensor<256x256xf32>, tensor<256x256xf32> -> tensor<256x256xf32>
     %r = bufferization.materialize_in_destination %y in %out : (tensor<256x256xf32>, tensor<256x256xf32>) -> tensor<256x256xf32>
     return %r : tensor<256x256xf32>
+  }
+}
+
+// -----
+
+// A decode step against an [N, K] weight on 112-column tiles (kiln-select-config narrows them to fill a wave):
+// B's tile is one TMA box of 112 K-major rows, and each k16 step one wgmma of N = 112 (14 fragments).
+// CHECK-LABEL: func.func private @w_n112_matmul
+// CHECK-SAME: dynamic_shared_bytes = 135264 : i64, grid = array<i64: 3, 1, 1>, sizes = array<i64: 32, 300, 256>
+// CHECK-SAME: {box = array<i64: 64, 112, 1>, buffer = 1 : i64, dims = array<i64: 256, 300, 1>
+// CHECK: gpu.func @w_n112_matmul
+// CHECK-COUNT-4: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 112, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
+module {
+  func.func private @w_n112_matmul(%x: tensor<32x256xbf16>, %w: tensor<300x256xbf16>, %out: tensor<32x300xbf16>) -> tensor<32x300xbf16> attributes {kiln.kernel} {
+    %y = kiln.matmul %x, %w transpose_rhs {kiln.config = #kiln.config<tile = [64, 112, 64], warps = 4, stages = 6, lowering = "wgmma">} : tensor<32x256xbf16>, tensor<300x256xbf16> -> tensor<32x300xbf16>
+    %r = bufferization.materialize_in_destination %y in %out : (tensor<32x300xbf16>, tensor<32x300xbf16>) -> tensor<32x300xbf16>
+    return %r : tensor<32x300xbf16>
+  }
+}
+
+// -----
+
+// Without transpose_rhs B's tile is 64-column panels of [K, N]: 112 columns are not whole panels.
+module {
+  func.func private @w_n112_panels_matmul(%x: tensor<32x256xbf16>, %w: tensor<256x300xbf16>, %out: tensor<32x300xbf16>) -> tensor<32x300xbf16> attributes {kiln.kernel} {
+    // expected-error @+1 {{BN up to 256 and a multiple of 64 (of 16 with transpose_rhs)}}
+    %y = kiln.matmul %x, %w {kiln.config = #kiln.config<tile = [64, 112, 64], warps = 4, stages = 6, lowering = "wgmma">} : tensor<32x256xbf16>, tensor<256x300xbf16> -> tensor<32x300xbf16>
+    %r = bufferization.materialize_in_destination %y in %out : (tensor<32x300xbf16>, tensor<32x300xbf16>) -> tensor<32x300xbf16>
+    return %r : tensor<32x300xbf16>
   }
 }

@@ -314,7 +314,8 @@ FailureOr<KernelLaunch> kiln::lowerWgmmaMatmulKernel(OpBuilder &builder, gpu::GP
   MatmulOp product;
   forall.getBody()->walk([&](MatmulOp op) { product = op; });
   Type element = product ? product.getLhs().getType().getElementType() : builder.getBF16Type();
-  if (!fitsWgmmaMatmul(config, element) || layout.getWarpsM() != config.getWarps() || layout.getWarpsN() != 1)
+  if (!fitsWgmmaMatmul(config, element, !product || product.getTransposeRhs()) ||
+      layout.getWarpsM() != config.getWarps() || layout.getWarpsN() != 1)
     return forall.emitError() << kWhat << ": " << config << " with " << layout
                               << " is not a wgmma matmul (kiln-assign-layouts checks the config)";
   if (product && llvm::any_of(kernel.getArgumentTypes().take_front(2),
