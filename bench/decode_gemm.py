@@ -10,7 +10,9 @@ and adds them up in a second small kernel that runs the epilogue. This script ho
   where kiln::chooseKChunk says), ``unsplit`` (the same matmul pinned to the default config, so not split) and,
   with ``--sweep``, explicit splits (``k_chunk`` and a pinned mma_sync config) over chunk counts and column tiles,
   into ``<out>/<variant>/<case>``, plus ``<out>/cases.json``; and ``generated_ordinary_launch``, the generated
-  kernels with their manifest's ``dependent_launch`` dropped (launched without programmatic dependent launch).
+  kernels with their manifest's ``dependent_launch`` dropped (launched without programmatic dependent launch);
+  given ``--template-kilnc`` (the compiler of the commit before a change), ``template``: each case by it. The
+  shapes run against [K, N] weights and, as ``b_bf16_linear_*``, against nn.Linear's [N, K] ones.
 - ``visit`` (on the GPU machine, build/python on PYTHONPATH): runs each variant's plan through the Python runtime
   on fresh random inputs (seed printed) against torch in float64 (error limit 1e-2, bf16 output rounding and f32
   accumulation), then times each as a CUDA graph of back-to-back calls (row_kernels.time_ms) beside cuBLAS
@@ -90,6 +92,13 @@ def cases(kiln_opt, sweep):
     for m in ROWS:
         for n, k in SHAPES:
             listed.append(gemm_case(f"b_bf16_{m}x{n}x{k}", m, n, k, "bf16"))
+    # The same against [N, K] weights (nn.Linear's, read transposed), whose column tiles narrow in 16-column steps.
+    for m in ROWS:
+        for n, k in SHAPES:
+            listed.append(gemm_case(f"b_bf16_linear_{m}x{n}x{k}", m, n, k, "bf16", transpose_rhs=True))
+    # 112-column tiles with a partial last one (N = 14330), and 240-column tiles split in 5 (M = 5, N = 6150).
+    listed.append(gemm_case("t_bf16_linear_32x14330x4096", 32, 14330, 4096, "bf16", transpose_rhs=True))
+    listed.append(gemm_case("t_bf16_linear_5x6150x4096", 5, 6150, 4096, "bf16", transpose_rhs=True))
     listed.append(gemm_case("b_bf16_32x14336x4096_bias_silu", 32, 14336, 4096, "bf16", "bias_silu"))
     listed.append(gemm_case("t_bf16_unaligned_7x1000x3000", 7, 1000, 3000, "bf16"))
     listed.append(gemm_case("t_bf16_transposed_24x2048x2050", 24, 2048, 2050, "bf16", transpose_rhs=True))
@@ -218,11 +227,16 @@ def visit(args):
 
 def write_table(rows, path):
     """The timed rows as a markdown table: the default pipeline against the unsplit kernel and cuBLAS."""
-    lines = ["| case | config | kernels | Kiln TB/s | unsplit TB/s | Kiln / unsplit | cuBLAS TB/s | Kiln / cuBLAS | "
-             "best variant |", "|---|---|---|---|---|---|---|---|---|"]
+    template = any("template_tbs" in r for r in rows)
+    lines = ["| case | config | kernels | Kiln TB/s | " + ("before (template) TB/s | Kiln / before | " if template
+                                                          else "") +
+             "unsplit TB/s | Kiln / unsplit | cuBLAS TB/s | Kiln / cuBLAS | best variant |",
+             "|---|---|---|---|" + ("---|---|" if template else "") + "---|---|---|---|---|"]
     for r in (r for r in rows if "generated_ms" in r):
+        before = f"{r.get('template_tbs', math.nan):.2f} | {r.get('vs_template', math.nan):.2f}x | " \
+            if template else ""
         lines.append(f"| {r['name']} | {r.get('generated_config', '')} | {r['generated_kernels']} | "
-                     f"{r['generated_tbs']:.2f} | {r.get('unsplit_tbs', math.nan):.2f} | "
+                     f"{r['generated_tbs']:.2f} | {before}{r.get('unsplit_tbs', math.nan):.2f} | "
                      f"{r.get('vs_unsplit', math.nan):.2f}x | {r['cublas_tbs']:.2f} | "
                      f"{r['vs_cublas']:.2f}x | {r['best']} {r[r['best'] + '_tbs']:.2f} |")
     Path(path).write_text("\n".join(lines) + "\n")

@@ -97,7 +97,7 @@ def compile_variants(args, listed, variants=None):
     """Compiles each case of ``listed`` (those ``args.only`` names) into ``<args.out>/<variant>/<case>`` for each
     variant, and lists the cases (without their MLIR texts) in ``cases.json``. ``variants`` maps a variant to the
     case key of its MLIR text (a case whose text is None skips it), all compiled with ``args.kilnc``; by default
-    ``generated`` and, given ``args.template_kilnc``, ``template``: the case's ``mlir`` compiled by each compiler."""
+    ``generated``; given ``args.template_kilnc``, also ``template``: the case's ``mlir`` compiled by it."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from gpu_cases import compile_graph
     out = Path(args.out)
@@ -108,6 +108,8 @@ def compile_variants(args, listed, variants=None):
             compilers["template"] = (args.template_kilnc, "mlir")
     else:
         compilers = {variant: (args.kilnc, key) for variant, key in variants.items()}
+        if getattr(args, "template_kilnc", ""):
+            compilers["template"] = (args.template_kilnc, "mlir")
     for item in listed:
         for variant, (kilnc, key) in compilers.items():
             if item[key] is None:

@@ -116,36 +116,6 @@ static int64_t tileGroup(RankedTensorType result, int64_t bm, int64_t bn, Target
   return rows && outputTiles(result, bm, bn) > multiprocessorCount(target) ? 16 : 1;
 }
 
-/// The shortest contraction a split matmul's chunk runs: four of mma_sync's 128-deep k-tiles, eight of wgmma's
-/// 64-deep ones (a shorter K loop does not fill its pipeline, nor repay the sum's kernel).
-static constexpr int64_t kMinChunk = 512;
-
-/// The chunks kiln-split-k splits a K-long contraction of `tiles` output tiles of `bm` rows into (1: not split):
-/// as many as fill one wave of blocks, each at least kMinChunk long. A split into two repays its second kernel
-/// only where a tile has 32 rows or more (see chooseKChunk).
-static int64_t splitChunks(int64_t tiles, int64_t k, int64_t bm, Target target) {
-  int64_t chunks = std::min<int64_t>(multiprocessorCount(target) / std::max<int64_t>(tiles, 1), k / kMinChunk);
-  return chunks < (bm >= 32 ? 2 : 3) ? 1 : chunks;
-}
-
-/// The column tile of a decode step's wgmma matmul (at most 64 rows: one row of `bm`-row tiles per batch):
-/// `widest`, or a narrower one in steps of `step` (down to 64) whose tiles, split as splitChunks splits them, give
-/// more than 5% more blocks in one wave than the wider choice (a wave of blocks that leaves multiprocessors idle
-/// streams the weight through fewer of them: N = 14336 in 112 tiles of 128 columns left 20 of the H200's 132
-/// idle; 128 tiles of 112 columns fill all but 4).
-static int64_t fillingColumnTile(RankedTensorType result, int64_t k, int64_t bm, int64_t widest, int64_t step) {
-  int64_t sms = multiprocessorCount(Target::Sm90a);
-  auto blocks = [&](int64_t bn) {
-    int64_t tiles = outputTiles(result, bm, bn);
-    return tiles > sms ? 0 : tiles * splitChunks(tiles, k, bm, Target::Sm90a);
-  };
-  int64_t chosen = widest;
-  for (int64_t bn = widest - step; bn >= 64; bn -= step)
-    if (blocks(bn) * 100 > blocks(chosen) * 105)
-      chosen = bn;
-  return chosen;
-}
-
 /// The wgmma config: 128-row tiles (two warpgroups); 256 columns while that still gives nine in ten
 /// multiprocessors of the H200 a tile (2048^3 in f16: 128 tiles of 128 x 256 ran 1.12x 256 of 128 x 128,
 /// bench/results/matmul_lowering), else 128 while half of them get one, else 64; 64-deep k-tiles (one 128-byte
@@ -155,23 +125,13 @@ static ConfigAttr getWgmmaConfig(MatmulOp matmul) {
   // 17 to 64 rows (a decode step's GEMM): one warpgroup's 64-row tiles of 128 columns, six stages; against the
   // mma_sync kernel on the H200 (bench/results/decode/decode_gemm.md) 1.2-1.5x at M = 32 and 64, e.g. M = 64, N =
   // 14336: 3.95 TB/s against 2.65 (cuBLAS 3.86).
-  // Both narrowed to fill a wave of blocks (fillingColumnTile), in 16-column steps where B is [N, K] (K-major
-  // rows), 64 where it is [K, N] (64-column panels).
   if (result.getDimSize(result.getRank() - 2) <= 64) {
-    int64_t k = matmul.getContractionSize(), step = matmul.getTransposeRhs() ? 16 : 64;
-    // A split matmul's tiles are counted as its unsplit form's (without the chunk dimension), as chooseKChunk
-    // counted them when it chose the chunks.
-    if (matmul.getKChunk())
-      result = RankedTensorType::get(result.getShape().drop_front(), result.getElementType());
     // At most 16 rows against a large weight: 256 columns a tile (five stages fit), split by chooseKChunk; on the
     // H200 against the mma_sync kernel (bench/results/decode/decode_gemm.md) M = 1: 1.05-1.11x (4096 x 14336:
     // 3.76 TB/s against 3.50, cuBLAS 3.85), M = 16: 1.07-1.26x.
     if (result.getDimSize(result.getRank() - 2) <= 16)
-      return ConfigAttr::get(matmul.getContext(),
-                             {64, fillingColumnTile(result, k, 64, kStreamingColumnTile, step), 64}, 4,
-                             /*stages=*/5, "wgmma");
-    return ConfigAttr::get(matmul.getContext(), {64, fillingColumnTile(result, k, 64, kSplitColumnTile, step), 64},
-                           4, /*stages=*/6, "wgmma");
+      return ConfigAttr::get(matmul.getContext(), {64, kStreamingColumnTile, 64}, 4, /*stages=*/5, "wgmma");
+    return ConfigAttr::get(matmul.getContext(), {64, kSplitColumnTile, 64}, 4, /*stages=*/6, "wgmma");
   }
   int64_t bm = 128, bk = 64;
   auto tiles = [&](int64_t bn) { return outputTiles(result, bm, bn); };
@@ -356,6 +316,10 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
   return config;
 }
 
+/// The shortest contraction a split matmul's chunk runs: four of mma_sync's 128-deep k-tiles, eight of wgmma's
+/// 64-deep ones (a shorter K loop does not fill its pipeline, nor repay the sum's kernel).
+static constexpr int64_t kMinChunk = 512;
+
 /// The granule of a split attention's key chunks: a multiple of every key tile the configs take.
 static constexpr int64_t kKvChunkGranule = 256;
 
@@ -424,8 +388,9 @@ std::optional<int64_t> kiln::chooseKChunk(MatmulOp op, Target target) {
   int64_t bn = config.getLowering() == "wgmma" ? config.getTile()[1] : kSplitColumnTile;
   int64_t tiles = outputTiles(op.getType(), bm, bn);
   int64_t kTiles = llvm::divideCeilSigned(op.getContractionSize(), bk);
-  int64_t chunks = splitChunks(tiles, op.getContractionSize(), bm, target);
-  if (chunks == 1)
+  int64_t chunks = std::min<int64_t>(multiprocessorCount(target) / std::max<int64_t>(tiles, 1),
+                                     op.getContractionSize() / kMinChunk);
+  if (chunks < (bm >= 32 ? 2 : 3))
     return std::nullopt;
   return llvm::divideCeilSigned(kTiles, chunks) * bk;
 }

@@ -46,26 +46,6 @@ func.func @matmul_decode_wide(%a: tensor<32x4096xbf16>, %b: tensor<4096x14336xbf
 
 // -----
 
-// The same projections against [N, K] weights (nn.Linear's, transpose_rhs), whose K-major rows take any whole
-// number of 16-column steps: on sm_90a the column tile narrows while that gives more than 5% more blocks in one
-// wave, split as kiln-split-k would split it: N = 14336 in 128 tiles of 112 columns (112 of 128 left 20 of the
-// 132 multiprocessors idle), N = 6144 in 64 tiles of 96 columns split in two (96 blocks of 128 columns), and one
-// row against N = 14336 in 64 tiles of 224 columns split in two (112 blocks of 256).
-// CHECK-LABEL: func.func @matmul_decode_linear_weights
-// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [64, 112, 64], warps = 4, stages = 6, lowering = "wgmma">}
-// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [64, 96, 64], warps = 4, stages = 6, lowering = "wgmma">}
-// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [64, 224, 64], warps = 4, stages = 5, lowering = "wgmma">}
-func.func @matmul_decode_linear_weights(%a: tensor<32x4096xbf16>, %b: tensor<14336x4096xbf16>,
-                                        %c: tensor<6144x4096xbf16>, %x: tensor<1x4096xbf16>)
-    -> (tensor<32x14336xbf16>, tensor<32x6144xbf16>, tensor<1x14336xbf16>) {
-  %0 = kiln.matmul %a, %b transpose_rhs : tensor<32x4096xbf16>, tensor<14336x4096xbf16> -> tensor<32x14336xbf16>
-  %1 = kiln.matmul %a, %c transpose_rhs : tensor<32x4096xbf16>, tensor<6144x4096xbf16> -> tensor<32x6144xbf16>
-  %2 = kiln.matmul %x, %b transpose_rhs : tensor<1x4096xbf16>, tensor<14336x4096xbf16> -> tensor<1x14336xbf16>
-  return %0, %1, %2 : tensor<32x14336xbf16>, tensor<32x6144xbf16>, tensor<1x14336xbf16>
-}
-
-// -----
-
 // Decode steps of 1 to 16 rows (bf16) against a weight of 4096 x 4096 or more: on sm_90a the wgmma kernel's
 // 64 x 256 tiles, five stages (kiln-split-k then splits K to fill the chip); a smaller weight (1000 x 3000) keeps
 // mma_sync's 16-row tiles, as does sm_80.

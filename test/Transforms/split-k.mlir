@@ -70,32 +70,16 @@ func.func @qkv_projection(%x: tensor<32x4096xbf16>, %w: tensor<4096x6144xbf16>) 
 
 // -----
 
-// 1 to 16 rows against the 14336- and 6144-column weights on wgmma tiles: 56 tiles of 256 columns take 2 chunks
-// (112 blocks; no narrower multiple of 64 gives 5% more); at N = 6144, 24 tiles of 256 would take 5 chunks (120
-// blocks), 32 of 192 take 4 (128 blocks), which kiln-select-config then picks.
+// 1 to 16 rows against the 14336- and 6144-column weights, on 64 x 256 wgmma tiles: 56 tiles take 2 chunks, 24
+// take 5 (13 k-tiles each, the last 12).
 // CHECK-LABEL: func.func @few_rows
 // CHECK: kiln.matmul {{.*}} {k_chunk = 2048 : i64} : tensor<1x4096xbf16>, tensor<4096x14336xbf16> -> tensor<2x1x14336xf32>
-// CHECK: kiln.matmul {{.*}} {k_chunk = 1024 : i64} : tensor<16x4096xbf16>, tensor<4096x6144xbf16> -> tensor<4x16x6144xf32>
+// CHECK: kiln.matmul {{.*}} {k_chunk = 832 : i64} : tensor<16x4096xbf16>, tensor<4096x6144xbf16> -> tensor<5x16x6144xf32>
 func.func @few_rows(%x: tensor<1x4096xbf16>, %w: tensor<4096x14336xbf16>, %x1: tensor<16x4096xbf16>,
                     %w1: tensor<4096x6144xbf16>) -> (tensor<1x14336xbf16>, tensor<16x6144xbf16>) {
   %a = kiln.matmul %x, %w : tensor<1x4096xbf16>, tensor<4096x14336xbf16> -> tensor<1x14336xbf16>
   %b = kiln.matmul %x1, %w1 : tensor<16x4096xbf16>, tensor<4096x6144xbf16> -> tensor<16x6144xbf16>
   return %a, %b : tensor<1x14336xbf16>, tensor<16x6144xbf16>
-}
-
-// -----
-
-// Against [N, K] weights (nn.Linear's) the column tiles narrow in 16-column steps: at N = 6144, 64 tiles of 96
-// columns in 2 chunks (128 blocks, against 96 with 128-column tiles); at N = 14336, 128 tiles of 112 columns fill
-// a wave unsplit.
-// CHECK-LABEL: func.func @linear_weights
-// CHECK: kiln.matmul {{.*}} transpose_rhs {k_chunk = 2048 : i64} : tensor<32x4096xbf16>, tensor<6144x4096xbf16> -> tensor<2x32x6144xf32>
-// CHECK: kiln.matmul {{.*}} transpose_rhs : tensor<32x4096xbf16>, tensor<14336x4096xbf16> -> tensor<32x14336xbf16>
-func.func @linear_weights(%x: tensor<32x4096xbf16>, %w: tensor<6144x4096xbf16>, %w2: tensor<14336x4096xbf16>)
-    -> (tensor<32x6144xbf16>, tensor<32x14336xbf16>) {
-  %a = kiln.matmul %x, %w transpose_rhs : tensor<32x4096xbf16>, tensor<6144x4096xbf16> -> tensor<32x6144xbf16>
-  %b = kiln.matmul %x, %w2 transpose_rhs : tensor<32x4096xbf16>, tensor<14336x4096xbf16> -> tensor<32x14336xbf16>
-  return %a, %b : tensor<32x6144xbf16>, tensor<32x14336xbf16>
 }
 
 // -----
