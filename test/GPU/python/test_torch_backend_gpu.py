@@ -19,7 +19,7 @@ if not torch.cuda.is_available():
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "Integration" / "python"))
 import kiln.torch_backend as backend  # noqa: E402
-from plain_torch_blocks import Gpt2Block, LlamaBlock, relative_error, rope_tables  # noqa: E402
+from plain_torch_blocks import Gpt2Block, GptFastDecodeLayer, LlamaBlock, relative_error, rope_tables  # noqa: E402
 
 TOLERANCE = {torch.bfloat16: 2e-2, torch.float32: 1e-2}
 #: (hidden, heads, kv_heads, ffn, batch, seq): a small shape whose lengths divide no tile, and a realistic one.
@@ -92,6 +92,42 @@ def test_llama_block(shape, dtype):
     check_block("llama", LLAMA_SHAPES[shape], dtype)
     (report,) = backend.reports()
     assert report.torch_nodes == [] and report.fallbacks == [] and len(report.partitions) == 1
+
+
+def test_gpt_fast_decode_layer_with_a_static_cache():
+    """gpt-fast's decode layer in bf16 (its index_copy_ into the static cache left to torch): two decode steps
+    against the same layer in f32 eager (TF32 off), outputs and the caches' new rows."""
+    batch, max_len, hidden = 2, 300, 256
+    layer = GptFastDecodeLayer(hidden, 4, 2, 512, batch, max_len).cuda().eval()
+    for p in layer.parameters():
+        p.data.normal_(0.0, 1.0 / p.shape[-1] ** 0.5 if p.ndim == 2 else 1.0).add_(1.0 if p.ndim == 1 else 0.0)
+    layer.k_cache.normal_(), layer.v_cache.normal_()
+    reference_layer = GptFastDecodeLayer(hidden, 4, 2, 512, batch, max_len).cuda().eval()
+    reference_layer.load_state_dict(layer.state_dict())
+    model = layer.to(torch.bfloat16)
+    step = torch.compile(model, backend="kiln", dynamic=False)
+    x = torch.randn(batch, hidden, device="cuda")
+    previous = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        for position in (max_len - 50, max_len - 49):
+            angles = position / 10000.0 ** (torch.arange(32, device="cuda") * 2 / 64)
+            cos, sin = angles.cos()[None].expand(batch, -1), angles.sin()[None].expand(batch, -1)
+            mask = (torch.arange(max_len, device="cuda") <= position)[None, None, None]
+            index = torch.tensor([position], device="cuda")
+            reference = reference_layer(x, cos, sin, index, mask)
+            out = step(x.bfloat16(), cos.bfloat16(), sin.bfloat16(), index, mask)
+            error = relative_error(out, reference)
+            rows = [relative_error(mine[:, :, position], theirs[:, :, position])
+                    for mine, theirs in ((model.k_cache, reference_layer.k_cache),
+                                         (model.v_cache, reference_layer.v_cache))]
+            print(f"position {position}: output {error:.2e}, new cache rows {max(rows):.2e}")
+            assert error <= TOLERANCE[torch.bfloat16] and max(rows) <= TOLERANCE[torch.bfloat16]
+            x = reference
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = previous
+    report = backend.reports()[-1]
+    assert report.fallbacks == [] and all(p.device.type == "cuda" for p in report.partitions)
 
 
 @pytest.mark.parametrize("kind", ["gpt2", "llama"])

@@ -3,7 +3,8 @@
 A GPT-2 block (nn.Linear, nn.LayerNorm, F.scaled_dot_product_attention with the causal flag, tanh GELU,
 residuals) and a Llama block (RMSNorm written out with f32 casts as Hugging Face writes it, or nn.RMSNorm; RoPE by
 rotate_half and cat; GQA by repeat_interleave or by Hugging Face's expand + reshape; causal by the flag or by an
-additive -inf triangle; SwiGLU). Shared by test/Integration/python (CPU) and test/GPU/python (CUDA).
+additive -inf triangle; SwiGLU), and a Llama decode layer with a static KV cache as gpt-fast writes it. Shared
+by test/Integration/python (CPU) and test/GPU/python (CUDA).
 """
 
 import torch
@@ -88,6 +89,51 @@ class LlamaBlock(nn.Module):
         x = x + self.o_proj(a.transpose(1, 2).reshape(b, s, d))
         h = self.post_norm(x)
         return x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
+
+
+class GptFastDecodeLayer(nn.Module):
+    """A Llama decode layer as gpt-fast writes it: fused wqkv and w13 (nn.Linear weights, split after the GEMM), a
+    static KV cache [B, Hkv, max_len, D] in buffers that ``index_copy_`` writes at ``input_pos``, SDPA over the
+    whole cache under a boolean position mask, GQA by repeat_interleave, RMSNorm in f32, RoPE on [B, H, D] rows
+    by the position's cos/sin."""
+
+    def __init__(self, hidden, heads, kv_heads, ffn, batch, max_len, eps=1e-5):
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim, self.ffn, self.eps = heads, kv_heads, hidden // heads, ffn, eps
+        self.wqkv = nn.Linear(hidden, (heads + 2 * kv_heads) * self.head_dim, bias=False)
+        self.wo = nn.Linear(heads * self.head_dim, hidden, bias=False)
+        self.w13, self.w2 = nn.Linear(hidden, 2 * ffn, bias=False), nn.Linear(ffn, hidden, bias=False)
+        self.attn_norm, self.ffn_norm = nn.Parameter(torch.ones(hidden)), nn.Parameter(torch.ones(hidden))
+        shape = (batch, kv_heads, max_len, self.head_dim)
+        self.register_buffer("k_cache", torch.zeros(shape))
+        self.register_buffer("v_cache", torch.zeros(shape))
+
+    def norm(self, x, weight):
+        x32 = x.float()
+        return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)).type_as(x) * weight
+
+    @staticmethod
+    def rope(x, cos, sin):
+        half = x.shape[-1] // 2
+        a, b = x[..., :half], x[..., half:]
+        c, s = cos[:, None, :], sin[:, None, :]
+        return torch.cat([a * c - b * s, a * s + b * c], dim=-1)
+
+    def forward(self, x, cos, sin, input_pos, mask):
+        bsz, d = x.shape[0], self.head_dim
+        q, k, v = self.wqkv(self.norm(x, self.attn_norm)).split(
+            [self.heads * d, self.kv_heads * d, self.kv_heads * d], dim=-1)
+        q = self.rope(q.view(bsz, self.heads, d), cos, sin)[:, :, None]
+        k = self.rope(k.view(bsz, self.kv_heads, d), cos, sin)[:, :, None]
+        self.k_cache.index_copy_(2, input_pos, k)
+        self.v_cache.index_copy_(2, input_pos, v.view(bsz, self.kv_heads, 1, d))
+        group = self.heads // self.kv_heads
+        keys = self.k_cache.repeat_interleave(group, dim=1)
+        values = self.v_cache.repeat_interleave(group, dim=1)
+        o = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
+        h = x + self.wo(o.reshape(bsz, self.heads * d))
+        g1, g3 = self.w13(self.norm(h, self.ffn_norm)).split([self.ffn, self.ffn], dim=-1)
+        return h + self.w2(F.silu(g1) * g3)
 
 
 def rope_tables(seq, head_dim, device="cpu", dtype=torch.float32, base=10000.0):

@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 from numerics import kiln  # noqa: E402,F401  (the package from the build)
 import kiln.compiler  # noqa: E402
 import kiln.torch_backend as backend  # noqa: E402
-from plain_torch_blocks import Gpt2Block, LlamaBlock, relative_error, rope_tables  # noqa: E402
+from plain_torch_blocks import Gpt2Block, GptFastDecodeLayer, LlamaBlock, relative_error, rope_tables  # noqa: E402
 
 F = torch.nn.functional
 aten = torch.ops.aten
@@ -95,6 +95,35 @@ def test_llama_block_runs_in_kiln(norm, gqa, mask):
     # triangle, and becomes the attention's causal flag: nothing of it is left to run.
     assert report.torch_nodes == [] and report.causal_masks == (mask != "flag")
     assert "causal" in attention and "mask(" not in partition.source
+
+
+def test_gpt_fast_decode_layer_with_a_static_cache():
+    """gpt-fast's decode layer: its index_copy_ into the static cache stays in torch (a buffer mutation, which
+    torch.compile writes back after the graph); everything around it runs in Kiln, the attention over the whole
+    cache under the position mask. Two decode steps: outputs and both caches as eager's."""
+    batch, max_len, hidden = 2, 40, 64
+    eager, model = (GptFastDecodeLayer(hidden, 4, 2, 96, batch, max_len) for _ in range(2))
+    model.load_state_dict(eager.state_dict())
+    for layer in (eager, model):
+        layer.eval()
+    cache = torch.randn(2, batch, 2, max_len, 16)
+    for layer in (eager, model):
+        layer.k_cache.copy_(cache[0]), layer.v_cache.copy_(cache[1])
+    step = compiled(model)
+    x = torch.randn(batch, hidden)
+    for position in (max_len - 3, max_len - 2):
+        angles = position / 10000.0 ** (torch.arange(8) * 2 / 16)
+        cos, sin = angles.cos()[None].expand(batch, -1), angles.sin()[None].expand(batch, -1)
+        inputs = (x, cos, sin, torch.tensor([position]), (torch.arange(max_len) <= position)[None, None, None])
+        reference, out = eager(*inputs), step(*inputs)
+        assert relative_error(out, reference) < TOLERANCE
+        assert relative_error(model.k_cache, eager.k_cache) < TOLERANCE
+        assert relative_error(model.v_cache, eager.v_cache) < TOLERANCE
+        x = out
+    report = backend.reports()[-1]
+    assert report.fallbacks == [] and aten.index_copy.default in report.torch_nodes
+    sources = "".join(p.source for p in report.partitions)
+    assert sources.count("kiln.attention") == 1 and sources.count("kiln.matmul") == 4
 
 
 class Mixed(torch.nn.Module):
