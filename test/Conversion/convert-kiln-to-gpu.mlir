@@ -129,19 +129,25 @@ module {
 
 // -----
 
-// Glue kernels: one thread per output element, reading each operand at its permuted or broadcast index.
+// Glue kernels: one thread per output element, reading each operand at its permuted or broadcast index; or one
+// thread per 16-byte run of an output row, where every operand reads the run contiguously or as one element. The
+// transpose keeps the innermost dimension (64 columns): 39424 / 8 runs in 20 blocks, each run one vector load and
+// one vector store. The GELU's rows (300 columns) are not whole runs: an element a thread.
 // CHECK-LABEL: func.func private @k8_transpose
-// CHECK-SAME: kiln.launch = {block = array<i64: 256, 1, 1>, dynamic_shared_bytes = 0 : i64, grid = array<i64: 154, 1, 1>}
+// CHECK-SAME: kiln.launch = {block = array<i64: 256, 1, 1>, dynamic_shared_bytes = 0 : i64, grid = array<i64: 20, 1, 1>}
 // CHECK: func.func private @k9_gelu
+// CHECK-SAME: grid = array<i64: 91, 1, 1>
 // CHECK: gpu.func @k8_transpose(%{{.*}}: memref<39424xbf16>, %{{.*}}: memref<39424xbf16>) kernel
 // CHECK-NOT: memref.global
 // CHECK: scf.if
-// CHECK: memref.load
-// CHECK: memref.store
+// CHECK: vector.load {{.*}} : memref<39424xbf16>, vector<8xbf16>
+// CHECK: vector.store {{.*}} : memref<39424xbf16>, vector<8xbf16>
 // CHECK: gpu.func @k9_gelu
+// CHECK: memref.load
 // CHECK: arith.extf {{.*}} : bf16 to f32
 // CHECK: math.tanh
 // CHECK: arith.truncf {{.*}} : f32 to bf16
+// CHECK: memref.store
 module {
   func.func private @k8_transpose(%x: tensor<1x8x77x64xbf16>, %out: tensor<1x77x8x64xbf16>) -> tensor<1x77x8x64xbf16> attributes {kiln.kernel} {
     %t = kiln.transpose %x [0, 2, 1, 3] : tensor<1x8x77x64xbf16> -> tensor<1x77x8x64xbf16>
@@ -152,6 +158,42 @@ module {
     %g = kiln.gelu %x approximate(tanh) : tensor<77x300xbf16>
     %r = bufferization.materialize_in_destination %g in %out : (tensor<77x300xbf16>, tensor<77x300xbf16>) -> tensor<77x300xbf16>
     return %r : tensor<77x300xbf16>
+  }
+}
+
+// -----
+
+// GPT-2's q/k/v slices of the fused projection (rows of 2304, the slice at column 768): runs of 8 from the
+// aligned column. A slice at column 4 is not aligned to the runs: an element a thread. An f32 add of a row
+// vector [77, 1] (one element for the whole run) to [77, 64]: runs of 4 (16 bytes of f32), the row vector read
+// once and used for the four.
+// CHECK-LABEL: gpu.func @k10_slice
+// CHECK: vector.load {{.*}} : memref<1536xbf16>, vector<8xbf16>
+// CHECK: vector.store {{.*}} : memref<512xbf16>, vector<8xbf16>
+// CHECK-LABEL: gpu.func @k11_slice
+// CHECK-NOT: vector.load
+// CHECK: memref.load
+// CHECK: memref.store
+// CHECK-LABEL: gpu.func @k12_add
+// CHECK: vector.load {{.*}} : memref<4928xf32>, vector<4xf32>
+// CHECK: %[[ROW:.*]] = memref.load {{.*}} : memref<77xf32>
+// CHECK-COUNT-4: arith.addf {{.*}}, %[[ROW]] : f32
+// CHECK: vector.store {{.*}} : memref<4928xf32>, vector<4xf32>
+module {
+  func.func private @k10_slice(%x: tensor<2x3x256xbf16>, %out: tensor<2x1x256xbf16>) -> tensor<2x1x256xbf16> attributes {kiln.kernel} {
+    %s = kiln.slice %x offsets [0, 1, 0] strides [1, 1, 1] : tensor<2x3x256xbf16> -> tensor<2x1x256xbf16>
+    %r = bufferization.materialize_in_destination %s in %out : (tensor<2x1x256xbf16>, tensor<2x1x256xbf16>) -> tensor<2x1x256xbf16>
+    return %r : tensor<2x1x256xbf16>
+  }
+  func.func private @k11_slice(%x: tensor<2x256xbf16>, %out: tensor<2x64xbf16>) -> tensor<2x64xbf16> attributes {kiln.kernel} {
+    %s = kiln.slice %x offsets [0, 4] strides [1, 1] : tensor<2x256xbf16> -> tensor<2x64xbf16>
+    %r = bufferization.materialize_in_destination %s in %out : (tensor<2x64xbf16>, tensor<2x64xbf16>) -> tensor<2x64xbf16>
+    return %r : tensor<2x64xbf16>
+  }
+  func.func private @k12_add(%x: tensor<77x64xf32>, %b: tensor<77x1xf32>, %out: tensor<77x64xf32>) -> tensor<77x64xf32> attributes {kiln.kernel} {
+    %y = kiln.add %x, %b : tensor<77x64xf32>, tensor<77x1xf32> -> tensor<77x64xf32>
+    %r = bufferization.materialize_in_destination %y in %out : (tensor<77x64xf32>, tensor<77x64xf32>) -> tensor<77x64xf32>
+    return %r : tensor<77x64xf32>
   }
 }
 

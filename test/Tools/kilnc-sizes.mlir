@@ -33,9 +33,9 @@ func.func @empty_slice(%a: tensor<4x8xbf16>) -> tensor<4x8xbf16> {
 // END INTERMEDIATE
 
 // BEGIN GRID
-func.func @big(%a: tensor<1xbf16>) -> tensor<1099511627776xbf16> {
+func.func @big(%a: tensor<1xbf16>) -> tensor<1099511627775xbf16> {
   // GRID: grid.mlir:[[@LINE+1]]:8: error: kernel 'big_k0_broadcast' (kiln.broadcast) needs a grid of [4294967296, 1, 1] blocks; a GPU grid holds 1 to 2147483647 blocks along x and 1 to 65535 along y and z
-  %r = kiln.broadcast %a : tensor<1xbf16> -> tensor<1099511627776xbf16>
-  return %r : tensor<1099511627776xbf16>
+  %r = kiln.broadcast %a : tensor<1xbf16> -> tensor<1099511627775xbf16>
+  return %r : tensor<1099511627775xbf16>
 }
 // END GRID
