@@ -92,11 +92,12 @@ def KilnFoldConversionOffsets : Pass<"kiln-fold-conversion-offsets", "::mlir::gp
   let summary = "Convert an integer plus a constant to float as the integer's conversion plus the constant, where "
                 "that is exact";
   let description = [{
-    In each kernel of the module, an `arith.sitofp` of an `arith.addi` / `arith.subi` tree with a constant term
-    `c` (through `arith.index_cast`, `extsi` and `trunci`) becomes `arith.sitofp` of the tree without the
-    constant, then `arith.addf` of `c`, where the integer range analysis bounds the integer within the float's
-    exactly represented integers less `|c|` (so that both conversions and the sum are exact and the result is
-    the same). The attention lowering computes a score_mod per register at the thread's position plus the
+    In each kernel of the module, an `arith.sitofp` of an `arith.addi` / `arith.subi` tree of index or i64 values
+    with a constant term `c` (through `arith.index_cast`, `extsi` and `trunci` to types that hold every integer
+    the float holds exactly, and its sign) becomes `arith.sitofp` of the tree without the constant, then
+    `arith.addf` of `c`, where the integer range analysis bounds the integer within the float's exactly
+    represented integers less `|c|` (so that nothing wraps, both conversions and the sum are exact and the result
+    is the same). Trees of more than 64 operations are left alone. The attention lowering computes a score_mod per register at the thread's position plus the
     register's constant offset: the conversions of the positions (ALiBi's `kv - q`) then become one per thread
     that every register shares once CSE merges them, instead of one per score at a quarter of the FMA rate.
     A kernel's index parameters (its sizes) count as at most its `kiln.size_bound`, which `convert-kiln-to-gpu`

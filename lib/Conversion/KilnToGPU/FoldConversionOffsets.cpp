@@ -37,33 +37,39 @@ struct OffsetSum {
   int64_t constant = 0;
 };
 
-/// Flattens the addi / subi tree of `value` into `sum`, `negate` flipping the signs of what it adds. Constants
-/// that would overflow int64 when summed stay terms.
-void flatten(Value value, bool negate, OffsetSum &sum) {
+/// The most operations flatten walks in one tree: a position's is a handful; a tree of shared adds (a DAG) would
+/// otherwise unfold into exponentially many terms.
+constexpr int kMaxTreeOps = 64;
+
+/// Flattens the addi / subi tree of `value` into `sum`, `negate` flipping the signs of what it adds, counting
+/// the operations it walks in `budget`; false (`sum` incomplete) once the budget runs out. Constants of more than
+/// 32 bits stay terms (so that the constant's sum cannot overflow int64).
+bool flatten(Value value, bool negate, OffsetSum &sum, int &budget) {
+  if (--budget < 0)
+    return false;
   APInt constant;
   if (matchPattern(value, m_ConstantInt(&constant)) && constant.getSignificantBits() <= 32) {
     sum.constant += negate ? -constant.getSExtValue() : constant.getSExtValue();
-    return;
+    return true;
   }
-  if (auto add = value.getDefiningOp<arith::AddIOp>()) {
-    flatten(add.getLhs(), negate, sum);
-    flatten(add.getRhs(), negate, sum);
-    return;
-  }
-  if (auto sub = value.getDefiningOp<arith::SubIOp>()) {
-    flatten(sub.getLhs(), negate, sum);
-    flatten(sub.getRhs(), !negate, sum);
-    return;
-  }
+  if (auto add = value.getDefiningOp<arith::AddIOp>())
+    return flatten(add.getLhs(), negate, sum, budget) && flatten(add.getRhs(), negate, sum, budget);
+  if (auto sub = value.getDefiningOp<arith::SubIOp>())
+    return flatten(sub.getLhs(), negate, sum, budget) && flatten(sub.getRhs(), !negate, sum, budget);
   sum.terms.emplace_back(value, negate);
+  return true;
 }
 
-/// The integer a conversion reads, looking through casts that keep a small value as it is.
-Value throughValueCasts(Value value) {
+/// The integer a conversion reads, looking through casts that keep a small value as it is; `narrowest` becomes
+/// the fewest bits of any integer type on the way (index counting 64), the conversion's operand's included.
+Value throughValueCasts(Value value, unsigned &narrowest) {
+  auto bits = [](Type type) { return type.isIndex() ? 64u : type.getIntOrFloatBitWidth(); };
+  narrowest = bits(value.getType());
   while (Operation *op = value.getDefiningOp()) {
     if (!isa<arith::IndexCastOp, arith::ExtSIOp, arith::TruncIOp>(op))
       break;
     value = op->getOperand(0);
+    narrowest = std::min(narrowest, bits(value.getType()));
   }
   return value;
 }
@@ -111,9 +117,17 @@ struct KilnFoldConversionOffsetsPass : kiln::impl::KilnFoldConversionOffsetsBase
     for (auto kernel : getOperation().getOps<gpu::GPUFuncOp>()) {
       SmallVector<std::pair<arith::SIToFPOp, OffsetSum>> candidates;
       kernel.walk([&](arith::SIToFPOp conversion) {
+        // A tree of 64-bit integers (index or i64), which the range analysis bounds without wrapping, read
+        // through casts that hold every integer the float holds exactly and its sign.
+        auto floatType = dyn_cast<FloatType>(conversion.getType());
+        unsigned narrowest = 0;
+        Value integer = throughValueCasts(conversion.getIn(), narrowest);
+        if (!floatType || !(integer.getType().isIndex() || integer.getType().isInteger(64)) ||
+            narrowest < floatType.getFPMantissaWidth() + 2)
+          return;
         OffsetSum sum;
-        flatten(throughValueCasts(conversion.getIn()), /*negate=*/false, sum);
-        if (sum.constant != 0 && !sum.terms.empty() && isa<FloatType>(conversion.getType()))
+        int budget = kMaxTreeOps;
+        if (flatten(integer, /*negate=*/false, sum, budget) && sum.constant != 0 && !sum.terms.empty())
           candidates.emplace_back(conversion, std::move(sum));
       });
       // Most kernels convert no positions: they skip the analysis.
@@ -131,10 +145,12 @@ struct KilnFoldConversionOffsetsPass : kiln::impl::KilnFoldConversionOffsetsBase
   }
 
   /// Rewrites sitofp(x + c) as sitofp(x) + c where both are exact: the range analysis bounds x + c within the
-  /// float's exactly represented integers, less |c|.
+  /// float's exactly represented integers, less |c| (so x is within them too; in 64-bit arithmetic neither wraps,
+  /// and every cast on the way holds them).
   /// `sum` is the flattened integer that `conversion` reads.
   void fold(DataFlowSolver &solver, arith::SIToFPOp conversion, const OffsetSum &sum) {
-    Value integer = throughValueCasts(conversion.getIn());
+    unsigned narrowest = 0;
+    Value integer = throughValueCasts(conversion.getIn(), narrowest);
     auto floatType = cast<FloatType>(conversion.getType());
     auto *lattice = solver.lookupState<dataflow::IntegerValueRangeLattice>(integer);
     if (!lattice || lattice->getValue().isUninitialized())
