@@ -235,14 +235,10 @@ def gpt_fast_layer(weights, batch, length):
 
 def visit(args):
     import torch
-    from row_kernels import time_ms
+    from row_kernels import start_cases, time_ms
     import kiln
 
-    build = Path(args.build)
-    listed = [c for c in json.loads((build / "cases.json").read_text()) if c["name"].startswith(args.only)]
-    seed = torch.seed() % 2**31
-    generator = torch.Generator(device="cuda").manual_seed(seed)
-    print(f"seed {seed}, device {torch.cuda.get_device_name()}, torch {torch.__version__}", flush=True)
+    build, listed, seed, generator = start_cases(args)
     rows, failures = [], 0
     torch_timings = {}  # by (batch, length): torch's layer has no pages
     for item in listed:

@@ -96,13 +96,9 @@ def expressions(op):
 def visit(args):
     import torch
     import kiln
-    from row_kernels import record_timings, summary_line
+    from row_kernels import compared_table, record_timings, start_cases, summary_line
 
-    build = Path(args.build)
-    listed = [c for c in json.loads((build / "cases.json").read_text()) if c["name"].startswith(args.only)]
-    seed = torch.seed() % 2**31
-    generator = torch.Generator(device="cuda").manual_seed(seed)
-    print(f"seed {seed}, device {torch.cuda.get_device_name()}, torch {torch.__version__}", flush=True)
+    build, listed, seed, generator = start_cases(args)
     dtypes = {"bf16": torch.bfloat16, "f32": torch.float32}
     rows, failures = [], 0
     for item in listed:
@@ -141,12 +137,7 @@ def visit(args):
     out.mkdir(parents=True, exist_ok=True)
     (out / "glue.json").write_text(json.dumps(dict(seed=seed, device=torch.cuda.get_device_name(),
                                                    torch=torch.__version__, rows=rows), indent=1))
-    lines = ["| case | generated TB/s | template TB/s | generated / template | torch TB/s | vs torch | "
-             "torch.compile TB/s | vs torch.compile |", "|---|---|---|---|---|---|---|---|"]
-    for r in (r for r in rows if "generated_ms" in r):
-        cells = [f"{r.get(f'{label}_tbs', float('nan')):.2f} | {r.get(f'vs_{label}', float('nan')):.2f}x"
-                 for label in ("template", "torch", "inductor")]
-        lines.append(f"| {r['name']} | {r['generated_tbs']:.2f} | {' | '.join(cells)} |")
+    lines = compared_table(rows)
     lines.append("")
     lines.append(f"Checked: {sum(1 for r in rows for k in r if k.endswith('_ok')) - failures} kernel runs against "
                  f"torch (data movement exact, bf16 arithmetic within 1e-2), {failures} failed; seed {seed}.")

@@ -153,17 +153,36 @@ def time_ms(fn, calls=20, reps=30):
     return statistics.median(samples)
 
 
-def start_visit(args):
-    """What a visit starts from: the runtime's bindings, the build folder, its cases (those ``--only`` names),
-    and a fresh seed (printed) with its CUDA generator."""
+def start_cases(args):
+    """What a visit through the installed package starts from: the build folder, its cases (those ``--only``
+    names), and a fresh seed (printed) with its CUDA generator."""
     import torch
-    from gpu_visit import Runtime
     build = Path(args.build)
     listed = [c for c in json.loads((build / "cases.json").read_text()) if c["name"].startswith(args.only)]
     seed = torch.seed() % 2**31
     generator = torch.Generator(device="cuda").manual_seed(seed)
-    print(f"seed {seed}, device {torch.cuda.get_device_name()}, torch {torch.__version__}")
-    return Runtime(args.runtime), build, listed, seed, generator
+    print(f"seed {seed}, device {torch.cuda.get_device_name()}, torch {torch.__version__}", flush=True)
+    return build, listed, seed, generator
+
+
+def start_visit(args):
+    """start_cases, and the runtime's bindings first."""
+    from gpu_visit import Runtime
+    return (Runtime(args.runtime), *start_cases(args))
+
+
+def compared_table(rows, labels=("template", "torch", "inductor")):
+    """The markdown table of the timed rows' TB/s: the generated kernel's, then each of ``labels`` with the
+    generated kernel's speed relative to it."""
+    titles = {"template": "template", "torch": "torch", "inductor": "torch.compile"}
+    header = "| case | generated TB/s | " + " | ".join(f"{titles[label]} TB/s | vs {titles[label]}"
+                                                      for label in labels) + " |"
+    lines = [header, "|" + "---|" * (2 + 2 * len(labels))]
+    for r in (r for r in rows if "generated_ms" in r):
+        cells = [f"{r.get(f'{label}_tbs', float('nan')):.2f} | {r.get(f'vs_{label}', float('nan')):.2f}x"
+                 for label in labels]
+        lines.append(f"| {r['name']} | {r['generated_tbs']:.2f} | {' | '.join(cells)} |")
+    return lines
 
 
 def record_timings(row, timings, work, unit, baselines):
@@ -261,14 +280,7 @@ def visit(args):
     out.mkdir(parents=True, exist_ok=True)
     (out / "rows.json").write_text(json.dumps(dict(seed=seed, device=torch.cuda.get_device_name(),
                                                    torch=torch.__version__, rows=rows), indent=1))
-    bench = [r for r in rows if "generated_ms" in r]
-    lines = ["| case | generated TB/s | template TB/s | generated / template | torch TB/s | vs torch | "
-             "torch.compile TB/s | vs torch.compile |", "|---|---|---|---|---|---|---|---|"]
-    for r in bench:
-        cells = [f"{r.get(f'{label}_tbs', float('nan')):.2f} | {r.get(f'vs_{label}', float('nan')):.2f}x"
-                 for label in ("template", "torch", "inductor")]
-        lines.append(f"| {r['name']} | {r['generated_tbs']:.2f} | {' | '.join(cells)} |")
-    (out / "rows.md").write_text("\n".join(lines) + "\n")
+    (out / "rows.md").write_text("\n".join(compared_table(rows)) + "\n")
     print(f"{len(rows) - failures} passed, {failures} failed (generated kernels against fp64)")
     return 1 if failures else 0
 
