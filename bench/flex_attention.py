@@ -56,7 +56,8 @@ def tables_for(variant, heads, seq_q, seq_k, xp, rng):
 
 def mods_for(variant, seq_q, seq_k, tanh, tables, promise=lambda fn, *tables: fn):
     """(score_mod, mask_mod) of a variant; positions are bottom-right aligned (query i is key i + Sk - Sq).
-    ``promise`` marks the span tables nondecreasing (kiln.mods.promise_nondecreasing when Kiln traces)."""
+    ``promise`` marks the document ids and span tables nondecreasing (kiln.mods.promise_nondecreasing when Kiln
+    traces)."""
     shift = seq_k - seq_q
     if variant == "softcap":
         return (lambda s, b, h, q, kv: CAP * tanh(s / CAP)), None
@@ -70,7 +71,7 @@ def mods_for(variant, seq_q, seq_k, tanh, tables, promise=lambda fn, *tables: fn
         return None, (lambda b, h, q, kv: q + shift - kv < WINDOW)
     if variant == "document":
         docs = tables["docs"]
-        return None, (lambda b, h, q, kv: docs[q + shift] == docs[kv])
+        return None, promise(lambda b, h, q, kv: docs[q + shift] == docs[kv], docs)
     if variant in ("document_spans", "packed_2048"):
         first, last = tables["first"], tables["last"]
         return None, promise(lambda b, h, q, kv: (kv >= first[q]) & (kv <= last[q]), first, last)

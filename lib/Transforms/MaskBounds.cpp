@@ -5,14 +5,18 @@
 // constant, index_cast; an index value of the batch, the head and the tables alone is a symbol, a term the
 // bound keeps as a value; a read of a nondecreasing table at q_idx is a row term) becomes one or two bounds
 // `e >= 0`; a term the analysis cannot read leaves the others valid as necessary conditions (a visible position
-// satisfies every term) but makes the set inexact. The key ranges of a query block follow from the bounds at its
-// first and last row, since each bound kept is monotone in q (its row terms and q share one sign).
+// satisfies every term) but makes the set inexact. A term `t[q + c] == t[kv]` over a nondecreasing table is an
+// equal run: the keys a query sees are those whose entries equal its own, one run of the table. The key ranges
+// of a query block follow from the bounds at its first and last row, since each bound kept is monotone in q (its
+// row terms and q share one sign), and from the runs of those two rows, which the block finds by searching the
+// table (16 reads at a time, three rounds for 4096 entries).
 //
 //===----------------------------------------------------------------------===//
 
 #include "MaskBounds.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Matchers.h"
 
@@ -157,15 +161,59 @@ bool boundsOf(arith::CmpIPredicate pred, Linear e, SmallVectorImpl<Linear> &out)
   }
 }
 
-/// Adds the bounds of the term `value` (an i1) to `into`; false where the term is not fully read.
-bool collect(Value value, Block &body, ArrayRef<unsigned> nondecreasing, MaskBounds &into) {
+/// The block argument number of a nondecreasing table that `value` reads (through casts that keep every value),
+/// and the index it reads at.
+std::optional<std::pair<unsigned, Value>> tableRead(Value value, Block &body, ArrayRef<unsigned> nondecreasing) {
+  while (Operation *op = value.getDefiningOp()) {
+    if (!isa<arith::ExtSIOp, arith::IndexCastOp>(op) ||
+        (isa<arith::IndexCastOp>(op) && !op->getResult(0).getType().isIndex()))
+      break;
+    value = op->getOperand(0);
+  }
+  auto extract = value.getDefiningOp<tensor::ExtractOp>();
+  if (!extract || extract.getIndices().size() != 1)
+    return std::nullopt;
+  auto table = dyn_cast<BlockArgument>(extract.getTensor());
+  if (!table || table.getOwner() != &body || !llvm::is_contained(nondecreasing, table.getArgNumber()))
+    return std::nullopt;
+  return std::make_pair(table.getArgNumber(), extract.getIndices()[0]);
+}
+
+/// The equal run `lhs == rhs` states, where one side reads a nondecreasing table at kv_idx and the other the same
+/// table at q_idx + c, and the table holds every key and every shifted query.
+std::optional<EqualRun> equalRunOf(Value lhs, Value rhs, Block &body, ArrayRef<unsigned> nondecreasing,
+                                   int64_t queries, int64_t keys) {
+  std::optional<std::pair<unsigned, Value>> a = tableRead(lhs, body, nondecreasing),
+                                            b = tableRead(rhs, body, nondecreasing);
+  if (!a || !b || a->first != b->first || ShapedType::isDynamic(queries) || ShapedType::isDynamic(keys))
+    return std::nullopt;
+  auto isKey = [&](Value index) {
+    auto argument = dyn_cast<BlockArgument>(index);
+    return argument && argument.getOwner() == &body && argument.getArgNumber() == 3;
+  };
+  if (isKey(a->second))
+    std::swap(a, b);
+  if (!isKey(b->second))
+    return std::nullopt;
+  std::optional<Linear> query = linearOf(a->second, body, {});
+  int64_t entries = cast<RankedTensorType>(body.getArgument(a->first).getType()).getDimSize(0);
+  if (!query || query->q != 1 || query->kv != 0 || !query->symbols.empty() || !query->rows.empty() ||
+      query->c < 0 || queries + query->c > entries || keys > entries)
+    return std::nullopt;
+  return EqualRun{a->first, query->c};
+}
+
+/// Adds the bounds of the term `value` (an i1) to `into`; false where the term is not fully read. `queries` and
+/// `keys` are the op's counts (equal runs need them static).
+bool collect(Value value, Block &body, ArrayRef<unsigned> nondecreasing, int64_t queries, int64_t keys,
+             MaskBounds &into) {
   APInt constant;
   if (matchPattern(value, m_ConstantInt(&constant)))
     return constant.isOne(); // true adds nothing; false hides everything, which the bounds cannot say
   Operation *op = value.getDefiningOp();
   if (auto conjunction = dyn_cast_or_null<arith::AndIOp>(op)) {
-    bool lhs = collect(conjunction.getLhs(), body, nondecreasing, into);
-    bool rhs = collect(conjunction.getRhs(), body, nondecreasing, into);
+    bool lhs = collect(conjunction.getLhs(), body, nondecreasing, queries, keys, into);
+    bool rhs = collect(conjunction.getRhs(), body, nondecreasing, queries, keys, into);
     return lhs && rhs;
   }
   bool negated = false;
@@ -178,6 +226,13 @@ bool collect(Value value, Block &body, ArrayRef<unsigned> nondecreasing, MaskBou
   auto compare = dyn_cast_or_null<arith::CmpIOp>(op);
   if (!compare)
     return false;
+  if (!negated && compare.getPredicate() == arith::CmpIPredicate::eq) {
+    if (std::optional<EqualRun> run =
+            equalRunOf(compare.getLhs(), compare.getRhs(), body, nondecreasing, queries, keys)) {
+      into.runs.push_back(*run);
+      return true;
+    }
+  }
   std::optional<Linear> lhs = linearOf(compare.getLhs(), body, nondecreasing),
                         rhs = linearOf(compare.getRhs(), body, nondecreasing);
   if (!lhs || !rhs)
@@ -204,21 +259,70 @@ bool collect(Value value, Block &body, ArrayRef<unsigned> nondecreasing, MaskBou
 
 } // namespace
 
-MaskBounds MaskBounds::analyze(Region &maskMod, ArrayRef<int64_t> nondecreasingTables) {
+MaskBounds MaskBounds::analyze(Region &maskMod, ArrayRef<int64_t> nondecreasingTables, int64_t queries,
+                               int64_t keys) {
   MaskBounds result;
   Block &body = maskMod.front();
   // The mask_mod's block arguments are (b, h, q_idx, kv_idx) and then one per mod operand.
   SmallVector<unsigned> nondecreasing;
   for (int64_t operand : nondecreasingTables)
     nondecreasing.push_back(static_cast<unsigned>(operand) + 4);
-  result.exact = collect(body.getTerminator()->getOperand(0), body, nondecreasing, result);
+  result.exact = collect(body.getTerminator()->getOperand(0), body, nondecreasing, queries, keys, result);
   return result;
 }
+
+namespace {
+
+/// The first position p in [lo, hi] of the nondecreasing `table` whose entry exceeds `value` (`strictly`) or is
+/// at least `value`, given that every entry before lo falls short and hi is the table's end or an entry that
+/// does not: a 16-way search, each round reading 16 entries at once (independent loads) and keeping the part of
+/// [lo, hi] between the last one that falls short and the first that does not.
+Value searchTable(OpBuilder &b, Location loc, Value table, Value value, Value lo, Value hi, bool strictly) {
+  constexpr int64_t kWays = 16;
+  Type index = b.getIndexType();
+  int64_t entries = cast<RankedTensorType>(table.getType()).getDimSize(0);
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  Value lastEntry = arith::ConstantIndexOp::create(b, loc, entries - 1);
+  auto loop = scf::WhileOp::create(
+      b, loc, TypeRange{index, index}, ValueRange{lo, hi},
+      [&](OpBuilder &cb, Location l, ValueRange range) {
+        Value open = arith::CmpIOp::create(cb, l, arith::CmpIPredicate::slt, range[0], range[1]);
+        scf::ConditionOp::create(cb, l, open, range);
+      },
+      [&](OpBuilder &bb, Location l, ValueRange range) {
+        Value low = range[0], high = range[1];
+        // The range splits into kWays chunks of `step` positions; a chunk falls short where its last entry does.
+        Value step = arith::CeilDivSIOp::create(bb, l, arith::SubIOp::create(bb, l, high, low),
+                                                arith::ConstantIndexOp::create(bb, l, kWays));
+        Value shortChunks = arith::ConstantIndexOp::create(bb, l, 0);
+        for (int64_t way = 1; way <= kWays; ++way) {
+          Value probe = arith::SubIOp::create(
+              bb, l, arith::AddIOp::create(bb, l, low, arith::MulIOp::create(bb, l, step,
+                                                                               arith::ConstantIndexOp::create(bb, l, way))),
+              one);
+          Value inRange = arith::CmpIOp::create(bb, l, arith::CmpIPredicate::slt, probe, high);
+          Value entry = tensor::ExtractOp::create(bb, l, table,
+                                                  ValueRange{arith::MinSIOp::create(bb, l, probe, lastEntry)});
+          entry = arith::IndexCastOp::create(bb, l, index, entry);
+          Value falls = arith::CmpIOp::create(bb, l, strictly ? arith::CmpIPredicate::sle : arith::CmpIPredicate::slt,
+                                              entry, value);
+          Value counted = arith::AndIOp::create(bb, l, inRange, falls);
+          shortChunks = arith::AddIOp::create(bb, l, shortChunks, arith::IndexCastUIOp::create(bb, l, index, counted));
+        }
+        Value newLow = arith::AddIOp::create(bb, l, low, arith::MulIOp::create(bb, l, shortChunks, step));
+        Value newHigh = arith::MinSIOp::create(
+            bb, l, high, arith::SubIOp::create(bb, l, arith::AddIOp::create(bb, l, newLow, step), one));
+        scf::YieldOp::create(bb, l, ValueRange{newLow, newHigh});
+      });
+  return loop.getResult(0);
+}
+
+} // namespace
 
 KeyRange kiln::buildKeyRange(OpBuilder &b, Location loc, const MaskBounds &bounds, Value firstRow, int64_t rows,
                              Value queries, const IRMapping &hoisted, ValueRange modOperands) {
   Value lastRow = arith::AddIOp::create(b, loc, firstRow, arith::ConstantIndexOp::create(b, loc, rows - 1));
-  // Tables hold one entry per query: a block that ends past the last query reads them at the last query.
+  // Tables hold an entry per query: a block that ends past the last query reads them at the last query.
   Value lastQuery = arith::SubIOp::create(b, loc, queries, arith::ConstantIndexOp::create(b, loc, 1));
   Value lastTableRow = arith::MinSIOp::create(b, loc, lastRow, lastQuery);
   // sign * (q * qc + constant + the symbols + the row tables) at a row, plus `extra`.
@@ -245,6 +349,28 @@ KeyRange kiln::buildKeyRange(OpBuilder &b, Location loc, const MaskBounds &bound
                             : arith::MinSIOp::create(b, loc, into, value).getResult();
   };
   KeyRange range;
+  for (const EqualRun &run : bounds.runs) {
+    // The two rows' entries; the keys some row sees run from the first row's run to the last row's, and every row
+    // sees the keys of one run where both rows lie in it (else none).
+    Value table = modOperands[run.argument - 4];
+    Value shift = arith::ConstantIndexOp::create(b, loc, run.shift);
+    Value first = arith::AddIOp::create(b, loc, firstRow, shift), last = arith::AddIOp::create(b, loc, lastTableRow, shift);
+    auto entryAt = [&](Value row) {
+      return arith::IndexCastOp::create(b, loc, b.getIndexType(), tensor::ExtractOp::create(b, loc, table, row))
+          .getResult();
+    };
+    Value firstEntry = entryAt(first), lastEntry = entryAt(last);
+    int64_t entries = cast<RankedTensorType>(table.getType()).getDimSize(0);
+    Value from = searchTable(b, loc, table, firstEntry, arith::ConstantIndexOp::create(b, loc, 0), first,
+                             /*strictly=*/false);
+    Value to = searchTable(b, loc, table, lastEntry, arith::AddIOp::create(b, loc, last, arith::ConstantIndexOp::create(b, loc, 1)),
+                           arith::ConstantIndexOp::create(b, loc, entries), /*strictly=*/true);
+    Value oneRun = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, firstEntry, lastEntry);
+    combine(range.from, from, /*greatest=*/true);
+    combine(range.to, to, /*greatest=*/false);
+    combine(range.visibleFrom, arith::SelectOp::create(b, loc, oneRun, from, to), /*greatest=*/true);
+    combine(range.visibleTo, arith::SelectOp::create(b, loc, oneRun, to, from), /*greatest=*/false);
+  }
   for (const LinearKeyBound &bound : bounds.bounds) {
     // The bound's key limit is monotone in q: its extremes over the rows lie at the first and the last row.
     Linear qPart{0, bound.qCoefficient, 0, {}, bound.rowTables};

@@ -328,7 +328,8 @@ FailureOr<SmallVector<Value>> kiln::tileAttention(RewriterBase &rewriter, Attent
   Value firstKey = c0, maskBefore;
   if (op.hasMaskMod()) {
     MaskBounds bounds =
-        MaskBounds::analyze(op.getMaskMod(), op.getNondecreasingTables().value_or(ArrayRef<int64_t>{}));
+        MaskBounds::analyze(op.getMaskMod(), op.getNondecreasingTables().value_or(ArrayRef<int64_t>{}), t.seqQ,
+                            t.seqK);
     KeyRange range = buildKeyRange(rewriter, loc, bounds, t.queryStart, t.bq, t.seqQv, t.maskHoisted,
                                    op.getModOperands());
     if (range.from) {

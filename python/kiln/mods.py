@@ -258,10 +258,11 @@ _NONDECREASING = "kiln_nondecreasing_tables"
 
 
 def promise_nondecreasing(mask_mod, *tables):
-    """Promises that each of ``tables``, 1-D integer tables with one entry per query that ``mask_mod`` reads at
-    q_idx, never decreases: a bound ``kv_idx >= t[q_idx]`` or ``kv_idx <= t[q_idx]`` then limits each query tile's
+    """Promises that each of ``tables``, 1-D integer tables with at least one entry per query that ``mask_mod``
+    reads, never decreases: a bound ``kv_idx >= t[q_idx]`` or ``kv_idx <= t[q_idx]`` then limits each query tile's
     keys (the key tiles outside are skipped, as for linear bounds; packed sequences and document spans are such
-    tables). Tables readable on the host (numpy arrays, CPU tensors) are checked here, a ValueError naming the
+    tables), and so does ``t[q_idx + c] == t[kv_idx]`` where t has an entry for every key (document ids: each
+    query tile searches t for its documents' first and last keys). Tables readable on the host (numpy arrays, CPU tensors) are checked here, a ValueError naming the
     first decrease; a CUDA tensor or a traced one is taken at its word, and a table that decreases then gives
     wrong results. Returns ``mask_mod``."""
     if not isinstance(mask_mod, types.FunctionType):

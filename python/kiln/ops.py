@@ -73,10 +73,11 @@ def _attention_call(q, k, v, causal, scale, mask, score_mod, mask_mod):
     if score_mod is None and mask_mod is None:
         return _attention, (q, k, v), {"causal": causal, "scale": scale, "mask": mask}
     tables = mods.captured((score_mod, mask_mod), mods.table_kinds(trace.Tensor))
-    key = _mod_key(score_mod, mask_mod, len(tables)) + (mods.nondecreasing_positions(mask_mod, tables),)
+    promised = mods.nondecreasing_positions(mask_mod, tables)
+    key = _mod_key(score_mod, mask_mod, len(tables)) + (promised,)
     function = _MOD_ATTENTIONS.get(key)
     if function is None:
-        function = _MOD_ATTENTIONS[key] = _mod_attention(score_mod, mask_mod, len(tables))
+        function = _MOD_ATTENTIONS[key] = _mod_attention(score_mod, mask_mod, len(tables), promised)
     return function, (q, k, v, mask, *tables), {"causal": causal, "scale": scale}
 
 
@@ -100,8 +101,10 @@ def _mod_key(score_mod, mask_mod, count):
     return (of(score_mod), of(mask_mod), count)
 
 
-def _mod_attention(score_mod, mask_mod, count):
-    """A jitted attention taking q, k, v, the additive mask and the mods' tables as arguments."""
+def _mod_attention(score_mod, mask_mod, count, promised):
+    """A jitted attention taking q, k, v, the additive mask and the mods' tables as arguments; ``promised``: the
+    positions of the tables promised nondecreasing (part of the cache key, so every call it serves promises
+    them, whichever arrays the closures hold when it traces)."""
     names = [f"table{i}" for i in range(count)]
     positional = inspect.Parameter.POSITIONAL_OR_KEYWORD
     parameters = [inspect.Parameter(name, positional) for name in ["q", "k", "v", "mask"] + names]
@@ -113,7 +116,7 @@ def _mod_attention(score_mod, mask_mod, count):
         tables = {id(value): arguments[name] for value, name in zip(found, names)}
         return trace.attention(arguments["q"], arguments["k"], arguments["v"], causal=arguments["causal"],
                                scale=arguments["scale"], mask=arguments["mask"], score_mod=score_mod,
-                               mask_mod=mask_mod, tables=tables)
+                               mask_mod=mask_mod, tables=tables, nondecreasing=promised)
 
     attention.__signature__ = inspect.Signature(parameters)
     return jit(attention)

@@ -228,12 +228,15 @@ def matmul(a, b, *, bias=None, activation=None, fp32_precision=None, transpose_b
     return ACTIVATIONS[activation](out) if activation is not None else out
 
 
-def attention(q, k, v, *, causal=False, scale=None, mask=None, score_mod=None, mask_mod=None, tables=None):
+def attention(q, k, v, *, causal=False, scale=None, mask=None, score_mod=None, mask_mod=None, tables=None,
+              nondecreasing=None):
     """Scaled dot-product attention on [B, H, S, D]; GQA/MQA when k and v have fewer heads than q; ``causal``
     aligned bottom-right when seq_q != seq_k; ``mask`` additive, broadcastable to [B, H, Sq, Sk]; ``score_mod``
     and ``mask_mod`` as torch's flex_attention takes them (kiln/mods.py), reading the tensors they close over.
     ``tables`` maps (by id) a value the mods close over to the tensor that stands for it (kiln.ops passes arrays
-    that way)."""
+    that way), and ``nondecreasing`` gives the positions of the promised tables among them (by default those
+    mask_mod's promise names: kiln.ops passes the positions of the call being traced, whose tables may be new
+    arrays behind the same closure)."""
     tensors = {"q": q, "k": k, "v": v} if mask is None else {"q": q, "k": k, "v": v, "mask": mask}
     element = check_floats("attention", **tensors)
     for name in ("q", "k", "v"):
@@ -274,7 +277,7 @@ def attention(q, k, v, *, causal=False, scale=None, mask=None, score_mod=None, m
     found = mod_values(score_mod, mask_mod)
     flags += mod_regions(q.graph, score_mod, mask_mod, tables or {}, found)
     attributes = [f"scale = {float_literal(scale)} : f32"] if scale is not None else []
-    promised = mods.nondecreasing_positions(mask_mod, found)
+    promised = mods.nondecreasing_positions(mask_mod, found) if nondecreasing is None else nondecreasing
     if promised:
         attributes.append(f"nondecreasing_tables = array<i64: {', '.join(map(str, promised))}>")
     flags += f" {{{', '.join(attributes)}}}" if attributes else ""

@@ -688,6 +688,69 @@ func.func @attention_packed_sequences(%q: tensor<1x1x100x32xf32>, %first: tensor
 
 // -----
 
+// Document ids: each query sees the keys whose id equals its own (`docs[q] == docs[kv]`) in a table the op
+// promises is nondecreasing, so a query's keys are its document's run of the table. The tile reads the ids of
+// its first and last rows and searches the table (two scf.while, 16 reads a round) for the first key of the
+// first row's document (at most the first row: its own id) and the end of the last row's (after the last row);
+// the key loops run between them, and every row sees the keys in between only where both ids are one document.
+// FOLD-LABEL: func.func @attention_document_ids
+// FOLD-SAME: (%{{[a-zA-Z0-9_]+}}: tensor<1x1x100x32xf32>, %[[DOCS:[a-zA-Z0-9_]+]]: tensor<100xi32>)
+// FOLD: scf.forall (%[[Q0:[a-zA-Z0-9_]+]]) = (0) to (100) step (32)
+// FOLD: %[[ROW:.*]] = arith.addi %[[Q0]], %c31 : index
+// FOLD: %[[LAST_ROW:.*]] = arith.minsi %[[ROW]], %c99 : index
+// FOLD: %[[FIRST_ID_I32:.*]] = tensor.extract %[[DOCS]][%[[Q0]]] : tensor<100xi32>
+// FOLD: %[[FIRST_ID:.*]] = arith.index_cast %[[FIRST_ID_I32]] : i32 to index
+// FOLD: %[[LAST_ID_I32:.*]] = tensor.extract %[[DOCS]][%[[LAST_ROW]]] : tensor<100xi32>
+// FOLD: %[[LAST_ID:.*]] = arith.index_cast %[[LAST_ID_I32]] : i32 to index
+// FOLD: %[[FROM:.*]]:2 = scf.while (%[[LO:.*]] = %c0, %[[HI:.*]] = %[[Q0]])
+// FOLD: arith.cmpi slt, %[[LO]], %[[HI]] : index
+// FOLD: arith.ceildivsi %{{.*}}, %c16 : index
+// FOLD-COUNT-16: tensor.extract %[[DOCS]]
+// FOLD: %[[AFTER_LAST:.*]] = arith.addi %[[LAST_ROW]], %c1 : index
+// FOLD: %[[TO:.*]]:2 = scf.while (%{{.*}} = %[[AFTER_LAST]], %{{.*}} = %c100)
+// FOLD-COUNT-16: arith.cmpi sle
+// FOLD: %[[ONE_DOC:.*]] = arith.cmpi eq, %[[FIRST_ID]], %[[LAST_ID]] : index
+// FOLD: %[[EVERY_FROM:.*]] = arith.select %[[ONE_DOC]], %[[FROM]]#0, %[[TO]]#0 : index
+// FOLD: arith.select %[[ONE_DOC]], %[[TO]]#0, %[[FROM]]#0 : index
+// FOLD: %[[START:.*]] = arith.muli %{{.*}}, %c32 : index
+// FOLD: %[[END:.*]] = arith.minsi %[[TO]]#0, %c100 : index
+// FOLD: scf.for %[[KEY:[a-zA-Z0-9_]+]] = %[[START]] to %[[END]] step %c32
+// FOLD: arith.cmpi sge, %[[KEY]], %{{.*}} : index
+// FOLD-NEXT: %[[EARLY:.*]] = arith.cmpi slt, %[[KEY]], %[[EVERY_FROM]] : index
+func.func @attention_document_ids(%q: tensor<1x1x100x32xf32>, %docs: tensor<100xi32>) -> tensor<1x1x100x32xf32> {
+  %0 = kiln.attention %q, %q, %q mod_operands(%docs : tensor<100xi32>) mask_mod {
+  ^bb0(%b: index, %h: index, %i: index, %j: index, %d: tensor<100xi32>):
+    %di = tensor.extract %d[%i] : tensor<100xi32>
+    %dj = tensor.extract %d[%j] : tensor<100xi32>
+    %qi = arith.index_cast %di : i32 to index
+    %kj = arith.index_cast %dj : i32 to index
+    %same = arith.cmpi eq, %qi, %kj : index
+    kiln.yield %same : i1
+  } {nondecreasing_tables = array<i64: 0>, kiln.config = #kiln.config<tile = [32, 32], warps = 1, stages = 1, lowering = "host">} : tensor<1x1x100x32xf32>, tensor<1x1x100x32xf32>, tensor<1x1x100x32xf32> -> tensor<1x1x100x32xf32>
+  return %0 : tensor<1x1x100x32xf32>
+}
+
+// -----
+
+// Equal ids bound nothing where the table misses keys: with 120 keys and 100 ids, keys 100 and on read id 0
+// and are seen by every query of document 0, outside its run, so the loops keep their full range and every
+// tile takes the mask.
+// FOLD-LABEL: func.func @attention_document_ids_short_table
+// FOLD-NOT: scf.while
+// FOLD: scf.for %[[KEY:[a-zA-Z0-9_]+]] = %c0 to %c120 step %c32
+func.func @attention_document_ids_short_table(%q: tensor<1x1x100x32xf32>, %k: tensor<1x1x120x32xf32>, %docs: tensor<100xi32>) -> tensor<1x1x100x32xf32> {
+  %0 = kiln.attention %q, %k, %k mod_operands(%docs : tensor<100xi32>) mask_mod {
+  ^bb0(%b: index, %h: index, %i: index, %j: index, %d: tensor<100xi32>):
+    %di = tensor.extract %d[%i] : tensor<100xi32>
+    %dj = tensor.extract %d[%j] : tensor<100xi32>
+    %same = arith.cmpi eq, %di, %dj : i32
+    kiln.yield %same : i1
+  } {nondecreasing_tables = array<i64: 0>, kiln.config = #kiln.config<tile = [32, 32], warps = 1, stages = 1, lowering = "host">} : tensor<1x1x100x32xf32>, tensor<1x1x120x32xf32>, tensor<1x1x120x32xf32> -> tensor<1x1x100x32xf32>
+  return %0 : tensor<1x1x100x32xf32>
+}
+
+// -----
+
 // The same mask without the promise: a table may rise and fall, so its reads bound nothing and the loops keep
 // their full range, every tile taking the mask.
 // FOLD-LABEL: func.func @attention_tables_without_promise

@@ -196,14 +196,18 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure, IsolatedFromAbove, AttrSizedO
       arguments `(b, h, q_idx, kv_idx : index)` and the `mod_operands` tensors, `kiln.yield` of an i1 (true:
       visible). It combines with `causal` (both must hold). The indices are logical: the head of q, positions
       counted from 0 in q and in k whatever `layout` says. Key tiles the mask hides entirely are skipped where
-      the mask is a conjunction of linear bounds on q_idx and kv_idx (sliding windows, causal variants); a
-      query row that sees no key at all gives NaN, as an all -inf additive mask does.
+      the mask is a conjunction of linear bounds on q_idx and kv_idx (sliding windows, causal variants) or of
+      the bounds `nondecreasing_tables` gives; a query row that sees no key at all gives NaN, as an all -inf
+      additive mask does.
     - `nondecreasing_tables` lists mod operands (by position) that the caller promises are nondecreasing, 1-D
-      integer tables with one entry per query. A mask_mod bound on the key by such a table read at `q_idx`
-      (`kv_idx >= first[q_idx]`, `kv_idx <= last[q_idx]`: the key range of each query's sequence in a packed
-      batch, a document's span) then limits a query tile's keys by the table at the tile's first and last rows,
-      so key tiles outside every row's range are skipped as with linear bounds. A table that decreases makes
-      the skipping wrong: only promise what holds (kiln.ops checks the promise on the host).
+      integer tables with at least one entry per query. A mask_mod bound on the key by such a table read at
+      `q_idx` (`kv_idx >= first[q_idx]`, `kv_idx <= last[q_idx]`: the key range of each query's sequence in a
+      packed batch, a document's span) then limits a query tile's keys by the table at the tile's first and last
+      rows, so key tiles outside every row's range are skipped as with linear bounds. So does an equality of
+      one such table read at `q_idx + c` and at `kv_idx` (`docs[q_idx] == docs[kv_idx]`: document ids), where
+      the table has an entry for every key and every shifted query: the tile searches the table for the runs
+      of its first and last rows' entries. A table that decreases makes the skipping wrong: only promise what
+      holds (kiln.ops checks the promise on the host).
     - `kv_chunk = C` splits the keys into `N = ceil(Sk / C)` chunks of `C` consecutive keys (the last one
       shorter) and attends over each on its own (split-KV, as flash-decoding does): `out : [N, B, Hq, Sq, Dv]`
       f32 holds each chunk's attention and `lse : [N, B, Hq, Sq]` (required) its log-sum-exp, `-inf` where a row

@@ -145,6 +145,9 @@ private:
   FailureOr<Value> elementAt(Value tile, int64_t r, int64_t frags, Operation *user);
   /// The store of a row vector's valid part (the lse) by the first lane of each quad.
   LogicalResult lowerRowInsert(tensor::ParallelInsertSliceOp op, const GlobalTensor &destination);
+  /// A scalar scf.while before the key loops (a mask's search of a sorted table, MaskBounds.cpp): the same loop
+  /// on every thread, its ops lowered as the rest of the scalar prologue.
+  LogicalResult lowerScalarWhile(scf::WhileOp loop);
 
   /// The A fragments (per k16 step) of a matmul lhs read before the key loops.
   DenseMap<Value, SmallVector<SmallVector<Value>>> aFragments;
@@ -885,7 +888,29 @@ LogicalResult MmaAttentionLowering::lowerOp(Operation *op) {
     b.clone(*op, mapping);
     return success();
   }
+  if (auto loop = dyn_cast<scf::WhileOp>(op))
+    return lowerScalarWhile(loop);
   return MmaMatmulLowering::lowerOp(op);
+}
+
+LogicalResult MmaAttentionLowering::lowerScalarWhile(scf::WhileOp loop) {
+  auto scalar = [](Type type) { return type.isIntOrIndexOrFloat(); };
+  if (!llvm::all_of(loop->getResultTypes(), scalar) || !llvm::all_of(loop.getInits().getTypes(), scalar))
+    return loop.emitOpError() << kWhat << ": a loop before the key loops carries scalars only";
+  SmallVector<Value> inits = llvm::map_to_vector(loop.getInits(), [&](Value init) { return index(init); });
+  auto lowered = scf::WhileOp::create(b, loc, loop->getResultTypes(), inits, nullptr, nullptr);
+  for (auto [from, to] : llvm::zip(loop->getRegions(), lowered->getRegions())) {
+    Block &body = from.front();
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToEnd(&to.front());
+    mapping.map(body.getArguments(), to.front().getArguments());
+    for (Operation &inner : body.without_terminator())
+      if (failed(lowerOp(&inner)))
+        return failure();
+    b.clone(*body.getTerminator(), mapping);
+  }
+  mapping.map(loop->getResults(), lowered->getResults());
+  return success();
 }
 
 LogicalResult MmaAttentionLowering::lowerRowInsert(tensor::ParallelInsertSliceOp op,

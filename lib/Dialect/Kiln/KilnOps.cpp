@@ -264,10 +264,10 @@ LogicalResult AttentionOp::verifyRegions() {
       previous = index;
       auto table = cast<RankedTensorType>(getModOperands()[index].getType());
       if (table.getRank() != 1 || !table.getElementType().isSignlessInteger() ||
-          table.getElementType().getIntOrFloatBitWidth() < 32 || table.getDimSize(0) != queries ||
-          ShapedType::isDynamic(queries))
+          table.getElementType().getIntOrFloatBitWidth() < 32 || ShapedType::isDynamic(queries) ||
+          table.isDynamicDim(0) || table.getDimSize(0) < queries)
         return emitOpError() << "nondecreasing table (mod operand " << index << ") must be a 1-D i32 or i64 "
-                             << "tensor with one entry per query (" << queries << "), got " << table;
+                             << "tensor with at least one entry per query (" << queries << "), got " << table;
     }
   }
   return verifyEpilogue(*this, getEpilogue(), getEpilogueOperands(), getOut().getType());

@@ -6,7 +6,8 @@ divide the host tiles, GQA and Sq != Sk; f32 inputs checked to 1e-4 relative in 
 sliding-window variants run with windows and lengths that leave whole key tiles unseen, so the key loop's bounds
 from the mask's linear bounds are what is checked; document masks and prefix-LM masks are no conjunction of
 linear bounds, so they exercise the path that masks every tile; document spans (each query's first and last key
-read from tables the mask promises are nondecreasing) bound the key loop by table reads.
+read from tables the mask promises are nondecreasing) bound the key loop by table reads, and sorted document ids
+(promised nondecreasing) by searches of the id table.
 """
 
 import re
@@ -74,13 +75,16 @@ def variants(rng, hq, sq, sk):
         "document": (None, lambda b, h, q, kv: docs[q + shift] == docs[kv], False,
                      None, lambda b, h, q, kv: docs[q + shift] == docs[kv]),
         "document_spans": (None, spans, False, None, lambda b, h, q, kv: docs[q + shift] == docs[kv]),
+        "document_sorted": (None, kiln.mods.promise_nondecreasing(lambda b, h, q, kv: docs[q + shift] == docs[kv],
+                                                                  docs), False,
+                            None, lambda b, h, q, kv: docs[q + shift] == docs[kv]),
         "prefix_lm": (None, lambda b, h, q, kv: (kv <= q + shift) | (kv < 24), False,
                       None, lambda b, h, q, kv: (kv <= q + shift) | (kv < 24)),
     }
 
 
 NAMES = ["softcap", "alibi", "relative_bias_table", "sliding_window", "sliding_window_causal_softcap", "document",
-         "document_spans", "prefix_lm"]
+         "document_spans", "document_sorted", "prefix_lm"]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -205,6 +209,36 @@ def test_promised_tables_bound_the_key_loops(record_error):
     out = kiln.ops.attention(q, k, v, mask_mod=mask_mod)
     expected = reference(q, k, v, visible=lambda b, h, qi, kv: docs[qi] == docs[kv])
     check(record_error, "flex attention: promised document spans f32", out, expected, seed)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_sorted_document_ids_bound_the_key_loops(causal, record_error):
+    """Sorted document ids over 700 keys (runs of 1 to about 120 tokens, ids that skip values, Sq < Sk): each
+    query tile searches the ids for its documents' keys (test/Transforms/tile.mlir pins the searches), with the
+    same results as the reference."""
+    rng, seed = fresh_rng()
+    sq, sk = 450, 700
+    docs = np.cumsum(rng.random(sk) < rng.uniform(0.01, 0.1)).astype(np.int32) * 3
+    docs[sk // 2] = docs[sk // 2 - 1] + 1  # a one-token document
+    docs[sk // 2 + 1:] += 2
+    shift = sk - sq
+    mask_mod = kiln.mods.promise_nondecreasing(lambda b, h, q, kv: docs[q + shift] == docs[kv], docs)
+    q, k, v = randn(rng, 1, 4, sq, 32), randn(rng, 1, 2, sk, 32), randn(rng, 1, 2, sk, 32)
+    assert "nondecreasing_tables = array<i64: 0>" in kiln.ops.attention.source(q, k, v, mask_mod=mask_mod)
+    out = kiln.ops.attention(q, k, v, causal=causal, mask_mod=mask_mod)
+    expected = reference(q, k, v, causal=causal, visible=lambda b, h, qi, kv: docs[qi + shift] == docs[kv])
+    check(record_error, "flex attention: sorted document ids f32", out, expected, seed)
+
+
+def test_a_promise_holds_for_new_arrays_behind_the_same_closure():
+    """A loop that rebinds the table a promised mask_mod closes over, at a new shape each time: every call's
+    program carries the promise (the cached trace once read the first call's promise, which names an array the
+    closure no longer holds, and lost it)."""
+    for length in (96, 160):
+        docs = np.repeat(np.arange(4, dtype=np.int32), length // 4)
+        mask_mod = kiln.mods.promise_nondecreasing(lambda b, h, q, kv: docs[q] == docs[kv], docs)
+        q = np.zeros((1, 1, length, 16), np.float32)
+        assert "nondecreasing_tables = array<i64: 0>" in kiln.ops.attention.source(q, q, q, mask_mod=mask_mod)
 
 
 @pytest.mark.parametrize("table, message", [
