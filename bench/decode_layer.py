@@ -340,7 +340,8 @@ def time_torch(weights, batch, length, dense, x, cos, sin, expected):
                 compiled(*inputs)
             row[f"{label}_ms"] = time_ms(lambda: compiled(*inputs)) if mode is None else call_ms(
                 lambda: compiled(*inputs))
-        # The same module through Kiln's torch.compile backend (its index_copy_ left to torch), per call.
+        # The same module through Kiln's torch.compile backend (its index_copy_ made in place and left to torch), per
+        # call.
         import kiln.torch_backend  # noqa: F401  (registers the backend)
         torch._dynamo.reset()
         compiled = torch.compile(module, backend="kiln", dynamic=False)

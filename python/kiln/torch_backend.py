@@ -27,6 +27,7 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 
 from . import trace
 from .aten_converters import CONVERTERS, DATA_MOVEMENT, ELEMENTS, Unsupported, convert, recorded
+from .cache_writes import write_caches_in_place
 from .causal_masks import fold_constant_causal_masks
 from .compiler import compile as kiln_compile
 from .gpu import chip_for
@@ -276,6 +277,7 @@ class GraphReport:
         self.torch_nodes = []  # aten targets left to torch
         self.graph = None  # the partitioned GraphModule
         self.causal_masks = 0  # attentions whose constant mask was the causal triangle (now is_causal)
+        self.cache_writes = 0  # buffer writes (index_copy_, index_put_) made in place again (cache_writes.py)
 
     @property
     def kernels(self):
@@ -331,6 +333,7 @@ def compile_graph(gm, example_inputs, options=None):
     """The aten graph ``gm`` with its Kiln partitions compiled (the forward compiler given to aot_autograd)."""
     options = options or {}
     report = GraphReport()
+    report.cache_writes = write_caches_in_place(gm)
     report.causal_masks = fold_constant_causal_masks(gm)
     fused, calls = _partition(gm)
     for call in calls:
@@ -359,7 +362,9 @@ def _aot_backend(options):
     def backward(gm, example_inputs):  # gradients stay in torch
         return make_boxed_func(gm.forward)
 
-    return aot_autograd(fw_compiler=forward, bw_compiler=backward)
+    # A buffer the graph writes (a KV cache) is written back inside the graph, where write_caches_in_place sees
+    # the write, rather than by torch's wrapper after it.
+    return aot_autograd(fw_compiler=forward, bw_compiler=backward, keep_inference_input_mutations=True)
 
 
 def _symbolic(example_inputs):

@@ -94,11 +94,13 @@ def test_llama_block(shape, dtype):
     assert report.torch_nodes == [] and report.fallbacks == [] and len(report.partitions) == 1
 
 
-def test_gpt_fast_decode_layer_with_a_static_cache():
-    """gpt-fast's decode layer in bf16 (its index_copy_ into the static cache left to torch): two decode steps
-    against the same layer in f32 eager (TF32 off), outputs and the caches' new rows."""
+@pytest.mark.parametrize("write", ["index_copy_", "index_put_"])
+def test_gpt_fast_decode_layer_with_a_static_cache(write):
+    """gpt-fast's decode layer in bf16 (its write into the static cache made in place again and left to torch):
+    two decode steps against the same layer in f32 eager (TF32 off), outputs and the caches' new rows, written
+    into the module's own buffers."""
     batch, max_len, hidden = 2, 300, 256
-    layer = GptFastDecodeLayer(hidden, 4, 2, 512, batch, max_len).cuda().eval()
+    layer = GptFastDecodeLayer(hidden, 4, 2, 512, batch, max_len, write=write).cuda().eval()
     for p in layer.parameters():
         p.data.normal_(0.0, 1.0 / p.shape[-1] ** 0.5 if p.ndim == 2 else 1.0).add_(1.0 if p.ndim == 1 else 0.0)
     layer.k_cache.normal_(), layer.v_cache.normal_()
@@ -106,6 +108,7 @@ def test_gpt_fast_decode_layer_with_a_static_cache():
     reference_layer.load_state_dict(layer.state_dict())
     model = layer.to(torch.bfloat16)
     step = torch.compile(model, backend="kiln", dynamic=False)
+    storage = (model.k_cache.data_ptr(), model.v_cache.data_ptr())
     x = torch.randn(batch, hidden, device="cuda")
     previous = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -128,6 +131,7 @@ def test_gpt_fast_decode_layer_with_a_static_cache():
         torch.backends.cuda.matmul.allow_tf32 = previous
     report = backend.reports()[-1]
     assert report.fallbacks == [] and all(p.device.type == "cuda" for p in report.partitions)
+    assert report.cache_writes == 2 and (model.k_cache.data_ptr(), model.v_cache.data_ptr()) == storage
 
 
 @pytest.mark.parametrize("kind", ["gpt2", "llama"])

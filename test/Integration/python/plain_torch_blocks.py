@@ -95,10 +95,12 @@ class GptFastDecodeLayer(nn.Module):
     """A Llama decode layer as gpt-fast writes it: fused wqkv and w13 (nn.Linear weights, split after the GEMM), a
     static KV cache [B, Hkv, max_len, D] in buffers that ``index_copy_`` writes at ``input_pos``, SDPA over the
     whole cache under a boolean position mask, GQA by repeat_interleave, RMSNorm in f32, RoPE on [B, H, D] rows
-    by the position's cos/sin."""
+    by the position's cos/sin. ``write="index_put_"`` writes the new rows by indexed assignment instead
+    (``cache[:, :, input_pos] = k``)."""
 
-    def __init__(self, hidden, heads, kv_heads, ffn, batch, max_len, eps=1e-5):
+    def __init__(self, hidden, heads, kv_heads, ffn, batch, max_len, eps=1e-5, write="index_copy_"):
         super().__init__()
+        self.write = write
         self.heads, self.kv_heads, self.head_dim, self.ffn, self.eps = heads, kv_heads, hidden // heads, ffn, eps
         self.wqkv = nn.Linear(hidden, (heads + 2 * kv_heads) * self.head_dim, bias=False)
         self.wo = nn.Linear(heads * self.head_dim, hidden, bias=False)
@@ -125,8 +127,13 @@ class GptFastDecodeLayer(nn.Module):
             [self.heads * d, self.kv_heads * d, self.kv_heads * d], dim=-1)
         q = self.rope(q.view(bsz, self.heads, d), cos, sin)[:, :, None]
         k = self.rope(k.view(bsz, self.kv_heads, d), cos, sin)[:, :, None]
-        self.k_cache.index_copy_(2, input_pos, k)
-        self.v_cache.index_copy_(2, input_pos, v.view(bsz, self.kv_heads, 1, d))
+        v = v.view(bsz, self.kv_heads, 1, d)
+        if self.write == "index_copy_":
+            self.k_cache.index_copy_(2, input_pos, k)
+            self.v_cache.index_copy_(2, input_pos, v)
+        else:
+            self.k_cache[:, :, input_pos] = k
+            self.v_cache[:, :, input_pos] = v
         group = self.heads // self.kv_heads
         keys = self.k_cache.repeat_interleave(group, dim=1)
         values = self.v_cache.repeat_interleave(group, dim=1)

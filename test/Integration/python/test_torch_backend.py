@@ -97,12 +97,15 @@ def test_llama_block_runs_in_kiln(norm, gqa, mask):
     assert "causal" in attention and "mask(" not in partition.source
 
 
-def test_gpt_fast_decode_layer_with_a_static_cache():
-    """gpt-fast's decode layer: its index_copy_ into the static cache stays in torch (a buffer mutation, which
-    torch.compile writes back after the graph); everything around it runs in Kiln, the attention over the whole
-    cache under the position mask. Two decode steps: outputs and both caches as eager's."""
+@pytest.mark.parametrize("write", ["index_copy_", "index_put_"])
+def test_gpt_fast_decode_layer_with_a_static_cache(write):
+    """gpt-fast's decode layer: its write of the new rows into the static cache (``index_copy_``, or the same as an
+    indexed assignment, ``index_put_``) is made in place again after torch.compile functionalized it
+    (kiln/cache_writes.py), and runs in torch as that one small write into the buffers themselves; everything
+    around it runs in Kiln, the attention over the whole cache under the position mask. Two decode steps:
+    outputs and both caches as eager's, the caches still the module's own storage."""
     batch, max_len, hidden = 2, 40, 64
-    eager, model = (GptFastDecodeLayer(hidden, 4, 2, 96, batch, max_len) for _ in range(2))
+    eager, model = (GptFastDecodeLayer(hidden, 4, 2, 96, batch, max_len, write=write) for _ in range(2))
     model.load_state_dict(eager.state_dict())
     for layer in (eager, model):
         layer.eval()
@@ -110,6 +113,7 @@ def test_gpt_fast_decode_layer_with_a_static_cache():
     for layer in (eager, model):
         layer.k_cache.copy_(cache[0]), layer.v_cache.copy_(cache[1])
     step = compiled(model)
+    storage = (model.k_cache.data_ptr(), model.v_cache.data_ptr())
     x = torch.randn(batch, hidden)
     for position in (max_len - 3, max_len - 2):
         angles = position / 10000.0 ** (torch.arange(8) * 2 / 16)
@@ -121,9 +125,37 @@ def test_gpt_fast_decode_layer_with_a_static_cache():
         assert relative_error(model.v_cache, eager.v_cache) < TOLERANCE
         x = out
     report = backend.reports()[-1]
-    assert report.fallbacks == [] and aten.index_copy.default in report.torch_nodes
+    in_place = getattr(aten, write).default
+    assert report.fallbacks == [] and report.cache_writes == 2
+    assert sorted(map(str, report.torch_nodes)) == sorted(map(str, [in_place, in_place, aten.scalar_tensor.default,
+                                                                    aten.scalar_tensor.default]))
+    assert (model.k_cache.data_ptr(), model.v_cache.data_ptr()) == storage
     sources = "".join(p.source for p in report.partitions)
     assert sources.count("kiln.attention") == 1 and sources.count("kiln.matmul") == 4
+
+
+class ReadsTheOldCache(torch.nn.Module):
+    """A buffer read before its index_copy_ as well as after it: the functional write must stay (an in-place
+    write could run before the first read)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("cache", torch.randn(6, 8))
+
+    def forward(self, x, position):
+        old = self.cache * 2.0
+        self.cache.index_copy_(0, position, x)
+        return old + self.cache
+
+
+def test_a_cache_read_before_its_write_keeps_the_functional_write():
+    eager, model = ReadsTheOldCache(), ReadsTheOldCache()
+    model.load_state_dict(eager.state_dict())
+    x, position = torch.randn(1, 8), torch.tensor([4])
+    reference, out = eager(x, position), compiled(model)(x, position)
+    assert relative_error(out, reference) < TOLERANCE
+    assert relative_error(model.cache, eager.cache) < TOLERANCE
+    assert backend.reports()[-1].cache_writes == 0
 
 
 class Mixed(torch.nn.Module):
