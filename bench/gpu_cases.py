@@ -181,6 +181,7 @@ GLUE = {
                        "%r = kiln.transpose %x [0, 2, 1, 3] : {x} -> {r}"),
     "gelu_tanh": ([("x", (77, 3000), "bf16")], ((77, 3000), "bf16"), "%r = kiln.gelu %x approximate(tanh) : {x}"),
     "cast_f32_bf16": ([("x", (1000, 77), "f32")], ((1000, 77), "bf16"), "%r = kiln.cast %x : {x} to {r}"),
+    "cast_bool_bf16": ([("c", (77, 96), "i1")], ((77, 96), "bf16"), "%r = kiln.cast %c : {c} to {r}"),
     "add_broadcast": ([("x", (2, 77, 96), "f16"), ("y", (96,), "f16")], ((2, 77, 96), "f16"),
                       "%r = kiln.add %x, %y : {x}, {y} -> {r}"),
     "broadcast_gqa": ([("x", (1, 2, 1, 77, 64), "bf16")], ((1, 2, 4, 77, 64), "bf16"),

@@ -206,6 +206,7 @@ GLUE_REFERENCES = {
     "transpose_0213": lambda x: x.permute(0, 2, 1, 3),
     "gelu_tanh": lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
     "cast_f32_bf16": lambda x: x,
+    "cast_bool_bf16": lambda c: c.float(),
     "add_broadcast": lambda x, y: x + y,
     "broadcast_gqa": lambda x: x.expand(1, 2, 4, 77, 64),
     "slice_half": lambda x: x[:, :, 64:],
@@ -237,13 +238,17 @@ GLUE_REFERENCES = {
 
 
 def run_glue(case, runtime, kernel, entry, generator):
-    inputs = [torch.randint(-1000, 1000, shape, generator=generator, device="cuda") if dtype == "i64" else
-              torch.randn(*shape, generator=generator, device="cuda").to(DTYPES[dtype])
-              for shape, dtype in case["inputs"]]
+    def random(shape, dtype):
+        if dtype == "i64":
+            return torch.randint(-1000, 1000, shape, generator=generator, device="cuda")
+        if dtype == "i1":
+            return torch.rand(*shape, generator=generator, device="cuda") < 0.5
+        return torch.randn(*shape, generator=generator, device="cuda").to(DTYPES[dtype])
+    inputs = [random(shape, dtype) for shape, dtype in case["inputs"]]
     out = torch.full(case["shape"], float("nan"), device="cuda", dtype=DTYPES[case["dtype"]])
     runtime.launch(kernel, entry, [*inputs, out])
     torch.cuda.synchronize()
-    ref = GLUE_REFERENCES[case["op"]](*[t if t.dtype == torch.int64 else t.float() for t in inputs])
+    ref = GLUE_REFERENCES[case["op"]](*[t if t.dtype in (torch.int64, torch.bool) else t.float() for t in inputs])
     error = ((out.float() - ref).abs().max() / ref.abs().max()).item()
     ok = error <= LIMITS[case["dtype"]] and not torch.isnan(out).any().item()
     return dict(name=case["name"], error=error, ok=ok)

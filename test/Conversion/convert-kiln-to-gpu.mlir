@@ -199,6 +199,23 @@ module {
 
 // -----
 
+// A bool tensor cast to a float: 0 or 1 (uitofp), an element a thread (an i1 in memory is a byte; a vector of
+// i1 would read packed bits).
+// CHECK-LABEL: gpu.func @k13_cast_bool
+// CHECK-NOT: vector.load
+// CHECK: %[[BIT:.*]] = memref.load {{.*}} : memref<4096xi1>
+// CHECK: %[[ONE:.*]] = arith.uitofp %[[BIT]] : i1 to bf16
+// CHECK: memref.store %[[ONE]], {{.*}} : memref<4096xbf16>
+module {
+  func.func private @k13_cast_bool(%c: tensor<64x64xi1>, %out: tensor<64x64xbf16>) -> tensor<64x64xbf16> attributes {kiln.kernel} {
+    %f = kiln.cast %c : tensor<64x64xi1> to tensor<64x64xbf16>
+    %r = bufferization.materialize_in_destination %f in %out : (tensor<64x64xbf16>, tensor<64x64xbf16>) -> tensor<64x64xbf16>
+    return %r : tensor<64x64xbf16>
+  }
+}
+
+// -----
+
 module {
   func.func private @w4_softmax(%x: tensor<64x64xbf16>, %out: tensor<64x64xbf16>) -> tensor<64x64xbf16> attributes {kiln.kernel} {
     // expected-error @+1 {{the wgmma lowering is for matmuls and attention only}}

@@ -63,6 +63,10 @@ enum class Combiner { Sum, Max, Min };
 Value buildReduction(OpBuilder &b, Location loc, ArrayRef<int64_t> shape, ArrayRef<int64_t> axes,
                      Combiner combiner, ValueRange inputs, ArrayRef<AffineMap> maps, ScalarBody element);
 
+/// `value` converted to element type `to`, any two of the dialect's (kiln.cast's scalar meaning): floats by one
+/// rounding, float to int by truncation toward zero, to i1 by "not zero", i1 to a number as 0 or 1.
+Value convertScalar(OpBuilder &b, Location loc, Value value, Type to);
+
 /// The f32 scalar formula of a kiln elementwise op (arithmetic, activations, select) applied to `args`, or a
 /// null value for any other op. Shared by the lowering and the epilogue fusion.
 Value buildScalarFormula(OpBuilder &b, Location loc, Operation *op, ValueRange args);

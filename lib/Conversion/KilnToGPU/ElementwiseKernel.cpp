@@ -266,9 +266,11 @@ static RunRead runRead(Operation *op, RankedTensorType operand, RankedTensorType
 
 /// The elements a thread of a per-element op's kernel computes: 16 bytes of the widest element type among its
 /// operands and result, where every row of the output is a whole number of such runs and each operand is read by
-/// them contiguously or as one broadcast element; else 1.
+/// them contiguously or as one broadcast element; else 1. An i1 operand (a byte per element in memory, which a
+/// vector of i1 would read as packed bits) takes one element a thread.
 static int64_t runLength(Operation *op) {
-  if (!isPerElementOp(op))
+  auto isBool = [](Type type) { return cast<RankedTensorType>(type).getElementType().isInteger(1); };
+  if (!isPerElementOp(op) || llvm::any_of(op->getOperandTypes(), isBool))
     return 1;
   auto result = cast<RankedTensorType>(op->getResult(0).getType());
   int64_t widest = result.getElementTypeBitWidth();
@@ -540,7 +542,8 @@ FailureOr<KernelLaunch> kiln::buildElementwiseKernel(OpBuilder &builder, gpu::GP
       SmallVector<Value> values;
       for (const SmallVector<Value, 8> &lanes : operands)
         values.push_back(lanes[lane]);
-      Value result = isa<TransposeOp, ReshapeOp, BroadcastOp, SliceOp, CastOp>(op)
+      Value result = isa<CastOp>(op) ? lowering::convertScalar(builder, loc, values[0], resultType.getElementType())
+                     : isa<TransposeOp, ReshapeOp, BroadcastOp, SliceOp>(op)
                          ? values[0]
                          : lowering::buildScalarFormula(builder, loc, op, values);
       results.push_back(lowering::narrow(builder, loc, result, resultType.getElementType()));

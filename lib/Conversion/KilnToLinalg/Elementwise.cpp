@@ -76,26 +76,7 @@ Value lowering::buildScalarFormula(OpBuilder &b, Location loc, Operation *op, Va
       .Default([](Operation *) { return Value(); });
 }
 
-namespace {
-
-/// Lowers an elementwise op whose formula needs nothing but its operands.
-template <typename Op>
-struct ElementwiseLowering : OpConversionPattern<Op> {
-  using OpConversionPattern<Op>::OpConversionPattern;
-  LogicalResult matchAndRewrite(Op op, typename Op::Adaptor adaptor,
-                                ConversionPatternRewriter &rewriter) const override {
-    auto resultType = cast<RankedTensorType>(op.getType());
-    Operation *operation = op.getOperation();
-    rewriter.replaceOp(op, buildBroadcastElementwise(rewriter, op.getLoc(), resultType, adaptor.getOperands(),
-                                                     [operation](OpBuilder &b, Location loc, ValueRange x) {
-                                                       return buildScalarFormula(b, loc, operation, x);
-                                                     }));
-    return success();
-  }
-};
-
-/// Converts one scalar between any two element types of the dialect.
-Value convertScalar(OpBuilder &b, Location loc, Value value, Type to) {
+Value lowering::convertScalar(OpBuilder &b, Location loc, Value value, Type to) {
   Type from = value.getType();
   if (from == to)
     return value;
@@ -126,6 +107,24 @@ Value convertScalar(OpBuilder &b, Location loc, Value value, Type to) {
   return fromWidth < toWidth ? Value(arith::ExtSIOp::create(b, loc, to, value))
                              : Value(arith::TruncIOp::create(b, loc, to, value));
 }
+
+namespace {
+
+/// Lowers an elementwise op whose formula needs nothing but its operands.
+template <typename Op>
+struct ElementwiseLowering : OpConversionPattern<Op> {
+  using OpConversionPattern<Op>::OpConversionPattern;
+  LogicalResult matchAndRewrite(Op op, typename Op::Adaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    auto resultType = cast<RankedTensorType>(op.getType());
+    Operation *operation = op.getOperation();
+    rewriter.replaceOp(op, buildBroadcastElementwise(rewriter, op.getLoc(), resultType, adaptor.getOperands(),
+                                                     [operation](OpBuilder &b, Location loc, ValueRange x) {
+                                                       return buildScalarFormula(b, loc, operation, x);
+                                                     }));
+    return success();
+  }
+};
 
 struct CastLowering : OpConversionPattern<CastOp> {
   using OpConversionPattern::OpConversionPattern;
