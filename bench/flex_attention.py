@@ -115,6 +115,31 @@ def describe(entry):
                 head_dim=d, dtype=dtype)
 
 
+#: The shares of exp2s (of every 16) that --fma-exp2-sweep moves onto the FMA units (kiln.fma_exp2), and their
+#: timing labels.
+FMA_EXP2_SHARES = (4, 8, 12)
+SWEPT = tuple(f"fma_exp2_{share}" for share in FMA_EXP2_SHARES)
+
+
+def with_attention_attribute(text, attribute):
+    """``text`` with ``attribute`` added to its kiln.attention's attribute dictionary (after the op's regions,
+    before its types)."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if "kiln.attention" in line)
+    for i in range(start, len(lines)):
+        at = lines[i].find(" : tensor<")
+        if at < 0 or "->" not in lines[i][at:]:
+            continue
+        head, tail = lines[i][:at].rstrip(), lines[i][at:]
+        if head.endswith("}") and head.strip() != "}":  # an attribute dictionary already
+            head = head[:-1] + f", {attribute}}}"
+        else:
+            head += f" {{{attribute}}}"
+        lines[i] = head + tail
+        return "\n".join(lines) + "\n"
+    raise ValueError("no kiln.attention signature in the traced text")
+
+
 def prepare(args):
     import numpy as np
     sys.path.insert(0, str(Path(args.kilnc).resolve().parent.parent / "python"))
@@ -144,6 +169,12 @@ def prepare(args):
             template.mkdir(parents=True, exist_ok=True)
             if not compile_graph(args.template_kilnc, folder / "graph.mlir", template, "sm_90a", item["name"]):
                 return 1
+        for share in FMA_EXP2_SHARES if args.fma_exp2_sweep and item["name"].startswith("b_") else ():
+            swept = out / f"fma_exp2_{share}" / item["name"]
+            swept.mkdir(parents=True, exist_ok=True)
+            (swept / "graph.mlir").write_text(with_attention_attribute(text, f"kiln.fma_exp2 = {share} : i64"))
+            if not compile_graph(args.kilnc, swept / "graph.mlir", swept, "sm_90a", f"{item['name']} fma {share}"):
+                return 1
         listed.append(item)
     (out / "cases.json").write_text(json.dumps(listed, indent=1))
     print(f"compiled {len(listed)} cases into {out}")
@@ -165,7 +196,7 @@ def visit(args):
     _, build, listed, seed, generator = start_visit(args)  # (the runtime: kiln.load finds it)
     flex = torch.compile(flex_attention, dynamic=False)
     dtypes = {"bf16": torch.bfloat16, "f16": torch.float16}
-    rows, failures, plain_ms = [], 0, {}
+    rows, failures, checks, plain_ms = [], 0, 0, {}
     for item in listed:
         dtype = dtypes[item["dtype"]]
         b, h, hkv, sq, sk, d = (item[k] for k in ("batch", "heads", "kv_heads", "seq_q", "seq_k", "head_dim"))
@@ -209,7 +240,7 @@ def visit(args):
         ok = error <= LIMITS[item["dtype"]] and not torch.isnan(result).any().item()
         row["generated_error"], row["generated_ok"] = error, ok
         failures += not ok
-        del s, ref, qd, kd, vd
+        del s, qd, kd, vd
         b, h = item["batch"], item["heads"]
         if not check and not args.no_bench:
             timings = {"generated": time_ms(launch)}
@@ -218,6 +249,19 @@ def visit(args):
                 launch_template, _ = launcher(template, [q, k, v] + [tables[name] for name in item["tables"]],
                                               [torch.full_like(q, float("nan"))])
                 timings["template"] = time_ms(launch_template)
+            # The same kernel with a share of its exp2s on the FMA units (--fma-exp2-sweep), checked like it.
+            for share in FMA_EXP2_SHARES:
+                swept = build / f"fma_exp2_{share}" / item["name"]
+                if not (swept / "manifest.json").exists():
+                    continue
+                launch_swept, (swept_out,) = launcher(swept, [q, k, v] + [tables[name] for name in item["tables"]],
+                                                      [torch.full_like(q, float("nan"))])
+                torch.cuda.synchronize()
+                swept_error = ((swept_out[:1, :1].double() - ref).abs().max() / ref.abs().max()).item()
+                swept_ok = swept_error <= LIMITS[item["dtype"]] and not torch.isnan(swept_out[:1, :1]).any().item()
+                row[f"fma_exp2_{share}_error"], row[f"fma_exp2_{share}_ok"] = swept_error, swept_ok
+                failures, checks = failures + (not swept_ok), checks + 1
+                timings[f"fma_exp2_{share}"] = time_ms(launch_swept)
             key = (b, h, sq, sk, d, item["causal"])
             if item["variant"] == "plain_default":
                 plain_ms[key] = timings["generated"]
@@ -244,16 +288,18 @@ def visit(args):
                     except RuntimeError as error:
                         row[f"{label}_refused"] = str(error).splitlines()[0]
             flops = 4.0 * d * visible_pairs(item, visible)
-            record_timings(row, timings, flops, "tflops", ("template", "plain", "flex", "flash", "cudnn"))
+            record_timings(row, timings, flops, "tflops", ("template", "plain", "flex", "flash", "cudnn") + SWEPT)
+        del ref
         rows.append(row)
-        print(summary_line(row, 40, "tflops", "6.1f", ("template", "plain", "flex", "flash", "cudnn")), flush=True)
+        print(summary_line(row, 40, "tflops", "6.1f", ("template", "plain", "flex", "flash", "cudnn") + SWEPT),
+              flush=True)
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "flex.json").write_text(json.dumps(dict(seed=seed, device=torch.cuda.get_device_name(),
                                                        torch=torch.__version__, rows=rows), indent=1))
     write_table(rows, out_dir / "flex.md")
-    checked = len(rows)
-    print(f"{checked - failures} passed, {failures} failed (variants against fp64)")
+    checks += len(rows)
+    print(f"{checks - failures} passed, {failures} failed (variants against fp64)")
     return 1 if failures else 0
 
 
@@ -298,7 +344,9 @@ class _Cast:
 def write_table(rows, path):
     """The b_ rows' rates and ratios; the template compiler's columns where the visit timed one."""
     compared = ("template", "plain", "flex") if any("template_tflops" in r for r in rows) else ("plain", "flex")
-    titles = {"template": "before (template compiler)", "plain": "plain kiln", "flex": "flex (compiled)"}
+    compared += tuple(label for label in SWEPT if any(f"{label}_tflops" in r for r in rows))
+    titles = {"template": "before (template compiler)", "plain": "plain kiln", "flex": "flex (compiled)",
+              **{label: f"{label.split('_')[-1]}/16 exp2 on FMA" for label in SWEPT}}
     header = ["case", "kiln TFLOP/s"]
     for label in compared:
         header += [titles[label], "vs " + label]
@@ -329,7 +377,9 @@ def plot(args):
 
 def main():
     from row_kernels import command_line
-    return command_line(__doc__, "gpu_build/flex", prepare, visit, plot)
+    return command_line(__doc__, "gpu_build/flex", prepare, visit, plot,
+                        prepare_flags=(("fma-exp2-sweep", "also compile each b_ case with kiln.fma_exp2 = "
+                                        + ", ".join(map(str, FMA_EXP2_SHARES)) + " (timed beside it)"),))
 
 
 if __name__ == "__main__":
