@@ -197,8 +197,12 @@ def _restrided(tensor, strides):
 
 
 def _output_strides(meta):
-    """The strides torch gives a result, or None when they are the contiguous ones (nothing to copy)."""
+    """The strides torch gives a result, or None when they are the contiguous ones (nothing to copy) or when they
+    repeat elements (an expand's zero strides: no tensor of them can be written, and a contiguous one holds the
+    same values)."""
     if meta.numel() <= 1 or meta.is_contiguous():
+        return None
+    if any(stride == 0 and size > 1 for stride, size in zip(meta.stride(), meta.shape)):
         return None
     return tuple(int(s) for s in meta.stride())
 

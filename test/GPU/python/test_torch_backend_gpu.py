@@ -19,7 +19,8 @@ if not torch.cuda.is_available():
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "Integration" / "python"))
 import kiln.torch_backend as backend  # noqa: E402
-from plain_torch_blocks import Gpt2Block, GptFastDecodeLayer, LlamaBlock, relative_error, rope_tables  # noqa: E402
+from plain_torch_blocks import (Gpt2Block, GptFastDecodeLayer, GptFastModel, LlamaBlock, relative_error,  # noqa: E402
+                                rope_tables)
 
 TOLERANCE = {torch.bfloat16: 2e-2, torch.float32: 1e-2}
 #: (hidden, heads, kv_heads, ffn, batch, seq): a small shape whose lengths divide no tile, and a realistic one.
@@ -132,6 +133,34 @@ def test_gpt_fast_decode_layer_with_a_static_cache(write):
     report = backend.reports()[-1]
     assert report.fallbacks == [] and all(p.device.type == "cuda" for p in report.partitions)
     assert report.cache_writes == 2 and (model.k_cache.data_ptr(), model.v_cache.data_ptr()) == storage
+
+
+def test_gpt_fast_model_decodes_with_its_caches_written_in_place():
+    """gpt-fast's model over two layers in bf16 (embedding, mask row and cos/sin read at the position, the layers,
+    the vocabulary projection): four decode steps against the same model in f32 eager (TF32 off), logits within
+    bf16's tolerance or twice eager bf16's error, the four cache writes in place."""
+    reference_model = GptFastModel(1000, 256, 4, 2, 512, 2, 300, 2).cuda().eval()
+    for p in reference_model.parameters():
+        p.data.normal_(0.0, 1.0 / p.shape[-1] ** 0.5 if p.ndim == 2 else 1.0).add_(1.0 if p.ndim == 1 else 0.0)
+    model, eager = (GptFastModel(1000, 256, 4, 2, 512, 2, 300, 2).cuda().eval() for _ in range(2))
+    for copy in (model, eager):
+        copy.load_state_dict(reference_model.state_dict())
+        copy.to(torch.bfloat16)
+    step = torch.compile(model, backend="kiln", dynamic=False)
+    previous = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        for position in range(4):
+            tokens = torch.randint(0, 1000, (2,), device="cuda")
+            input_pos = torch.tensor([position], device="cuda")
+            reference, out = reference_model(tokens, input_pos), step(tokens, input_pos)
+            error, eager_error = relative_error(out, reference), relative_error(eager(tokens, input_pos), reference)
+            print(f"position {position}: logits {error:.2e} (eager bf16 {eager_error:.2e})")
+            assert error <= max(TOLERANCE[torch.bfloat16], 2 * eager_error)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = previous
+    report = backend.reports()[-1]
+    assert report.fallbacks == [] and report.cache_writes == 4
 
 
 @pytest.mark.parametrize("kind", ["gpt2", "llama"])

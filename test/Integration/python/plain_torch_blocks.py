@@ -143,6 +143,36 @@ class GptFastDecodeLayer(nn.Module):
         return h + self.w2(F.silu(g1) * g3)
 
 
+class GptFastModel(nn.Module):
+    """gpt-fast's Transformer around GptFastDecodeLayer: a token embedding, the causal mask's row for the position
+    read from a boolean buffer, the position's cos/sin read from buffers and expanded over the batch, the layers,
+    a final RMSNorm and the vocabulary projection."""
+
+    def __init__(self, vocab, hidden, heads, kv_heads, ffn, batch, max_len, layers):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab, hidden)
+        self.layers = nn.ModuleList(GptFastDecodeLayer(hidden, heads, kv_heads, ffn, batch, max_len)
+                                    for _ in range(layers))
+        self.norm = nn.Parameter(torch.ones(hidden))
+        self.output = nn.Linear(hidden, vocab, bias=False)
+        self.register_buffer("causal_mask", torch.tril(torch.ones(max_len, max_len, dtype=torch.bool)))
+        half = hidden // heads // 2
+        angles = torch.outer(torch.arange(max_len, dtype=torch.float32),
+                             1.0 / 10000.0 ** (torch.arange(half, dtype=torch.float32) / half))
+        self.register_buffer("cos", angles.cos())
+        self.register_buffer("sin", angles.sin())
+
+    def forward(self, tokens, input_pos):
+        mask = self.causal_mask[None, None, input_pos]
+        batch = tokens.shape[0]
+        cos, sin = self.cos[input_pos].expand(batch, -1), self.sin[input_pos].expand(batch, -1)
+        x = self.embedding(tokens)
+        for layer in self.layers:
+            x = layer(x, cos, sin, input_pos, mask)
+        x32 = x.float()
+        return self.output((x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + 1e-5)).type_as(x) * self.norm)
+
+
 def rope_tables(seq, head_dim, device="cpu", dtype=torch.float32, base=10000.0):
     """Hugging Face's cos and sin tables, [S, head_dim] (the angles repeated for both halves)."""
     inv = 1.0 / base ** (torch.arange(0, head_dim, 2, device=device, dtype=torch.float32) / head_dim)

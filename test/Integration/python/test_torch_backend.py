@@ -15,7 +15,8 @@ torch = pytest.importorskip("torch")
 from numerics import kiln  # noqa: E402,F401  (the package from the build)
 import kiln.compiler  # noqa: E402
 import kiln.torch_backend as backend  # noqa: E402
-from plain_torch_blocks import Gpt2Block, GptFastDecodeLayer, LlamaBlock, relative_error, rope_tables  # noqa: E402
+from plain_torch_blocks import (Gpt2Block, GptFastDecodeLayer, GptFastModel, LlamaBlock, relative_error,  # noqa: E402
+                                rope_tables)
 
 F = torch.nn.functional
 aten = torch.ops.aten
@@ -132,6 +133,27 @@ def test_gpt_fast_decode_layer_with_a_static_cache(write):
     assert (model.k_cache.data_ptr(), model.v_cache.data_ptr()) == storage
     sources = "".join(p.source for p in report.partitions)
     assert sources.count("kiln.attention") == 1 and sources.count("kiln.matmul") == 4
+
+
+def test_gpt_fast_model_decodes_with_its_caches_written_in_place():
+    """gpt-fast's whole model over two layers: embedding, the mask row and cos/sin read at the position (the latter
+    expanded over the batch: a partition result of zero strides, given to torch contiguous), the layers, the final
+    norm and the vocabulary projection. Five decode steps from position 0: logits and every cache as eager's, the
+    four cache writes in place, nothing falling back."""
+    eager, model = (GptFastModel(100, 64, 4, 2, 96, 2, 48, 2) for _ in range(2))
+    model.load_state_dict(eager.state_dict())
+    eager.eval()
+    step = compiled(model)
+    for position in range(5):
+        tokens, input_pos = torch.randint(0, 100, (2,)), torch.tensor([position])
+        reference, out = eager(tokens, input_pos), step(tokens, input_pos)
+        assert relative_error(out, reference) < TOLERANCE
+        for mine, theirs in zip(model.layers, eager.layers):
+            assert relative_error(mine.k_cache, theirs.k_cache) < TOLERANCE
+            assert relative_error(mine.v_cache, theirs.v_cache) < TOLERANCE
+    report = backend.reports()[-1]
+    assert report.fallbacks == [] and report.cache_writes == 4
+    assert aten.index_copy.default not in report.torch_nodes
 
 
 class ReadsTheOldCache(torch.nn.Module):
