@@ -83,6 +83,37 @@ bool isInvariant(Value value, Block &body) {
          llvm::all_of(op->getOperands(), [&](Value operand) { return isInvariant(operand, body); });
 }
 
+/// Whether `op` is a cast that keeps every value (a sign extension, an index_cast that does not narrow): a
+/// truncation (index to i32 or narrower) could wrap a position, which the bounds would not see.
+bool keepsValues(Operation *op) {
+  auto bits = [](Type type) { return type.isIndex() ? 64u : type.getIntOrFloatBitWidth(); };
+  return isa<arith::ExtSIOp>(op) ||
+         (isa<arith::IndexCastOp>(op) && bits(op->getResult(0).getType()) >= bits(op->getOperand(0).getType()));
+}
+
+/// The block argument number of a nondecreasing table that `value` reads (through casts that keep every value),
+/// and the index it reads at.
+std::optional<std::pair<unsigned, Value>> tableRead(Value value, Block &body, ArrayRef<unsigned> nondecreasing) {
+  while (Operation *op = value.getDefiningOp()) {
+    if (!keepsValues(op))
+      break;
+    value = op->getOperand(0);
+  }
+  auto extract = value.getDefiningOp<tensor::ExtractOp>();
+  if (!extract || extract.getIndices().size() != 1)
+    return std::nullopt;
+  auto table = dyn_cast<BlockArgument>(extract.getTensor());
+  if (!table || table.getOwner() != &body || !llvm::is_contained(nondecreasing, table.getArgNumber()))
+    return std::nullopt;
+  return std::make_pair(table.getArgNumber(), extract.getIndices()[0]);
+}
+
+/// Whether `value` is the region's block argument number `number` (2: q_idx, 3: kv_idx).
+bool isArgument(Value value, Block &body, unsigned number) {
+  auto argument = dyn_cast<BlockArgument>(value);
+  return argument && argument.getOwner() == &body && argument.getArgNumber() == number;
+}
+
 /// `value` as a linear expression of the region's q_idx (argument 2) and kv_idx (argument 3), if it is one;
 /// `nondecreasing` holds the block argument numbers of the tables that may be read at q_idx.
 std::optional<Linear> linearOf(Value value, Block &body, ArrayRef<unsigned> nondecreasing) {
@@ -105,19 +136,13 @@ std::optional<Linear> linearOf(Value value, Block &body, ArrayRef<unsigned> nond
   if (value.getType().isIndex() && isInvariant(value, body))
     return Linear{0, 0, 0, {{value, 1}}};
   // A nondecreasing table read at q_idx is a row term.
-  if (auto extract = dyn_cast<tensor::ExtractOp>(op)) {
-    auto table = dyn_cast<BlockArgument>(extract.getTensor());
-    auto index = extract.getIndices().size() == 1 ? dyn_cast<BlockArgument>(extract.getIndices()[0]) : nullptr;
-    if (table && index && table.getOwner() == &body && index.getOwner() == &body && index.getArgNumber() == 2 &&
-        llvm::is_contained(nondecreasing, table.getArgNumber()))
-      return Linear{0, 0, 0, {}, {{table.getArgNumber(), 1}}};
+  if (isa<tensor::ExtractOp>(op)) {
+    std::optional<std::pair<unsigned, Value>> read = tableRead(value, body, nondecreasing);
+    if (read && isArgument(read->second, body, 2))
+      return Linear{0, 0, 0, {}, {{read->first, 1}}};
     return std::nullopt;
   }
-  // Casts are read through only where they keep every value: a truncation (index to i32 or narrower) could wrap
-  // a position, which the bounds would not see.
-  auto bits = [](Type type) { return type.isIndex() ? 64u : type.getIntOrFloatBitWidth(); };
-  if (isa<arith::ExtSIOp>(op) ||
-      (isa<arith::IndexCastOp>(op) && bits(op->getResult(0).getType()) >= bits(op->getOperand(0).getType())))
+  if (keepsValues(op))
     return linearOf(op->getOperand(0), body, nondecreasing);
   if (!isa<arith::AddIOp, arith::SubIOp, arith::MulIOp>(op))
     return std::nullopt;
@@ -161,24 +186,6 @@ bool boundsOf(arith::CmpIPredicate pred, Linear e, SmallVectorImpl<Linear> &out)
   }
 }
 
-/// The block argument number of a nondecreasing table that `value` reads (through casts that keep every value),
-/// and the index it reads at.
-std::optional<std::pair<unsigned, Value>> tableRead(Value value, Block &body, ArrayRef<unsigned> nondecreasing) {
-  while (Operation *op = value.getDefiningOp()) {
-    if (!isa<arith::ExtSIOp, arith::IndexCastOp>(op) ||
-        (isa<arith::IndexCastOp>(op) && !op->getResult(0).getType().isIndex()))
-      break;
-    value = op->getOperand(0);
-  }
-  auto extract = value.getDefiningOp<tensor::ExtractOp>();
-  if (!extract || extract.getIndices().size() != 1)
-    return std::nullopt;
-  auto table = dyn_cast<BlockArgument>(extract.getTensor());
-  if (!table || table.getOwner() != &body || !llvm::is_contained(nondecreasing, table.getArgNumber()))
-    return std::nullopt;
-  return std::make_pair(table.getArgNumber(), extract.getIndices()[0]);
-}
-
 /// The equal run `lhs == rhs` states, where one side reads a nondecreasing table at kv_idx and the other the same
 /// table at q_idx + c, and the table holds every key and every shifted query.
 std::optional<EqualRun> equalRunOf(Value lhs, Value rhs, Block &body, ArrayRef<unsigned> nondecreasing,
@@ -187,13 +194,9 @@ std::optional<EqualRun> equalRunOf(Value lhs, Value rhs, Block &body, ArrayRef<u
                                             b = tableRead(rhs, body, nondecreasing);
   if (!a || !b || a->first != b->first || ShapedType::isDynamic(queries) || ShapedType::isDynamic(keys))
     return std::nullopt;
-  auto isKey = [&](Value index) {
-    auto argument = dyn_cast<BlockArgument>(index);
-    return argument && argument.getOwner() == &body && argument.getArgNumber() == 3;
-  };
-  if (isKey(a->second))
+  if (isArgument(a->second, body, 3))
     std::swap(a, b);
-  if (!isKey(b->second))
+  if (!isArgument(b->second, body, 3))
     return std::nullopt;
   std::optional<Linear> query = linearOf(a->second, body, {});
   int64_t entries = cast<RankedTensorType>(body.getArgument(a->first).getType()).getDimSize(0);
@@ -226,7 +229,10 @@ bool collect(Value value, Block &body, ArrayRef<unsigned> nondecreasing, int64_t
   auto compare = dyn_cast_or_null<arith::CmpIOp>(op);
   if (!compare)
     return false;
-  if (!negated && compare.getPredicate() == arith::CmpIPredicate::eq) {
+  arith::CmpIPredicate pred = compare.getPredicate();
+  if (negated)
+    pred = arith::invertPredicate(pred);
+  if (pred == arith::CmpIPredicate::eq) {
     if (std::optional<EqualRun> run =
             equalRunOf(compare.getLhs(), compare.getRhs(), body, nondecreasing, queries, keys)) {
       into.runs.push_back(*run);
@@ -237,9 +243,6 @@ bool collect(Value value, Block &body, ArrayRef<unsigned> nondecreasing, int64_t
                         rhs = linearOf(compare.getRhs(), body, nondecreasing);
   if (!lhs || !rhs)
     return false;
-  arith::CmpIPredicate pred = compare.getPredicate();
-  if (negated)
-    pred = arith::invertPredicate(pred);
   SmallVector<Linear> bounds;
   if (!boundsOf(pred, *lhs - *rhs, bounds))
     return false;
@@ -273,6 +276,11 @@ MaskBounds MaskBounds::analyze(Region &maskMod, ArrayRef<int64_t> nondecreasingT
 
 namespace {
 
+/// Entry `at` of the 1-D integer `table`, as an index.
+Value entryOf(OpBuilder &b, Location loc, Value table, Value at) {
+  return arith::IndexCastOp::create(b, loc, b.getIndexType(), tensor::ExtractOp::create(b, loc, table, at));
+}
+
 /// The first position p in [lo, hi] of the nondecreasing `table` whose entry exceeds `value` (`strictly`) or is
 /// at least `value`, given that every entry before lo falls short and hi is the table's end or an entry that
 /// does not: a 16-way search, each round reading 16 entries at once (independent loads) and keeping the part of
@@ -296,14 +304,10 @@ Value searchTable(OpBuilder &b, Location loc, Value table, Value value, Value lo
                                                 arith::ConstantIndexOp::create(bb, l, kWays));
         Value shortChunks = arith::ConstantIndexOp::create(bb, l, 0);
         for (int64_t way = 1; way <= kWays; ++way) {
-          Value probe = arith::SubIOp::create(
-              bb, l, arith::AddIOp::create(bb, l, low, arith::MulIOp::create(bb, l, step,
-                                                                               arith::ConstantIndexOp::create(bb, l, way))),
-              one);
+          Value offset = arith::MulIOp::create(bb, l, step, arith::ConstantIndexOp::create(bb, l, way));
+          Value probe = arith::SubIOp::create(bb, l, arith::AddIOp::create(bb, l, low, offset), one);
           Value inRange = arith::CmpIOp::create(bb, l, arith::CmpIPredicate::slt, probe, high);
-          Value entry = tensor::ExtractOp::create(bb, l, table,
-                                                  ValueRange{arith::MinSIOp::create(bb, l, probe, lastEntry)});
-          entry = arith::IndexCastOp::create(bb, l, index, entry);
+          Value entry = entryOf(bb, l, table, arith::MinSIOp::create(bb, l, probe, lastEntry));
           Value falls = arith::CmpIOp::create(bb, l, strictly ? arith::CmpIPredicate::sle : arith::CmpIPredicate::slt,
                                               entry, value);
           Value counted = arith::AndIOp::create(bb, l, inRange, falls);
@@ -335,10 +339,8 @@ KeyRange kiln::buildKeyRange(OpBuilder &b, Location loc, const MaskBounds &bound
       value = arith::AddIOp::create(b, loc, value, term);
     }
     for (auto [argument, coefficient] : bound.rowTables) {
-      Value entry = tensor::ExtractOp::create(b, loc, modOperands[argument - 4],
-                                              ValueRange{row == lastRow ? lastTableRow : row});
-      Value term = arith::MulIOp::create(b, loc, arith::IndexCastOp::create(b, loc, b.getIndexType(), entry),
-                                         arith::ConstantIndexOp::create(b, loc, sign * coefficient));
+      Value entry = entryOf(b, loc, modOperands[argument - 4], row == lastRow ? lastTableRow : row);
+      Value term = arith::MulIOp::create(b, loc, entry, arith::ConstantIndexOp::create(b, loc, sign * coefficient));
       value = arith::AddIOp::create(b, loc, value, term);
     }
     return value;
@@ -350,21 +352,19 @@ KeyRange kiln::buildKeyRange(OpBuilder &b, Location loc, const MaskBounds &bound
   };
   KeyRange range;
   for (const EqualRun &run : bounds.runs) {
-    // The two rows' entries; the keys some row sees run from the first row's run to the last row's, and every row
-    // sees the keys of one run where both rows lie in it (else none).
+    // The two rows' entries: the keys some row sees run from the first row's run to the end of the last row's,
+    // and every row sees the keys of one run where both rows lie in it (else none).
     Value table = modOperands[run.argument - 4];
     Value shift = arith::ConstantIndexOp::create(b, loc, run.shift);
-    Value first = arith::AddIOp::create(b, loc, firstRow, shift), last = arith::AddIOp::create(b, loc, lastTableRow, shift);
-    auto entryAt = [&](Value row) {
-      return arith::IndexCastOp::create(b, loc, b.getIndexType(), tensor::ExtractOp::create(b, loc, table, row))
-          .getResult();
-    };
-    Value firstEntry = entryAt(first), lastEntry = entryAt(last);
+    Value first = arith::AddIOp::create(b, loc, firstRow, shift);
+    Value last = arith::AddIOp::create(b, loc, lastTableRow, shift);
+    Value firstEntry = entryOf(b, loc, table, first), lastEntry = entryOf(b, loc, table, last);
     int64_t entries = cast<RankedTensorType>(table.getType()).getDimSize(0);
     Value from = searchTable(b, loc, table, firstEntry, arith::ConstantIndexOp::create(b, loc, 0), first,
                              /*strictly=*/false);
-    Value to = searchTable(b, loc, table, lastEntry, arith::AddIOp::create(b, loc, last, arith::ConstantIndexOp::create(b, loc, 1)),
-                           arith::ConstantIndexOp::create(b, loc, entries), /*strictly=*/true);
+    Value afterLast = arith::AddIOp::create(b, loc, last, arith::ConstantIndexOp::create(b, loc, 1));
+    Value to = searchTable(b, loc, table, lastEntry, afterLast, arith::ConstantIndexOp::create(b, loc, entries),
+                           /*strictly=*/true);
     Value oneRun = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, firstEntry, lastEntry);
     combine(range.from, from, /*greatest=*/true);
     combine(range.to, to, /*greatest=*/false);

@@ -31,11 +31,13 @@ def write_caches_in_place(gm):
     for copy in [n for n in graph.nodes if n.op == "call_function" and n.target is aten.copy_.default]:
         buffer, written = copy.args[0], copy.args[1]
         if (buffer.op != "placeholder" or not isinstance(written, torch.fx.Node) or written.op != "call_function"
-                or written.target not in IN_PLACE or written.args[0] is not buffer or copy.kwargs
+                or written.target not in IN_PLACE or written.args[0] is not buffer or copy.kwargs or copy.users
                 or set(buffer.users) != {written, copy}):
             continue
         if not _same_tensor_shape(buffer, written):
             continue
+        # The in-place op stays even where nothing reads its result (no partition after it reads the cache): FX's
+        # dead-code elimination keeps ops whose schema mutates an argument.
         with graph.inserting_before(written):
             in_place = graph.call_function(IN_PLACE[written.target], written.args, written.kwargs)
         in_place.meta = dict(written.meta)

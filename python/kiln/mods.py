@@ -262,9 +262,9 @@ def promise_nondecreasing(mask_mod, *tables):
     reads, never decreases: a bound ``kv_idx >= t[q_idx]`` or ``kv_idx <= t[q_idx]`` then limits each query tile's
     keys (the key tiles outside are skipped, as for linear bounds; packed sequences and document spans are such
     tables), and so does ``t[q_idx + c] == t[kv_idx]`` where t has an entry for every key (document ids: each
-    query tile searches t for its documents' first and last keys). Tables readable on the host (numpy arrays, CPU tensors) are checked here, a ValueError naming the
-    first decrease; a CUDA tensor or a traced one is taken at its word, and a table that decreases then gives
-    wrong results. Returns ``mask_mod``."""
+    query tile searches t for its documents' first and last keys). Tables readable on the host (numpy arrays, CPU
+    tensors) are checked here, a ValueError naming the first decrease; a CUDA tensor or a traced one is taken at
+    its word, and a table that decreases then gives wrong results. Returns ``mask_mod``."""
     if not isinstance(mask_mod, types.FunctionType):
         raise TypeError(f"promise_nondecreasing takes the mask_mod function first, got {type(mask_mod).__name__}")
     for position, table in enumerate(tables):

@@ -732,6 +732,25 @@ func.func @attention_document_ids(%q: tensor<1x1x100x32xf32>, %docs: tensor<100x
 
 // -----
 
+// The same equality written as a negated `!=` (and on i32 entries): an equal run too.
+// FOLD-LABEL: func.func @attention_document_ids_negated
+// FOLD-COUNT-2: scf.while
+// FOLD: scf.for
+func.func @attention_document_ids_negated(%q: tensor<1x1x100x32xf32>, %docs: tensor<100xi32>) -> tensor<1x1x100x32xf32> {
+  %0 = kiln.attention %q, %q, %q mod_operands(%docs : tensor<100xi32>) mask_mod {
+  ^bb0(%b: index, %h: index, %i: index, %j: index, %d: tensor<100xi32>):
+    %di = tensor.extract %d[%i] : tensor<100xi32>
+    %dj = tensor.extract %d[%j] : tensor<100xi32>
+    %differ = arith.cmpi ne, %dj, %di : i32
+    %true = arith.constant true
+    %same = arith.xori %differ, %true : i1
+    kiln.yield %same : i1
+  } {nondecreasing_tables = array<i64: 0>, kiln.config = #kiln.config<tile = [32, 32], warps = 1, stages = 1, lowering = "host">} : tensor<1x1x100x32xf32>, tensor<1x1x100x32xf32>, tensor<1x1x100x32xf32> -> tensor<1x1x100x32xf32>
+  return %0 : tensor<1x1x100x32xf32>
+}
+
+// -----
+
 // Equal ids bound nothing where the table misses keys: with 120 keys and 100 ids, keys 100 and on read id 0
 // and are seen by every query of document 0, outside its run, so the loops keep their full range and every
 // tile takes the mask.

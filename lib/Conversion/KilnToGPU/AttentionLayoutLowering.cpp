@@ -319,10 +319,10 @@ LogicalResult MmaAttentionLowering::lowerElementwise(Operation *op) {
       FailureOr<Value> value = epilogueValue(generic, r, frags);
       if (failed(value))
         return failure();
-      // A probability (an exp2 of the body's result) of one of the registers chosen to spare the
-      // special-function unit.
+      // A probability (kiln-online-softmax's exp2, of an argument at most 0) of one of the registers chosen to
+      // spare the special-function unit.
       auto exp = value->getDefiningOp<math::Exp2Op>();
-      if (exp && (r % 16 + 1) * fmaExp2 / 16 > (r % 16) * fmaExp2 / 16) {
+      if (exp && generic->hasAttr(kProbabilitiesAttrName) && (r % 16 + 1) * fmaExp2 / 16 > (r % 16) * fmaExp2 / 16) {
         *value = exp2OnFma(b, loc, exp.getOperand());
         exp.erase();
       }
@@ -1047,7 +1047,7 @@ FailureOr<KernelLaunch> kiln::lowerMmaAttentionKernel(OpBuilder &builder, gpu::G
     lowering.descriptors.emplace(builder, loc, gpuKernel.sharedBytes);
     lowering.ringKBytes = 2 * sizeQ, lowering.ringVBytes = 2 * (sizeQ + slots * sizeK);
   }
-  if (auto share = forall->getAttrOfType<IntegerAttr>(kFmaExp2AttrName); share && !element.isF32())
+  if (auto share = forall->getAttrOfType<IntegerAttr>(kFmaExp2AttrName))
     lowering.fmaExp2 = share.getInt();
   Block &entry = gpuKernel.func.getBody().front();
   if (failed(lowering.bindKernel(kernel, forall, entry, kWhat)))

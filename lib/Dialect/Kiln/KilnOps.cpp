@@ -326,6 +326,9 @@ LogicalResult AttentionOp::verify() {
     if (!count || count.getInt() < 0 || count.getInt() > 16)
       return emitOpError() << kFmaExp2AttrName << " must be an integer from 0 to 16 (of every 16 scores), got "
                            << fmaExp2;
+    if (!getQ().getType().getElementType().isBF16() && !getQ().getType().getElementType().isF16())
+      return emitOpError() << kFmaExp2AttrName << " applies to bf16 and f16 attention only (its 1e-4 relative "
+                           << "error is below their rounding), got " << getQ().getType().getElementType();
   }
   const int64_t headsDim = getHeadsDim(), seqDim = getSeqDim();
   StringRef layoutName = isSeqMajor() ? "[batch, seq, heads, head_dim]" : "[batch, heads, seq, head_dim]";
