@@ -207,6 +207,8 @@ GLUE_REFERENCES = {
     "gelu_tanh": lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
     "cast_f32_bf16": lambda x: x,
     "cast_bool_bf16": lambda c: c.float(),
+    "cos_f32": torch.cos,
+    "floor_bf16": torch.floor,
     "add_broadcast": lambda x, y: x + y,
     "broadcast_gqa": lambda x: x.expand(1, 2, 4, 77, 64),
     "slice_half": lambda x: x[:, :, 64:],

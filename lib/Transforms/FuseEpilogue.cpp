@@ -28,12 +28,6 @@ namespace kiln {
 using namespace mlir;
 using namespace mlir::kiln;
 
-/// Elementwise ops an epilogue can absorb (their f32 formula exists and they keep the shape).
-static bool isFusibleElementwise(Operation *op) {
-  return isa<AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp, NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp,
-             AbsOp, TanhOp, ErfOp, SigmoidOp, ReluOp, SiluOp, GeluOp>(op);
-}
-
 /// A float-to-float cast that keeps the shape.
 static bool isFusibleCast(Operation *op) {
   auto cast = dyn_cast<CastOp>(op);
@@ -62,7 +56,7 @@ static void sinkViewsOfResult(RewriterBase &rewriter, Value produced) {
         view.getType().getShape().back() != flatType.getShape().back())
       return;
     Operation *user = *view->getUsers().begin();
-    if (user->getNumResults() != 1 || !(isFusibleElementwise(user) || isFusibleCast(user)) ||
+    if (user->getNumResults() != 1 || !(lowering::hasFloatFormula(user) || isFusibleCast(user)) ||
         cast<RankedTensorType>(user->getResult(0).getType()).getShape() != view.getType().getShape())
       return;
     SmallVector<Value> operands;
@@ -113,7 +107,7 @@ FailureOr<Operation *> kiln::fuseEpilogue(RewriterBase &rewriter, Operation *pro
     if (current != produced)
       sinkViewsOfResult(rewriter, current);
     Operation *user = *current.getUsers().begin();
-    if (user->getNumResults() != 1 || !(isFusibleElementwise(user) || isFusibleCast(user)))
+    if (user->getNumResults() != 1 || !(lowering::hasFloatFormula(user) || isFusibleCast(user)))
       break;
     auto userType = cast<RankedTensorType>(user->getResult(0).getType());
     if (userType.getShape() != resultShape)

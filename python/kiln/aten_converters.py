@@ -359,6 +359,8 @@ CONVERTERS = {
     aten.abs.default: _unary(trace.absolute), aten.tanh.default: _unary(trace.tanh),
     aten.sigmoid.default: _unary(trace.sigmoid), aten.relu.default: _unary(trace.relu),
     aten.silu.default: _unary(trace.silu), aten.erf.default: _unary(trace.erf), aten.gelu.default: _gelu,
+    aten.sin.default: _unary(trace.sin), aten.cos.default: _unary(trace.cos),
+    aten.floor.default: _unary(trace.floor), aten.ceil.default: _unary(trace.ceil),
     aten.pow.Tensor_Scalar: _pow, aten.pow.Tensor_Tensor: _pow,
     aten.maximum.default: lambda n, a: trace.maximum(*_floats_as(n, a["input"], a["other"])),
     aten.minimum.default: lambda n, a: trace.minimum(*_floats_as(n, a["input"], a["other"])),

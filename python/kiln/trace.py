@@ -549,6 +549,22 @@ def erf(x):
     return _unary("erf", x)
 
 
+def sin(x):
+    return _unary("sin", x)
+
+
+def cos(x):
+    return _unary("cos", x)
+
+
+def floor(x):
+    return _unary("floor", x)
+
+
+def ceil(x):
+    return _unary("ceil", x)
+
+
 def reciprocal(x):
     return _unary("reciprocal", x)
 

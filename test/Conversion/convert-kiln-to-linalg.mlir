@@ -66,6 +66,29 @@ func.func @activations(%x: tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>, t
 
 // -----
 
+// sin, cos, floor and ceil (a rotary table computed at run time) are math ops on the f32 value of each element:
+// a bf16 input widened first, the result rounded back.
+// CHECK-LABEL: func.func @trigonometry
+// CHECK: linalg.generic
+// CHECK: %[[WIDE:.*]] = arith.extf %{{.*}} : bf16 to f32
+// CHECK: %[[SIN:.*]] = math.sin %[[WIDE]] : f32
+// CHECK: arith.truncf %[[SIN]] : f32 to bf16
+// CHECK: linalg.generic
+// CHECK: math.cos
+// CHECK: linalg.generic
+// CHECK: math.floor
+// CHECK: linalg.generic
+// CHECK: math.ceil
+func.func @trigonometry(%h: tensor<16xbf16>, %x: tensor<16xf32>) -> (tensor<16xbf16>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) {
+  %0 = kiln.sin %h : tensor<16xbf16>
+  %1 = kiln.cos %x : tensor<16xf32>
+  %2 = kiln.floor %x : tensor<16xf32>
+  %3 = kiln.ceil %x : tensor<16xf32>
+  return %0, %1, %2, %3 : tensor<16xbf16>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>
+}
+
+// -----
+
 // select broadcasts all three operands; a rank-0 operand is read through an empty map.
 // CHECK-DAG: #[[$COND:.+]] = affine_map<(d0, d1, d2) -> (d1, d2)>
 // CHECK-DAG: #[[$ID:.+]] = affine_map<(d0, d1, d2) -> (d0, d1, d2)>

@@ -67,6 +67,11 @@ Value buildReduction(OpBuilder &b, Location loc, ArrayRef<int64_t> shape, ArrayR
 /// rounding, float to int by truncation toward zero, to i1 by "not zero", i1 to a number as 0 or 1.
 Value convertScalar(OpBuilder &b, Location loc, Value value, Type to);
 
+/// Whether `op` is an elementwise op of float operands whose formula buildScalarFormula gives (arithmetic and
+/// activations; select, whose condition is i1, aside): what epilogues, glue kernels and row kernels evaluate per
+/// element.
+bool hasFloatFormula(Operation *op);
+
 /// The f32 scalar formula of a kiln elementwise op (arithmetic, activations, select) applied to `args`, or a
 /// null value for any other op. Shared by the lowering and the epilogue fusion.
 Value buildScalarFormula(OpBuilder &b, Location loc, Operation *op, ValueRange args);

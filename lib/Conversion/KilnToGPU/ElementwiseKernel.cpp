@@ -33,12 +33,6 @@ using namespace mlir;
 using namespace mlir::kiln;
 using namespace mlir::kiln::gpukernel;
 
-/// Whether `op` is an elementwise formula of float operands (lowering::buildScalarFormula's ops, select aside).
-static bool isFloatFormulaOp(Operation *op) {
-  return isa<AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp, NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp,
-             AbsOp, TanhOp, ErfOp, SigmoidOp, ReluOp, SiluOp, GeluOp>(op);
-}
-
 /// Kernel ops this builder handles.
 bool kiln::isElementwiseKernelOp(Operation *op) {
   if (isa<TransposeOp, ReshapeOp, BroadcastOp, SliceOp, CastOp, RopeOp, ConcatOp, GatherOp, MergeSplitsOp,
@@ -48,7 +42,7 @@ bool kiln::isElementwiseKernelOp(Operation *op) {
   // output element.
   if (isa<ReduceOp, SoftmaxOp, LogSumExpOp>(op))
     return !isRowOp(op);
-  return isFloatFormulaOp(op) || isa<SelectOp>(op);
+  return lowering::hasFloatFormula(op) || isa<SelectOp>(op);
 }
 
 /// Row-major linear index of `indices` in `shape`.
@@ -237,7 +231,7 @@ FailureOr<KernelLaunch> kiln::buildAppendKvKernel(OpBuilder &builder, gpu::GPUMo
 /// Whether `op` is a data movement or an elementwise formula that the generic thread computes (one value per
 /// output element from one load per operand).
 static bool isPerElementOp(Operation *op) {
-  return isa<TransposeOp, ReshapeOp, BroadcastOp, SliceOp, CastOp>(op) || isFloatFormulaOp(op);
+  return isa<TransposeOp, ReshapeOp, BroadcastOp, SliceOp, CastOp>(op) || lowering::hasFloatFormula(op);
 }
 
 /// How operand `operand` of a per-element op is read by a run of consecutive output elements within one row.

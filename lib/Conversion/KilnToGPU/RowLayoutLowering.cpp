@@ -344,8 +344,7 @@ LogicalResult RowKernelLowering::lowerOp(Operation *op) {
   }
   if (isa<ConstantOp>(op))
     return success(); // held in registers when an op uses it
-  if (isa<CastOp>(op) || isa<AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp, NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp,
-                              ReciprocalOp, AbsOp, TanhOp, ErfOp, SigmoidOp, ReluOp, SiluOp, GeluOp>(op))
+  if (isa<CastOp>(op) || lowering::hasFloatFormula(op))
     return lowerElementwise(op);
   return op->emitOpError() << "row-layout lowering: no lowering for this op in a row kernel";
 }

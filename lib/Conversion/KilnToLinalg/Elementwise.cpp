@@ -46,6 +46,11 @@ Value gelu(OpBuilder &b, Location loc, Value x, bool tanhForm) {
 
 } // namespace
 
+bool lowering::hasFloatFormula(Operation *op) {
+  return isa<AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp, NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp,
+             AbsOp, TanhOp, ErfOp, SinOp, CosOp, FloorOp, CeilOp, SigmoidOp, ReluOp, SiluOp, GeluOp>(op);
+}
+
 Value lowering::buildScalarFormula(OpBuilder &b, Location loc, Operation *op, ValueRange x) {
   return llvm::TypeSwitch<Operation *, Value>(op)
       .Case([&](AddOp) { return arith::AddFOp::create(b, loc, x[0], x[1]); })
@@ -63,6 +68,10 @@ Value lowering::buildScalarFormula(OpBuilder &b, Location loc, Operation *op, Va
       .Case([&](AbsOp) { return math::AbsFOp::create(b, loc, x[0]); })
       .Case([&](TanhOp) { return math::TanhOp::create(b, loc, x[0]); })
       .Case([&](ErfOp) { return math::ErfOp::create(b, loc, x[0]); })
+      .Case([&](SinOp) { return math::SinOp::create(b, loc, x[0]); })
+      .Case([&](CosOp) { return math::CosOp::create(b, loc, x[0]); })
+      .Case([&](FloorOp) { return math::FloorOp::create(b, loc, x[0]); })
+      .Case([&](CeilOp) { return math::CeilOp::create(b, loc, x[0]); })
       .Case([&](ReciprocalOp) {
         return arith::DivFOp::create(b, loc, floatConstant(b, loc, x[0].getType(), 1.0), x[0]);
       })
@@ -163,8 +172,9 @@ void kiln::populateElementwiseLoweringPatterns(RewritePatternSet &patterns) {
                ElementwiseLowering<PowOp>, ElementwiseLowering<NegOp>, ElementwiseLowering<ExpOp>,
                ElementwiseLowering<LogOp>, ElementwiseLowering<SqrtOp>, ElementwiseLowering<RsqrtOp>,
                ElementwiseLowering<ReciprocalOp>, ElementwiseLowering<AbsOp>, ElementwiseLowering<TanhOp>,
-               ElementwiseLowering<ErfOp>, ElementwiseLowering<SigmoidOp>, ElementwiseLowering<ReluOp>,
-               ElementwiseLowering<SiluOp>, ElementwiseLowering<GeluOp>, ElementwiseLowering<SelectOp>, CastLowering,
+               ElementwiseLowering<ErfOp>, ElementwiseLowering<SinOp>, ElementwiseLowering<CosOp>,
+               ElementwiseLowering<FloorOp>, ElementwiseLowering<CeilOp>, ElementwiseLowering<SigmoidOp>,
+               ElementwiseLowering<ReluOp>, ElementwiseLowering<SiluOp>, ElementwiseLowering<GeluOp>, ElementwiseLowering<SelectOp>, CastLowering,
                ConstantLowering>(
       patterns.getContext());
 }

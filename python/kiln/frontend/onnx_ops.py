@@ -621,10 +621,6 @@ def _fold(fn):
     return op
 
 
-def _fold_float(fn):
-    return _fold(lambda x: np.asarray(fn(x.astype(np.float64)), dtype=x.dtype))
-
-
 OPS = {
     "Add": binary("add", np.add),
     "Sub": binary("sub", np.subtract),
@@ -641,6 +637,10 @@ OPS = {
     "Abs": _unary("abs", np.abs),
     "Tanh": _unary("tanh", np.tanh),
     "Erf": _unary("erf", _erf),
+    "Sin": _unary("sin", np.sin),
+    "Cos": _unary("cos", np.cos),
+    "Floor": _unary("floor", np.floor),
+    "Ceil": _unary("ceil", np.ceil),
     "Sigmoid": _unary("sigmoid", _sigmoid),
     "Relu": _unary("relu", lambda x: np.maximum(x, 0)),
     "Gelu": _gelu,
@@ -683,15 +683,11 @@ OPS = {
     "And": _fold(np.logical_and),
     "Or": _fold(np.logical_or),
     "Mod": _mod,
-    "Cos": _fold_float(np.cos),
-    "Sin": _fold_float(np.sin),
-    "Floor": _fold_float(np.floor),
-    "Ceil": _fold_float(np.ceil),
 }
 
 #: Operators accepted only when every input is a constant (they build masks, tables and shapes).
 FOLD_ONLY = {"Range", "Trilu", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Not", "And", "Or",
-             "Mod", "Cos", "Sin", "Floor", "Ceil", "ConstantOfShape"}
+             "Mod", "ConstantOfShape"}
 
 #: The newest revision (schema ``since_version``) of each default-domain operator its emitter follows; revisions
 #: between opset 13's and these add only types, or changes the emitter reads by opset.

@@ -355,6 +355,14 @@ func.func @unary(%x: tensor<4x8xf32>, %h: tensor<16xbf16>)
   %tanh = kiln.tanh %x : tensor<4x8xf32>
   // CHECK: %[[ERF:.*]] = kiln.erf %[[X]] : tensor<4x8xf32>
   %erf = kiln.erf %x : tensor<4x8xf32>
+  // CHECK: kiln.sin %[[X]] : tensor<4x8xf32>
+  %sin = kiln.sin %x : tensor<4x8xf32>
+  // CHECK: kiln.cos %[[X]] : tensor<4x8xf32>
+  %cos = kiln.cos %x : tensor<4x8xf32>
+  // CHECK: kiln.floor %[[H]] : tensor<16xbf16>
+  %floor = kiln.floor %h : tensor<16xbf16>
+  // CHECK: kiln.ceil %[[H]] : tensor<16xbf16>
+  %ceil = kiln.ceil %h : tensor<16xbf16>
   // CHECK: %[[SIG:.*]] = kiln.sigmoid %[[X]] : tensor<4x8xf32>
   %sig = kiln.sigmoid %x : tensor<4x8xf32>
   // CHECK: %[[RELU:.*]] = kiln.relu %[[X]] : tensor<4x8xf32>

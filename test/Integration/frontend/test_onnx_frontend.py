@@ -144,6 +144,39 @@ def test_many_distinct_scalar_constants(record_error):
           ort_run(model, x).astype(np.float64), seed)
 
 
+def test_rotary_table_computed_at_run_time(record_error):
+    """The rotary cos/sin as Hugging Face's Llama export computes them: int64 position ids (a graph input) cast to
+    float, times the inverse frequencies, the angles concatenated, then Cos and Sin at run time, applied to x by
+    rotate_half. Against onnxruntime."""
+    rng, seed = fresh_rng()
+    seq, dim = 37, 16
+    inv_freq = (1.0 / 10000.0 ** (np.arange(0, dim, 2, dtype=np.float32) / dim)).reshape(1, 1, dim // 2)
+    nodes = [
+        helper.make_node("Cast", ["positions"], ["p"], to=TensorProto.FLOAT),
+        helper.make_node("Unsqueeze", ["p", "last"], ["p3"]),
+        helper.make_node("Mul", ["p3", "inv_freq"], ["freqs"]),
+        helper.make_node("Concat", ["freqs", "freqs"], ["angles"], axis=-1),
+        helper.make_node("Cos", ["angles"], ["cos"]),
+        helper.make_node("Sin", ["angles"], ["sin"]),
+        helper.make_node("Split", ["x", "halves"], ["x1", "x2"], axis=-1),
+        helper.make_node("Neg", ["x2"], ["minus_x2"]),
+        helper.make_node("Concat", ["minus_x2", "x1"], ["rotated"], axis=-1),
+        helper.make_node("Mul", ["x", "cos"], ["a"]),
+        helper.make_node("Mul", ["rotated", "sin"], ["b"]),
+        helper.make_node("Add", ["a", "b"], ["y"]),
+    ]
+    inits = [numpy_helper.from_array(inv_freq, "inv_freq"), numpy_helper.from_array(np.array([-1]), "last"),
+             numpy_helper.from_array(np.array([dim // 2, dim // 2]), "halves")]
+    model = graph_model(nodes, [value("positions", [1, seq], TensorProto.INT64), value("x", [1, seq, dim])],
+                        [value("y", [1, seq, dim])], inits)
+    positions = np.arange(100, 100 + seq, dtype=np.int64)[None]
+    x = rng.standard_normal((1, seq, dim)).astype(np.float32)
+    session = onnxruntime.InferenceSession(model.SerializeToString())
+    expected = session.run(None, {"positions": positions, "x": x})[0].astype(np.float64)
+    check(record_error, "runtime rotary table vs onnxruntime", frontend.from_onnx(model)(positions, x), expected,
+          seed)
+
+
 @pytest.mark.parametrize("axis", [-1, -2, 0, 1, 3])
 def test_flatten_axes(axis):
     model = graph_model([helper.make_node("Flatten", ["x"], ["y"], axis=axis)], [value("x", [2, 3, 4])],
@@ -284,8 +317,9 @@ def test_undefined_input():
 
 
 def test_fold_only_op_on_runtime_input():
-    model = graph_model([helper.make_node("Cos", ["x"], ["y"], name="cos")], [value("x", [2])], [value("y", [2])])
-    with pytest.raises(FrontendError, match="Cos node 'cos': Cos is supported on constants only"):
+    model = graph_model([helper.make_node("Trilu", ["x"], ["y"], name="upper")], [value("x", [2, 2])],
+                        [value("y", [2, 2])])
+    with pytest.raises(FrontendError, match="Trilu node 'upper': Trilu is supported on constants only"):
         frontend.import_onnx(model)
 
 

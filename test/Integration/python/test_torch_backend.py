@@ -156,6 +156,33 @@ def test_gpt_fast_model_decodes_with_its_caches_written_in_place():
     assert aten.index_copy.default not in report.torch_nodes
 
 
+class RuntimeRotary(torch.nn.Module):
+    """RoPE with its cos/sin computed from the positions at run time (Hugging Face's rotary embedding)."""
+
+    def __init__(self, dim):
+        super().__init__()
+        self.register_buffer("inv_freq", 1.0 / 10000.0 ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+
+    def forward(self, x, positions):
+        angles = positions[:, None] * self.inv_freq[None, :]
+        emb = torch.cat([angles, angles], dim=-1)
+        half = x.shape[-1] // 2
+        rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+        return x * emb.cos() + rotated * emb.sin()
+
+
+def test_rotary_table_computed_at_run_time_runs_in_kiln():
+    """aten.cos and aten.sin of run-time angles convert (kiln.cos, kiln.sin): the whole rotation is one partition."""
+    module = RuntimeRotary(16)
+    x, positions = torch.randn(3, 37, 16), torch.arange(37, dtype=torch.float32) + 500.0
+    out = compiled(module)(x, positions)
+    assert relative_error(out, module(x, positions)) < TOLERANCE
+    report = only_report()
+    assert report.torch_nodes == [] and report.fallbacks == [] and len(report.partitions) == 1
+    source = report.partitions[0].source
+    assert "kiln.cos" in source and "kiln.sin" in source
+
+
 class ReadsTheOldCache(torch.nn.Module):
     """A buffer read before its index_copy_ as well as after it: the functional write must stay (an in-place
     write could run before the first read)."""
