@@ -96,7 +96,7 @@ def expressions(op):
 def visit(args):
     import torch
     import kiln
-    from row_kernels import compared_table, record_timings, start_cases, summary_line
+    from row_kernels import compared_table, record_timings, start_cases, summary_line, torch_ms
 
     build, listed, seed, generator = start_cases(args)
     dtypes = {"bf16": torch.bfloat16, "f32": torch.float32}
@@ -126,10 +126,7 @@ def visit(args):
             moved = sum(t.numel() * t.element_size() for t in inputs)
             moved += sum(r.numel() * inputs[0].element_size() for r in reference)
             timings = {variant: time_ms(launch) for variant, launch in launches.items()}
-            timings["torch"] = time_ms(lambda: expression(*inputs))
-            compiled = torch.compile(expression, dynamic=False)
-            compiled(*inputs)
-            timings["inductor"] = time_ms(lambda: compiled(*inputs))
+            timings.update(torch_ms(expression, inputs))
             record_timings(row, timings, moved, "tbs", ("template", "torch", "inductor"))
         rows.append(row)
         print(summary_line(row, 28, "tbs", "5.2f", ("template", "torch", "inductor")), flush=True)

@@ -153,6 +153,15 @@ def time_ms(fn, calls=20, reps=30):
     return statistics.median(samples)
 
 
+def torch_ms(fn, inputs):
+    """The times of ``fn(*inputs)`` in eager torch and under torch.compile (Inductor, compiled first), the baselines
+    a glue or row kernel is timed against."""
+    import torch
+    compiled = torch.compile(fn, dynamic=False)
+    compiled(*inputs)
+    return {"torch": time_ms(lambda: fn(*inputs)), "inductor": time_ms(lambda: compiled(*inputs))}
+
+
 def start_cases(args):
     """What a visit through the installed package starts from: the build folder, its cases (those ``--only``
     names), and a fresh seed (printed) with its CUDA generator."""
@@ -267,12 +276,8 @@ def visit(args):
         if item["name"].startswith("b_") and not args.no_bench:
             moved = sum(t.numel() * t.element_size() for t in inputs)
             moved += torch.Size(item["shape"]).numel() * BYTES[item["dtype"]]
-            fn = eager[item["op"]]
             timings = {variant: time_ms(launch) for variant, launch in launches.items()}
-            timings["torch"] = time_ms(lambda: fn(*inputs))
-            compiled = torch.compile(fn, dynamic=False)
-            compiled(*inputs)
-            timings["inductor"] = time_ms(lambda: compiled(*inputs))
+            timings.update(torch_ms(eager[item["op"]], inputs))
             record_timings(row, timings, moved, "tbs", ("template", "torch", "inductor"))
         rows.append(row)
         print(summary_line(row, 34, "tbs", "5.2f", ("template", "torch", "inductor")), flush=True)

@@ -174,7 +174,7 @@ void kiln::populateElementwiseLoweringPatterns(RewritePatternSet &patterns) {
                ElementwiseLowering<ReciprocalOp>, ElementwiseLowering<AbsOp>, ElementwiseLowering<TanhOp>,
                ElementwiseLowering<ErfOp>, ElementwiseLowering<SinOp>, ElementwiseLowering<CosOp>,
                ElementwiseLowering<FloorOp>, ElementwiseLowering<CeilOp>, ElementwiseLowering<SigmoidOp>,
-               ElementwiseLowering<ReluOp>, ElementwiseLowering<SiluOp>, ElementwiseLowering<GeluOp>, ElementwiseLowering<SelectOp>, CastLowering,
-               ConstantLowering>(
+               ElementwiseLowering<ReluOp>, ElementwiseLowering<SiluOp>, ElementwiseLowering<GeluOp>,
+               ElementwiseLowering<SelectOp>, CastLowering, ConstantLowering>(
       patterns.getContext());
 }
