@@ -21,7 +21,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
+DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32, "i64": torch.int64, "i1": torch.bool}
 LIMITS = {"bf16": 1e-2, "f16": 5e-3, "f32": 1e-4}
 
 
@@ -209,6 +209,13 @@ GLUE_REFERENCES = {
     "cast_bool_bf16": lambda c: c.float(),
     "cos_f32": torch.cos,
     "floor_bf16": torch.floor,
+    "compare_lt_bf16": lambda x, y: x < y,
+    "compare_ne_i64": lambda i, j: i != j,
+    "select_i64": torch.where,
+    "cast_f16_bool": lambda x: x != 0,
+    # The remainders in float64 (exact where the f32 kernel's fmod is): torch's own f32 remainder divides.
+    "remainder_f32": lambda x, y: torch.remainder(x.double(), y.double()),
+    "fmod_bf16": lambda x, y: torch.fmod(x.double(), y.double()),
     "add_broadcast": lambda x, y: x + y,
     "broadcast_gqa": lambda x: x.expand(1, 2, 4, 77, 64),
     "slice_half": lambda x: x[:, :, 64:],
@@ -247,10 +254,15 @@ def run_glue(case, runtime, kernel, entry, generator):
             return torch.rand(*shape, generator=generator, device="cuda") < 0.5
         return torch.randn(*shape, generator=generator, device="cuda").to(DTYPES[dtype])
     inputs = [random(shape, dtype) for shape, dtype in case["inputs"]]
-    out = torch.full(case["shape"], float("nan"), device="cuda", dtype=DTYPES[case["dtype"]])
+    dtype = DTYPES[case["dtype"]]
+    # Filled with what a kernel that skips an element would leave: NaN, or 7 (true) for integers and bools.
+    out = torch.full(case["shape"], float("nan") if dtype.is_floating_point else 7, device="cuda", dtype=dtype)
     runtime.launch(kernel, entry, [*inputs, out])
     torch.cuda.synchronize()
     ref = GLUE_REFERENCES[case["op"]](*[t if t.dtype in (torch.int64, torch.bool) else t.float() for t in inputs])
+    if not dtype.is_floating_point:  # comparisons, integer selects, casts to bool: exact
+        wrong = (out != ref.to(dtype)).sum().item()
+        return dict(name=case["name"], error=float(wrong), ok=wrong == 0)
     error = ((out.float() - ref).abs().max() / ref.abs().max()).item()
     ok = error <= LIMITS[case["dtype"]] and not torch.isnan(out).any().item()
     return dict(name=case["name"], error=error, ok=ok)

@@ -13,10 +13,11 @@ from .compiler import CompileError, Program, compile
 from .config import Config
 from .gpu import GpuProgram, load
 from .jit import JitFunction, jit
-from .mods import where
-from .trace import (Tensor, append_kv, attention, exp, gelu, layer_norm, matmul, paged_attention, relu, reshape,
-                    rms_norm, rope, sigmoid, silu, softmax, tanh, transpose)
+from .trace import (Tensor, append_kv, attention, equal, exp, fmod, gelu, layer_norm, logical_and, logical_not,
+                    logical_or, matmul, not_equal, paged_attention, relu, remainder, reshape, rms_norm, rope, sigmoid,
+                    silu, softmax, tanh, transpose, where)
 
-__all__ = ["CompileError", "Config", "GpuProgram", "JitFunction", "Program", "Tensor", "append_kv", "attention", "autotune",
-           "compile", "exp", "gelu", "jit", "layer_norm", "load", "matmul", "ops", "paged_attention", "relu",
+__all__ = ["CompileError", "Config", "GpuProgram", "JitFunction", "Program", "Tensor", "append_kv", "attention",
+           "autotune", "compile", "equal", "exp", "fmod", "gelu", "jit", "layer_norm", "load", "logical_and",
+           "logical_not", "logical_or", "matmul", "not_equal", "ops", "paged_attention", "relu", "remainder",
            "reshape", "rms_norm", "rope", "sigmoid", "silu", "softmax", "tanh", "transpose", "where"]

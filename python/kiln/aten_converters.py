@@ -333,13 +333,49 @@ def _split(node, a):
     return tuple(parts)
 
 
+def _as_result_type(node, *values):
+    """The operands of a select in the node's result element type: float tensors cast (torch's promotion), numbers
+    as constants of it; an integer or bool tensor of another type stays in torch."""
+    element = _out_element(node)
+    result = []
+    for value in values:
+        if not isinstance(value, trace.Tensor):
+            value = trace.constant(_number(value), element) if element in ("f32", "f16", "bf16") else value
+        elif value.element != element:
+            if element not in ("f32", "f16", "bf16") or value.element not in ("f32", "f16", "bf16"):
+                raise Unsupported(f"a select of {value.element} into {element}")
+            value = trace.cast(value, element)
+        result.append(value)
+    return result
+
+
 def _where(node, a):
-    on_true, on_false = _floats_as(node, _operand(a["input"]), _operand(a["other"]))
-    if not isinstance(on_true, trace.Tensor):
-        on_true = trace.constant(on_true, _out_element(node))
-    if not isinstance(on_false, trace.Tensor):
-        on_false = trace.constant(on_false, _out_element(node))
+    on_true, on_false = _as_result_type(node, _operand(a["input"]), _operand(a["other"]))
     return trace.select(a["condition"], on_true, on_false)
+
+
+def _masked_fill(node, a):
+    fill, x = _as_result_type(node, _operand(a["value"]), a["input"])
+    return trace.select(a["mask"], fill, x)
+
+
+def _comparison(predicate):
+    """aten.lt/le/gt/ge/eq/ne (.Tensor and .Scalar): operands of one element type, or a tensor and a number it
+    holds exactly; mixed types (which torch promotes) stay in torch."""
+    def convert(node, a):
+        x, y = a["input"], _operand(a["other"])
+        if isinstance(x, trace.Tensor) and isinstance(y, trace.Tensor) and x.element != y.element:
+            raise Unsupported(f"a comparison of {x.element} with {y.element}")
+        return trace.compare(predicate, x, y)
+    return convert
+
+
+def _remainder(function):
+    return lambda node, a: function(*_floats_as(node, a["input"], _operand(a["other"])))
+
+
+def _logical(function):
+    return lambda node, a: function(*(a[name] for name in ("input", "other") if name in a))
 
 
 def _getitem(node, a):
@@ -381,6 +417,17 @@ CONVERTERS = {
     aten.contiguous.default: _identity, aten.lift_fresh_copy.default: _identity, aten._to_copy.default: _to_copy,
     aten.cat.default: _cat, aten.slice.Tensor: _slice, aten.select.int: _select, aten.split.Tensor: _split,
     aten.split_with_sizes.default: _split, aten.where.self: _where, operator.getitem: _getitem,
+    aten.masked_fill.Scalar: _masked_fill, aten.masked_fill.Tensor: _masked_fill,
+    aten.lt.Tensor: _comparison("lt"), aten.lt.Scalar: _comparison("lt"),
+    aten.le.Tensor: _comparison("le"), aten.le.Scalar: _comparison("le"),
+    aten.gt.Tensor: _comparison("gt"), aten.gt.Scalar: _comparison("gt"),
+    aten.ge.Tensor: _comparison("ge"), aten.ge.Scalar: _comparison("ge"),
+    aten.eq.Tensor: _comparison("eq"), aten.eq.Scalar: _comparison("eq"),
+    aten.ne.Tensor: _comparison("ne"), aten.ne.Scalar: _comparison("ne"),
+    aten.fmod.Tensor: _remainder(trace.fmod), aten.fmod.Scalar: _remainder(trace.fmod),
+    aten.remainder.Tensor: _remainder(trace.remainder), aten.remainder.Scalar: _remainder(trace.remainder),
+    aten.logical_not.default: _logical(trace.logical_not), aten.logical_and.default: _logical(trace.logical_and),
+    aten.logical_or.default: _logical(trace.logical_or), aten.logical_xor.default: _logical(trace.logical_xor),
     **{target: _attention for target in ATTENTION_RESULTS},
 }
 #: Ops that move or relabel data without computing: a partition of these alone is not worth a Kiln program.

@@ -104,6 +104,28 @@ class Tensor:
     def __neg__(self):
         return _unary("neg", self)
 
+    def __mod__(self, other):
+        return _binary("remainder", self, other)
+
+    def __rmod__(self, other):
+        return _binary("remainder", other, self)
+
+    # Comparisons give bool tensors. == and != stay Python's identity (a Tensor is a dict key): use equal() and
+    # not_equal().
+    def __lt__(self, other):
+        return compare("lt", self, other)
+
+    def __le__(self, other):
+        return compare("le", self, other)
+
+    def __gt__(self, other):
+        return compare("gt", self, other)
+
+    def __ge__(self, other):
+        return compare("ge", self, other)
+
+    __hash__ = object.__hash__
+
     def __matmul__(self, other):
         return matmul(self, other)
 
@@ -131,17 +153,14 @@ def check_floats(op, **tensors):
     return element
 
 
-def _constant(graph, value, element):
-    return graph.emit(f"kiln.constant dense<{float_literal(value)}> : {tensor_type((), element)}", (), element)
-
-
 def _binary(op, lhs, rhs):
     tensor = lhs if isinstance(lhs, Tensor) else rhs
     graph = _graph(op)
+    check_floats(op, **{"lhs" if tensor is lhs else "rhs": tensor})
     if isinstance(lhs, (int, float)):
-        lhs = _constant(graph, lhs, tensor.element)
+        lhs = _scalar(graph, lhs, tensor.element)
     if isinstance(rhs, (int, float)):
-        rhs = _constant(graph, rhs, tensor.element)
+        rhs = _scalar(graph, rhs, tensor.element)
     element = check_floats(op, lhs=lhs, rhs=rhs)
     try:
         shape = np.broadcast_shapes(lhs.shape, rhs.shape)
@@ -149,6 +168,107 @@ def _binary(op, lhs, rhs):
         raise ValueError(f"{op}: shapes {lhs.shape} and {rhs.shape} do not broadcast") from None
     out = tensor_type(shape, element)
     return graph.emit(f"kiln.{op} {lhs.name}, {rhs.name} : {lhs.type}, {rhs.type} -> {out}", shape, element)
+
+
+def _scalar(graph, value, element):
+    """A Python number or bool as a rank-0 constant of ``element``."""
+    if element in _FLOATS:
+        return constant(float(value), element)
+    if element == "i1":
+        literal = "true" if value else "false"
+    else:
+        if not float(value).is_integer():
+            raise TypeError(f"cannot compare or choose the {element} tensor with the non-integer {value!r}")
+        literal = str(int(value))
+    return graph.emit(f"kiln.constant dense<{literal}> : {tensor_type((), element)}", (), element)
+
+
+def _same_element(op, names, values):
+    """The values (Tensors or Python numbers, at least one a Tensor) as Tensors of one element type, any of
+    kiln's (a number takes the tensors' type), and that type."""
+    graph = _graph(op)
+    tensors = [v for v in values if isinstance(v, Tensor)]
+    if not tensors:
+        raise TypeError(f"{op}: needs at least one tensor among {', '.join(names)}")
+    element = tensors[0].element
+    result = []
+    for name, value in zip(names, values):
+        if isinstance(value, (bool, numbers.Number, np.bool_, np.number)):
+            value = _scalar(graph, value, element)
+        elif not isinstance(value, Tensor):
+            raise TypeError(f"{op}: '{name}' must be a tensor or a number, got {type(value).__name__}")
+        elif value.element != element:
+            raise TypeError(f"{op}: '{name}' has dtype {value.dtype} but the other operand has {DTYPES[element]}")
+        result.append(value)
+    return result, element
+
+
+def _broadcast_shape(op, *tensors):
+    try:
+        return np.broadcast_shapes(*(t.shape for t in tensors))
+    except ValueError:
+        shapes = " and ".join(str(t.shape) for t in tensors)
+        raise ValueError(f"{op}: shapes {shapes} do not broadcast") from None
+
+
+#: kiln.compare's predicates.
+PREDICATES = ("lt", "le", "gt", "ge", "eq", "ne")
+
+
+def compare(predicate, lhs, rhs):
+    """``lhs <predicate> rhs`` elementwise as a bool tensor: ``predicate`` one of lt, le, gt, ge, eq, ne; the
+    operands share an element type (float, integer or bool; a Python number takes the tensor's) and broadcast.
+    Floats compare as numpy does: a NaN makes every predicate false but ne."""
+    if predicate not in PREDICATES:
+        raise ValueError(f"compare: unknown predicate {predicate!r} ({', '.join(PREDICATES)})")
+    (lhs, rhs), _ = _same_element("compare", ("lhs", "rhs"), (lhs, rhs))
+    shape = _broadcast_shape("compare", lhs, rhs)
+    return lhs.graph.emit(f"kiln.compare {predicate} {lhs.name}, {rhs.name} : {lhs.type}, {rhs.type} -> "
+                          f"{tensor_type(shape, 'i1')}", shape, "i1")
+
+
+def equal(lhs, rhs):
+    return compare("eq", lhs, rhs)
+
+
+def not_equal(lhs, rhs):
+    return compare("ne", lhs, rhs)
+
+
+def _check_bool(op, **tensors):
+    for name, tensor in tensors.items():
+        if not isinstance(tensor, Tensor) or tensor.element != "i1":
+            raise TypeError(f"{op}: '{name}' must be a bool tensor")
+
+
+def logical_not(x):
+    _check_bool("logical_not", x=x)
+    return compare("eq", x, False)
+
+
+def logical_and(a, b):
+    _check_bool("logical_and", a=a, b=b)
+    return select(a, b, False)
+
+
+def logical_or(a, b):
+    _check_bool("logical_or", a=a, b=b)
+    return select(a, True, b)
+
+
+def logical_xor(a, b):
+    _check_bool("logical_xor", a=a, b=b)
+    return compare("ne", a, b)
+
+
+def fmod(a, b):
+    """The remainder of truncated division, with the sign of ``a`` (C's fmod, torch.fmod)."""
+    return _binary("fmod", a, b)
+
+
+def remainder(a, b):
+    """The remainder of floored division, with the sign of ``b`` (Python's %, torch.remainder)."""
+    return _binary("remainder", a, b)
 
 
 def _unary(op, x, suffix=""):
@@ -589,18 +709,23 @@ def power(a, b):
 
 
 def select(condition, on_true, on_false):
-    """``condition ? on_true : on_false`` elementwise (a bool condition; the three shapes broadcast)."""
+    """``condition ? on_true : on_false`` elementwise: a bool condition, two choices of one element type (a
+    Python number takes the other's; both numbers are not allowed); the three shapes broadcast."""
     graph = _graph("select")
     if not isinstance(condition, Tensor) or condition.element != "i1":
         raise TypeError("select: 'condition' must be a bool tensor")
-    element = check_floats("select", on_true=on_true, on_false=on_false)
-    try:
-        shape = np.broadcast_shapes(condition.shape, on_true.shape, on_false.shape)
-    except ValueError:
-        raise ValueError(f"select: shapes {condition.shape}, {on_true.shape} and {on_false.shape} do not "
-                         f"broadcast") from None
+    (on_true, on_false), element = _same_element("select", ("on_true", "on_false"), (on_true, on_false))
+    shape = _broadcast_shape("select", condition, on_true, on_false)
     return graph.emit(f"kiln.select {condition.name}, {on_true.name}, {on_false.name} : {condition.type}, "
                       f"{on_true.type}, {on_false.type} -> {tensor_type(shape, element)}", shape, element)
+
+
+def where(condition, a, b):
+    """``a`` where ``condition`` holds, else ``b``: ``select`` on tensors, a traced select inside an attention's
+    mods (kiln.mods.where)."""
+    if isinstance(condition, mods.Scalar):
+        return mods.where(condition, a, b)
+    return select(condition, a, b)
 
 
 def cast(x, element):

@@ -12,10 +12,14 @@ module {
 
 // -----
 
+// An integer table moves as it is: the thread reads its index, clamps it and copies its element of that row.
+// CHECK-LABEL: gpu.func @k5_gather
+// CHECK: %[[RAW:.*]] = memref.load {{.*}} : memref<4xi64>
+// CHECK: arith.index_cast %[[RAW]] : i64 to index
+// CHECK: %[[ROW:.*]] = memref.load {{.*}} : memref<512xi64>
+// CHECK: memref.store %[[ROW]], {{.*}} : memref<32xi64>
 module {
   func.func private @k5_gather(%t: tensor<64x8xi64>, %i: tensor<4xi64>, %out: tensor<4x8xi64>) -> tensor<4x8xi64> attributes {kiln.kernel} {
-    // An integer table: the glue kernels move float tensors (and take integer indices) only.
-    // expected-error @+1 {{'kiln.gather' op the GPU glue kernels take float (and i1 condition, i32/i64 index) tensors only}}
     %g = kiln.gather %t[%i] axis 0 : tensor<64x8xi64>, tensor<4xi64> -> tensor<4x8xi64>
     %r = bufferization.materialize_in_destination %g in %out : (tensor<4x8xi64>, tensor<4x8xi64>) -> tensor<4x8xi64>
     return %r : tensor<4x8xi64>
@@ -211,6 +215,42 @@ module {
     %f = kiln.cast %c : tensor<64x64xi1> to tensor<64x64xbf16>
     %r = bufferization.materialize_in_destination %f in %out : (tensor<64x64xbf16>, tensor<64x64xbf16>) -> tensor<64x64xbf16>
     return %r : tensor<64x64xbf16>
+  }
+}
+
+// -----
+
+// A comparison stores a byte per element (an i1), an element a thread even over 16-byte-aligned bf16 rows.
+// CHECK-LABEL: gpu.func @k14_compare
+// CHECK-NOT: vector.load
+// CHECK: %[[X:.*]] = memref.load {{.*}} : memref<4096xbf16>
+// CHECK: %[[WX:.*]] = arith.extf %[[X]] : bf16 to f32
+// CHECK: %[[Y:.*]] = memref.load {{.*}} : memref<64xbf16>
+// CHECK: %[[WY:.*]] = arith.extf %[[Y]] : bf16 to f32
+// CHECK: %[[LT:.*]] = arith.cmpf olt, %[[WX]], %[[WY]] : f32
+// CHECK: memref.store %[[LT]], {{.*}} : memref<4096xi1>
+module {
+  func.func private @k14_compare(%x: tensor<64x64xbf16>, %y: tensor<64xbf16>, %out: tensor<64x64xi1>) -> tensor<64x64xi1> attributes {kiln.kernel} {
+    %c = kiln.compare lt %x, %y : tensor<64x64xbf16>, tensor<64xbf16> -> tensor<64x64xi1>
+    %r = bufferization.materialize_in_destination %c in %out : (tensor<64x64xi1>, tensor<64x64xi1>) -> tensor<64x64xi1>
+    return %r : tensor<64x64xi1>
+  }
+}
+
+// -----
+
+// A select between integers (a Trilu of an i64 tensor) reads and stores them unconverted.
+// CHECK-LABEL: gpu.func @k15_select_i64
+// CHECK: %[[C:.*]] = memref.load {{.*}} : memref<64xi1>
+// CHECK: %[[V:.*]] = memref.load {{.*}} : memref<64xi64>
+// CHECK: %[[Z:.*]] = memref.load {{.*}} : memref<1xi64>
+// CHECK: %[[S:.*]] = arith.select %[[C]], %[[V]], %[[Z]] : i64
+// CHECK: memref.store %[[S]], {{.*}} : memref<64xi64>
+module {
+  func.func private @k15_select_i64(%c: tensor<8x8xi1>, %v: tensor<8x8xi64>, %z: tensor<i64>, %out: tensor<8x8xi64>) -> tensor<8x8xi64> attributes {kiln.kernel} {
+    %s = kiln.select %c, %v, %z : tensor<8x8xi1>, tensor<8x8xi64>, tensor<i64> -> tensor<8x8xi64>
+    %r = bufferization.materialize_in_destination %s in %out : (tensor<8x8xi64>, tensor<8x8xi64>) -> tensor<8x8xi64>
+    return %r : tensor<8x8xi64>
   }
 }
 

@@ -105,6 +105,55 @@ func.func @select(%c: tensor<4x4xi1>, %a: tensor<2x4x4xf32>, %b: tensor<f32>) ->
 
 // -----
 
+// compare: floats widen and compare ordered (ne unordered), integers signed, bools unsigned; the result is i1.
+// A select chooses between integers as between floats.
+// CHECK-LABEL: func.func @compare
+// CHECK: linalg.generic
+// CHECK: %[[WIDE:.*]] = arith.extf %{{.*}} : f16 to f32
+// CHECK: arith.cmpf olt, %[[WIDE]], %{{.*}} : f32
+// CHECK: linalg.yield %{{.*}} : i1
+// CHECK: linalg.generic
+// CHECK: arith.cmpf une
+// CHECK: linalg.generic
+// CHECK: arith.cmpi sge, %{{.*}}, %{{.*}} : i64
+// CHECK: linalg.generic
+// CHECK: arith.cmpi ugt, %{{.*}}, %{{.*}} : i1
+// CHECK: linalg.generic
+// CHECK: arith.select %{{.*}}, %{{.*}}, %{{.*}} : i64
+func.func @compare(%h: tensor<8xf16>, %g: tensor<f16>, %i: tensor<2x8xi64>, %j: tensor<8xi64>, %p: tensor<8xi1>)
+    -> (tensor<8xi1>, tensor<8xi1>, tensor<2x8xi1>, tensor<8xi1>, tensor<2x8xi64>) {
+  %0 = kiln.compare lt %h, %g : tensor<8xf16>, tensor<f16> -> tensor<8xi1>
+  %1 = kiln.compare ne %h, %g : tensor<8xf16>, tensor<f16> -> tensor<8xi1>
+  %2 = kiln.compare ge %i, %j : tensor<2x8xi64>, tensor<8xi64> -> tensor<2x8xi1>
+  %3 = kiln.compare gt %p, %0 : tensor<8xi1>, tensor<8xi1> -> tensor<8xi1>
+  %4 = kiln.select %2, %i, %j : tensor<2x8xi1>, tensor<2x8xi64>, tensor<8xi64> -> tensor<2x8xi64>
+  return %0, %1, %2, %3, %4 : tensor<8xi1>, tensor<8xi1>, tensor<2x8xi1>, tensor<8xi1>, tensor<2x8xi64>
+}
+
+// -----
+
+// fmod is the truncated remainder (arith.remf); remainder moves a nonzero one into the divisor's sign.
+// CHECK-LABEL: func.func @remainders
+// CHECK: linalg.generic
+// CHECK: arith.remf
+// CHECK: linalg.generic
+// CHECK: ^bb0(%[[X:[a-zA-Z0-9_]+]]: f32, %[[Y:[a-zA-Z0-9_]+]]: f32, %{{.*}}: f32):
+// CHECK: %[[R:.*]] = arith.remf %[[X]], %[[Y]] : f32
+// CHECK-DAG: %[[RNEG:.*]] = arith.cmpf olt, %[[R]], %{{.*}} : f32
+// CHECK-DAG: %[[YNEG:.*]] = arith.cmpf olt, %[[Y]], %{{.*}} : f32
+// CHECK-DAG: %[[NONZERO:.*]] = arith.cmpf one, %[[R]], %{{.*}} : f32
+// CHECK: %[[SIGNS:.*]] = arith.xori %[[RNEG]], %[[YNEG]] : i1
+// CHECK: %[[MOVE:.*]] = arith.andi %[[NONZERO]], %[[SIGNS]] : i1
+// CHECK: %[[SUM:.*]] = arith.addf %[[R]], %[[Y]] : f32
+// CHECK: arith.select %[[MOVE]], %[[SUM]], %[[R]] : f32
+func.func @remainders(%x: tensor<16xf32>, %y: tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>) {
+  %0 = kiln.fmod %x, %y : tensor<16xf32>, tensor<16xf32> -> tensor<16xf32>
+  %1 = kiln.remainder %x, %y : tensor<16xf32>, tensor<16xf32> -> tensor<16xf32>
+  return %0, %1 : tensor<16xf32>, tensor<16xf32>
+}
+
+// -----
+
 // cast converts straight from the source type: float narrowing rounds, int -> float is signed, float -> i1
 // compares with zero.
 // CHECK-LABEL: func.func @cast

@@ -28,6 +28,19 @@ def Kiln_GeluApproximation : I32EnumAttr<"GeluApproximation", "GELU formula", [
   let cppNamespace = "::mlir::kiln";
 }
 
+// Which comparison kiln.compare makes. Floats compare ordered (NaN makes every one false) except `ne`, which
+// a NaN makes true: numpy's and torch's rules.
+def Kiln_ComparePredicate : I32EnumAttr<"ComparePredicate", "elementwise comparison", [
+    I32EnumAttrCase<"lt", 0>,
+    I32EnumAttrCase<"le", 1>,
+    I32EnumAttrCase<"gt", 2>,
+    I32EnumAttrCase<"ge", 3>,
+    I32EnumAttrCase<"eq", 4>,
+    I32EnumAttrCase<"ne", 5>,
+  ]> {
+  let cppNamespace = "::mlir::kiln";
+}
+
 // What a compile is for: the CPU host backend or a GPU architecture. Parsed once where a compile starts (kilnc's
 // --target, the Python API's target, a pass option) and passed down as this enum.
 def Kiln_Target : I32EnumAttr<"Target", "compilation target", [

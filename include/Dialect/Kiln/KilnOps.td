@@ -475,19 +475,40 @@ def Kiln_DivOp : Kiln_BinaryOp<"div", "division"> { let hasFolder = 1; }
 def Kiln_MaxOp : Kiln_BinaryOp<"max", "maximum", [Commutative]>;
 def Kiln_MinOp : Kiln_BinaryOp<"min", "minimum", [Commutative]>;
 def Kiln_PowOp : Kiln_BinaryOp<"pow", "power">;
+def Kiln_FmodOp : Kiln_BinaryOp<"fmod", "remainder of truncated division (the sign of lhs; C's fmod)">;
+def Kiln_RemainderOp : Kiln_BinaryOp<"remainder", "remainder of floored division (the sign of rhs; Python's %)">;
+
+def Kiln_CompareOp : Kiln_Op<"compare", [Pure]> {
+  let summary = "elementwise comparison with numpy broadcasting, to a bool tensor";
+  let description = [{
+    `result = lhs <predicate> rhs` elementwise. The operands share an element type (a float, an integer or i1);
+    their shapes broadcast as in numpy. Floats compare ordered: a NaN makes every predicate false but `ne`.
+
+    ```mlir
+    %keep = kiln.compare ne %mask, %zero : tensor<2x77xi64>, tensor<i64> -> tensor<2x77xi1>
+    ```
+  }];
+  let arguments = (ins Kiln_ComparePredicate:$predicate, Kiln_AnyTensor:$lhs, Kiln_AnyTensor:$rhs);
+  let results = (outs Kiln_BoolTensor:$result);
+  let assemblyFormat = [{
+    $predicate $lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
 
 def Kiln_SelectOp : Kiln_Op<"select", [Pure]> {
   let summary = "elementwise choice between two tensors (ONNX Where) with numpy broadcasting";
   let description = [{
-    `result = condition ? on_true : on_false`, elementwise; the three shapes broadcast together.
+    `result = condition ? on_true : on_false`, elementwise; the three shapes broadcast together. The two
+    choices share the result's element type: a float, or an integer or i1 (a choice moves no arithmetic).
 
     ```mlir
     %s = kiln.select %causal, %scores, %neg_inf
         : tensor<77x77xi1>, tensor<1x8x77x77xf32>, tensor<f32> -> tensor<1x8x77x77xf32>
     ```
   }];
-  let arguments = (ins Kiln_BoolTensor:$condition, Kiln_FloatTensor:$on_true, Kiln_FloatTensor:$on_false);
-  let results = (outs Kiln_FloatTensor:$result);
+  let arguments = (ins Kiln_BoolTensor:$condition, Kiln_AnyTensor:$on_true, Kiln_AnyTensor:$on_false);
+  let results = (outs Kiln_AnyTensor:$result);
   let assemblyFormat = [{
     $condition `,` $on_true `,` $on_false attr-dict
     `:` type($condition) `,` type($on_true) `,` type($on_false) `->` type($result)

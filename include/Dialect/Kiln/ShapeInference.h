@@ -38,8 +38,10 @@ Type inferBroadcastType(Type lhs, Type rhs);
 RankedTensorType inferMatmulType(RankedTensorType lhs, RankedTensorType rhs, bool transposeLhs,
                                  bool transposeRhs, Type resultElementType);
 
-/// Verifies an elementwise op whose operands broadcast to its single result (add, sub, mul, ...).
-LogicalResult verifyBroadcastingElementwise(Operation *op);
+/// Verifies an elementwise op whose operands broadcast to its single result (add, sub, mul, ...): past the
+/// first `conditions` operands (a select's condition), each has the element type `valueElement` (the result's
+/// when null).
+LogicalResult verifyBroadcastingElementwise(Operation *op, unsigned conditions = 0, Type valueElement = {});
 
 } // namespace kiln
 } // namespace mlir

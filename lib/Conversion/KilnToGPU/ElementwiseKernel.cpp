@@ -12,7 +12,9 @@
 // rows are whole 16-byte runs, each read from its operands contiguously (a slice along the outer dimensions or at
 // aligned columns, a reshape, a transpose that keeps the innermost dimension, a broadcast of outer dimensions) or
 // as one broadcast element, takes a run per thread: one 16-byte load per operand and one store, where element by
-// element GPT-2's q/k/v slices moved 0.66 TB/s.
+// element GPT-2's q/k/v slices moved 0.66 TB/s. Integer and bool tensors are moved, compared, chosen between and
+// cast as they are: the ops' types allow them only where there is no arithmetic (a bool is a byte in memory, so
+// an op that reads or writes one takes an element a thread).
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,7 +44,7 @@ bool kiln::isElementwiseKernelOp(Operation *op) {
   // output element.
   if (isa<ReduceOp, SoftmaxOp, LogSumExpOp>(op))
     return !isRowOp(op);
-  return lowering::hasFloatFormula(op) || isa<SelectOp>(op);
+  return lowering::hasFloatFormula(op) || isa<SelectOp, CompareOp>(op);
 }
 
 /// Row-major linear index of `indices` in `shape`.
@@ -260,11 +262,11 @@ static RunRead runRead(Operation *op, RankedTensorType operand, RankedTensorType
 
 /// The elements a thread of a per-element op's kernel computes: 16 bytes of the widest element type among its
 /// operands and result, where every row of the output is a whole number of such runs and each operand is read by
-/// them contiguously or as one broadcast element; else 1. An i1 operand (a byte per element in memory, which a
-/// vector of i1 would read as packed bits) takes one element a thread.
+/// them contiguously or as one broadcast element; else 1. An i1 operand or result (a byte per element in memory,
+/// which a vector of i1 would read as packed bits) takes one element a thread.
 static int64_t runLength(Operation *op) {
   auto isBool = [](Type type) { return cast<RankedTensorType>(type).getElementType().isInteger(1); };
-  if (!isPerElementOp(op) || llvm::any_of(op->getOperandTypes(), isBool))
+  if (!isPerElementOp(op) || llvm::any_of(op->getOperandTypes(), isBool) || isBool(op->getResult(0).getType()))
     return 1;
   auto result = cast<RankedTensorType>(op->getResult(0).getType());
   int64_t widest = result.getElementTypeBitWidth();
@@ -284,14 +286,6 @@ FailureOr<KernelLaunch> kiln::buildElementwiseKernel(OpBuilder &builder, gpu::GP
   if (!isElementwiseKernelOp(op))
     return op->emitOpError() << "has no elementwise GPU kernel";
   auto resultType = cast<RankedTensorType>(op->getResult(0).getType());
-  for (auto [index, type] : llvm::enumerate(op->getOperandTypes())) {
-    Type element = cast<RankedTensorType>(type).getElementType();
-    bool gatherIndices = isa<GatherOp>(op) && index == 1 && (element.isInteger(64) || element.isInteger(32));
-    if (!isa<FloatType>(element) && !element.isInteger(1) && !gatherIndices)
-      return op->emitOpError() << "the GPU glue kernels take float (and i1 condition, i32/i64 index) tensors only";
-  }
-  if (!isa<FloatType>(resultType.getElementType()))
-    return op->emitOpError() << "the GPU glue kernels produce float tensors only";
   if (auto rope = dyn_cast<RopeOp>(op))
     return buildRopeKernel(builder, module, rope, name);
 

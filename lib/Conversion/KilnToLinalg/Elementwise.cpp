@@ -1,6 +1,6 @@
 //===- Elementwise.cpp - kiln elementwise ops to linalg --------------------===//
 //
-// Arithmetic, activations, select, cast and constants. Each op becomes one broadcasting linalg.generic whose
+// Arithmetic, activations, comparisons, select, cast and constants. Each op becomes one broadcasting linalg.generic whose
 // body computes in f32 (narrow types are widened on load and rounded once on store), which is also how the GPU
 // kernels compute their epilogues.
 //
@@ -44,10 +44,50 @@ Value gelu(OpBuilder &b, Location loc, Value x, bool tanhForm) {
   return arith::MulFOp::create(b, loc, x, gate);
 }
 
+/// Python's `%` on floats: the truncated remainder moved into the divisor's sign where it has the other one.
+Value flooredRemainder(OpBuilder &b, Location loc, Value x, Value y) {
+  Value r = arith::RemFOp::create(b, loc, x, y);
+  Value zero = floatConstant(b, loc, x.getType(), 0.0);
+  Value rNegative = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, r, zero);
+  Value yNegative = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, y, zero);
+  Value rNonzero = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::ONE, r, zero);
+  Value differ = arith::AndIOp::create(b, loc, rNonzero, arith::XOrIOp::create(b, loc, rNegative, yNegative));
+  return arith::SelectOp::create(b, loc, differ, arith::AddFOp::create(b, loc, r, y), r);
+}
+
+/// `x <predicate> y` on two scalars of one type: ordered float comparisons (unordered for `ne`), signed integer
+/// ones.
+Value compare(OpBuilder &b, Location loc, ComparePredicate predicate, Value x, Value y) {
+  if (isa<FloatType>(x.getType())) {
+    arith::CmpFPredicate floatPredicate;
+    switch (predicate) {
+    case ComparePredicate::lt: floatPredicate = arith::CmpFPredicate::OLT; break;
+    case ComparePredicate::le: floatPredicate = arith::CmpFPredicate::OLE; break;
+    case ComparePredicate::gt: floatPredicate = arith::CmpFPredicate::OGT; break;
+    case ComparePredicate::ge: floatPredicate = arith::CmpFPredicate::OGE; break;
+    case ComparePredicate::eq: floatPredicate = arith::CmpFPredicate::OEQ; break;
+    case ComparePredicate::ne: floatPredicate = arith::CmpFPredicate::UNE; break;
+    }
+    return arith::CmpFOp::create(b, loc, floatPredicate, x, y);
+  }
+  // i1 compares unsigned (true > false); wider integers signed.
+  bool isBool = x.getType().isInteger(1);
+  arith::CmpIPredicate intPredicate;
+  switch (predicate) {
+  case ComparePredicate::lt: intPredicate = isBool ? arith::CmpIPredicate::ult : arith::CmpIPredicate::slt; break;
+  case ComparePredicate::le: intPredicate = isBool ? arith::CmpIPredicate::ule : arith::CmpIPredicate::sle; break;
+  case ComparePredicate::gt: intPredicate = isBool ? arith::CmpIPredicate::ugt : arith::CmpIPredicate::sgt; break;
+  case ComparePredicate::ge: intPredicate = isBool ? arith::CmpIPredicate::uge : arith::CmpIPredicate::sge; break;
+  case ComparePredicate::eq: intPredicate = arith::CmpIPredicate::eq; break;
+  case ComparePredicate::ne: intPredicate = arith::CmpIPredicate::ne; break;
+  }
+  return arith::CmpIOp::create(b, loc, intPredicate, x, y);
+}
+
 } // namespace
 
 bool lowering::hasFloatFormula(Operation *op) {
-  return isa<AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp, NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp,
+  return isa<AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp, FmodOp, RemainderOp, NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp,
              AbsOp, TanhOp, ErfOp, SinOp, CosOp, FloorOp, CeilOp, SigmoidOp, ReluOp, SiluOp, GeluOp>(op);
 }
 
@@ -60,6 +100,8 @@ Value lowering::buildScalarFormula(OpBuilder &b, Location loc, Operation *op, Va
       .Case([&](MaxOp) { return arith::MaximumFOp::create(b, loc, x[0], x[1]); })
       .Case([&](MinOp) { return arith::MinimumFOp::create(b, loc, x[0], x[1]); })
       .Case([&](PowOp) { return math::PowFOp::create(b, loc, x[0], x[1]); })
+      .Case([&](FmodOp) { return arith::RemFOp::create(b, loc, x[0], x[1]); })
+      .Case([&](RemainderOp) { return flooredRemainder(b, loc, x[0], x[1]); })
       .Case([&](NegOp) { return arith::NegFOp::create(b, loc, x[0]); })
       .Case([&](ExpOp) { return math::ExpOp::create(b, loc, x[0]); })
       .Case([&](LogOp) { return math::LogOp::create(b, loc, x[0]); })
@@ -82,6 +124,7 @@ Value lowering::buildScalarFormula(OpBuilder &b, Location loc, Operation *op, Va
       .Case([&](SiluOp) { return arith::MulFOp::create(b, loc, x[0], sigmoid(b, loc, x[0])); })
       .Case([&](GeluOp gelu) { return ::gelu(b, loc, x[0], gelu.getApproximate() == GeluApproximation::tanh); })
       .Case([&](SelectOp) { return arith::SelectOp::create(b, loc, x[0], x[1], x[2]); })
+      .Case([&](CompareOp op) { return compare(b, loc, op.getPredicate(), x[0], x[1]); })
       .Default([](Operation *) { return Value(); });
 }
 
@@ -169,12 +212,13 @@ struct ConstantLowering : OpConversionPattern<ConstantOp> {
 void kiln::populateElementwiseLoweringPatterns(RewritePatternSet &patterns) {
   patterns.add<ElementwiseLowering<AddOp>, ElementwiseLowering<SubOp>, ElementwiseLowering<MulOp>,
                ElementwiseLowering<DivOp>, ElementwiseLowering<MaxOp>, ElementwiseLowering<MinOp>,
-               ElementwiseLowering<PowOp>, ElementwiseLowering<NegOp>, ElementwiseLowering<ExpOp>,
+               ElementwiseLowering<PowOp>, ElementwiseLowering<FmodOp>, ElementwiseLowering<RemainderOp>,
+               ElementwiseLowering<NegOp>, ElementwiseLowering<ExpOp>,
                ElementwiseLowering<LogOp>, ElementwiseLowering<SqrtOp>, ElementwiseLowering<RsqrtOp>,
                ElementwiseLowering<ReciprocalOp>, ElementwiseLowering<AbsOp>, ElementwiseLowering<TanhOp>,
                ElementwiseLowering<ErfOp>, ElementwiseLowering<SinOp>, ElementwiseLowering<CosOp>,
                ElementwiseLowering<FloorOp>, ElementwiseLowering<CeilOp>, ElementwiseLowering<SigmoidOp>,
                ElementwiseLowering<ReluOp>, ElementwiseLowering<SiluOp>, ElementwiseLowering<GeluOp>,
-               ElementwiseLowering<SelectOp>, CastLowering, ConstantLowering>(
+               ElementwiseLowering<SelectOp>, ElementwiseLowering<CompareOp>, CastLowering, ConstantLowering>(
       patterns.getContext());
 }

@@ -572,7 +572,11 @@ LogicalResult RopeOp::verify() {
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-LogicalResult SelectOp::verify() { return verifyBroadcastingElementwise(*this); }
+LogicalResult SelectOp::verify() { return verifyBroadcastingElementwise(*this, /*conditions=*/1); }
+
+LogicalResult CompareOp::verify() {
+  return verifyBroadcastingElementwise(*this, /*conditions=*/0, getLhs().getType().getElementType());
+}
 
 LogicalResult CastOp::verify() {
   if (getInput().getType().getShape() != getType().getShape())

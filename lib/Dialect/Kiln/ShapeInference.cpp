@@ -59,15 +59,19 @@ RankedTensorType kiln::inferMatmulType(RankedTensorType lhs, RankedTensorType rh
   return RankedTensorType::get(shape, resultElementType);
 }
 
-LogicalResult kiln::verifyBroadcastingElementwise(Operation *op) {
+LogicalResult kiln::verifyBroadcastingElementwise(Operation *op, unsigned conditions, Type valueElement) {
   auto resultType = cast<RankedTensorType>(op->getResult(0).getType());
+  if (!valueElement)
+    valueElement = resultType.getElementType();
   SmallVector<int64_t> shape;
   for (auto [index, operand] : llvm::enumerate(op->getOperands())) {
     auto type = cast<RankedTensorType>(operand.getType());
-    // Conditions (i1) are the only operands allowed another element type than the result.
-    if (!type.getElementType().isInteger(1) && type.getElementType() != resultType.getElementType())
+    // The conditions' type (i1) is the op's own constraint.
+    if (index >= conditions && type.getElementType() != valueElement)
       return op->emitOpError() << "operand #" << index << " element type " << type.getElementType()
-                               << " differs from the result element type " << resultType.getElementType();
+                               << " differs from " << (valueElement == resultType.getElementType()
+                                                           ? "the result element type " : "operand #0's, ")
+                               << valueElement;
     auto merged = broadcastShapes(shape, type.getShape());
     if (auto *conflict = std::get_if<BroadcastConflict>(&merged))
       return op->emitOpError() << "operand #" << index << " does not broadcast: size " << conflict->rhsSize

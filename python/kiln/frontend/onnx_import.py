@@ -122,6 +122,19 @@ class _Context:
             raise FrontendError(f"{self.node.describe()}: inputs have different types ({a.element} and {b.element})")
         return a, b
 
+    def same_type(self, a, b, names=("input A", "input B")):
+        """Both operands as tensors of one element type, any of kiln's (float, integer or bool); a constant takes
+        the other operand's type."""
+        if isinstance(a, Const) and not isinstance(a, Weight) and isinstance(b, trace.Tensor):
+            a = Const(a.array.astype(trace.DTYPES[b.element]))
+        if isinstance(b, Const) and not isinstance(b, Weight) and isinstance(a, trace.Tensor):
+            b = Const(b.array.astype(trace.DTYPES[a.element]))
+        a, b = self.tensor(a), self.tensor(b)
+        if a.element != b.element:
+            raise FrontendError(f"{self.node.describe()}: {names[0]} and {names[1]} have different types "
+                                f"({a.element} and {b.element})")
+        return a, b
+
     def tensor_proto_array(self, proto):
         return _to_array(proto)
 
@@ -305,9 +318,6 @@ def import_onnx(source, *, weights="constants", input_shapes=None, name="main"):
         while args and args[-1] is None:
             args.pop()
         args = _resolve_weights(ctx, args)
-        if proto.op_type in onnx_ops.FOLD_ONLY and not all(a is None or isinstance(a, Const) for a in args):
-            raise FrontendError(f"{ctx.node.describe()}: {proto.op_type} is supported on constants only, but an "
-                                f"input depends on a graph input")
         try:
             results = OPS[proto.op_type](ctx, *args)
         except FrontendError:

@@ -3,9 +3,9 @@
 Why one table: the importer's job per node is always the same — constant inputs fold (shape arithmetic, masks,
 rotary tables, weight transposes never reach the program), anything else becomes kiln ops whose types are worked
 out here, so that a shape error names the ONNX node instead of surfacing later as a verifier message on
-anonymous IR. ``OPS`` maps an operator to its emitter; ``FOLD_ONLY`` lists operators accepted only on constants;
-``SCHEMAS`` records the newest revision of each operator an emitter follows (the signature changes between opsets
-13 and the newest: Reduce* axes and Split sizes as inputs, Split's num_outputs, Dropout's training_mode, ...).
+anonymous IR. ``OPS`` maps an operator to its emitter; ``SCHEMAS`` records the newest revision of each operator
+an emitter follows (the signature changes between opsets 13 and the newest: Reduce* axes and Split sizes as
+inputs, Split's num_outputs, Dropout's training_mode, ...).
 """
 
 import math
@@ -109,21 +109,76 @@ def _gelu(ctx, x):
     return _unary("gelu", None, suffix)(ctx, x)
 
 
-def _where(ctx, cond, a, b):
-    if all(isinstance(v, Const) for v in (cond, a, b)):
-        return [Const(np.where(cond.array, a.array, b.array))]
-    a, b = ctx.same_float(a, b)
+def _broadcast(ctx, *values):
+    try:
+        return np.broadcast_shapes(*(_shape(v) for v in values))
+    except ValueError:
+        shapes = ", ".join(str(_shape(v)) for v in values)
+        raise FrontendError(f"{ctx.node.describe()}: shapes {shapes} do not broadcast") from None
+
+
+def _select(ctx, cond, a, b):
+    """``kiln.select`` of two tensors of one type (any of kiln's) under a bool condition."""
     cond = ctx.tensor(cond)
     if cond.element != "i1":
         raise FrontendError(f"{ctx.node.describe()}: the condition must be bool, got {cond.element}")
-    try:
-        shape = np.broadcast_shapes(_shape(cond), _shape(a), _shape(b))
-    except ValueError:
-        raise FrontendError(f"{ctx.node.describe()}: shapes {_shape(cond)}, {_shape(a)} and {_shape(b)} do not "
-                            f"broadcast") from None
+    shape = _broadcast(ctx, cond, a, b)
     out = trace.tensor_type(shape, a.element)
-    return [ctx.emit(f"kiln.select {cond.name}, {a.name}, {b.name} : {cond.type}, {a.type}, {b.type} -> {out}",
-                     shape, a.element)]
+    return ctx.emit(f"kiln.select {cond.name}, {a.name}, {b.name} : {cond.type}, {a.type}, {b.type} -> {out}",
+                    shape, a.element)
+
+
+def _where(ctx, cond, a, b):
+    if all(isinstance(v, Const) for v in (cond, a, b)):
+        return [Const(np.where(cond.array, a.array, b.array))]
+    a, b = ctx.same_type(a, b, ("input X", "input Y"))
+    return [_select(ctx, cond, a, b)]
+
+
+def _compare(predicate, fold):
+    """The emitter of a broadcasting comparison (Equal, Less, ...): ``fold`` on two constants, else
+    ``kiln.compare`` on two operands of one type."""
+    def op(ctx, a, b):
+        if isinstance(a, Const) and isinstance(b, Const):
+            return [Const(fold(a.array, b.array))]
+        a, b = ctx.same_type(a, b)
+        shape = _broadcast(ctx, a, b)
+        return [ctx.emit(f"kiln.compare {predicate} {a.name}, {b.name} : {a.type}, {b.type} -> "
+                         f"{trace.tensor_type(shape, 'i1')}", shape, "i1")]
+    return op
+
+
+def _bools(ctx, *values):
+    tensors = [ctx.tensor(v) for v in values]
+    for index, tensor in enumerate(tensors):
+        if tensor.element != "i1":
+            raise FrontendError(f"{ctx.node.describe()}: input {index} must be bool, got {tensor.element}")
+    return tensors
+
+
+def _bool_constant(ctx, value):
+    return ctx.tensor(Const(np.asarray(value, dtype=bool)))
+
+
+def _not(ctx, x):
+    if isinstance(x, Const):
+        return [Const(np.logical_not(x.array))]
+    (x,) = _bools(ctx, x)
+    return _compare("eq", None)(ctx, x, _bool_constant(ctx, False))
+
+
+def _and(ctx, a, b):
+    if isinstance(a, Const) and isinstance(b, Const):
+        return [Const(np.logical_and(a.array, b.array))]
+    a, b = _bools(ctx, a, b)
+    return [_select(ctx, a, b, _bool_constant(ctx, False))]  # a ? b : false
+
+
+def _or(ctx, a, b):
+    if isinstance(a, Const) and isinstance(b, Const):
+        return [Const(np.logical_or(a.array, b.array))]
+    a, b = _bools(ctx, a, b)
+    return [_select(ctx, a, _bool_constant(ctx, True), b)]  # a ? true : b
 
 
 def _cast(ctx, x):
@@ -141,10 +196,10 @@ def _cast(ctx, x):
         return [Const(x.array.astype(dtype))]
     from .values import ELEMENTS
     element = ELEMENTS.get(dtype)
-    # kiln.cast converts floats and integers as ONNX does; bool differs (ONNX: any nonzero value is true).
-    if element in (None, "i1") or x.element == "i1":
+    # kiln.cast converts as ONNX does: to bool, any nonzero value (NaN too) is true; from bool, 0 or 1.
+    if element is None:
         raise FrontendError(f"{ctx.node.describe()}: a cast of a runtime tensor from {x.element} to {dtype} is not "
-                            f"supported (float32, float16, bfloat16, int32 and int64 only)")
+                            f"supported (float32, float16, bfloat16, int32, int64 and bool only)")
     x = ctx.tensor(x)
     if element == x.element:
         return [x]
@@ -603,22 +658,35 @@ def _range(ctx, start, limit, delta):
 
 
 def _mod(ctx, a, b):
-    remainder = np.fmod if ctx.attr("fmod", 0) else np.mod  # truncated (sign of A) or floored (sign of B)
-    return _fold(remainder)(ctx, a, b)
+    """Mod: truncated (fmod = 1, the sign of A) or floored (the sign of B) remainder; floats only at run time."""
+    truncated = ctx.attr("fmod", 0)
+    fold = np.fmod if truncated else np.mod
+    floats = [v for v in (a, b) if (v.array.dtype.kind in "fV" if isinstance(v, Const) else v.element in _FLOATS)]
+    if floats and not truncated and ctx.opset < 28:
+        raise FrontendError(f"{ctx.node.describe()}: a float Mod needs attribute fmod = 1 before opset 28 (this "
+                            f"model's opset is {ctx.opset})")
+    if isinstance(a, Const) and isinstance(b, Const):
+        return [Const(fold(a.array, b.array))]
+    a, b = ctx.same_type(a, b)
+    if a.element not in _FLOATS:
+        raise FrontendError(f"{ctx.node.describe()}: kiln computes {a.element} on constants only")
+    return binary("fmod" if truncated else "remainder", fold)(ctx, a, b)
 
 
 def _trilu(ctx, x, k=None):
-    x = ctx.const(x, "input")
+    """Trilu: the elements on and above (upper = 1) or on and below the k-th diagonal of the last two
+    dimensions; at run time a select under the constant triangle."""
     offset = int(ctx.const(k, "k").array) if k is not None else 0
-    fn = np.triu if ctx.attr("upper", 1) else np.tril
-    return [Const(fn(x.array, offset))]
-
-
-def _fold(fn):
-    def op(ctx, *values):
-        arrays = [ctx.const(v, f"input {i}").array for i, v in enumerate(values)]
-        return [Const(fn(*arrays))]
-    return op
+    triangle = np.triu if ctx.attr("upper", 1) else np.tril
+    if isinstance(x, Const):
+        return [Const(triangle(x.array, offset))]
+    x = ctx.tensor(x)
+    if len(x.shape) < 2:
+        raise FrontendError(f"{ctx.node.describe()}: the input must have at least 2 dimensions, got shape "
+                            f"{x.shape}")
+    keep = triangle(np.ones(x.shape[-2:], dtype=bool), offset)
+    zero = ctx.tensor(Const(np.zeros((), dtype=trace.DTYPES[x.element])))
+    return [_select(ctx, Const(keep), x, zero)]
 
 
 OPS = {
@@ -674,20 +742,16 @@ OPS = {
     "Dropout": _dropout,
     "Range": _range,
     "Trilu": _trilu,
-    "Equal": _fold(np.equal),
-    "Less": _fold(np.less),
-    "LessOrEqual": _fold(np.less_equal),
-    "Greater": _fold(np.greater),
-    "GreaterOrEqual": _fold(np.greater_equal),
-    "Not": _fold(np.logical_not),
-    "And": _fold(np.logical_and),
-    "Or": _fold(np.logical_or),
+    "Equal": _compare("eq", np.equal),
+    "Less": _compare("lt", np.less),
+    "LessOrEqual": _compare("le", np.less_equal),
+    "Greater": _compare("gt", np.greater),
+    "GreaterOrEqual": _compare("ge", np.greater_equal),
+    "Not": _not,
+    "And": _and,
+    "Or": _or,
     "Mod": _mod,
 }
-
-#: Operators accepted only when every input is a constant (they build masks, tables and shapes).
-FOLD_ONLY = {"Range", "Trilu", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Not", "And", "Or",
-             "Mod", "ConstantOfShape"}
 
 #: The newest revision (schema ``since_version``) of each default-domain operator its emitter follows; revisions
 #: between opset 13's and these add only types, or changes the emitter reads by opset.

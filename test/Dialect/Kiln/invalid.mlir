@@ -940,6 +940,38 @@ func.func @pow_result_rank(%a: tensor<8xf32>, %b: tensor<f32>) -> tensor<1x8xf32
 
 // -----
 
+func.func @select_bool_branch_into_float(%c: tensor<4xi1>, %a: tensor<4xi1>, %b: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'kiln.select' op operand #1 element type 'i1' differs from the result element type 'f32'}}
+  %0 = kiln.select %c, %a, %b : tensor<4xi1>, tensor<4xi1>, tensor<4xf32> -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @compare_element_types(%a: tensor<4xf32>, %b: tensor<4xf16>) -> tensor<4xi1> {
+  // expected-error @+1 {{'kiln.compare' op operand #1 element type 'f16' differs from operand #0's, 'f32'}}
+  %0 = kiln.compare lt %a, %b : tensor<4xf32>, tensor<4xf16> -> tensor<4xi1>
+  return %0 : tensor<4xi1>
+}
+
+// -----
+
+func.func @compare_shapes(%a: tensor<4xi64>, %b: tensor<3xi64>) -> tensor<4xi1> {
+  // expected-error @+1 {{'kiln.compare' op operand #1 does not broadcast: size 3 meets size 4 at broadcast dimension 0}}
+  %0 = kiln.compare eq %a, %b : tensor<4xi64>, tensor<3xi64> -> tensor<4xi1>
+  return %0 : tensor<4xi1>
+}
+
+// -----
+
+func.func @compare_result_shape(%a: tensor<4xi64>, %b: tensor<i64>) -> tensor<1x4xi1> {
+  // expected-error @+1 {{'kiln.compare' op result type 'tensor<1x4xi1>' does not match the broadcast shape 'tensor<4xi1>'}}
+  %0 = kiln.compare eq %a, %b : tensor<4xi64>, tensor<i64> -> tensor<1x4xi1>
+  return %0 : tensor<1x4xi1>
+}
+
+// -----
+
 func.func @select_branch_element_type(%c: tensor<4xi1>, %a: tensor<4xf32>, %b: tensor<4xf16>) -> tensor<4xf32> {
   // expected-error @+1 {{'kiln.select' op operand #2 element type 'f16' differs from the result element type 'f32'}}
   %0 = kiln.select %c, %a, %b : tensor<4xi1>, tensor<4xf32>, tensor<4xf16> -> tensor<4xf32>

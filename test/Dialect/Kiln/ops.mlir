@@ -328,6 +328,27 @@ func.func @select(%c: tensor<77x77xi1>, %s: tensor<1x8x77x77xf32>, %neg: tensor<
   return %0, %1 : tensor<1x8x77x77xf32>, tensor<4xf32>
 }
 
+// Comparisons of floats, integers and bools; a select between integers; both remainders.
+// CHECK-LABEL: func.func @compare_and_remainders
+func.func @compare_and_remainders(%x: tensor<2x77xf32>, %b: tensor<77xf32>, %m: tensor<2x77xi64>, %z: tensor<i64>,
+                                  %p: tensor<2x77xi1>) -> (tensor<2x77xi1>, tensor<2x77xi1>, tensor<2x77xi64>,
+                                                          tensor<2x77xf32>, tensor<2x77xf32>) {
+  // CHECK: kiln.compare ge %{{.*}}, %{{.*}} : tensor<2x77xf32>, tensor<77xf32> -> tensor<2x77xi1>
+  %ge = kiln.compare ge %x, %b : tensor<2x77xf32>, tensor<77xf32> -> tensor<2x77xi1>
+  // CHECK: kiln.compare ne %{{.*}}, %{{.*}} : tensor<2x77xi64>, tensor<i64> -> tensor<2x77xi1>
+  %ne = kiln.compare ne %m, %z : tensor<2x77xi64>, tensor<i64> -> tensor<2x77xi1>
+  // CHECK: kiln.compare eq %{{.*}}, %{{.*}} : tensor<2x77xi1>, tensor<2x77xi1> -> tensor<2x77xi1>
+  %eq = kiln.compare eq %ge, %p : tensor<2x77xi1>, tensor<2x77xi1> -> tensor<2x77xi1>
+  // CHECK: kiln.select %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x77xi1>, tensor<2x77xi64>, tensor<i64> -> tensor<2x77xi64>
+  %sel = kiln.select %ne, %m, %z : tensor<2x77xi1>, tensor<2x77xi64>, tensor<i64> -> tensor<2x77xi64>
+  // CHECK: kiln.fmod %{{.*}}, %{{.*}} : tensor<2x77xf32>, tensor<77xf32> -> tensor<2x77xf32>
+  %fmod = kiln.fmod %x, %b : tensor<2x77xf32>, tensor<77xf32> -> tensor<2x77xf32>
+  // CHECK: kiln.remainder %{{.*}}, %{{.*}} : tensor<2x77xf32>, tensor<77xf32> -> tensor<2x77xf32>
+  %rem = kiln.remainder %x, %b : tensor<2x77xf32>, tensor<77xf32> -> tensor<2x77xf32>
+  return %ge, %eq, %sel, %fmod, %rem : tensor<2x77xi1>, tensor<2x77xi1>, tensor<2x77xi64>, tensor<2x77xf32>,
+                                       tensor<2x77xf32>
+}
+
 //===----------------------------------------------------------------------===//
 // Unary ops and activations
 //===----------------------------------------------------------------------===//

@@ -316,11 +316,63 @@ def test_undefined_input():
         frontend.import_onnx(model)
 
 
-def test_fold_only_op_on_runtime_input():
-    model = graph_model([helper.make_node("Trilu", ["x"], ["y"], name="upper")], [value("x", [2, 2])],
-                        [value("y", [2, 2])])
-    with pytest.raises(FrontendError, match="Trilu node 'upper': Trilu is supported on constants only"):
+@pytest.mark.parametrize("node, message", [
+    (helper.make_node("Trilu", ["x", "k"], ["y"], name="upper"), "Trilu node 'upper': k must be a constant"),
+    (helper.make_node("Mod", ["i", "i"], ["y"], name="mod"), "Mod node 'mod': kiln computes i64 on constants only"),
+    (helper.make_node("Range", ["k", "k", "k"], ["y"], name="range"), "Range node 'range': start must be a constant"),
+    (helper.make_node("And", ["x", "x"], ["y"], name="and"), "And node 'and': input 0 must be bool, got f32"),
+    (helper.make_node("Mod", ["x", "x"], ["y"], name="floor"),
+     "Mod node 'floor': a float Mod needs attribute fmod = 1 before opset 28 \\(this model's opset is 18\\)"),
+])
+def test_run_time_values_it_cannot_take(node, message):
+    model = graph_model([node], [value("x", [2, 2]), value("i", [2, 2], TensorProto.INT64),
+                                 value("k", [], TensorProto.INT64)], [value("y", None)])
+    with pytest.raises(FrontendError, match=message):
         frontend.import_onnx(model)
+
+
+def test_padding_mask_built_at_run_time(record_error):
+    """A Hugging Face style mask computed in the graph from a run-time attention_mask (1 keep, 0 padding): Equal
+    to 0, Or with the future (a Trilu of the scores turned bool), Not and And, Where to -inf before the softmax;
+    beside it a Mod of the scores and a Greater of the mask. Every row keeps its first key. Against
+    onnxruntime."""
+    rng, seed = fresh_rng()
+    batch, seq = 3, 29
+    nodes = [
+        helper.make_node("Equal", ["attention_mask", "zero"], ["padded"]),            # [B, S] bool
+        helper.make_node("Unsqueeze", ["padded", "axis1"], ["padded3"]),              # [B, 1, S]
+        helper.make_node("Trilu", ["scores", "one"], ["future_scores"], upper=1),     # float, run time
+        helper.make_node("Cast", ["future_scores"], ["future_any"], to=TensorProto.BOOL),
+        helper.make_node("Or", ["future_any", "padded3"], ["hidden"]),
+        helper.make_node("Not", ["hidden"], ["shown"]),
+        helper.make_node("Not", ["padded3"], ["kept"]),
+        helper.make_node("And", ["shown", "kept"], ["visible"]),
+        helper.make_node("Where", ["visible", "scores", "minus_inf"], ["masked"]),
+        helper.make_node("Softmax", ["masked"], ["probs"], axis=-1),
+        helper.make_node("Mod", ["scores", "three"], ["remainder"], fmod=1),
+        helper.make_node("Greater", ["attention_mask", "zero"], ["kept_ids"]),
+        helper.make_node("Cast", ["kept_ids"], ["kept_float"], to=TensorProto.FLOAT),
+    ]
+    inits = [numpy_helper.from_array(np.array(0, np.int64), "zero"),
+             numpy_helper.from_array(np.array([1], np.int64), "axis1"),
+             numpy_helper.from_array(np.array(1, np.int64), "one"),
+             numpy_helper.from_array(np.array(-np.inf, np.float32), "minus_inf"),
+             numpy_helper.from_array(np.array(3.0, np.float32), "three")]
+    model = graph_model(nodes, [value("attention_mask", [batch, seq], TensorProto.INT64),
+                                value("scores", [batch, seq, seq])],
+                        [value("probs", [batch, seq, seq]), value("remainder", [batch, seq, seq]),
+                         value("kept_float", [batch, seq])], inits)
+    attention_mask = np.ones((batch, seq), np.int64)
+    attention_mask[1, 3:6] = 0
+    attention_mask[2, -7:] = 0  # right padding
+    scores = (rng.standard_normal((batch, seq, seq)) * 4).astype(np.float32)
+    scores[scores == 0] = 1.0  # Trilu-then-bool reads a zero as "not in the future"
+    session = onnxruntime.InferenceSession(model.SerializeToString())
+    expected = session.run(None, {"attention_mask": attention_mask, "scores": scores})
+    probs, remainder, kept = frontend.from_onnx(model)(attention_mask, scores)
+    check(record_error, "run-time padding mask vs onnxruntime", probs, expected[0].astype(np.float64), seed)
+    np.testing.assert_allclose(remainder, expected[1], rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(kept, expected[2])
 
 
 def test_constant_gather_index_out_of_range():

@@ -113,6 +113,42 @@ def test_masked_array_is_refused_on_every_path():
 
 
 @kiln.jit
+def comparisons(x, y, ids, keep):
+    """Every comparison on floats (NaN included) and integers, the logical ops, an integer select, both
+    remainders, and a padding mask built at run time from the ids."""
+    padded = kiln.equal(ids, 0)
+    scores = kiln.where(padded, -math.inf, x)
+    return (x < y, x <= 0.5, x > y, x >= y, kiln.equal(x, y), kiln.not_equal(x, y), ids > 3,
+            kiln.logical_and(keep, x < y), kiln.logical_or(keep, padded), kiln.logical_not(keep),
+            kiln.where(keep, ids, -1), kiln.fmod(x, y), x % y, scores)
+
+
+def test_comparisons_logic_and_remainders():
+    """Exact against numpy: comparisons are ordered (a NaN is unequal to everything, itself included), the
+    remainders take the dividend's (fmod) or the divisor's (%) sign, the select keeps integers as they are."""
+    rng, seed = fresh_rng()
+    shape = (5, 37)
+    x = (rng.standard_normal(shape) * 4).astype(np.float32)
+    y = (rng.standard_normal(shape[-1:]) * 3).astype(np.float32)
+    x[0, :3] = np.nan
+    x[1, :4] = np.broadcast_to(y[:4], (4,))  # ties
+    x[2, :5] = 3 * y[:5]  # whole multiples: a zero remainder
+    ids = rng.integers(0, 8, shape).astype(np.int64)
+    keep = rng.random(shape) < 0.5
+    padded = ids == 0
+    expected = (x < y, x <= 0.5, x > y, x >= y, x == y, x != y, ids > 3, keep & (x < y), keep | padded, ~keep,
+                np.where(keep, ids, -1), np.fmod(x, y), np.mod(x, y), np.where(padded, -np.inf, x))
+    results = comparisons(x, y, ids, keep)
+    assert len(results) == len(expected)
+    for index, (actual, reference) in enumerate(zip(results, expected)):
+        assert actual.dtype == reference.dtype, (index, actual.dtype, reference.dtype)
+        if reference.dtype.kind == "f":  # the remainders: exact in f32 like numpy's, NaN where x is NaN
+            np.testing.assert_allclose(actual, reference, rtol=1e-6, atol=1e-6, err_msg=f"result {index} seed {seed}")
+        else:
+            np.testing.assert_array_equal(actual, reference, err_msg=f"result {index} seed {seed}")
+
+
+@kiln.jit
 def returns_a_number(x):
     return 3
 
@@ -139,6 +175,14 @@ BAD_CALLS = [
      ValueError, "is not a permutation"),
     ("bad reshape", lambda: kiln.jit(lambda x: kiln.reshape(x, (3, 3)))(np.ones((2, 2), np.float32)),
      ValueError, "cannot become (3, 3)"),
+    ("compare mixed dtypes", lambda: kiln.jit(lambda x, i: x < i)(np.ones(2, np.float32), np.ones(2, np.int64)),
+     TypeError, "compare: 'rhs' has dtype int64 but the other operand has float32"),
+    ("non-integer against integers", lambda: kiln.jit(lambda i: i < 0.5)(np.ones(2, np.int64)),
+     TypeError, "cannot compare or choose the i64 tensor with the non-integer 0.5"),
+    ("logical op on floats", lambda: kiln.jit(lambda x: kiln.logical_not(x))(np.ones(2, np.float32)),
+     TypeError, "logical_not: 'x' must be a bool tensor"),
+    ("remainder of integers", lambda: kiln.jit(lambda i: i % 3)(np.ones(2, np.int64)),
+     TypeError, "'lhs' has dtype int64; expected float32, float16 or bfloat16"),
     ("bad gelu mode", lambda: kiln.jit(lambda x: kiln.gelu(x, "fast"))(np.ones(2, np.float32)),
      ValueError, "approximate must be 'none' or 'tanh'"),
 ]

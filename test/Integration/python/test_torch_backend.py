@@ -183,6 +183,40 @@ def test_rotary_table_computed_at_run_time_runs_in_kiln():
     assert "kiln.cos" in source and "kiln.sin" in source
 
 
+class RuntimePaddingMask(torch.nn.Module):
+    """Attention scores masked by a padding mask computed at run time from an int64 attention_mask, the way
+    Hugging Face builds it (a comparison with 0, or-ed with the future, masked_fill with the dtype's minimum),
+    beside remainders and logical ops on the scores."""
+
+    def forward(self, scores, attention_mask):
+        padded = (attention_mask == 0)[:, None, :]
+        seq = scores.shape[-1]
+        future = torch.ones(seq, seq, dtype=torch.bool).triu(1)
+        hidden = torch.logical_or(padded, future)
+        masked = scores.masked_fill(hidden, torch.finfo(scores.dtype).min)
+        probs = torch.softmax(masked, dim=-1)
+        signs = torch.logical_xor(scores > 0, torch.logical_not(scores <= 1.5))
+        return probs, torch.remainder(scores, 1.5), torch.fmod(scores, -2.0), torch.where(signs, scores, 0.25)
+
+
+def test_padding_mask_computed_at_run_time_runs_in_kiln():
+    """aten.eq/gt/le, logical_or/xor/not, masked_fill, where, remainder and fmod convert: one partition; only
+    the constants (the future triangle, where's 0.25) are made by torch."""
+    module = RuntimePaddingMask()
+    scores = torch.randn(3, 29, 29) * 3
+    attention_mask = torch.ones(3, 29, dtype=torch.int64)
+    attention_mask[1, 4:9] = 0
+    attention_mask[2, -6:] = 0
+    outs = compiled(module)(scores, attention_mask)
+    for out, reference in zip(outs, module(scores, attention_mask)):
+        assert relative_error(out, reference) < TOLERANCE
+    report = only_report()
+    constants = {aten.ones.default, aten.triu.default, aten.scalar_tensor.default}
+    assert set(report.torch_nodes) == constants and report.fallbacks == [] and len(report.partitions) == 1
+    source = report.partitions[0].source
+    assert "kiln.compare eq" in source and "kiln.remainder" in source and "kiln.fmod" in source
+
+
 class ReadsTheOldCache(torch.nn.Module):
     """A buffer read before its index_copy_ as well as after it: the functional write must stay (an in-place
     write could run before the first read)."""
