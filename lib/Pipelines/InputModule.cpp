@@ -36,6 +36,9 @@ void InputModule::parse(std::unique_ptr<llvm::MemoryBuffer> buffer, llvm::raw_os
                                                             : MLIRContext::Threading::ENABLED);
   if (threads)
     context->setThreadPool(*threads);
+  // An error names the op at its source line; the whole op printed under it (MLIR's default) would bury it in
+  // the lowered IR of a kernel (kiln-opt keeps the default for those debugging a pass).
+  context->printOpOnDiagnostic(false);
   sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
   diagnostics = std::make_unique<SourceMgrDiagnosticHandler>(sourceMgr, context.get(), diagnosticStream);
   parsed = parseSourceFile<ModuleOp>(sourceMgr, context.get());
