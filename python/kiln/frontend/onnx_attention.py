@@ -66,7 +66,7 @@ def _attention(ctx, q, k, v, attn_mask=None, past_key=None, past_value=None, non
     causal_flag = causal and mask is None and padding is None and windows == (-1, -1) and \
         offset == kv_len - q_len
     allowed = _allowed(q_len, kv_len, offset, causal and not causal_flag, windows, padding)
-    bias, keep = _guarded_bias(ctx, mask, allowed)
+    bias, keep = _guarded_bias(ctx, _combined_bias(ctx, mask, allowed))
 
     operands = f"{q.name}, {k.name}, {v.name}"
     types = f"{q.type}, {k.type}, {v.type}"
@@ -87,7 +87,53 @@ def _attention(ctx, q, k, v, attn_mask=None, past_key=None, past_value=None, non
     if rank == 3:
         y = transpose_to(ctx, y, [0, 2, 1, 3])
         y = reshape_to(ctx, y, (batch, q_len, q_heads * v.shape[3]))
-    return [y, k, v]
+    if not _wants_scores(ctx):
+        return [y, k, v]
+    # The whole bias (the causal frontier too, which kiln.attention may take as its flag) for the scores output.
+    whole = _combined_bias(ctx, mask, _allowed(q_len, kv_len, offset, causal, windows, padding))
+    return [y, k, v, _scores_output(ctx, q, k, scale, softcap, whole)]
+
+
+def _wants_scores(ctx):
+    return len(ctx.node.proto.output) > 3 and bool(ctx.node.proto.output[3])
+
+
+def _scores_output(ctx, q, k, scale, softcap, bias):
+    """Attention's qk_matmul_output, by qk_matmul_output_mode: the scaled scores ``scale q k^T``, softcapped where
+    softcap is set (modes 0 and 1, as ONNX's reference computes both), plus the bias (2), or their softmax with
+    the rows no key may attend zeroed (3). Kiln ops beside the fused attention, whose kernel never holds the
+    [q_len, kv_len] scores: asking for them costs their matmul and their memory."""
+    mode = ctx.attr("qk_matmul_output_mode", 0)
+    if mode not in (0, 1, 2, 3):
+        raise FrontendError(f"{ctx.node.describe()}: qk_matmul_output_mode {mode} is not one of 0, 1, 2, 3")
+    batch, q_heads, q_len, head_dim = q.shape
+    kv_heads, kv_len = k.shape[1], k.shape[2]
+    if q_heads != kv_heads:  # query head h reads key head h // group
+        group = q_heads // kv_heads
+        k = reshape_to(ctx, k, (batch, kv_heads, 1, kv_len, head_dim))
+        wide = (batch, kv_heads, group, kv_len, head_dim)
+        k = ctx.emit(f"kiln.broadcast {k.name} : {k.type} -> {trace.tensor_type(wide, k.element)}", wide,
+                     k.element)
+        k = reshape_to(ctx, k, (batch, q_heads, kv_len, head_dim))
+    shape = (batch, q_heads, q_len, kv_len)
+    scores = ctx.emit(f"kiln.matmul {q.name}, {k.name} transpose_rhs : {q.type}, {k.type} -> "
+                      f"{trace.tensor_type(shape, 'f32')}", shape, "f32")
+    scale = scale if scale is not None else 1.0 / math.sqrt(head_dim)
+    (scores,) = binary("mul", np.multiply)(ctx, scores, Const(np.float32(scale)))
+    if softcap:
+        (scores,) = binary("div", np.divide)(ctx, scores, Const(np.float32(softcap)))
+        scores = ctx.emit(f"kiln.tanh {scores.name} : {scores.type}", shape, "f32")
+        (scores,) = binary("mul", np.multiply)(ctx, scores, Const(np.float32(softcap)))
+    if mode == 2 and bias is not None:
+        (scores,) = binary("add", np.add)(ctx, scores, bias)
+    elif mode == 3:
+        guarded, keep = _guarded_bias(ctx, bias)
+        if guarded is not None:
+            (scores,) = binary("add", np.add)(ctx, scores, guarded)
+        scores = ctx.emit(f"kiln.softmax {scores.name} axis 3 : {scores.type}", shape, "f32")
+        if keep is not None:
+            (scores,) = binary("mul", np.multiply)(ctx, scores, keep)
+    return _as_element(ctx, scores, q.element)
 
 
 def _softcap_mod(softcap, bias):
@@ -111,10 +157,6 @@ def _check_attention_attributes(ctx):
     if not (math.isfinite(softcap) and softcap >= 0):
         raise FrontendError(f"{ctx.node.describe()}: softcap {softcap} is not supported (0, or a finite positive "
                             f"number)")
-    if len(ctx.node.proto.output) > 3 and ctx.node.proto.output[3]:
-        raise FrontendError(f"{ctx.node.describe()}: the qk_matmul_output output (qk_matmul_output_mode "
-                            f"{ctx.attr('qk_matmul_output_mode', 0)}) is not supported (kiln.attention keeps the "
-                            f"scores inside the kernel)")
     scale = ctx.attr("scale", None)
     if scale is not None and not (math.isfinite(scale) and scale > 0):
         raise FrontendError(f"{ctx.node.describe()}: scale {scale} is not supported (a finite positive number)")
@@ -194,22 +236,29 @@ def _allowed(q_len, kv_len, offset, causal, windows, padding):
     return allowed
 
 
-def _guarded_bias(ctx, mask, allowed):
+def _combined_bias(ctx, mask, allowed):
+    """The additive f32 bias of the mask (or None) and the structure ``allowed`` leaves (0 or -inf; None when all
+    may attend): a constant where both are, or None when nothing is masked."""
+    structure = None if allowed is None else Const(np.where(allowed, 0.0, -np.inf).astype(np.float32))
+    if mask is None or structure is None:
+        return structure if mask is None else mask
+    if isinstance(mask, Const):
+        return Const(mask.array + structure.array)
+    (bias,) = binary("add", np.add)(ctx, mask, structure)
+    return bias
+
+
+def _guarded_bias(ctx, bias):
     """The bias for kiln.attention and the factor (0 or 1 per query row) that zeroes the rows no key may attend,
     as ONNX asks. Such a row is all -inf, which kiln's softmax turns into NaN: its bias is made finite first.
     Returns (None, None) when nothing is masked."""
-    structure = None if allowed is None else np.where(allowed, 0.0, -np.inf).astype(np.float32)
-    if mask is None and structure is None:
+    if bias is None:
         return None, None
-    if not isinstance(mask, trace.Tensor):
-        bias = structure if mask is None else (mask.array if structure is None else mask.array + structure)
-        dead = np.isneginf(bias.max(axis=-1, keepdims=True))
+    if isinstance(bias, Const):
+        dead = np.isneginf(bias.array.max(axis=-1, keepdims=True))
         if not dead.any():
-            return Const(bias), None
-        return Const(np.where(dead, np.float32(0), bias)), Const((~dead).astype(np.float32))
-    bias = mask
-    if structure is not None:
-        (bias,) = binary("add", np.add)(ctx, bias, Const(structure))
+            return bias, None
+        return Const(np.where(dead, np.float32(0), bias.array)), Const((~dead).astype(np.float32))
     # -inf becomes the most negative float: still no weight beside any attended key, and a dead row stays finite.
     (bias,) = binary("max", np.maximum)(ctx, bias, Const(np.float32(-_FLOAT_MAX)))
     # 1 where a key is attended, 0 where its bias was -inf: the sum is 0 or at least float32's step there, 2^104.

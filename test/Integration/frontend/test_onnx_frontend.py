@@ -177,6 +177,47 @@ def test_rotary_table_computed_at_run_time(record_error):
           seed)
 
 
+@pytest.mark.parametrize("mode", [0, 2, 3])
+def test_attention_scores_output(record_error, mode):
+    """Attention's qk_matmul_output beside its fused output: 3-D GQA inputs (6 query heads on 2 key heads), a
+    past cache, the causal frontier, a boolean mask that leaves a query row without any key, and a softcap; each
+    output against onnx's reference evaluator in float64 terms (f32 in, rel 1e-4 of the largest)."""
+    from onnx.reference import ReferenceEvaluator
+    rng, seed = fresh_rng()
+    batch, q_len, past, kv_len, dim = 2, 7, 5, 7, 24
+    mask = rng.random((q_len, past + kv_len)) < 0.8
+    mask[3] = False  # a row no key may attend: zeros in Y and (mode 3) in the scores
+    node = helper.make_node("Attention", ["q", "k", "v", "mask", "past_k", "past_v"],
+                            ["y", "present_k", "present_v", "scores"], is_causal=1, q_num_heads=6, kv_num_heads=2,
+                            softcap=3.0, qk_matmul_output_mode=mode)
+    model = graph_model([node], [value("q", [batch, q_len, 6 * dim]), value("k", [batch, kv_len, 2 * dim]),
+                                 value("v", [batch, kv_len, 2 * dim]),
+                                 value("past_k", [batch, 2, past, dim]), value("past_v", [batch, 2, past, dim])],
+                        [value("y", None), value("present_k", None), value("present_v", None),
+                         value("scores", None)], [numpy_helper.from_array(mask, "mask")], opset=24)
+    inputs = dict(q=rng.standard_normal((batch, q_len, 6 * dim)), k=rng.standard_normal((batch, kv_len, 2 * dim)),
+                  v=rng.standard_normal((batch, kv_len, 2 * dim)), past_k=rng.standard_normal((batch, 2, past, dim)),
+                  past_v=rng.standard_normal((batch, 2, past, dim)))
+    inputs = {name: array.astype(np.float32) for name, array in inputs.items()}
+    expected = ReferenceEvaluator(model).run(None, inputs)
+    results = frontend.from_onnx(model)(**inputs)
+    assert len(results) == 4
+    for name, actual, reference in zip(("y", "present_k", "present_v", "scores"), results, expected):
+        finite = np.isfinite(reference)
+        np.testing.assert_array_equal(np.isfinite(actual), finite, err_msg=name)
+        check(record_error, f"Attention {name} (qk_matmul_output_mode {mode})", np.where(finite, actual, 0),
+              np.where(finite, reference, 0).astype(np.float64), seed)
+
+
+def test_attention_scores_output_mode_out_of_range():
+    node = helper.make_node("Attention", ["q", "k", "v"], ["y", "", "", "scores"], name="attn",
+                            qk_matmul_output_mode=4)
+    model = graph_model([node], [value("q", [1, 2, 3, 8]), value("k", [1, 2, 3, 8]), value("v", [1, 2, 3, 8])],
+                        [value("y", None), value("scores", None)], opset=24)
+    with pytest.raises(FrontendError, match="Attention node 'attn': qk_matmul_output_mode 4 is not one of"):
+        frontend.import_onnx(model)
+
+
 @pytest.mark.parametrize("axis", [-1, -2, 0, 1, 3])
 def test_flatten_axes(axis):
     model = graph_model([helper.make_node("Flatten", ["x"], ["y"], axis=axis)], [value("x", [2, 3, 4])],
