@@ -124,15 +124,22 @@ class Tensor:
     def __ge__(self, other):
         return compare("ge", self, other)
 
-    __hash__ = object.__hash__
+    def __bool__(self):
+        raise TypeError(f"{self!r} has no truth value while tracing (its values exist only when the program runs): "
+                        f"choose elementwise with kiln.where, not if/and/or/max")
 
     def __matmul__(self, other):
         return matmul(self, other)
 
 
+#: The traced ops kiln.ops also runs on arrays.
+_ON_ARRAYS = ("matmul", "attention", "softmax", "rms_norm", "layer_norm", "rope", "paged_attention", "append_kv")
+
+
 def _graph(op):
     if not _GRAPHS:
-        raise RuntimeError(f"kiln.{op} builds IR inside a @kiln.jit function; on numpy arrays use kiln.ops.{op}")
+        elsewhere = f"; on numpy arrays use kiln.ops.{op}" if op in _ON_ARRAYS else ""
+        raise RuntimeError(f"kiln.{op} builds IR inside a @kiln.jit function{elsewhere}")
     return _GRAPHS[-1]
 
 
@@ -170,16 +177,20 @@ def _binary(op, lhs, rhs):
     return graph.emit(f"kiln.{op} {lhs.name}, {rhs.name} : {lhs.type}, {rhs.type} -> {out}", shape, element)
 
 
+#: The values an integer element type holds.
+_INTEGER_RANGES = {"i1": (0, 1), "i32": (-2**31, 2**31 - 1), "i64": (-2**63, 2**63 - 1)}
+
+
 def _scalar(graph, value, element):
-    """A Python number or bool as a rank-0 constant of ``element``."""
+    """A Python number or bool as a rank-0 constant of ``element``; a TypeError when the type cannot hold it
+    exactly (0.5 against integers, 2 against bools: numpy would promote, kiln does not)."""
     if element in _FLOATS:
         return constant(float(value), element)
-    if element == "i1":
-        literal = "true" if value else "false"
-    else:
-        if not float(value).is_integer():
-            raise TypeError(f"cannot compare or choose the {element} tensor with the non-integer {value!r}")
-        literal = str(int(value))
+    low, high = _INTEGER_RANGES[element]
+    if not (float(value).is_integer() and low <= value <= high):
+        raise TypeError(f"the {element} tensor cannot be compared with or choose {value!r}, which its type does not "
+                        f"hold")
+    literal = ("true" if value else "false") if element == "i1" else str(int(value))
     return graph.emit(f"kiln.constant dense<{literal}> : {tensor_type((), element)}", (), element)
 
 

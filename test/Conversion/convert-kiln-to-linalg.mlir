@@ -132,7 +132,8 @@ func.func @compare(%h: tensor<8xf16>, %g: tensor<f16>, %i: tensor<2x8xi64>, %j: 
 
 // -----
 
-// fmod is the truncated remainder (arith.remf); remainder moves a nonzero one into the divisor's sign.
+// fmod is the truncated remainder (arith.remf); remainder moves a nonzero one into the divisor's sign and
+// gives a zero the divisor's sign (numpy, ONNX Mod).
 // CHECK-LABEL: func.func @remainders
 // CHECK: linalg.generic
 // CHECK: arith.remf
@@ -145,7 +146,10 @@ func.func @compare(%h: tensor<8xf16>, %g: tensor<f16>, %i: tensor<2x8xi64>, %j: 
 // CHECK: %[[SIGNS:.*]] = arith.xori %[[RNEG]], %[[YNEG]] : i1
 // CHECK: %[[MOVE:.*]] = arith.andi %[[NONZERO]], %[[SIGNS]] : i1
 // CHECK: %[[SUM:.*]] = arith.addf %[[R]], %[[Y]] : f32
-// CHECK: arith.select %[[MOVE]], %[[SUM]], %[[R]] : f32
+// CHECK: %[[MOVED:.*]] = arith.select %[[MOVE]], %[[SUM]], %[[R]] : f32
+// CHECK: %[[ZERO:.*]] = arith.cmpf oeq, %[[R]], %{{.*}} : f32
+// CHECK: %[[SIGNED:.*]] = math.copysign %{{.*}}, %[[Y]] : f32
+// CHECK: arith.select %[[ZERO]], %[[SIGNED]], %[[MOVED]] : f32
 func.func @remainders(%x: tensor<16xf32>, %y: tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>) {
   %0 = kiln.fmod %x, %y : tensor<16xf32>, tensor<16xf32> -> tensor<16xf32>
   %1 = kiln.remainder %x, %y : tensor<16xf32>, tensor<16xf32> -> tensor<16xf32>

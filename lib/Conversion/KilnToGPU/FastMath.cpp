@@ -6,8 +6,9 @@
 // `afn` (the attention lowering marks its tanh: a softcap, whose scores end as bf16/f16 probabilities) becomes
 // tanh.approx.f32, as FlashAttention's softcap computes it (about 5e-4 absolute error, one MUFU instruction
 // against libdevice's twenty). The module's
-// nvvm-reflect-ftz flag puts every libdevice function the kernels call (exp2, tanh, log, rsqrt) on its
-// flush-to-zero path, as Triton sets it and as nvcc's --use_fast_math (FlashAttention's build) does.
+// nvvm-reflect-ftz flag puts every libdevice function the kernels call (exp2, tanh, log, rsqrt, fmodf) on its
+// flush-to-zero path, as Triton sets it and as nvcc's --use_fast_math (FlashAttention's build) does (so a
+// subnormal dividend of kiln.fmod or kiln.remainder reads as 0 on the GPU, not on the host).
 //
 // exp2OnFma computes 2^x without the special-function unit, for the share of a softmax's exponentials that a
 // kernel moves onto the FMA units.

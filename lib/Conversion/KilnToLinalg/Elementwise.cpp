@@ -44,7 +44,8 @@ Value gelu(OpBuilder &b, Location loc, Value x, bool tanhForm) {
   return arith::MulFOp::create(b, loc, x, gate);
 }
 
-/// Python's `%` on floats: the truncated remainder moved into the divisor's sign where it has the other one.
+/// Python's (and numpy's, ONNX Mod's) `%` on floats: the truncated remainder moved into the divisor's sign where
+/// it has the other one; a zero remainder is a zero of the divisor's sign.
 Value flooredRemainder(OpBuilder &b, Location loc, Value x, Value y) {
   Value r = arith::RemFOp::create(b, loc, x, y);
   Value zero = floatConstant(b, loc, x.getType(), 0.0);
@@ -52,7 +53,9 @@ Value flooredRemainder(OpBuilder &b, Location loc, Value x, Value y) {
   Value yNegative = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, y, zero);
   Value rNonzero = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::ONE, r, zero);
   Value differ = arith::AndIOp::create(b, loc, rNonzero, arith::XOrIOp::create(b, loc, rNegative, yNegative));
-  return arith::SelectOp::create(b, loc, differ, arith::AddFOp::create(b, loc, r, y), r);
+  Value moved = arith::SelectOp::create(b, loc, differ, arith::AddFOp::create(b, loc, r, y), r);
+  Value rZero = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, r, zero);
+  return arith::SelectOp::create(b, loc, rZero, math::CopySignOp::create(b, loc, zero, y), moved);
 }
 
 /// `x <predicate> y` on two scalars of one type: ordered float comparisons (unordered for `ne`), signed integer

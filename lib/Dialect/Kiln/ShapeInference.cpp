@@ -61,7 +61,8 @@ RankedTensorType kiln::inferMatmulType(RankedTensorType lhs, RankedTensorType rh
 
 LogicalResult kiln::verifyBroadcastingElementwise(Operation *op, unsigned conditions, Type valueElement) {
   auto resultType = cast<RankedTensorType>(op->getResult(0).getType());
-  if (!valueElement)
+  bool ofResult = !valueElement;
+  if (ofResult)
     valueElement = resultType.getElementType();
   SmallVector<int64_t> shape;
   for (auto [index, operand] : llvm::enumerate(op->getOperands())) {
@@ -69,8 +70,7 @@ LogicalResult kiln::verifyBroadcastingElementwise(Operation *op, unsigned condit
     // The conditions' type (i1) is the op's own constraint.
     if (index >= conditions && type.getElementType() != valueElement)
       return op->emitOpError() << "operand #" << index << " element type " << type.getElementType()
-                               << " differs from " << (valueElement == resultType.getElementType()
-                                                           ? "the result element type " : "operand #0's, ")
+                               << " differs from " << (ofResult ? "the result element type " : "operand #0's, ")
                                << valueElement;
     auto merged = broadcastShapes(shape, type.getShape());
     if (auto *conflict = std::get_if<BroadcastConflict>(&merged))

@@ -678,12 +678,12 @@ def _trilu(ctx, x, k=None):
     dimensions; at run time a select under the constant triangle."""
     offset = int(ctx.const(k, "k").array) if k is not None else 0
     triangle = np.triu if ctx.attr("upper", 1) else np.tril
+    if len(_shape(x)) < 2:
+        raise FrontendError(f"{ctx.node.describe()}: the input must have at least 2 dimensions, got shape "
+                            f"{_shape(x)}")
     if isinstance(x, Const):
         return [Const(triangle(x.array, offset))]
     x = ctx.tensor(x)
-    if len(x.shape) < 2:
-        raise FrontendError(f"{ctx.node.describe()}: the input must have at least 2 dimensions, got shape "
-                            f"{x.shape}")
     keep = triangle(np.ones(x.shape[-2:], dtype=bool), offset)
     zero = ctx.tensor(Const(np.zeros((), dtype=trace.DTYPES[x.element])))
     return [_select(ctx, Const(keep), x, zero)]

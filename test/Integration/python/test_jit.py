@@ -144,6 +144,9 @@ def test_comparisons_logic_and_remainders():
         assert actual.dtype == reference.dtype, (index, actual.dtype, reference.dtype)
         if reference.dtype.kind == "f":  # the remainders: exact in f32 like numpy's, NaN where x is NaN
             np.testing.assert_allclose(actual, reference, rtol=1e-6, atol=1e-6, err_msg=f"result {index} seed {seed}")
+            zero = reference == 0  # the sign of a zero remainder: the dividend's (fmod), the divisor's (%)
+            np.testing.assert_array_equal(np.signbit(actual[zero]), np.signbit(reference[zero]),
+                                          err_msg=f"result {index} seed {seed}")
         else:
             np.testing.assert_array_equal(actual, reference, err_msg=f"result {index} seed {seed}")
 
@@ -178,7 +181,15 @@ BAD_CALLS = [
     ("compare mixed dtypes", lambda: kiln.jit(lambda x, i: x < i)(np.ones(2, np.float32), np.ones(2, np.int64)),
      TypeError, "compare: 'rhs' has dtype int64 but the other operand has float32"),
     ("non-integer against integers", lambda: kiln.jit(lambda i: i < 0.5)(np.ones(2, np.int64)),
-     TypeError, "cannot compare or choose the i64 tensor with the non-integer 0.5"),
+     TypeError, "the i64 tensor cannot be compared with or choose 0.5"),
+    ("bool against 2", lambda: kiln.jit(lambda b: kiln.equal(b, 2))(np.ones(2, bool)),
+     TypeError, "the i1 tensor cannot be compared with or choose 2"),
+    ("i32 against 2**40", lambda: kiln.jit(lambda i: i < 2**40)(np.ones(2, np.int32)),
+     TypeError, "the i32 tensor cannot be compared with or choose 1099511627776"),
+    ("comparison as a condition", lambda: kiln.jit(lambda x: x * 2.0 if x > 1.0 else x)(np.ones(2, np.float32)),
+     TypeError, "has no truth value while tracing"),
+    ("max of tensors", lambda: kiln.jit(lambda x, y: max(x, y))(np.ones(2, np.float32), np.ones(2, np.float32)),
+     TypeError, "has no truth value while tracing"),
     ("logical op on floats", lambda: kiln.jit(lambda x: kiln.logical_not(x))(np.ones(2, np.float32)),
      TypeError, "logical_not: 'x' must be a bool tensor"),
     ("remainder of integers", lambda: kiln.jit(lambda i: i % 3)(np.ones(2, np.int64)),
