@@ -95,9 +95,11 @@ def KilnFuseRope : Pass<"kiln-fuse-rope"> {
   let summary = "Replace rotate-half rotary embeddings written op by op with kiln.rope";
   let description = [{
     Matches `x * cos + concat(-x[..., D/2:], x[..., :D/2]) * sin` (in either order of the sum and the
-    products) where cos and sin are constant `[1, .., 1, S, D]` tables of x's element type whose two halves are
-    equal, and replaces it with `kiln.rope` on the `[S, D/2]` halves. Tables that are not constants, or whose
-    halves differ, are left alone.
+    products) where cos and sin are `[1, .., 1, S, D]` tables of x's element type, and replaces it with
+    `kiln.rope`: on the `[S, D/2]` halves of constant tables whose two halves are equal, else on the `[S, D]`
+    tables themselves. Also matches the halves spelling `concat(a * cos - b * sin, a * sin + b * cos)` (a and
+    b the halves of x, `[.., D/2]` tables that vary along one dimension of x, the positions: `seq_dim` when it
+    is not the one before the last, as a decode step's per-sequence rows).
 
     ```mlir
     // after
@@ -132,6 +134,27 @@ def KilnFuseEpilogue : Pass<"kiln-fuse-epilogue"> {
     ```
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::math::MathDialect"];
+}
+
+def KilnSplitSlicedMatmuls : Pass<"kiln-split-sliced-matmuls"> {
+  let summary = "Run a fused projection whose output is sliced apart as one GEMM per slice of its weight";
+  let description = [{
+    A matmul of an [N, K] weight read transposed (nn.Linear), maybe plus a bias over its columns, whose output is
+    read only by slices of its last dimension (through reshapes that keep it) becomes one matmul per slice, of
+    the weight's rows [o, o + n) (and the bias's columns): contiguous runs, so views in the run plan. GPT-2's
+    c_attn and gpt-fast's wqkv and w13 then need no slice kernel, and each part's consumer (a SiLU gate, RoPE,
+    the attention) sits next to its own GEMM. Parts whose rows or bias columns do not start on a 16-byte line
+    are left as they were (they would be copied on every call).
+
+    ```mlir
+    // before
+    %qkv = kiln.matmul %x, %w transpose_rhs : tensor<8x768xbf16>, tensor<2304x768xbf16> -> tensor<8x2304xbf16>
+    %q = kiln.slice %qkv offsets [0, 0] strides [1, 1] : tensor<8x2304xbf16> -> tensor<8x768xbf16>
+    // after
+    %wq = kiln.slice %w offsets [0, 0] strides [1, 1] : tensor<2304x768xbf16> -> tensor<768x768xbf16>
+    %q = kiln.matmul %x, %wq transpose_rhs : tensor<8x768xbf16>, tensor<768x768xbf16> -> tensor<8x768xbf16>
+    ```
+  }];
 }
 
 def KilnFoldMatmulBatch : Pass<"kiln-fold-matmul-batch"> {

@@ -88,6 +88,11 @@ FailureOr<Value> fuseActivation(RewriterBase &rewriter, Operation *root);
 /// tables themselves when they broadcast over x's leading dimensions.
 FailureOr<RopeOp> fuseRope(RewriterBase &rewriter, AddOp root);
 
+/// Replaces concat(a * cos - b * sin, a * sin + b * cos) along the last dimension, a and b the halves of x
+/// [.., D], with kiln.rope of x by the [S, D/2] tables, S the one dimension of x the [.., D/2] tables vary along
+/// (the positions; `seq_dim` when it is not the one before the last). Fails, changing nothing, otherwise.
+FailureOr<RopeOp> fuseHalvesRope(RewriterBase &rewriter, ConcatOp root);
+
 /// Moves a transpose that keeps the last dimension in place from a kiln.rope's input (used only there) to its
 /// result: rope(transpose(x)) = transpose(rope(x)), the new rope reading positions from the dimension the
 /// transpose moves into place. Returns the moved transpose.
@@ -101,6 +106,12 @@ FailureOr<AttentionOp> foldHeadTransposes(RewriterBase &rewriter, AttentionOp op
 /// Folds the single-use chain of elementwise consumers (and float casts) of a matmul or an attention into its
 /// epilogue region. Returns the new op; fails, changing nothing, when there is no such consumer.
 FailureOr<Operation *> fuseEpilogue(RewriterBase &rewriter, Operation *producer);
+
+/// Rewrites a matmul of a transposed [N, K] weight whose output (plus a bias over its columns, through reshapes
+/// that keep the columns) is read only by column slices [o, o + n) as one matmul per slice of the weight's rows
+/// [o, o + n) (plus the bias's columns). Fails, changing nothing, on any other reader, on an epilogue or split
+/// matmul, or when a part's weight rows or bias columns do not start on a 16-byte line (they would be copies).
+FailureOr<SmallVector<MatmulOp>> splitSlicedMatmul(RewriterBase &rewriter, MatmulOp op);
 
 /// Rewrites a matmul of a batched lhs [..., M, K] and a 2-D rhs as one [rows, K] x [K, N] matmul between
 /// reshapes (rows = the product of the lhs dims but the last), keeping its epilogue. Fails when an epilogue

@@ -2,7 +2,8 @@
 //
 // Walks a plan function in order. Every SSA value gets an id: a function argument is an input, tensor.empty a
 // fresh buffer, a kernel call's result the destination it was given, a kiln.reshape a view of its operand (same
-// bytes, new shape), a kiln.constant a constant whose bytes go to a file next to the manifest. An input that a
+// bytes, new shape), a contiguous kiln.slice a view of its operand's bytes from an offset, a kiln.constant a
+// constant whose bytes go to a file next to the manifest. An input that a
 // kernel writes in place (the paged caches of an append) is marked updated_in_place: a caller sees it change.
 //
 //===----------------------------------------------------------------------===//
@@ -88,8 +89,11 @@ FailureOr<llvm::json::Array> kiln::describeRunPlans(ModuleOp module, StringRef o
     for (Operation &op : func.getBody().front()) {
       if (auto empty = dyn_cast<tensor::EmptyOp>(op)) {
         define(empty, llvm::json::Object{{"kind", "buffer"}});
-      } else if (auto reshape = dyn_cast<ReshapeOp>(op)) {
-        define(reshape, llvm::json::Object{{"kind", "view"}, {"of", ids.lookup(reshape.getInput())}});
+      } else if (std::optional<int64_t> offset = planViewOffset(&op)) {
+        llvm::json::Object view{{"kind", "view"}, {"of", ids.lookup(op.getOperand(0))}};
+        if (isa<SliceOp>(op)) // a run of the bytes; a reshape views them all
+          view["offset"] = *offset;
+        define(op.getResult(0), std::move(view));
       } else if (auto constant = dyn_cast<ConstantOp>(op)) {
         FailureOr<std::string> file = writeConstant(constant, outputDir, constants++);
         if (failed(file))
@@ -106,7 +110,7 @@ FailureOr<llvm::json::Array> kiln::describeRunPlans(ModuleOp module, StringRef o
           Value destination = call.getOperand(firstDestination + i);
           ids[call.getResult(i)] = ids.lookup(destination);
           // A kernel that updates an argument in place (kiln-update-caches-in-place) changes the caller's data.
-          Value storage = ReshapeOp::viewedStorage(destination);
+          Value storage = viewedStorage(destination);
           if (isa<BlockArgument>(storage))
             values[ids.lookup(storage)].getAsObject()->insert({"updated_in_place", true});
         }
@@ -115,7 +119,7 @@ FailureOr<llvm::json::Array> kiln::describeRunPlans(ModuleOp module, StringRef o
           outputs.push_back(ids.lookup(operand));
       } else {
         return op.emitOpError() << "kilnc: a run plan cannot hold this op (expected buffers, kernel calls, "
-                                   "reshapes and constants)";
+                                   "views and constants)";
       }
     }
     plans.push_back(llvm::json::Object{{"function", func.getSymName().str()},

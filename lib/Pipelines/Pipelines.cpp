@@ -32,6 +32,7 @@ void kiln::buildFusionPipeline(OpPassManager &pm) {
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addPass(createKilnExpandPagedAttention());
+  pm.addPass(createKilnSplitSlicedMatmuls());
   pm.addPass(createKilnFuseNorms());
   pm.addPass(createKilnFuseRope());
   pm.addPass(createCSEPass()); // one copy of the rope tables q and k share

@@ -6,7 +6,10 @@
 // kiln.rope it is one row kernel. Constant tables (after the importer folded their computation) whose halves
 // repeat give the rope its [S, D/2] tables; runtime tables (a model's inputs, as torch.compile graphs pass them),
 // whose halves nothing proves equal, give it the [S, D] tables themselves, a factor per element, which computes
-// the written-out formula exactly.
+// the written-out formula exactly. The halves spelling (gpt-fast's decode layer and others) rotates the two
+// halves of x by [.., D/2] tables and concatenates them, concat(a * cos - b * sin, a * sin + b * cos); its
+// tables are the rope's [S, D/2] tables once the one dimension they vary along (the positions: a decode step's
+// batch rows) is known.
 //
 //===----------------------------------------------------------------------===//
 
@@ -146,11 +149,84 @@ FailureOr<RopeOp> kiln::fuseRope(RewriterBase &rewriter, AddOp root) {
   return rewriter.notifyMatchFailure(root, "not x * cos + rotate_half(x) * sin with [.., S, D] tables");
 }
 
+/// The [S, D/2] table kiln.rope takes for `table`, which broadcasts to x's halves (`xType` [.., D] of rank r,
+/// `table` of rank <= r and last dimension D/2) and varies along at most one dimension before the last: that
+/// dimension (or r - 2 where it varies along none and x has one row there) goes to `positionDim`, which must
+/// agree between the two tables. Null when the table is not of that form.
+static Value halfRowsTable(RewriterBase &rewriter, Location loc, Value table, RankedTensorType xType,
+                           std::optional<int64_t> &positionDim) {
+  auto type = cast<RankedTensorType>(table.getType());
+  int64_t rank = xType.getRank(), half = xType.getShape().back() / 2, lead = rank - type.getRank();
+  if (lead < 0 || type.getShape().back() != half || type.getElementType() != xType.getElementType())
+    return {};
+  std::optional<int64_t> varying;
+  for (int64_t d = 0; d + 1 < type.getRank(); ++d) {
+    if (type.getDimSize(d) == 1)
+      continue;
+    if (varying || type.getDimSize(d) != xType.getDimSize(d + lead))
+      return {};
+    varying = d + lead;
+  }
+  int64_t dim = varying.value_or(rank - 2);
+  if ((!varying && xType.getDimSize(dim) != 1) || (positionDim && *positionDim != dim))
+    return {};
+  positionDim = dim;
+  auto rows = RankedTensorType::get({xType.getDimSize(dim), half}, type.getElementType());
+  return rows == type ? table : ReshapeOp::create(rewriter, loc, rows, table).getResult();
+}
+
+FailureOr<RopeOp> kiln::fuseHalvesRope(RewriterBase &rewriter, ConcatOp root) {
+  auto type = cast<RankedTensorType>(root.getType());
+  int64_t rank = type.getRank(), dim = rank ? type.getShape().back() : 0, half = dim / 2;
+  if (root.getInputs().size() != 2 || rank < 2 || dim % 2 || static_cast<int64_t>(root.getAxis()) != rank - 1)
+    return rewriter.notifyMatchFailure(root, "not a concat of two halves along the last dimension");
+  auto difference = root.getInputs()[0].getDefiningOp<SubOp>();
+  auto sum = root.getInputs()[1].getDefiningOp<AddOp>();
+  if (!difference || !sum)
+    return rewriter.notifyMatchFailure(root, "not concat(. - ., . + .)");
+  Value x, cos, sin, a, b;
+  auto firstHalf = [&](Value v) { return isLastDimSlice(v, x, 0, half); };
+  auto secondHalf = [&](Value v) { return isLastDimSlice(v, x, half, half); };
+  // a * cos - b * sin, then a * sin + b * cos with the same tables (the sum's terms in either order).
+  if (!matchEitherOrder<MulOp>(difference.getLhs(), a, cos, firstHalf) ||
+      !matchEitherOrder<MulOp>(difference.getRhs(), b, sin, secondHalf))
+    return rewriter.notifyMatchFailure(root, "the first half is not a * cos - b * sin");
+  bool matched = false;
+  for (auto [sinTerm, cosTerm] : {std::pair(sum.getLhs(), sum.getRhs()), std::pair(sum.getRhs(), sum.getLhs())}) {
+    Value half0, half1, sinAgain, cosAgain;
+    if (matchEitherOrder<MulOp>(sinTerm, half0, sinAgain, firstHalf) && sinAgain == sin &&
+        matchEitherOrder<MulOp>(cosTerm, half1, cosAgain, secondHalf) && cosAgain == cos)
+      matched = true;
+  }
+  SmallVector<int64_t> halfShape(type.getShape());
+  halfShape.back() = half;
+  auto halfType = RankedTensorType::get(halfShape, type.getElementType());
+  if (!matched || x.getType() != type ||
+      llvm::any_of(ValueRange{difference.getLhs(), difference.getRhs(), sum.getLhs(), sum.getRhs()},
+                   [&](Value term) { return term.getType() != halfType; }))
+    return rewriter.notifyMatchFailure(root, "the second half is not a * sin + b * cos with the same tables");
+  Location loc = root.getLoc();
+  rewriter.setInsertionPoint(root);
+  std::optional<int64_t> positionDim;
+  Value cosRows = halfRowsTable(rewriter, loc, cos, type, positionDim);
+  Value sinRows = cosRows ? halfRowsTable(rewriter, loc, sin, type, positionDim) : Value();
+  if (!sinRows)
+    return rewriter.notifyMatchFailure(root, "the tables vary along more than the positions");
+  IntegerAttr seqDim = *positionDim == rank - 2 ? IntegerAttr() : rewriter.getI64IntegerAttr(*positionDim);
+  auto rope = RopeOp::create(rewriter, loc, type, x, cosRows, sinRows, /*interleaved=*/false, seqDim);
+  replaceAndEraseDead(rewriter, root, rope);
+  return rope;
+}
+
 namespace {
 struct KilnFuseRopePass : kiln::impl::KilnFuseRopeBase<KilnFuseRopePass> {
   void runOnOperation() override {
-    forEachInProgramOrder<AddOp>(getOperation(),
-                                 [](IRRewriter &rewriter, Operation *op) { (void)fuseRope(rewriter, cast<AddOp>(op)); });
+    forEachInProgramOrder<AddOp, ConcatOp>(getOperation(), [](IRRewriter &rewriter, Operation *op) {
+      if (auto add = dyn_cast<AddOp>(op))
+        (void)fuseRope(rewriter, add);
+      else
+        (void)fuseHalvesRope(rewriter, cast<ConcatOp>(op));
+    });
   }
 };
 } // namespace

@@ -5,7 +5,8 @@
 // `kiln.kernel` that writes its result into a destination argument, with the paged-cache views it reads
 // (kiln.gather_pages, which its tiles read page by page); the original function becomes the plan:
 // it allocates one buffer per kernel result (tensor.empty, a buffer after bufferization) and calls the kernels
-// in order. Constants and reshapes (views) stay in the plan. Backends compile each kernel on its own.
+// in order. Constants and views (reshapes, slices of one contiguous run: kiln::isPlanView) stay in the plan.
+// Backends compile each kernel on its own.
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,8 +29,8 @@ namespace kiln {
 using namespace mlir;
 using namespace mlir::kiln;
 
-/// Ops that stay in the host plan: compile-time data and metadata-only views.
-static bool staysInPlan(Operation *op) { return isa<ConstantOp, ReshapeOp>(op); }
+/// Ops that stay in the host plan: compile-time data and views of bytes already there.
+static bool staysInPlan(Operation *op) { return isa<ConstantOp>(op) || isPlanView(op); }
 
 FailureOr<func::FuncOp> kiln::outlineKernel(RewriterBase &rewriter, Operation *op, StringRef name) {
   if (!isa<KilnDialect>(op->getDialect()) || staysInPlan(op) || op->getNumResults() == 0)

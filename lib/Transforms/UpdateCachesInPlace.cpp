@@ -52,11 +52,11 @@ LogicalResult kiln::updateCachesInPlace(RewriterBase &rewriter, func::CallOp cal
                                    "arguments, two destinations)";
   Value caches[2] = {call.getOperand(*kIndex), call.getOperand(*vIndex)};
   StringRef names[2] = {"k_cache", "v_cache"};
-  if (ReshapeOp::viewedStorage(caches[0]) == ReshapeOp::viewedStorage(caches[1]))
+  if (viewedStorage(caches[0]) == viewedStorage(caches[1]))
     return call.emitError() << "kiln.append_kv on the GPU writes its caches in place, so 'k_cache' and 'v_cache' "
                                "must be different buffers";
   for (auto [cache, name] : llvm::zip_equal(caches, names)) {
-    Value root = ReshapeOp::viewedStorage(cache);
+    Value root = viewedStorage(cache);
     if (root.getDefiningOp<ConstantOp>())
       return call.emitError() << "kiln.append_kv on the GPU writes its caches in place, so '" << name
                               << "' cannot be a constant of the program";

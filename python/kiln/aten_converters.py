@@ -171,15 +171,28 @@ def _attention(node, a):
     if k_source is not None and v_source is not None and k_source.shape[1] == v_source.shape[1]:
         k, v = k_source, v_source  # the expansion becomes dead code; Kiln groups the query heads itself
     mask = a.get("attn_mask", a.get("attn_bias"))
-    if mask is not None:
-        if mask.element == "i1":
-            zero, minus = trace.constant(0.0, q.element), trace.constant(-math.inf, q.element)
-            mask = trace.select(mask, zero, minus)
-        else:
-            mask = trace.cast(mask, q.element)
-    out = trace.attention(q, k, v, causal=causal, scale=a.get("scale"), mask=mask)
+    mask_mod = None
+    keep = None if mask is None else mask if mask.element == "i1" else getattr(mask, "selects_keys", None)
+    if keep is not None:
+        mask_mod, mask = _table_mask_mod(keep), None
+    elif mask is not None:
+        mask = trace.cast(mask, q.element)
+    out = trace.attention(q, k, v, causal=causal, scale=a.get("scale"), mask=mask, mask_mod=mask_mod)
     results = ATTENTION_RESULTS[node.target]
     return out if results == 1 else (out,) + (None,) * (results - 1)
+
+
+def _table_mask_mod(keep):
+    """A boolean attn_mask (true: attend) as a mask_mod that reads it, its dims of one element broadcast: no
+    kernel turns it into an additive bias, and a decode step's mask that is the same for every head leaves the
+    attention free to pack the query heads of a KV head into one tile (kiln-pack-gqa-decode)."""
+    if keep.ndim > 4:
+        raise Unsupported(f"an attention mask of rank {keep.ndim}")
+
+    def mask_mod(b, h, q, kv):  # keep is the mods' table of it when traced
+        positions = (b, h, q, kv)[4 - len(keep.shape):]
+        return keep[tuple(p if extent != 1 else 0 for p, extent in zip(positions, keep.shape))]
+    return mask_mod
 
 
 #: The scaled_dot_product_attention spellings of aten graphs, with the number of results each returns.
@@ -351,7 +364,19 @@ def _as_result_type(node, *values):
 
 def _where(node, a):
     on_true, on_false = _as_result_type(node, _operand(a["input"]), _operand(a["other"]))
-    return trace.select(a["condition"], on_true, on_false)
+    result = trace.select(a["condition"], on_true, on_false)
+    if (getattr(on_true, "constant_value", None), getattr(on_false, "constant_value", None)) == (0.0, -math.inf):
+        result.selects_keys = a["condition"]  # an attention mask as torch decomposes a boolean one
+    return result
+
+
+def _scalar_tensor(node, a):
+    """A number made a 0-d tensor (torch's decompositions write a boolean mask's 0 and -inf so): a constant,
+    its value noted for the attention that may read it."""
+    value = _number(a["s"])
+    result = trace.constant(value, _out_element(node))
+    result.constant_value = float(value)
+    return result
 
 
 def _masked_fill(node, a):
@@ -366,6 +391,8 @@ def _comparison(predicate):
         x, y = a["input"], _operand(a["other"])
         if isinstance(x, trace.Tensor) and isinstance(y, trace.Tensor) and x.element != y.element:
             raise Unsupported(f"a comparison of {x.element} with {y.element}")
+        if isinstance(y, float) and x.element not in ("f32", "f16", "bf16"):
+            raise Unsupported(f"a comparison of {x.element} with a float, which torch makes in floats")
         return trace.compare(predicate, x, y)
     return convert
 
@@ -417,7 +444,7 @@ CONVERTERS = {
     aten.contiguous.default: _identity, aten.lift_fresh_copy.default: _identity, aten._to_copy.default: _to_copy,
     aten.cat.default: _cat, aten.slice.Tensor: _slice, aten.select.int: _select, aten.split.Tensor: _split,
     aten.split_with_sizes.default: _split, aten.where.self: _where, operator.getitem: _getitem,
-    aten.masked_fill.Scalar: _masked_fill, aten.masked_fill.Tensor: _masked_fill,
+    aten.scalar_tensor.default: _scalar_tensor, aten.masked_fill.Scalar: _masked_fill, aten.masked_fill.Tensor: _masked_fill,
     aten.lt.Tensor: _comparison("lt"), aten.lt.Scalar: _comparison("lt"),
     aten.le.Tensor: _comparison("le"), aten.le.Scalar: _comparison("le"),
     aten.gt.Tensor: _comparison("gt"), aten.gt.Scalar: _comparison("gt"),

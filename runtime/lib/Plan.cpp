@@ -139,7 +139,7 @@ kiln_status runPlan(const kiln_plan &plan, const uint64_t *inputs, const uint64_
       pointers[i] = plan.constants[i];
       break;
     case SlotKind::View: // a view comes after what it views
-      pointers[i] = pointers[slot.of];
+      pointers[i] = pointers[slot.of] + static_cast<uint64_t>(slot.offset);
       break;
     }
   }

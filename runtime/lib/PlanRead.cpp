@@ -127,8 +127,11 @@ private:
     result = static_cast<uint64_t>(value.number);
     return true;
   }
-  bool integer(const Json &object, const char *key, const std::string &where, double limit, uint64_t &result) {
+  bool integer(const Json &object, const char *key, const std::string &where, double limit, uint64_t &result,
+               bool optional = false) {
     const Json *value = object.find(key);
+    if (!value && optional)
+      return true;
     if (!value)
       return bad(where + " has no " + quoted(key) + " (a whole number)");
     if (!whole(*value, limit, result))
@@ -325,15 +328,27 @@ bool ManifestReader::readValues(const Json &chosen, const std::string &where, st
         return bad(where + " has two inputs with index " + std::to_string(index));
       plan.inputs[index] = static_cast<int>(plan.slots.size());
     } else if (kind == "view") {
-      uint64_t of = 0;
-      if (!integer(value, "of", at, 9007199254740992.0, of))
+      uint64_t of = 0, offset = 0;
+      if (!integer(value, "of", at, 9007199254740992.0, of) ||
+          !integer(value, "offset", at, 9007199254740992.0, offset, /*optional=*/true))
         return false;
       if (!slotOf.count(of))
         return bad(at + " is a view of value " + std::to_string(of) + ", which the plan does not define before it");
       slot.kind = SlotKind::View;
       slot.of = slotOf[of];
-      if (plan.slots[slot.of].bytes != slot.bytes)
+      slot.offset = static_cast<int64_t>(offset);
+      // A reshape (no offset) views every byte; a slice one run of them, from an offset the kernels' loads keep
+      // aligned.
+      int64_t viewed = plan.slots[slot.of].bytes;
+      slot.partial = value.find("offset") != nullptr;
+      if (!slot.partial && viewed != slot.bytes)
         return bad(at + " views value " + std::to_string(of) + " under a shape of another byte count");
+      if (offset % 16 != 0)
+        return bad(at + " views value " + std::to_string(of) + " from byte " + std::to_string(offset) +
+                   ", not a multiple of 16");
+      if (slot.bytes > viewed || slot.offset > viewed - slot.bytes)
+        return bad(at + " views " + std::to_string(slot.bytes) + " bytes of value " + std::to_string(of) +
+                   " from byte " + std::to_string(offset) + ", past its " + std::to_string(viewed) + " bytes");
     } else if (kind == "constant") {
       slot.kind = SlotKind::Constant;
       if (!string(value, "file", at, slot.file) || !file(slot.file, at, "file", slot.bytes))
@@ -449,20 +464,26 @@ kiln_status kiln::runtime::readPlan(const char *function, PlanDescription &plan)
   // An output that is (a view of) an argument or a constant gets a copy of its own, so that a result never
   // aliases what the caller passed or the program keeps; an argument a kernel updates in place is returned
   // itself, updated, as torch's in-place ops return theirs.
-  auto root = [&](int slot) {
-    while (plan.slots[slot].kind == SlotKind::View)
+  // An output that is part of its storage (a slice) is copied as well: a caller gets outputs as whole buffers
+  // or inputs (kiln_plan_output_source).
+  auto root = [&](int slot, bool &partial) {
+    while (plan.slots[slot].kind == SlotKind::View) {
+      partial = partial || plan.slots[slot].partial;
       slot = plan.slots[slot].of;
+    }
     return slot;
   };
   std::map<int, int> copyOf;
   for (int &output : plan.outputs) {
-    const Slot &source = plan.slots[root(output)];
-    if (source.kind != SlotKind::Constant && !(source.kind == SlotKind::Input && !source.updatedInPlace))
+    bool partial = false;
+    const Slot &source = plan.slots[root(output, partial)];
+    if (!partial && source.kind != SlotKind::Constant && !(source.kind == SlotKind::Input && !source.updatedInPlace))
       continue;
     auto [it, added] = copyOf.emplace(output, static_cast<int>(plan.slots.size()));
     if (added) {
       Slot copy = plan.slots[output];
       copy.kind = SlotKind::Copy, copy.of = output, copy.input = -1, copy.updatedInPlace = false, copy.file.clear();
+      copy.offset = 0, copy.partial = false;
       plan.slots.push_back(std::move(copy));
     }
     output = it->second;

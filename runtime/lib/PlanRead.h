@@ -33,6 +33,8 @@ struct Slot {
   bool updatedInPlace = false;  ///< an input a kernel writes (kiln.append_kv's caches)
   std::string file;             ///< a constant's data, in the folder
   int of = -1;                  ///< the slot a view aliases, or a copy copies
+  int64_t offset = 0;           ///< where a view starts in the bytes of `of`
+  bool partial = false;         ///< a view of a run of the bytes of `of` (a slice), not all of them
   int buffer = -1;              ///< a buffer's or copy's position among the run's scratch buffers
 };
 

@@ -134,3 +134,73 @@ func.func @unit_cos(%x: tensor<3x1x4xbf16>) -> tensor<3x1x4xbf16> {
   %y = kiln.add %x, %b : tensor<3x1x4xbf16>, tensor<3x1x4xbf16> -> tensor<3x1x4xbf16>
   return %y : tensor<3x1x4xbf16>
 }
+
+// -----
+
+// The halves spelling of a decode step: x [B, H, D] rotated by per-sequence [B, 1, D/2] tables,
+// concat(a * cos - b * sin, a * sin + b * cos) with the products and the sum's terms in any order: kiln.rope of
+// the [B, D/2] tables along dimension 0 (seq_dim).
+// CHECK-LABEL: func.func @halves_decode
+// CHECK-DAG: %[[COS:.*]] = kiln.reshape %arg1 : tensor<3x1x4xbf16> -> tensor<3x4xbf16>
+// CHECK-DAG: %[[SIN:.*]] = kiln.reshape %arg2 : tensor<3x1x4xbf16> -> tensor<3x4xbf16>
+// CHECK: %[[Y:.*]] = kiln.rope %arg0, %[[COS]], %[[SIN]] {seq_dim = 0 : i64} : tensor<3x5x8xbf16>, tensor<3x4xbf16>, tensor<3x4xbf16>
+// CHECK-NEXT: return %[[Y]]
+func.func @halves_decode(%x: tensor<3x5x8xbf16>, %cos: tensor<3x1x4xbf16>, %sin: tensor<3x1x4xbf16>)
+    -> tensor<3x5x8xbf16> {
+  %a = kiln.slice %x offsets [0, 0, 0] strides [1, 1, 1] : tensor<3x5x8xbf16> -> tensor<3x5x4xbf16>
+  %b = kiln.slice %x offsets [0, 0, 4] strides [1, 1, 1] : tensor<3x5x8xbf16> -> tensor<3x5x4xbf16>
+  %ac = kiln.mul %a, %cos : tensor<3x5x4xbf16>, tensor<3x1x4xbf16> -> tensor<3x5x4xbf16>
+  %bs = kiln.mul %sin, %b : tensor<3x1x4xbf16>, tensor<3x5x4xbf16> -> tensor<3x5x4xbf16>
+  %lo = kiln.sub %ac, %bs : tensor<3x5x4xbf16>, tensor<3x5x4xbf16> -> tensor<3x5x4xbf16>
+  %as = kiln.mul %a, %sin : tensor<3x5x4xbf16>, tensor<3x1x4xbf16> -> tensor<3x5x4xbf16>
+  %bc = kiln.mul %b, %cos : tensor<3x5x4xbf16>, tensor<3x1x4xbf16> -> tensor<3x5x4xbf16>
+  %hi = kiln.add %bc, %as : tensor<3x5x4xbf16>, tensor<3x5x4xbf16> -> tensor<3x5x4xbf16>
+  %y = kiln.concat %lo, %hi axis 2 : tensor<3x5x4xbf16>, tensor<3x5x4xbf16> -> tensor<3x5x8xbf16>
+  return %y : tensor<3x5x8xbf16>
+}
+
+// -----
+
+// The halves spelling over [B, S, H, D] with [S, 1, D/2] tables: the positions are dimension 1.
+// CHECK-LABEL: func.func @halves_seq_major
+// CHECK: kiln.rope %arg0, %{{.*}}, %{{.*}} {seq_dim = 1 : i64} : tensor<2x6x3x8xf32>, tensor<6x4xf32>, tensor<6x4xf32>
+func.func @halves_seq_major(%x: tensor<2x6x3x8xf32>, %cos: tensor<6x1x4xf32>, %sin: tensor<6x1x4xf32>)
+    -> tensor<2x6x3x8xf32> {
+  %a = kiln.slice %x offsets [0, 0, 0, 0] strides [1, 1, 1, 1] : tensor<2x6x3x8xf32> -> tensor<2x6x3x4xf32>
+  %b = kiln.slice %x offsets [0, 0, 0, 4] strides [1, 1, 1, 1] : tensor<2x6x3x8xf32> -> tensor<2x6x3x4xf32>
+  %ac = kiln.mul %a, %cos : tensor<2x6x3x4xf32>, tensor<6x1x4xf32> -> tensor<2x6x3x4xf32>
+  %bs = kiln.mul %b, %sin : tensor<2x6x3x4xf32>, tensor<6x1x4xf32> -> tensor<2x6x3x4xf32>
+  %lo = kiln.sub %ac, %bs : tensor<2x6x3x4xf32>, tensor<2x6x3x4xf32> -> tensor<2x6x3x4xf32>
+  %as = kiln.mul %a, %sin : tensor<2x6x3x4xf32>, tensor<6x1x4xf32> -> tensor<2x6x3x4xf32>
+  %bc = kiln.mul %b, %cos : tensor<2x6x3x4xf32>, tensor<6x1x4xf32> -> tensor<2x6x3x4xf32>
+  %hi = kiln.add %as, %bc : tensor<2x6x3x4xf32>, tensor<2x6x3x4xf32> -> tensor<2x6x3x4xf32>
+  %y = kiln.concat %lo, %hi axis 3 : tensor<2x6x3x4xf32>, tensor<2x6x3x4xf32> -> tensor<2x6x3x8xf32>
+  return %y : tensor<2x6x3x8xf32>
+}
+
+// -----
+
+// Tables that vary along two dimensions (a position per batch row and per head) are no rope's: left alone. So
+// are swapped tables in the second half (a * cos + b * sin).
+// CHECK-LABEL: func.func @halves_not_rope
+// CHECK-NOT: kiln.rope
+func.func @halves_not_rope(%x: tensor<3x5x8xf32>, %cos: tensor<3x5x4xf32>, %sin: tensor<3x5x4xf32>,
+                           %c1: tensor<3x1x4xf32>, %s1: tensor<3x1x4xf32>) -> (tensor<3x5x8xf32>, tensor<3x5x8xf32>) {
+  %a = kiln.slice %x offsets [0, 0, 0] strides [1, 1, 1] : tensor<3x5x8xf32> -> tensor<3x5x4xf32>
+  %b = kiln.slice %x offsets [0, 0, 4] strides [1, 1, 1] : tensor<3x5x8xf32> -> tensor<3x5x4xf32>
+  %ac = kiln.mul %a, %cos : tensor<3x5x4xf32>, tensor<3x5x4xf32> -> tensor<3x5x4xf32>
+  %bs = kiln.mul %b, %sin : tensor<3x5x4xf32>, tensor<3x5x4xf32> -> tensor<3x5x4xf32>
+  %lo = kiln.sub %ac, %bs : tensor<3x5x4xf32>, tensor<3x5x4xf32> -> tensor<3x5x4xf32>
+  %as = kiln.mul %a, %sin : tensor<3x5x4xf32>, tensor<3x5x4xf32> -> tensor<3x5x4xf32>
+  %bc = kiln.mul %b, %cos : tensor<3x5x4xf32>, tensor<3x5x4xf32> -> tensor<3x5x4xf32>
+  %hi = kiln.add %as, %bc : tensor<3x5x4xf32>, tensor<3x5x4xf32> -> tensor<3x5x4xf32>
+  %y = kiln.concat %lo, %hi axis 2 : tensor<3x5x4xf32>, tensor<3x5x4xf32> -> tensor<3x5x8xf32>
+  %ac1 = kiln.mul %a, %c1 : tensor<3x5x4xf32>, tensor<3x1x4xf32> -> tensor<3x5x4xf32>
+  %bs1 = kiln.mul %b, %s1 : tensor<3x5x4xf32>, tensor<3x1x4xf32> -> tensor<3x5x4xf32>
+  %lo1 = kiln.sub %ac1, %bs1 : tensor<3x5x4xf32>, tensor<3x5x4xf32> -> tensor<3x5x4xf32>
+  %ac2 = kiln.mul %a, %c1 : tensor<3x5x4xf32>, tensor<3x1x4xf32> -> tensor<3x5x4xf32>
+  %bs2 = kiln.mul %b, %s1 : tensor<3x5x4xf32>, tensor<3x1x4xf32> -> tensor<3x5x4xf32>
+  %hi1 = kiln.add %ac2, %bs2 : tensor<3x5x4xf32>, tensor<3x5x4xf32> -> tensor<3x5x4xf32>
+  %z = kiln.concat %lo1, %hi1 axis 2 : tensor<3x5x4xf32>, tensor<3x5x4xf32> -> tensor<3x5x8xf32>
+  return %y, %z : tensor<3x5x8xf32>, tensor<3x5x8xf32>
+}

@@ -21,4 +21,21 @@
 #define GET_OP_CLASSES
 #include "Dialect/Kiln/KilnOps.h.inc"
 
+namespace mlir {
+namespace kiln {
+
+/// The byte offset into its operand of an op a run plan holds as a view of the operand's bytes, with no kernel:
+/// 0 for a reshape; a slice's when it takes one contiguous run of its input starting at a multiple of 16 bytes
+/// (the alignment of the kernels' 16-byte and TMA loads). nullopt for any other op.
+std::optional<int64_t> planViewOffset(Operation *op);
+
+/// True when `op` is a view in a run plan (planViewOffset has a value).
+inline bool isPlanView(Operation *op) { return planViewOffset(op).has_value(); }
+
+/// The value whose bytes `value` shares: through plan views to the first value that is not one's result.
+Value viewedStorage(Value value);
+
+} // namespace kiln
+} // namespace mlir
+
 #endif // KILN_DIALECT_KILN_KILNOPS_H

@@ -613,11 +613,6 @@ def Kiln_ReshapeOp : Kiln_Op<"reshape", [Pure]> {
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
   let hasFolder = 1;
-  let extraClassDeclaration = [{
-    /// The value whose bytes `value` shares: through reshapes (views of one buffer in a run plan) to the first
-    /// value that is not a reshape's result.
-    static ::mlir::Value viewedStorage(::mlir::Value value);
-  }];
 }
 
 def Kiln_DimOp : Kiln_Op<"dim", [Pure]> {
@@ -689,6 +684,11 @@ def Kiln_SliceOp : Kiln_Op<"slice", [Pure]> {
   }];
   let hasVerifier = 1;
   let hasFolder = 1;
+  let extraClassDeclaration = [{
+    /// The element offset in the input of the one contiguous (row-major) run of elements this slice takes, or
+    /// nullopt when they are not one run.
+    std::optional<int64_t> getContiguousOffset();
+  }];
 }
 
 def Kiln_GatherOp : Kiln_Op<"gather", [Pure]> {

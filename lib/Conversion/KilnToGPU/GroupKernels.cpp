@@ -9,11 +9,10 @@
 // tensor maps of the members that read through TMA) and has a 1-D grid of all members' blocks: block b runs the
 // member whose range holds it, with that member's block index recomputed from b. Before grouping, independent
 // calls of one kind are brought next to each other (a decode step's q, k and v chains of matmul, split-K sum and
-// RoPE interleave otherwise). Members must be the same kind
-// of kernel op with the same block size, so the register and shared-memory budget of the group is the largest
-// member's and nothing else, and take no more tensor maps in all than a kernel may. A call may join the group
-// when it reads nothing the group writes; reshapes (views) of the group's results that sit between the calls
-// move after the grouped call.
+// RoPE interleave otherwise). Members must be the same kind of kernel op with the same block size, so the
+// register and shared-memory budget of the group is the largest member's and nothing else, and take no more
+// tensor maps in all than a kernel may. A call may join the group when it reads nothing the group writes; views
+// (reshapes, contiguous slices) of the group's results that sit between the calls move after the grouped call.
 //
 //===----------------------------------------------------------------------===//
 
@@ -126,14 +125,14 @@ static std::optional<Member> memberFor(func::CallOp call, SymbolTableCollection 
 
 namespace {
 
-/// A run of calls being grouped, and the values they produce (with reshapes of them) so far.
+/// A run of calls being grouped, and the values they produce (with views of them) so far.
 struct Group {
   /// The calls, in program order.
   SmallVector<Member, 2> members;
-  /// Their results and the reshapes of them seen so far.
+  /// Their results and the views of them seen so far.
   llvm::SetVector<Value> produced;
-  /// Reshapes of produced values between the calls, in order (they move after the grouped call).
-  SmallVector<ReshapeOp> views;
+  /// Views (kiln::isPlanView) of produced values between the calls, in order (they move after the grouped call).
+  SmallVector<Operation *> views;
 
   /// Whether `next` may join: the same kind and block size, reading nothing the group writes, and no more
   /// tensor maps in all than a kernel may take.
@@ -344,7 +343,7 @@ static void mergeGroup(Group &group, gpu::GPUModuleOp gpuModule) {
     for (Value old : member.call.getResults())
       old.replaceAllUsesWith(call.getResult(result++));
   Operation *after = call;
-  for (ReshapeOp view : group.views) {
+  for (Operation *view : group.views) {
     view->moveAfter(after);
     after = view;
   }
@@ -370,7 +369,7 @@ static void orderSameKindsTogether(func::FuncOp plan, SymbolTableCollection &sym
       calls.push_back(call);
     else if (isa<tensor::EmptyOp, ConstantOp>(op))
       hoisted.push_back(&op);
-    else if (!isa<ReshapeOp>(op))
+    else if (!isPlanView(&op))
       return;
   }
   if (calls.size() < 3)
@@ -387,7 +386,7 @@ static void orderSameKindsTogether(func::FuncOp plan, SymbolTableCollection &sym
   }
   // The call that produces `value` (through views), if any.
   auto producerOf = [&](Value value) -> std::optional<unsigned> {
-    if (auto call = ReshapeOp::viewedStorage(value).getDefiningOp<func::CallOp>())
+    if (auto call = viewedStorage(value).getDefiningOp<func::CallOp>())
       return indexOf.lookup(call);
     return std::nullopt;
   };
@@ -422,22 +421,24 @@ static void orderSameKindsTogether(func::FuncOp plan, SymbolTableCollection &sym
   if (llvm::equal(order, llvm::seq<unsigned>(0, calls.size())))
     return;
   // Each view goes after the call whose result it views (or with the buffers), in its old order.
-  llvm::DenseMap<Operation *, SmallVector<ReshapeOp, 2>> viewsAfter;
-  SmallVector<ReshapeOp, 2> leadingViews;
-  for (auto view : block.getOps<ReshapeOp>()) {
-    if (auto call = ReshapeOp::viewedStorage(view.getInput()).getDefiningOp<func::CallOp>())
-      viewsAfter[call].push_back(view);
+  llvm::DenseMap<Operation *, SmallVector<Operation *, 2>> viewsAfter;
+  SmallVector<Operation *, 2> leadingViews;
+  for (Operation &view : block) {
+    if (!isPlanView(&view))
+      continue;
+    if (auto call = viewedStorage(view.getOperand(0)).getDefiningOp<func::CallOp>())
+      viewsAfter[call].push_back(&view);
     else
-      leadingViews.push_back(view);
+      leadingViews.push_back(&view);
   }
   Operation *end = block.getTerminator();
   for (Operation *op : hoisted)
     op->moveBefore(end);
-  for (ReshapeOp view : leadingViews)
+  for (Operation *view : leadingViews)
     view->moveBefore(end);
   for (unsigned index : order) {
     calls[index]->moveBefore(end);
-    for (ReshapeOp view : viewsAfter.lookup(calls[index]))
+    for (Operation *view : viewsAfter.lookup(calls[index]))
       view->moveBefore(end);
   }
 }
@@ -476,11 +477,11 @@ struct KilnGroupKernelsPass : kiln::impl::KilnGroupKernelsBase<KilnGroupKernelsP
           continue;
         }
         bool readsGroup = llvm::any_of(op.getOperands(), [&](Value v) { return current.produced.contains(v); });
-        if (!readsGroup && isa<tensor::EmptyOp, ReshapeOp, ConstantOp>(op))
+        if (!readsGroup && (isa<tensor::EmptyOp, ConstantOp>(op) || isPlanView(&op)))
           continue; // buffers, views and constants do not order kernels
-        if (auto view = dyn_cast<ReshapeOp>(op)) {
-          current.produced.insert(view.getResult());
-          current.views.push_back(view);
+        if (isPlanView(&op)) {
+          current.produced.insert(op.getResult(0));
+          current.views.push_back(&op);
           continue;
         }
         flush(); // something else needs the group's results here

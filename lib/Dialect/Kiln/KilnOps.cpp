@@ -280,9 +280,46 @@ void AttentionOp::takeModsFrom(AttentionOp from) {
   getMaskMod().takeBody(from.getMaskMod());
 }
 
-Value ReshapeOp::viewedStorage(Value value) {
-  while (auto view = value.getDefiningOp<ReshapeOp>())
-    value = view.getInput();
+std::optional<int64_t> SliceOp::getContiguousOffset() {
+  ArrayRef<int64_t> input = getInput().getType().getShape(), result = getType().getShape();
+  ArrayRef<int64_t> offsets = getOffsets(), strides = getStrides();
+  // Row-major: past the outermost dimension the slice narrows, every dimension is whole; before it, one index.
+  int64_t rank = input.size(), narrowed = rank;
+  for (int64_t d = rank - 1; d >= 0; --d)
+    if (result[d] != input[d]) {
+      narrowed = d;
+      break;
+    }
+  int64_t offset = 0;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (result[d] != 1 && strides[d] != 1)
+      return std::nullopt;
+    if (d < narrowed && result[d] != 1)
+      return std::nullopt;
+    offset = offset * input[d] + offsets[d];
+  }
+  return offset;
+}
+
+std::optional<int64_t> kiln::planViewOffset(Operation *op) {
+  if (isa<ReshapeOp>(op))
+    return 0;
+  auto slice = dyn_cast<SliceOp>(op);
+  if (!slice)
+    return std::nullopt;
+  std::optional<int64_t> offset = slice.getContiguousOffset();
+  if (!offset)
+    return std::nullopt;
+  int64_t bytes = *offset * std::max<int64_t>(slice.getType().getElementTypeBitWidth(), 8) / 8; // i1: a byte
+  return bytes % 16 == 0 ? std::optional<int64_t>(bytes) : std::nullopt;
+}
+
+Value kiln::viewedStorage(Value value) {
+  while (Operation *view = value.getDefiningOp()) {
+    if (!isPlanView(view))
+      break;
+    value = view->getOperand(0);
+  }
   return value;
 }
 

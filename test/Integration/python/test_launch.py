@@ -219,6 +219,27 @@ def test_an_output_that_views_an_argument_gets_a_buffer_of_its_own(tmp_path, mon
     assert plan.buffer_bytes[copy] == plan.buffer_bytes[product] == 64
 
 
+SLICING_SOURCE = """func.func @rows(%a: tensor<8x16xbf16>) -> (tensor<2x16xbf16>, tensor<4x16xbf16>) {
+  %top = kiln.slice %a offsets [2, 0] strides [1, 1] : tensor<8x16xbf16> -> tensor<2x16xbf16>
+  %m = kiln.mul %a, %a : tensor<8x16xbf16>, tensor<8x16xbf16> -> tensor<8x16xbf16>
+  %low = kiln.slice %m offsets [4, 0] strides [1, 1] : tensor<8x16xbf16> -> tensor<4x16xbf16>
+  return %top, %low : tensor<2x16xbf16>, tensor<4x16xbf16>
+}
+"""
+
+
+def test_an_output_that_is_part_of_a_buffer_gets_a_buffer_of_its_own(tmp_path, monkeypatch):
+    """Contiguous slices are views from a byte offset (no kernel); an output that is one, of an argument or of a
+    kernel's result, is copied into a buffer of its own size, which is what a caller is handed."""
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
+    program = kiln.compile(SLICING_SOURCE, target="sm_90a")
+    assert [k["name"] for k in program.kernels] == ["rows_k0_mul"]
+    plan = runtime.Plan(program.folder)
+    (top_kind, top), (low_kind, low) = plan.output_sources
+    assert top_kind == low_kind == "buffer" and len({top, low}) == 2
+    assert plan.buffer_bytes[top] == 2 * 16 * 2 and plan.buffer_bytes[low] == 4 * 16 * 2
+
+
 def test_a_runner_keeps_its_plan_alive(tmp_path, monkeypatch):
     """A runner outlives every other reference to its plan (a bound program of a GpuProgram that is gone): the
     plan is freed with the runner, not before (a freed one crashed the process)."""
