@@ -143,8 +143,9 @@ def KilnSplitSlicedMatmuls : Pass<"kiln-split-sliced-matmuls"> {
     read only by slices of its last dimension (through reshapes that keep it) becomes one matmul per slice, of
     the weight's rows [o, o + n) (and the bias's columns): contiguous runs, so views in the run plan. GPT-2's
     c_attn and gpt-fast's wqkv and w13 then need no slice kernel, and each part's consumer (a SiLU gate, RoPE,
-    the attention) sits next to its own GEMM. Parts whose rows or bias columns do not start on a 16-byte line
-    are left as they were (they would be copied on every call).
+    the attention) sits next to its own GEMM. A constant `[K, N]` weight (an ONNX MatMul's initializer) is cut
+    into constants of its columns. Parts of a weight or bias that is no constant and whose rows or columns do not
+    start on a 16-byte line are left as they were (they would be copied on every call).
 
     ```mlir
     // before

@@ -107,10 +107,11 @@ FailureOr<AttentionOp> foldHeadTransposes(RewriterBase &rewriter, AttentionOp op
 /// epilogue region. Returns the new op; fails, changing nothing, when there is no such consumer.
 FailureOr<Operation *> fuseEpilogue(RewriterBase &rewriter, Operation *producer);
 
-/// Rewrites a matmul of a transposed [N, K] weight whose output (plus a bias over its columns, through reshapes
-/// that keep the columns) is read only by column slices [o, o + n) as one matmul per slice of the weight's rows
-/// [o, o + n) (plus the bias's columns). Fails, changing nothing, on any other reader, on an epilogue or split
-/// matmul, or when a part's weight rows or bias columns do not start on a 16-byte line (they would be copies).
+/// Rewrites a matmul of a transposed [N, K] weight (or a constant [K, N] one) whose output (plus a bias over its
+/// columns, through reshapes that keep the columns) is read only by column slices [o, o + n) as one matmul per
+/// slice of the weight's rows [o, o + n) (or constant columns), plus the bias's columns. Fails, changing nothing,
+/// on any other reader, on an epilogue or split matmul, or when a part of a weight or bias that is no constant
+/// does not start on a 16-byte line (it would be a copy).
 FailureOr<SmallVector<MatmulOp>> splitSlicedMatmul(RewriterBase &rewriter, MatmulOp op);
 
 /// Rewrites a matmul of a batched lhs [..., M, K] and a 2-D rhs as one [rows, K] x [K, N] matmul between

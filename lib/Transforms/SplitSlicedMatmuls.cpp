@@ -7,7 +7,8 @@
 // nn.Linear is [N, K], read transposed, and its rows [o, o + n) are one contiguous run of its bytes: this pass
 // runs one GEMM per slice on those rows instead (with the bias's [o, o + n)), so each slice of the weight and
 // of the bias is a view in the run plan, the part is computed where it is needed, and the GEMMs, which read the
-// same activation, are grouped into one launch for the GPU.
+// same activation, are grouped into one launch for the GPU. A constant [K, N] weight (an ONNX MatMul's
+// initializer) is cut into constants of its columns instead.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +16,8 @@
 #include "Transforms/Transforms.h"
 
 #include "Matching.h"
+
+#include "mlir/IR/Matchers.h"
 
 namespace mlir {
 namespace kiln {
@@ -63,21 +66,28 @@ static Value sliceColumns(RewriterBase &rewriter, Location loc, Value value, int
   SmallVector<int64_t> shape(type.getShape()), offsets(type.getRank(), 0), strides(type.getRank(), 1);
   shape.back() = size;
   offsets.back() = offset;
-  return SliceOp::create(rewriter, loc, RankedTensorType::get(shape, type.getElementType()), value, offsets,
-                         strides);
+  return rewriter.createOrFold<SliceOp>(loc, RankedTensorType::get(shape, type.getElementType()), value, offsets,
+                                        strides);
 }
 
-/// Rows [offset, offset + size) of an [N, K] weight.
-static Value sliceRows(RewriterBase &rewriter, Location loc, Value weight, int64_t offset, int64_t size) {
+/// Rows [offset, offset + size) of an [N, K] weight read transposed, or columns of a [K, N] one; a slice of a
+/// constant folds to a constant.
+static Value sliceWeight(RewriterBase &rewriter, Location loc, Value weight, bool transposed, int64_t offset,
+                         int64_t size) {
   auto type = cast<RankedTensorType>(weight.getType());
-  return SliceOp::create(rewriter, loc, RankedTensorType::get({size, type.getDimSize(1)}, type.getElementType()),
-                         weight, ArrayRef<int64_t>{offset, 0}, ArrayRef<int64_t>{1, 1});
+  int64_t along = transposed ? 0 : 1;
+  SmallVector<int64_t> shape(type.getShape()), offsets{0, 0};
+  shape[along] = size;
+  offsets[along] = offset;
+  return rewriter.createOrFold<SliceOp>(loc, RankedTensorType::get(shape, type.getElementType()), weight, offsets,
+                                        ArrayRef<int64_t>{1, 1});
 }
 
-/// True when the `index`-th of `count` elements of `type` starts at a multiple of 16 bytes: a slice from there
-/// is a view in the run plan (kiln::planViewOffset), not a copy.
-static bool startsAligned(RankedTensorType type, int64_t index) {
-  return index * type.getElementTypeBitWidth() / 8 % 16 == 0;
+/// True when a slice of `value` from its `index`-th element is a constant or a view in the run plan (it starts
+/// on a 16-byte line: kiln::planViewOffset), not a copy made on every call.
+static bool slicesFreely(Value value, int64_t index) {
+  auto type = cast<RankedTensorType>(value.getType());
+  return matchPattern(value, m_Constant()) || index * type.getElementTypeBitWidth() / 8 % 16 == 0;
 }
 
 /// The bias `add` adds to the matmul `product` when it is a row of the output's columns ([N] or [1, ..., N]; or
@@ -91,9 +101,10 @@ static Value columnBias(AddOp add, Value product) {
 }
 
 FailureOr<SmallVector<MatmulOp>> kiln::splitSlicedMatmul(RewriterBase &rewriter, MatmulOp op) {
-  if (!op.getTransposeRhs() || op.getTransposeLhs() || op.getKChunk() || !op.getEpilogue().empty() ||
-      op.getRhs().getType().getRank() != 2)
-    return rewriter.notifyMatchFailure(op, "not a plain matmul of a transposed ([N, K]) weight");
+  bool transposed = op.getTransposeRhs();
+  if (op.getTransposeLhs() || op.getKChunk() || !op.getEpilogue().empty() || op.getRhs().getType().getRank() != 2 ||
+      !(transposed || matchPattern(op.getRhs(), m_Constant())))
+    return rewriter.notifyMatchFailure(op, "not a plain matmul of an [N, K] weight read transposed or a constant");
   RankedTensorType resultType = op.getType();
   int64_t columns = resultType.getShape().back();
   // The value the slices read: the product, or the product plus a bias over its columns.
@@ -106,14 +117,13 @@ FailureOr<SmallVector<MatmulOp>> kiln::splitSlicedMatmul(RewriterBase &rewriter,
   SmallVector<SliceOp> slices;
   if (whole.use_empty() || !collectColumnSlices(whole, columns, slices))
     return rewriter.notifyMatchFailure(op, "the output is read by something other than column slices");
-  // Each part's rows of the weight (and columns of the bias) must be views: copying them on every call would
-  // cost more than the slices of the output it saves when the rows are few (decode).
-  RankedTensorType weightType = op.getRhs().getType();
+  // Each part of the weight (and of the bias) must be a view or a constant: copying it on every call would cost
+  // more than the slices of the output it saves when the rows are few (decode).
+  int64_t rowLength = op.getRhs().getType().getDimSize(1);
   for (SliceOp slice : slices) {
     int64_t offset = lastDimWindow(slice)->first;
-    if (!startsAligned(weightType, offset * weightType.getDimSize(1)) ||
-        (bias && cast<RankedTensorType>(bias.getType()).getShape().back() != 1 &&
-         !startsAligned(cast<RankedTensorType>(bias.getType()), offset)))
+    if (!slicesFreely(op.getRhs(), offset * rowLength) ||
+        (bias && cast<RankedTensorType>(bias.getType()).getShape().back() != 1 && !slicesFreely(bias, offset)))
       return rewriter.notifyMatchFailure(slice, "a part's weight rows or bias columns start off a 16-byte line");
   }
   SmallVector<MatmulOp> parts;
@@ -124,9 +134,9 @@ FailureOr<SmallVector<MatmulOp>> kiln::splitSlicedMatmul(RewriterBase &rewriter,
     SmallVector<int64_t> shape(resultType.getShape());
     shape.back() = size;
     auto part = MatmulOp::create(rewriter, op.getLoc(), RankedTensorType::get(shape, resultType.getElementType()),
-                                 op.getLhs(), sliceRows(rewriter, loc, op.getRhs(), offset, size),
-                                 /*transposeLhs=*/false, /*transposeRhs=*/true, ValueRange{},
-                                 op.getFp32PrecisionAttr(), IntegerAttr());
+                                 op.getLhs(), sliceWeight(rewriter, loc, op.getRhs(), transposed, offset, size),
+                                 /*transposeLhs=*/false, transposed, ValueRange{}, op.getFp32PrecisionAttr(),
+                                 IntegerAttr());
     part->setDiscardableAttrs(op->getDiscardableAttrDictionary());
     parts.push_back(part);
     Value value = part.getResult();

@@ -46,8 +46,8 @@ func.func @w13(%x: tensor<4x32xf32>, %w: tensor<96x32xf32>) -> (tensor<4x64xf32>
 
 // -----
 
-// Left alone: a product read whole as well as sliced; a [K, N] weight (its columns are no contiguous run); a
-// part whose weight rows start off a 16-byte line (row 3 of 4 bf16: byte 24).
+// Left alone: a product read whole as well as sliced; a [K, N] weight that is no constant (its columns are no
+// contiguous run); a part whose weight rows start off a 16-byte line (row 3 of 4 bf16: byte 24).
 // CHECK-LABEL: func.func @left_alone
 // CHECK-COUNT-3: kiln.matmul
 // CHECK-NOT: kiln.matmul
@@ -60,4 +60,24 @@ func.func @left_alone(%x: tensor<4x32xf32>, %w: tensor<96x32xf32>, %wt: tensor<3
   %u = kiln.matmul %h, %wh transpose_rhs : tensor<4x4xbf16>, tensor<8x4xbf16> -> tensor<4x8xbf16>
   %s = kiln.slice %u offsets [0, 3] strides [1, 1] : tensor<4x8xbf16> -> tensor<4x5xbf16>
   return %y, %p, %r, %s : tensor<4x96xf32>, tensor<4x32xf32>, tensor<4x32xf32>, tensor<4x5xbf16>
+}
+
+// -----
+
+// A constant [K, N] weight and bias (an ONNX MatMul's initializers) are cut into constants of their columns.
+// CHECK-LABEL: func.func @constant_weight
+// CHECK: %[[W0:.*]] = kiln.constant dense<{{\[}}[1.000000e+00, 2.000000e+00], [5.000000e+00, 6.000000e+00]]> : tensor<2x2xf32>
+// CHECK: kiln.matmul %arg0, %[[W0]] : tensor<3x2xf32>, tensor<2x2xf32> -> tensor<3x2xf32>
+// CHECK: %[[W1:.*]] = kiln.constant dense<{{\[}}[3.000000e+00, 4.000000e+00], [7.000000e+00, 8.000000e+00]]> : tensor<2x2xf32>
+// CHECK: %[[P1:.*]] = kiln.matmul %arg0, %[[W1]] : tensor<3x2xf32>, tensor<2x2xf32> -> tensor<3x2xf32>
+// CHECK: %[[B1:.*]] = kiln.constant dense<[3.000000e-01, 4.000000e-01]> : tensor<2xf32>
+// CHECK: kiln.add %[[P1]], %[[B1]]
+func.func @constant_weight(%x: tensor<3x2xf32>) -> (tensor<3x2xf32>, tensor<3x2xf32>) {
+  %w = kiln.constant dense<[[1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0]]> : tensor<2x4xf32>
+  %b = kiln.constant dense<[0.1, 0.2, 0.3, 0.4]> : tensor<4xf32>
+  %y = kiln.matmul %x, %w : tensor<3x2xf32>, tensor<2x4xf32> -> tensor<3x4xf32>
+  %yb = kiln.add %b, %y : tensor<4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+  %lo = kiln.slice %yb offsets [0, 0] strides [1, 1] : tensor<3x4xf32> -> tensor<3x2xf32>
+  %hi = kiln.slice %yb offsets [0, 2] strides [1, 1] : tensor<3x4xf32> -> tensor<3x2xf32>
+  return %lo, %hi : tensor<3x2xf32>, tensor<3x2xf32>
 }

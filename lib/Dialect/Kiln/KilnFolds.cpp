@@ -1,8 +1,8 @@
 //===- KilnFolds.cpp - Folds of the kiln ops -------------------------------===//
 //
 // Local simplifications that are exact: identities (transpose by the identity, reshape to the same type, ...),
-// collapsing chains (transpose of transpose, reshape of reshape, widening-then-narrowing casts) and constant
-// reshapes. Anything that could change a result bit (x + 0 with -0.0, narrowing casts) is left alone.
+// collapsing chains (transpose of transpose, reshape of reshape, widening-then-narrowing casts), constant
+// reshapes and slices of constants. Anything that could change a result bit (x + 0 with -0.0, narrowing casts) is left alone.
 //
 //===----------------------------------------------------------------------===//
 
@@ -103,9 +103,41 @@ OpFoldResult ConcatOp::fold(FoldAdaptor) {
   return {};
 }
 
-OpFoldResult SliceOp::fold(FoldAdaptor) {
+/// The elements of `dense` that `slice` reads, copied from its raw bytes (byte-sized elements; i1 is packed
+/// bits, left alone).
+static Attribute sliceConstant(SliceOp slice, DenseElementsAttr dense) {
+  if (dense.isSplat())
+    return SplatElementsAttr::get(slice.getType(), dense.getSplatValue<Attribute>());
+  int64_t bits = dense.getElementType().getIntOrFloatBitWidth();
+  if (bits % 8)
+    return {};
+  int64_t bytes = bits / 8;
+  ArrayRef<int64_t> input = slice.getInput().getType().getShape(), result = slice.getType().getShape();
+  ArrayRef<int64_t> offsets = slice.getOffsets(), strides = slice.getStrides();
+  int64_t rank = input.size();
+  SmallVector<int64_t> inputStrides(rank, 1);
+  for (int64_t d = rank - 2; d >= 0; --d)
+    inputStrides[d] = inputStrides[d + 1] * input[d + 1];
+  ArrayRef<char> raw = dense.getRawData();
+  SmallVector<char> data;
+  data.reserve(slice.getType().getNumElements() * bytes);
+  SmallVector<int64_t> index(rank, 0);
+  for (int64_t n = 0, count = slice.getType().getNumElements(); n < count; ++n) {
+    int64_t at = 0;
+    for (int64_t d = 0; d < rank; ++d)
+      at += (offsets[d] + index[d] * strides[d]) * inputStrides[d];
+    data.append(raw.begin() + at * bytes, raw.begin() + (at + 1) * bytes);
+    for (int64_t d = rank - 1; d >= 0 && ++index[d] == result[d]; --d)
+      index[d] = 0;
+  }
+  return DenseElementsAttr::getFromRawBuffer(slice.getType(), data);
+}
+
+OpFoldResult SliceOp::fold(FoldAdaptor adaptor) {
   if (getInput().getType() == getType() && llvm::all_of(getOffsets(), [](int64_t o) { return o == 0; }) &&
       llvm::all_of(getStrides(), [](int64_t s) { return s == 1; }))
     return getInput();
+  if (auto dense = dyn_cast_if_present<DenseElementsAttr>(adaptor.getInput()))
+    return sliceConstant(*this, dense);
   return {};
 }
