@@ -99,7 +99,9 @@ def KilnFuseRope : Pass<"kiln-fuse-rope"> {
     `kiln.rope`: on the `[S, D/2]` halves of constant tables whose two halves are equal, else on the `[S, D]`
     tables themselves. Also matches the halves spelling `concat(a * cos - b * sin, a * sin + b * cos)` (a and
     b the halves of x, `[.., D/2]` tables that vary along one dimension of x, the positions: `seq_dim` when it
-    is not the one before the last, as a decode step's per-sequence rows).
+    is not the one before the last, as a decode step's per-sequence rows), and gpt-fast's pairs spelling (x
+    viewed as `[.., D/2, 2]`, each pair rotated, the results stacked and flattened back: the interleaved rope,
+    of the bf16/f16 values where the rotation was computed in f32 between a widening and a rounding back).
 
     ```mlir
     // after

@@ -93,6 +93,12 @@ FailureOr<RopeOp> fuseRope(RewriterBase &rewriter, AddOp root);
 /// (the positions; `seq_dim` when it is not the one before the last). Fails, changing nothing, otherwise.
 FailureOr<RopeOp> fuseHalvesRope(RewriterBase &rewriter, ConcatOp root);
 
+/// Replaces the flattening to [.., D] of concat(x0 * cos - x1 * sin, x1 * cos + x0 * sin) over x's pairs (x
+/// viewed as [.., D/2, 2], x0 and x1 its pairs' elements) with the interleaved kiln.rope of x, by [S, D/2]
+/// tables as fuseHalvesRope takes them; where x, cos and sin are f32 widenings of one narrow type that the result
+/// is rounded back to, the rope of the narrow values replaces the rounding. Fails, changing nothing, otherwise.
+FailureOr<RopeOp> fusePairsRope(RewriterBase &rewriter, ReshapeOp root);
+
 /// Moves a transpose that keeps the last dimension in place from a kiln.rope's input (used only there) to its
 /// result: rope(transpose(x)) = transpose(rope(x)), the new rope reading positions from the dimension the
 /// transpose moves into place. Returns the moved transpose.

@@ -9,7 +9,9 @@
 // the written-out formula exactly. The halves spelling (gpt-fast's decode layer and others) rotates the two
 // halves of x by [.., D/2] tables and concatenates them, concat(a * cos - b * sin, a * sin + b * cos); its
 // tables are the rope's [S, D/2] tables once the one dimension they vary along (the positions: a decode step's
-// batch rows) is known.
+// batch rows) is known. The pairs spelling (gpt-fast's apply_rotary_emb: x viewed as [.., D/2, 2], each pair
+// (x0, x1) rotated and the results stacked and flattened back, in f32 around bf16 values) is the interleaved
+// kiln.rope, of the narrow values where the f32 was only a widening and a rounding back.
 //
 //===----------------------------------------------------------------------===//
 
@@ -218,14 +220,155 @@ FailureOr<RopeOp> kiln::fuseHalvesRope(RewriterBase &rewriter, ConcatOp root) {
   return rope;
 }
 
+/// The pairs tensor P ([.., D/2, 2]) when `value` is element `which` (0 or 1) of its pairs (P's last dimension
+/// sliced at `which` and dropped); null otherwise.
+static Value pairsOf(Value value, int64_t which) {
+  auto dropped = value.getDefiningOp<ReshapeOp>();
+  auto slice = dropped ? dropped.getInput().getDefiningOp<SliceOp>() : SliceOp();
+  Value pairs;
+  if (!slice || slice.getType().getShape().back() != 1 || slice.getInput().getType().getShape().back() != 2 ||
+      dropped.getType().getShape() != slice.getType().getShape().drop_back() ||
+      !isLastDimSlice(slice.getResult(), pairs, which, 1))
+    return {};
+  return pairs;
+}
+
+/// `value` without a widening float cast (f16/bf16 to f32) from `narrow`, or null when it is no such cast.
+static Value widenedFrom(Value value, Type narrow) {
+  auto widen = value.getDefiningOp<CastOp>();
+  if (!widen || widen.getInput().getType().getElementType() != narrow || !(narrow.isBF16() || narrow.isF16()))
+    return {};
+  return widen.getInput();
+}
+
+/// The dimensions of `shape` other than 1: two shapes with the same ones order their elements alike.
+static SmallVector<int64_t> nonUnitDims(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> dims;
+  llvm::copy_if(shape, std::back_inserter(dims), [](int64_t d) { return d != 1; });
+  return dims;
+}
+
+/// Where `table` is element `which` of the pairs stacked from two tensors (torch.stack([cos, sin], -1), viewed
+/// with unit dimensions added or dropped), that tensor viewed as `table`, so that no kernel stacks and slices
+/// them apart again; else `table`.
+static Value unstackedTable(RewriterBase &rewriter, Location loc, Value table) {
+  auto dropped = table.getDefiningOp<ReshapeOp>();
+  auto slice = dropped ? dropped.getInput().getDefiningOp<SliceOp>() : SliceOp();
+  Value pairs;
+  if (!slice || slice.getType().getShape().back() != 1 ||
+      nonUnitDims(dropped.getType().getShape()) != nonUnitDims(slice.getType().getShape()))
+    return table;
+  int64_t which = slice.getOffsets().back();
+  if (!isLastDimSlice(slice.getResult(), pairs, which, 1))
+    return table;
+  while (auto view = pairs.getDefiningOp<ReshapeOp>()) {
+    if (nonUnitDims(view.getInput().getType().getShape()) != nonUnitDims(view.getType().getShape()))
+      return table;
+    pairs = view.getInput();
+  }
+  auto stack = pairs.getDefiningOp<ConcatOp>();
+  auto pairType = cast<RankedTensorType>(pairs.getType());
+  if (!stack || stack.getInputs().size() != 2 || static_cast<int64_t>(stack.getAxis()) != pairType.getRank() - 1 ||
+      pairType.getShape().back() != 2)
+    return table;
+  Value part = stack.getInputs()[which];
+  auto tableType = cast<RankedTensorType>(table.getType());
+  if (nonUnitDims(cast<RankedTensorType>(part.getType()).getShape()) != nonUnitDims(tableType.getShape()))
+    return table;
+  return ReshapeOp::create(rewriter, loc, tableType, part);
+}
+
+FailureOr<RopeOp> kiln::fusePairsRope(RewriterBase &rewriter, ReshapeOp root) {
+  // root: a view of concat(first[.., D/2, 1], second[.., D/2, 1]) along the last dimension, [.., D/2, 2].
+  auto concat = root.getInput().getDefiningOp<ConcatOp>();
+  if (!concat || concat.getInputs().size() != 2)
+    return rewriter.notifyMatchFailure(root, "not a view of a concat of two parts");
+  RankedTensorType pairType = cast<RankedTensorType>(concat.getType());
+  int64_t rank = pairType.getRank() - 1;
+  if (rank < 2 || pairType.getShape().back() != 2 || static_cast<int64_t>(concat.getAxis()) != rank)
+    return rewriter.notifyMatchFailure(root, "not [.., D/2, 2] pairs");
+  SmallVector<int64_t> flatShape(pairType.getShape().drop_back());
+  flatShape.back() *= 2;
+  auto unstacked = [](Value part) -> Value {
+    auto reshape = part.getDefiningOp<ReshapeOp>();
+    return reshape ? reshape.getInput() : Value();
+  };
+  Value firstPart = unstacked(concat.getInputs()[0]), secondPart = unstacked(concat.getInputs()[1]);
+  auto difference = firstPart ? firstPart.getDefiningOp<SubOp>() : SubOp();
+  auto sum = secondPart ? secondPart.getDefiningOp<AddOp>() : AddOp();
+  if (!difference || !sum)
+    return rewriter.notifyMatchFailure(root, "the pairs are not (. - ., . + .)");
+  // x0 * cos - x1 * sin, then x1 * cos + x0 * sin (the sum's terms and the products in either order), x0 and x1
+  // the elements of one pairs tensor of the concat's shape.
+  Value pairs, cos, sin, even, odd;
+  auto element = [&](int64_t which) {
+    return [&, which](Value v) {
+      Value of = pairsOf(v, which);
+      if (!of || (pairs && of != pairs) || of.getType() != pairType)
+        return false;
+      pairs = of;
+      return true;
+    };
+  };
+  if (!matchEitherOrder<MulOp>(difference.getLhs(), even, cos, element(0)) ||
+      !matchEitherOrder<MulOp>(difference.getRhs(), odd, sin, element(1)))
+    return rewriter.notifyMatchFailure(root, "the first of each pair is not x0 * cos - x1 * sin");
+  bool matched = false;
+  for (auto [cosTerm, sinTerm] : {std::pair(sum.getLhs(), sum.getRhs()), std::pair(sum.getRhs(), sum.getLhs())}) {
+    Value a, b, cosAgain, sinAgain;
+    matched = matched || (matchEitherOrder<MulOp>(cosTerm, a, cosAgain, element(1)) && cosAgain == cos &&
+                          matchEitherOrder<MulOp>(sinTerm, b, sinAgain, element(0)) && sinAgain == sin);
+  }
+  if (!matched || difference.getType() != sum.getType() ||
+      cast<RankedTensorType>(difference.getType()).getShape() != pairType.getShape().drop_back())
+    return rewriter.notifyMatchFailure(root, "the second of each pair is not x1 * cos + x0 * sin of the same x");
+  // A rotation computed in f32 of bf16/f16 values and rounded back (gpt-fast's x.float() ... type_as(x)) is the
+  // rope of the narrow values: kiln.rope computes in f32 and rounds once.
+  Location loc = root.getLoc();
+  Operation *replaced = root;
+  Value rotated = pairs, cosTable = cos, sinTable = sin;
+  if (root->hasOneUse())
+    if (auto narrowing = dyn_cast<CastOp>(*root->getUsers().begin())) {
+      Type narrow = narrowing.getType().getElementType();
+      auto view = pairs.getDefiningOp<ReshapeOp>();
+      Value narrowX = view ? widenedFrom(view.getInput(), narrow) : Value();
+      Value narrowCos = widenedFrom(cos, narrow), narrowSin = widenedFrom(sin, narrow);
+      if (narrowX && narrowCos && narrowSin) {
+        rotated = narrowX, cosTable = narrowCos, sinTable = narrowSin;
+        replaced = narrowing;
+      }
+    }
+  rewriter.setInsertionPoint(replaced);
+  auto ropeType = RankedTensorType::get(flatShape, cast<RankedTensorType>(rotated.getType()).getElementType());
+  if (auto view = rotated.getDefiningOp<ReshapeOp>(); view && view.getInput().getType() == ropeType)
+    rotated = view.getInput(); // the pairs viewed back as the x they were viewed from
+  Value x = rotated.getType() == ropeType ? rotated : ReshapeOp::create(rewriter, loc, ropeType, rotated).getResult();
+  cosTable = unstackedTable(rewriter, loc, cosTable);
+  sinTable = unstackedTable(rewriter, loc, sinTable);
+  std::optional<int64_t> positionDim;
+  Value cosRows = halfRowsTable(rewriter, loc, cosTable, ropeType, positionDim);
+  Value sinRows = cosRows ? halfRowsTable(rewriter, loc, sinTable, ropeType, positionDim) : Value();
+  if (!sinRows)
+    return rewriter.notifyMatchFailure(root, "the tables vary along more than the positions");
+  IntegerAttr seqDim = *positionDim == rank - 2 ? IntegerAttr() : rewriter.getI64IntegerAttr(*positionDim);
+  auto rope = RopeOp::create(rewriter, loc, ropeType, x, cosRows, sinRows, /*interleaved=*/true, seqDim);
+  Type resultType = replaced->getResult(0).getType();
+  Value result = resultType == ropeType ? rope.getResult()
+                                        : ReshapeOp::create(rewriter, loc, resultType, rope.getResult()).getResult();
+  replaceAndEraseDead(rewriter, replaced, result);
+  return rope;
+}
+
 namespace {
 struct KilnFuseRopePass : kiln::impl::KilnFuseRopeBase<KilnFuseRopePass> {
   void runOnOperation() override {
-    forEachInProgramOrder<AddOp, ConcatOp>(getOperation(), [](IRRewriter &rewriter, Operation *op) {
+    forEachInProgramOrder<AddOp, ConcatOp, ReshapeOp>(getOperation(), [](IRRewriter &rewriter, Operation *op) {
       if (auto add = dyn_cast<AddOp>(op))
         (void)fuseRope(rewriter, add);
+      else if (auto concat = dyn_cast<ConcatOp>(op))
+        (void)fuseHalvesRope(rewriter, concat);
       else
-        (void)fuseHalvesRope(rewriter, cast<ConcatOp>(op));
+        (void)fusePairsRope(rewriter, cast<ReshapeOp>(op));
     });
   }
 };

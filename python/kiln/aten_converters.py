@@ -311,6 +311,13 @@ def _cat(node, a):
     return trace.concat(_floats_as(node, *tensors), a.get("dim", 0))
 
 
+def _stack(node, a):
+    """torch.stack as a concat of the tensors, each given a dimension of one element at ``dim``."""
+    tensors = _floats_as(node, *a["tensors"])
+    dim = a.get("dim", 0) % (tensors[0].ndim + 1)
+    return trace.concat([trace.reshape(t, t.shape[:dim] + (1,) + t.shape[dim:]) for t in tensors], dim)
+
+
 def _slice_window(x, dim, start, end, step):
     """The (offsets, sizes, strides) of ``x[start:end:step]`` along ``dim``, as Python clamps them."""
     dim %= x.ndim
@@ -442,7 +449,7 @@ CONVERTERS = {
     aten.squeeze.default: _reshape, aten.flatten.using_ints: _reshape, aten.expand.default: _expand,
     aten.clone.default: _identity, aten.alias.default: _identity, aten.detach.default: _identity,
     aten.contiguous.default: _identity, aten.lift_fresh_copy.default: _identity, aten._to_copy.default: _to_copy,
-    aten.cat.default: _cat, aten.slice.Tensor: _slice, aten.select.int: _select, aten.split.Tensor: _split,
+    aten.cat.default: _cat, aten.stack.default: _stack, aten.slice.Tensor: _slice, aten.select.int: _select, aten.split.Tensor: _split,
     aten.split_with_sizes.default: _split, aten.where.self: _where, operator.getitem: _getitem,
     aten.scalar_tensor.default: _scalar_tensor, aten.masked_fill.Scalar: _masked_fill, aten.masked_fill.Tensor: _masked_fill,
     aten.lt.Tensor: _comparison("lt"), aten.lt.Scalar: _comparison("lt"),

@@ -204,3 +204,101 @@ func.func @halves_not_rope(%x: tensor<3x5x8xf32>, %cos: tensor<3x5x4xf32>, %sin:
   %z = kiln.concat %lo1, %hi1 axis 2 : tensor<3x5x4xf32>, tensor<3x5x4xf32> -> tensor<3x5x8xf32>
   return %y, %z : tensor<3x5x8xf32>, tensor<3x5x8xf32>
 }
+
+// -----
+
+// gpt-fast's apply_rotary_emb: bf16 x [B, H, D] widened to f32 and viewed as [B, H, D/2, 2] pairs, each pair
+// (x0, x1) rotated by the pair of [B, 1, D/2] tables, the results stacked, flattened and rounded back: the
+// interleaved kiln.rope of the bf16 values, its tables the rows of the narrow ones (seq_dim 0: one position per
+// batch row).
+// CHECK-LABEL: func.func @pairs
+// CHECK-DAG: %[[COS:.*]] = kiln.reshape %arg1 : tensor<3x1x4xbf16> -> tensor<3x4xbf16>
+// CHECK-DAG: %[[SIN:.*]] = kiln.reshape %arg2 : tensor<3x1x4xbf16> -> tensor<3x4xbf16>
+// CHECK: %[[Y:.*]] = kiln.rope %arg0, %[[COS]], %[[SIN]] interleaved {seq_dim = 0 : i64} : tensor<3x5x8xbf16>, tensor<3x4xbf16>, tensor<3x4xbf16>
+// CHECK-NEXT: return %[[Y]]
+func.func @pairs(%x: tensor<3x5x8xbf16>, %cos: tensor<3x1x4xbf16>, %sin: tensor<3x1x4xbf16>) -> tensor<3x5x8xbf16> {
+  %xf = kiln.cast %x : tensor<3x5x8xbf16> to tensor<3x5x8xf32>
+  %c = kiln.cast %cos : tensor<3x1x4xbf16> to tensor<3x1x4xf32>
+  %s = kiln.cast %sin : tensor<3x1x4xbf16> to tensor<3x1x4xf32>
+  %p = kiln.reshape %xf : tensor<3x5x8xf32> -> tensor<3x5x4x2xf32>
+  %e0 = kiln.slice %p offsets [0, 0, 0, 0] strides [1, 1, 1, 1] : tensor<3x5x4x2xf32> -> tensor<3x5x4x1xf32>
+  %x0 = kiln.reshape %e0 : tensor<3x5x4x1xf32> -> tensor<3x5x4xf32>
+  %e1 = kiln.slice %p offsets [0, 0, 0, 1] strides [1, 1, 1, 1] : tensor<3x5x4x2xf32> -> tensor<3x5x4x1xf32>
+  %x1 = kiln.reshape %e1 : tensor<3x5x4x1xf32> -> tensor<3x5x4xf32>
+  %a = kiln.mul %x0, %c : tensor<3x5x4xf32>, tensor<3x1x4xf32> -> tensor<3x5x4xf32>
+  %b = kiln.mul %x1, %s : tensor<3x5x4xf32>, tensor<3x1x4xf32> -> tensor<3x5x4xf32>
+  %first = kiln.sub %a, %b : tensor<3x5x4xf32>, tensor<3x5x4xf32> -> tensor<3x5x4xf32>
+  %d = kiln.mul %c, %x1 : tensor<3x1x4xf32>, tensor<3x5x4xf32> -> tensor<3x5x4xf32>
+  %e = kiln.mul %x0, %s : tensor<3x5x4xf32>, tensor<3x1x4xf32> -> tensor<3x5x4xf32>
+  %second = kiln.add %e, %d : tensor<3x5x4xf32>, tensor<3x5x4xf32> -> tensor<3x5x4xf32>
+  %f1 = kiln.reshape %first : tensor<3x5x4xf32> -> tensor<3x5x4x1xf32>
+  %f2 = kiln.reshape %second : tensor<3x5x4xf32> -> tensor<3x5x4x1xf32>
+  %stacked = kiln.concat %f1, %f2 axis 3 : tensor<3x5x4x1xf32>, tensor<3x5x4x1xf32> -> tensor<3x5x4x2xf32>
+  %flat = kiln.reshape %stacked : tensor<3x5x4x2xf32> -> tensor<3x5x8xf32>
+  %y = kiln.cast %flat : tensor<3x5x8xf32> to tensor<3x5x8xbf16>
+  return %y : tensor<3x5x8xbf16>
+}
+
+// -----
+
+// The pairs spelling in f32 throughout: the interleaved rope of the f32 x.
+// CHECK-LABEL: func.func @pairs_f32
+// CHECK: kiln.rope %arg0, %{{.*}}, %{{.*}} interleaved : tensor<2x6x8xf32>, tensor<6x4xf32>, tensor<6x4xf32>
+func.func @pairs_f32(%x: tensor<2x6x8xf32>, %c: tensor<6x4xf32>, %s: tensor<6x4xf32>) -> tensor<2x6x8xf32> {
+  %p = kiln.reshape %x : tensor<2x6x8xf32> -> tensor<2x6x4x2xf32>
+  %e0 = kiln.slice %p offsets [0, 0, 0, 0] strides [1, 1, 1, 1] : tensor<2x6x4x2xf32> -> tensor<2x6x4x1xf32>
+  %x0 = kiln.reshape %e0 : tensor<2x6x4x1xf32> -> tensor<2x6x4xf32>
+  %e1 = kiln.slice %p offsets [0, 0, 0, 1] strides [1, 1, 1, 1] : tensor<2x6x4x2xf32> -> tensor<2x6x4x1xf32>
+  %x1 = kiln.reshape %e1 : tensor<2x6x4x1xf32> -> tensor<2x6x4xf32>
+  %a = kiln.mul %x0, %c : tensor<2x6x4xf32>, tensor<6x4xf32> -> tensor<2x6x4xf32>
+  %b = kiln.mul %x1, %s : tensor<2x6x4xf32>, tensor<6x4xf32> -> tensor<2x6x4xf32>
+  %first = kiln.sub %a, %b : tensor<2x6x4xf32>, tensor<2x6x4xf32> -> tensor<2x6x4xf32>
+  %d = kiln.mul %x1, %c : tensor<2x6x4xf32>, tensor<6x4xf32> -> tensor<2x6x4xf32>
+  %e = kiln.mul %x0, %s : tensor<2x6x4xf32>, tensor<6x4xf32> -> tensor<2x6x4xf32>
+  %second = kiln.add %d, %e : tensor<2x6x4xf32>, tensor<2x6x4xf32> -> tensor<2x6x4xf32>
+  %f1 = kiln.reshape %first : tensor<2x6x4xf32> -> tensor<2x6x4x1xf32>
+  %f2 = kiln.reshape %second : tensor<2x6x4xf32> -> tensor<2x6x4x1xf32>
+  %stacked = kiln.concat %f1, %f2 axis 3 : tensor<2x6x4x1xf32>, tensor<2x6x4x1xf32> -> tensor<2x6x4x2xf32>
+  %flat = kiln.reshape %stacked : tensor<2x6x4x2xf32> -> tensor<2x6x8xf32>
+  return %flat : tensor<2x6x8xf32>
+}
+
+// -----
+
+// Tables stacked into freqs_cis (torch.stack([cos, sin], -1)) and read back as its pairs' elements are read
+// from cos and sin themselves: no kernel stacks and slices them.
+// CHECK-LABEL: func.func @pairs_stacked_tables
+// CHECK-NOT: kiln.concat
+// CHECK: kiln.rope %arg0, %{{.*}}, %{{.*}} interleaved {seq_dim = 0 : i64} : tensor<3x5x8xbf16>, tensor<3x4xbf16>, tensor<3x4xbf16>
+// CHECK-NOT: kiln.slice
+func.func @pairs_stacked_tables(%x: tensor<3x5x8xbf16>, %cos: tensor<3x4xbf16>, %sin: tensor<3x4xbf16>)
+    -> tensor<3x5x8xbf16> {
+  %c1 = kiln.reshape %cos : tensor<3x4xbf16> -> tensor<3x4x1xbf16>
+  %s1 = kiln.reshape %sin : tensor<3x4xbf16> -> tensor<3x4x1xbf16>
+  %freqs = kiln.concat %c1, %s1 axis 2 : tensor<3x4x1xbf16>, tensor<3x4x1xbf16> -> tensor<3x4x2xbf16>
+  %fv = kiln.reshape %freqs : tensor<3x4x2xbf16> -> tensor<3x1x4x2xbf16>
+  %fc = kiln.slice %fv offsets [0, 0, 0, 0] strides [1, 1, 1, 1] : tensor<3x1x4x2xbf16> -> tensor<3x1x4x1xbf16>
+  %fcr = kiln.reshape %fc : tensor<3x1x4x1xbf16> -> tensor<3x1x4xbf16>
+  %fs = kiln.slice %fv offsets [0, 0, 0, 1] strides [1, 1, 1, 1] : tensor<3x1x4x2xbf16> -> tensor<3x1x4x1xbf16>
+  %fsr = kiln.reshape %fs : tensor<3x1x4x1xbf16> -> tensor<3x1x4xbf16>
+  %c = kiln.cast %fcr : tensor<3x1x4xbf16> to tensor<3x1x4xf32>
+  %s = kiln.cast %fsr : tensor<3x1x4xbf16> to tensor<3x1x4xf32>
+  %xf = kiln.cast %x : tensor<3x5x8xbf16> to tensor<3x5x8xf32>
+  %p = kiln.reshape %xf : tensor<3x5x8xf32> -> tensor<3x5x4x2xf32>
+  %e0 = kiln.slice %p offsets [0, 0, 0, 0] strides [1, 1, 1, 1] : tensor<3x5x4x2xf32> -> tensor<3x5x4x1xf32>
+  %x0 = kiln.reshape %e0 : tensor<3x5x4x1xf32> -> tensor<3x5x4xf32>
+  %e1 = kiln.slice %p offsets [0, 0, 0, 1] strides [1, 1, 1, 1] : tensor<3x5x4x2xf32> -> tensor<3x5x4x1xf32>
+  %x1 = kiln.reshape %e1 : tensor<3x5x4x1xf32> -> tensor<3x5x4xf32>
+  %a = kiln.mul %x0, %c : tensor<3x5x4xf32>, tensor<3x1x4xf32> -> tensor<3x5x4xf32>
+  %b = kiln.mul %x1, %s : tensor<3x5x4xf32>, tensor<3x1x4xf32> -> tensor<3x5x4xf32>
+  %first = kiln.sub %a, %b : tensor<3x5x4xf32>, tensor<3x5x4xf32> -> tensor<3x5x4xf32>
+  %d = kiln.mul %x1, %c : tensor<3x5x4xf32>, tensor<3x1x4xf32> -> tensor<3x5x4xf32>
+  %e = kiln.mul %x0, %s : tensor<3x5x4xf32>, tensor<3x1x4xf32> -> tensor<3x5x4xf32>
+  %second = kiln.add %d, %e : tensor<3x5x4xf32>, tensor<3x5x4xf32> -> tensor<3x5x4xf32>
+  %f1 = kiln.reshape %first : tensor<3x5x4xf32> -> tensor<3x5x4x1xf32>
+  %f2 = kiln.reshape %second : tensor<3x5x4xf32> -> tensor<3x5x4x1xf32>
+  %stacked = kiln.concat %f1, %f2 axis 3 : tensor<3x5x4x1xf32>, tensor<3x5x4x1xf32> -> tensor<3x5x4x2xf32>
+  %flat = kiln.reshape %stacked : tensor<3x5x4x2xf32> -> tensor<3x5x8xf32>
+  %y = kiln.cast %flat : tensor<3x5x8xf32> to tensor<3x5x8xbf16>
+  return %y : tensor<3x5x8xbf16>
+}

@@ -96,11 +96,12 @@ class GptFastDecodeLayer(nn.Module):
     static KV cache [B, Hkv, max_len, D] in buffers that ``index_copy_`` writes at ``input_pos``, SDPA over the
     whole cache under a boolean position mask, GQA by repeat_interleave, RMSNorm in f32, RoPE on [B, H, D] rows
     by the position's cos/sin. ``write="index_put_"`` writes the new rows by indexed assignment instead
-    (``cache[:, :, input_pos] = k``)."""
+    (``cache[:, :, input_pos] = k``). ``rope="pairs"`` rotates as gpt-fast's apply_rotary_emb does: in f32, the
+    pairs (x[2i], x[2i + 1]) by freqs_cis [B, D/2, 2] (cos and sin stacked), the result stacked and flattened."""
 
-    def __init__(self, hidden, heads, kv_heads, ffn, batch, max_len, eps=1e-5, write="index_copy_"):
+    def __init__(self, hidden, heads, kv_heads, ffn, batch, max_len, eps=1e-5, write="index_copy_", rope="halves"):
         super().__init__()
-        self.write = write
+        self.write, self.rope_spelling = write, rope
         self.heads, self.kv_heads, self.head_dim, self.ffn, self.eps = heads, kv_heads, hidden // heads, ffn, eps
         self.wqkv = nn.Linear(hidden, (heads + 2 * kv_heads) * self.head_dim, bias=False)
         self.wo = nn.Linear(heads * self.head_dim, hidden, bias=False)
@@ -121,12 +122,25 @@ class GptFastDecodeLayer(nn.Module):
         c, s = cos[:, None, :], sin[:, None, :]
         return torch.cat([a * c - b * s, a * s + b * c], dim=-1)
 
+    @staticmethod
+    def rope_pairs(x, freqs_cis):
+        xshaped = x.float().reshape(*x.shape[:-1], -1, 2)
+        freqs_cis = freqs_cis.view(xshaped.size(0), 1, xshaped.size(2), 2)
+        x_out2 = torch.stack([xshaped[..., 0] * freqs_cis[..., 0] - xshaped[..., 1] * freqs_cis[..., 1],
+                              xshaped[..., 1] * freqs_cis[..., 0] + xshaped[..., 0] * freqs_cis[..., 1]], -1)
+        return x_out2.flatten(2).type_as(x)
+
     def forward(self, x, cos, sin, input_pos, mask):
         bsz, d = x.shape[0], self.head_dim
         q, k, v = self.wqkv(self.norm(x, self.attn_norm)).split(
             [self.heads * d, self.kv_heads * d, self.kv_heads * d], dim=-1)
-        q = self.rope(q.view(bsz, self.heads, d), cos, sin)[:, :, None]
-        k = self.rope(k.view(bsz, self.kv_heads, d), cos, sin)[:, :, None]
+        if self.rope_spelling == "pairs":
+            freqs_cis = torch.stack([cos, sin], dim=-1)
+            q = self.rope_pairs(q.view(bsz, self.heads, d), freqs_cis)[:, :, None]
+            k = self.rope_pairs(k.view(bsz, self.kv_heads, d), freqs_cis)[:, :, None]
+        else:
+            q = self.rope(q.view(bsz, self.heads, d), cos, sin)[:, :, None]
+            k = self.rope(k.view(bsz, self.kv_heads, d), cos, sin)[:, :, None]
         v = v.view(bsz, self.kv_heads, 1, d)
         if self.write == "index_copy_":
             self.k_cache.index_copy_(2, input_pos, k)

@@ -99,15 +99,17 @@ def test_llama_block_runs_in_kiln(norm, gqa, mask):
     assert "causal" in attention and "mask(" not in partition.source
 
 
-@pytest.mark.parametrize("write", ["index_copy_", "index_put_"])
-def test_gpt_fast_decode_layer_with_a_static_cache(write):
+@pytest.mark.parametrize("write, rope", [("index_copy_", "halves"), ("index_put_", "halves"),
+                                         ("index_copy_", "pairs")])
+def test_gpt_fast_decode_layer_with_a_static_cache(write, rope):
     """gpt-fast's decode layer: its write of the new rows into the static cache (``index_copy_``, or the same as an
     indexed assignment, ``index_put_``) is made in place again after torch.compile functionalized it
     (kiln/cache_writes.py), and runs in torch as that one small write into the buffers themselves; everything
     around it runs in Kiln, the attention over the whole cache under the position mask. Two decode steps:
-    outputs and both caches as eager's, the caches still the module's own storage."""
+    outputs and both caches as eager's, the caches still the module's own storage. RoPE as this file's halves
+    or as gpt-fast's apply_rotary_emb (pairs of x in f32, freqs_cis stacked from cos and sin)."""
     batch, max_len, hidden = 2, 40, 64
-    eager, model = (GptFastDecodeLayer(hidden, 4, 2, 96, batch, max_len, write=write) for _ in range(2))
+    eager, model = (GptFastDecodeLayer(hidden, 4, 2, 96, batch, max_len, write=write, rope=rope) for _ in range(2))
     model.load_state_dict(eager.state_dict())
     for layer in (eager, model):
         layer.eval()
@@ -134,12 +136,15 @@ def test_gpt_fast_decode_layer_with_a_static_cache(write):
     sources = "".join(p.source for p in report.partitions)
     assert sources.count("kiln.attention") == 1 and sources.count("kiln.matmul") == 4
     # For the GPU: wqkv and w13 run as GEMMs of their weights' row views (no slice kernels; SiLU and the gate
-    # product in the w1 and w3 GEMMs' epilogues), RoPE's halves spelling is one kiln.rope for q and one for k,
-    # and the boolean position mask is read by the attention (a mask_mod over it, no bias kernel).
-    kernels = [k["name"].split("_", 2)[-1] for p in report.partitions
+    # product in the w1 and w3 GEMMs' epilogues), RoPE (either spelling) is one kiln.rope for q and one for k,
+    # and the boolean position mask is read by the attention (a mask_mod over it, no bias kernel). The pairs
+    # spelling's freqs_cis, stacked from cos and sin in the first partition and read by the second, is stacked
+    # there (a concat) and sliced apart here (one grouped launch).
+    kernels = [k["name"].split("_", 3)[-1] for p in report.partitions
                for k in kiln.compile(p.source, target="sm_90a").kernels]
-    assert kernels == ["k0_rms_norm", "k1_matmul_x3", "k4_rope", "k0_rope", "k1_attention", "k2_matmul",
-                       "k3_rms_norm", "k4_matmul", "k5_matmul", "k6_matmul"], kernels
+    tables = ["concat", "rope", "slice_x2"] if rope == "pairs" else ["rope"]
+    assert kernels == ["rms_norm", "matmul_x3", *tables, "rope", "attention", "matmul", "rms_norm", "matmul",
+                       "matmul", "matmul"], kernels
 
 
 def test_gpt_fast_model_decodes_with_its_caches_written_in_place():
