@@ -146,8 +146,8 @@ def KilnSplitSlicedMatmuls : Pass<"kiln-split-sliced-matmuls"> {
     the weight's rows [o, o + n) (and the bias's columns): contiguous runs, so views in the run plan. GPT-2's
     c_attn and gpt-fast's wqkv and w13 then need no slice kernel, and each part's consumer (a SiLU gate, RoPE,
     the attention) sits next to its own GEMM. A constant `[K, N]` weight (an ONNX MatMul's initializer) is cut
-    into constants of its columns. Parts of a weight or bias that is no constant and whose rows or columns do not
-    start on a 16-byte line are left as they were (they would be copied on every call).
+    into constants of its columns. A matmul one of whose parts of a weight or bias that is no constant does not
+    start on a 16-byte line is left as it was (that part would be copied on every call).
 
     ```mlir
     // before

@@ -151,30 +151,34 @@ FailureOr<RopeOp> kiln::fuseRope(RewriterBase &rewriter, AddOp root) {
   return rewriter.notifyMatchFailure(root, "not x * cos + rotate_half(x) * sin with [.., S, D] tables");
 }
 
-/// The [S, D/2] table kiln.rope takes for `table`, which broadcasts to x's halves (`xType` [.., D] of rank r,
-/// `table` of rank <= r and last dimension D/2) and varies along at most one dimension before the last: that
-/// dimension (or r - 2 where it varies along none and x has one row there) goes to `positionDim`, which must
-/// agree between the two tables. Null when the table is not of that form.
-static Value halfRowsTable(RewriterBase &rewriter, Location loc, Value table, RankedTensorType xType,
-                           std::optional<int64_t> &positionDim) {
+/// The dimension of x (`xType`, [.., D] of rank r) that `table` ([.., D/2], rank <= r, broadcasting to x's halves)
+/// varies along: the positions; r - 2 where it varies along none and x has one row there. nullopt when it varies
+/// along more than one dimension or is not of that form.
+static std::optional<int64_t> tablePositionDim(Value table, RankedTensorType xType) {
   auto type = cast<RankedTensorType>(table.getType());
   int64_t rank = xType.getRank(), half = xType.getShape().back() / 2, lead = rank - type.getRank();
   if (lead < 0 || type.getShape().back() != half || type.getElementType() != xType.getElementType())
-    return {};
+    return std::nullopt;
   std::optional<int64_t> varying;
   for (int64_t d = 0; d + 1 < type.getRank(); ++d) {
     if (type.getDimSize(d) == 1)
       continue;
     if (varying || type.getDimSize(d) != xType.getDimSize(d + lead))
-      return {};
+      return std::nullopt;
     varying = d + lead;
   }
-  int64_t dim = varying.value_or(rank - 2);
-  if ((!varying && xType.getDimSize(dim) != 1) || (positionDim && *positionDim != dim))
-    return {};
-  positionDim = dim;
-  auto rows = RankedTensorType::get({xType.getDimSize(dim), half}, type.getElementType());
-  return rows == type ? table : ReshapeOp::create(rewriter, loc, rows, table).getResult();
+  if (!varying && xType.getDimSize(rank - 2) != 1)
+    return std::nullopt;
+  return varying.value_or(rank - 2);
+}
+
+/// `source` (the table's elements in the table's order) as the [S, D/2] rows kiln.rope takes, S being x's size
+/// along `positionDim`.
+static Value tableRows(RewriterBase &rewriter, Location loc, Value source, RankedTensorType xType,
+                       int64_t positionDim) {
+  auto rows = RankedTensorType::get({xType.getDimSize(positionDim), xType.getShape().back() / 2},
+                                    xType.getElementType());
+  return source.getType() == rows ? source : ReshapeOp::create(rewriter, loc, rows, source).getResult();
 }
 
 FailureOr<RopeOp> kiln::fuseHalvesRope(RewriterBase &rewriter, ConcatOp root) {
@@ -207,15 +211,14 @@ FailureOr<RopeOp> kiln::fuseHalvesRope(RewriterBase &rewriter, ConcatOp root) {
       llvm::any_of(ValueRange{difference.getLhs(), difference.getRhs(), sum.getLhs(), sum.getRhs()},
                    [&](Value term) { return term.getType() != halfType; }))
     return rewriter.notifyMatchFailure(root, "the second half is not a * sin + b * cos with the same tables");
+  std::optional<int64_t> positionDim = tablePositionDim(cos, type);
+  if (!positionDim || tablePositionDim(sin, type) != positionDim)
+    return rewriter.notifyMatchFailure(root, "the tables vary along more than the positions");
   Location loc = root.getLoc();
   rewriter.setInsertionPoint(root);
-  std::optional<int64_t> positionDim;
-  Value cosRows = halfRowsTable(rewriter, loc, cos, type, positionDim);
-  Value sinRows = cosRows ? halfRowsTable(rewriter, loc, sin, type, positionDim) : Value();
-  if (!sinRows)
-    return rewriter.notifyMatchFailure(root, "the tables vary along more than the positions");
   IntegerAttr seqDim = *positionDim == rank - 2 ? IntegerAttr() : rewriter.getI64IntegerAttr(*positionDim);
-  auto rope = RopeOp::create(rewriter, loc, type, x, cosRows, sinRows, /*interleaved=*/false, seqDim);
+  auto rope = RopeOp::create(rewriter, loc, type, x, tableRows(rewriter, loc, cos, type, *positionDim),
+                             tableRows(rewriter, loc, sin, type, *positionDim), /*interleaved=*/false, seqDim);
   replaceAndEraseDead(rewriter, root, rope);
   return rope;
 }
@@ -249,9 +252,9 @@ static SmallVector<int64_t> nonUnitDims(ArrayRef<int64_t> shape) {
 }
 
 /// Where `table` is element `which` of the pairs stacked from two tensors (torch.stack([cos, sin], -1), viewed
-/// with unit dimensions added or dropped), that tensor viewed as `table`, so that no kernel stacks and slices
-/// them apart again; else `table`.
-static Value unstackedTable(RewriterBase &rewriter, Location loc, Value table) {
+/// with unit dimensions added or dropped), that tensor, whose elements are the table's in the table's order (so
+/// that no kernel stacks and slices them apart again); else `table`.
+static Value stackedPart(Value table) {
   auto dropped = table.getDefiningOp<ReshapeOp>();
   auto slice = dropped ? dropped.getInput().getDefiningOp<SliceOp>() : SliceOp();
   Value pairs;
@@ -272,10 +275,10 @@ static Value unstackedTable(RewriterBase &rewriter, Location loc, Value table) {
       pairType.getShape().back() != 2)
     return table;
   Value part = stack.getInputs()[which];
-  auto tableType = cast<RankedTensorType>(table.getType());
-  if (nonUnitDims(cast<RankedTensorType>(part.getType()).getShape()) != nonUnitDims(tableType.getShape()))
+  if (nonUnitDims(cast<RankedTensorType>(part.getType()).getShape()) !=
+      nonUnitDims(cast<RankedTensorType>(table.getType()).getShape()))
     return table;
-  return ReshapeOp::create(rewriter, loc, tableType, part);
+  return part;
 }
 
 FailureOr<RopeOp> kiln::fusePairsRope(RewriterBase &rewriter, ReshapeOp root) {
@@ -338,20 +341,19 @@ FailureOr<RopeOp> kiln::fusePairsRope(RewriterBase &rewriter, ReshapeOp root) {
         replaced = narrowing;
       }
     }
-  rewriter.setInsertionPoint(replaced);
   auto ropeType = RankedTensorType::get(flatShape, cast<RankedTensorType>(rotated.getType()).getElementType());
+  std::optional<int64_t> positionDim = tablePositionDim(cosTable, ropeType);
+  if (!positionDim || tablePositionDim(sinTable, ropeType) != positionDim)
+    return rewriter.notifyMatchFailure(root, "the tables vary along more than the positions");
+  rewriter.setInsertionPoint(replaced);
   if (auto view = rotated.getDefiningOp<ReshapeOp>(); view && view.getInput().getType() == ropeType)
     rotated = view.getInput(); // the pairs viewed back as the x they were viewed from
   Value x = rotated.getType() == ropeType ? rotated : ReshapeOp::create(rewriter, loc, ropeType, rotated).getResult();
-  cosTable = unstackedTable(rewriter, loc, cosTable);
-  sinTable = unstackedTable(rewriter, loc, sinTable);
-  std::optional<int64_t> positionDim;
-  Value cosRows = halfRowsTable(rewriter, loc, cosTable, ropeType, positionDim);
-  Value sinRows = cosRows ? halfRowsTable(rewriter, loc, sinTable, ropeType, positionDim) : Value();
-  if (!sinRows)
-    return rewriter.notifyMatchFailure(root, "the tables vary along more than the positions");
   IntegerAttr seqDim = *positionDim == rank - 2 ? IntegerAttr() : rewriter.getI64IntegerAttr(*positionDim);
-  auto rope = RopeOp::create(rewriter, loc, ropeType, x, cosRows, sinRows, /*interleaved=*/true, seqDim);
+  auto rope = RopeOp::create(rewriter, loc, ropeType, x,
+                             tableRows(rewriter, loc, stackedPart(cosTable), ropeType, *positionDim),
+                             tableRows(rewriter, loc, stackedPart(sinTable), ropeType, *positionDim),
+                             /*interleaved=*/true, seqDim);
   Type resultType = replaced->getResult(0).getType();
   Value result = resultType == ropeType ? rope.getResult()
                                         : ReshapeOp::create(rewriter, loc, resultType, rope.getResult()).getResult();

@@ -27,14 +27,38 @@ namespace kiln {
 using namespace mlir;
 using namespace mlir::kiln;
 
-/// Every plan value that shares the bytes of `root`: the root and its views, transitively.
+/// Every plan value that views the bytes of `root`: the root and its views (reshapes, contiguous slices),
+/// transitively.
 static SmallVector<Value> aliasesOf(Value root) {
   SmallVector<Value> aliases{root};
   for (size_t i = 0; i < aliases.size(); ++i)
     for (Operation *user : aliases[i].getUsers())
-      if (auto view = dyn_cast<ReshapeOp>(user))
-        aliases.push_back(view.getResult());
+      if (isPlanView(user))
+        aliases.push_back(user->getResult(0));
   return aliases;
+}
+
+/// The bytes a plan value holds: its storage (through views) and the range [begin, end) in it.
+struct ByteRange {
+  Value storage;
+  int64_t begin, end;
+  bool overlaps(const ByteRange &other) const {
+    return storage == other.storage && begin < other.end && other.begin < end;
+  }
+};
+
+static ByteRange bytesOf(Value value) {
+  auto type = cast<RankedTensorType>(value.getType());
+  int64_t offset = 0;
+  Value storage = value;
+  while (Operation *view = storage.getDefiningOp()) {
+    std::optional<int64_t> at = planViewOffset(view);
+    if (!at)
+      break;
+    offset += *at;
+    storage = view->getOperand(0);
+  }
+  return {storage, offset, offset + type.getNumElements() * std::max<int64_t>(type.getElementTypeBitWidth(), 8) / 8};
 }
 
 LogicalResult kiln::updateCachesInPlace(RewriterBase &rewriter, func::CallOp call, AppendKvOp append) {
@@ -52,18 +76,20 @@ LogicalResult kiln::updateCachesInPlace(RewriterBase &rewriter, func::CallOp cal
                                    "arguments, two destinations)";
   Value caches[2] = {call.getOperand(*kIndex), call.getOperand(*vIndex)};
   StringRef names[2] = {"k_cache", "v_cache"};
-  if (viewedStorage(caches[0]) == viewedStorage(caches[1]))
+  if (bytesOf(caches[0]).overlaps(bytesOf(caches[1])))
     return call.emitError() << "kiln.append_kv on the GPU writes its caches in place, so 'k_cache' and 'v_cache' "
-                               "must be different buffers";
+                               "must not share bytes";
   for (auto [cache, name] : llvm::zip_equal(caches, names)) {
-    Value root = viewedStorage(cache);
-    if (root.getDefiningOp<ConstantOp>())
+    ByteRange written = bytesOf(cache);
+    if (written.storage.getDefiningOp<ConstantOp>())
       return call.emitError() << "kiln.append_kv on the GPU writes its caches in place, so '" << name
                               << "' cannot be a constant of the program";
-    for (Value alias : aliasesOf(root))
+    for (Value alias : aliasesOf(written.storage)) {
+      if (!bytesOf(alias).overlaps(written))
+        continue; // another part of the storage (a stacked cache's other half)
       for (OpOperand &use : alias.getUses()) {
         Operation *user = use.getOwner();
-        if (user == call.getOperation() || isa<ReshapeOp>(user) ||
+        if (user == call.getOperation() || isPlanView(user) ||
             (user->getBlock() == call->getBlock() && user->isBeforeInBlock(call)))
           continue;
         InFlightDiagnostic error = call.emitError()
@@ -72,6 +98,7 @@ LogicalResult kiln::updateCachesInPlace(RewriterBase &rewriter, func::CallOp cal
         error.attachNote(user->getLoc()) << "the later use";
         return error;
       }
+    }
   }
   for (auto [index, cache] : llvm::enumerate(caches)) {
     Value destination = call.getOperand(firstDestination + index);

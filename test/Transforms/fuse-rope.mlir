@@ -302,3 +302,24 @@ func.func @pairs_stacked_tables(%x: tensor<3x5x8xbf16>, %cos: tensor<3x4xbf16>, 
   %y = kiln.cast %flat : tensor<3x5x8xf32> to tensor<3x5x8xbf16>
   return %y : tensor<3x5x8xbf16>
 }
+
+// -----
+
+// Tables that vary along different dimensions (cos along the batch, sin along the heads) are no rope's: the
+// IR is left exactly as it was, not even a view of a table added.
+// CHECK-LABEL: func.func @halves_tables_disagree
+// CHECK-NOT: kiln.rope
+// CHECK-NOT: kiln.reshape
+func.func @halves_tables_disagree(%x: tensor<2x3x8xf32>, %cos: tensor<2x1x4xf32>, %sin: tensor<1x3x4xf32>)
+    -> tensor<2x3x8xf32> {
+  %a = kiln.slice %x offsets [0, 0, 0] strides [1, 1, 1] : tensor<2x3x8xf32> -> tensor<2x3x4xf32>
+  %b = kiln.slice %x offsets [0, 0, 4] strides [1, 1, 1] : tensor<2x3x8xf32> -> tensor<2x3x4xf32>
+  %ac = kiln.mul %a, %cos : tensor<2x3x4xf32>, tensor<2x1x4xf32> -> tensor<2x3x4xf32>
+  %bs = kiln.mul %b, %sin : tensor<2x3x4xf32>, tensor<1x3x4xf32> -> tensor<2x3x4xf32>
+  %lo = kiln.sub %ac, %bs : tensor<2x3x4xf32>, tensor<2x3x4xf32> -> tensor<2x3x4xf32>
+  %as = kiln.mul %a, %sin : tensor<2x3x4xf32>, tensor<1x3x4xf32> -> tensor<2x3x4xf32>
+  %bc = kiln.mul %b, %cos : tensor<2x3x4xf32>, tensor<2x1x4xf32> -> tensor<2x3x4xf32>
+  %hi = kiln.add %as, %bc : tensor<2x3x4xf32>, tensor<2x3x4xf32> -> tensor<2x3x4xf32>
+  %y = kiln.concat %lo, %hi axis 2 : tensor<2x3x4xf32>, tensor<2x3x4xf32> -> tensor<2x3x8xf32>
+  return %y : tensor<2x3x8xf32>
+}

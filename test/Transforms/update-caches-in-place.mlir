@@ -85,7 +85,7 @@ func.func @same(%c: tensor<8x16x2x64xbf16>, %k: tensor<2x2x1x64xbf16>, %v: tenso
     %table: tensor<2x4xi32>, %pos: tensor<2xi32>) -> (tensor<8x16x2x64xbf16>, tensor<8x16x2x64xbf16>) {
   %e0 = tensor.empty() : tensor<8x16x2x64xbf16>
   %e1 = tensor.empty() : tensor<8x16x2x64xbf16>
-  // expected-error @below {{kiln.append_kv on the GPU writes its caches in place, so 'k_cache' and 'v_cache' must be different buffers}}
+  // expected-error @below {{kiln.append_kv on the GPU writes its caches in place, so 'k_cache' and 'v_cache' must not share bytes}}
   %0:2 = call @same_k0_append_kv(%c, %k, %v, %table, %pos, %e0, %e1) : (tensor<8x16x2x64xbf16>,
       tensor<2x2x1x64xbf16>, tensor<2x2x1x64xbf16>, tensor<2x4xi32>, tensor<2xi32>,
       tensor<8x16x2x64xbf16>, tensor<8x16x2x64xbf16>) -> (tensor<8x16x2x64xbf16>, tensor<8x16x2x64xbf16>)
@@ -115,4 +115,67 @@ func.func @constant(%kc: tensor<8x16x2x64xbf16>, %k: tensor<2x2x1x64xbf16>, %v: 
       tensor<8x16x2x64xbf16>, tensor<2x2x1x64xbf16>, tensor<2x2x1x64xbf16>, tensor<2x4xi32>, tensor<2xi32>,
       tensor<8x16x2x64xbf16>, tensor<8x16x2x64xbf16>) -> (tensor<8x16x2x64xbf16>, tensor<8x16x2x64xbf16>)
   return %0#0, %0#1 : tensor<8x16x2x64xbf16>, tensor<8x16x2x64xbf16>
+}
+
+// -----
+
+// K and V as the two halves of one stacked cache [2, pages, ...] (contiguous slices: views of its bytes) do not
+// share bytes: each half is written in place. A read of the K half after the append is a read of the old cache;
+// a read of the V half before it and of the other half's bytes are not.
+func.func private @stacked_k0_append_kv(%kc: tensor<8x16x2x64xbf16>, %vc: tensor<8x16x2x64xbf16>,
+    %k: tensor<2x2x1x64xbf16>, %v: tensor<2x2x1x64xbf16>, %table: tensor<2x4xi32>, %pos: tensor<2xi32>,
+    %kd: tensor<8x16x2x64xbf16>, %vd: tensor<8x16x2x64xbf16>) -> (tensor<8x16x2x64xbf16>, tensor<8x16x2x64xbf16>)
+    attributes {kiln.kernel} {
+  %0:2 = kiln.append_kv %kc, %vc, %k, %v, %table, %pos : tensor<8x16x2x64xbf16>, tensor<8x16x2x64xbf16>,
+      tensor<2x2x1x64xbf16>, tensor<2x2x1x64xbf16>, tensor<2x4xi32>, tensor<2xi32>
+      -> tensor<8x16x2x64xbf16>, tensor<8x16x2x64xbf16>
+  %1 = bufferization.materialize_in_destination %0#0 in %kd : (tensor<8x16x2x64xbf16>, tensor<8x16x2x64xbf16>) -> tensor<8x16x2x64xbf16>
+  %2 = bufferization.materialize_in_destination %0#1 in %vd : (tensor<8x16x2x64xbf16>, tensor<8x16x2x64xbf16>) -> tensor<8x16x2x64xbf16>
+  return %1, %2 : tensor<8x16x2x64xbf16>, tensor<8x16x2x64xbf16>
+}
+// CHECK-LABEL: func.func @stacked
+// CHECK: %[[K:.+]] = kiln.reshape %{{.+}} : tensor<1x8x16x2x64xbf16> -> tensor<8x16x2x64xbf16>
+// CHECK: %[[V:.+]] = kiln.reshape %{{.+}} : tensor<1x8x16x2x64xbf16> -> tensor<8x16x2x64xbf16>
+// CHECK: call @stacked_k0_append_kv(%[[K]], %[[V]], %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %[[K]], %[[V]])
+func.func @stacked(%kv: tensor<2x8x16x2x64xbf16>, %k: tensor<2x2x1x64xbf16>, %v: tensor<2x2x1x64xbf16>,
+    %table: tensor<2x4xi32>, %pos: tensor<2xi32>) -> (tensor<8x16x2x64xbf16>, tensor<8x16x2x64xbf16>) {
+  %k5 = kiln.slice %kv offsets [0, 0, 0, 0, 0] strides [1, 1, 1, 1, 1] : tensor<2x8x16x2x64xbf16> -> tensor<1x8x16x2x64xbf16>
+  %kc = kiln.reshape %k5 : tensor<1x8x16x2x64xbf16> -> tensor<8x16x2x64xbf16>
+  %v5 = kiln.slice %kv offsets [1, 0, 0, 0, 0] strides [1, 1, 1, 1, 1] : tensor<2x8x16x2x64xbf16> -> tensor<1x8x16x2x64xbf16>
+  %vc = kiln.reshape %v5 : tensor<1x8x16x2x64xbf16> -> tensor<8x16x2x64xbf16>
+  %e0 = tensor.empty() : tensor<8x16x2x64xbf16>
+  %e1 = tensor.empty() : tensor<8x16x2x64xbf16>
+  %0:2 = call @stacked_k0_append_kv(%kc, %vc, %k, %v, %table, %pos, %e0, %e1) : (tensor<8x16x2x64xbf16>,
+      tensor<8x16x2x64xbf16>, tensor<2x2x1x64xbf16>, tensor<2x2x1x64xbf16>, tensor<2x4xi32>, tensor<2xi32>,
+      tensor<8x16x2x64xbf16>, tensor<8x16x2x64xbf16>) -> (tensor<8x16x2x64xbf16>, tensor<8x16x2x64xbf16>)
+  return %0#0, %0#1 : tensor<8x16x2x64xbf16>, tensor<8x16x2x64xbf16>
+}
+
+// -----
+
+func.func private @stacked_old_k0_append_kv(%kc: tensor<8x16x2x64xbf16>, %vc: tensor<8x16x2x64xbf16>,
+    %k: tensor<2x2x1x64xbf16>, %v: tensor<2x2x1x64xbf16>, %table: tensor<2x4xi32>, %pos: tensor<2xi32>,
+    %kd: tensor<8x16x2x64xbf16>, %vd: tensor<8x16x2x64xbf16>) -> (tensor<8x16x2x64xbf16>, tensor<8x16x2x64xbf16>)
+    attributes {kiln.kernel} {
+  %0:2 = kiln.append_kv %kc, %vc, %k, %v, %table, %pos : tensor<8x16x2x64xbf16>, tensor<8x16x2x64xbf16>,
+      tensor<2x2x1x64xbf16>, tensor<2x2x1x64xbf16>, tensor<2x4xi32>, tensor<2xi32>
+      -> tensor<8x16x2x64xbf16>, tensor<8x16x2x64xbf16>
+  %1 = bufferization.materialize_in_destination %0#0 in %kd : (tensor<8x16x2x64xbf16>, tensor<8x16x2x64xbf16>) -> tensor<8x16x2x64xbf16>
+  %2 = bufferization.materialize_in_destination %0#1 in %vd : (tensor<8x16x2x64xbf16>, tensor<8x16x2x64xbf16>) -> tensor<8x16x2x64xbf16>
+  return %1, %2 : tensor<8x16x2x64xbf16>, tensor<8x16x2x64xbf16>
+}
+func.func @stacked_old(%kv: tensor<2x8x16x2x64xbf16>, %k: tensor<2x2x1x64xbf16>, %v: tensor<2x2x1x64xbf16>,
+    %table: tensor<2x4xi32>, %pos: tensor<2xi32>) -> (tensor<8x16x2x64xbf16>, tensor<1x8x16x2x64xbf16>) {
+  %k5 = kiln.slice %kv offsets [0, 0, 0, 0, 0] strides [1, 1, 1, 1, 1] : tensor<2x8x16x2x64xbf16> -> tensor<1x8x16x2x64xbf16>
+  %kc = kiln.reshape %k5 : tensor<1x8x16x2x64xbf16> -> tensor<8x16x2x64xbf16>
+  %v5 = kiln.slice %kv offsets [1, 0, 0, 0, 0] strides [1, 1, 1, 1, 1] : tensor<2x8x16x2x64xbf16> -> tensor<1x8x16x2x64xbf16>
+  %vc = kiln.reshape %v5 : tensor<1x8x16x2x64xbf16> -> tensor<8x16x2x64xbf16>
+  %e0 = tensor.empty() : tensor<8x16x2x64xbf16>
+  %e1 = tensor.empty() : tensor<8x16x2x64xbf16>
+  // expected-error @below {{kiln.append_kv on the GPU writes its caches in place, but the old 'k_cache' is used after the append; use the appended cache (its result) instead}}
+  %0:2 = call @stacked_old_k0_append_kv(%kc, %vc, %k, %v, %table, %pos, %e0, %e1) : (tensor<8x16x2x64xbf16>,
+      tensor<8x16x2x64xbf16>, tensor<2x2x1x64xbf16>, tensor<2x2x1x64xbf16>, tensor<2x4xi32>, tensor<2xi32>,
+      tensor<8x16x2x64xbf16>, tensor<8x16x2x64xbf16>) -> (tensor<8x16x2x64xbf16>, tensor<8x16x2x64xbf16>)
+  // expected-note @below {{the later use}}
+  return %0#1, %k5 : tensor<8x16x2x64xbf16>, tensor<1x8x16x2x64xbf16>
 }

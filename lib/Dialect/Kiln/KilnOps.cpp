@@ -283,7 +283,7 @@ void AttentionOp::takeModsFrom(AttentionOp from) {
 std::optional<int64_t> SliceOp::getContiguousOffset() {
   ArrayRef<int64_t> input = getInput().getType().getShape(), result = getType().getShape();
   ArrayRef<int64_t> offsets = getOffsets(), strides = getStrides();
-  // Row-major: past the outermost dimension the slice narrows, every dimension is whole; before it, one index.
+  // Row-major: past the innermost dimension the slice narrows, every dimension is whole; before it, one index.
   int64_t rank = input.size(), narrowed = rank;
   for (int64_t d = rank - 1; d >= 0; --d)
     if (result[d] != input[d]) {
