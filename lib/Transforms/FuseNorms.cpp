@@ -169,14 +169,6 @@ FailureOr<Value> kiln::fuseNorm(RewriterBase &rewriter, Operation *root) {
   return replacement;
 }
 
-/// The narrow value `value` widens by a cast, or null.
-static Value widenedFrom(Value value, Type narrowElement) {
-  auto cast = value.getDefiningOp<CastOp>();
-  if (!cast || cast.getInput().getType().getElementType() != narrowElement)
-    return {};
-  return cast.getInput();
-}
-
 FailureOr<Value> kiln::narrowNorm(RewriterBase &rewriter, CastOp narrow) {
   Operation *norm = narrow.getInput().getDefiningOp();
   if (!isa_and_nonnull<RmsNormOp, LayerNormOp>(norm) || !norm->hasOneUse())

@@ -236,14 +236,6 @@ static Value pairsOf(Value value, int64_t which) {
   return pairs;
 }
 
-/// `value` without a widening float cast (f16/bf16 to f32) from `narrow`, or null when it is no such cast.
-static Value widenedFrom(Value value, Type narrow) {
-  auto widen = value.getDefiningOp<CastOp>();
-  if (!widen || widen.getInput().getType().getElementType() != narrow || !(narrow.isBF16() || narrow.isF16()))
-    return {};
-  return widen.getInput();
-}
-
 /// The dimensions of `shape` other than 1: two shapes with the same ones order their elements alike.
 static SmallVector<int64_t> nonUnitDims(ArrayRef<int64_t> shape) {
   SmallVector<int64_t> dims;
@@ -333,10 +325,11 @@ FailureOr<RopeOp> kiln::fusePairsRope(RewriterBase &rewriter, ReshapeOp root) {
   if (root->hasOneUse())
     if (auto narrowing = dyn_cast<CastOp>(*root->getUsers().begin())) {
       Type narrow = narrowing.getType().getElementType();
+      bool halfFloat = narrow.isBF16() || narrow.isF16();
       auto view = pairs.getDefiningOp<ReshapeOp>();
       Value narrowX = view ? widenedFrom(view.getInput(), narrow) : Value();
       Value narrowCos = widenedFrom(cos, narrow), narrowSin = widenedFrom(sin, narrow);
-      if (narrowX && narrowCos && narrowSin) {
+      if (halfFloat && narrowX && narrowCos && narrowSin) {
         rotated = narrowX, cosTable = narrowCos, sinTable = narrowSin;
         replaced = narrowing;
       }

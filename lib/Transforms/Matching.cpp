@@ -106,6 +106,13 @@ void kiln::eraseDeadProducers(RewriterBase &rewriter, SmallVector<Operation *> r
   }
 }
 
+Value kiln::widenedFrom(Value value, Type narrowElement) {
+  auto cast = value.getDefiningOp<CastOp>();
+  if (!cast || cast.getInput().getType().getElementType() != narrowElement)
+    return {};
+  return cast.getInput();
+}
+
 void kiln::replaceAndEraseDead(RewriterBase &rewriter, Operation *root, Value replacement) {
   SmallVector<Operation *> producers;
   for (Value operand : root->getOperands())

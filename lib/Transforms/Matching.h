@@ -77,6 +77,9 @@ void forEachInProgramOrder(Operation *root, llvm::function_ref<void(IRRewriter &
 /// the function is touched.
 void eraseDeadProducers(RewriterBase &rewriter, SmallVector<Operation *> roots);
 
+/// The value that `value` widens from `narrowElement` by a kiln.cast, or null.
+Value widenedFrom(Value value, Type narrowElement);
+
 /// Replaces `root` by `replacement` and erases what fed only `root`.
 void replaceAndEraseDead(RewriterBase &rewriter, Operation *root, Value replacement);
 
