@@ -79,8 +79,9 @@ def attention_case(name, batch, heads, kv_heads, seq_q, seq_k, head_dim, dtype="
                 out_seq_major=out_seq_major, mlir=text)
 
 
-def attention_extras_case(name, mask_shape=None, lse=False, gate=False, causal=False, dtype="bf16"):
-    """Attention with an additive mask, an lse result and/or a gating multiply fused as its epilogue."""
+def attention_extras_case(name, mask_shape=None, lse=False, gate=False, causal=False, dtype="bf16", dead_rows=False):
+    """Attention with an additive mask, an lse result and/or a gating multiply fused as its epilogue; with
+    dead_rows, the visit sets every seventh query row of the mask to -inf (rows that see no key: zeros)."""
     b, h, hkv, sq, sk, d = 2, 4, 2, 77, 150, 64
     q, kv = tensor((b, h, sq, d), dtype), tensor((b, hkv, sk, d), dtype)
     m = tensor(mask_shape, dtype) if mask_shape else None
@@ -98,7 +99,7 @@ def attention_extras_case(name, mask_shape=None, lse=False, gate=False, causal=F
     text = f"func.func @{name}({', '.join(args)}) -> ({', '.join(results)}) {{\n  " + "\n  ".join(body) + "\n}\n"
     return dict(name=name, kind="attention", batch=b, heads=h, kv_heads=hkv, seq_q=sq, seq_k=sk, head_dim=d,
                 dtype=dtype, out_dtype=dtype, causal=causal, mask=list(mask_shape) if mask_shape else None,
-                lse=lse, gate=gate, mlir=text)
+                lse=lse, gate=gate, dead_rows=dead_rows, mlir=text)
 
 
 def attention_correctness_cases():
@@ -108,6 +109,8 @@ def attention_correctness_cases():
         attention_extras_case("ta_lse_causal_bf16", lse=True, causal=True),
         attention_extras_case("ta_gate_epilogue_f16", gate=True, dtype="f16"),
         attention_extras_case("ta_mask_lse_gate_bf16", mask_shape=(2, 4, 77, 150), lse=True, gate=True),
+        attention_extras_case("ta_mask_dead_rows_causal_bf16", mask_shape=(2, 1, 77, 150), causal=True,
+                              dead_rows=True),
     ]
     for dtype in ("bf16", "f16"):
         for d in (24, 40, 64, 72, 80, 96, 112, 128, 160, 192, 256):

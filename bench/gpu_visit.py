@@ -101,7 +101,9 @@ def attention_reference(case, q, k, v, mask=None, gate=None):
         sq, sk = case["seq_q"], case["seq_k"]
         keep = torch.ones(sq, sk, device="cuda", dtype=torch.bool).tril(sk - sq)
         s = s.masked_fill(~keep, float("-inf"))
-    out = torch.softmax(s, -1) @ vf
+    # A row that sees no key (all -inf) gives zeros, as kiln.attention defines (and torch's SDPA).
+    probabilities = torch.softmax(s, -1).masked_fill(torch.isneginf(s).all(-1, keepdim=True), 0.0)
+    out = probabilities @ vf
     if gate is not None:
         out = out * gate.float()
     return out, torch.logsumexp(s, -1)
@@ -145,6 +147,8 @@ def run_attention(case, folder, generator, bench):
     dtype = DTYPES[case["dtype"]]
     mask = (torch.randn(*case["mask"], generator=generator, device="cuda").to(dtype)
             if case.get("mask") else None)
+    if case.get("dead_rows"):
+        mask[..., ::7, :] = float("-inf")
     gate = torch.randn(case["head_dim"], generator=generator, device="cuda").to(dtype) if case.get("gate") else None
     # Seq-major cases get the same tensors as [B, S, H, D] (out_seq_major: only the output); the output is
     # compared back in [B, H, S, D].

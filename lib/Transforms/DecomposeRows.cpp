@@ -12,6 +12,8 @@
 
 #include "TilingUtils.h"
 
+#include <limits>
+
 namespace mlir {
 namespace kiln {
 #define GEN_PASS_DEF_KILNDECOMPOSEROWS
@@ -55,16 +57,18 @@ struct RowMath {
   Value sub(Value x, Value y) const { return SubOp::create(b, loc, x, y); }
   Value mul(Value x, Value y) const { return MulOp::create(b, loc, x, y); }
   Value div(Value x, Value y) const { return DivOp::create(b, loc, x, y); }
+  Value max(Value x, Value y) const { return MaxOp::create(b, loc, x, y); }
   Value exp(Value x) const { return ExpOp::create(b, loc, x.getType(), x); }
   Value log(Value x) const { return LogOp::create(b, loc, x.getType(), x); }
   Value rsqrt(Value x) const { return RsqrtOp::create(b, loc, x.getType(), x); }
   Value constant(double value) const { return scalarConstant(b, loc, value); }
 
-  /// exp(x - max(x)) and its row sum: softmax's and logsumexp's common part.
+  /// The row max and exp(x - max): softmax's and logsumexp's common part. A row of -inf is shifted by the most
+  /// negative float instead of its max, so that its exponentials are 0 rather than exp(-inf + inf), NaN.
   std::pair<Value, Value> shiftedExp(Value x) const {
-    Value max = reduceRow(ReduceKind::max, x);
-    Value e = exp(sub(x, max));
-    return {max, e};
+    Value rowMax = max(reduceRow(ReduceKind::max, x), constant(-std::numeric_limits<float>::max()));
+    Value e = exp(sub(x, rowMax));
+    return {rowMax, e};
   }
 };
 } // namespace
@@ -84,9 +88,12 @@ FailureOr<Value> kiln::decomposeRowOp(RewriterBase &rewriter, Operation *op) {
   Value result;
   // Each step is its own statement so that the ops come out in the order written (argument evaluation order
   // is unspecified).
-  if (isa<SoftmaxOp>(op)) {
+  if (auto softmax = dyn_cast<SoftmaxOp>(op)) {
     Value e = m.shiftedExp(x).second;
     Value sum = m.reduceRow(ReduceKind::sum, e);
+    // A row with a finite max sums to at least exp(0) = 1, so only an empty row (sum 0) divides by 1 instead.
+    if (softmax.getZeroEmptyRows())
+      sum = m.max(sum, m.constant(1.0));
     result = m.castTo(m.div(e, sum), element);
   } else if (auto logSumExp = dyn_cast<LogSumExpOp>(op)) {
     auto [max, e] = m.shiftedExp(x);

@@ -249,12 +249,14 @@ LogicalResult kiln::rewriteOnlineSoftmax(RewriterBase &rewriter, SoftmaxOp softm
       });
 
   Value finalMax = fused.getResult(0), finalSum = fused.getResult(1), finalAcc = fused.getResult(2);
+  bool zeroEmptyRows = softmax.getZeroEmptyRows();
   AffineMap accId = rewriter.getMultiDimIdentityMap(accType.getRank());
   AffineMap accRow = AffineMap::get(accType.getRank(), 0, getAffineDimExpr(0, ctx));
   Value normalised = buildElementwise(rewriter, loc, accType.getShape(), accType.getElementType(),
                                       ValueRange{finalAcc, finalSum}, {accId, accRow},
-                                      [](OpBuilder &b, Location l, ValueRange x) -> Value {
-                                        return arith::DivFOp::create(b, l, x[0], x[1]);
+                                      [&](OpBuilder &b, Location l, ValueRange x) -> Value {
+                                        return zeroEmptyRows ? divideByTotal(b, l, x[0], x[1])
+                                                             : arith::DivFOp::create(b, l, x[0], x[1]);
                                       });
   rewriter.replaceAllUsesWith(consumer.getResult(0), normalised);
   if (logSumExp) {

@@ -406,7 +406,9 @@ FailureOr<SmallVector<Value>> kiln::tileAttention(RewriterBase &rewriter, Attent
         scf::YieldOp::create(b, l, row);
       });
 
-  Value probs = SoftmaxOp::create(rewriter, loc, scoreLoop.getResult(0), rewriter.getI64IntegerAttr(1));
+  // A query row that sees no key gives zeros, as kiln.attention defines.
+  Value probs = SoftmaxOp::create(rewriter, loc, scoreLoop.getResult(0), rewriter.getI64IntegerAttr(1),
+                                  rewriter.getUnitAttr());
   Value lse;
   if (op.getLse())
     lse = LogSumExpOp::create(rewriter, loc, RankedTensorType::get({t.bq}, f32), scoreLoop.getResult(0),

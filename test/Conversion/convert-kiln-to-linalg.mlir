@@ -350,7 +350,9 @@ func.func @split_attention(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x100x8xf32>) -
 // CHECK: %[[ROW_MAX:[a-zA-Z0-9_]+]] = linalg.generic {indexing_maps = [#[[$ID]], #[[$ROW]]], iterator_types = ["parallel", "reduction"]} ins(%[[X]] : tensor<4x8xf32>) outs(%[[MAX_INIT]] : tensor<4xf32>)
 // CHECK: arith.maximumf
 // CHECK: %[[EXPS:[a-zA-Z0-9_]+]] = linalg.generic {indexing_maps = [#[[$ID]], #[[$ROW]], #[[$ID]]], iterator_types = ["parallel", "parallel"]} ins(%[[X]], %[[ROW_MAX]] : tensor<4x8xf32>, tensor<4xf32>)
-// CHECK: %[[SHIFTED:[a-zA-Z0-9_]+]] = arith.subf
+// CHECK: ^bb0(%[[XI:[a-zA-Z0-9_]+]]: f32, %[[MAXI:[a-zA-Z0-9_]+]]: f32, %{{.*}}: f32):
+// CHECK: %[[FINITE_MAX:[a-zA-Z0-9_]+]] = arith.maximumf %[[MAXI]], %{{.*}} : f32
+// CHECK: %[[SHIFTED:[a-zA-Z0-9_]+]] = arith.subf %[[XI]], %[[FINITE_MAX]] : f32
 // CHECK: math.exp %[[SHIFTED]] : f32
 // CHECK: %[[SUM_INIT:[a-zA-Z0-9_]+]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<4xf32>)
 // CHECK: %[[ROW_SUM:[a-zA-Z0-9_]+]] = linalg.generic {indexing_maps = [#[[$ID]], #[[$ROW]]], iterator_types = ["parallel", "reduction"]} ins(%[[EXPS]] : tensor<4x8xf32>) outs(%[[SUM_INIT]] : tensor<4xf32>)
@@ -360,6 +362,21 @@ func.func @split_attention(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x100x8xf32>) -
 // CHECK: return %[[PROBS]]
 func.func @softmax(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %0 = kiln.softmax %x axis 1 : tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+// zero_empty_rows (an attention's probabilities): a row whose sum is 0 (all -inf) divides by 1 and gives zeros.
+// CHECK-LABEL: func.func @softmax_zero_empty_rows
+// CHECK: math.exp
+// CHECK: linalg.generic
+// CHECK: ^bb0(%[[E:[a-zA-Z0-9_]+]]: f32, %[[SUM:[a-zA-Z0-9_]+]]: f32, %{{.*}}: f32):
+// CHECK: %[[EMPTY:[a-zA-Z0-9_]+]] = arith.cmpf oeq, %[[SUM]], %{{.*}} : f32
+// CHECK: %[[DIVISOR:[a-zA-Z0-9_]+]] = arith.select %[[EMPTY]], %{{.*}}, %[[SUM]] : f32
+// CHECK: arith.divf %[[E]], %[[DIVISOR]] : f32
+func.func @softmax_zero_empty_rows(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %0 = kiln.softmax %x axis 1 zero_empty_rows : tensor<4x8xf32>
   return %0 : tensor<4x8xf32>
 }
 

@@ -3,11 +3,14 @@
 // kiln-decompose-rows writes the row ops of tiles (inside an scf.forall) as f32 row reductions that keep the
 // reduced column and elementwise ops that broadcast it back; the same math runs on the host and the GPU.
 
-// A bf16 softmax tile: cast to f32, the row max, exp of the shifted row, the row sum, the quotient, cast back.
+// A bf16 softmax tile: cast to f32, the row max (at least the most negative float, so that a row of -inf
+// shifts to -inf, not NaN), exp of the shifted row, the row sum, the quotient, cast back.
 // CHECK-LABEL: func.func @softmax_tile
 // CHECK: scf.forall
 // CHECK: %[[X:.+]] = kiln.cast %{{.*}} : tensor<4x512xbf16> to tensor<4x512xf32>
-// CHECK: %[[MAX:.+]] = kiln.reduce max %[[X]] axes [1] keep_dims : tensor<4x512xf32> -> tensor<4x1xf32>
+// CHECK: %[[LOWEST:.+]] = kiln.constant dense<-3.40282347E+38> : tensor<f32>
+// CHECK: %[[ROW_MAX:.+]] = kiln.reduce max %[[X]] axes [1] keep_dims : tensor<4x512xf32> -> tensor<4x1xf32>
+// CHECK: %[[MAX:.+]] = kiln.max %[[ROW_MAX]], %[[LOWEST]] : tensor<4x1xf32>, tensor<f32> -> tensor<4x1xf32>
 // CHECK: %[[SHIFTED:.+]] = kiln.sub %[[X]], %[[MAX]] : tensor<4x512xf32>, tensor<4x1xf32> -> tensor<4x512xf32>
 // CHECK: %[[E:.+]] = kiln.exp %[[SHIFTED]] : tensor<4x512xf32>
 // CHECK: %[[SUM:.+]] = kiln.reduce sum %[[E]] axes [1] keep_dims : tensor<4x512xf32> -> tensor<4x1xf32>
@@ -25,6 +28,28 @@ func.func @softmax_tile(%x: tensor<8x512xbf16>) -> tensor<8x512xbf16> {
     }
   }
   return %r : tensor<8x512xbf16>
+}
+
+// -----
+
+// An attention's softmax (zero_empty_rows): a row of -inf has exponentials 0 and sum 0; dividing by max(sum, 1)
+// gives it zeros, and changes no other row, whose sum holds exp(0) = 1 of its max.
+// CHECK-LABEL: func.func @softmax_zero_empty_rows
+// CHECK: %[[E:.+]] = kiln.exp %{{.*}} : tensor<4x64xf32>
+// CHECK: %[[SUM:.+]] = kiln.reduce sum %[[E]] axes [1] keep_dims : tensor<4x64xf32> -> tensor<4x1xf32>
+// CHECK: %[[ONE:.+]] = kiln.constant dense<1.000000e+00> : tensor<f32>
+// CHECK: %[[TOTAL:.+]] = kiln.max %[[SUM]], %[[ONE]] : tensor<4x1xf32>, tensor<f32> -> tensor<4x1xf32>
+// CHECK: kiln.div %[[E]], %[[TOTAL]] : tensor<4x64xf32>, tensor<4x1xf32> -> tensor<4x64xf32>
+func.func @softmax_zero_empty_rows(%x: tensor<8x64xf32>) -> tensor<8x64xf32> {
+  %init = tensor.empty() : tensor<8x64xf32>
+  %r = scf.forall (%i) = (0) to (8) step (4) shared_outs(%o = %init) -> (tensor<8x64xf32>) {
+    %t = tensor.extract_slice %x[%i, 0] [4, 64] [1, 1] : tensor<8x64xf32> to tensor<4x64xf32>
+    %p = kiln.softmax %t axis 1 zero_empty_rows : tensor<4x64xf32>
+    scf.forall.in_parallel {
+      tensor.parallel_insert_slice %p into %o[%i, 0] [4, 64] [1, 1] : tensor<4x64xf32> into tensor<8x64xf32>
+    }
+  }
+  return %r : tensor<8x64xf32>
 }
 
 // -----
@@ -83,9 +108,11 @@ func.func @layer_norm_tile(%x: tensor<4x32xf32>, %g: tensor<32xf32>, %b: tensor<
 
 // -----
 
-// logsumexp: max + log(sum(exp(x - max))) as a [R, 1] column, reshaped to the op's [R].
+// logsumexp: max + log(sum(exp(x - max))) as a [R, 1] column, reshaped to the op's [R]; a row of -inf gives
+// the most negative float + log(0) = -inf.
 // CHECK-LABEL: func.func @logsumexp_tile
-// CHECK: %[[MAX:.+]] = kiln.reduce max %{{.*}} axes [1] keep_dims : tensor<4x100xf32> -> tensor<4x1xf32>
+// CHECK: %[[ROW_MAX:.+]] = kiln.reduce max %{{.*}} axes [1] keep_dims : tensor<4x100xf32> -> tensor<4x1xf32>
+// CHECK: %[[MAX:.+]] = kiln.max %[[ROW_MAX]], %{{.*}} : tensor<4x1xf32>, tensor<f32> -> tensor<4x1xf32>
 // CHECK: kiln.exp
 // CHECK: %[[SUM:.+]] = kiln.reduce sum
 // CHECK: %[[LOG:.+]] = kiln.log %[[SUM]] : tensor<4x1xf32>

@@ -218,7 +218,7 @@ func.func @matmul_bf16(%a: tensor<50x40xbf16>, %b: tensor<40x70xbf16>) -> tensor
 // CHECK: %[[NEW_ROW:[a-zA-Z0-9_]+]] = tensor.insert_slice %[[MASKED]] into %[[PARTIAL_ROW]][0, %[[KEY]]] [64, 32] [1, 1] : tensor<64x32xf32> into tensor<64x128xf32>
 // CHECK: scf.yield %[[NEW_ROW]] : tensor<64x128xf32>
 // CHECK: }
-// CHECK: %[[PROBS:[a-zA-Z0-9_]+]] = kiln.softmax %[[ROW]] axis 1 : tensor<64x128xf32>
+// CHECK: %[[PROBS:[a-zA-Z0-9_]+]] = kiln.softmax %[[ROW]] axis 1 zero_empty_rows : tensor<64x128xf32>
 // CHECK: %[[ACC_INIT:[a-zA-Z0-9_]+]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<64x64xf32>) -> tensor<64x64xf32>
 // CHECK: %[[ACC:[a-zA-Z0-9_]+]] = scf.for %[[KEY2:[a-zA-Z0-9_]+]] = %[[C0]] to %[[SEQ_K]] step %[[C32]] iter_args(%[[PARTIAL:[a-zA-Z0-9_]+]] = %[[ACC_INIT]]) -> (tensor<64x64xf32>) {
 // CHECK: %[[P_TILE:[a-zA-Z0-9_]+]] = tensor.extract_slice %[[PROBS]][0, %[[KEY2]]] [64, 32] [1, 1] : tensor<64x128xf32> to tensor<64x32xf32>
@@ -276,7 +276,7 @@ func.func @attention(%q: tensor<1x2x100x64xf32>, %k: tensor<1x2x100x64xf32>, %v:
 // CHECK-NEXT: scf.yield %{{.*}} : tensor<32x32xf32>
 // CHECK-NEXT: {{^ *}}}{{$}}
 // CHECK-NOT: kiln.one_masked_tile
-// CHECK: kiln.softmax %[[ROW]] axis 1 : tensor<32x128xf32>
+// CHECK: kiln.softmax %[[ROW]] axis 1 zero_empty_rows : tensor<32x128xf32>
 // CHECK: scf.for %{{.*}} = %{{.*}} to %[[KEY_END]] step %{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<32x32xf32>) {
 // CHECK: kiln.matmul
 func.func @attention_causal(%q: tensor<1x1x96x32xf32>, %k: tensor<1x1x128x32xf32>, %v: tensor<1x1x128x32xf32>) -> tensor<1x1x96x32xf32> {
@@ -303,7 +303,7 @@ func.func @attention_causal(%q: tensor<1x1x96x32xf32>, %k: tensor<1x1x128x32xf32
 // CHECK: } else {
 // CHECK-NEXT: scf.yield %{{.*}} : tensor<16x32xf32>
 // CHECK-NEXT: } {kiln.one_masked_tile}
-// CHECK: kiln.softmax %{{.*}} axis 1 : tensor<16x128xf32>
+// CHECK: kiln.softmax %{{.*}} axis 1 zero_empty_rows : tensor<16x128xf32>
 func.func @attention_causal_one_row(%q: tensor<1x1x1x32xf32>, %k: tensor<1x1x100x32xf32>, %v: tensor<1x1x100x32xf32>) -> tensor<1x1x1x32xf32> {
   %0 = kiln.attention %q, %k, %v causal {kiln.config = #kiln.config<tile = [16, 32], warps = 1, stages = 1, lowering = "host">} : tensor<1x1x1x32xf32>, tensor<1x1x100x32xf32>, tensor<1x1x100x32xf32> -> tensor<1x1x1x32xf32>
   return %0 : tensor<1x1x1x32xf32>
@@ -353,7 +353,7 @@ func.func @attention_gqa(%q: tensor<1x8x64x32xf32>, %k: tensor<1x2x64x32xf32>, %
 // CHECK: linalg.generic {{.*}} ins(%[[BIASED]] : tensor<32x32xf32>) {{.*}} attrs = {kiln.position_mask}
 // CHECK: } else {
 // CHECK: scf.yield %[[BIASED]]
-// CHECK: kiln.softmax %[[ROW]] axis 1 : tensor<32x64xf32>
+// CHECK: kiln.softmax %[[ROW]] axis 1 zero_empty_rows : tensor<32x64xf32>
 // CHECK: %[[LSE:[a-zA-Z0-9_]+]] = kiln.logsumexp %[[ROW]] axis 1 : tensor<32x64xf32> -> tensor<32xf32>
 // CHECK: scf.for
 // CHECK: %[[VALID:[a-zA-Z0-9_]+]] = tensor.extract_slice %{{.*}}[0, 0] [%[[QUERY_ROWS]], 32] [1, 1] : tensor<32x32xf32> to tensor<?x32xf32>
@@ -383,7 +383,7 @@ func.func @attention_mask_lse(%q: tensor<2x2x50x32xf32>, %k: tensor<2x2x50x32xf3
 // CHECK: } : tensor<?xf32> to tensor<16xf32>
 // CHECK: %[[MASK_TILE:[a-zA-Z0-9_]+]] = kiln.reshape %[[MASK_ROW]] : tensor<16xf32> -> tensor<1x16xf32>
 // CHECK: kiln.add %[[SCORES]], %[[MASK_TILE]] : tensor<16x16xf32>, tensor<1x16xf32> -> tensor<16x16xf32>
-// CHECK: %[[PROBS:[a-zA-Z0-9_]+]] = kiln.softmax %{{.*}} axis 1 : tensor<16x48xf32>
+// CHECK: %[[PROBS:[a-zA-Z0-9_]+]] = kiln.softmax %{{.*}} axis 1 zero_empty_rows : tensor<16x48xf32>
 // CHECK: scf.for %[[KEY2:[a-z0-9]+]] =
 // CHECK: %[[P_TILE:[a-zA-Z0-9_]+]] = tensor.extract_slice %[[PROBS]][0, %[[KEY2]]] [16, 16] [1, 1] : tensor<16x48xf32> to tensor<16x16xf32>
 // CHECK: %[[V_TILE:[a-zA-Z0-9_]+]] = tensor.pad
@@ -428,7 +428,7 @@ func.func @attention_bf16_key_mask(%q: tensor<1x1x20x16xbf16>, %k: tensor<1x1x40
 // CHECK: arith.cmpi sge, %[[COL]], %[[SEQ_K]] : index
 // CHECK: arith.addi %{{.*}}, %[[DIAGONAL]] : index
 // CHECK-NOT: kiln.one_masked_tile
-// CHECK: %[[PROBS:[a-zA-Z0-9_]+]] = kiln.softmax %{{.*}} axis 1 : tensor<128x320xf32>
+// CHECK: %[[PROBS:[a-zA-Z0-9_]+]] = kiln.softmax %{{.*}} axis 1 zero_empty_rows : tensor<128x320xf32>
 // CHECK: scf.for %[[KEY2:[a-zA-Z0-9_]+]] = %{{.*}} to %[[KEY_END]] step %{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<128x128xf32>) {
 // CHECK: %[[P_TILE:[a-zA-Z0-9_]+]] = tensor.extract_slice %[[PROBS]][0, %[[KEY2]]] [128, 64] [1, 1] : tensor<128x320xf32> to tensor<128x64xf32>
 // CHECK: tensor.extract_slice %[[V]][%[[B]], %{{.*}}, %[[KEY2]], 0]

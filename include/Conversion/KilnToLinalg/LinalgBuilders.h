@@ -40,6 +40,15 @@ Value createFilled(OpBuilder &b, Location loc, ArrayRef<int64_t> shape, Type ele
 /// A scalar float constant of type `type`.
 Value floatConstant(OpBuilder &b, Location loc, Type type, double value);
 
+/// A row max to shift a row's exponentials by: the max, or the most negative float where the max is -inf (a row
+/// of -inf), whose exponentials are then 0 rather than exp(-inf + inf), NaN. A NaN max stays NaN.
+Value finiteMax(OpBuilder &b, Location loc, Value max);
+
+/// `sum / total` for an attention's weighted sum over its weights' total, 0 where the total is 0 (a query row
+/// that sees no key, whose sum is 0 too): what torch's SDPA, ONNX's Attention and FlashAttention give such a row.
+/// A NaN total stays NaN.
+Value divideByTotal(OpBuilder &b, Location loc, Value sum, Value total);
+
 /// Widens a narrow float scalar to f32; other values pass through.
 Value widen(OpBuilder &b, Location loc, Value scalar);
 

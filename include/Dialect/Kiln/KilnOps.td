@@ -197,8 +197,8 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure, IsolatedFromAbove, AttrSizedO
       visible). It combines with `causal` (both must hold). The indices are logical: the head of q, positions
       counted from 0 in q and in k whatever `layout` says. Key tiles the mask hides entirely are skipped where
       the mask is a conjunction of linear bounds on q_idx and kv_idx (sliding windows, causal variants) or of
-      the bounds `nondecreasing_tables` gives; a query row that sees no key at all gives NaN, as an all -inf
-      additive mask does.
+      the bounds `nondecreasing_tables` gives; a query row that sees no key at all gives 0, as one that an all
+      -inf additive mask hides does (torch's SDPA, ONNX's Attention and FlashAttention give 0 there too).
     - `nondecreasing_tables` lists mod operands (by position) that the caller promises are nondecreasing, 1-D
       integer tables with at least one entry per query. A mask_mod bound on the key by such a table read at
       `q_idx` (`kv_idx >= first[q_idx]`, `kv_idx <= last[q_idx]`: the key range of each query's sequence in a
@@ -296,15 +296,18 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure, IsolatedFromAbove, AttrSizedO
 def Kiln_SoftmaxOp : Kiln_Op<"softmax", [Pure, SameOperandsAndResultType]> {
   let summary = "softmax along one axis";
   let description = [{
-    `result = exp(x - max(x)) / sum(exp(x - max(x)))` along `axis` (0 <= axis < rank).
+    `result = exp(x - max(x)) / sum(exp(x - max(x)))` along `axis` (0 <= axis < rank). A row whose every
+    element is -inf gives NaN, as torch's and ONNX's softmax do; with `zero_empty_rows` it gives zeros, as an
+    attention's probabilities for a query that sees no key (torch's SDPA, ONNX's Attention, FlashAttention).
 
     ```mlir
     %p = kiln.softmax %s axis 3 : tensor<1x8x77x77xf32>
+    %q = kiln.softmax %s axis 3 zero_empty_rows : tensor<1x8x77x77xf32>
     ```
   }];
-  let arguments = (ins Kiln_FloatTensor:$input, I64Attr:$axis);
+  let arguments = (ins Kiln_FloatTensor:$input, I64Attr:$axis, UnitAttr:$zero_empty_rows);
   let results = (outs Kiln_FloatTensor:$result);
-  let assemblyFormat = "$input `axis` $axis attr-dict `:` type($input)";
+  let assemblyFormat = "$input `axis` $axis (`zero_empty_rows` $zero_empty_rows^)? attr-dict `:` type($input)";
   let hasVerifier = 1;
 }
 
@@ -315,7 +318,7 @@ def Kiln_MergeSplitsOp : Kiln_Op<"merge_splits", [Pure]> {
     `kv_chunk`: chunk `n`'s attention and its log-sum-exp. The result `[B, H, S, D]` (any float type) is the
     attention over all the keys, `sum_n w_n parts[n] / sum_n w_n` with `w_n = exp(lse[n] - max_n lse[n])`; a
     chunk with `lse = -inf` (no visible key) weighs 0 and its `parts` are not read into the sum, and a row that
-    sees no key in any chunk gives NaN, as the unsplit attention does.
+    sees no key in any chunk gives 0, as the unsplit attention does.
 
     ```mlir
     %o = kiln.merge_splits %parts, %lse
@@ -332,8 +335,9 @@ def Kiln_LogSumExpOp : Kiln_Op<"logsumexp", [Pure]> {
   let summary = "log of the sum of exponentials along one axis, in f32";
   let description = [{
     `result = log(sum(exp(x), axis))`, computed stably as `max + log(sum(exp(x - max)))` and returned in f32
-    with `axis` dropped. It is the normaliser of a softmax over the same axis, which is why attention's `lse`
-    result is one.
+    with `axis` dropped; a row whose every element is -inf gives -inf (the log of an empty sum), as torch's
+    logsumexp does. It is the normaliser of a softmax over the same axis, which is why attention's `lse` result
+    is one.
 
     ```mlir
     %lse = kiln.logsumexp %s axis 1 : tensor<64x1024xf32> -> tensor<64xf32>
@@ -728,7 +732,7 @@ def Kiln_PagedAttentionOp : Kiln_Op<"paged_attention", [Pure]> {
     - `seq_lens : [B]` (i32): each sequence's length, its new tokens included.
     - `out : [B, Hq, Sq, D]`, element type of `q`. Query `i` of sequence `b` attends to the keys
       `0 <= j <= seq_lens[b] - Sq + i` (causal, aligned bottom-right within each sequence); a row that sees no
-      key (`seq_lens[b] < Sq - i`) is NaN, as in `kiln.attention`.
+      key (`seq_lens[b] < Sq - i`) is 0, as in `kiln.attention`.
     - GQA/MQA from the head counts (`Hq` a multiple of `Hkv`), `scale` defaulting to `1 / sqrt(D)`, as in
       `kiln.attention`.
 

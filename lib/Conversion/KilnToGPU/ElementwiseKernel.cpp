@@ -449,7 +449,7 @@ FailureOr<KernelLaunch> kiln::buildElementwiseKernel(OpBuilder &builder, gpu::GP
         return {arith::AddFOp::create(builder, loc, acc[0], weight),
                 arith::AddFOp::create(builder, loc, acc[1], term)};
       });
-      return store(arith::DivFOp::create(builder, loc, sums[1], sums[0]));
+      return store(lowering::divideByTotal(builder, loc, sums[1], sums[0]));
     }
     if (auto sum = dyn_cast<SumSplitsOp>(op)) {
       // The chunks' parts of this element added in chunk order (consecutive threads read consecutive words of
@@ -495,9 +495,9 @@ FailureOr<KernelLaunch> kiln::buildElementwiseKernel(OpBuilder &builder, gpu::GP
                                   })
             .getResult(0);
       };
-      Value max = pass(-std::numeric_limits<double>::infinity(), [&](Value acc, Value x) {
+      Value max = lowering::finiteMax(builder, loc, pass(-std::numeric_limits<double>::infinity(), [&](Value acc, Value x) {
         return arith::MaximumFOp::create(builder, loc, acc, x).getResult();
-      });
+      }));
       Value sum = pass(0.0, [&](Value acc, Value x) {
         Value e = math::ExpOp::create(builder, loc, arith::SubFOp::create(builder, loc, x, max));
         return arith::AddFOp::create(builder, loc, acc, e).getResult();
@@ -505,6 +505,8 @@ FailureOr<KernelLaunch> kiln::buildElementwiseKernel(OpBuilder &builder, gpu::GP
       if (!isSoftmax)
         return store(arith::AddFOp::create(builder, loc, max, math::LogOp::create(builder, loc, sum)));
       Value self = math::ExpOp::create(builder, loc, arith::SubFOp::create(builder, loc, load(0, linear), max));
+      if (cast<SoftmaxOp>(op).getZeroEmptyRows())
+        return store(lowering::divideByTotal(builder, loc, self, sum));
       return store(arith::DivFOp::create(builder, loc, self, sum));
     }
     // Each operand's values for the run: `run` consecutive elements (one vector load), or one element for all.

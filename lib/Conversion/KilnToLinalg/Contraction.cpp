@@ -201,7 +201,7 @@ SmallVector<Value> lowerChunks(OpBuilder &b, AttentionOp op, Value logits, Value
                    .getResult(0);
   Value parts = buildElementwise(b, loc, partShape, f32, ValueRange{sums, rowSum}, {full, row},
                                  [](OpBuilder &nb, Location l, ValueRange x) -> Value {
-                                   return arith::DivFOp::create(nb, l, x[0], x[1]);
+                                   return divideByTotal(nb, l, x[0], x[1]);
                                  });
   AffineMap id4 = b.getMultiDimIdentityMap(4);
   Value lse = buildElementwise(b, loc, {splits, batch, heads, seqQ}, f32, ValueRange{rowMax, rowSum}, {id4, id4},
@@ -251,7 +251,7 @@ struct MergeSplitsLowering : OpConversionPattern<MergeSplitsOp> {
                                                                                          getAffineDimExpr(2, ctx)},
                                                                                   ctx)},
                                  [](OpBuilder &b, Location l, ValueRange x) -> Value {
-                                   return arith::DivFOp::create(b, l, x[0], x[1]);
+                                   return divideByTotal(b, l, x[0], x[1]);
                                  });
     rewriter.replaceOp(op, out);
     return success();
@@ -370,7 +370,7 @@ struct AttentionLowering : OpConversionPattern<AttentionOp> {
     Value rowMax = buildReduction(rewriter, loc, scoreShape, {3}, Combiner::Max, logits, full4, first);
     Value probs = buildElementwise(rewriter, loc, scoreShape, f32, ValueRange{logits, rowMax}, {full4, row4},
                                    [](OpBuilder &b, Location l, ValueRange x) -> Value {
-                                     return math::ExpOp::create(b, l, arith::SubFOp::create(b, l, x[0], x[1]));
+                                     return math::ExpOp::create(b, l, arith::SubFOp::create(b, l, x[0], finiteMax(b, l, x[1])));
                                    });
     Value rowSum = buildReduction(rewriter, loc, scoreShape, {3}, Combiner::Sum, probs, full4, first);
 
@@ -394,7 +394,7 @@ struct AttentionLowering : OpConversionPattern<AttentionOp> {
                              .getResult(0);
     RankedTensorType outType = op.getOut().getType();
     auto normalise = [](OpBuilder &b, Location l, ValueRange x) -> Value {
-      return arith::DivFOp::create(b, l, x[0], x[1]);
+      return divideByTotal(b, l, x[0], x[1]);
     };
     // The output is computed in [b, h, i, e] and stored in the op's layout: over the output's dims (o0..o3),
     // the unnormalised sums and row sums are read at (b, h, i, e).

@@ -45,6 +45,17 @@ Value lowering::floatConstant(OpBuilder &b, Location loc, Type type, double valu
   return arith::ConstantOp::create(b, loc, b.getFloatAttr(type, value));
 }
 
+Value lowering::finiteMax(OpBuilder &b, Location loc, Value max) {
+  Value lowest = floatConstant(b, loc, max.getType(), -std::numeric_limits<float>::max());
+  return arith::MaximumFOp::create(b, loc, max, lowest);
+}
+
+Value lowering::divideByTotal(OpBuilder &b, Location loc, Value sum, Value total) {
+  Value one = floatConstant(b, loc, total.getType(), 1.0);
+  Value none = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, total, floatConstant(b, loc, total.getType(), 0.0));
+  return arith::DivFOp::create(b, loc, sum, arith::SelectOp::create(b, loc, none, one, total));
+}
+
 Value lowering::createFilled(OpBuilder &b, Location loc, ArrayRef<int64_t> shape, Type elementType,
                              double value) {
   Value fill = floatConstant(b, loc, elementType, value);

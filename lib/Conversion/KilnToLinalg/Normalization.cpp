@@ -34,12 +34,14 @@ struct SoftmaxLowering : OpConversionPattern<SoftmaxOp> {
     Value rowMax = buildReduction(rewriter, loc, shape, {axis}, Combiner::Max, input, full, identity);
     Value exps = buildElementwise(rewriter, loc, shape, f32, ValueRange{input, rowMax}, {full, reduced},
                                   [](OpBuilder &b, Location l, ValueRange x) -> Value {
-                                    return math::ExpOp::create(b, l, arith::SubFOp::create(b, l, x[0], x[1]));
+                                    return math::ExpOp::create(b, l, arith::SubFOp::create(b, l, x[0], finiteMax(b, l, x[1])));
                                   });
     Value rowSum = buildReduction(rewriter, loc, shape, {axis}, Combiner::Sum, exps, full, identity);
+    bool zeroEmptyRows = op.getZeroEmptyRows();
     rewriter.replaceOp(op, buildElementwise(rewriter, loc, shape, type.getElementType(), ValueRange{exps, rowSum},
-                                            {full, reduced}, [](OpBuilder &b, Location l, ValueRange x) -> Value {
-                                              return arith::DivFOp::create(b, l, x[0], x[1]);
+                                            {full, reduced}, [&](OpBuilder &b, Location l, ValueRange x) -> Value {
+                                              return zeroEmptyRows ? divideByTotal(b, l, x[0], x[1])
+                                                                   : arith::DivFOp::create(b, l, x[0], x[1]);
                                             }));
     return success();
   }
@@ -59,14 +61,14 @@ struct LogSumExpLowering : OpConversionPattern<LogSumExpOp> {
     Value rowMax = buildReduction(rewriter, loc, shape, {axis}, Combiner::Max, input, full, identity);
     Value sum = buildReduction(rewriter, loc, shape, {axis}, Combiner::Sum, ValueRange{input, rowMax},
                                {full, reduced}, [](OpBuilder &b, Location l, ValueRange x) -> Value {
-                                 return math::ExpOp::create(b, l, arith::SubFOp::create(b, l, x[0], x[1]));
+                                 return math::ExpOp::create(b, l, arith::SubFOp::create(b, l, x[0], finiteMax(b, l, x[1])));
                                });
     RankedTensorType type = op.getType();
     AffineMap id = rewriter.getMultiDimIdentityMap(type.getRank());
     rewriter.replaceOp(op, buildElementwise(rewriter, loc, type.getShape(), type.getElementType(),
                                             ValueRange{rowMax, sum}, {id, id},
                                             [](OpBuilder &b, Location l, ValueRange x) -> Value {
-                                              return arith::AddFOp::create(b, l, x[0],
+                                              return arith::AddFOp::create(b, l, finiteMax(b, l, x[0]),
                                                                            math::LogOp::create(b, l, x[1]));
                                             }));
     return success();

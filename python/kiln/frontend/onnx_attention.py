@@ -13,10 +13,8 @@ import math
 import numpy as np
 
 from .. import mods, trace
-from .onnx_ops import binary, concat, reduce_to, reshape_to, slice_window, take, transpose_to
+from .onnx_ops import binary, concat, reshape_to, slice_window, take, transpose_to
 from .values import Const, FrontendError
-
-_FLOAT_MAX = float(np.finfo(np.float32).max)
 
 
 # --- Attention -------------------------------------------------------------------------------------------------
@@ -66,7 +64,8 @@ def _attention(ctx, q, k, v, attn_mask=None, past_key=None, past_value=None, non
     causal_flag = causal and mask is None and padding is None and windows == (-1, -1) and \
         offset == kv_len - q_len
     allowed = _allowed(q_len, kv_len, offset, causal and not causal_flag, windows, padding)
-    bias, keep = _guarded_bias(ctx, _combined_bias(ctx, mask, allowed))
+    # A query row the bias hides entirely gives zeros, as ONNX asks: kiln.attention gives such a row 0.
+    bias = _combined_bias(ctx, mask, allowed)
 
     operands = f"{q.name}, {k.name}, {v.name}"
     types = f"{q.type}, {k.type}, {v.type}"
@@ -82,8 +81,6 @@ def _attention(ctx, q, k, v, attn_mask=None, past_key=None, past_value=None, non
     shape = (batch, q_heads, q_len, v.shape[3])
     y = ctx.emit(f"kiln.attention {operands}{flags} : {types} -> {trace.tensor_type(shape, q.element)}", shape,
                  q.element)
-    if keep is not None:
-        (y,) = binary("mul", np.multiply)(ctx, y, _as_element(ctx, keep, y.element))
     if rank == 3:
         y = transpose_to(ctx, y, [0, 2, 1, 3])
         y = reshape_to(ctx, y, (batch, q_len, q_heads * v.shape[3]))
@@ -127,12 +124,9 @@ def _scores_output(ctx, q, k, scale, softcap, bias):
     if mode == 2 and bias is not None:
         (scores,) = binary("add", np.add)(ctx, scores, bias)
     elif mode == 3:
-        guarded, keep = _guarded_bias(ctx, bias)
-        if guarded is not None:
-            (scores,) = binary("add", np.add)(ctx, scores, guarded)
-        scores = ctx.emit(f"kiln.softmax {scores.name} axis 3 : {scores.type}", shape, "f32")
-        if keep is not None:
-            (scores,) = binary("mul", np.multiply)(ctx, scores, keep)
+        if bias is not None:
+            (scores,) = binary("add", np.add)(ctx, scores, bias)
+        scores = ctx.emit(f"kiln.softmax {scores.name} axis 3 zero_empty_rows : {scores.type}", shape, "f32")
     return _as_element(ctx, scores, q.element)
 
 
@@ -246,26 +240,6 @@ def _combined_bias(ctx, mask, allowed):
         return Const(mask.array + structure.array)
     (bias,) = binary("add", np.add)(ctx, mask, structure)
     return bias
-
-
-def _guarded_bias(ctx, bias):
-    """The bias for kiln.attention and the factor (0 or 1 per query row) that zeroes the rows no key may attend,
-    as ONNX asks. Such a row is all -inf, which kiln's softmax turns into NaN: its bias is made finite first.
-    Returns (None, None) when nothing is masked."""
-    if bias is None:
-        return None, None
-    if isinstance(bias, Const):
-        dead = np.isneginf(bias.array.max(axis=-1, keepdims=True))
-        if not dead.any():
-            return bias, None
-        return Const(np.where(dead, np.float32(0), bias.array)), Const((~dead).astype(np.float32))
-    # -inf becomes the most negative float: still no weight beside any attended key, and a dead row stays finite.
-    (bias,) = binary("max", np.maximum)(ctx, bias, Const(np.float32(-_FLOAT_MAX)))
-    # 1 where a key is attended, 0 where its bias was -inf: the sum is 0 or at least float32's step there, 2^104.
-    (attended,) = binary("add", np.add)(ctx, bias, Const(np.float32(_FLOAT_MAX)))
-    (attended,) = binary("min", np.minimum)(ctx, attended, Const(np.float32(1)))
-    keep = reduce_to(ctx, "max", attended, [attended.ndim - 1], keep=True)
-    return bias, keep
 
 
 def _as_element(ctx, value, element):

@@ -155,15 +155,17 @@ func.func @attention_long_query(%q: tensor<1x2x64x32xbf16>, %k: tensor<1x2x8x32x
 
 // CHECK-LABEL: func.func @softmax
 // CHECK-SAME: (%[[S:[a-z0-9_]+]]: tensor<1x8x77x77xf32>, %[[T:[a-z0-9_]+]]: tensor<16xbf16>)
-func.func @softmax(%s: tensor<1x8x77x77xf32>, %t: tensor<16xbf16>) -> (tensor<1x8x77x77xf32>, tensor<1x8x77x77xf32>, tensor<16xbf16>) {
+func.func @softmax(%s: tensor<1x8x77x77xf32>, %t: tensor<16xbf16>) -> (tensor<1x8x77x77xf32>, tensor<1x8x77x77xf32>, tensor<16xbf16>, tensor<16xbf16>) {
   // CHECK: %[[P0:.*]] = kiln.softmax %[[S]] axis 3 : tensor<1x8x77x77xf32>
   %0 = kiln.softmax %s axis 3 : tensor<1x8x77x77xf32>
   // CHECK: %[[P1:.*]] = kiln.softmax %[[S]] axis 0 : tensor<1x8x77x77xf32>
   %1 = kiln.softmax %s axis 0 : tensor<1x8x77x77xf32>
   // CHECK: %[[P2:.*]] = kiln.softmax %[[T]] axis 0 : tensor<16xbf16>
   %2 = kiln.softmax %t axis 0 : tensor<16xbf16>
-  // CHECK: return %[[P0]], %[[P1]], %[[P2]]
-  return %0, %1, %2 : tensor<1x8x77x77xf32>, tensor<1x8x77x77xf32>, tensor<16xbf16>
+  // CHECK: %[[P3:.*]] = kiln.softmax %[[T]] axis 0 zero_empty_rows : tensor<16xbf16>
+  %3 = kiln.softmax %t axis 0 zero_empty_rows : tensor<16xbf16>
+  // CHECK: return %[[P0]], %[[P1]], %[[P2]], %[[P3]]
+  return %0, %1, %2, %3 : tensor<1x8x77x77xf32>, tensor<1x8x77x77xf32>, tensor<16xbf16>, tensor<16xbf16>
 }
 
 // CHECK-LABEL: func.func @matmul_epilogue

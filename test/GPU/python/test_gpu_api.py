@@ -71,8 +71,15 @@ def reference(name, args, constants):
         k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
         sq, sk = q.shape[2], k.shape[2]
         s = q @ k.transpose(2, 3) / math.sqrt(q.shape[3])
-        keep = torch.ones(sq, sk, dtype=torch.bool, device="cuda").tril(sk - sq)
-        return torch.softmax(s.masked_fill(~keep, float("-inf")), -1) @ v
+        keep = torch.ones(sq, sk, dtype=torch.bool, device="cuda")
+        if constants.get("causal"):
+            keep = keep.tril(sk - sq)
+        if "mask_mod" in constants:
+            rows, keys = torch.arange(sq, device="cuda")[:, None], torch.arange(sk, device="cuda")[None]
+            keep = keep & constants["mask_mod"](0, 0, rows, keys)
+        # A row that sees no key gives zeros.
+        probabilities = torch.softmax(s.masked_fill(~keep, float("-inf")), -1)
+        return probabilities.masked_fill(~keep.any(-1, keepdim=True), 0.0) @ v
     if name.startswith("softmax"):
         return torch.softmax(f[0], -1)
     if name == "rms_norm":

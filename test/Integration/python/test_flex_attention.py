@@ -40,8 +40,11 @@ def reference(q, k, v, *, causal=False, scale=None, score=None, visible=None):
     if visible is not None:
         hidden |= ~visible(bi, hi, qi, ki)
     s = np.where(hidden, -np.inf, s)
-    p = np.exp(s - s.max(-1, keepdims=True))
-    return (p / p.sum(-1, keepdims=True)) @ v
+    # A row that sees no key gives zeros (as torch's SDPA and FlashAttention).
+    m = s.max(-1, keepdims=True)
+    p = np.exp(s - np.where(np.isneginf(m), 0, m))
+    total = p.sum(-1, keepdims=True)
+    return (p / np.where(total == 0, 1, total)) @ v
 
 
 CAP = 20.0
@@ -251,3 +254,33 @@ def test_a_broken_promise_is_refused(table, message):
         kiln.mods.promise_nondecreasing(lambda b, h, q, kv: kv >= table[q], table)
     with pytest.raises(TypeError, match="takes the mask_mod function first"):
         kiln.mods.promise_nondecreasing(table, table)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("sq, sk", [(5, 7), (150, 230)])
+def test_a_query_row_that_sees_no_key_gives_zeros(sq, sk, dtype, record_error):
+    """Rows no key is visible to give zeros, as torch's SDPA, ONNX's Attention and FlashAttention give, not NaN:
+    hidden by a mask_mod whose linear bounds leave whole query tiles without a key tile (the key loop runs no
+    tile), by a mask_mod the kernel evaluates on every tile, and by an additive mask of -inf; one key tile (the
+    softmax of a single tile) and several (the online softmax)."""
+    rng, seed = fresh_rng()
+    q, k, v = randn(rng, 1, 4, sq, 32, dtype=dtype), randn(rng, 1, 2, sk, 32, dtype=dtype), \
+        randn(rng, 1, 2, sk, 32, dtype=dtype)
+    dead = np.zeros(sq, bool)
+    dead[rng.choice(sq, max(1, sq // 5), replace=False)] = True
+    alive = (~dead).astype(np.int32)
+    late = sq * 3 // 4  # the queries before it see no key under the linear bound
+    additive = np.broadcast_to(np.where(dead[:, None], -np.inf, 0).astype(dtype), (1, 1, sq, sk)).copy()
+    cases = {
+        "linear bound": (dict(mask_mod=lambda b, h, qi, kv: kv + late <= qi), lambda b, h, qi, kv: kv + late <= qi),
+        "table": (dict(mask_mod=lambda b, h, qi, kv: alive[qi] == 1), lambda b, h, qi, kv: ~dead[qi]),
+        "additive": (dict(mask=additive), lambda b, h, qi, kv: ~dead[qi]),
+    }
+    tolerance = 1e-4 if dtype == np.float32 else 2e-2
+    for name, (arguments, visible) in cases.items():
+        out = np.asarray(kiln.ops.attention(q, k, v, **arguments)).astype(np.float64)
+        expected = reference(q, k, v, visible=visible)
+        empty = ~visible(0, 0, np.arange(sq)[:, None], np.arange(sk)[None]).any(-1)
+        assert empty.any(), name
+        assert np.array_equal(out[:, :, empty], np.zeros_like(out[:, :, empty])), f"{name}: rows without keys"
+        check(record_error, f"flex attention: rows without keys, {name}", out, expected, seed, tolerance)
