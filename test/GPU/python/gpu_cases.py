@@ -42,6 +42,11 @@ def late_keys_only(b, h, q_idx, kv_idx):
     return kv_idx + 112 <= q_idx
 
 
+def keys_three_behind(b, h, q_idx, kv_idx):
+    """A mask_mod under which the first 3 queries see no key, in an attention of one key tile (no key loop)."""
+    return kv_idx + 3 <= q_idx
+
+
 JIT_CASES = [
     ("matmul_bias_gelu", kiln.ops.matmul, [((200, 264), "bfloat16"), ((264, 136), "bfloat16")],
      {"bias": ((136,), "bfloat16"), "activation": "gelu"}),
@@ -62,6 +67,9 @@ JIT_CASES = [
     ("attention_rows_without_keys", kiln.ops.attention, [((1, 8, 150, 64), "bfloat16"),
                                                           ((1, 2, 230, 64), "bfloat16"),
                                                           ((1, 2, 230, 64), "bfloat16")], {"mask_mod": late_keys_only}),
+    ("attention_rows_without_keys_one_tile", kiln.ops.attention,
+     [((1, 4, 5, 64), "bfloat16"), ((1, 2, 7, 64), "bfloat16"), ((1, 2, 7, 64), "bfloat16")],
+     {"mask_mod": keys_three_behind}),
     ("softmax_wide", kiln.ops.softmax, [((3, 5000), "float16")], {}),
     ("rms_norm", kiln.ops.rms_norm, [((5, 4096), "bfloat16"), ((4096,), "bfloat16")], {"eps": 1e-6}),
     ("layer_norm", kiln.ops.layer_norm, [((7, 768), "float16"), ((768,), "float16"), ((768,), "float16")], {}),
