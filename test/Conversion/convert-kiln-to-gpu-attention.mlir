@@ -78,7 +78,10 @@
 // CHECK-NOT: scf.for
 // CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 0 : i32}
 // CHECK: gpu.shuffle  xor
-// CHECK: nvvm.rcp.approx.ftz.f
+// A row that saw no key (l = 0) divides by 1: zeros, not NaN.
+// CHECK: %[[EMPTY:.+]] = arith.cmpf oeq, %[[L:[a-zA-Z0-9_#]+]], %{{.*}} : f32
+// CHECK: %[[DIVISOR:.+]] = arith.select %[[EMPTY]], %{{.*}}, %[[L]] : f32
+// CHECK: nvvm.rcp.approx.ftz.f %[[DIVISOR]]
 // CHECK: scf.if
 // CHECK: vector.store {{.*}} {alignment = 4 : i64} : memref<1099511627776xbf16>, vector<2xbf16>
 // CHECK: gpu.return

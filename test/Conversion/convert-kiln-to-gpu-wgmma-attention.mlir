@@ -132,7 +132,9 @@ module {
 // CHECK-COUNT-8: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
 // CHECK: scf.yield
 // CHECK-COUNT-4: gpu.shuffle  xor
-// CHECK: nvvm.rcp.approx.ftz.f
+// CHECK: %[[EMPTY:.+]] = arith.cmpf oeq, %[[L:[a-zA-Z0-9_#]+]], %{{.*}} : f32
+// CHECK: %[[DIVISOR:.+]] = arith.select %[[EMPTY]], %{{.*}}, %[[L]] : f32
+// CHECK: nvvm.rcp.approx.ftz.f %[[DIVISOR]]
 // CHECK: gpu.return
 module {
   func.func private @wa3_attention(%q: tensor<1x4x200x64xbf16>, %k: tensor<1x4x200x64xbf16>, %out: tensor<1x4x200x64xbf16>) -> tensor<1x4x200x64xbf16> attributes {kiln.kernel} {

@@ -107,6 +107,10 @@ module {
 // CHECK: %[[USED:.+]] = arith.cmpf one, %[[W]]
 // CHECK: memref.load %[[PARTS]]
 // CHECK: arith.select %[[USED]]
+// A row no chunk gives a key (total weight 0) divides by 1: zeros.
+// CHECK: %[[EMPTY:.+]] = arith.cmpf oeq, %[[TOTAL:[a-zA-Z0-9_#]+]], %{{.*}} : f32
+// CHECK: %[[DIVISOR:.+]] = arith.select %[[EMPTY]], %{{.*}}, %[[TOTAL]] : f32
+// CHECK: nvvm.rcp.approx.ftz.f %[[DIVISOR]]
 // CHECK: arith.truncf %{{.*}} : f32 to bf16
 // CHECK: memref.store %{{.*}}, %[[OUT]][%[[E]]]
 module {

@@ -268,7 +268,11 @@ func.func @matmul_bf16_transpose_rhs(%a: tensor<4x8xbf16>, %b: tensor<16x8xbf16>
 // CHECK: arith.addf
 // CHECK: %[[PV:[a-zA-Z0-9_]+]] = linalg.generic {indexing_maps = [#[[$S]], #[[$KV]], #[[$Q]]], iterator_types = ["parallel", "parallel", "parallel", "reduction", "parallel"]} ins(%[[EXPS]], %[[V]] : tensor<1x4x8x8xf32>, tensor<1x2x8x16xf32>)
 // CHECK: %[[OUT:[a-zA-Z0-9_]+]] = linalg.generic {indexing_maps = [#[[$ID4]], #[[$ROW4]], #[[$ID4]]], {{.*}} ins(%[[PV]], %[[ROW_SUM]] : tensor<1x4x8x16xf32>, tensor<1x4x8xf32>)
-// CHECK: arith.divf
+// A row that sees no key (sum 0) divides by 1: zeros.
+// CHECK: ^bb0(%[[SUMS:[a-zA-Z0-9_]+]]: f32, %[[TOTAL:[a-zA-Z0-9_]+]]: f32, %{{.*}}: f32):
+// CHECK: %[[EMPTY:[a-zA-Z0-9_]+]] = arith.cmpf oeq, %[[TOTAL]], %{{.*}} : f32
+// CHECK: %[[DIVISOR:[a-zA-Z0-9_]+]] = arith.select %[[EMPTY]], %{{.*}}, %[[TOTAL]] : f32
+// CHECK: arith.divf %[[SUMS]], %[[DIVISOR]] : f32
 // CHECK: return %[[OUT]]
 func.func @attention_causal_gqa(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x8x16xf32>, %v: tensor<1x2x8x16xf32>) -> tensor<1x4x8x16xf32> {
   %0 = kiln.attention %q, %k, %v causal : tensor<1x4x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32> -> tensor<1x4x8x16xf32>
@@ -291,6 +295,8 @@ func.func @attention_causal_gqa(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x8x16xf3
 // CHECK: math.exp
 // CHECK: %[[ROW_SUM:[a-zA-Z0-9_]+]] = linalg.generic
 // CHECK: %[[OUT:[a-zA-Z0-9_]+]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<1x2x4x8xbf16>)
+// CHECK: arith.cmpf oeq
+// CHECK: arith.select
 // CHECK: arith.divf
 // CHECK: arith.truncf %{{.*}} : f32 to bf16
 // CHECK: %[[LSE:[a-zA-Z0-9_]+]] = linalg.generic {{.*}} ins(%[[ROW_MAX]], %[[ROW_SUM]] : tensor<1x2x4xf32>, tensor<1x2x4xf32>)
@@ -325,7 +331,10 @@ func.func @attention_mask_lse(%q: tensor<1x2x4x8xbf16>, %k: tensor<1x2x6x8xbf16>
 // CHECK: arith.maximumf
 // CHECK: arith.cmpf one
 // CHECK: arith.select
+// A row no chunk gives a key (total weight 0) merges to zeros.
 // CHECK: linalg.generic {{.*}} outs(%{{.*}} : tensor<1x2x4x8xbf16>)
+// CHECK: arith.cmpf oeq
+// CHECK: arith.select
 // CHECK: arith.divf
 // CHECK: arith.truncf %{{.*}} : f32 to bf16
 func.func @split_attention(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x100x8xf32>) -> tensor<1x2x4x8xbf16> {
@@ -394,16 +403,19 @@ func.func @softmax_axis0(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
 
 // -----
 
+// The max shifts by at least the most negative float: a row of -inf gives -inf (not NaN).
 // CHECK-LABEL: func.func @logsumexp
 // CHECK-SAME: (%[[X:[a-zA-Z0-9_]+]]: tensor<4x8xf32>)
 // CHECK: %[[ROW_MAX:[a-zA-Z0-9_]+]] = linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]} ins(%[[X]] : tensor<4x8xf32>)
 // CHECK: arith.maximumf
 // CHECK: %[[SUM:[a-zA-Z0-9_]+]] = linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]} ins(%[[X]], %[[ROW_MAX]] : tensor<4x8xf32>, tensor<4xf32>)
-// CHECK: arith.subf
+// CHECK: %[[SHIFT:[a-zA-Z0-9_]+]] = arith.maximumf %{{.*}}, %{{.*}} : f32
+// CHECK: arith.subf %{{.*}}, %[[SHIFT]]
 // CHECK: math.exp
 // CHECK: arith.addf
 // CHECK: %[[LSE:[a-zA-Z0-9_]+]] = linalg.generic {{.*}} ins(%[[ROW_MAX]], %[[SUM]] : tensor<4xf32>, tensor<4xf32>)
-// CHECK: math.log
+// CHECK-DAG: math.log
+// CHECK-DAG: arith.maximumf
 // CHECK: arith.addf
 // CHECK: return %[[LSE]] : tensor<4xf32>
 func.func @logsumexp(%x: tensor<4x8xf32>) -> tensor<4xf32> {

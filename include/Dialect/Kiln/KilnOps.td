@@ -178,7 +178,7 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure, IsolatedFromAbove, AttrSizedO
     - `mask` is an optional additive bias broadcastable (numpy rules) to `[B, Hq, Sq, Sk]`, of any float
       element type (it is added in f32).
     - The optional second result is the log-sum-exp of each score row, `lse : [B, Hq, Sq]` in f32, as a
-      backward pass or a split-k merge needs it.
+      backward pass or a split-k merge needs it; `-inf` for a row that sees no key.
     - An optional `epilogue` (written by `kiln-fuse-epilogue`) finishes each output element before it is
       stored, exactly as on `kiln.matmul`: the f32 output value and one f32 element of each epilogue operand
       (broadcast to the output's shape) in, `kiln.yield` of the f32 value to store out. With an epilogue the
@@ -211,7 +211,7 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure, IsolatedFromAbove, AttrSizedO
     - `kv_chunk = C` splits the keys into `N = ceil(Sk / C)` chunks of `C` consecutive keys (the last one
       shorter) and attends over each on its own (split-KV, as flash-decoding does): `out : [N, B, Hq, Sq, Dv]`
       f32 holds each chunk's attention and `lse : [N, B, Hq, Sq]` (required) its log-sum-exp, `-inf` where a row
-      sees no key of the chunk (its `out` is then undefined). `kiln.merge_splits` combines them into the
+      sees no key of the chunk (its `out` is then 0). `kiln.merge_splits` combines them into the
       attention over all keys. Masks, mods and `causal` keep their meaning (positions count from the start of
       k); an epilogue and a seq-major output are not taken (they belong to the merge).
 
