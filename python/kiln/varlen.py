@@ -40,28 +40,29 @@ def _lengths(name, cu_seqlens, total):
 
 
 def tables(q_tokens, k_tokens, cu_seqlens_q, cu_seqlens_k, causal):
-    """(first_key, last_key) int32 tables: each query's first and last visible key, both nondecreasing."""
+    """(first_key, last_key, packed_causal): int32 tables of each query's first and last visible key, both
+    nondecreasing, and whether the packed tensors' own causal diagonal (key j for query i when j <= i + Tk - Tq)
+    holds wherever the tables let a query see a key, so that the attention may take it as its causal flag: with
+    causal, when no sequence's diagonal lies beyond it."""
     starts_q = _lengths("cu_seqlens_q", cu_seqlens_q, q_tokens)
     starts_k = _lengths("cu_seqlens_k", cu_seqlens_k, k_tokens)
     if starts_q.size != starts_k.size:
         raise ValueError(f"{OP}: 'cu_seqlens_q' describes {starts_q.size - 1} sequences and 'cu_seqlens_k' "
                          f"{starts_k.size - 1}")
-    lengths_q, lengths_k = np.diff(starts_q), np.diff(starts_k)
-    for s in np.flatnonzero(lengths_q > 0):
-        if lengths_k[s] == 0:
-            raise ValueError(f"{OP}: sequence {s} has {lengths_q[s]} queries but no keys")
-        if causal and lengths_q[s] > lengths_k[s]:
-            raise ValueError(f"{OP}: with causal, sequence {s} has more queries ({lengths_q[s]}) than keys "
-                             f"({lengths_k[s]}): its first queries would see no key")
+    lengths_q = np.diff(starts_q)
     seq_q = np.repeat(np.arange(starts_q.size - 1), lengths_q)
     ends_q, ends_k = starts_q[1:], starts_k[1:]
     # Query i of sequence s sees keys from the sequence's first, up to i + (end_k[s] - end_q[s]) with causal
-    # (bottom-right), else to the sequence's last key. Both rise with i: a sequence's keys follow the previous
-    # one's, and with causal a sequence's first query sees at least its first key (it has no more queries than
-    # keys).
+    # (bottom-right), else to the sequence's last key. A query that sees no key (a sequence without keys, or with
+    # causal one of a sequence's first queries when it has more queries than keys) gets last = first - 1, the
+    # empty span, and gives zeros, as flash_attn_varlen does. Both tables rise with i: a sequence's keys follow
+    # the previous one's, whose last key is this one's first - 1.
     first = starts_k[:-1][seq_q]
     last = np.arange(q_tokens, dtype=np.int64) + (ends_k - ends_q)[seq_q] if causal else (ends_k - 1)[seq_q]
-    return first.astype(np.int32), last.astype(np.int32)
+    last = np.maximum(last, first - 1)
+    offsets = ends_k - ends_q
+    packed_causal = causal and q_tokens <= k_tokens and bool(np.all(offsets <= k_tokens - q_tokens))
+    return first.astype(np.int32), last.astype(np.int32), packed_causal
 
 
 def attention(q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, run):
@@ -71,7 +72,7 @@ def attention(q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, run):
         if len(value.shape) != 3:
             raise ValueError(f"{OP}: with cu_seqlens, '{name}' is packed [tokens, heads, head_dim], got shape "
                              f"{tuple(value.shape)}")
-    first, last = tables(q.shape[0], k.shape[0], cu_seqlens_q, cu_seqlens_k, causal)
+    first, last, packed_causal = tables(q.shape[0], k.shape[0], cu_seqlens_q, cu_seqlens_k, causal)
     if hasattr(q, "device") and not isinstance(q, np.ndarray):  # torch tensors: tables on q's device
         import torch
         first, last = (torch.from_numpy(t).to(q.device) for t in (first, last))
@@ -85,5 +86,5 @@ def attention(q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, run):
         return (kv_idx >= first[q_idx]) & (kv_idx <= last[q_idx])
 
     mods.promise_nondecreasing(same_sequence, first, last)
-    out = run(heads_first(q), heads_first(k), heads_first(v), causal, scale, same_sequence)
+    out = run(heads_first(q), heads_first(k), heads_first(v), packed_causal, scale, same_sequence)
     return tokens_first(out)

@@ -109,6 +109,8 @@ VARLEN_CASES = [
     ("varlen_gqa_causal_bf16", (1, 77, 300, 5), (1, 77, 300, 5), 8, 2, 64, "bfloat16", True),
     ("varlen_chunked_causal_f16", (4, 130, 1), (100, 130, 700), 4, 4, 128, "float16", True),
     ("varlen_full_bf16", (33, 0, 200), (40, 0, 200), 4, 1, 64, "bfloat16", False),
+    # Queries that see no key give zeros: a sequence without keys, and one with more queries than keys.
+    ("varlen_queries_without_keys_causal_bf16", (5, 70, 3, 40), (9, 0, 1, 100), 4, 2, 64, "bfloat16", True),
 ]
 
 
