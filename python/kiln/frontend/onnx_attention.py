@@ -71,7 +71,8 @@ def _attention(ctx, q, k, v, attn_mask=None, past_key=None, past_value=None, non
     types = f"{q.type}, {k.type}, {v.type}"
     softcap = ctx.attr("softcap", 0.0)
     if bias is not None:
-        bias = ctx.tensor(bias)
+        # kiln.attention adds a mask of any float type in f32; the softcap's score_mod reads an f32 table.
+        bias = ctx.tensor(_as_element(ctx, bias, "f32") if softcap else bias)
         if not softcap:
             operands += f" mask({bias.name} : {bias.type})"
     scale = ctx.attr("scale", None)
@@ -103,6 +104,7 @@ def _scores_output(ctx, q, k, scale, softcap, bias):
     mode = ctx.attr("qk_matmul_output_mode", 0)
     if mode not in (0, 1, 2, 3):
         raise FrontendError(f"{ctx.node.describe()}: qk_matmul_output_mode {mode} is not one of 0, 1, 2, 3")
+    bias = None if bias is None else _as_element(ctx, bias, "f32")  # added to the f32 scores
     batch, q_heads, q_len, head_dim = q.shape
     kv_heads, kv_len = k.shape[1], k.shape[2]
     if q_heads != kv_heads:  # query head h reads key head h // group
@@ -180,8 +182,9 @@ def _append(ctx, past, new, past_name, new_name):
 
 
 def _mask_bias(ctx, mask, kv_len):
-    """attn_mask as an additive f32 bias over the keys: a boolean mask gives 0 (attend) or -inf; a mask
-    shorter than the keys is padded with -inf (the keys it does not cover are not attended)."""
+    """attn_mask as an additive bias over the keys: a boolean mask gives 0 (attend) or -inf in f32; a float mask
+    keeps its type (kiln.attention adds it in f32) unless it is shorter than the keys, when it is padded with -inf
+    in f32 (the keys it does not cover are not attended)."""
     shape = _shape(mask)
     if not 1 <= len(shape) <= 4:
         raise FrontendError(f"{ctx.node.describe()}: attn_mask of rank {len(shape)} does not broadcast to [batch, "
@@ -200,10 +203,10 @@ def _mask_bias(ctx, mask, kv_len):
         bias = ctx.emit(f"kiln.select {mask.name}, {zero.name}, {minus_inf.name} : {mask.type}, {zero.type}, "
                         f"{minus_inf.type} -> {f32}", shape, "f32")
     else:
-        bias = _as_element(ctx, ctx.float_tensor(mask, "attn_mask"), "f32")
+        bias = ctx.float_tensor(mask, "attn_mask")
     if shape[-1] < kv_len:
         fill = Const(np.full(shape[:-1] + (kv_len - shape[-1],), -np.inf, np.float32))
-        bias = concat(ctx, [bias, fill], -1)
+        bias = concat(ctx, [_as_element(ctx, bias, "f32"), fill], -1)
     return bias
 
 
@@ -231,14 +234,14 @@ def _allowed(q_len, kv_len, offset, causal, windows, padding):
 
 
 def _combined_bias(ctx, mask, allowed):
-    """The additive f32 bias of the mask (or None) and the structure ``allowed`` leaves (0 or -inf; None when all
-    may attend): a constant where both are, or None when nothing is masked."""
+    """The additive bias of the mask (or None) and the structure ``allowed`` leaves (0 or -inf; None when all may
+    attend): a constant where both are, or None when nothing is masked; f32 where the two are added."""
     structure = None if allowed is None else Const(np.where(allowed, 0.0, -np.inf).astype(np.float32))
     if mask is None or structure is None:
         return structure if mask is None else mask
     if isinstance(mask, Const):
         return Const(mask.array + structure.array)
-    (bias,) = binary("add", np.add)(ctx, mask, structure)
+    (bias,) = binary("add", np.add)(ctx, _as_element(ctx, mask, "f32"), structure)
     return bias
 
 
