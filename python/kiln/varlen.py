@@ -60,7 +60,7 @@ def tables(q_tokens, k_tokens, cu_seqlens_q, cu_seqlens_k, causal):
     first = starts_k[:-1][seq_q]
     last = np.arange(q_tokens, dtype=np.int64) + (ends_k - ends_q)[seq_q] if causal else (ends_k - 1)[seq_q]
     last = np.maximum(last, first - 1)
-    offsets = ends_k - ends_q
+    offsets = (ends_k - ends_q)[lengths_q > 0]  # the diagonals of the sequences that have queries
     packed_causal = causal and q_tokens <= k_tokens and bool(np.all(offsets <= k_tokens - q_tokens))
     return first.astype(np.int32), last.astype(np.int32), packed_causal
 
@@ -73,6 +73,12 @@ def attention(q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, run):
             raise ValueError(f"{OP}: with cu_seqlens, '{name}' is packed [tokens, heads, head_dim], got shape "
                              f"{tuple(value.shape)}")
     first, last, packed_causal = tables(q.shape[0], k.shape[0], cu_seqlens_q, cu_seqlens_k, causal)
+    if k.shape[0] == 0:  # no sequence has a key: every query gives zeros
+        shape = (q.shape[0], q.shape[1], v.shape[2])
+        if isinstance(q, np.ndarray):
+            return np.zeros(shape, q.dtype)
+        import torch
+        return torch.zeros(shape, dtype=q.dtype, device=q.device)
     if hasattr(q, "device") and not isinstance(q, np.ndarray):  # torch tensors: tables on q's device
         import torch
         first, last = (torch.from_numpy(t).to(q.device) for t in (first, last))

@@ -130,6 +130,13 @@ def test_queries_that_see_no_key_give_zeros(causal, record_error):
           seed)
 
 
+def test_a_batch_without_keys_gives_zeros():
+    q, k = np.ones((3, 2, 16), np.float32), np.ones((0, 1, 16), np.float32)
+    out = kiln.ops.attention(q, k, k, causal=True, cu_seqlens_q=np.array([0, 1, 3], np.int32),
+                             cu_seqlens_k=np.array([0, 0, 0], np.int32))
+    assert out.shape == q.shape and out.dtype == q.dtype and not out.any()
+
+
 def test_varlen_needs_packed_tensors():
     q = np.zeros((1, 2, 10, 16), np.float32)
     cu = np.array([0, 10], np.int32)
