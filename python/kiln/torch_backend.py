@@ -30,6 +30,7 @@ from .aten_converters import CONVERTERS, DATA_MOVEMENT, ELEMENTS, Unsupported, c
 from .cache_writes import write_caches_in_place
 from .causal_masks import fold_constant_causal_masks
 from .compiler import compile as kiln_compile
+from .rematerialize import rematerialize_input_data_movement
 from .gpu import chip_for
 from .torch_ops import _host, _torch
 
@@ -282,6 +283,7 @@ class GraphReport:
         self.graph = None  # the partitioned GraphModule
         self.causal_masks = 0  # attentions whose constant mask was the causal triangle (now is_causal)
         self.cache_writes = 0  # buffer writes (index_copy_, index_put_) made in place again (cache_writes.py)
+        self.rematerialized = 0  # copies of graph-input data movement given to its users (rematerialize.py)
 
     @property
     def kernels(self):
@@ -339,6 +341,7 @@ def compile_graph(gm, example_inputs, options=None):
     report = GraphReport()
     report.cache_writes = write_caches_in_place(gm)
     report.causal_masks = fold_constant_causal_masks(gm)
+    report.rematerialized = rematerialize_input_data_movement(gm)
     fused, calls = _partition(gm)
     for call in calls:
         partition = _compile_partition(fused, call, options)
