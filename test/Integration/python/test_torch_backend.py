@@ -404,3 +404,21 @@ def test_non_contiguous_output_keeps_torchs_strides():
     assert relative_error(out, f(x, w)) < TOLERANCE
     (partition,) = only_report().partitions
     assert partition.calls == 1 and partition.strides == [(1, 5)]
+
+
+def test_data_movement_of_inputs_is_recomputed_in_each_partition():
+    """A stack of graph inputs read on both sides of a node torch keeps (cumsum) is stacked in each partition
+    (rematerialize.py) instead of being a result of the first partition that the second reads back."""
+    def step(a, b, x):
+        s = torch.stack([a, b], -1)
+        y = (x * s.sum(-1)).cumsum(-1)
+        return y + s[..., 0] * s[..., 1]
+
+    a, b, x = torch.randn(3, 8), torch.randn(3, 8), torch.randn(3, 8)
+    out = compiled(step)(a, b, x)
+    assert relative_error(out, step(a, b, x)) < TOLERANCE
+    report = only_report()
+    assert report.rematerialized > 0 and aten.cumsum.default in report.torch_nodes
+    assert len(report.partitions) == 2
+    # Each partition takes a and b themselves: no stacked [3, 8, 2] tensor crosses between them.
+    assert all("tensor<3x8x2xf32>" not in p.source.split("{")[0] for p in report.partitions)
