@@ -30,8 +30,8 @@ from .aten_converters import CONVERTERS, DATA_MOVEMENT, ELEMENTS, Unsupported, c
 from .cache_writes import write_caches_in_place
 from .causal_masks import fold_constant_causal_masks
 from .compiler import compile as kiln_compile
-from .rematerialize import rematerialize_input_data_movement
 from .gpu import chip_for
+from .rematerialize import rematerialize_input_data_movement
 from .torch_ops import _host, _torch
 
 __all__ = ["kiln_backend", "reports", "KilnPartition", "GraphReport"]

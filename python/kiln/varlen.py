@@ -75,10 +75,7 @@ def attention(q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, run):
     first, last, packed_causal = tables(q.shape[0], k.shape[0], cu_seqlens_q, cu_seqlens_k, causal)
     if k.shape[0] == 0:  # no sequence has a key: every query gives zeros
         shape = (q.shape[0], q.shape[1], v.shape[2])
-        if isinstance(q, np.ndarray):
-            return np.zeros(shape, q.dtype)
-        import torch
-        return torch.zeros(shape, dtype=q.dtype, device=q.device)
+        return np.zeros(shape, q.dtype) if isinstance(q, np.ndarray) else q.new_zeros(shape)
     if hasattr(q, "device") and not isinstance(q, np.ndarray):  # torch tensors: tables on q's device
         import torch
         first, last = (torch.from_numpy(t).to(q.device) for t in (first, last))

@@ -44,6 +44,9 @@ Value floatConstant(OpBuilder &b, Location loc, Type type, double value);
 /// of -inf), whose exponentials are then 0 rather than exp(-inf + inf), NaN. A NaN max stays NaN.
 Value finiteMax(OpBuilder &b, Location loc, Value max);
 
+/// exp(x - finiteMax(max)): an element of a softmax's row shifted by the row's max, 0 in a row of -inf.
+Value expBelowMax(OpBuilder &b, Location loc, Value x, Value max);
+
 /// `sum / total` for an attention's weighted sum over its weights' total, 0 where the total is 0 (a query row
 /// that sees no key, whose sum is 0 too): what torch's SDPA, ONNX's Attention and FlashAttention give such a row.
 /// A NaN total stays NaN.

@@ -495,9 +495,10 @@ FailureOr<KernelLaunch> kiln::buildElementwiseKernel(OpBuilder &builder, gpu::GP
                                   })
             .getResult(0);
       };
-      Value max = lowering::finiteMax(builder, loc, pass(-std::numeric_limits<double>::infinity(), [&](Value acc, Value x) {
+      Value rowMax = pass(-std::numeric_limits<double>::infinity(), [&](Value acc, Value x) {
         return arith::MaximumFOp::create(builder, loc, acc, x).getResult();
-      }));
+      });
+      Value max = lowering::finiteMax(builder, loc, rowMax); // a row of -inf: exponentials 0, not NaN
       Value sum = pass(0.0, [&](Value acc, Value x) {
         Value e = math::ExpOp::create(builder, loc, arith::SubFOp::create(builder, loc, x, max));
         return arith::AddFOp::create(builder, loc, acc, e).getResult();

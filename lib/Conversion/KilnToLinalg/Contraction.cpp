@@ -174,11 +174,8 @@ SmallVector<Value> lowerChunks(OpBuilder &b, AttentionOp op, Value logits, Value
   auto first = [](OpBuilder &, Location, ValueRange x) { return x[0]; };
   Value rowMax = buildReduction(b, loc, space, {4}, Combiner::Max, scores, scoreMap, first);
   Value probs = buildElementwise(b, loc, space, f32, ValueRange{scores, rowMax}, {scoreMap, row},
-                                 [&](OpBuilder &nb, Location l, ValueRange x) -> Value {
-                                   Value e = math::ExpOp::create(nb, l, arith::SubFOp::create(nb, l, x[0], x[1]));
-                                   Value none = arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OEQ, x[1],
-                                                                      floatConstant(nb, l, f32, negInf));
-                                   return arith::SelectOp::create(nb, l, none, floatConstant(nb, l, f32, 0.0), e);
+                                 [](OpBuilder &nb, Location l, ValueRange x) -> Value {
+                                   return expBelowMax(nb, l, x[0], x[1]); // a chunk without keys: 0
                                  });
   Value rowSum = buildReduction(b, loc, space, {4}, Combiner::Sum, probs, full, first);
 
@@ -370,7 +367,7 @@ struct AttentionLowering : OpConversionPattern<AttentionOp> {
     Value rowMax = buildReduction(rewriter, loc, scoreShape, {3}, Combiner::Max, logits, full4, first);
     Value probs = buildElementwise(rewriter, loc, scoreShape, f32, ValueRange{logits, rowMax}, {full4, row4},
                                    [](OpBuilder &b, Location l, ValueRange x) -> Value {
-                                     return math::ExpOp::create(b, l, arith::SubFOp::create(b, l, x[0], finiteMax(b, l, x[1])));
+                                     return expBelowMax(b, l, x[0], x[1]);
                                    });
     Value rowSum = buildReduction(rewriter, loc, scoreShape, {3}, Combiner::Sum, probs, full4, first);
 

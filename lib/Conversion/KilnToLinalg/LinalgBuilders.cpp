@@ -8,6 +8,7 @@
 #include "Conversion/KilnToLinalg/LinalgBuilders.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
 
@@ -50,10 +51,15 @@ Value lowering::finiteMax(OpBuilder &b, Location loc, Value max) {
   return arith::MaximumFOp::create(b, loc, max, lowest);
 }
 
+Value lowering::expBelowMax(OpBuilder &b, Location loc, Value x, Value max) {
+  return math::ExpOp::create(b, loc, arith::SubFOp::create(b, loc, x, finiteMax(b, loc, max)));
+}
+
 Value lowering::divideByTotal(OpBuilder &b, Location loc, Value sum, Value total) {
-  Value one = floatConstant(b, loc, total.getType(), 1.0);
-  Value none = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, total, floatConstant(b, loc, total.getType(), 0.0));
-  return arith::DivFOp::create(b, loc, sum, arith::SelectOp::create(b, loc, none, one, total));
+  Type type = total.getType();
+  Value none = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, total, floatConstant(b, loc, type, 0.0));
+  Value divisor = arith::SelectOp::create(b, loc, none, floatConstant(b, loc, type, 1.0), total);
+  return arith::DivFOp::create(b, loc, sum, divisor);
 }
 
 Value lowering::createFilled(OpBuilder &b, Location loc, ArrayRef<int64_t> shape, Type elementType,

@@ -34,7 +34,7 @@ struct SoftmaxLowering : OpConversionPattern<SoftmaxOp> {
     Value rowMax = buildReduction(rewriter, loc, shape, {axis}, Combiner::Max, input, full, identity);
     Value exps = buildElementwise(rewriter, loc, shape, f32, ValueRange{input, rowMax}, {full, reduced},
                                   [](OpBuilder &b, Location l, ValueRange x) -> Value {
-                                    return math::ExpOp::create(b, l, arith::SubFOp::create(b, l, x[0], finiteMax(b, l, x[1])));
+                                    return expBelowMax(b, l, x[0], x[1]);
                                   });
     Value rowSum = buildReduction(rewriter, loc, shape, {axis}, Combiner::Sum, exps, full, identity);
     bool zeroEmptyRows = op.getZeroEmptyRows();
@@ -61,7 +61,7 @@ struct LogSumExpLowering : OpConversionPattern<LogSumExpOp> {
     Value rowMax = buildReduction(rewriter, loc, shape, {axis}, Combiner::Max, input, full, identity);
     Value sum = buildReduction(rewriter, loc, shape, {axis}, Combiner::Sum, ValueRange{input, rowMax},
                                {full, reduced}, [](OpBuilder &b, Location l, ValueRange x) -> Value {
-                                 return math::ExpOp::create(b, l, arith::SubFOp::create(b, l, x[0], finiteMax(b, l, x[1])));
+                                 return expBelowMax(b, l, x[0], x[1]);
                                });
     RankedTensorType type = op.getType();
     AffineMap id = rewriter.getMultiDimIdentityMap(type.getRank());
