@@ -21,7 +21,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32, "i64": torch.int64, "i1": torch.bool}
+DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32, "i64": torch.int64, "i32": torch.int32,
+          "i1": torch.bool}
 LIMITS = {"bf16": 1e-2, "f16": 5e-3, "f32": 1e-4}
 
 
@@ -220,6 +221,9 @@ GLUE_REFERENCES = {
     # The remainders in float64 (exact where the f32 kernel's fmod is): torch's own f32 remainder divides.
     "remainder_f32": lambda x, y: torch.remainder(x.double(), y.double()),
     "fmod_bf16": lambda x, y: torch.fmod(x.double(), y.double()),
+    # Integer division by kiln's rule: a zero divisor gives 0 (torch's CUDA answer is undefined there).
+    "remainder_i64": lambda x, y: torch.where(y == 0, 0, torch.remainder(x, torch.where(y == 0, 1, y))),
+    "div_i32": lambda x, y: torch.where(y == 0, 0, torch.div(x, torch.where(y == 0, 1, y), rounding_mode="trunc")),
     "add_broadcast": lambda x, y: x + y,
     "broadcast_gqa": lambda x: x.expand(1, 2, 4, 77, 64),
     "slice_half": lambda x: x[:, :, 64:],
@@ -252,8 +256,10 @@ GLUE_REFERENCES = {
 
 def run_glue(case, runtime, kernel, entry, generator):
     def random(shape, dtype):
-        if dtype == "i64":
-            return torch.randint(-1000, 1000, shape, generator=generator, device="cuda")
+        if dtype in ("i64", "i32"):  # a fifth of the values in -2..2: zero and -1 divisors occur
+            wide = torch.randint(-1000, 1000, shape, generator=generator, device="cuda", dtype=DTYPES[dtype])
+            small = torch.randint(-2, 3, shape, generator=generator, device="cuda", dtype=DTYPES[dtype])
+            return torch.where(torch.rand(*shape, generator=generator, device="cuda") < 0.2, small, wide)
         if dtype == "i1":
             return torch.rand(*shape, generator=generator, device="cuda") < 0.5
         return torch.randn(*shape, generator=generator, device="cuda").to(DTYPES[dtype])
@@ -263,7 +269,7 @@ def run_glue(case, runtime, kernel, entry, generator):
     out = torch.full(case["shape"], float("nan") if dtype.is_floating_point else 7, device="cuda", dtype=dtype)
     runtime.launch(kernel, entry, [*inputs, out])
     torch.cuda.synchronize()
-    ref = GLUE_REFERENCES[case["op"]](*[t if t.dtype in (torch.int64, torch.bool) else t.float() for t in inputs])
+    ref = GLUE_REFERENCES[case["op"]](*[t if not t.is_floating_point() else t.float() for t in inputs])
     if not dtype.is_floating_point:  # comparisons, integer selects, casts to bool: exact
         wrong = (out != ref.to(dtype)).sum().item()
         return dict(name=case["name"], error=float(wrong), ok=wrong == 0)

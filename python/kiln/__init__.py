@@ -13,11 +13,12 @@ from .compiler import CompileError, Program, compile
 from .config import Config
 from .gpu import GpuProgram, load
 from .jit import JitFunction, jit
-from .trace import (Tensor, append_kv, attention, equal, exp, fmod, gelu, layer_norm, logical_and, logical_not,
-                    logical_or, matmul, not_equal, paged_attention, relu, remainder, reshape, rms_norm, rope, sigmoid,
-                    silu, softmax, tanh, transpose, where)
+from .trace import (Tensor, append_kv, attention, cast, equal, exp, floor_divide, fmod, gelu, layer_norm, logical_and,
+                    logical_not, logical_or, matmul, maximum, minimum, not_equal, paged_attention, power, relu,
+                    remainder, reshape, rms_norm, rope, sigmoid, silu, softmax, tanh, transpose, trunc_divide, where)
 
 __all__ = ["CompileError", "Config", "GpuProgram", "JitFunction", "Program", "Tensor", "append_kv", "attention",
-           "autotune", "compile", "equal", "exp", "fmod", "gelu", "jit", "layer_norm", "load", "logical_and",
-           "logical_not", "logical_or", "matmul", "not_equal", "ops", "paged_attention", "relu", "remainder",
-           "reshape", "rms_norm", "rope", "sigmoid", "silu", "softmax", "tanh", "transpose", "where"]
+           "autotune", "cast", "compile", "equal", "exp", "floor_divide", "fmod", "gelu", "jit", "layer_norm", "load",
+           "logical_and", "logical_not", "logical_or", "matmul", "maximum", "minimum", "not_equal", "ops",
+           "paged_attention", "power", "relu", "remainder", "reshape", "rms_norm", "rope", "sigmoid", "silu",
+           "softmax", "tanh", "transpose", "trunc_divide", "where"]

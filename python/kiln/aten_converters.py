@@ -88,10 +88,17 @@ def _mul(node, a):
 
 
 def _div(node, a):
-    if a.get("rounding_mode") is not None:
-        raise Unsupported("div with a rounding mode")
     x, y = _floats_as(node, _operand(a["input"]), _operand(a["other"]))
-    return x / y
+    rounding = a.get("rounding_mode")
+    if rounding is None:
+        return x / y
+    if rounding not in ("trunc", "floor"):
+        raise Unsupported(f"div with rounding mode {rounding!r}")
+    return (trace.trunc_divide if rounding == "trunc" else trace.floor_divide)(x, y)
+
+
+def _floor_divide(node, a):
+    return trace.floor_divide(*_floats_as(node, _operand(a["input"]), _operand(a["other"])))
 
 
 def _unary(function):
@@ -422,7 +429,7 @@ def _getitem(node, a):
 CONVERTERS = {
     aten.add.Tensor: _add, aten.add.Scalar: _add, aten.sub.Tensor: _sub, aten.sub.Scalar: _sub,
     aten.rsub.Scalar: _rsub, aten.rsub.Tensor: _rsub, aten.mul.Tensor: _mul, aten.mul.Scalar: _mul,
-    aten.div.Tensor: _div, aten.div.Scalar: _div,
+    aten.div.Tensor: _div, aten.div.Scalar: _div, aten.div.Tensor_mode: _div, aten.div.Scalar_mode: _div,
     aten.neg.default: _unary(lambda x: -x), aten.exp.default: _unary(trace.exp),
     aten.log.default: _unary(trace.log), aten.sqrt.default: _unary(trace.sqrt),
     aten.rsqrt.default: _unary(trace.rsqrt), aten.reciprocal.default: _unary(trace.reciprocal),
@@ -458,6 +465,7 @@ CONVERTERS = {
     aten.ge.Tensor: _comparison("ge"), aten.ge.Scalar: _comparison("ge"),
     aten.eq.Tensor: _comparison("eq"), aten.eq.Scalar: _comparison("eq"),
     aten.ne.Tensor: _comparison("ne"), aten.ne.Scalar: _comparison("ne"),
+    aten.floor_divide.default: _floor_divide, aten.floor_divide.Scalar: _floor_divide,
     aten.fmod.Tensor: _remainder(trace.fmod), aten.fmod.Scalar: _remainder(trace.fmod),
     aten.remainder.Tensor: _remainder(trace.remainder), aten.remainder.Scalar: _remainder(trace.remainder),
     aten.logical_not.default: _logical(trace.logical_not), aten.logical_and.default: _logical(trace.logical_and),

@@ -11,6 +11,7 @@ capability calls for (sm_90a on Hopper, sm_80 on Ampere and later), unless ``tar
 
 import functools
 import inspect
+import re
 import sys
 
 import numpy as np
@@ -65,6 +66,8 @@ class JitFunction:
     def __init__(self, fn, target=None):
         self.fn, self.target = fn, target
         self.name = fn.__name__
+        # The IR symbol: a lambda's "<lambda>" (or any name that is not an identifier) spelt with underscores.
+        self.symbol = re.sub(r"[^A-Za-z0-9_]", "_", self.name)
         self.signature = inspect.signature(fn)
         self.programs = {}
         self._fast = {}  # the argument types as passed -> (its runner, where each array argument sits)
@@ -191,7 +194,7 @@ class JitFunction:
                             f"from its array arguments, got {type(result).__name__}")
         types = ", ".join(r.type for r in results)
         body = "".join(f"  {line}\n" for line in graph.lines)
-        return (f"func.func @{self.name}({', '.join(params)}) -> ({types}) {{\n{body}"
+        return (f"func.func @{self.symbol}({', '.join(params)}) -> ({types}) {{\n{body}"
                 f"  return {', '.join(r.name for r in results)} : {types}\n}}\n")
 
 

@@ -104,6 +104,12 @@ class Tensor:
     def __neg__(self):
         return _unary("neg", self)
 
+    def __floordiv__(self, other):
+        return floor_divide(self, other)
+
+    def __rfloordiv__(self, other):
+        return floor_divide(other, self)
+
     def __mod__(self, other):
         return _binary("remainder", self, other)
 
@@ -160,15 +166,34 @@ def check_floats(op, **tensors):
     return element
 
 
+#: The integer element types arithmetic takes (wrapping; see kiln.div for its rounding).
+_INTEGERS = ("i32", "i64")
+
+
 def _binary(op, lhs, rhs):
+    """``kiln.<op>`` of two tensors of one float or integer type, or a tensor and a Python number (which takes
+    the tensor's type, exactly for integers)."""
     tensor = lhs if isinstance(lhs, Tensor) else rhs
     graph = _graph(op)
+    if isinstance(tensor, Tensor) and tensor.element == "i1":
+        raise TypeError(f"{op}: arithmetic on bool tensors; kiln computes it on floats and int32/int64 (use "
+                        f"logical_and/or/not, or cast)")
+    if isinstance(tensor, Tensor) and tensor.element in _INTEGERS:
+        if op == "div":
+            raise TypeError(f"div: '/' of {tensor.dtype} tensors is true division, which kiln does not compute in "
+                            f"integers: use floor_divide ('//') or trunc_divide, or cast to a float type")
+        (lhs, rhs), element = _same_element(op, ("lhs", "rhs"), (lhs, rhs))
+        return _emit_binary(graph, op, lhs, rhs, element)
     check_floats(op, **{"lhs" if tensor is lhs else "rhs": tensor})
     if isinstance(lhs, (int, float)):
         lhs = _scalar(graph, lhs, tensor.element)
     if isinstance(rhs, (int, float)):
         rhs = _scalar(graph, rhs, tensor.element)
     element = check_floats(op, lhs=lhs, rhs=rhs)
+    return _emit_binary(graph, op, lhs, rhs, element)
+
+
+def _emit_binary(graph, op, lhs, rhs, element):
     try:
         shape = np.broadcast_shapes(lhs.shape, rhs.shape)
     except ValueError:
@@ -188,8 +213,8 @@ def _scalar(graph, value, element):
         return constant(float(value), element)
     low, high = _INTEGER_RANGES[element]
     if not (float(value).is_integer() and low <= value <= high):
-        raise TypeError(f"the {element} tensor cannot be compared with or choose {value!r}, which its type does not "
-                        f"hold")
+        raise TypeError(f"{value!r} is not a value of the {element} tensor it meets (numpy would promote the "
+                        f"tensor; kiln does not)")
     literal = ("true" if value else "false") if element == "i1" else str(int(value))
     return graph.emit(f"kiln.constant dense<{literal}> : {tensor_type((), element)}", (), element)
 
@@ -280,6 +305,34 @@ def fmod(a, b):
 def remainder(a, b):
     """The remainder of floored division, with the sign of ``b`` (Python's %, torch.remainder)."""
     return _binary("remainder", a, b)
+
+
+def trunc_divide(a, b):
+    """The quotient rounded toward zero (torch.div with rounding_mode="trunc", C's integer division); on
+    integers a zero divisor gives 0."""
+    (a, b), element = _same_element("trunc_divide", ("a", "b"), (a, b))
+    if element in _INTEGERS:
+        return _emit_binary(a.graph, "div", a, b, element)
+    quotient = _binary("div", a, b)
+    return select(compare("lt", quotient, 0), ceil(quotient), floor(quotient))
+
+
+def floor_divide(a, b):
+    """The quotient rounded down (Python's //, torch.floor_divide); on integers a zero divisor gives 0, on floats
+    a / b (torch's inf or NaN)."""
+    (a, b), element = _same_element("floor_divide", ("a", "b"), (a, b))
+    if element in _INTEGERS:
+        # a - a % b is a multiple of b, so the truncating division is exact.
+        return _emit_binary(a.graph, "div", _binary("sub", a, remainder(a, b)), b, element)
+    # Python's float floor division, which torch follows: floor(a / b) would round 1 // 0.1 up to 10, not 9.
+    # The exact remainder fixes the quotient instead, then a quotient within half of an integer snaps to it.
+    rest = fmod(a, b)
+    quotient = (a - rest) / b
+    moved = logical_and(not_equal(rest, 0), not_equal(compare("lt", b, 0), compare("lt", rest, 0)))
+    quotient = select(moved, quotient - 1, quotient)
+    whole = floor(quotient)
+    whole = select(compare("gt", quotient - whole, 0.5), whole + 1, whole)
+    return select(equal(b, 0), a / b, whole)
 
 
 def _unary(op, x, suffix=""):
@@ -740,10 +793,13 @@ def where(condition, a, b):
 
 
 def cast(x, element):
-    """``x`` converted to the element type ``element`` ("f32", "f16", "bf16"); floats only."""
-    check_floats("cast", x=x)
-    if element not in _FLOATS:
-        raise TypeError(f"cast: the target element type must be one of {', '.join(_FLOATS)}, got {element}")
+    """``x`` converted to the element type ``element``, any of kiln's ("f32", "f16", "bf16", "i32", "i64",
+    "i1"): floats by one rounding, floats to integers by truncation toward zero, to bool by "not zero"."""
+    _graph("cast")
+    if not isinstance(x, Tensor):
+        raise TypeError(f"cast: 'x' must be a tensor argument of the jitted function, got {type(x).__name__}")
+    if element not in DTYPES:
+        raise TypeError(f"cast: the target element type must be one of {', '.join(DTYPES)}, got {element}")
     if element == x.element:
         return x
     return x.graph.emit(f"kiln.cast {x.name} : {x.type} to {tensor_type(x.shape, element)}", x.shape, element)

@@ -260,6 +260,23 @@ module {
 
 // -----
 
+// Integer arithmetic computes in its own type, 16 bytes a thread (4 i32 values), through the same formula as
+// the host: the remainder's divisor guarded against 0 and -1 before arith.remsi.
+// CHECK-LABEL: gpu.func @k16_remainder_i32
+// CHECK: vector.load {{.*}} : memref<4096xi32>, vector<4xi32>
+// CHECK-NOT: arith.sitofp
+// CHECK-COUNT-4: arith.remsi {{.*}} : i32
+// CHECK: vector.store {{.*}} : memref<4096xi32>, vector<4xi32>
+module {
+  func.func private @k16_remainder_i32(%x: tensor<64x64xi32>, %y: tensor<64xi32>, %out: tensor<64x64xi32>) -> tensor<64x64xi32> attributes {kiln.kernel} {
+    %m = kiln.remainder %x, %y : tensor<64x64xi32>, tensor<64xi32> -> tensor<64x64xi32>
+    %r = bufferization.materialize_in_destination %m in %out : (tensor<64x64xi32>, tensor<64x64xi32>) -> tensor<64x64xi32>
+    return %r : tensor<64x64xi32>
+  }
+}
+
+// -----
+
 module {
   func.func private @w4_softmax(%x: tensor<64x64xbf16>, %out: tensor<64x64xbf16>) -> tensor<64x64xbf16> attributes {kiln.kernel} {
     // expected-error @+1 {{the wgmma lowering is for matmuls and attention only}}

@@ -158,6 +158,42 @@ func.func @remainders(%x: tensor<16xf32>, %y: tensor<16xf32>) -> (tensor<16xf32>
 
 // -----
 
+// Integer arithmetic computes in its own type. The division guards its divisor: 0 and -1 become 1 for
+// arith.divsi (a zero divisor and INT_MIN / -1 trap on the host), and the quotient is 0 for 0, -x for -1.
+// CHECK-LABEL: func.func @integer_arithmetic
+// CHECK: arith.addi %{{.*}}, %{{.*}} : i32
+// CHECK: ^bb0(%[[X:[a-zA-Z0-9_]+]]: i32, %[[Y:[a-zA-Z0-9_]+]]: i32, %{{.*}}: i32):
+// CHECK-DAG: %[[ZERO:.*]] = arith.constant 0 : i32
+// CHECK-DAG: %[[ONE:.*]] = arith.constant 1 : i32
+// CHECK-DAG: %[[MINUS:.*]] = arith.constant -1 : i32
+// CHECK-DAG: %[[YZERO:.*]] = arith.cmpi eq, %[[Y]], %[[ZERO]] : i32
+// CHECK-DAG: %[[YMINUS:.*]] = arith.cmpi eq, %[[Y]], %[[MINUS]] : i32
+// CHECK: %[[TRIVIAL:.*]] = arith.ori %[[YZERO]], %[[YMINUS]] : i1
+// CHECK: %[[SAFE:.*]] = arith.select %[[TRIVIAL]], %[[ONE]], %[[Y]] : i32
+// CHECK: %[[Q:.*]] = arith.divsi %[[X]], %[[SAFE]] : i32
+// CHECK: %[[NEG:.*]] = arith.subi %[[ZERO]], %[[X]] : i32
+// CHECK: %[[QM:.*]] = arith.select %[[YMINUS]], %[[NEG]], %[[Q]] : i32
+// CHECK: arith.select %[[YZERO]], %[[ZERO]], %[[QM]] : i32
+// The floored remainder: the truncated one (guarded the same way), moved into the divisor's sign.
+// CHECK: arith.remsi %{{.*}}, %{{.*}} : i64
+// CHECK: arith.xori
+// CHECK: arith.addi %{{.*}}, %{{.*}} : i64
+// CHECK: arith.maxsi %{{.*}}, %{{.*}} : i64
+// The power squares once per bit but the sign bit (31 products of the base).
+// CHECK-COUNT-31: arith.shrui
+// CHECK: arith.cmpi slt
+func.func @integer_arithmetic(%a: tensor<4x8xi32>, %b: tensor<8xi32>, %c: tensor<8xi64>, %d: tensor<8xi64>)
+    -> (tensor<4x8xi32>, tensor<4x8xi32>, tensor<8xi64>, tensor<8xi64>, tensor<4x8xi32>) {
+  %0 = kiln.add %a, %b : tensor<4x8xi32>, tensor<8xi32> -> tensor<4x8xi32>
+  %1 = kiln.div %a, %b : tensor<4x8xi32>, tensor<8xi32> -> tensor<4x8xi32>
+  %2 = kiln.remainder %c, %d : tensor<8xi64>, tensor<8xi64> -> tensor<8xi64>
+  %3 = kiln.max %c, %d : tensor<8xi64>, tensor<8xi64> -> tensor<8xi64>
+  %4 = kiln.pow %a, %b : tensor<4x8xi32>, tensor<8xi32> -> tensor<4x8xi32>
+  return %0, %1, %2, %3, %4 : tensor<4x8xi32>, tensor<4x8xi32>, tensor<8xi64>, tensor<8xi64>, tensor<4x8xi32>
+}
+
+// -----
+
 // cast converts straight from the source type: float narrowing rounds, int -> float is signed, float -> i1
 // compares with zero.
 // CHECK-LABEL: func.func @cast

@@ -17,10 +17,10 @@
 // MANIFEST-NOT: gpu_attention_block
 // MANIFEST: "name": "small_k0_add"
 
-// A failed compile over it (an op the GPU targets refuse, an assembler that fails after the PTX is written):
+// A failed compile over it (an op the verifier refuses, an assembler that fails after the PTX is written):
 // the folder as it was, nothing beside it.
 // RUN: ls -A %t/out > %t/before
-// RUN: sed -e 's/bf16/i32/g' %s > %t/int.mlir
+// RUN: sed -e 's/bf16/i1/g' %s > %t/int.mlir
 // RUN: not kilnc %t/int.mlir --target=sm_90a -o %t/out
 // RUN: ls -A %t/out | diff %t/before -
 // RUN: mkdir -p %t/bin && printf '#!/bin/sh\necho "ptxas fatal: broken" >&2\nexit 1\n' > %t/bin/ptxas && chmod +x %t/bin/ptxas

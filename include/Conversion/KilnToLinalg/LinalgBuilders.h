@@ -79,13 +79,17 @@ Value buildReduction(OpBuilder &b, Location loc, ArrayRef<int64_t> shape, ArrayR
 /// rounding, float to int by truncation toward zero, to i1 by "not zero", i1 to a number as 0 or 1.
 Value convertScalar(OpBuilder &b, Location loc, Value value, Type to);
 
-/// Whether `op` is an elementwise op of float operands whose formula buildScalarFormula gives (arithmetic and
-/// activations; select, whose condition is i1, aside): what epilogues, glue kernels and row kernels evaluate per
+/// Whether `op` is an elementwise op whose formula buildScalarFormula gives (arithmetic on floats or integers,
+/// activations; select and compare, with their i1 values, aside): what glue kernels evaluate per element.
+bool hasScalarFormula(Operation *op);
+
+/// hasScalarFormula for a float result: what epilogues and row kernels, which compute in f32, evaluate per
 /// element.
 bool hasFloatFormula(Operation *op);
 
-/// The f32 scalar formula of a kiln elementwise op (arithmetic, activations, select) applied to `args`, or a
-/// null value for any other op. Shared by the lowering and the epilogue fusion.
+/// The scalar formula of a kiln elementwise op (arithmetic, activations, select, compare) applied to `args`, or
+/// a null value for any other op: f32 for floats, the integer type itself for integer arithmetic. Shared by the
+/// lowering and the epilogue fusion.
 Value buildScalarFormula(OpBuilder &b, Location loc, Operation *op, ValueRange args);
 
 /// The value a scalar region (an attention's score_mod or mask_mod: pure ops, a kiln.yield of one value)

@@ -25,6 +25,7 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 def Kiln_FloatTensor : StaticShapeTensorOf<[F32, F16, BF16]>;
 def Kiln_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
 def Kiln_BoolTensor : StaticShapeTensorOf<[I1]>;
+def Kiln_NumberTensor : StaticShapeTensorOf<[F32, F16, BF16, I32, I64]>;
 def Kiln_AnyTensor : StaticShapeTensorOf<[F32, F16, BF16, I32, I64, I1]>;
 
 //===----------------------------------------------------------------------===//
@@ -451,15 +452,19 @@ class Kiln_BinaryOp<string mnemonic, string what, list<Trait> traits = []>
     : Kiln_Op<mnemonic, !listconcat([Pure], traits)> {
   let summary = "elementwise " # what # " with numpy broadcasting";
   let description = [{
-    Applies the operation elementwise. The operands share an element type; their shapes broadcast as in numpy
-    (right-aligned, a dimension of 1 stretches) and the result has the broadcast shape.
+    Applies the operation elementwise. The operands share an element type, a float or a signed integer; their
+    shapes broadcast as in numpy (right-aligned, a dimension of 1 stretches) and the result has the broadcast
+    shape. Floats compute in f32 and round once. Integers wrap on overflow (two's complement); `div` truncates
+    toward zero, `fmod` and `remainder` follow `div` and floored division; a zero divisor gives 0 (numpy's
+    answer, where C has no answer at all); `pow` with a negative exponent gives the truncated 1 / x^-e (0 unless
+    x is 1 or -1).
 
     ```mlir
     %y = kiln.}] # mnemonic # [{ %x, %b : tensor<2x77x512xf32>, tensor<512xf32> -> tensor<2x77x512xf32>
     ```
   }];
-  let arguments = (ins Kiln_FloatTensor:$lhs, Kiln_FloatTensor:$rhs);
-  let results = (outs Kiln_FloatTensor:$result);
+  let arguments = (ins Kiln_NumberTensor:$lhs, Kiln_NumberTensor:$rhs);
+  let results = (outs Kiln_NumberTensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)";
   let builders = [OpBuilder<(ins "::mlir::Value":$lhs, "::mlir::Value":$rhs), [{
     build($_builder, $_state, inferBroadcastType(lhs.getType(), rhs.getType()), lhs, rhs);

@@ -44,7 +44,7 @@ bool kiln::isElementwiseKernelOp(Operation *op) {
   // output element.
   if (isa<ReduceOp, SoftmaxOp, LogSumExpOp>(op))
     return !isRowOp(op);
-  return lowering::hasFloatFormula(op) || isa<SelectOp, CompareOp>(op);
+  return lowering::hasScalarFormula(op) || isa<SelectOp, CompareOp>(op);
 }
 
 /// Row-major linear index of `indices` in `shape`.
@@ -233,7 +233,7 @@ FailureOr<KernelLaunch> kiln::buildAppendKvKernel(OpBuilder &builder, gpu::GPUMo
 /// Whether `op` is a data movement or an elementwise formula that the generic thread computes (one value per
 /// output element from one load per operand).
 static bool isPerElementOp(Operation *op) {
-  return isa<TransposeOp, ReshapeOp, BroadcastOp, SliceOp, CastOp>(op) || lowering::hasFloatFormula(op);
+  return isa<TransposeOp, ReshapeOp, BroadcastOp, SliceOp, CastOp>(op) || lowering::hasScalarFormula(op);
 }
 
 /// How operand `operand` of a per-element op is read by a run of consecutive output elements within one row.

@@ -2,7 +2,8 @@
 //
 // Arithmetic, activations, comparisons, select, cast and constants. Each op becomes one broadcasting linalg.generic whose
 // body computes in f32 (narrow types are widened on load and rounded once on store), which is also how the GPU
-// kernels compute their epilogues.
+// kernels compute their epilogues. Integer arithmetic computes in its own type, with the divisions guarded: a zero
+// divisor would trap on the host CPU.
 //
 //===----------------------------------------------------------------------===//
 
@@ -58,6 +59,87 @@ Value flooredRemainder(OpBuilder &b, Location loc, Value x, Value y) {
   return arith::SelectOp::create(b, loc, rZero, math::CopySignOp::create(b, loc, zero, y), moved);
 }
 
+/// An integer constant of `type` (i32 or i64).
+Value intConstant(OpBuilder &b, Location loc, Type type, int64_t value) {
+  return arith::ConstantOp::create(b, loc, b.getIntegerAttr(type, value));
+}
+
+/// The quotient of integers truncated toward zero, with 0 for a zero divisor and the wrapped negation for -1
+/// (both are undefined for arith.divsi: a zero divisor or INT_MIN / -1 traps on the host CPU).
+Value truncatedQuotient(OpBuilder &b, Location loc, Value x, Value y) {
+  Type type = x.getType();
+  Value zero = intConstant(b, loc, type, 0), one = intConstant(b, loc, type, 1);
+  Value yZero = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, y, zero);
+  Value yMinusOne = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, y, intConstant(b, loc, type, -1));
+  Value safe = arith::SelectOp::create(b, loc, arith::OrIOp::create(b, loc, yZero, yMinusOne), one, y);
+  Value quotient = arith::DivSIOp::create(b, loc, x, safe);
+  Value negated = arith::SubIOp::create(b, loc, zero, x);
+  return arith::SelectOp::create(b, loc, yZero, zero, arith::SelectOp::create(b, loc, yMinusOne, negated, quotient));
+}
+
+/// The remainder of integer division truncated toward zero (the sign of x), 0 for a zero divisor (and for -1,
+/// where arith.remsi of INT_MIN traps).
+Value truncatedIntRemainder(OpBuilder &b, Location loc, Value x, Value y) {
+  Type type = x.getType();
+  Value zero = intConstant(b, loc, type, 0), one = intConstant(b, loc, type, 1);
+  Value yZero = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, y, zero);
+  Value yMinusOne = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, y, intConstant(b, loc, type, -1));
+  Value trivial = arith::OrIOp::create(b, loc, yZero, yMinusOne);
+  Value remainder = arith::RemSIOp::create(b, loc, x, arith::SelectOp::create(b, loc, trivial, one, y));
+  return arith::SelectOp::create(b, loc, trivial, zero, remainder);
+}
+
+/// Python's `%` on integers: the truncated remainder moved into the divisor's sign where it has the other one.
+Value flooredIntRemainder(OpBuilder &b, Location loc, Value x, Value y) {
+  Value r = truncatedIntRemainder(b, loc, x, y);
+  Value zero = intConstant(b, loc, x.getType(), 0);
+  Value rNegative = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, r, zero);
+  Value yNegative = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, y, zero);
+  Value rNonzero = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, r, zero);
+  Value differ = arith::AndIOp::create(b, loc, rNonzero, arith::XOrIOp::create(b, loc, rNegative, yNegative));
+  return arith::SelectOp::create(b, loc, differ, arith::AddIOp::create(b, loc, r, y), r);
+}
+
+/// x^e for integers by squaring, one step per bit of the exponent (wrapping like repeated multiplication); a
+/// negative exponent gives the truncated 1 / x^-e: 1 for x = 1, +-1 for x = -1, 0 otherwise (a zero base too).
+Value integerPower(OpBuilder &b, Location loc, Value x, Value e) {
+  Type type = x.getType();
+  unsigned width = type.getIntOrFloatBitWidth();
+  Value zero = intConstant(b, loc, type, 0), one = intConstant(b, loc, type, 1);
+  Value result = one, square = x, rest = e;
+  for (unsigned bit = 0; bit + 1 < width; ++bit) { // the sign bit aside: a negative exponent is handled below
+    Value odd = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, arith::AndIOp::create(b, loc, rest, one),
+                                      zero);
+    result = arith::SelectOp::create(b, loc, odd, arith::MulIOp::create(b, loc, result, square), result);
+    square = arith::MulIOp::create(b, loc, square, square);
+    rest = arith::ShRUIOp::create(b, loc, rest, one);
+  }
+  Value eNegative = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, e, zero);
+  Value xOne = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, x, one);
+  Value xMinusOne = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, x, intConstant(b, loc, type, -1));
+  Value eOdd =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, arith::AndIOp::create(b, loc, e, one), zero);
+  Value minusOnePower = arith::SelectOp::create(b, loc, eOdd, intConstant(b, loc, type, -1), one);
+  Value inverse = arith::SelectOp::create(b, loc, xOne, one, arith::SelectOp::create(b, loc, xMinusOne,
+                                                                                     minusOnePower, zero));
+  return arith::SelectOp::create(b, loc, eNegative, inverse, result);
+}
+
+/// The formula of an arithmetic op on two signed integers, or a null value for any other op.
+Value integerFormula(OpBuilder &b, Location loc, Operation *op, ValueRange x) {
+  return llvm::TypeSwitch<Operation *, Value>(op)
+      .Case([&](AddOp) { return arith::AddIOp::create(b, loc, x[0], x[1]); })
+      .Case([&](SubOp) { return arith::SubIOp::create(b, loc, x[0], x[1]); })
+      .Case([&](MulOp) { return arith::MulIOp::create(b, loc, x[0], x[1]); })
+      .Case([&](DivOp) { return truncatedQuotient(b, loc, x[0], x[1]); })
+      .Case([&](MaxOp) { return arith::MaxSIOp::create(b, loc, x[0], x[1]); })
+      .Case([&](MinOp) { return arith::MinSIOp::create(b, loc, x[0], x[1]); })
+      .Case([&](PowOp) { return integerPower(b, loc, x[0], x[1]); })
+      .Case([&](FmodOp) { return truncatedIntRemainder(b, loc, x[0], x[1]); })
+      .Case([&](RemainderOp) { return flooredIntRemainder(b, loc, x[0], x[1]); })
+      .Default([](Operation *) { return Value(); });
+}
+
 /// `x <predicate> y` on two scalars of one type: ordered float comparisons (unordered for `ne`), signed integer
 /// ones.
 Value compare(OpBuilder &b, Location loc, ComparePredicate predicate, Value x, Value y) {
@@ -89,12 +171,19 @@ Value compare(OpBuilder &b, Location loc, ComparePredicate predicate, Value x, V
 
 } // namespace
 
+bool lowering::hasScalarFormula(Operation *op) {
+  return isa<AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp, FmodOp, RemainderOp, NegOp, ExpOp, LogOp, SqrtOp,
+             RsqrtOp, ReciprocalOp, AbsOp, TanhOp, ErfOp, SinOp, CosOp, FloorOp, CeilOp, SigmoidOp, ReluOp, SiluOp,
+             GeluOp>(op);
+}
+
 bool lowering::hasFloatFormula(Operation *op) {
-  return isa<AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp, FmodOp, RemainderOp, NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp,
-             AbsOp, TanhOp, ErfOp, SinOp, CosOp, FloorOp, CeilOp, SigmoidOp, ReluOp, SiluOp, GeluOp>(op);
+  return hasScalarFormula(op) && isa<FloatType>(getElementTypeOrSelf(op->getResult(0).getType()));
 }
 
 Value lowering::buildScalarFormula(OpBuilder &b, Location loc, Operation *op, ValueRange x) {
+  if (!x.empty() && isa<IntegerType>(x[0].getType()) && !isa<SelectOp, CompareOp>(op))
+    return integerFormula(b, loc, op, x);
   return llvm::TypeSwitch<Operation *, Value>(op)
       .Case([&](AddOp) { return arith::AddFOp::create(b, loc, x[0], x[1]); })
       .Case([&](SubOp) { return arith::SubFOp::create(b, loc, x[0], x[1]); })

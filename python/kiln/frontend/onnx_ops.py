@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from .. import trace
-from .values import Const, FrontendError
+from .values import ELEMENTS, Const, FrontendError, Weight
 
 _FLOATS = ("f32", "f16", "bf16")
 _erf = np.vectorize(math.erf, otypes=[np.float64])
@@ -40,23 +40,59 @@ def _ints(ctx, value, what):
 # --- elementwise -----------------------------------------------------------------------------------------------
 
 def binary(kind, fold):
-    """The emitter of a broadcasting binary op: ``fold`` on two constants, else ``kiln.<kind>`` on floats."""
+    """The emitter of a broadcasting binary op: ``fold`` on two constants, else ``kiln.<kind>`` on two floats or
+    two integers of one type (kiln.div truncates integers toward zero, as ONNX's Div does)."""
     def op(ctx, a, b):
         if isinstance(a, Const) and isinstance(b, Const):
             return [Const(fold(a.array, b.array))]
-        if isinstance(a, Const) and a.array.dtype.kind not in "fV":
-            # The result takes A's type (Pow's base may differ from its exponent): an integer result at run time.
-            raise FrontendError(f"{ctx.node.describe()}: input A is a constant of type {a.array.dtype} but input B "
-                                f"depends on a graph input; kiln computes {a.array.dtype} on constants only")
-        a, b = ctx.same_float(a, b)
-        try:
-            shape = np.broadcast_shapes(_shape(a), _shape(b))
-        except ValueError:
-            raise FrontendError(f"{ctx.node.describe()}: shapes {_shape(a)} and {_shape(b)} do not broadcast") \
-                from None
-        out = trace.tensor_type(shape, a.element)
-        return [ctx.emit(f"kiln.{kind} {a.name}, {b.name} : {a.type}, {b.type} -> {out}", shape, a.element)]
+        a, b = ctx.same_type(a, b)
+        return [_emit_binary(ctx, kind, a, b)]
     return op
+
+
+def _emit_binary(ctx, kind, a, b):
+    if a.element == "i1":
+        raise FrontendError(f"{ctx.node.describe()}: arithmetic on bool tensors; kiln computes it on floats and "
+                            f"int32/int64")
+    try:
+        shape = np.broadcast_shapes(_shape(a), _shape(b))
+    except ValueError:
+        raise FrontendError(f"{ctx.node.describe()}: shapes {_shape(a)} and {_shape(b)} do not broadcast") from None
+    out = trace.tensor_type(shape, a.element)
+    return ctx.emit(f"kiln.{kind} {a.name}, {b.name} : {a.type}, {b.type} -> {out}", shape, a.element)
+
+
+def _cast_to(ctx, value, element):
+    """A tensor (or constant) as a tensor of ``element``."""
+    if isinstance(value, Const) and not isinstance(value, Weight):
+        return ctx.tensor(Const(value.array.astype(trace.DTYPES[element])))
+    value = ctx.tensor(value)
+    if value.element == element:
+        return value
+    out = trace.tensor_type(value.shape, element)
+    return ctx.emit(f"kiln.cast {value.name} : {value.type} to {out}", value.shape, element)
+
+
+def _is_float(value):
+    return value.array.dtype.kind in "fV" if isinstance(value, Const) else value.element in _FLOATS
+
+
+def _power(ctx, a, b):
+    """Pow: the base's type is the result's; the exponent may have another (ONNX's T and T1). A float base takes
+    the exponent in its own type; an integer base with a float exponent computes in f32 and truncates back, as
+    ONNX's reference does in float64."""
+    if isinstance(a, Const) and isinstance(b, Const):
+        return [Const(_pow(a.array, b.array))]
+    if isinstance(a, Const):  # a constant base takes a float exponent's type (float64 has no kiln type)
+        base = ELEMENTS.get(a.array.dtype) if a.array.dtype != np.float64 else (b.element if _is_float(b) else "f32")
+    else:
+        base = a.element
+    if base is None:
+        raise FrontendError(f"{ctx.node.describe()}: input A has dtype {a.array.dtype}, which kiln has no type for")
+    if base in _FLOATS or not _is_float(b):
+        return [_emit_binary(ctx, "pow", _cast_to(ctx, a, base), _cast_to(ctx, b, base))]
+    wide = _emit_binary(ctx, "pow", _cast_to(ctx, a, "f32"), _cast_to(ctx, b, "f32"))
+    return [_cast_to(ctx, wide, base)]
 
 
 def _variadic(kind, fold):
@@ -78,7 +114,10 @@ def _int_div(a, b):
 
 
 def _pow(a, b):
-    return np.power(a, np.asarray(b).astype(np.asarray(a).dtype))
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype.kind in "iu" and b.dtype.kind in "fV":
+        return np.power(a, b.astype(np.float64)).astype(a.dtype)
+    return np.power(a, b.astype(a.dtype))
 
 
 def _unary(kind, fold, suffix=""):
@@ -194,7 +233,6 @@ def _cast(ctx, x):
                             f"is not supported; kiln has no such type")
     if isinstance(x, Const):
         return [Const(x.array.astype(dtype))]
-    from .values import ELEMENTS
     element = ELEMENTS.get(dtype)
     # kiln.cast converts as ONNX does: to bool, any nonzero value (NaN too) is true; from bool, 0 or 1.
     if element is None:
@@ -658,18 +696,14 @@ def _range(ctx, start, limit, delta):
 
 
 def _mod(ctx, a, b):
-    """Mod: truncated (fmod = 1, the sign of A) or floored (the sign of B) remainder; floats only at run time."""
+    """Mod: truncated (fmod = 1, the sign of A) or floored (the sign of B) remainder, of floats or integers (a
+    zero divisor gives 0)."""
     truncated = ctx.attr("fmod", 0)
     fold = np.fmod if truncated else np.mod
     floats = [v for v in (a, b) if (v.array.dtype.kind in "fV" if isinstance(v, Const) else v.element in _FLOATS)]
     if floats and not truncated and ctx.opset < 28:
         raise FrontendError(f"{ctx.node.describe()}: a float Mod needs attribute fmod = 1 before opset 28 (this "
                             f"model's opset is {ctx.opset})")
-    if isinstance(a, Const) and isinstance(b, Const):
-        return [Const(fold(a.array, b.array))]
-    a, b = ctx.same_type(a, b)
-    if a.element not in _FLOATS:
-        raise FrontendError(f"{ctx.node.describe()}: kiln computes {a.element} on constants only")
     return binary("fmod" if truncated else "remainder", fold)(ctx, a, b)
 
 
@@ -694,7 +728,7 @@ OPS = {
     "Sub": binary("sub", np.subtract),
     "Mul": binary("mul", np.multiply),
     "Div": binary("div", _int_div),
-    "Pow": binary("pow", _pow),
+    "Pow": _power,
     "Max": _variadic("max", np.maximum),
     "Min": _variadic("min", np.minimum),
     "Sqrt": _unary("sqrt", np.sqrt),

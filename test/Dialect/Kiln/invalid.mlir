@@ -13,9 +13,18 @@ func.func @dynamic_shape_operand(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
 // -----
 
 func.func @unranked_operand(%x: tensor<*xf32>, %y: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{'kiln.add' op operand #0 must be statically shaped tensor of 32-bit float or 16-bit float or bfloat16 type values, but got 'tensor<*xf32>'}}
+  // expected-error @+1 {{'kiln.add' op operand #0 must be statically shaped tensor of 32-bit float or 16-bit float or bfloat16 type or 32-bit signless integer or 64-bit signless integer values, but got 'tensor<*xf32>'}}
   %0 = "kiln.add"(%x, %y) : (tensor<*xf32>, tensor<4xf32>) -> tensor<4xf32>
   return %0 : tensor<4xf32>
+}
+
+// -----
+
+// Arithmetic takes floats and i32/i64; bools only compare and select.
+func.func @bool_arithmetic(%x: tensor<4xi1>, %y: tensor<4xi1>) -> tensor<4xi1> {
+  // expected-error @+1 {{'kiln.add' op operand #0 must be statically shaped tensor of 32-bit float or 16-bit float or bfloat16 type or 32-bit signless integer or 64-bit signless integer values, but got 'tensor<4xi1>'}}
+  %0 = kiln.add %x, %y : tensor<4xi1>, tensor<4xi1> -> tensor<4xi1>
+  return %0 : tensor<4xi1>
 }
 
 // -----

@@ -152,6 +152,57 @@ def test_comparisons_logic_and_remainders():
 
 
 @kiln.jit
+def integer_arithmetic(a, b, e):
+    """Every arithmetic op on integers, with a number as one operand."""
+    return (a + b, a - b, a * b, a // b, kiln.trunc_divide(a, b), a % b, kiln.fmod(a, b), kiln.maximum(a, b),
+            kiln.minimum(a, b), kiln.power(a, e), 7 - a, kiln.cast(a, "f32"))
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_integer_arithmetic_is_exact(dtype):
+    """Exact against numpy's integer arithmetic, wrapping on overflow: // and % floored, trunc_divide and fmod
+    truncated; the divisors 0 (numpy's 0) and -1 under the type's minimum (the wrapped negation; both trap in C);
+    powers by squaring, a negative exponent giving 1 / a^-e truncated."""
+    rng, seed = fresh_rng()
+    info = np.iinfo(dtype)
+    a = rng.integers(info.min, info.max, (3, 29), dtype=dtype, endpoint=True)
+    a[0, :8] = [info.min, info.max, -1, 0, 1, -7, 7, info.min]
+    b = rng.integers(-9, 10, (29,), dtype=dtype)
+    b[:8] = [-1, -1, 0, 0, 0, 2, -2, 0]
+    e = rng.integers(-3, 70, (3, 29), dtype=dtype)
+    e[1, :4] = [-1, -2, 63, 0]
+    a[1, :4] = [-1, -1, -1, 5]
+    zero = b == 0
+    safe = np.where(zero, 1, b)
+    with np.errstate(all="ignore"):
+        truncated = np.where(zero, 0, np.where(b == -1, -a, (np.abs(a) // np.abs(safe)) * np.sign(a) * np.sign(safe)))
+        floored = np.where(zero, 0, np.where(b == -1, -a, a // safe))
+        powers = np.ones_like(a)
+        for _ in range(int(e.max())):  # repeated multiplication wraps as squaring does
+            powers = np.where(np.arange(int(e.max()))[_] < e, powers * a, powers)
+        inverse = np.where(a == 1, 1, np.where(a == -1, np.where(e % 2 == 1, -1, 1), 0)).astype(dtype)
+        expected = (a + b, a - b, a * b, floored, truncated.astype(dtype), np.where(zero, 0, np.mod(a, safe)),
+                    np.where(zero, 0, np.fmod(a, safe)), np.maximum(a, b), np.minimum(a, b),
+                    np.where(e < 0, inverse, powers), 7 - a, a.astype(np.float32))
+    results = integer_arithmetic(a, b, e)
+    assert len(results) == len(expected)
+    for index, (actual, reference) in enumerate(zip(results, expected)):
+        assert actual.dtype == reference.dtype, (index, actual.dtype, reference.dtype)
+        np.testing.assert_array_equal(actual, reference, err_msg=f"result {index} seed {seed}")
+
+
+def test_float_floor_and_trunc_division_follow_python():
+    """floor_divide on floats is Python's (and torch's) //: 1 // 0.1 is 9, not floor(1 / 0.1) = 10; a zero divisor
+    gives a / b. trunc_divide rounds the quotient toward zero."""
+    x = np.array([1.0, -1.0, 7.5, -7.5, 5.0, 0.3, -0.0, 3.0], np.float32)
+    y = np.array([0.1, 0.1, 2.0, 2.0, 0.0, -0.1, 2.0, -1.5], np.float32)
+    floored, truncated = kiln.jit(lambda x, y: (x // y, kiln.trunc_divide(x, y)))(x, y)
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(floored, np.floor_divide(x, y))
+        np.testing.assert_array_equal(truncated, np.trunc(x / y))
+
+
+@kiln.jit
 def returns_a_number(x):
     return 3
 
@@ -181,19 +232,25 @@ BAD_CALLS = [
     ("compare mixed dtypes", lambda: kiln.jit(lambda x, i: x < i)(np.ones(2, np.float32), np.ones(2, np.int64)),
      TypeError, "compare: 'rhs' has dtype int64 but the other operand has float32"),
     ("non-integer against integers", lambda: kiln.jit(lambda i: i < 0.5)(np.ones(2, np.int64)),
-     TypeError, "the i64 tensor cannot be compared with or choose 0.5"),
+     TypeError, "0.5 is not a value of the i64 tensor it meets"),
     ("bool against 2", lambda: kiln.jit(lambda b: kiln.equal(b, 2))(np.ones(2, bool)),
-     TypeError, "the i1 tensor cannot be compared with or choose 2"),
+     TypeError, "2 is not a value of the i1 tensor it meets"),
     ("i32 against 2**40", lambda: kiln.jit(lambda i: i < 2**40)(np.ones(2, np.int32)),
-     TypeError, "the i32 tensor cannot be compared with or choose 1099511627776"),
+     TypeError, "1099511627776 is not a value of the i32 tensor it meets"),
     ("comparison as a condition", lambda: kiln.jit(lambda x: x * 2.0 if x > 1.0 else x)(np.ones(2, np.float32)),
      TypeError, "has no truth value while tracing"),
     ("max of tensors", lambda: kiln.jit(lambda x, y: max(x, y))(np.ones(2, np.float32), np.ones(2, np.float32)),
      TypeError, "has no truth value while tracing"),
     ("logical op on floats", lambda: kiln.jit(lambda x: kiln.logical_not(x))(np.ones(2, np.float32)),
      TypeError, "logical_not: 'x' must be a bool tensor"),
-    ("remainder of integers", lambda: kiln.jit(lambda i: i % 3)(np.ones(2, np.int64)),
-     TypeError, "'lhs' has dtype int64; expected float32, float16 or bfloat16"),
+    ("true division of integers", lambda: kiln.jit(lambda i: i / 3)(np.ones(2, np.int64)),
+     TypeError, "div: '/' of int64 tensors is true division"),
+    ("integer with a fraction", lambda: kiln.jit(lambda i: i * 0.5)(np.ones(2, np.int32)),
+     TypeError, "0.5 is not a value of the i32 tensor it meets"),
+    ("arithmetic on bools", lambda: kiln.jit(lambda b: b + b)(np.ones(2, np.bool_)),
+     TypeError, "add: arithmetic on bool tensors; kiln computes it on floats and int32/int64"),
+    ("integers of two widths", lambda: kiln.jit(lambda i, j: i + j)(np.ones(2, np.int32), np.ones(2, np.int64)),
+     TypeError, "'rhs' has dtype int64 but the other operand has int32"),
     ("bad gelu mode", lambda: kiln.jit(lambda x: kiln.gelu(x, "fast"))(np.ones(2, np.float32)),
      ValueError, "approximate must be 'none' or 'tanh'"),
 ]

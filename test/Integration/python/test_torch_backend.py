@@ -230,6 +230,33 @@ def test_padding_mask_computed_at_run_time_runs_in_kiln():
     assert "kiln.compare eq" in source and "kiln.remainder" in source and "kiln.fmod" in source
 
 
+def cache_slots(positions, ids, x):
+    """Integer arithmetic as serving code writes it (a position's page and slot, a signed offset divided both
+    ways), integer remainders and maximum, and a float floor division."""
+    page, slot = positions // 16, positions % 16
+    offset = positions - 40
+    return (page * 16 + slot, torch.div(offset, 3, rounding_mode="trunc"), torch.div(offset, 3, rounding_mode="floor"),
+            torch.remainder(ids, 7), torch.fmod(ids - 3, -4), torch.maximum(ids, positions),
+            torch.floor_divide(x, 0.1), torch.div(x, -0.3, rounding_mode="trunc"))
+
+
+def test_integer_arithmetic_runs_in_kiln_exactly():
+    """aten add/sub/mul/remainder/fmod/maximum and div with both rounding modes on int64, and floor_divide on
+    floats, convert: one partition, nothing left to torch, every result equal to eager's (Python's // on floats,
+    not floor(x / y))."""
+    positions = torch.arange(77, dtype=torch.int64).reshape(7, 11)
+    ids = torch.randint(-100, 100, (7, 11))
+    x = torch.randn(7, 11) * 3
+    outs = compiled(cache_slots)(positions, ids, x)
+    references = cache_slots(positions, ids, x)
+    for index, (out, reference) in enumerate(zip(outs, references)):
+        assert out.dtype == reference.dtype and torch.equal(out, reference), index
+    report = only_report()
+    assert report.torch_nodes == [] and report.fallbacks == [] and len(report.partitions) == 1
+    source = report.partitions[0].source
+    assert "kiln.div" in source and "xi64>" in source
+
+
 def test_comparisons_kiln_cannot_make_exactly_stay_in_torch():
     """A bool compared with 2 and an int64 tensor with 2.5 are made by torch's promotion (to int, to float), which
     Kiln does not do: those nodes stay in torch and the results are eager's."""
@@ -269,7 +296,7 @@ def test_a_cache_read_before_its_write_keeps_the_functional_write():
 
 
 class Mixed(torch.nn.Module):
-    """Supported layers around a sort and an integer computation, which stay in torch."""
+    """Supported layers around a sort and a bitwise and, which stay in torch."""
 
     def __init__(self):
         super().__init__()
@@ -278,7 +305,7 @@ class Mixed(torch.nn.Module):
     def forward(self, x):
         h = F.gelu(self.fc1(x))
         h, order = torch.sort(h, dim=-1)
-        shift = (order[..., :1] % 3).to(x.dtype)  # int64 arithmetic
+        shift = (order[..., :1] & 3).to(x.dtype)  # no bitwise ops in kiln
         return torch.softmax(self.fc2(h) * 0.5, dim=-1) + shift
 
 
@@ -289,7 +316,7 @@ def test_unsupported_nodes_stay_in_torch():
     assert relative_error(out, model(x)) < TOLERANCE
     report = only_report()
     assert len(report.partitions) == 2 and all(p.calls == 1 for p in report.partitions)
-    assert aten.sort.default in report.torch_nodes and aten.remainder.Scalar in report.torch_nodes
+    assert aten.sort.default in report.torch_nodes and aten.bitwise_and.Scalar in report.torch_nodes
     kiln_nodes = {n for p in report.partitions for n in p.nodes}
     assert aten.sort.default not in kiln_nodes and aten._softmax.default in kiln_nodes
 
