@@ -198,6 +198,16 @@ GLUE = {
                       "%r = kiln.remainder %x, %y : {x}, {y} -> {r}"),
     "fmod_bf16": ([("x", (77, 96), "bf16"), ("y", (96,), "bf16")], ((77, 96), "bf16"),
                   "%r = kiln.fmod %x, %y : {x}, {y} -> {r}"),
+    # A fused chain (kiln-fuse-elementwise): bf16 arithmetic on a broadcast column, an activation, a residual,
+    # an integer slot compared and selected on; one kernel reading x, y and i once.
+    "chain_bf16": ([("x", (77, 96), "bf16"), ("y", (77, 1), "bf16"), ("i", (77, 96), "i64")], ((77, 96), "bf16"),
+                   "%m = kiln.mul %x, %y : {x}, {y} -> {x}\n  %s = kiln.sigmoid %m : {x}\n"
+                   "  %g = kiln.add %s, %x : {x}, {x} -> {x}\n  %five = kiln.constant dense<5> : tensor<i64>\n"
+                   "  %slot = kiln.remainder %i, %five : {i}, tensor<i64> -> {i}\n"
+                   "  %two = kiln.constant dense<2> : tensor<i64>\n"
+                   "  %lt = kiln.compare lt %slot, %two : {i}, tensor<i64> -> tensor<77x96xi1>\n"
+                   "  %n = kiln.neg %g : {x}\n"
+                   "  %r = kiln.select %lt, %g, %n : tensor<77x96xi1>, {x}, {x} -> {r}"),
     "remainder_i64": ([("x", (77, 96), "i64"), ("y", (96,), "i64")], ((77, 96), "i64"),
                       "%r = kiln.remainder %x, %y : {x}, {y} -> {r}"),
     "div_i32": ([("x", (77, 96), "i32"), ("y", (77, 96), "i32")], ((77, 96), "i32"),

@@ -221,6 +221,9 @@ GLUE_REFERENCES = {
     # The remainders in float64 (exact where the f32 kernel's fmod is): torch's own f32 remainder divides.
     "remainder_f32": lambda x, y: torch.remainder(x.double(), y.double()),
     "fmod_bf16": lambda x, y: torch.fmod(x.double(), y.double()),
+    # The chain with each bf16 intermediate rounded, as the fused kernel (and the unfused ops) round them.
+    "chain_bf16": lambda x, y, i: (lambda g: torch.where(torch.remainder(i, 5) < 2, g, -g))(
+        (torch.sigmoid((x * y).bfloat16().float()).bfloat16().float() + x).bfloat16().float()),
     # Integer division by kiln's rule: a zero divisor gives 0 (torch's CUDA answer is undefined there).
     "remainder_i64": lambda x, y: torch.where(y == 0, 0, torch.remainder(x, torch.where(y == 0, 1, y))),
     "div_i32": lambda x, y: torch.where(y == 0, 0, torch.div(x, torch.where(y == 0, 1, y), rounding_mode="trunc")),

@@ -138,6 +138,32 @@ def KilnFuseEpilogue : Pass<"kiln-fuse-epilogue"> {
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::math::MathDialect"];
 }
 
+def KilnFuseElementwise : Pass<"kiln-fuse-elementwise"> {
+  let summary = "Fuse each chain of elementwise ops into one kiln.elementwise (one kernel)";
+  let description = [{
+    Grows a chain from each elementwise op (arithmetic, activations, comparisons, selects, casts), from the last
+    in program order back, through producers of the same shape whose every user is in the chain, and rewrites it
+    as one `kiln.elementwise` whose body computes each op's formula per element: the chain's other operands are
+    the op's inputs (broadcast as before), splat constants become constants of the body, and intermediates the
+    graph holds in f16/bf16 are rounded to that type in the body. A chain of one op is left alone. Runs after
+    the fusions that take elementwise ops into matmuls, attentions, norms and RoPE.
+
+    ```mlir
+    // before
+    %a = kiln.mul %x, %y : tensor<77x96xbf16>, tensor<96xbf16> -> tensor<77x96xbf16>
+    %b = kiln.sigmoid %a : tensor<77x96xbf16>
+    // after
+    %b = kiln.elementwise %x, %y : tensor<77x96xbf16>, tensor<96xbf16> -> tensor<77x96xbf16> {
+    ^bb0(%xs: f32, %ys: f32):
+      %m = arith.mulf %xs, %ys : f32
+      ... %m rounded to bf16, then sigmoid ...
+      kiln.yield %s : f32
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::math::MathDialect"];
+}
+
 def KilnSplitSlicedMatmuls : Pass<"kiln-split-sliced-matmuls"> {
   let summary = "Run a fused projection whose output is sliced apart as one GEMM per slice of its weight";
   let description = [{

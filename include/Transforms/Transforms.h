@@ -113,6 +113,11 @@ FailureOr<AttentionOp> foldHeadTransposes(RewriterBase &rewriter, AttentionOp op
 /// epilogue region. Returns the new op; fails, changing nothing, when there is no such consumer.
 FailureOr<Operation *> fuseEpilogue(RewriterBase &rewriter, Operation *producer);
 
+/// Fuses the chain of elementwise ops (arithmetic, activations, comparisons, selects, casts) that ends in `root`
+/// into one kiln.elementwise: producers of the root's shape whose every user is in the chain, with splat
+/// constants as body constants. Fails, changing nothing, when `root` is no such op or has no such producer.
+FailureOr<ElementwiseOp> fuseElementwiseChain(RewriterBase &rewriter, Operation *root);
+
 /// Rewrites a matmul of a transposed [N, K] weight (or a constant [K, N] one) whose output (plus a bias over its
 /// columns, through reshapes that keep the columns) is read only by column slices [o, o + n) as one matmul per
 /// slice of the weight's rows [o, o + n) (or constant columns), plus the bias's columns. Fails, changing nothing,

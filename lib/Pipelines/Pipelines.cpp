@@ -43,6 +43,7 @@ void kiln::buildFusionPipeline(OpPassManager &pm) {
   pm.addPass(createKilnFuseEpilogue());
   pm.addPass(createKilnFoldMatmulBatch());
   pm.addPass(createCanonicalizerPass()); // reshape chains the batch folding leaves become one view
+  pm.addPass(createKilnFuseElementwise());
 }
 
 void kiln::buildKernelPipeline(OpPassManager &pm, const KernelPipelineOptions &options) {

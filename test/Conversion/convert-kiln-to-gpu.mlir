@@ -260,6 +260,28 @@ module {
 
 // -----
 
+// A fused chain (kiln.elementwise): 8 bf16 elements a thread, one 16-byte load of x and one element of the
+// broadcast column, the body inlined per element on the widened values, one 16-byte store.
+// CHECK-LABEL: gpu.func @k17_elementwise
+// CHECK: vector.load {{.*}} : memref<4096xbf16>, vector<8xbf16>
+// CHECK: memref.load {{.*}} : memref<64xbf16>
+// CHECK-COUNT-8: math.tanh {{.*}} : f32
+// CHECK: vector.store {{.*}} : memref<4096xbf16>, vector<8xbf16>
+module {
+  func.func private @k17_elementwise(%x: tensor<64x64xbf16>, %c: tensor<64x1xbf16>, %out: tensor<64x64xbf16>) -> tensor<64x64xbf16> attributes {kiln.kernel} {
+    %y = kiln.elementwise %x, %c : tensor<64x64xbf16>, tensor<64x1xbf16> -> tensor<64x64xbf16> {
+    ^bb0(%xs: f32, %cs: f32):
+      %p = arith.mulf %xs, %cs : f32
+      %t = math.tanh %p : f32
+      kiln.yield %t : f32
+    }
+    %r = bufferization.materialize_in_destination %y in %out : (tensor<64x64xbf16>, tensor<64x64xbf16>) -> tensor<64x64xbf16>
+    return %r : tensor<64x64xbf16>
+  }
+}
+
+// -----
+
 // Integer arithmetic computes in its own type, 16 bytes a thread (4 i32 values), through the same formula as
 // the host: the remainder's divisor guarded against 0 and -1 before arith.remsi.
 // CHECK-LABEL: gpu.func @k16_remainder_i32

@@ -158,6 +158,30 @@ func.func @remainders(%x: tensor<16xf32>, %y: tensor<16xf32>) -> (tensor<16xf32>
 
 // -----
 
+// A fused chain: one linalg.generic over the broadcast inputs, widened to the body's compute types on load, the
+// body inlined, the result rounded once on store.
+// CHECK-LABEL: func.func @fused_chain
+// CHECK: linalg.generic
+// CHECK-SAME: ins(%{{.*}}, %{{.*}} : tensor<4x8xbf16>, tensor<8xi32>)
+// CHECK: ^bb0(%[[X:[a-zA-Z0-9_]+]]: bf16, %[[I:[a-zA-Z0-9_]+]]: i32, %{{.*}}: bf16):
+// CHECK: %[[XW:.*]] = arith.extf %[[X]] : bf16 to f32
+// CHECK: %[[IF:.*]] = arith.sitofp %[[I]] : i32 to f32
+// CHECK: %[[P:.*]] = arith.mulf %[[XW]], %[[IF]] : f32
+// CHECK: %[[R:.*]] = arith.truncf %[[P]] : f32 to bf16
+// CHECK: linalg.yield %[[R]] : bf16
+// CHECK-NOT: linalg.generic
+func.func @fused_chain(%x: tensor<4x8xbf16>, %i: tensor<8xi32>) -> tensor<4x8xbf16> {
+  %y = kiln.elementwise %x, %i : tensor<4x8xbf16>, tensor<8xi32> -> tensor<4x8xbf16> {
+  ^bb0(%xs: f32, %is: i32):
+    %f = arith.sitofp %is : i32 to f32
+    %p = arith.mulf %xs, %f : f32
+    kiln.yield %p : f32
+  }
+  return %y : tensor<4x8xbf16>
+}
+
+// -----
+
 // Integer arithmetic computes in its own type. The division guards its divisor: 0 and -1 become 1 for
 // arith.divsi (a zero divisor and INT_MIN / -1 trap on the host), and the quotient is 0 for 0, -x for -1.
 // CHECK-LABEL: func.func @integer_arithmetic

@@ -155,11 +155,12 @@ def Kiln_SumSplitsOp : Kiln_Op<"sum_splits", [Pure, IsolatedFromAbove]> {
   let hasRegionVerifier = 1;
 }
 
-def Kiln_YieldOp : Kiln_Op<"yield", [Pure, Terminator, ReturnLike, ParentOneOf<["MatmulOp", "AttentionOp", "SumSplitsOp"]>]> {
-  let summary = "the value a kiln.matmul or kiln.attention region yields";
+def Kiln_YieldOp : Kiln_Op<"yield", [Pure, Terminator, ReturnLike, ParentOneOf<["MatmulOp", "AttentionOp", "SumSplitsOp", "ElementwiseOp"]>]> {
+  let summary = "the value a kiln.matmul, kiln.attention or kiln.elementwise region yields";
   let description = [{
     Ends a `kiln.matmul`, `kiln.attention` or `kiln.sum_splits` epilogue region with the f32 value to store
-    for the current output element, an attention's `score_mod` with the f32 score, its `mask_mod` with the i1 visibility.
+    for the current output element, an attention's `score_mod` with the f32 score, its `mask_mod` with the i1
+    visibility, a `kiln.elementwise` body with the element in its compute type.
   }];
   let arguments = (ins Variadic<AnyType>:$values);
   let assemblyFormat = "attr-dict ($values^ `:` type($values))?";
@@ -486,6 +487,33 @@ def Kiln_MinOp : Kiln_BinaryOp<"min", "minimum", [Commutative]>;
 def Kiln_PowOp : Kiln_BinaryOp<"pow", "power">;
 def Kiln_FmodOp : Kiln_BinaryOp<"fmod", "remainder of truncated division (the sign of lhs; C's fmod)">;
 def Kiln_RemainderOp : Kiln_BinaryOp<"remainder", "remainder of floored division (the sign of rhs; Python's %)">;
+
+def Kiln_ElementwiseOp : Kiln_Op<"elementwise", [Pure, IsolatedFromAbove]> {
+  let summary = "a fused chain of elementwise ops: one scalar body evaluated per output element";
+  let description = [{
+    What `kiln-fuse-elementwise` makes of a chain of elementwise ops (arithmetic, activations, comparisons,
+    selects, casts) that ends in one result: one kernel that reads each input once per element and stores the
+    result once, instead of a kernel and a tensor in memory per op. The inputs broadcast to the result's shape as
+    in numpy. The body takes one scalar per input in its compute type (f32 for f16/bf16 and f32, the type itself
+    for i32, i64 and i1) and yields the result element in its compute type, which the store rounds once. The
+    body holds pure scalar ops only (arith, math); intermediates that the unfused ops would store in f16/bf16 are
+    rounded to that type in it, so the fused chain computes the same bits as the ops it replaces.
+
+    ```mlir
+    %y = kiln.elementwise %x, %b : tensor<77x96xbf16>, tensor<96xbf16> -> tensor<77x96xbf16> {
+    ^bb0(%xs: f32, %bs: f32):
+      %s = arith.addf %xs, %bs : f32
+      %r = arith.maximumf %s, %zero : f32
+      kiln.yield %r : f32
+    }
+    ```
+  }];
+  let arguments = (ins Variadic<Kiln_AnyTensor>:$inputs);
+  let results = (outs Kiln_AnyTensor:$result);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$inputs attr-dict `:` type($inputs) `->` type($result) $body";
+  let hasRegionVerifier = 1;
+}
 
 def Kiln_CompareOp : Kiln_Op<"compare", [Pure]> {
   let summary = "elementwise comparison with numpy broadcasting, to a bool tensor";

@@ -1,7 +1,7 @@
 //===- ElementwiseKernel.cpp - Glue kernels: elementwise and data movement -===//
 //
 // The kernels between the fused matmuls and attentions — a transpose back to [B, S, H*D], a leftover
-// elementwise op, a cast, a broadcast, a slice, a concat, a gather, a reduction, softmax or logsumexp over
+// elementwise op or a fused chain of them (kiln.elementwise: its body per element), a cast, a broadcast, a slice, a concat, a gather, a reduction, softmax or logsumexp over
 // axes the row kernels do not take, the merge of a split attention's chunks, the sum of a split matmul's chunks
 // with the matmul's epilogue — as one thread per output element
 // (RoPE: per rotation pair): the thread
@@ -13,8 +13,8 @@
 // aligned columns, a reshape, a transpose that keeps the innermost dimension, a broadcast of outer dimensions) or
 // as one broadcast element, takes a run per thread: one 16-byte load per operand and one store, where element by
 // element GPT-2's q/k/v slices moved 0.66 TB/s. Integer and bool tensors are moved, compared, chosen between and
-// cast as they are: the ops' types allow them only where there is no arithmetic (a bool is a byte in memory, so
-// an op that reads or writes one takes an element a thread).
+// cast as they are, and integers computed on in their own type (a bool is a byte in memory, so an op that reads
+// or writes one takes an element a thread).
 //
 //===----------------------------------------------------------------------===//
 
@@ -44,7 +44,7 @@ bool kiln::isElementwiseKernelOp(Operation *op) {
   // output element.
   if (isa<ReduceOp, SoftmaxOp, LogSumExpOp>(op))
     return !isRowOp(op);
-  return lowering::hasScalarFormula(op) || isa<SelectOp, CompareOp>(op);
+  return lowering::hasScalarFormula(op) || isa<SelectOp, CompareOp, ElementwiseOp>(op);
 }
 
 /// Row-major linear index of `indices` in `shape`.
@@ -233,7 +233,8 @@ FailureOr<KernelLaunch> kiln::buildAppendKvKernel(OpBuilder &builder, gpu::GPUMo
 /// Whether `op` is a data movement or an elementwise formula that the generic thread computes (one value per
 /// output element from one load per operand).
 static bool isPerElementOp(Operation *op) {
-  return isa<TransposeOp, ReshapeOp, BroadcastOp, SliceOp, CastOp>(op) || lowering::hasScalarFormula(op);
+  return isa<TransposeOp, ReshapeOp, BroadcastOp, SliceOp, CastOp, ElementwiseOp>(op) ||
+         lowering::hasScalarFormula(op);
 }
 
 /// How operand `operand` of a per-element op is read by a run of consecutive output elements within one row.
@@ -533,10 +534,15 @@ FailureOr<KernelLaunch> kiln::buildElementwiseKernel(OpBuilder &builder, gpu::GP
       SmallVector<Value> values;
       for (const SmallVector<Value, 8> &lanes : operands)
         values.push_back(lanes[lane]);
-      Value result = isa<CastOp>(op) ? lowering::convertScalar(builder, loc, values[0], resultType.getElementType())
-                     : isa<TransposeOp, ReshapeOp, BroadcastOp, SliceOp>(op)
-                         ? values[0]
-                         : lowering::buildScalarFormula(builder, loc, op, values);
+      Value result;
+      if (isa<CastOp>(op))
+        result = lowering::convertScalar(builder, loc, values[0], resultType.getElementType());
+      else if (isa<TransposeOp, ReshapeOp, BroadcastOp, SliceOp>(op))
+        result = values[0];
+      else if (auto fused = dyn_cast<ElementwiseOp>(op))
+        result = lowering::inlineScalarRegion(builder, fused.getBody(), values);
+      else
+        result = lowering::buildScalarFormula(builder, loc, op, values);
       results.push_back(lowering::narrow(builder, loc, result, resultType.getElementType()));
     }
     Value output = entry.getArguments().back();

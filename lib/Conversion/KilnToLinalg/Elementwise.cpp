@@ -3,7 +3,7 @@
 // Arithmetic, activations, comparisons, select, cast and constants. Each op becomes one broadcasting linalg.generic whose
 // body computes in f32 (narrow types are widened on load and rounded once on store), which is also how the GPU
 // kernels compute their epilogues. Integer arithmetic computes in its own type, with the divisions guarded: a zero
-// divisor would trap on the host CPU.
+// divisor would trap on the host CPU. A fused chain (kiln.elementwise) is its body inlined per element.
 //
 //===----------------------------------------------------------------------===//
 
@@ -270,6 +270,21 @@ struct ElementwiseLowering : OpConversionPattern<Op> {
   }
 };
 
+/// A fused chain: its body, per element of the broadcast inputs (widened to their compute types, as the body
+/// takes them), the result rounded once.
+struct FusedElementwiseLowering : OpConversionPattern<ElementwiseOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(ElementwiseOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    Region &body = op.getBody();
+    rewriter.replaceOp(op, buildBroadcastElementwise(rewriter, op.getLoc(), op.getType(), adaptor.getInputs(),
+                                                     [&body](OpBuilder &b, Location, ValueRange x) {
+                                                       return inlineScalarRegion(b, body, x);
+                                                     }));
+    return success();
+  }
+};
+
 struct CastLowering : OpConversionPattern<CastOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult matchAndRewrite(CastOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter) const override {
@@ -311,6 +326,7 @@ void kiln::populateElementwiseLoweringPatterns(RewritePatternSet &patterns) {
                ElementwiseLowering<ErfOp>, ElementwiseLowering<SinOp>, ElementwiseLowering<CosOp>,
                ElementwiseLowering<FloorOp>, ElementwiseLowering<CeilOp>, ElementwiseLowering<SigmoidOp>,
                ElementwiseLowering<ReluOp>, ElementwiseLowering<SiluOp>, ElementwiseLowering<GeluOp>,
-               ElementwiseLowering<SelectOp>, ElementwiseLowering<CompareOp>, CastLowering, ConstantLowering>(
+               ElementwiseLowering<SelectOp>, ElementwiseLowering<CompareOp>, FusedElementwiseLowering, CastLowering,
+               ConstantLowering>(
       patterns.getContext());
 }

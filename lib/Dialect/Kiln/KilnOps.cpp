@@ -208,6 +208,50 @@ LogicalResult SumSplitsOp::verifyRegions() {
   return verifyEpilogue(*this, getEpilogue(), getEpilogueOperands(), getType());
 }
 
+/// The type a kiln.elementwise body computes an element of `element` in: f32 for any float, else the type.
+static Type elementwiseComputeType(Type element) {
+  return isa<FloatType>(element) ? Float32Type::get(element.getContext()) : element;
+}
+
+LogicalResult ElementwiseOp::verifyRegions() {
+  RankedTensorType result = getType();
+  for (auto [index, input] : llvm::enumerate(getInputs())) {
+    ArrayRef<int64_t> shape = tensorType(input).getShape();
+    auto merged = broadcastShapes(shape, result.getShape());
+    auto *dims = std::get_if<SmallVector<int64_t>>(&merged);
+    if (!dims || ArrayRef<int64_t>(*dims) != result.getShape())
+      return emitOpError() << "input #" << index << " of shape " << formatShape(shape)
+                           << " does not broadcast to the result shape " << formatShape(result.getShape());
+  }
+  Block &body = getBody().front();
+  if (body.getNumArguments() != getInputs().size())
+    return emitOpError() << "body takes " << body.getNumArguments() << " block arguments but has "
+                         << getInputs().size() << " inputs";
+  for (auto [argument, input] : llvm::zip(body.getArguments(), getInputs())) {
+    Type expected = elementwiseComputeType(tensorType(input).getElementType());
+    if (argument.getType() != expected)
+      return emitOpError() << "body block argument #" << argument.getArgNumber() << " must be " << expected
+                           << " (the compute type of input #" << argument.getArgNumber() << "), got "
+                           << argument.getType();
+  }
+  for (Operation &inner : body.without_terminator()) {
+    // (Integer division is not speculatable, so not "pure"; it is free of memory effects, and the formulas
+    // guard its divisor.)
+    if (!isMemoryEffectFree(&inner) || inner.getNumRegions() != 0)
+      return emitOpError() << "body may hold only scalar ops without memory effects or regions, got '"
+                           << inner.getName() << "'";
+    for (Type type : inner.getResultTypes())
+      if (!type.isIntOrIndexOrFloat())
+        return emitOpError() << "body may compute only scalars, got '" << inner.getName() << "' giving " << type;
+  }
+  Type yielded = elementwiseComputeType(result.getElementType());
+  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield || yield.getValues().size() != 1 || yield.getValues()[0].getType() != yielded)
+    return emitOpError() << "body must end in kiln.yield of one " << yielded << " value (the compute type of the "
+                         << "result)";
+  return success();
+}
+
 /// Checks a score_mod or mask_mod region: its leading block arguments (`leading`, named in `names`), then one per
 /// mod operand of the operand's type, pure ops only, a kiln.yield of one `yielded` value.
 static LogicalResult verifyMod(AttentionOp op, Region &region, StringRef name, ArrayRef<Type> leading,

@@ -202,6 +202,39 @@ def test_float_floor_and_trunc_division_follow_python():
         np.testing.assert_array_equal(truncated, np.trunc(x / y))
 
 
+def _chain(x, y, ids):
+    """bf16 arithmetic with a broadcast column, an activation, a residual, an integer slot and a select on it,
+    a cast: one chain of elementwise ops."""
+    gate = kiln.sigmoid(x * y) + x
+    slot = ids % 5
+    chosen = kiln.where(slot < 2, gate, -gate)
+    return kiln.cast(chosen, "f16")
+
+
+#: The chain op by op: each step its own program (a lone op is not fused), results carried between them.
+_STEPS = [lambda x, y: x * y, kiln.sigmoid, lambda s, x: s + x, lambda ids: ids % 5, lambda slot: slot < 2,
+          lambda gate: -gate, kiln.where, lambda chosen: kiln.cast(chosen, "f16")]
+
+
+def test_a_fused_chain_computes_the_bits_of_its_ops():
+    """kiln-fuse-elementwise makes the chain one kiln.elementwise (one kernel), and rounds each intermediate to
+    the bf16 the unfused ops store: the fused result equals, bit for bit, the same ops run one program each."""
+    rng, seed = fresh_rng()
+    shape = (3, 37, 45)
+    import ml_dtypes
+    x = rng.standard_normal(shape).astype(ml_dtypes.bfloat16)
+    y = rng.standard_normal((37, 1)).astype(ml_dtypes.bfloat16)
+    ids = rng.integers(-50, 50, shape).astype(np.int64)
+    fused = kiln.jit(_chain)
+    assert kiln.compile(fused.source(x, y, ids)).ir("fused").count("kiln.elementwise") == 1
+    mul, sigmoid, add, mod, less, neg, where, cast = (kiln.jit(step) for step in _STEPS)
+    gate = add(sigmoid(mul(x, y)), x)
+    expected = cast(where(less(mod(ids)), gate, neg(gate)))
+    actual = fused(x, y, ids)
+    assert actual.dtype == np.float16
+    np.testing.assert_array_equal(actual.view(np.uint16), expected.view(np.uint16), err_msg=f"seed {seed}")
+
+
 @kiln.jit
 def returns_a_number(x):
     return 3
