@@ -142,7 +142,9 @@ def KilnFuseElementwise : Pass<"kiln-fuse-elementwise"> {
   let summary = "Fuse each chain of elementwise ops into one kiln.elementwise (one kernel)";
   let description = [{
     Grows a chain from each elementwise op (arithmetic, activations, comparisons, selects, casts), from the last
-    in program order back, through producers of the same shape whose every user is in the chain, and rewrites it
+    in program order back, through producers of the same shape whose every user is in the chain or is another
+    elementwise op of that shape (computed again in each chain that reads it: a few instructions per element
+    against a kernel and a round trip through memory; at most 64 ops a body), and rewrites it
     as one `kiln.elementwise` whose body computes each op's formula per element: the chain's other operands are
     the op's inputs (broadcast as before), splat constants become constants of the body, and intermediates the
     graph holds in f16/bf16 are rounded to that type in the body. A chain of one op is left alone. Runs after

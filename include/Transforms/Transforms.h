@@ -114,7 +114,8 @@ FailureOr<AttentionOp> foldHeadTransposes(RewriterBase &rewriter, AttentionOp op
 FailureOr<Operation *> fuseEpilogue(RewriterBase &rewriter, Operation *producer);
 
 /// Fuses the chain of elementwise ops (arithmetic, activations, comparisons, selects, casts) that ends in `root`
-/// into one kiln.elementwise: producers of the root's shape whose every user is in the chain, with splat
+/// into one kiln.elementwise: producers of the root's shape whose every user is in the chain or another
+/// elementwise op of that shape (those are computed again here and stay for their other readers), with splat
 /// constants as body constants. Fails, changing nothing, when `root` is no such op or has no such producer.
 FailureOr<ElementwiseOp> fuseElementwiseChain(RewriterBase &rewriter, Operation *root);
 

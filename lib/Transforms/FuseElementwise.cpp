@@ -3,8 +3,9 @@
 // Fuses each chain of elementwise ops (arithmetic, activations, comparisons, selects, casts) that no matmul,
 // attention or row kernel took in into one kiln.elementwise: one kernel that reads every input once per
 // element and stores one result, where each op would otherwise be a kernel with its result in memory. A chain
-// grows from its last op through producers of the same shape whose every user is in the chain; splat constants
-// become constants of the body. Each op's formula is the one its own kernel evaluates (buildScalarFormula), and
+// grows from its last op through producers of the same shape whose every user is in the chain or is another
+// elementwise op of that shape (such a producer is computed again in each chain that reads it, and goes with the
+// last of them); splat constants become constants of the body. Each op's formula is the one its own kernel evaluates (buildScalarFormula), and
 // intermediates the unfused ops would store in f16/bf16 are rounded to that type, so the fused kernel computes
 // the same bits. Runs after the other fusions, which match single ops (norms, RoPE, activations, epilogues).
 //
@@ -58,24 +59,34 @@ static Value scalarConstant(OpBuilder &b, Location loc, DenseElementsAttr splat)
   return arith::ConstantOp::create(b, loc, b.getIntegerAttr(element, splat.getSplatValue<APInt>()));
 }
 
+/// The most ops one fused body takes: a bound on the recomputation below, far above real chains.
+static constexpr unsigned kMaxChainOps = 64;
+
 /// The ops of the chain that ends in `root`, in program order: producers of the root's shape, in its block, whose
-/// every user is in the chain.
+/// every user is in the chain, or is an elementwise op of that shape too. The latter are computed again in each
+/// chain that reads them (they stay for their other readers until the last of those chains takes them): a few
+/// more instructions per element against a kernel and a round trip through memory.
 static SmallVector<Operation *> chainEndingIn(Operation *root) {
   ArrayRef<int64_t> shape = cast<RankedTensorType>(root->getResult(0).getType()).getShape();
+  auto ofShape = [&](Operation *op) {
+    return isChainOp(op) && op->getBlock() == root->getBlock() &&
+           cast<RankedTensorType>(op->getResult(0).getType()).getShape() == shape;
+  };
   SetVector<Operation *> members;
   members.insert(root);
-  for (bool grew = true; grew;) {
+  for (bool grew = true; grew && members.size() < kMaxChainOps;) {
     grew = false;
-    for (unsigned i = 0; i < members.size(); ++i) {
+    for (unsigned i = 0; i < members.size() && members.size() < kMaxChainOps; ++i) {
       for (Value operand : members[i]->getOperands()) {
         Operation *producer = operand.getDefiningOp();
-        if (!producer || members.contains(producer) || !isChainOp(producer) ||
-            producer->getBlock() != root->getBlock() ||
-            cast<RankedTensorType>(producer->getResult(0).getType()).getShape() != shape ||
-            !llvm::all_of(producer->getUsers(), [&](Operation *user) { return members.contains(user); }))
+        if (!producer || members.contains(producer) || !ofShape(producer) ||
+            !llvm::all_of(producer->getUsers(),
+                          [&](Operation *user) { return members.contains(user) || ofShape(user); }))
           continue;
         members.insert(producer);
         grew = true;
+        if (members.size() == kMaxChainOps)
+          break;
       }
     }
   }
@@ -130,8 +141,10 @@ FailureOr<ElementwiseOp> kiln::fuseElementwiseChain(RewriterBase &rewriter, Oper
   YieldOp::create(rewriter, loc, scalars.lookup(root->getResult(0)));
 
   rewriter.replaceOp(root, fused.getResult());
+  // Members that other chains still read stay for them.
   for (Operation *op : llvm::reverse(ArrayRef(chain).drop_back()))
-    rewriter.eraseOp(op);
+    if (op->use_empty())
+      rewriter.eraseOp(op);
   return fused;
 }
 

@@ -336,6 +336,8 @@ def floor_divide(a, b):
 
 
 def _unary(op, x, suffix=""):
+    if op in ("neg", "abs") and isinstance(x, Tensor) and x.element in _INTEGERS:  # wrapping, as numpy's
+        return _graph(op).emit(f"kiln.{op} {x.name} : {x.type}", x.shape, x.element)
     check_floats(op, x=x)
     return _graph(op).emit(f"kiln.{op} {x.name}{suffix} : {x.type}", x.shape, x.element)
 

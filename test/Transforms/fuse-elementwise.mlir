@@ -105,3 +105,25 @@ func.func @other_shape(%x: tensor<4x96xf32>, %r: tensor<96xf32>, %z: tensor<5xf3
   %s = kiln.sigmoid %z : tensor<5xf32>
   return %b, %s : tensor<4x96xf32>, tensor<5xf32>
 }
+
+// -----
+
+// A producer two chains read (a page's slot, used by two results) is computed again in each: two ops, no
+// kernel of its own, neither reading it from memory.
+// CHECK-LABEL: func.func @shared_by_two_chains
+// CHECK-SAME: (%[[P:[a-zA-Z0-9_]+]]: tensor<8xi64>)
+// CHECK-NEXT: %[[A:.*]] = kiln.elementwise %[[P]] : tensor<8xi64> -> tensor<8xi64> {
+// CHECK: arith.remsi
+// CHECK: kiln.yield
+// CHECK: %[[B:.*]] = kiln.elementwise %[[P]] : tensor<8xi64> -> tensor<8xi64> {
+// CHECK: arith.remsi
+// CHECK: kiln.yield
+// CHECK-NOT: kiln.remainder
+// CHECK: return %[[A]], %[[B]]
+func.func @shared_by_two_chains(%p: tensor<8xi64>) -> (tensor<8xi64>, tensor<8xi64>) {
+  %sixteen = kiln.constant dense<16> : tensor<i64>
+  %slot = kiln.remainder %p, %sixteen : tensor<8xi64>, tensor<i64> -> tensor<8xi64>
+  %a = kiln.add %slot, %p : tensor<8xi64>, tensor<8xi64> -> tensor<8xi64>
+  %b = kiln.mul %slot, %sixteen : tensor<8xi64>, tensor<i64> -> tensor<8xi64>
+  return %a, %b : tensor<8xi64>, tensor<8xi64>
+}

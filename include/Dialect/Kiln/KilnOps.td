@@ -557,23 +557,26 @@ def Kiln_SelectOp : Kiln_Op<"select", [Pure]> {
 // Elementwise functions and activations
 //===----------------------------------------------------------------------===//
 
-class Kiln_UnaryOp<string mnemonic, string formula, list<Trait> traits = []>
+class Kiln_UnaryOp<string mnemonic, string formula, list<Trait> traits = [],
+                   TypeConstraint tensorType = Kiln_FloatTensor>
     : Kiln_Op<mnemonic, !listconcat([Pure, SameOperandsAndResultType], traits)> {
   let summary = "elementwise " # mnemonic;
   let description = "Computes `" # formula # "` for every element.\n\n```mlir\n%y = kiln." # mnemonic #
                     " %x : tensor<4x8xf32>\n```";
-  let arguments = (ins Kiln_FloatTensor:$input);
-  let results = (outs Kiln_FloatTensor:$result);
+  let arguments = (ins tensorType:$input);
+  let results = (outs tensorType:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
-def Kiln_NegOp : Kiln_UnaryOp<"neg", "-x"> { let hasFolder = 1; }
+def Kiln_NegOp : Kiln_UnaryOp<"neg", "-x (integers wrap: -INT_MIN is INT_MIN)", [], Kiln_NumberTensor> {
+  let hasFolder = 1;
+}
 def Kiln_ExpOp : Kiln_UnaryOp<"exp", "e^x">;
 def Kiln_LogOp : Kiln_UnaryOp<"log", "ln(x)">;
 def Kiln_SqrtOp : Kiln_UnaryOp<"sqrt", "sqrt(x)">;
 def Kiln_RsqrtOp : Kiln_UnaryOp<"rsqrt", "1 / sqrt(x)">;
 def Kiln_ReciprocalOp : Kiln_UnaryOp<"reciprocal", "1 / x">;
-def Kiln_AbsOp : Kiln_UnaryOp<"abs", "|x|">;
+def Kiln_AbsOp : Kiln_UnaryOp<"abs", "|x| (integers wrap: |INT_MIN| is INT_MIN)", [], Kiln_NumberTensor>;
 def Kiln_TanhOp : Kiln_UnaryOp<"tanh", "tanh(x)">;
 def Kiln_ErfOp : Kiln_UnaryOp<"erf", "erf(x)">;
 def Kiln_SinOp : Kiln_UnaryOp<"sin", "sin(x)">;

@@ -125,7 +125,8 @@ Value integerPower(OpBuilder &b, Location loc, Value x, Value e) {
   return arith::SelectOp::create(b, loc, eNegative, inverse, result);
 }
 
-/// The formula of an arithmetic op on two signed integers, or a null value for any other op.
+/// The formula of an arithmetic op on signed integers (two operands, or one for neg and abs), or a null value for
+/// any other op.
 Value integerFormula(OpBuilder &b, Location loc, Operation *op, ValueRange x) {
   return llvm::TypeSwitch<Operation *, Value>(op)
       .Case([&](AddOp) { return arith::AddIOp::create(b, loc, x[0], x[1]); })
@@ -137,6 +138,12 @@ Value integerFormula(OpBuilder &b, Location loc, Operation *op, ValueRange x) {
       .Case([&](PowOp) { return integerPower(b, loc, x[0], x[1]); })
       .Case([&](FmodOp) { return truncatedIntRemainder(b, loc, x[0], x[1]); })
       .Case([&](RemainderOp) { return flooredIntRemainder(b, loc, x[0], x[1]); })
+      .Case([&](NegOp) { return arith::SubIOp::create(b, loc, intConstant(b, loc, x[0].getType(), 0), x[0]); })
+      .Case([&](AbsOp) {
+        Value zero = intConstant(b, loc, x[0].getType(), 0);
+        Value negative = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, x[0], zero);
+        return arith::SelectOp::create(b, loc, negative, arith::SubIOp::create(b, loc, zero, x[0]), x[0]);
+      })
       .Default([](Operation *) { return Value(); });
 }
 

@@ -155,14 +155,14 @@ def test_comparisons_logic_and_remainders():
 def integer_arithmetic(a, b, e):
     """Every arithmetic op on integers, with a number as one operand."""
     return (a + b, a - b, a * b, a // b, kiln.trunc_divide(a, b), a % b, kiln.fmod(a, b), kiln.maximum(a, b),
-            kiln.minimum(a, b), kiln.power(a, e), 7 - a, kiln.cast(a, "f32"))
+            kiln.minimum(a, b), kiln.power(a, e), 7 - a, kiln.cast(a, "f32"), -a, kiln.trace.absolute(a))
 
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
 def test_integer_arithmetic_is_exact(dtype):
-    """Exact against numpy's integer arithmetic, wrapping on overflow: // and % floored, trunc_divide and fmod
-    truncated; the divisors 0 (numpy's 0) and -1 under the type's minimum (the wrapped negation; both trap in C);
-    powers by squaring, a negative exponent giving 1 / a^-e truncated."""
+    """Exact against numpy's integer arithmetic, wrapping on overflow (-INT_MIN and |INT_MIN| are INT_MIN): //
+    and % floored, trunc_divide and fmod truncated; the divisors 0 (numpy's 0) and -1 under the type's minimum
+    (the wrapped negation; both trap in C); powers by squaring, a negative exponent giving 1 / a^-e truncated."""
     rng, seed = fresh_rng()
     info = np.iinfo(dtype)
     a = rng.integers(info.min, info.max, (3, 29), dtype=dtype, endpoint=True)
@@ -183,7 +183,7 @@ def test_integer_arithmetic_is_exact(dtype):
         inverse = np.where(a == 1, 1, np.where(a == -1, np.where(e % 2 == 1, -1, 1), 0)).astype(dtype)
         expected = (a + b, a - b, a * b, floored, truncated.astype(dtype), np.where(zero, 0, np.mod(a, safe)),
                     np.where(zero, 0, np.fmod(a, safe)), np.maximum(a, b), np.minimum(a, b),
-                    np.where(e < 0, inverse, powers), 7 - a, a.astype(np.float32))
+                    np.where(e < 0, inverse, powers), 7 - a, a.astype(np.float32), -a, np.abs(a))
     results = integer_arithmetic(a, b, e)
     assert len(results) == len(expected)
     for index, (actual, reference) in enumerate(zip(results, expected)):
