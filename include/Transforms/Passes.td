@@ -155,7 +155,7 @@ def KilnFuseElementwise : Pass<"kiln-fuse-elementwise"> {
     %a = kiln.mul %x, %y : tensor<77x96xbf16>, tensor<96xbf16> -> tensor<77x96xbf16>
     %b = kiln.sigmoid %a : tensor<77x96xbf16>
     // after
-    %b = kiln.elementwise %x, %y : tensor<77x96xbf16>, tensor<96xbf16> -> tensor<77x96xbf16> {
+    %b = kiln.elementwise %x, %y : (tensor<77x96xbf16>, tensor<96xbf16>) -> tensor<77x96xbf16> {
     ^bb0(%xs: f32, %ys: f32):
       %m = arith.mulf %xs, %ys : f32
       ... %m rounded to bf16, then sigmoid ...

@@ -3,15 +3,16 @@
 // Fuses each chain of elementwise ops (arithmetic, activations, comparisons, selects, casts) that no matmul,
 // attention or row kernel took in into one kiln.elementwise: one kernel that reads every input once per
 // element and stores one result, where each op would otherwise be a kernel with its result in memory. A chain
-// grows from its last op through producers of the same shape whose every user is in the chain or is another
-// elementwise op of that shape (such a producer is computed again in each chain that reads it, and goes with the
-// last of them); splat constants become constants of the body. Each op's formula is the one its own kernel evaluates (buildScalarFormula), and
+// grows from its last op through producers whose shape broadcasts to its own and whose every user is in the
+// chain or is another such elementwise op (such a producer is computed again in each chain that reads it, and goes
+// with the last of them); splat constants become constants of the body. Each op's formula is the one its own kernel evaluates (buildScalarFormula), and
 // intermediates the unfused ops would store in f16/bf16 are rounded to that type, so the fused kernel computes
 // the same bits. Runs after the other fusions, which match single ops (norms, RoPE, activations, epilogues).
 //
 //===----------------------------------------------------------------------===//
 
 #include "Conversion/KilnToLinalg/LinalgBuilders.h"
+#include "Dialect/Kiln/ShapeInference.h"
 #include "Transforms/Passes.h"
 #include "Transforms/Transforms.h"
 
@@ -62,15 +63,20 @@ static Value scalarConstant(OpBuilder &b, Location loc, DenseElementsAttr splat)
 /// The most ops one fused body takes: a bound on the recomputation below, far above real chains.
 static constexpr unsigned kMaxChainOps = 64;
 
-/// The ops of the chain that ends in `root`, in program order: producers of the root's shape, in its block, whose
-/// every user is in the chain, or is an elementwise op of that shape too. The latter are computed again in each
-/// chain that reads them (they stay for their other readers until the last of those chains takes them): a few
-/// more instructions per element against a kernel and a round trip through memory.
+/// The ops of the chain that ends in `root`, in program order: producers in its block whose shape broadcasts to
+/// the root's (a smaller one is computed per element of the root, its inputs broadcast straight to the root's
+/// shape, since numpy's broadcasts compose) and whose every user is in the chain, or is an elementwise op of such
+/// a shape too. The latter are computed again in each chain that reads them (they stay for their other readers
+/// until the last of those chains takes them): a few more instructions per element against a kernel and a round
+/// trip through memory.
 static SmallVector<Operation *> chainEndingIn(Operation *root) {
   ArrayRef<int64_t> shape = cast<RankedTensorType>(root->getResult(0).getType()).getShape();
   auto ofShape = [&](Operation *op) {
-    return isChainOp(op) && op->getBlock() == root->getBlock() &&
-           cast<RankedTensorType>(op->getResult(0).getType()).getShape() == shape;
+    if (!isChainOp(op) || op->getBlock() != root->getBlock())
+      return false;
+    auto merged = broadcastShapes(cast<RankedTensorType>(op->getResult(0).getType()).getShape(), shape);
+    auto *dims = std::get_if<SmallVector<int64_t>>(&merged);
+    return dims && ArrayRef<int64_t>(*dims) == shape;
   };
   SetVector<Operation *> members;
   members.insert(root);

@@ -321,17 +321,21 @@ def floor_divide(a, b):
     """The quotient rounded down (Python's //, torch.floor_divide); on integers a zero divisor gives 0, on floats
     a / b (torch's inf or NaN)."""
     (a, b), element = _same_element("floor_divide", ("a", "b"), (a, b))
-    if element in _INTEGERS:
-        # a - a % b is a multiple of b, so the truncating division is exact.
-        return _emit_binary(a.graph, "div", _binary("sub", a, remainder(a, b)), b, element)
-    # Python's float floor division, which torch follows: floor(a / b) would round 1 // 0.1 up to 10, not 9.
-    # The exact remainder fixes the quotient instead, then a quotient within half of an integer snaps to it.
     rest = fmod(a, b)
-    quotient = (a - rest) / b
     moved = logical_and(not_equal(rest, 0), not_equal(compare("lt", b, 0), compare("lt", rest, 0)))
+    if element in _INTEGERS:
+        # The truncated quotient, one less where the remainder's sign differs from the divisor's (a - a % b
+        # would wrap near the type's limits).
+        quotient = _emit_binary(a.graph, "div", a, b, element)
+        return select(moved, quotient - 1, quotient)
+    # Python's float floor division, which torch follows: floor(a / b) would round 1 // 0.1 up to 10, not 9.
+    # The exact remainder fixes the quotient instead, then a quotient within half of an integer snaps to it; a
+    # zero takes the sign of a / b.
+    quotient = (a - rest) / b
     quotient = select(moved, quotient - 1, quotient)
     whole = floor(quotient)
     whole = select(compare("gt", quotient - whole, 0.5), whole + 1, whole)
+    whole = select(equal(whole, 0), (a / b) * 0.0, whole)
     return select(equal(b, 0), a / b, whole)
 
 

@@ -269,7 +269,7 @@ module {
 // CHECK: vector.store {{.*}} : memref<4096xbf16>, vector<8xbf16>
 module {
   func.func private @k17_elementwise(%x: tensor<64x64xbf16>, %c: tensor<64x1xbf16>, %out: tensor<64x64xbf16>) -> tensor<64x64xbf16> attributes {kiln.kernel} {
-    %y = kiln.elementwise %x, %c : tensor<64x64xbf16>, tensor<64x1xbf16> -> tensor<64x64xbf16> {
+    %y = kiln.elementwise %x, %c : (tensor<64x64xbf16>, tensor<64x1xbf16>) -> tensor<64x64xbf16> {
     ^bb0(%xs: f32, %cs: f32):
       %p = arith.mulf %xs, %cs : f32
       %t = math.tanh %p : f32

@@ -171,7 +171,7 @@ func.func @remainders(%x: tensor<16xf32>, %y: tensor<16xf32>) -> (tensor<16xf32>
 // CHECK: linalg.yield %[[R]] : bf16
 // CHECK-NOT: linalg.generic
 func.func @fused_chain(%x: tensor<4x8xbf16>, %i: tensor<8xi32>) -> tensor<4x8xbf16> {
-  %y = kiln.elementwise %x, %i : tensor<4x8xbf16>, tensor<8xi32> -> tensor<4x8xbf16> {
+  %y = kiln.elementwise %x, %i : (tensor<4x8xbf16>, tensor<8xi32>) -> tensor<4x8xbf16> {
   ^bb0(%xs: f32, %is: i32):
     %f = arith.sitofp %is : i32 to f32
     %p = arith.mulf %xs, %f : f32

@@ -8,7 +8,7 @@
 // A broadcast multiply, a sigmoid and a residual add: one op reading x once.
 // CHECK-LABEL: func.func @three_ops
 // CHECK-SAME: (%[[X:[a-zA-Z0-9_]+]]: tensor<77x96xbf16>, %[[Y:[a-zA-Z0-9_]+]]: tensor<96xbf16>)
-// CHECK-NEXT: %[[R:.*]] = kiln.elementwise %[[X]], %[[Y]] : tensor<77x96xbf16>, tensor<96xbf16> -> tensor<77x96xbf16> {
+// CHECK-NEXT: %[[R:.*]] = kiln.elementwise %[[X]], %[[Y]] : (tensor<77x96xbf16>, tensor<96xbf16>) -> tensor<77x96xbf16> {
 // CHECK-NEXT: ^bb0(%[[XS:[a-zA-Z0-9_]+]]: f32, %[[YS:[a-zA-Z0-9_]+]]: f32):
 // CHECK-NEXT: %[[M:.*]] = arith.mulf %[[XS]], %[[YS]] : f32
 // CHECK-NEXT: %[[MB:.*]] = arith.truncf %[[M]] : f32 to bf16
@@ -35,7 +35,7 @@ func.func @three_ops(%x: tensor<77x96xbf16>, %y: tensor<96xbf16>) -> tensor<77x9
 // CHECK-LABEL: func.func @positions
 // CHECK-SAME: (%[[P:[a-zA-Z0-9_]+]]: tensor<8xi64>, %[[V:[a-zA-Z0-9_]+]]: tensor<8xf32>)
 // CHECK-NOT: kiln.constant
-// CHECK: %[[R:.*]] = kiln.elementwise %[[P]], %[[V]] : tensor<8xi64>, tensor<8xf32> -> tensor<8xf32> {
+// CHECK: %[[R:.*]] = kiln.elementwise %[[P]], %[[V]] : (tensor<8xi64>, tensor<8xf32>) -> tensor<8xf32> {
 // CHECK-NEXT: ^bb0(%[[PS:[a-zA-Z0-9_]+]]: i64, %[[VS:[a-zA-Z0-9_]+]]: f32):
 // CHECK: arith.constant 16 : i64
 // CHECK: arith.remsi %{{.*}} : i64
@@ -61,7 +61,7 @@ func.func @positions(%p: tensor<8xi64>, %v: tensor<8xf32>) -> tensor<8xf32> {
 // Casts: the value converted as kiln.cast converts it (to f16 rounded once, f16 to i32 by truncation), then
 // carried in the compute type.
 // CHECK-LABEL: func.func @casts
-// CHECK: kiln.elementwise %{{.*}} : tensor<16xf32> -> tensor<16xi32> {
+// CHECK: kiln.elementwise %{{.*}} : (tensor<16xf32>) -> tensor<16xi32> {
 // CHECK-NEXT: ^bb0(%[[XS:[a-zA-Z0-9_]+]]: f32):
 // CHECK-NEXT: %[[H:.*]] = arith.truncf %[[XS]] : f32 to f16
 // CHECK-NEXT: %[[HW:.*]] = arith.extf %[[H]] : f16 to f32
@@ -78,7 +78,7 @@ func.func @casts(%x: tensor<16xf32>) -> tensor<16xi32> {
 // An intermediate another op reads stays a tensor: the chain ends before it, and its other reader (a matmul)
 // is no elementwise op.
 // CHECK-LABEL: func.func @shared_intermediate
-// CHECK: %[[A:.*]] = kiln.elementwise %{{.*}} : tensor<8x8xf32> -> tensor<8x8xf32>
+// CHECK: %[[A:.*]] = kiln.elementwise %{{.*}} : (tensor<8x8xf32>) -> tensor<8x8xf32>
 // CHECK: kiln.matmul %[[A]]
 // CHECK: kiln.elementwise %[[A]]
 func.func @shared_intermediate(%x: tensor<8x8xf32>) -> (tensor<8x8xf32>, tensor<8x8xf32>) {
@@ -92,18 +92,27 @@ func.func @shared_intermediate(%x: tensor<8x8xf32>) -> (tensor<8x8xf32>, tensor<
 
 // -----
 
-// A producer of another shape (broadcast into the chain) is an input, not a member; a lone op is left alone.
+// A producer of a smaller shape that broadcasts into the chain is computed per element of the chain, its input
+// broadcast straight to the chain's shape; one that another op also reads stays an input. A lone op is left
+// alone.
 // CHECK-LABEL: func.func @other_shape
-// CHECK: %[[ROW:.*]] = kiln.exp %{{.*}} : tensor<96xf32>
-// CHECK: kiln.elementwise %{{.*}}, %[[ROW]] : tensor<4x96xf32>, tensor<96xf32> -> tensor<4x96xf32>
+// CHECK-SAME: (%[[X:[a-zA-Z0-9_]+]]: tensor<4x96xf32>, %[[R:[a-zA-Z0-9_]+]]: tensor<96xf32>, %{{.*}}: tensor<5xf32>)
+// CHECK: kiln.elementwise %[[R]], %[[X]] : (tensor<96xf32>, tensor<4x96xf32>) -> tensor<4x96xf32> {
+// CHECK: math.exp
 // CHECK: kiln.sigmoid %{{.*}} : tensor<5xf32>
+// CHECK: %[[KEPT:.*]] = kiln.tanh %[[R]] : tensor<96xf32>
+// CHECK: kiln.elementwise %[[X]], %[[KEPT]]
+// CHECK: return
 func.func @other_shape(%x: tensor<4x96xf32>, %r: tensor<96xf32>, %z: tensor<5xf32>)
-    -> (tensor<4x96xf32>, tensor<5xf32>) {
+    -> (tensor<4x96xf32>, tensor<5xf32>, tensor<4x96xf32>, tensor<96xf32>) {
   %row = kiln.exp %r : tensor<96xf32>
   %a = kiln.add %x, %row : tensor<4x96xf32>, tensor<96xf32> -> tensor<4x96xf32>
   %b = kiln.relu %a : tensor<4x96xf32>
   %s = kiln.sigmoid %z : tensor<5xf32>
-  return %b, %s : tensor<4x96xf32>, tensor<5xf32>
+  %kept = kiln.tanh %r : tensor<96xf32>
+  %c = kiln.mul %x, %kept : tensor<4x96xf32>, tensor<96xf32> -> tensor<4x96xf32>
+  %d = kiln.neg %c : tensor<4x96xf32>
+  return %b, %s, %d, %kept : tensor<4x96xf32>, tensor<5xf32>, tensor<4x96xf32>, tensor<96xf32>
 }
 
 // -----
@@ -112,10 +121,10 @@ func.func @other_shape(%x: tensor<4x96xf32>, %r: tensor<96xf32>, %z: tensor<5xf3
 // kernel of its own, neither reading it from memory.
 // CHECK-LABEL: func.func @shared_by_two_chains
 // CHECK-SAME: (%[[P:[a-zA-Z0-9_]+]]: tensor<8xi64>)
-// CHECK-NEXT: %[[A:.*]] = kiln.elementwise %[[P]] : tensor<8xi64> -> tensor<8xi64> {
+// CHECK-NEXT: %[[A:.*]] = kiln.elementwise %[[P]] : (tensor<8xi64>) -> tensor<8xi64> {
 // CHECK: arith.remsi
 // CHECK: kiln.yield
-// CHECK: %[[B:.*]] = kiln.elementwise %[[P]] : tensor<8xi64> -> tensor<8xi64> {
+// CHECK: %[[B:.*]] = kiln.elementwise %[[P]] : (tensor<8xi64>) -> tensor<8xi64> {
 // CHECK: arith.remsi
 // CHECK: kiln.yield
 // CHECK-NOT: kiln.remainder
@@ -126,4 +135,17 @@ func.func @shared_by_two_chains(%p: tensor<8xi64>) -> (tensor<8xi64>, tensor<8xi
   %a = kiln.add %slot, %p : tensor<8xi64>, tensor<8xi64> -> tensor<8xi64>
   %b = kiln.mul %slot, %sixteen : tensor<8xi64>, tensor<i64> -> tensor<8xi64>
   return %a, %b : tensor<8xi64>, tensor<8xi64>
+}
+
+// -----
+
+// A chain of constants alone: an op without inputs, which prints and parses.
+// CHECK-LABEL: func.func @constants_only
+// CHECK: kiln.elementwise  : () -> tensor<4x8xf32> {
+// CHECK: math.exp
+func.func @constants_only() -> tensor<4x8xf32> {
+  %c = kiln.constant dense<2.0> : tensor<4x8xf32>
+  %a = kiln.exp %c : tensor<4x8xf32>
+  %b = kiln.neg %a : tensor<4x8xf32>
+  return %b : tensor<4x8xf32>
 }

@@ -97,6 +97,11 @@ Value buildScalarFormula(OpBuilder &b, Location loc, Operation *op, ValueRange a
 /// where an index lies outside its tensor.
 Value inlineScalarRegion(OpBuilder &b, Region &region, ValueRange args, const IRMapping *hoisted = nullptr);
 
+/// The value a kiln.elementwise body computes from `args` (one per input, in its compute type), its ops cloned at
+/// the builder's insertion point with every integer division's divisor guarded: a zero divisor gives 0 and a
+/// signed division by -1 the negation (a remainder 0), where the raw op would trap on the host CPU.
+Value inlineElementwiseBody(OpBuilder &b, Region &body, ValueRange args);
+
 /// Clones, at the builder's insertion point, the ops of a scalar region that read only the block arguments
 /// `invariant` binds (with the values it gives) and constants, as inlineScalarRegion would; returns the mapping
 /// of their results, which inlineScalarRegion then takes as `hoisted` (an attention mod's table read per head,

@@ -500,7 +500,7 @@ def Kiln_ElementwiseOp : Kiln_Op<"elementwise", [Pure, IsolatedFromAbove]> {
     rounded to that type in it, so the fused chain computes the same bits as the ops it replaces.
 
     ```mlir
-    %y = kiln.elementwise %x, %b : tensor<77x96xbf16>, tensor<96xbf16> -> tensor<77x96xbf16> {
+    %y = kiln.elementwise %x, %b : (tensor<77x96xbf16>, tensor<96xbf16>) -> tensor<77x96xbf16> {
     ^bb0(%xs: f32, %bs: f32):
       %s = arith.addf %xs, %bs : f32
       %r = arith.maximumf %s, %zero : f32
@@ -511,7 +511,7 @@ def Kiln_ElementwiseOp : Kiln_Op<"elementwise", [Pure, IsolatedFromAbove]> {
   let arguments = (ins Variadic<Kiln_AnyTensor>:$inputs);
   let results = (outs Kiln_AnyTensor:$result);
   let regions = (region SizedRegion<1>:$body);
-  let assemblyFormat = "$inputs attr-dict `:` type($inputs) `->` type($result) $body";
+  let assemblyFormat = "$inputs attr-dict `:` `(` type($inputs) `)` `->` type($result) $body";
   let hasRegionVerifier = 1;
 }
 

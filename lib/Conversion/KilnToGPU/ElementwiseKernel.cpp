@@ -540,7 +540,7 @@ FailureOr<KernelLaunch> kiln::buildElementwiseKernel(OpBuilder &builder, gpu::GP
       else if (isa<TransposeOp, ReshapeOp, BroadcastOp, SliceOp>(op))
         result = values[0];
       else if (auto fused = dyn_cast<ElementwiseOp>(op))
-        result = lowering::inlineScalarRegion(builder, fused.getBody(), values);
+        result = lowering::inlineElementwiseBody(builder, fused.getBody(), values);
       else
         result = lowering::buildScalarFormula(builder, loc, op, values);
       results.push_back(lowering::narrow(builder, loc, result, resultType.getElementType()));

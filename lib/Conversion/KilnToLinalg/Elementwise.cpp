@@ -11,6 +11,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
@@ -178,6 +179,41 @@ Value compare(OpBuilder &b, Location loc, ComparePredicate predicate, Value x, V
 
 } // namespace
 
+Value lowering::inlineElementwiseBody(OpBuilder &b, Region &body, ValueRange args) {
+  Block &block = body.front();
+  IRMapping mapping;
+  mapping.map(block.getArguments(), args);
+  for (Operation &op : block.without_terminator()) {
+    // An integer division as its own IR wrote it could divide by 0 (or INT_MIN by -1), which traps on the host
+    // CPU: the divisor is guarded as the formulas guard theirs (0 for a zero divisor, x / -1 the negation).
+    if (isa<arith::DivSIOp, arith::RemSIOp, arith::CeilDivSIOp, arith::FloorDivSIOp, arith::DivUIOp, arith::RemUIOp,
+            arith::CeilDivUIOp>(op)) {
+      Location loc = op.getLoc();
+      Value x = mapping.lookup(op.getOperand(0)), y = mapping.lookup(op.getOperand(1));
+      Type type = y.getType();
+      bool isSigned = !isa<arith::DivUIOp, arith::RemUIOp, arith::CeilDivUIOp>(op);
+      bool isRemainder = isa<arith::RemSIOp, arith::RemUIOp>(op);
+      Value zero = intConstant(b, loc, type, 0), one = intConstant(b, loc, type, 1);
+      Value yZero = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, y, zero);
+      Value yMinusOne = isSigned ? Value(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, y,
+                                                               intConstant(b, loc, type, -1)))
+                                 : Value(arith::ConstantOp::create(b, loc, b.getBoolAttr(false)));
+      Value trivial = arith::OrIOp::create(b, loc, yZero, yMinusOne);
+      IRMapping operands;
+      operands.map(op.getOperand(0), x);
+      operands.map(op.getOperand(1), arith::SelectOp::create(b, loc, trivial, one, y));
+      Value divided = b.clone(op, operands)->getResult(0);
+      Value byMinusOne = isRemainder ? zero : Value(arith::SubIOp::create(b, loc, zero, x));
+      mapping.map(op.getResult(0),
+                  arith::SelectOp::create(b, loc, yZero, zero, arith::SelectOp::create(b, loc, yMinusOne, byMinusOne,
+                                                                                        divided)));
+      continue;
+    }
+    b.clone(op, mapping);
+  }
+  return mapping.lookup(block.getTerminator()->getOperand(0));
+}
+
 bool lowering::hasScalarFormula(Operation *op) {
   return isa<AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp, FmodOp, RemainderOp, NegOp, ExpOp, LogOp, SqrtOp,
              RsqrtOp, ReciprocalOp, AbsOp, TanhOp, ErfOp, SinOp, CosOp, FloorOp, CeilOp, SigmoidOp, ReluOp, SiluOp,
@@ -286,7 +322,7 @@ struct FusedElementwiseLowering : OpConversionPattern<ElementwiseOp> {
     Region &body = op.getBody();
     rewriter.replaceOp(op, buildBroadcastElementwise(rewriter, op.getLoc(), op.getType(), adaptor.getInputs(),
                                                      [&body](OpBuilder &b, Location, ValueRange x) {
-                                                       return inlineScalarRegion(b, body, x);
+                                                       return inlineElementwiseBody(b, body, x);
                                                      }));
     return success();
   }

@@ -235,10 +235,11 @@ LogicalResult ElementwiseOp::verifyRegions() {
                            << argument.getType();
   }
   for (Operation &inner : body.without_terminator()) {
-    // (Integer division is not speculatable, so not "pure"; it is free of memory effects, and the formulas
+    // (Integer division is not speculatable, so not "pure"; it is free of memory effects, and the lowerings
     // guard its divisor.)
-    if (!isMemoryEffectFree(&inner) || inner.getNumRegions() != 0)
-      return emitOpError() << "body may hold only scalar ops without memory effects or regions, got '"
+    StringRef dialect = inner.getDialect() ? inner.getDialect()->getNamespace() : "";
+    if ((dialect != "arith" && dialect != "math") || !isMemoryEffectFree(&inner) || inner.getNumRegions() != 0)
+      return emitOpError() << "body may hold only arith and math ops without memory effects or regions, got '"
                            << inner.getName() << "'";
     for (Type type : inner.getResultTypes())
       if (!type.isIntOrIndexOrFloat())

@@ -73,14 +73,34 @@ def _cast_to(ctx, value, element):
     return ctx.emit(f"kiln.cast {value.name} : {value.type} to {out}", value.shape, element)
 
 
+def _holds_exactly(value, element):
+    """Whether ``value`` is a float constant (not a weight) whose every value ``element`` holds exactly (a
+    square's 2.0 in bf16)."""
+    if not isinstance(value, Const) or isinstance(value, Weight) or value.array.dtype.kind not in "fV":
+        return False
+    array = value.array.astype(np.float64)
+    return bool(np.array_equal(array.astype(trace.DTYPES[element]).astype(np.float64), array, equal_nan=True))
+
+
+def _element_of(value):
+    """A value's kiln element type, None for a constant of a type kiln lacks (float64 among them)."""
+    return ELEMENTS.get(value.array.dtype) if isinstance(value, Const) else value.element
+
+
 def _is_float(value):
     return value.array.dtype.kind in "fV" if isinstance(value, Const) else value.element in _FLOATS
 
 
+#: The largest exponent an f32 holds exactly with its parity (2^24): past it, a negative base's sign is lost.
+_EXACT_F32_INTEGER = 2 ** 24
+
+
 def _power(ctx, a, b):
-    """Pow: the base's type is the result's; the exponent may have another (ONNX's T and T1). A float base takes
-    the exponent in its own type; an integer base with a float exponent computes in f32 and truncates back, as
-    ONNX's reference does in float64."""
+    """Pow: the base's type is the result's; the exponent may have another (ONNX's T and T1). Two integers, or
+    two floats of one type, compute as they are. A float base with another exponent type computes in f32 (the
+    base widened, the result rounded back once); an integer exponent at run time only for an f32 base with
+    ``|e| <= 2^24`` in a constant (beyond, f32 loses its parity, so the sign of a negative base). An integer base
+    with a float exponent is refused: ONNX computes it in float64, which kiln lacks (f32 is wrong past 2^24)."""
     if isinstance(a, Const) and isinstance(b, Const):
         return [Const(_pow(a.array, b.array))]
     if isinstance(a, Const):  # a constant base takes a float exponent's type (float64 has no kiln type)
@@ -89,8 +109,21 @@ def _power(ctx, a, b):
         base = a.element
     if base is None:
         raise FrontendError(f"{ctx.node.describe()}: input A has dtype {a.array.dtype}, which kiln has no type for")
-    if base in _FLOATS or not _is_float(b):
+    exponent = _element_of(b)
+    if base == exponent or (base in _FLOATS and _holds_exactly(b, base)):
         return [_emit_binary(ctx, "pow", _cast_to(ctx, a, base), _cast_to(ctx, b, base))]
+    if base not in _FLOATS:
+        if _is_float(b):
+            raise FrontendError(f"{ctx.node.describe()}: an integer base ({base}) with a float exponent is computed "
+                                f"in float64, which kiln has no type for")
+        return [_emit_binary(ctx, "pow", _cast_to(ctx, a, base), _cast_to(ctx, b, base))]
+    if not _is_float(b):
+        if not isinstance(b, Const):
+            raise FrontendError(f"{ctx.node.describe()}: a float base with an integer exponent at run time ({exponent}"
+                                f") is computed in float64, which kiln has no type for; an f32 exponent or a "
+                                f"constant one is taken")
+        if np.abs(b.array.astype(np.float64)).max(initial=0) > _EXACT_F32_INTEGER:
+            raise FrontendError(f"{ctx.node.describe()}: an integer exponent past 2^24 is not exact in f32")
     wide = _emit_binary(ctx, "pow", _cast_to(ctx, a, "f32"), _cast_to(ctx, b, "f32"))
     return [_cast_to(ctx, wide, base)]
 

@@ -2130,7 +2130,7 @@ func.func @sum_splits_epilogue_arguments(%p: tensor<2x4x6xf32>) -> tensor<4x6xf3
 
 func.func @elementwise_input_shape(%x: tensor<4x6xbf16>, %b: tensor<5xbf16>) -> tensor<4x6xbf16> {
   // expected-error @+1 {{'kiln.elementwise' op input #1 of shape [5] does not broadcast to the result shape [4, 6]}}
-  %y = kiln.elementwise %x, %b : tensor<4x6xbf16>, tensor<5xbf16> -> tensor<4x6xbf16> {
+  %y = kiln.elementwise %x, %b : (tensor<4x6xbf16>, tensor<5xbf16>) -> tensor<4x6xbf16> {
   ^bb0(%xs: f32, %bs: f32):
     %s = arith.addf %xs, %bs : f32
     kiln.yield %s : f32
@@ -2142,7 +2142,7 @@ func.func @elementwise_input_shape(%x: tensor<4x6xbf16>, %b: tensor<5xbf16>) -> 
 
 func.func @elementwise_arguments(%x: tensor<4x6xf32>) -> tensor<4x6xf32> {
   // expected-error @+1 {{'kiln.elementwise' op body takes 2 block arguments but has 1 inputs}}
-  %y = kiln.elementwise %x : tensor<4x6xf32> -> tensor<4x6xf32> {
+  %y = kiln.elementwise %x : (tensor<4x6xf32>) -> tensor<4x6xf32> {
   ^bb0(%xs: f32, %extra: f32):
     kiln.yield %xs : f32
   }
@@ -2154,7 +2154,7 @@ func.func @elementwise_arguments(%x: tensor<4x6xf32>) -> tensor<4x6xf32> {
 // A bf16 input reaches the body widened to f32.
 func.func @elementwise_argument_type(%x: tensor<4x6xbf16>) -> tensor<4x6xbf16> {
   // expected-error @+1 {{'kiln.elementwise' op body block argument #0 must be 'f32' (the compute type of input #0), got 'bf16'}}
-  %y = kiln.elementwise %x : tensor<4x6xbf16> -> tensor<4x6xbf16> {
+  %y = kiln.elementwise %x : (tensor<4x6xbf16>) -> tensor<4x6xbf16> {
   ^bb0(%xs: bf16):
     %w = arith.extf %xs : bf16 to f32
     kiln.yield %w : f32
@@ -2166,7 +2166,7 @@ func.func @elementwise_argument_type(%x: tensor<4x6xbf16>) -> tensor<4x6xbf16> {
 
 func.func @elementwise_yield_type(%i: tensor<4x6xi32>) -> tensor<4x6xi32> {
   // expected-error @+1 {{'kiln.elementwise' op body must end in kiln.yield of one 'i32' value (the compute type of the result)}}
-  %y = kiln.elementwise %i : tensor<4x6xi32> -> tensor<4x6xi32> {
+  %y = kiln.elementwise %i : (tensor<4x6xi32>) -> tensor<4x6xi32> {
   ^bb0(%is: i32):
     %f = arith.sitofp %is : i32 to f32
     kiln.yield %f : f32
@@ -2177,8 +2177,8 @@ func.func @elementwise_yield_type(%i: tensor<4x6xi32>) -> tensor<4x6xi32> {
 // -----
 
 func.func @elementwise_memory_effect(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{'kiln.elementwise' op body may hold only scalar ops without memory effects or regions, got 'memref.alloc'}}
-  %y = kiln.elementwise %x : tensor<4xf32> -> tensor<4xf32> {
+  // expected-error @+1 {{'kiln.elementwise' op body may hold only arith and math ops without memory effects or regions, got 'memref.alloc'}}
+  %y = kiln.elementwise %x : (tensor<4xf32>) -> tensor<4xf32> {
   ^bb0(%xs: f32):
     %m = memref.alloc() : memref<4xf32>
     kiln.yield %xs : f32
@@ -2189,10 +2189,23 @@ func.func @elementwise_memory_effect(%x: tensor<4xf32>) -> tensor<4xf32> {
 // -----
 
 func.func @elementwise_tensor_in_body(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{'kiln.elementwise' op body may compute only scalars, got 'tensor.from_elements' giving 'tensor<2xf32>'}}
-  %y = kiln.elementwise %x : tensor<4xf32> -> tensor<4xf32> {
+  // expected-error @+1 {{'kiln.elementwise' op body may compute only scalars, got 'arith.constant' giving 'tensor<2xf32>'}}
+  %y = kiln.elementwise %x : (tensor<4xf32>) -> tensor<4xf32> {
   ^bb0(%xs: f32):
-    %t = tensor.from_elements %xs, %xs : tensor<2xf32>
+    %t = arith.constant dense<1.0> : tensor<2xf32>
+    kiln.yield %xs : f32
+  }
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+// Only arith and math: a GPU thread index has no value per element.
+func.func @elementwise_other_dialect(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'kiln.elementwise' op body may hold only arith and math ops without memory effects or regions, got 'gpu.thread_id'}}
+  %y = kiln.elementwise %x : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%xs: f32):
+    %t = gpu.thread_id x
     kiln.yield %xs : f32
   }
   return %y : tensor<4xf32>

@@ -555,3 +555,35 @@ def test_onnx_fuzz_findings_are_named_errors():
     with pytest.raises(FrontendError, match=f"LayerNormalization node '{node.name}': epsilon must be finite and "
                                             "non-negative, got -1.0"):
         frontend.import_onnx(normed)
+
+
+def test_pow_with_an_exponent_of_another_type():
+    """Pow's base and exponent types may differ (ONNX's T and T1), and ONNX computes such a pair in float64.
+    A float base with a run-time float exponent of another type computes in f32 and rounds once (within an f16
+    ulp of the float64 reference); a constant integer exponent up to 2^24 likewise; a run-time integer exponent
+    (whose parity f32 loses past 2^24) and an integer base with a float exponent (wrong in f32 past 2^24) are
+    refused, naming the node."""
+    rng, seed = fresh_rng()
+    x = (rng.random(16) * 3 + 0.5).astype(np.float16)
+    x[:2] = [-1.0, -2.0]
+    e = rng.uniform(-2, 4, 16).astype(np.float32)
+    e[:2] = [3.0, 5.0]
+    node = helper.make_node("Pow", ["x", "e"], ["y"], name="pow")
+    model = frontend.from_onnx(graph_model([node], [value("x", [16], TensorProto.FLOAT16), value("e", [16])],
+                                           [value("y", [16], TensorProto.FLOAT16)], opset=15))
+    expected = np.power(x.astype(np.float64), e.astype(np.float64)).astype(np.float16)
+    np.testing.assert_allclose(model(x=x, e=e).astype(np.float64), expected.astype(np.float64), rtol=1e-3,
+                               err_msg=f"seed {seed}")
+
+    odd = numpy_helper.from_array(np.array([3, 65537], np.int32), "k")
+    cubes = frontend.from_onnx(graph_model([helper.make_node("Pow", ["x", "k"], ["y"], name="pow")],
+                                           [value("x", [2])], [value("y", [2])], [odd], opset=15))
+    np.testing.assert_array_equal(cubes(x=np.array([-2.0, -1.0], np.float32)), np.array([-8.0, -1.0], np.float32))
+
+    refusals = [(TensorProto.FLOAT, TensorProto.INT32, "a float base with an integer exponent at run time"),
+                (TensorProto.INT64, TensorProto.FLOAT, "an integer base \\(i64\\) with a float exponent")]
+    for base, exponent, message in refusals:
+        refused = graph_model([helper.make_node("Pow", ["x", "e"], ["y"], name="pow")],
+                              [value("x", [4], base), value("e", [4], exponent)], [value("y", [4], base)], opset=15)
+        with pytest.raises(FrontendError, match=f"Pow node 'pow': {message}"):
+            frontend.import_onnx(refused)

@@ -158,6 +158,13 @@ def integer_arithmetic(a, b, e):
             kiln.minimum(a, b), kiln.power(a, e), 7 - a, kiln.cast(a, "f32"), -a, kiln.trace.absolute(a))
 
 
+def _wrapped(values, dtype):
+    """Python integers wrapped into ``dtype`` (two's complement)."""
+    bits = np.iinfo(dtype).bits
+    return np.array([((int(v) + 2 ** (bits - 1)) % 2 ** bits) - 2 ** (bits - 1) for v in values.reshape(-1)],
+                    dtype=dtype).reshape(values.shape)
+
+
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
 def test_integer_arithmetic_is_exact(dtype):
     """Exact against numpy's integer arithmetic, wrapping on overflow (-INT_MIN and |INT_MIN| are INT_MIN): //
@@ -172,10 +179,14 @@ def test_integer_arithmetic_is_exact(dtype):
     e = rng.integers(-3, 70, (3, 29), dtype=dtype)
     e[1, :4] = [-1, -2, 63, 0]
     a[1, :4] = [-1, -1, -1, 5]
+    b[8:11] = [-2, 3, info.min]  # where a - a % b would wrap
+    a[2, 8:11] = [info.max, info.min, 2]
     zero = b == 0
     safe = np.where(zero, 1, b)
     with np.errstate(all="ignore"):
-        truncated = np.where(zero, 0, np.where(b == -1, -a, (np.abs(a) // np.abs(safe)) * np.sign(a) * np.sign(safe)))
+        # In Python integers (np.abs of the minimum wraps), then wrapped back into the type.
+        exact = np.vectorize(lambda x, y: (abs(x) // abs(y)) * (1 if (x < 0) == (y < 0) else -1), otypes=[object])
+        truncated = np.where(zero, 0, _wrapped(exact(a.astype(object), safe.astype(object)), dtype))
         floored = np.where(zero, 0, np.where(b == -1, -a, a // safe))
         powers = np.ones_like(a)
         for _ in range(int(e.max())):  # repeated multiplication wraps as squaring does
@@ -192,13 +203,14 @@ def test_integer_arithmetic_is_exact(dtype):
 
 
 def test_float_floor_and_trunc_division_follow_python():
-    """floor_divide on floats is Python's (and torch's) //: 1 // 0.1 is 9, not floor(1 / 0.1) = 10; a zero divisor
-    gives a / b. trunc_divide rounds the quotient toward zero."""
-    x = np.array([1.0, -1.0, 7.5, -7.5, 5.0, 0.3, -0.0, 3.0], np.float32)
-    y = np.array([0.1, 0.1, 2.0, 2.0, 0.0, -0.1, 2.0, -1.5], np.float32)
+    """floor_divide on floats is Python's (and torch's) //: 1 // 0.1 is 9, not floor(1 / 0.1) = 10; a zero quotient
+    has the sign of a / b; a zero divisor gives a / b. trunc_divide rounds the quotient toward zero."""
+    x = np.array([1.0, -1.0, 7.5, -7.5, 5.0, 0.3, -0.0, 3.0, -1.0, -0.0, 1.0], np.float32)
+    y = np.array([0.1, 0.1, 2.0, 2.0, 0.0, -0.1, 2.0, -1.5, -4.0, 2.0, 4.0], np.float32)
     floored, truncated = kiln.jit(lambda x, y: (x // y, kiln.trunc_divide(x, y)))(x, y)
     with np.errstate(all="ignore"):
         np.testing.assert_array_equal(floored, np.floor_divide(x, y))
+        np.testing.assert_array_equal(np.signbit(floored), np.signbit(np.floor_divide(x, y)))  # zeros' signs
         np.testing.assert_array_equal(truncated, np.trunc(x / y))
 
 
@@ -233,6 +245,27 @@ def test_a_fused_chain_computes_the_bits_of_its_ops():
     actual = fused(x, y, ids)
     assert actual.dtype == np.float16
     np.testing.assert_array_equal(actual.view(np.uint16), expected.view(np.uint16), err_msg=f"seed {seed}")
+
+
+def test_a_written_integer_division_in_an_elementwise_body_is_guarded():
+    """A kiln.elementwise body written by hand with arith.divsi and arith.remsi: a zero divisor gives 0 and INT_MIN
+    / -1 the wrapped negation, as kiln.div's, where the raw instructions would trap (SIGFPE) on the host."""
+    source = """
+func.func @divide(%a: tensor<6xi32>, %b: tensor<6xi32>) -> tensor<6xi32> {
+  %q = kiln.elementwise %a, %b : (tensor<6xi32>, tensor<6xi32>) -> tensor<6xi32> {
+  ^bb0(%x: i32, %y: i32):
+    %d = arith.divsi %x, %y : i32
+    %r = arith.remsi %x, %y : i32
+    %s = arith.addi %d, %r : i32
+    kiln.yield %s : i32
+  }
+  return %q : tensor<6xi32>
+}
+"""
+    a = np.array([7, -7, 5, -2**31, 9, -9], np.int32)
+    b = np.array([2, 2, 0, -1, -1, 4], np.int32)
+    expected = np.array([3 + 1, -3 - 1, 0, -2**31, -9, -2 - 1], np.int32)
+    np.testing.assert_array_equal(kiln.compile(source)(a, b), expected)
 
 
 @kiln.jit
