@@ -239,6 +239,36 @@ def test_append_kv_in_place(case):
         kiln.ops.append_kv(caches[0], caches[1], k, v, table, bad)
 
 
+@kiln.jit
+def slots_and_gate(positions, ids, x, y):
+    """Integer arithmetic on positions (a page and a slot; // and % floored), and a chain of bf16 ops selected by
+    an integer test: each chain one kiln.elementwise kernel."""
+    page, slot = positions // 16, positions % 16
+    gate = kiln.sigmoid(x * y) + x
+    return page * 100 + slot, kiln.trunc_divide(ids, 7), kiln.fmod(ids, -5), kiln.where(ids % 3 < 1, gate, -gate)
+
+
+def test_integer_arithmetic_and_fused_chains_on_cuda_tensors():
+    """Integers exact against torch (// and % floored, trunc_divide and fmod truncated); the bf16 chain within
+    bf16 tolerance of torch in float32 with the same bf16 roundings. Each chain is one kiln.elementwise kernel."""
+    seeds = []
+    generator = fresh(seeds)
+    positions = torch.randint(0, 4096, (3, 77), generator=generator, device="cuda")
+    ids = torch.randint(-1000, 1000, (3, 77), generator=generator, device="cuda")
+    x = torch.randn(3, 77, generator=generator, device="cuda").bfloat16()
+    y = torch.randn(77, generator=generator, device="cuda").bfloat16()
+    slots, truncated, remainders, chosen = slots_and_gate(positions, ids, x, y)
+    torch.cuda.synchronize()
+    assert torch.equal(slots, (positions // 16) * 100 + positions % 16), seeds
+    assert torch.equal(truncated, torch.div(ids, 7, rounding_mode="trunc")), seeds
+    assert torch.equal(remainders, torch.fmod(ids, -5)), seeds
+    gate = (torch.sigmoid((x * y).float().bfloat16().float()).bfloat16().float() + x.float()).bfloat16().float()
+    check("fused_chain", chosen, torch.where(ids % 3 < 1, gate, -gate), seeds[0])
+    # The two chains in one grouped launch, the lone division and remainder in theirs: 3 launches.
+    names = [k["name"] for k in list(slots_and_gate.programs.values())[-1].kernels]
+    assert len(names) == 3 and names[0].endswith("elementwise_x2"), names
+
+
 def test_other_sizes_reuse_the_compiled_kernel():
     """Matmuls that differ only in M (K = 1000 is no whole number of k-tiles) launch one compiled kernel, which the
     later calls' compiles take from the kernel cache; each result is right."""

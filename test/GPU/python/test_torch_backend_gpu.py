@@ -236,3 +236,22 @@ def test_a_new_batch_recompiles_with_kernel_cache_hits():
     hits = [k.get("kernel_cache") for k in second.partitions[0].kernels]
     print(f"second batch: {hits.count('hit')} of {len(hits)} kernels from the kernel cache")
     assert "hit" in hits
+
+
+def positions_and_slots(positions, ids):
+    """Integer position arithmetic (page and slot, a signed offset divided both ways), as serving code writes it."""
+    page, slot = positions // 16, positions % 16
+    offset = positions - 40
+    return (page * 16 + slot, torch.div(offset, 3, rounding_mode="trunc"), torch.div(offset, 3, rounding_mode="floor"),
+            torch.remainder(ids, 7), torch.fmod(ids - 3, -4), torch.maximum(ids, positions))
+
+
+def test_integer_arithmetic_runs_in_kiln_exactly_on_the_gpu():
+    """Every result equal to eager's, the graph one Kiln partition with nothing left to torch."""
+    positions = torch.arange(77 * 5, device="cuda").reshape(5, 77)
+    ids = torch.randint(-100, 100, (5, 77), device="cuda")
+    outs = torch.compile(positions_and_slots, backend="kiln")(positions, ids)
+    for index, (out, reference) in enumerate(zip(outs, positions_and_slots(positions, ids))):
+        assert out.dtype == reference.dtype and torch.equal(out, reference), index
+    (report,) = backend.reports()
+    assert report.torch_nodes == [] and report.fallbacks == [] and len(report.partitions) == 1
