@@ -231,12 +231,26 @@ func.func @integer_arithmetic(%a: tensor<4x8xi32>, %b: tensor<8xi32>, %c: tensor
 // CHECK: arith.cmpf une, %{{.*}}, %{{.*}} : f32
 // CHECK: linalg.generic {{.*}} ins(%{{.*}} : tensor<4xbf16>) outs(%{{.*}} : tensor<4xf32>)
 // CHECK: arith.extf %{{.*}} : bf16 to f32
-func.func @cast(%x: tensor<4xf32>, %y: tensor<4xi32>, %z: tensor<4xbf16>) -> (tensor<4xbf16>, tensor<4xf32>, tensor<4xi1>, tensor<4xf32>) {
+// Float to int saturates (NaN to 0, beyond 2^31 to the ends) with fptosi only on values in range.
+// CHECK: linalg.generic {{.*}} ins(%{{.*}} : tensor<4xf32>) outs(%{{.*}} : tensor<4xi32>)
+// CHECK-NEXT: ^bb0(%[[F:[a-zA-Z0-9_]+]]: f32, %{{.*}}: i32):
+// CHECK-DAG: %[[HIGH:.*]] = arith.cmpf oge, %[[F]], %{{.*}} : f32
+// CHECK-DAG: %[[LOW:.*]] = arith.cmpf olt, %[[F]], %{{.*}} : f32
+// CHECK-DAG: %[[NAN:.*]] = arith.cmpf uno, %[[F]], %[[F]] : f32
+// CHECK: %[[SAFE:.*]] = arith.select %{{.*}}, %{{.*}}, %[[F]] : f32
+// CHECK: %[[I:.*]] = arith.fptosi %[[SAFE]] : f32 to i32
+// CHECK-DAG: arith.constant 2147483647 : i32
+// CHECK-DAG: arith.constant -2147483648 : i32
+// CHECK: %[[BELOW:.*]] = arith.select %[[LOW]], %{{.*}}, %[[I]] : i32
+// CHECK: %[[ABOVE:.*]] = arith.select %[[HIGH]], %{{.*}}, %[[BELOW]] : i32
+// CHECK: arith.select %[[NAN]], %{{.*}}, %[[ABOVE]] : i32
+func.func @cast(%x: tensor<4xf32>, %y: tensor<4xi32>, %z: tensor<4xbf16>) -> (tensor<4xbf16>, tensor<4xf32>, tensor<4xi1>, tensor<4xf32>, tensor<4xi32>) {
   %0 = kiln.cast %x : tensor<4xf32> to tensor<4xbf16>
   %1 = kiln.cast %y : tensor<4xi32> to tensor<4xf32>
   %2 = kiln.cast %x : tensor<4xf32> to tensor<4xi1>
   %3 = kiln.cast %z : tensor<4xbf16> to tensor<4xf32>
-  return %0, %1, %2, %3 : tensor<4xbf16>, tensor<4xf32>, tensor<4xi1>, tensor<4xf32>
+  %4 = kiln.cast %x : tensor<4xf32> to tensor<4xi32>
+  return %0, %1, %2, %3, %4 : tensor<4xbf16>, tensor<4xf32>, tensor<4xi1>, tensor<4xf32>, tensor<4xi32>
 }
 
 // -----

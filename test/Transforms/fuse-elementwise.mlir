@@ -58,14 +58,16 @@ func.func @positions(%p: tensor<8xi64>, %v: tensor<8xf32>) -> tensor<8xf32> {
 
 // -----
 
-// Casts: the value converted as kiln.cast converts it (to f16 rounded once, f16 to i32 by truncation), then
-// carried in the compute type.
+// Casts: the value converted as kiln.cast converts it (to f16 rounded once, f16 to i32 by truncation,
+// saturating), then carried in the compute type.
 // CHECK-LABEL: func.func @casts
 // CHECK: kiln.elementwise %{{.*}} : (tensor<16xf32>) -> tensor<16xi32> {
 // CHECK-NEXT: ^bb0(%[[XS:[a-zA-Z0-9_]+]]: f32):
 // CHECK-NEXT: %[[H:.*]] = arith.truncf %[[XS]] : f32 to f16
 // CHECK-NEXT: %[[HW:.*]] = arith.extf %[[H]] : f16 to f32
-// CHECK-NEXT: %[[I:.*]] = arith.fptosi %[[HW]] : f32 to i32
+// CHECK: arith.cmpf uno, %[[HW]], %[[HW]] : f32
+// CHECK: arith.fptosi %{{.*}} : f32 to i32
+// CHECK: %[[I:.*]] = arith.select %{{.*}}, %c0_i32, %{{.*}} : i32
 // CHECK-NEXT: kiln.yield %[[I]] : i32
 func.func @casts(%x: tensor<16xf32>) -> tensor<16xi32> {
   %h = kiln.cast %x : tensor<16xf32> to tensor<16xf16>

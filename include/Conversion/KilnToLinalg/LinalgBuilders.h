@@ -76,7 +76,8 @@ Value buildReduction(OpBuilder &b, Location loc, ArrayRef<int64_t> shape, ArrayR
                      Combiner combiner, ValueRange inputs, ArrayRef<AffineMap> maps, ScalarBody element);
 
 /// `value` converted to element type `to`, any two of the dialect's (kiln.cast's scalar meaning): floats by one
-/// rounding, float to int by truncation toward zero, to i1 by "not zero", i1 to a number as 0 or 1.
+/// rounding, float to int by truncation toward zero (saturating: NaN to 0, beyond the range to its ends), to i1
+/// by "not zero", i1 to a number as 0 or 1.
 Value convertScalar(OpBuilder &b, Location loc, Value value, Type to);
 
 /// Whether `op` is an elementwise op whose formula buildScalarFormula gives (arithmetic on floats or integers,

@@ -608,7 +608,8 @@ def Kiln_CastOp : Kiln_Op<"cast", [Pure]> {
   let summary = "elementwise conversion of the element type";
   let description = [{
     Converts every element to the result's element type (float <-> float rounds to nearest even, float -> int
-    truncates toward zero, int -> float rounds). The shape is unchanged.
+    truncates toward zero and saturates: NaN gives 0, a value beyond the integer type's range its minimum or
+    maximum, on every target; int -> float rounds; to i1, "not zero"). The shape is unchanged.
 
     ```mlir
     %h = kiln.cast %x : tensor<2x77x512xf32> to tensor<2x77x512xbf16>

@@ -148,6 +148,31 @@ Value integerFormula(OpBuilder &b, Location loc, Operation *op, ValueRange x) {
       .Default([](Operation *) { return Value(); });
 }
 
+/// A float truncated toward zero to the signed integer type `to`, saturating: NaN gives 0 and values beyond the
+/// type's range its minimum or maximum, as the GPU's cvt.rzi does (arith.fptosi leaves them undefined, and the
+/// host CPU gives the minimum for all of them).
+Value saturatingFloatToInt(OpBuilder &b, Location loc, Value value, Type to) {
+  Type f32 = b.getF32Type();
+  Value x = isa<FloatType>(value.getType()) && value.getType().getIntOrFloatBitWidth() < 32
+                ? Value(arith::ExtFOp::create(b, loc, f32, value))
+                : value;
+  Type from = x.getType();
+  unsigned width = to.getIntOrFloatBitWidth();
+  double limit = std::ldexp(1.0, static_cast<int>(width) - 1); // 2^(width-1), exact in f32
+  Value tooHigh = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGE, x, floatConstant(b, loc, from, limit));
+  Value tooLow = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, x, floatConstant(b, loc, from, -limit));
+  Value isNan = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, x, x);
+  Value outside = arith::OrIOp::create(b, loc, arith::OrIOp::create(b, loc, tooHigh, tooLow), isNan);
+  Value inRange = arith::SelectOp::create(b, loc, outside, floatConstant(b, loc, from, 0.0), x);
+  Value converted = arith::FPToSIOp::create(b, loc, to, inRange);
+  APInt maximum = APInt::getSignedMaxValue(width), minimum = APInt::getSignedMinValue(width);
+  Value high = arith::ConstantOp::create(b, loc, b.getIntegerAttr(to, maximum));
+  Value low = arith::ConstantOp::create(b, loc, b.getIntegerAttr(to, minimum));
+  Value clamped = arith::SelectOp::create(b, loc, tooHigh, high, arith::SelectOp::create(b, loc, tooLow, low,
+                                                                                         converted));
+  return arith::SelectOp::create(b, loc, isNan, intConstant(b, loc, to, 0), clamped);
+}
+
 /// `x <predicate> y` on two scalars of one type: ordered float comparisons (unordered for `ne`), signed integer
 /// ones.
 Value compare(OpBuilder &b, Location loc, ComparePredicate predicate, Value x, Value y) {
@@ -280,7 +305,7 @@ Value lowering::convertScalar(OpBuilder &b, Location loc, Value value, Type to) 
   if (fromFloat) {
     if (to.isInteger(1))
       return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNE, value, floatConstant(b, loc, from, 0.0));
-    return arith::FPToSIOp::create(b, loc, to, value);
+    return saturatingFloatToInt(b, loc, value, to);
   }
   if (toFloat)
     return from.isInteger(1) ? Value(arith::UIToFPOp::create(b, loc, to, value))

@@ -253,6 +253,21 @@ def _or(ctx, a, b):
     return [_select(ctx, a, _bool_constant(ctx, True), b)]  # a ? true : b
 
 
+def _folded_cast(array, dtype):
+    """``array`` as ``dtype`` the way kiln.cast converts at run time: a float to a signed integer saturates (NaN
+    to 0, beyond the range to its ends), where numpy's conversion is undefined."""
+    array = np.asarray(array)
+    if array.dtype.kind not in "fV" or dtype.kind != "i":
+        return array.astype(dtype)
+    info, wide = np.iinfo(dtype), array.astype(np.float64)
+    limit = 2.0 ** (info.bits - 1)
+    result = np.zeros(wide.shape, dtype)  # NaN stays 0
+    inside = (wide >= -limit) & (wide < limit)
+    result[inside] = np.trunc(wide[inside]).astype(dtype)
+    result[wide >= limit], result[wide < -limit] = info.max, info.min
+    return result
+
+
 def _cast(ctx, x):
     from onnx import helper
     to = ctx.attr("to")
@@ -265,7 +280,7 @@ def _cast(ctx, x):
         raise FrontendError(f"{ctx.node.describe()}: a cast to {helper.tensor_dtype_to_string(to)} (attribute 'to') "
                             f"is not supported; kiln has no such type")
     if isinstance(x, Const):
-        return [Const(x.array.astype(dtype))]
+        return [Const(_folded_cast(x.array, dtype))]
     element = ELEMENTS.get(dtype)
     # kiln.cast converts as ONNX does: to bool, any nonzero value (NaN too) is true; from bool, 0 or 1.
     if element is None:

@@ -247,6 +247,26 @@ def test_a_fused_chain_computes_the_bits_of_its_ops():
     np.testing.assert_array_equal(actual.view(np.uint16), expected.view(np.uint16), err_msg=f"seed {seed}")
 
 
+@pytest.mark.parametrize("source", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize("target", ["i32", "i64"])
+def test_float_to_integer_casts_saturate(source, target):
+    """Float to integer truncates toward zero and saturates, on every target (as the GPU's cvt.rzi): NaN gives
+    0, values past the range (infinities too) the type's ends; a fused chain casts the same."""
+    import ml_dtypes
+    dtype = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}[source]
+    info = np.iinfo({"i32": np.int32, "i64": np.int64}[target])
+    x = np.array([np.nan, np.inf, -np.inf, 3e9, -3e9, 2.75, -2.75, 0.0, 65504.0, -65504.0], np.float32)
+    with np.errstate(over="ignore"):  # 3e9 and 1e19 are infinities in f16
+        x = np.concatenate([x, np.array([1e19, -1e19], np.float32)]).astype(dtype)
+    wide = x.astype(np.float64)
+    expected = np.where(np.isnan(wide), 0, np.clip(np.trunc(np.nan_to_num(wide, posinf=1e300, neginf=-1e300)),
+                                                    float(info.min), float(info.max)))
+    expected = np.array([info.max if v >= 2.0 ** (info.bits - 1) else int(v) for v in expected], info.dtype)
+    alone, chained = kiln.jit(lambda x: (kiln.cast(x, target), kiln.cast(x + 0.0, target)))(x)
+    np.testing.assert_array_equal(alone, expected)
+    np.testing.assert_array_equal(chained, expected)
+
+
 def test_a_written_integer_division_in_an_elementwise_body_is_guarded():
     """A kiln.elementwise body written by hand with arith.divsi and arith.remsi: a zero divisor gives 0 and INT_MIN
     / -1 the wrapped negation, as kiln.div's, where the raw instructions would trap (SIGFPE) on the host."""
