@@ -65,29 +65,33 @@ Value intConstant(OpBuilder &b, Location loc, Type type, int64_t value) {
   return arith::ConstantOp::create(b, loc, b.getIntegerAttr(type, value));
 }
 
-/// The quotient of integers truncated toward zero, with 0 for a zero divisor and the wrapped negation for -1
-/// (both are undefined for arith.divsi: a zero divisor or INT_MIN / -1 traps on the host CPU).
-Value truncatedQuotient(OpBuilder &b, Location loc, Value x, Value y) {
-  Type type = x.getType();
+/// An integer division `divide(x, divisor)` (a quotient, or a remainder when `isRemainder`) with its divisor
+/// guarded: 0 for a zero divisor, and for a signed division by -1 the wrapped negation (a remainder 0), where
+/// the raw instruction is undefined (a zero divisor, INT_MIN / -1) and traps on the host CPU.
+Value guardedDivision(OpBuilder &b, Location loc, Value x, Value y, bool isSigned, bool isRemainder,
+                      llvm::function_ref<Value(Value divisor)> divide) {
+  Type type = y.getType();
   Value zero = intConstant(b, loc, type, 0), one = intConstant(b, loc, type, 1);
   Value yZero = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, y, zero);
-  Value yMinusOne = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, y, intConstant(b, loc, type, -1));
-  Value safe = arith::SelectOp::create(b, loc, arith::OrIOp::create(b, loc, yZero, yMinusOne), one, y);
-  Value quotient = arith::DivSIOp::create(b, loc, x, safe);
-  Value negated = arith::SubIOp::create(b, loc, zero, x);
-  return arith::SelectOp::create(b, loc, yZero, zero, arith::SelectOp::create(b, loc, yMinusOne, negated, quotient));
+  Value yMinusOne = isSigned ? Value(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, y,
+                                                           intConstant(b, loc, type, -1)))
+                             : Value(arith::ConstantOp::create(b, loc, b.getBoolAttr(false)));
+  Value trivial = arith::OrIOp::create(b, loc, yZero, yMinusOne);
+  Value divided = divide(arith::SelectOp::create(b, loc, trivial, one, y));
+  Value byMinusOne = isRemainder ? zero : Value(arith::SubIOp::create(b, loc, zero, x));
+  return arith::SelectOp::create(b, loc, yZero, zero, arith::SelectOp::create(b, loc, yMinusOne, byMinusOne, divided));
 }
 
-/// The remainder of integer division truncated toward zero (the sign of x), 0 for a zero divisor (and for -1,
-/// where arith.remsi of INT_MIN traps).
+/// The quotient of integers truncated toward zero (kiln.div), guarded.
+Value truncatedQuotient(OpBuilder &b, Location loc, Value x, Value y) {
+  return guardedDivision(b, loc, x, y, /*isSigned=*/true, /*isRemainder=*/false,
+                         [&](Value divisor) { return arith::DivSIOp::create(b, loc, x, divisor); });
+}
+
+/// The remainder of integer division truncated toward zero (the sign of x; kiln.fmod), guarded.
 Value truncatedIntRemainder(OpBuilder &b, Location loc, Value x, Value y) {
-  Type type = x.getType();
-  Value zero = intConstant(b, loc, type, 0), one = intConstant(b, loc, type, 1);
-  Value yZero = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, y, zero);
-  Value yMinusOne = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, y, intConstant(b, loc, type, -1));
-  Value trivial = arith::OrIOp::create(b, loc, yZero, yMinusOne);
-  Value remainder = arith::RemSIOp::create(b, loc, x, arith::SelectOp::create(b, loc, trivial, one, y));
-  return arith::SelectOp::create(b, loc, trivial, zero, remainder);
+  return guardedDivision(b, loc, x, y, /*isSigned=*/true, /*isRemainder=*/true,
+                         [&](Value divisor) { return arith::RemSIOp::create(b, loc, x, divisor); });
 }
 
 /// Python's `%` on integers: the truncated remainder moved into the divisor's sign where it has the other one.
@@ -213,25 +217,15 @@ Value lowering::inlineElementwiseBody(OpBuilder &b, Region &body, ValueRange arg
     // CPU: the divisor is guarded as the formulas guard theirs (0 for a zero divisor, x / -1 the negation).
     if (isa<arith::DivSIOp, arith::RemSIOp, arith::CeilDivSIOp, arith::FloorDivSIOp, arith::DivUIOp, arith::RemUIOp,
             arith::CeilDivUIOp>(op)) {
-      Location loc = op.getLoc();
       Value x = mapping.lookup(op.getOperand(0)), y = mapping.lookup(op.getOperand(1));
-      Type type = y.getType();
       bool isSigned = !isa<arith::DivUIOp, arith::RemUIOp, arith::CeilDivUIOp>(op);
       bool isRemainder = isa<arith::RemSIOp, arith::RemUIOp>(op);
-      Value zero = intConstant(b, loc, type, 0), one = intConstant(b, loc, type, 1);
-      Value yZero = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, y, zero);
-      Value yMinusOne = isSigned ? Value(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, y,
-                                                               intConstant(b, loc, type, -1)))
-                                 : Value(arith::ConstantOp::create(b, loc, b.getBoolAttr(false)));
-      Value trivial = arith::OrIOp::create(b, loc, yZero, yMinusOne);
-      IRMapping operands;
-      operands.map(op.getOperand(0), x);
-      operands.map(op.getOperand(1), arith::SelectOp::create(b, loc, trivial, one, y));
-      Value divided = b.clone(op, operands)->getResult(0);
-      Value byMinusOne = isRemainder ? zero : Value(arith::SubIOp::create(b, loc, zero, x));
-      mapping.map(op.getResult(0),
-                  arith::SelectOp::create(b, loc, yZero, zero, arith::SelectOp::create(b, loc, yMinusOne, byMinusOne,
-                                                                                        divided)));
+      mapping.map(op.getResult(0), guardedDivision(b, op.getLoc(), x, y, isSigned, isRemainder, [&](Value divisor) {
+                    IRMapping operands;
+                    operands.map(op.getOperand(0), x);
+                    operands.map(op.getOperand(1), divisor);
+                    return b.clone(op, operands)->getResult(0);
+                  }));
       continue;
     }
     b.clone(op, mapping);
