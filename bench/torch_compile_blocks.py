@@ -94,9 +94,9 @@ def launches(fn, inputs):
                and "memcpy" not in e.name.lower() and "memset" not in e.name.lower())
 
 
-def kernel_breakdown(fn, inputs, calls=10):
+def kernel_breakdown(fn, inputs, calls=10, copies=False):
     """[(kernel name, launches per call, device µs per call)] over ``calls`` calls, slowest first (the
-    profiler's)."""
+    profiler's); device copies and fills too with ``copies``."""
     import torch
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profile:
         for _ in range(calls):
@@ -106,7 +106,7 @@ def kernel_breakdown(fn, inputs, calls=10):
     for item in profile.key_averages():
         total = getattr(item, "device_time_total", None)
         total = item.cuda_time_total if total is None else total
-        if total > 0 and "memcpy" not in item.key.lower() and "memset" not in item.key.lower():
+        if total > 0 and (copies or "memcpy" not in item.key.lower() and "memset" not in item.key.lower()):
             rows.append((item.key[:90], item.count / calls, total / calls))
     return sorted(rows, key=lambda r: -r[2])
 

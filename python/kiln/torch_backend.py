@@ -33,6 +33,7 @@ from .compiler import compile as kiln_compile
 from .gpu import chip_for
 from .rematerialize import rematerialize_input_data_movement
 from .torch_ops import _host, _torch
+from .whole_graph import GraphedGraph, mutated_inputs, on_one_gpu
 
 __all__ = ["kiln_backend", "reports", "KilnPartition", "GraphReport"]
 
@@ -284,6 +285,7 @@ class GraphReport:
         self.causal_masks = 0  # attentions whose constant mask was the causal triangle (now is_causal)
         self.cache_writes = 0  # buffer writes (index_copy_, index_put_) made in place again (cache_writes.py)
         self.rematerialized = 0  # copies of graph-input data movement given to its users (rematerialize.py)
+        self.whole_graph = None  # the GraphedGraph replaying the whole graph on its GPU, where it does
 
     @property
     def kernels(self):
@@ -342,6 +344,7 @@ def compile_graph(gm, example_inputs, options=None):
     report.cache_writes = write_caches_in_place(gm)
     report.causal_masks = fold_constant_causal_masks(gm)
     report.rematerialized = rematerialize_input_data_movement(gm)
+    device, mutated = on_one_gpu(gm), mutated_inputs(gm)
     fused, calls = _partition(gm)
     for call in calls:
         partition = _compile_partition(fused, call, options)
@@ -355,6 +358,8 @@ def compile_graph(gm, example_inputs, options=None):
                           if n.op == "call_function" and n.target is not operator.getitem]
     report.graph = fused
     fused.recompile()
+    if device is not None and options.get("cuda_graphs", True) is True and report.partitions:
+        report.whole_graph = GraphedGraph(fused.forward, mutated, device)
     _REPORTS.append(report)
     return fused
 
@@ -364,7 +369,8 @@ def _aot_backend(options):
     from torch._dynamo.backends.common import aot_autograd
 
     def forward(gm, example_inputs):
-        return make_boxed_func(compile_graph(gm, example_inputs, options).forward)
+        fused = compile_graph(gm, example_inputs, options)
+        return make_boxed_func(_REPORTS[-1].whole_graph or fused.forward)
 
     def backward(gm, example_inputs):  # gradients stay in torch
         return make_boxed_func(gm.forward)
@@ -399,9 +405,14 @@ class _PerShape:
 
 
 def kiln_backend(gm, example_inputs, options=None, **kwargs):
-    """torch.compile's backend: ``torch.compile(model, backend="kiln")``. ``options={"cuda_graphs": False}``
-    launches the GPU partitions' kernels one by one instead of replaying them from CUDA graphs."""
+    """torch.compile's backend: ``torch.compile(model, backend="kiln")``. On a GPU a graph whose tensors all live
+    there replays from one CUDA graph (kiln/whole_graph.py), else each partition from its own;
+    ``options={"cuda_graphs": "partitions"}`` keeps to the partitions' graphs, and ``{"cuda_graphs": False}``
+    launches every kernel one by one."""
     options = dict(options or {})
+    if options.get("cuda_graphs", True) not in (True, False, "partitions"):
+        raise ValueError(f"kiln backend option 'cuda_graphs' must be True, False or \"partitions\", got "
+                         f"{options['cuda_graphs']!r}")
     if _symbolic(example_inputs):
         return _PerShape(gm, options)
     return _aot_backend(options)(gm, example_inputs)

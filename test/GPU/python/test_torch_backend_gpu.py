@@ -114,7 +114,7 @@ def test_gpt_fast_decode_layer_with_a_static_cache(write):
     previous = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = False
     try:
-        for position in (max_len - 50, max_len - 49):
+        for position in (max_len - 50, max_len - 49, max_len - 48):
             angles = position / 10000.0 ** (torch.arange(32, device="cuda") * 2 / 64)
             cos, sin = angles.cos()[None].expand(batch, -1), angles.sin()[None].expand(batch, -1)
             mask = (torch.arange(max_len, device="cuda") <= position)[None, None, None]
@@ -133,6 +133,42 @@ def test_gpt_fast_decode_layer_with_a_static_cache(write):
     report = backend.reports()[-1]
     assert report.fallbacks == [] and all(p.device.type == "cuda" for p in report.partitions)
     assert report.cache_writes == 2 and (model.k_cache.data_ptr(), model.v_cache.data_ptr()) == storage
+    # The whole layer, both partitions and the two in-place writes between them, replays from one CUDA graph
+    # from the second step on (the first loads the kernels).
+    graph = report.whole_graph
+    assert graph is not None and graph.failed is None and (graph.captures, graph.replays) == (1, 2)
+
+
+def test_whole_graph_replay_follows_inputs_that_move():
+    """The whole-graph CUDA graph (kiln/whole_graph.py) on a graph that writes one input in place and reads two
+    others: new rows in a fresh tensor each call (copied into the graph's buffer), a weight that stays (read in
+    place), and the cache, whose write must reach the caller's tensor. Given another cache, the graph is captured
+    again around it: each call's result and each cache as eager's, f32 with TF32 off."""
+    def write_and_read(cache, rows, position, weight):
+        cache.index_copy_(0, position, rows)
+        return torch.relu(cache @ weight).sum(0)
+
+    previous = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        step = torch.compile(write_and_read, backend="kiln", dynamic=False)
+        weight = torch.randn(64, 80, device="cuda")
+        caches = [torch.randn(37, 64, device="cuda") for _ in range(2)]
+        references = [c.clone() for c in caches]
+        for call, (which, position) in enumerate([(0, 3), (0, 4), (0, 5), (1, 6), (1, 7), (0, 8)]):
+            rows, index = torch.randn(1, 64, device="cuda"), torch.tensor([position], device="cuda")
+            expected = write_and_read(references[which], rows, index, weight)
+            out = step(caches[which], rows, index, weight)
+            assert relative_error(out, expected) < 1e-4, call
+            for mine, theirs in zip(caches, references):
+                assert relative_error(mine, theirs) < 1e-6, call
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = previous
+    report = backend.reports()[-1]
+    assert report.cache_writes == 1 and report.partitions
+    graph = report.whole_graph
+    # Captured at the second call, again for the other cache, and again for the first one back.
+    assert graph.failed is None and (graph.captures, graph.replays) == (3, 5)
 
 
 def test_gpt_fast_model_decodes_with_its_caches_written_in_place():

@@ -169,6 +169,32 @@ def test_gpt_fast_model_decodes_with_its_caches_written_in_place():
     assert aten.index_copy.default not in report.torch_nodes
 
 
+def test_whole_graph_capture_sees_the_cache_writes_and_stays_off_the_host():
+    """What the whole-graph CUDA graph (kiln/whole_graph.py) is decided by, read from gpt-fast's compiled layer on
+    CPU tensors: the inputs the graph writes in place are the two caches (index_copy_ on them, or index_put_
+    through the same placeholders), and a graph on the host gets no CUDA graph (its partitions run on the host
+    backend)."""
+    from kiln.whole_graph import mutated_inputs, on_one_gpu
+    for write in ("index_copy_", "index_put_"):
+        torch._dynamo.reset()
+        layer = GptFastDecodeLayer(64, 4, 2, 96, 2, 24, write=write)
+        step = compiled(layer)
+        angles = 5 / 10000.0 ** (torch.arange(8) * 2 / 16)
+        cos, sin = angles.cos()[None].expand(2, -1), angles.sin()[None].expand(2, -1)
+        step(torch.randn(2, 64), cos, sin, torch.tensor([5]), (torch.arange(24) <= 5)[None, None, None])
+        report = backend.reports()[-1]
+        placeholders = [n for n in report.graph.graph.nodes if n.op == "placeholder"]
+        caches = {i for i, n in enumerate(placeholders) if tuple(n.meta["val"].shape) == (2, 2, 24, 16)}
+        assert len(caches) == 2 and mutated_inputs(report.graph) == caches
+        assert on_one_gpu(report.graph) is None and report.whole_graph is None
+
+
+def test_backend_options_are_checked():
+    """A cuda_graphs option other than True, False or "partitions" is refused, naming the option."""
+    with pytest.raises(Exception, match="cuda_graphs"):
+        torch.compile(lambda x: x * 2, backend="kiln", options={"cuda_graphs": "whole"})(torch.randn(3))
+
+
 class RuntimeRotary(torch.nn.Module):
     """RoPE with its cos/sin computed from the positions at run time (Hugging Face's rotary embedding)."""
 
