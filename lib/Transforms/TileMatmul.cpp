@@ -78,8 +78,8 @@ FailureOr<Value> kiln::tileMatmul(RewriterBase &rewriter, MatmulOp op) {
 
   OpBuilder::InsertionGuard guard(rewriter);
   rewriter.setInsertionPointToStart(forall.getBody());
-  ValueRange ivs = forall.getInductionVars();
-  SmallVector<Value> batchIvs(ivs.slice(chunkDims, numBatch));
+  SmallVector<Value> ivs = forall.getInductionVars();
+  SmallVector<Value> batchIvs(ArrayRef<Value>(ivs).slice(chunkDims, numBatch));
   Value row = ivs[rank - 2], col = ivs[rank - 1];
   OpFoldResult rows = clampedTileSize(rewriter, loc, row, bm, m);
   OpFoldResult cols = clampedTileSize(rewriter, loc, col, bn, n);

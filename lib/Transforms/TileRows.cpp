@@ -102,7 +102,7 @@ FailureOr<Value> kiln::tileRowKernel(RewriterBase &rewriter, Operation *op) {
 
   OpBuilder::InsertionGuard guard(rewriter);
   rewriter.setInsertionPointToStart(forall.getBody());
-  ValueRange ivs = forall.getInductionVars();
+  SmallVector<Value> ivs = forall.getInductionVars();
   OpFoldResult validRows = clampedTileSize(rewriter, loc, ivs.back(), rowsPerTile, rows);
   SmallVector<OpFoldResult> offsets(ivs.begin(), ivs.end()), sizes(rank, rewriter.getIndexAttr(1));
   offsets.push_back(rewriter.getIndexAttr(0));

@@ -812,7 +812,7 @@ void MmaMatmulLowering::makeSizeGeneric(func::FuncOp kernel, scf::ForallOp foral
     if (auto it = globals.find(argument); it != globals.end())
       it->second.extents = extentsOf(argument);
   output.extents = extentsOf(kernel.getArguments().back());
-  ValueRange ivs = forall.getInductionVars();
+  SmallVector<Value> ivs = forall.getInductionVars();
   setLoopExtent(ivs[rank - 2], m);
   setLoopExtent(ivs[rank - 1], n);
   setExtentTile(m, bm);

@@ -98,7 +98,7 @@ FailureOr<int64_t> TiledLoopLowering::mapIterationToBlock(scf::ForallOp forall, 
   // A dimension whose extent is a kernel value counts its iterations from it (the grid is the launch's).
   Value block = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
   SmallVector<Value> ivs(counts.size());
-  ValueRange inductionVars = forall.getInductionVars();
+  SmallVector<Value> inductionVars = forall.getInductionVars();
   auto countOf = [&](int64_t d) {
     auto known = loopExtents.find(inductionVars[d]);
     if (known == loopExtents.end())
