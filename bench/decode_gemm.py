@@ -9,7 +9,8 @@ and adds them up in a second small kernel that runs the epilogue. This script ho
 - ``prepare`` (here, where the compiler is): compiles, per shape, ``generated`` (the default pipeline: split
   where kiln::chooseKChunk says), ``unsplit`` (the same matmul pinned to the default config, so not split) and,
   with ``--sweep``, explicit splits (``k_chunk`` and a pinned mma_sync config) over chunk counts and column tiles,
-  into ``<out>/<variant>/<case>``, plus ``<out>/cases.json``; and ``generated_ordinary_launch``, the generated
+  and always ``cluster_s<S>_bn<BN>``, the contraction split over a thread-block cluster of S blocks in the same
+  kernel (``k_splits``), into ``<out>/<variant>/<case>``, plus ``<out>/cases.json``; and ``generated_ordinary_launch``, the generated
   kernels with their manifest's ``dependent_launch`` dropped (launched without programmatic dependent launch);
   given ``--template-kilnc`` (the compiler of the commit before a change), ``template``: each case by it. The
   shapes run against [K, N] weights and, as ``b_bf16_linear_*``, against nn.Linear's [N, K] ones.
@@ -80,6 +81,15 @@ def wgmma_text(item, splits, bn, stages=None):
     return text.replace("return %y", "return %s")
 
 
+def cluster_text(item, splits, bn, stages=None):
+    """The case's matmul on the wgmma lowering with its contraction split over a cluster of ``splits`` blocks
+    (``k_splits``): one kernel, the partial tiles summed through distributed shared memory."""
+    stages = stages or min(6, SHARED_BYTES // (2 * 64 * (64 + bn) + 64))
+    config = (f'#kiln.config<tile = [64, {bn}, 64], warps = 4, stages = {stages}, lowering = "wgmma", '
+              f'k_splits = {splits}>')
+    return item["mlir"].replace(" : tensor<", f" {{kiln.config = {config}}} : tensor<", 1)
+
+
 def default_config(kiln_opt, text):
     """The config kiln-select-config gives the unsplit matmul (outlined, not split)."""
     result = subprocess.run([str(kiln_opt), "-", "--kiln-outline-kernels", "--kiln-select-config=target=sm_90a"],
@@ -134,6 +144,13 @@ def cases(kiln_opt, sweep):
             variants[key[5:]] = key
             usable = sweep and item["name"].startswith("b_") and item["epilogue"] == "none"
             item[key] = wgmma_text(item, splits, bn, stages) if usable else None
+        # The contraction split over a cluster instead of a second kernel (k_splits), beside the split the default
+        # makes: the same column tiles and chunk counts, in every run.
+        for splits, bn in ((2, 128), (4, 128), (8, 128), (4, 256), (8, 256)):
+            key = f"mlir_cluster_s{splits}_bn{bn}"
+            variants[key[5:]] = key
+            usable = item["name"].startswith("b_") and item["epilogue"] == "none" and item["k"] >= splits * 64
+            item[key] = cluster_text(item, splits, bn) if usable else None
         # Two blocks a multiprocessor: stages that fit half its shared memory, twice the chunks.
         for splits, bn, stages in ((8, 128, 2), (8, 64, 4), (4, 64, 4), (16, 128, 2)):
             key = f"mlir_s{splits}_bn{bn}_st{stages}"
@@ -209,6 +226,9 @@ def visit(args):
             record_timings(row, timings, bytes_moved, "tbs", [v for v in timings if v != "generated"])
             best = min((v for v in timings if v not in ("cublas",)), key=timings.get)
             row["best"] = best
+            clustered = [v for v in timings if v.startswith("cluster_")]
+            if clustered:
+                row["best_cluster"] = min(clustered, key=timings.get)
             print(f"{item['name']:34s} generated {row['generated_tbs']:.2f} TB/s ({row['generated_kernels']} "
                   f"kernels) | unsplit {row.get('unsplit_tbs', 0):.2f} | cuBLAS {row['cublas_tbs']:.2f} "
                   f"(Kiln {row['vs_cublas']:.2f}x) | best {best} {row[f'{best}_tbs']:.2f}", flush=True)
@@ -230,16 +250,28 @@ def write_table(rows, path):
     template = any("template_tbs" in r for r in rows)
     lines = ["| case | config | kernels | Kiln TB/s | " + ("before (template) TB/s | Kiln / before | " if template
                                                           else "") +
-             "unsplit TB/s | Kiln / unsplit | cuBLAS TB/s | Kiln / cuBLAS | best variant |",
-             "|---|---|---|---|" + ("---|---|" if template else "") + "---|---|---|---|---|"]
+             "unsplit TB/s | Kiln / unsplit | cuBLAS TB/s | Kiln / cuBLAS | best variant | best cluster split "
+             "(k_splits) | TB/s | / Kiln | / cuBLAS |",
+             "|---|---|---|---|" + ("---|---|" if template else "") + "---|---|---|---|---|---|---|---|---|"]
     for r in (r for r in rows if "generated_ms" in r):
         before = f"{r.get('template_tbs', math.nan):.2f} | {r.get('vs_template', math.nan):.2f}x | " \
             if template else ""
         lines.append(f"| {r['name']} | {r.get('generated_config', '')} | {r['generated_kernels']} | "
                      f"{r['generated_tbs']:.2f} | {before}{r.get('unsplit_tbs', math.nan):.2f} | "
                      f"{r.get('vs_unsplit', math.nan):.2f}x | {r['cublas_tbs']:.2f} | "
-                     f"{r['vs_cublas']:.2f}x | {r['best']} {r[r['best'] + '_tbs']:.2f} |")
+                     f"{r['vs_cublas']:.2f}x | {r['best']} {r[r['best'] + '_tbs']:.2f} | "
+                     f"{cluster_cells(r)} |")
     Path(path).write_text("\n".join(lines) + "\n")
+
+
+def cluster_cells(row):
+    """The table's cells of a row's fastest cluster split: its variant, TB/s, and ratios to the default and
+    cuBLAS."""
+    best = row.get("best_cluster")
+    if not best:
+        return "- | - | - | -"
+    tbs = row[f"{best}_tbs"]
+    return f"{best} | {tbs:.2f} | {tbs / row['generated_tbs']:.2f}x | {tbs / row['cublas_tbs']:.2f}x"
 
 
 def plot(args):

@@ -29,7 +29,7 @@ def gemm_case(name, m, n, k, dtype="bf16", epilogue="none", batch=(), transpose_
               config=None, rhs_batch=(), fp32_precision=None):
     """`batch`: the lhs's batch dims; `rhs_batch`: the rhs's (the same, or with an unbatched lhs, broadcast);
     `fp32_precision`: the matmul's attribute of that name (f32: "tf32" or "ieee"); `config`: a pinned
-    (tile, warps, stages, lowering[, group])."""
+    (tile, warps, stages, lowering[, group[, k_splits]])."""
     out_dtype = out_dtype or dtype
     lhs_batch, batch = batch, batch or rhs_batch  # the result's batch dims
     a = tensor((*lhs_batch, m, k), dtype)
@@ -40,8 +40,10 @@ def gemm_case(name, m, n, k, dtype="bf16", epilogue="none", batch=(), transpose_
     args = [f"%x: {a}", f"%w: {b}"] + [f"%{e}: {v if kind == 'vec' else y}" for e, kind in extra]
     attributes = [f'fp32_precision = "{fp32_precision}"'] if fp32_precision else []
     if config:
-        tile, warps, stages, lowering, *group = config
-        grouped = f", group = {group[0]}" if group and group[0] != 1 else ""
+        tile, warps, stages, lowering, *optional = config
+        group, k_splits = [*optional, 1, 1][:2]
+        grouped = f", group = {group}" if group != 1 else ""
+        grouped += f", k_splits = {k_splits}" if k_splits != 1 else ""
         attributes.append(f"kiln.config = #kiln.config<tile = [{', '.join(map(str, tile))}], warps = {warps}, "
                           f"stages = {stages}, lowering = \"{lowering}\"{grouped}>")
     pinned = f" {{{', '.join(attributes)}}}" if attributes else ""
@@ -305,6 +307,17 @@ def correctness_cases():
             gemm_case(f"t_{dtype}_mma_sync_300x200x256", 300, 200, 256, dtype,
                       config=((128, 64, 32), 4, 4, "mma_sync")),
         ]
+    # Contractions split over a thread-block cluster (k_splits), summed through distributed shared memory: a
+    # decode step's few rows (the 64 x 256 tiles of up to 16 rows, 8 blocks a cluster), 40 of 64 rows with a
+    # last chunk that ends past K = 3000 and N = 1000 of partial 128-column tiles (3 blocks), nn.Linear's [N, K]
+    # weight with a bias + SiLU epilogue, and two tile rows (M = 100).
+    cases += [
+        gemm_case("t_bf16_cluster_3x4096x4096", 3, 4096, 4096, "bf16", config=((64, 256, 64), 4, 5, "wgmma", 1, 8)),
+        gemm_case("t_bf16_cluster_40x1000x3000", 40, 1000, 3000, "bf16", config=((64, 128, 64), 4, 6, "wgmma", 1, 3)),
+        gemm_case("t_bf16_cluster_transposed_32x6144x4096_bias_silu", 32, 6144, 4096, "bf16", "bias_silu",
+                  transpose_rhs=True, config=((64, 128, 64), 4, 6, "wgmma", 1, 4)),
+        gemm_case("t_f16_cluster_100x520x1000", 100, 520, 1000, "f16", config=((64, 128, 64), 4, 4, "wgmma", 1, 2)),
+    ]
     # Every wgmma tile shape the sweep tries, on edges.
     for tile, warps, stages, lowering in SWEEP:
         if lowering == "wgmma":

@@ -20,6 +20,8 @@ llvm::json::Object kiln::configToJson(ConfigAttr config) {
                             {"lowering", config.getLowering().str()}};
   if (config.getGroup() != 1)
     object["group"] = config.getGroup();
+  if (config.getKSplits() != 1)
+    object["k_splits"] = config.getKSplits();
   return object;
 }
 
@@ -33,15 +35,17 @@ ConfigAttr kiln::configFromJson(const llvm::json::Value &value, MLIRContext *con
       object && object->get("lowering") ? object->getString("lowering") : std::optional<llvm::StringRef>("mma_sync");
   std::optional<int64_t> group =
       object && object->get("group") ? object->getInteger("group") : std::optional<int64_t>(1);
+  std::optional<int64_t> kSplits =
+      object && object->get("k_splits") ? object->getInteger("k_splits") : std::optional<int64_t>(1);
   SmallVector<int64_t> sizes;
   for (const llvm::json::Value &size : tile ? *tile : llvm::json::Array())
     if (std::optional<int64_t> whole = size.getAsInteger())
       sizes.push_back(*whole);
-  if (!tile || sizes.size() != tile->size() || !warps || !stages || !lowering || !group) {
+  if (!tile || sizes.size() != tile->size() || !warps || !stages || !lowering || !group || !kSplits) {
     emitError() << "a config is an object of a \"tile\" (whole numbers), \"warps\", \"stages\", a \"lowering\" "
-                   "name and an optional \"group\" (a whole number)";
+                   "name and an optional \"group\" and \"k_splits\" (whole numbers)";
     return nullptr;
   }
   return ConfigAttr::getChecked(emitError, context, llvm::ArrayRef<int64_t>(sizes), *warps, *stages, *lowering,
-                                *group);
+                                *group, *kSplits);
 }

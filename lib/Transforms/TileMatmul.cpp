@@ -5,7 +5,10 @@
 // accumulator, and stores the valid part of the tile. This is the loop nest every backend starts from: the host
 // lowers it to loops; the GPU ("mma_sync") maps the forall onto thread blocks, and the loop keeps the config. A
 // split matmul (`k_chunk = C`) has the chunk as the forall's outermost dimension, and its contraction loop runs
-// over that chunk only, from n * C to min(n * C + C, K).
+// over that chunk only, from n * C to min(n * C + C, K). A config with `k_splits = S` splits each output tile's
+// contraction instead: inside the tile's iteration a loop (`kiln.cluster_split`) over the S chunks adds each
+// chunk's f32 partial tile, from its own K loop, to the tile's sum before the epilogue; on the GPU the chunks are
+// the blocks of one thread-block cluster, which add their partial tiles up in the same order.
 //
 //===----------------------------------------------------------------------===//
 
@@ -44,6 +47,10 @@ FailureOr<Value> kiln::tileMatmul(RewriterBase &rewriter, MatmulOp op) {
     return rewriter.notifyMatchFailure(op, "needs a #kiln.config with tile = [BM, BN, BK]");
   int64_t bm = config.getTile()[0], bn = config.getTile()[1], bk = config.getTile()[2];
   std::optional<int64_t> chunk = op.getKChunk();
+  int64_t clusterSplits = config.getKSplits();
+  if (chunk && clusterSplits > 1)
+    return op.emitOpError() << "is already split into chunks of " << *chunk << " (k_chunk); its config's k_splits = "
+                            << clusterSplits << " cannot split it again";
   if (chunk && *chunk % bk != 0)
     return op.emitOpError() << "k_chunk = " << *chunk << " is not a whole number of " << bk
                             << "-deep k-tiles (the config's BK)";
@@ -86,48 +93,72 @@ FailureOr<Value> kiln::tileMatmul(RewriterBase &rewriter, MatmulOp op) {
 
   Value zero = arith::ConstantOp::create(rewriter, loc, rewriter.getF32FloatAttr(0.0));
   auto accType = RankedTensorType::get({bm, bn}, f32);
-  Value accInit = linalg::FillOp::create(rewriter, loc, ValueRange{zero},
-                                         ValueRange{tensor::EmptyOp::create(rewriter, loc, accType.getShape(), f32)})
-                      .getResult(0);
-  Value kEnd = arith::ConstantIndexOp::create(rewriter, loc, k);
-  Value cBK = arith::ConstantIndexOp::create(rewriter, loc, bk);
-  Value kStart;
-  if (chunk) {
-    // This chunk's k: [n * C, min(n * C + C, K)).
-    Value cChunk = arith::ConstantIndexOp::create(rewriter, loc, *chunk);
-    kStart = arith::MulIOp::create(rewriter, loc, ivs[0], cChunk);
-    kEnd = arith::MinSIOp::create(rewriter, loc, arith::AddIOp::create(rewriter, loc, kStart, cChunk), kEnd);
+  // One K loop's body: the operand tiles of k-tile kIv multiplied and added to the accumulator.
+  auto kLoopBody = [&](OpBuilder &b, Location l, Value kIv, ValueRange iterArgs) {
+    OpFoldResult depth = clampedTileSize(b, l, kIv, bk, k);
+    SmallVector<OpFoldResult> lhsOffsets, lhsSizes, rhsOffsets, rhsSizes;
+    // The stored layout of each operand decides which tile dim is rows and which is columns.
+    if (op.getTransposeLhs())
+      operandTileRegion(b, lhsType, batchIvs, resultBatch, kIv, depth, row, rows, lhsOffsets, lhsSizes);
+    else
+      operandTileRegion(b, lhsType, batchIvs, resultBatch, row, rows, kIv, depth, lhsOffsets, lhsSizes);
+    if (op.getTransposeRhs())
+      operandTileRegion(b, rhsType, batchIvs, resultBatch, col, cols, kIv, depth, rhsOffsets, rhsSizes);
+    else
+      operandTileRegion(b, rhsType, batchIvs, resultBatch, kIv, depth, col, cols, rhsOffsets, rhsSizes);
+    SmallVector<int64_t> lhsShape = op.getTransposeLhs() ? SmallVector<int64_t>{bk, bm}
+                                                         : SmallVector<int64_t>{bm, bk};
+    SmallVector<int64_t> rhsShape = op.getTransposeRhs() ? SmallVector<int64_t>{bn, bk}
+                                                         : SmallVector<int64_t>{bk, bn};
+    Value lhsTile = extractPaddedTile(b, l, op.getLhs(), lhsOffsets, lhsSizes, lhsShape, 0.0);
+    Value rhsTile = extractPaddedTile(b, l, op.getRhs(), rhsOffsets, rhsSizes, rhsShape, 0.0);
+    auto product = MatmulOp::create(b, l, accType, lhsTile, rhsTile, op.getTransposeLhs(), op.getTransposeRhs());
+    product.setFp32PrecisionAttr(op.getFp32PrecisionAttr());
+    Value sum = AddOp::create(b, l, accType, iterArgs[0], product);
+    scf::YieldOp::create(b, l, sum);
+  };
+  // A zeroed accumulator and the K loop into it over [kStart, kEnd) (or, with a chunk index n of chunks of C,
+  // over [n * C, min(n * C + C, K))), at the builder's insertion point.
+  auto contraction = [&](OpBuilder &b, Location l, Value chunkIndex, int64_t chunkSize) {
+    Value accInit =
+        linalg::FillOp::create(b, l, ValueRange{zero},
+                               ValueRange{tensor::EmptyOp::create(b, l, accType.getShape(), f32)})
+            .getResult(0);
+    Value kEnd = arith::ConstantIndexOp::create(b, l, k);
+    Value cBK = arith::ConstantIndexOp::create(b, l, bk);
+    Value kStart;
+    if (chunkIndex) {
+      Value cChunk = arith::ConstantIndexOp::create(b, l, chunkSize);
+      kStart = arith::MulIOp::create(b, l, chunkIndex, cChunk);
+      kEnd = arith::MinSIOp::create(b, l, arith::AddIOp::create(b, l, kStart, cChunk), kEnd);
+    } else {
+      kStart = arith::ConstantIndexOp::create(b, l, 0);
+    }
+    return scf::ForOp::create(b, l, kStart, kEnd, cBK, ValueRange{accInit}, kLoopBody).getResult(0);
+  };
+  Value tile;
+  if (clusterSplits > 1) {
+    // The tile's contraction in `clusterSplits` chunks of whole k-tiles, added up chunk by chunk: each chunk is
+    // one iteration of the loop, a block of a cluster on the GPU.
+    int64_t size = llvm::divideCeilSigned(std::max<int64_t>(k, 1), clusterSplits * bk) * bk;
+    Value sumInit =
+        linalg::FillOp::create(rewriter, loc, ValueRange{zero},
+                               ValueRange{tensor::EmptyOp::create(rewriter, loc, accType.getShape(), f32)})
+            .getResult(0);
+    Value c0 = arith::ConstantIndexOp::create(rewriter, loc, 0);
+    Value cSplits = arith::ConstantIndexOp::create(rewriter, loc, clusterSplits);
+    Value c1 = arith::ConstantIndexOp::create(rewriter, loc, 1);
+    auto chunkBody = [&](OpBuilder &b, Location l, Value index, ValueRange sums) {
+      Value part = contraction(b, l, index, size);
+      Value added = AddOp::create(b, l, accType, sums[0], part);
+      scf::YieldOp::create(b, l, added);
+    };
+    auto chunks = scf::ForOp::create(rewriter, loc, c0, cSplits, c1, ValueRange{sumInit}, chunkBody);
+    chunks->setAttr(kClusterSplitAttrName, rewriter.getUnitAttr());
+    tile = chunks.getResult(0);
   } else {
-    kStart = arith::ConstantIndexOp::create(rewriter, loc, 0);
+    tile = contraction(rewriter, loc, chunk ? ivs[0] : Value(), chunk.value_or(0));
   }
-  auto kLoop = scf::ForOp::create(
-      rewriter, loc, kStart, kEnd, cBK, ValueRange{accInit},
-      [&](OpBuilder &b, Location l, Value kIv, ValueRange iterArgs) {
-        OpFoldResult depth = clampedTileSize(b, l, kIv, bk, k);
-        SmallVector<OpFoldResult> lhsOffsets, lhsSizes, rhsOffsets, rhsSizes;
-        // The stored layout of each operand decides which tile dim is rows and which is columns.
-        if (op.getTransposeLhs())
-          operandTileRegion(b, lhsType, batchIvs, resultBatch, kIv, depth, row, rows, lhsOffsets, lhsSizes);
-        else
-          operandTileRegion(b, lhsType, batchIvs, resultBatch, row, rows, kIv, depth, lhsOffsets, lhsSizes);
-        if (op.getTransposeRhs())
-          operandTileRegion(b, rhsType, batchIvs, resultBatch, col, cols, kIv, depth, rhsOffsets, rhsSizes);
-        else
-          operandTileRegion(b, rhsType, batchIvs, resultBatch, kIv, depth, col, cols, rhsOffsets, rhsSizes);
-        SmallVector<int64_t> lhsShape = op.getTransposeLhs() ? SmallVector<int64_t>{bk, bm}
-                                                             : SmallVector<int64_t>{bm, bk};
-        SmallVector<int64_t> rhsShape = op.getTransposeRhs() ? SmallVector<int64_t>{bn, bk}
-                                                             : SmallVector<int64_t>{bk, bn};
-        Value lhsTile = extractPaddedTile(b, l, op.getLhs(), lhsOffsets, lhsSizes, lhsShape, 0.0);
-        Value rhsTile = extractPaddedTile(b, l, op.getRhs(), rhsOffsets, rhsSizes, rhsShape, 0.0);
-        auto product = MatmulOp::create(b, l, accType, lhsTile, rhsTile, op.getTransposeLhs(),
-                                        op.getTransposeRhs());
-        product.setFp32PrecisionAttr(op.getFp32PrecisionAttr());
-        Value sum = AddOp::create(b, l, accType, iterArgs[0], product);
-        scf::YieldOp::create(b, l, sum);
-      });
-
-  Value tile = kLoop.getResult(0);
   SmallVector<OpFoldResult> tileOffsets(ivs.begin(), ivs.end()), tileSizes(rank, rewriter.getIndexAttr(1));
   tileSizes[rank - 2] = rows;
   tileSizes[rank - 1] = cols;

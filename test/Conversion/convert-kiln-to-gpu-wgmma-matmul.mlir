@@ -301,3 +301,67 @@ module {
     return %r : tensor<32x300xbf16>
   }
 }
+
+// -----
+
+// A contraction split over a cluster (k_splits = 3): the grid has 3 blocks per output tile (1 tile here, so 3),
+// the kernel asks for clusters of 3 (nvvm.cluster_dim), and block b runs chunk b % 3 of K = 1000 (384 deep,
+// the last one to K) through the TMA + wgmma pipeline. The block stages its partial tile over its ring and waits
+// at a cluster barrier; then it stores its share of the rows (22 of the 64: 352 chunks of 8 columns, the last
+// of the 3 loop trips of 128 guarded): each chunk is the sum, rank 0 to 2, of that chunk in every block's staging
+// tile (mapa to the rank, two 16-byte loads from shared::cluster), read only for rows within M, then the bias
+// epilogue and one 16-byte store. A last cluster barrier keeps each block's tile until every block has read it.
+// CHECK-LABEL: func.func private @w9_matmul
+// CHECK-SAME: grid = array<i64: 3, 1, 1>, sizes = array<i64: 40, 72, 1000>
+// CHECK: gpu.func @w9_matmul
+// CHECK-SAME: nvvm.cluster_dim = array<i32: 3, 1, 1>
+// CHECK: %[[BLOCK:.*]] = gpu.block_id  x
+// CHECK: %[[RANK:.*]] = arith.remui %[[BLOCK]], %c3 : index
+// CHECK: %[[START:.*]] = arith.muli %[[RANK]], %c384
+// CHECK: nvvm.wgmma.mma_async
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK: gpu.barrier
+// CHECK-COUNT-32: vector.store %{{.*}} {alignment = 8 : i64} : memref<8704xf32, #gpu.address_space<workgroup>>, vector<2xf32>
+// CHECK-NEXT: gpu.barrier
+// CHECK-NEXT: nvvm.cluster.arrive {aligned}
+// CHECK-NEXT: nvvm.cluster.wait {aligned}
+// CHECK: %[[SHARE:.*]] = arith.remui %{{.*}}, %c3 : index
+// CHECK: %[[FIRST:.*]] = arith.muli %[[SHARE]], %c352 : index
+// CHECK: scf.for %[[I:.*]] = %c0 to %c384 step %c128
+// CHECK: %[[LOCAL:.*]] = arith.addi %[[I]], %{{.*}} : index
+// CHECK: %[[IN_SHARE:.*]] = arith.cmpi ult, %[[LOCAL]], %c352 : index
+// CHECK: scf.if %[[IN_SHARE]]
+// CHECK: scf.if %{{.*}} -> (f32, f32, f32, f32, f32, f32, f32, f32)
+// CHECK: nvvm.mapa %{{.*}}, %c0_i32 : !llvm.ptr<3> -> !llvm.ptr<7>
+// CHECK-COUNT-2: llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<7> -> vector<4xf32>
+// CHECK: nvvm.mapa %{{.*}}, %c1_i32 : !llvm.ptr<3> -> !llvm.ptr<7>
+// CHECK: nvvm.mapa %{{.*}}, %c2_i32 : !llvm.ptr<3> -> !llvm.ptr<7>
+// CHECK-NOT: nvvm.mapa
+// CHECK: vector.store %{{.*}} {alignment = 16 : i64} : memref<1099511627776xbf16>, vector<8xbf16>
+// CHECK: nvvm.cluster.arrive {aligned}
+// CHECK-NEXT: nvvm.cluster.wait {aligned}
+// CHECK-NEXT: gpu.return
+module {
+  func.func private @w9_matmul(%x: tensor<40x1000xbf16>, %w: tensor<72x1000xbf16>, %b: tensor<72xbf16>, %out: tensor<40x72xbf16>) -> tensor<40x72xbf16> attributes {kiln.kernel} {
+    %y = kiln.matmul %x, %w transpose_rhs epilogue(%b : tensor<72xbf16>) {
+    ^bb0(%acc: f32, %bias: f32):
+      %s = arith.addf %acc, %bias : f32
+      kiln.yield %s : f32
+    } {kiln.config = #kiln.config<tile = [64, 128, 64], warps = 4, stages = 6, lowering = "wgmma", k_splits = 3>} : tensor<40x1000xbf16>, tensor<72x1000xbf16> -> tensor<40x72xbf16>
+    %r = bufferization.materialize_in_destination %y in %out : (tensor<40x72xbf16>, tensor<40x72xbf16>) -> tensor<40x72xbf16>
+    return %r : tensor<40x72xbf16>
+  }
+}
+
+// -----
+
+// A split matmul (k_chunk) cannot also split over a cluster: kiln-tile refuses the config's k_splits.
+module {
+  func.func private @w10_matmul(%x: tensor<32x1024xbf16>, %w: tensor<1024x256xbf16>, %out: tensor<4x32x256xf32>) -> tensor<4x32x256xf32> attributes {kiln.kernel} {
+    // expected-error @+2 {{'kiln.matmul' op is already split into chunks of 256 (k_chunk); its config's k_splits = 2 cannot split it again}}
+    // expected-error @+1 {{kiln-tile: cannot tile this op with #kiln.config<tile = [64, 128, 64], warps = 4, stages = 6, lowering = "wgmma", k_splits = 2>}}
+    %p = kiln.matmul %x, %w {k_chunk = 256 : i64, kiln.config = #kiln.config<tile = [64, 128, 64], warps = 4, stages = 6, lowering = "wgmma", k_splits = 2>} : tensor<32x1024xbf16>, tensor<1024x256xbf16> -> tensor<4x32x256xf32>
+    %r = bufferization.materialize_in_destination %p in %out : (tensor<4x32x256xf32>, tensor<4x32x256xf32>) -> tensor<4x32x256xf32>
+    return %r : tensor<4x32x256xf32>
+  }
+}

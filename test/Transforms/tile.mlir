@@ -929,3 +929,31 @@ func.func @matmul_k_chunks(%x: tensor<20x1000xbf16>, %w: tensor<1000x72xbf16>) -
   %p = kiln.matmul %x, %w {k_chunk = 256 : i64, kiln.config = #kiln.config<tile = [32, 64, 64], warps = 4, stages = 3, lowering = "mma_sync">} : tensor<20x1000xbf16>, tensor<1000x72xbf16> -> tensor<4x20x72xf32>
   return %p : tensor<4x20x72xf32>
 }
+
+// -----
+
+// A wgmma matmul whose config splits K over a cluster (k_splits = 3): inside each output tile's iteration a
+// loop (kiln.cluster_split) over the 3 chunks of whole 64-deep k-tiles, chunk s running its own K loop over
+// [s * 384, min((s + 1) * 384, 1000)) into a zeroed accumulator and adding it to the tile's sum; the sum is
+// rounded to bf16 and stored like an unsplit tile's.
+// CHECK-LABEL: func.func @matmul_cluster_splits
+// CHECK: scf.forall (%[[I:[a-zA-Z0-9_]+]], %[[J:[a-zA-Z0-9_]+]]) = (0, 0) to (40, 72) step (64, 128)
+// CHECK: %[[ZERO:.+]] = linalg.fill
+// CHECK: %[[SUM:.+]] = scf.for %[[S:[a-zA-Z0-9_]+]] = %c0 to %c3 step %c1 iter_args(%[[ACC:.+]] = %[[ZERO]]) -> (tensor<64x128xf32>)
+// CHECK: linalg.fill
+// CHECK: %[[START:.+]] = arith.muli %[[S]], %[[C384:.+]] : index
+// CHECK: %[[NEXT:.+]] = arith.addi %[[START]], %[[C384]] : index
+// CHECK: %[[END:.+]] = arith.minsi %[[NEXT]], %c1000 : index
+// CHECK: %[[PART:.+]] = scf.for %[[K:.+]] = %[[START]] to %[[END]] step %c64
+// CHECK: tensor.extract_slice %{{.*}}[%[[I]], %[[K]]]
+// CHECK: kiln.matmul {{.*}} : tensor<64x64xbf16>, tensor<128x64xbf16> -> tensor<64x128xf32>
+// CHECK: %[[ADDED:.+]] = kiln.add %[[ACC]], %[[PART]] : tensor<64x128xf32>, tensor<64x128xf32> -> tensor<64x128xf32>
+// CHECK: scf.yield %[[ADDED]]
+// CHECK: } {kiln.cluster_split}
+// CHECK: kiln.cast %[[SUM]] : tensor<64x128xf32> to tensor<64x128xbf16>
+// CHECK: tensor.parallel_insert_slice %{{.*}} into %{{.*}}[%[[I]], %[[J]]]
+// CHECK: {kiln.config = #kiln.config<tile = [64, 128, 64], warps = 4, stages = 6, lowering = "wgmma", k_splits = 3>
+func.func @matmul_cluster_splits(%x: tensor<40x1000xbf16>, %w: tensor<72x1000xbf16>) -> tensor<40x72xbf16> {
+  %y = kiln.matmul %x, %w {transpose_rhs, kiln.config = #kiln.config<tile = [64, 128, 64], warps = 4, stages = 6, lowering = "wgmma", k_splits = 3>} : tensor<40x1000xbf16>, tensor<72x1000xbf16> -> tensor<40x72xbf16>
+  return %y : tensor<40x72xbf16>
+}

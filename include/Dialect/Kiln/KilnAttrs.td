@@ -69,6 +69,11 @@ def Kiln_ConfigAttr : AttrDef<Kiln_Dialect, "Config"> {
     - `group` (a GPU matmul's; 1, the default, is left out): the order of the output tiles' blocks. Tiles run
       in groups of `group` tile rows, the rows of a group fastest, so that the blocks running at once read a
       few row tiles of the left operand and a few column panels of the right one, which stay in L2.
+    - `k_splits` (a wgmma matmul's on sm_90a; 1, the default, is left out): the contraction of each output tile
+      split into `k_splits` chunks, each computed by one block of a thread-block cluster of `k_splits` blocks,
+      whose f32 partial tiles are summed in the kernel through the cluster's distributed shared memory before
+      the epilogue. A decode step's GEMM has a few dozen output tiles: the split gives every multiprocessor a
+      share of the weight to stream, without a second kernel or partial products in global memory.
 
     ```mlir
     %y = kiln.matmul %a, %b {kiln.config = #kiln.config<tile = [128, 128, 32], warps = 4, stages = 3,
@@ -76,15 +81,15 @@ def Kiln_ConfigAttr : AttrDef<Kiln_Dialect, "Config"> {
     ```
   }];
   let parameters = (ins ArrayRefParameter<"int64_t">:$tile, "int64_t":$warps, "int64_t":$stages,
-                        StringRefParameter<>:$lowering, DefaultValuedParameter<"int64_t", "1">:$group);
-  let assemblyFormat = [{
-    `<` `tile` `=` `[` $tile `]` `,` `warps` `=` $warps `,` `stages` `=` $stages `,` `lowering` `=` $lowering
-    (`,` `group` `=` $group^)? `>`
-  }];
+                        StringRefParameter<>:$lowering, DefaultValuedParameter<"int64_t", "1">:$group,
+                        DefaultValuedParameter<"int64_t", "1">:$k_splits);
+  // `<tile = [...], warps = W, stages = S, lowering = "..."` then `, group = G` and `, k_splits = K` where they
+  // are not 1 (two optional entries after a comma each, which the declarative format cannot tell apart).
+  let hasCustomAssemblyFormat = 1;
   let builders = [
     AttrBuilder<(ins "::llvm::ArrayRef<int64_t>":$tile, "int64_t":$warps, "int64_t":$stages,
-                     "::llvm::StringRef":$lowering), [{
-      return $_get($_ctxt, tile, warps, stages, lowering, 1);
+                     "::llvm::StringRef":$lowering, CArg<"int64_t", "1">:$group), [{
+      return $_get($_ctxt, tile, warps, stages, lowering, group, 1);
     }]>
   ];
   let genVerifyDecl = 1;

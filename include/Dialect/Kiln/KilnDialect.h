@@ -24,6 +24,11 @@ inline constexpr llvm::StringLiteral kConfigAttrName = "kiln.config";
 /// Name of the discardable attribute on a tiled kernel loop (scf.forall) that names the op it computes.
 inline constexpr llvm::StringLiteral kTiledOpAttrName = "kiln.tiled_op";
 
+/// Marks the scf.for over the chunks of one output tile's contraction in a tiled matmul whose config has
+/// `k_splits` > 1: each iteration adds a chunk's partial tile to the tile's sum; on the GPU the iterations are the
+/// blocks of a thread-block cluster.
+inline constexpr llvm::StringLiteral kClusterSplitAttrName = "kiln.cluster_split";
+
 /// Marks an outlined kernel whose destinations are its operands' buffers (kiln-update-caches-in-place): it writes
 /// only what changes in them.
 inline constexpr llvm::StringLiteral kUpdatesInPlaceAttrName = "kiln.updates_in_place";

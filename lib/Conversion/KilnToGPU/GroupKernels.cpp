@@ -94,7 +94,8 @@ static std::optional<Member> memberFor(func::CallOp call, SymbolTableCollection 
   size_t numSizes = sizes ? sizes.size() : 0;
   auto maps = launch ? dyn_cast_or_null<ArrayAttr>(launch.get("tensor_maps")) : nullptr;
   size_t numMaps = maps ? maps.size() : 0;
-  if (!launch || !device || !kernelOp || !device.getBody().hasOneBlock() ||
+  // A kernel of thread-block clusters (a cluster-split matmul) keeps its grid: its blocks' ranks are its own.
+  if (!launch || !device || !kernelOp || !device.getBody().hasOneBlock() || device->hasAttr("nvvm.cluster_dim") ||
       device.getNumArguments() != call.getNumOperands() + numSizes + numMaps ||
       device.getNumWorkgroupAttributions() != 0 ||
       device.getNumPrivateAttributions() != 0)

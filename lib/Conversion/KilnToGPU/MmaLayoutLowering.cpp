@@ -27,6 +27,7 @@
 
 #include "GpuKernels.h"
 
+#include "ClusterSums.h"
 #include "Conversion/KilnToLinalg/LinalgBuilders.h"
 #include "KernelBuilding.h"
 #include "MmaLayoutLowering.h"
@@ -572,13 +573,17 @@ FailureOr<bool> MmaMatmulLowering::lowerStagedInsert(tensor::ParallelInsertSlice
     }
   }
   GlobalTile region = insertRegion(op, output);
+  // A tile summed over a cluster: each of its blocks stores a share of whole rows (the last one fewer).
+  bool summed = staged && clusterSummed.contains(staged);
   int64_t chunksPerRow = bn / 8, chunks = bm * chunksPerRow, stride = bn + kStagingRowPad;
+  int64_t perShare = summed ? llvm::divideCeil(bm, clusterSplits) * chunksPerRow : chunks;
   // At most two iterations: a thread's chunks in an iteration load their epilogue operands together, so that a
   // wide tile does not wait for global memory once per chunk; a narrow one keeps one chunk an iteration (on the
   // H200, a 4096 x 14336 x 4096 GEMM adding an [M, N] operand: 631 TFLOP/s in four iterations of 4 chunks, 640 in
-  // two of 8 or one of 16).
-  int64_t perIteration = std::max<int64_t>(1, chunks / threads / 2);
-  if (!staged || region.dims.size() != 2 || bn % 8 != 0 || chunks % (threads * perIteration) != 0)
+  // two of 8 or one of 16). A share that the threads do not divide stores its last iteration's chunks guarded.
+  int64_t perIteration = std::max<int64_t>(1, perShare / threads / 2);
+  bool partialIteration = perShare % (threads * perIteration) != 0;
+  if (!staged || region.dims.size() != 2 || bn % 8 != 0 || (partialIteration && !summed))
     return false;
   ArrayRef<Value> tile = registers.find(staged)->second;
   // The ring is free once every warp is past its last read; each thread writes its registers as pairs.
@@ -591,6 +596,13 @@ FailureOr<bool> MmaMatmulLowering::lowerStagedInsert(tensor::ParallelInsertSlice
     vector::StoreOp::create(b, loc, pair, staging, ValueRange{at}, /*nontemporal=*/false, llvm::MaybeAlign(8));
   }
   gpu::BarrierOp::create(b, loc);
+  Value stagingBase, firstChunk = im.c(0);
+  if (summed) {
+    // Every block of the cluster has staged its partial tile; this one stores share `rank` of the rows.
+    clusterBarrier(b, loc);
+    stagingBase = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, staging);
+    firstChunk = im.mul(clusterRank(clusterSplits), perShare);
+  }
 
   ArrayRef<Value> sizes = region.sizes;
   ArrayRef<int64_t> kept = region.dims;
@@ -628,7 +640,21 @@ FailureOr<bool> MmaMatmulLowering::lowerStagedInsert(tensor::ParallelInsertSlice
     Value row = im.div(chunk, chunksPerRow), column = im.mul(im.rem(chunk, chunksPerRow), 8);
     Value at = im.add(im.mul(row, stride), column);
     SmallVector<Value> values;
-    for (int64_t half = 0; half < 2; ++half) {
+    if (summed) {
+      // The chunk summed over the cluster's staging tiles; rows past the valid part (not stored) read nothing.
+      SmallVector<Type> types(8, b.getF32Type());
+      auto inside = scf::IfOp::create(b, loc, types, im.lt(row, sizes[kept[0]]), /*withElseRegion=*/true);
+      {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(inside.thenBlock());
+        scf::YieldOp::create(b, loc, clusterSum(b, loc, stagingBase, im.mul(at, 4), 8, clusterSplits));
+        b.setInsertionPointToStart(inside.elseBlock());
+        Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0));
+        scf::YieldOp::create(b, loc, SmallVector<Value>(8, zero));
+      }
+      llvm::append_range(values, inside.getResults());
+    }
+    for (int64_t half = 0; half < 2 && !summed; ++half) {
       Value four = vector::LoadOp::create(b, loc, quarter, staging, ValueRange{im.add(at, 4 * half)},
                                           /*nontemporal=*/false, llvm::MaybeAlign(16));
       for (int64_t e = 0; e < 4; ++e)
@@ -672,22 +698,39 @@ FailureOr<bool> MmaMatmulLowering::lowerStagedInsert(tensor::ParallelInsertSlice
       });
     }
   };
-  scf::ForOp::create(b, loc, im.c(0), im.c(chunks), im.c(threads * perIteration), ValueRange{},
+  int64_t step = threads * perIteration;
+  scf::ForOp::create(b, loc, im.c(0), im.c(llvm::alignTo(perShare, step)), im.c(step), ValueRange{},
                      [&](OpBuilder &nested, Location, Value first, ValueRange) {
                        OpBuilder::InsertionGuard guard(b);
                        b.setInsertionPoint(nested.getInsertionBlock(), nested.getInsertionPoint());
-                       SmallVector<Value> chunksHere;
+                       SmallVector<Value> chunksHere, inShare;
                        SmallVector<Preloaded, 4> preloaded;
                        for (int64_t u = 0; u < perIteration; ++u) {
-                         chunksHere.push_back(im.add(first, im.add(tid, u * threads)));
+                         Value local = im.add(first, im.add(tid, u * threads));
+                         if (partialIteration)
+                           inShare.push_back(im.lt(local, im.c(perShare)));
+                         chunksHere.push_back(im.add(firstChunk, local));
                          preloaded.push_back(preloadChunk(chunksHere.back()));
                        }
-                       for (int64_t u = 0; u < perIteration; ++u)
-                         storeChunk(chunksHere[u], preloaded[u]);
+                       for (int64_t u = 0; u < perIteration; ++u) {
+                         if (!partialIteration) {
+                           storeChunk(chunksHere[u], preloaded[u]);
+                           continue;
+                         }
+                         scf::IfOp::create(b, loc, inShare[u], [&](OpBuilder &then, Location) {
+                           OpBuilder::InsertionGuard inner(b);
+                           b.setInsertionPoint(then.getInsertionBlock(), then.getInsertionPoint());
+                           storeChunk(chunksHere[u], preloaded[u]);
+                           scf::YieldOp::create(b, loc);
+                         });
+                       }
                        scf::YieldOp::create(b, loc);
                      });
   if (failed(status))
     return failure();
+  // No block leaves (and frees its shared memory) while another may still read its staging tile.
+  if (summed)
+    clusterBarrier(b, loc);
   return true;
 }
 
@@ -696,6 +739,13 @@ LogicalResult MmaMatmulLowering::lowerInsert(tensor::ParallelInsertSliceOp op) {
   auto epilogue = epilogues.find(op.getSource());
   if (tile == registers.end() && epilogue == epilogues.end())
     return op.emitOpError() << kWhat << ": the inserted tile must be in registers or an epilogue of them";
+  bool summed = clusterSummed.contains(op.getSource());
+  if (epilogue != epilogues.end())
+    for (Value input : epilogue->second.getDpsInputs())
+      summed = summed || clusterSummed.contains(input);
+  if (summed)
+    return op.emitOpError() << kWhat << ": a tile summed over a cluster is stored through shared memory, from "
+                                        "one register tile and an epilogue without row vectors";
   GlobalTile region = insertRegion(op, output);
   ArrayRef<Value> offsets = region.offsets, sizes = region.sizes;
   ArrayRef<int64_t> kept = region.dims;
@@ -737,11 +787,38 @@ LogicalResult MmaMatmulLowering::lowerInsert(tensor::ParallelInsertSliceOp op) {
   return success();
 }
 
+LogicalResult MmaMatmulLowering::lowerClusterSplit(scf::ForOp chunks) {
+  std::optional<int64_t> lb = getConstantIntValue(chunks.getLowerBound()),
+                         ub = getConstantIntValue(chunks.getUpperBound()),
+                         step = getConstantIntValue(chunks.getStep());
+  auto yield = cast<scf::YieldOp>(chunks.getBody()->getTerminator());
+  auto add = chunks.getNumRegionIterArgs() == 1 ? yield.getOperand(0).getDefiningOp<AddOp>() : AddOp();
+  Value sum = chunks.getNumRegionIterArgs() == 1 ? chunks.getRegionIterArgs()[0] : Value();
+  Value part = add && add.getLhs() == sum ? add.getRhs() : Value();
+  if (!lb || *lb != 0 || !ub || *ub != clusterSplits || !step || *step != 1 || !part ||
+      !registers.count(chunks.getInitArgs()[0]))
+    return chunks.emitOpError() << kWhat << ": the chunks of a cluster-split contraction are a loop over the "
+                                << clusterSplits << " blocks of a cluster (the config's k_splits) adding each "
+                                   "chunk's tile to a sum that starts in registers";
+  mapping.map(chunks.getInductionVar(), clusterRank(clusterSplits));
+  for (Operation &op : chunks.getBody()->without_terminator())
+    if (&op != add.getOperation() && failed(lowerOp(&op)))
+      return failure();
+  auto partial = registers.find(part);
+  if (partial == registers.end())
+    return add.emitOpError() << kWhat << ": a chunk's partial tile must be in registers";
+  registers[chunks.getResult(0)] = partial->second;
+  clusterSummed.insert(chunks.getResult(0));
+  return success();
+}
+
 LogicalResult MmaMatmulLowering::lowerOp(Operation *op) {
   if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op)) {
     // The valid part of a register tile is the same registers.
     if (auto it = registers.find(slice.getSource()); it != registers.end()) {
       registers[slice.getResult()] = it->second;
+      if (clusterSummed.contains(slice.getSource()))
+        clusterSummed.insert(slice.getResult());
       return success();
     }
     if (auto it = epilogues.find(slice.getSource()); it != epilogues.end()) {
@@ -759,7 +836,7 @@ LogicalResult MmaMatmulLowering::lowerOp(Operation *op) {
     return success();
   }
   if (auto loop = dyn_cast<scf::ForOp>(op))
-    return lowerContraction(loop);
+    return loop->hasAttr(kClusterSplitAttrName) ? lowerClusterSplit(loop) : lowerContraction(loop);
   if (auto product = dyn_cast<MatmulOp>(op))
     return lowerSingleProduct(product);
   if (isa<AddOp>(op) && registers.count(op->getResult(0)))
@@ -770,6 +847,12 @@ LogicalResult MmaMatmulLowering::lowerOp(Operation *op) {
     auto it = registers.find(castOp.getInput());
     if (it == registers.end())
       return op->emitOpError() << kWhat << ": only a tile in registers is cast";
+    if (clusterSummed.contains(castOp.getInput())) {
+      // Rounded where the sum is stored (lowerStagedInsert narrows every stored value to the output's type).
+      registers[castOp.getResult()] = it->second;
+      clusterSummed.insert(castOp.getResult());
+      return success();
+    }
     Type element = castOp.getType().getElementType();
     SmallVector<Value> result;
     for (Value value : it->second)
@@ -845,7 +928,7 @@ FailureOr<int64_t> MmaMatmulLowering::lowerKernel(func::FuncOp kernel, scf::Fora
     sizes.assign({result.getDimSize(result.getRank() - 2), result.getShape().back(), lhs.getShape().back()});
     makeSizeGeneric(kernel, forall, sizeParams, product.getTransposeRhs());
   }
-  FailureOr<int64_t> blocks = mapIterationToBlock(forall, kWhat, groupRows);
+  FailureOr<int64_t> blocks = mapIterationToBlock(forall, kWhat, groupRows, clusterSplits);
   if (failed(blocks) || failed(lowerBody(forall)))
     return failure();
   return blocks;

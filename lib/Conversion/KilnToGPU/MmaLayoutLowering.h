@@ -42,6 +42,7 @@ public:
       : MmaMatmulLowering(b, loc, config.getTile()[0], config.getTile()[1], config.getTile()[2],
                           config.getStages(), layout, threads) {
     groupRows = config.getGroup();
+    clusterSplits = config.getKSplits();
   }
   /// The same for a [bm, bn] result tile, bk-deep k-tiles and `stages` ring slots.
   MmaMatmulLowering(OpBuilder &b, Location loc, int64_t bm, int64_t bn, int64_t bk, int64_t stages,
@@ -80,6 +81,10 @@ protected:
   virtual LogicalResult lowerOp(Operation *op);
   /// The K loop as a pipeline over the operand rings.
   virtual LogicalResult lowerContraction(scf::ForOp loop);
+  /// The loop over the chunks of a tile's contraction (`kiln.cluster_split`): this block computes the chunk of its
+  /// rank in the cluster, whose partial tile stands for the loop's result, a sum over the cluster
+  /// (`clusterSummed`).
+  LogicalResult lowerClusterSplit(scf::ForOp chunks);
   /// The tile matmul that the K loop `loop` adds to its one accumulator, checked (step BK; constant bounds, or
   /// a split matmul's chunk bounds).
   FailureOr<MatmulOp> contractionProduct(scf::ForOp loop);
@@ -133,7 +138,10 @@ protected:
   /// row, the epilogue applied per element of a chunk, each chunk as one 16-byte-aligned store where rows are
   /// whole chunks, else in pairs or elements. The epilogue is built once per 8 elements rather than once per
   /// register and the stores are whole pieces of consecutive columns. False (nothing built) when the inserted
-  /// tile is not of that form.
+  /// tile is not of that form. A tile summed over a cluster (`clusterSummed`) is staged the same way by every
+  /// block of the cluster; after a cluster barrier each block stores its share of the tile's rows, each chunk
+  /// the sum, rank by rank, of the chunks in every block's staging tile (read through distributed shared
+  /// memory); a second barrier keeps every block's staging tile alive until all are read.
   FailureOr<bool> lowerStagedInsert(tensor::ParallelInsertSliceOp op, Value staging);
   /// The element of a tile read from memory (a GlobalTile, a kernel buffer or a reshape of either) at tile
   /// position `indices`, its pad value where it lies past the valid part.
@@ -167,6 +175,12 @@ protected:
   int64_t bm, bn, bk, stages, threads, fragsM, fragsN;
   /// The config's group: the output tiles' blocks run in groups of this many tile rows (mapIterationToBlock).
   int64_t groupRows = 1;
+  /// The config's k_splits: the blocks of the cluster that computes one output tile, each a chunk of its
+  /// contraction.
+  int64_t clusterSplits = 1;
+  /// Tiles whose registers hold this block's partial tile of a cluster-split contraction: the values are their
+  /// sum over the cluster, which the store computes (lowerStagedInsert).
+  llvm::DenseSet<Value> clusterSummed;
   /// Row vectors ([bm] tiles, one value per row, as row reductions give them): this thread's values, two per
   /// 16-row fragment (rowSlot), the same in the four lanes of a quad.
   DenseMap<Value, SmallVector<Value>> rowValues;

@@ -80,8 +80,13 @@ LogicalResult TiledLoopLowering::bindKernel(func::FuncOp kernel, scf::ForallOp f
   return success();
 }
 
+Value TiledLoopLowering::clusterRank(int64_t blocks) {
+  Value block = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+  return arith::RemUIOp::create(b, loc, block, im.c(blocks));
+}
+
 FailureOr<int64_t> TiledLoopLowering::mapIterationToBlock(scf::ForallOp forall, StringRef what,
-                                                           int64_t groupRows) {
+                                                           int64_t groupRows, int64_t blocksPerIteration) {
   SmallVector<int64_t> lbs, counts, steps;
   for (auto [lb, ub, step] : llvm::zip(forall.getMixedLowerBound(), forall.getMixedUpperBound(),
                                        forall.getMixedStep())) {
@@ -97,6 +102,8 @@ FailureOr<int64_t> TiledLoopLowering::mapIterationToBlock(scf::ForallOp forall, 
     blocks *= count;
   // A dimension whose extent is a kernel value counts its iterations from it (the grid is the launch's).
   Value block = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+  if (blocksPerIteration > 1)
+    block = arith::DivUIOp::create(b, loc, block, im.c(blocksPerIteration));
   SmallVector<Value> ivs(counts.size());
   SmallVector<Value> inductionVars = forall.getInductionVars();
   auto countOf = [&](int64_t d) {
@@ -142,7 +149,7 @@ FailureOr<int64_t> TiledLoopLowering::mapIterationToBlock(scf::ForallOp forall, 
     block = arith::DivUIOp::create(b, loc, block, count);
   }
   mapping.map(inductionVars, ivs);
-  return blocks;
+  return blocks * blocksPerIteration;
 }
 
 Value TiledLoopLowering::elementIndex(const GlobalTensor &global, ArrayRef<Value> offsets, ArrayRef<int64_t> dims,

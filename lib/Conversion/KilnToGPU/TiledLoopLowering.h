@@ -65,8 +65,12 @@ public:
   /// Maps the induction variables of `forall` (constant bounds and steps) to this block's iteration: one block
   /// per iteration of a 1-D grid, the loop's last dimension fastest, or with `groupRows` > 1 its last two
   /// dimensions in groups of that many rows (iterations of the second-to-last), the rows of a group fastest.
-  /// Returns the number of blocks.
-  FailureOr<int64_t> mapIterationToBlock(scf::ForallOp forall, StringRef what, int64_t groupRows = 1);
+  /// With `blocksPerIteration` > 1 each iteration is that many consecutive blocks (a thread-block cluster, whose
+  /// rank clusterRank gives). Returns the number of blocks.
+  FailureOr<int64_t> mapIterationToBlock(scf::ForallOp forall, StringRef what, int64_t groupRows = 1,
+                                         int64_t blocksPerIteration = 1);
+  /// This block's rank among the `blocks` consecutive blocks of its iteration (mapIterationToBlock).
+  Value clusterRank(int64_t blocks);
 
   /// Makes the extent that loop induction variable `iv` runs up to the kernel value `extent`, a size-generic
   /// kernel's size parameter: mapIterationToBlock counts the loop's blocks from it.

@@ -20,7 +20,9 @@
 //     are in flight (not `stages` - 2, as a block-wide barrier per k-tile allowed) and no warp waits for
 //     another but the copying one.
 // Shared-memory descriptors are built in the kernel from the buffer's address; the buffer is 1024-byte aligned,
-// the period of the swizzle, so that every descriptor's base offset is 0.
+// the period of the swizzle, so that every descriptor's base offset is 0. A config with k_splits > 1 launches
+// each output tile as a cluster of that many blocks, each running the pipeline over its chunk of K; the partial
+// tiles are added up through distributed shared memory as they are stored (MmaMatmulLowering, ClusterSums.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -334,6 +336,10 @@ FailureOr<KernelLaunch> kiln::lowerWgmmaMatmulKernel(OpBuilder &builder, gpu::GP
   KernelFunction gpuKernel = startKernel(builder, module, loc, name, buffers, threads, sharedBytes,
                                          /*sharedAlignment=*/1024, /*sizeParams=*/product ? 3 : 0);
   Block &entry = gpuKernel.func.getBody().front();
+  // A contraction split over a cluster (k_splits): each output tile's blocks are one cluster, consecutive in x.
+  if (config.getKSplits() > 1)
+    gpuKernel.func->setAttr(NVVM::NVVMDialect::getClusterDimAttrName(),
+                            builder.getDenseI32ArrayAttr({static_cast<int32_t>(config.getKSplits()), 1, 1}));
   unsigned firstMap = entry.getNumArguments();
   Value mapA, mapB;
   if (product) {

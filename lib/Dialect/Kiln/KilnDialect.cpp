@@ -36,7 +36,8 @@ static bool isValidThreadsPerRow(int64_t threads) {
 }
 
 LogicalResult ConfigAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError, ArrayRef<int64_t> tile,
-                                 int64_t warps, int64_t stages, StringRef lowering, int64_t group) {
+                                 int64_t warps, int64_t stages, StringRef lowering, int64_t group,
+                                 int64_t kSplits) {
   if (tile.empty() || tile.size() > 3)
     return emitError() << "#kiln.config needs 1 to 3 tile sizes, got " << tile.size();
   for (int64_t size : tile)
@@ -55,6 +56,13 @@ LogicalResult ConfigAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitEr
     return emitError() << "#kiln.config group orders a GPU matmul's tiles (lowering \"mma_sync\" or \"wgmma\", "
                           "three tile sizes); got group = "
                        << group << " with lowering \"" << lowering << "\" and " << tile.size() << " tile sizes";
+  // A cluster of up to 8 blocks is what every sm_90 part schedules (16 needs an opt-in per kernel).
+  if (kSplits < 1 || kSplits > 8)
+    return emitError() << "#kiln.config k_splits must be in [1, 8] (the blocks of one cluster), got " << kSplits;
+  if (kSplits != 1 && (lowering != "wgmma" || tile.size() != 3))
+    return emitError() << "#kiln.config k_splits splits a wgmma matmul's contraction over a cluster (lowering "
+                          "\"wgmma\", three tile sizes); got k_splits = "
+                       << kSplits << " with lowering \"" << lowering << "\" and " << tile.size() << " tile sizes";
   if (lowering == "rows") {
     int64_t threadsPerRow = tile.size() == 1 && (warps * 32) % tile[0] == 0 ? warps * 32 / tile[0] : 0;
     if (!isValidThreadsPerRow(threadsPerRow))
@@ -63,6 +71,51 @@ LogicalResult ConfigAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitEr
                          << tile.size() << " tile sizes and " << warps << " warps";
   }
   return success();
+}
+
+Attribute ConfigAttr::parse(AsmParser &parser, Type) {
+  SmallVector<int64_t> tile;
+  int64_t warps = 0, stages = 0, group = 1, kSplits = 1;
+  std::string lowering;
+  auto parseSize = [&]() { return parser.parseInteger(tile.emplace_back()); };
+  if (parser.parseLess() || parser.parseKeyword("tile") || parser.parseEqual() ||
+      parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, parseSize) || parser.parseComma() ||
+      parser.parseKeyword("warps") || parser.parseEqual() || parser.parseInteger(warps) || parser.parseComma() ||
+      parser.parseKeyword("stages") || parser.parseEqual() || parser.parseInteger(stages) || parser.parseComma() ||
+      parser.parseKeyword("lowering") || parser.parseEqual() || parser.parseString(&lowering))
+    return {};
+  // The optional entries, each at most once, in this order.
+  bool seenGroup = false, seenSplits = false;
+  while (succeeded(parser.parseOptionalComma())) {
+    StringRef key;
+    SMLoc at = parser.getCurrentLocation();
+    if (parser.parseKeyword(&key))
+      return {};
+    bool isGroup = key == "group" && !seenGroup && !seenSplits, isSplits = key == "k_splits" && !seenSplits;
+    if (!isGroup && !isSplits) {
+      parser.emitError(at) << "expected 'group' or 'k_splits' (in that order, each at most once), got '" << key
+                           << "'";
+      return {};
+    }
+    if (parser.parseEqual() || parser.parseInteger(isGroup ? group : kSplits))
+      return {};
+    (isGroup ? seenGroup : seenSplits) = true;
+  }
+  if (parser.parseGreater())
+    return {};
+  return parser.getChecked<ConfigAttr>(parser.getContext(), tile, warps, stages, lowering, group, kSplits);
+}
+
+void ConfigAttr::print(AsmPrinter &printer) const {
+  printer << "<tile = [";
+  llvm::interleaveComma(getTile(), printer);
+  printer << "], warps = " << getWarps() << ", stages = " << getStages() << ", lowering = \"" << getLowering()
+          << "\"";
+  if (getGroup() != 1)
+    printer << ", group = " << getGroup();
+  if (getKSplits() != 1)
+    printer << ", k_splits = " << getKSplits();
+  printer << ">";
 }
 
 LogicalResult RowLayoutAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError, int64_t threadsPerRow,

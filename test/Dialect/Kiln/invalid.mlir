@@ -1468,6 +1468,30 @@ func.func @config_group_of_a_row_kernel(%x: tensor<4x8xf32>) -> tensor<4x8xf32> 
 
 // -----
 
+func.func @config_bad_k_splits(%a: tensor<64x4096xbf16>, %b: tensor<4096x256xbf16>) -> tensor<64x256xbf16> {
+  // expected-error @+1 {{#kiln.config k_splits must be in [1, 8] (the blocks of one cluster), got 16}}
+  %0 = kiln.matmul %a, %b {kiln.config = #kiln.config<tile = [64, 128, 64], warps = 4, stages = 6, lowering = "wgmma", k_splits = 16>} : tensor<64x4096xbf16>, tensor<4096x256xbf16> -> tensor<64x256xbf16>
+  return %0 : tensor<64x256xbf16>
+}
+
+// -----
+
+func.func @config_entries_out_of_order(%a: tensor<64x4096xbf16>, %b: tensor<4096x256xbf16>) -> tensor<64x256xbf16> {
+  // expected-error @+1 {{expected 'group' or 'k_splits' (in that order, each at most once), got 'group'}}
+  %0 = kiln.matmul %a, %b {kiln.config = #kiln.config<tile = [64, 128, 64], warps = 4, stages = 6, lowering = "wgmma", k_splits = 2, group = 4>} : tensor<64x4096xbf16>, tensor<4096x256xbf16> -> tensor<64x256xbf16>
+  return %0 : tensor<64x256xbf16>
+}
+
+// -----
+
+func.func @config_k_splits_on_mma_sync(%a: tensor<64x4096xbf16>, %b: tensor<4096x256xbf16>) -> tensor<64x256xbf16> {
+  // expected-error @+1 {{#kiln.config k_splits splits a wgmma matmul's contraction over a cluster (lowering "wgmma", three tile sizes); got k_splits = 4 with lowering "mma_sync" and 3 tile sizes}}
+  %0 = kiln.matmul %a, %b {kiln.config = #kiln.config<tile = [64, 128, 64], warps = 4, stages = 3, lowering = "mma_sync", k_splits = 4>} : tensor<64x4096xbf16>, tensor<4096x256xbf16> -> tensor<64x256xbf16>
+  return %0 : tensor<64x256xbf16>
+}
+
+// -----
+
 func.func @logsumexp_axis(%x: tensor<4x8xf32>) -> tensor<4xf32> {
   // expected-error @+1 {{'kiln.logsumexp' op axis 2 is out of range for rank 2 (expected 0 <= axis < 2)}}
   %0 = kiln.logsumexp %x axis 2 : tensor<4x8xf32> -> tensor<4xf32>

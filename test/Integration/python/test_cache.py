@@ -831,6 +831,15 @@ def test_pinned_configs(cache_dir):
         kiln.compile(source, target="sm_90a", configs=[((64, 64), 4, 2, "mma_sync", 2), None])
     with pytest.raises(ValueError, match="a kernel config is .*, got .*'wgmma', 1.5"):
         kiln.compile(source, target="sm_90a", configs=[None, ((128, 64, 64), 8, 4, "wgmma", 1.5)])
+    # The contraction split over a cluster (k_splits) is the sixth entry: kept in the manifest, one kernel whose
+    # PTX asks for clusters of that many blocks; more than 8, or on another lowering, the verifier refuses.
+    clustered = kiln.compile(source, target="sm_90a", configs=[None, ((128, 64, 64), 8, 4, "wgmma", 1, 2)])
+    assert kiln.Config.of(clustered.kernels[-1]["config"]) == kiln.Config((128, 64, 64), 8, 4, "wgmma", 1, 2)
+    assert clustered.kernels[-1]["config"]["k_splits"] == 2 and ".reqnctapercluster 2, 1, 1" in clustered.ptx
+    with pytest.raises(kiln.CompileError, match="k_splits must be in \\[1, 8\\]"):
+        kiln.compile(source, target="sm_90a", configs=[None, ((128, 64, 64), 8, 4, "wgmma", 1, 9)])
+    with pytest.raises(kiln.CompileError, match="k_splits splits a wgmma matmul's contraction"):
+        kiln.compile(source, target="sm_90a", configs=[None, ((64, 64, 32), 4, 3, "mma_sync", 1, 2)])
     with pytest.raises(kiln.CompileError, match="the wgmma lowering needs sm_90a, not sm_80"):
         kiln.compile(source, target="sm_80", configs=[None, ((128, 64, 64), 8, 4, "wgmma")])
     with pytest.raises(kiln.CompileError, match="does not fit the wgmma attention: BQ must be a multiple of 64"):
