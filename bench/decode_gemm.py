@@ -145,11 +145,12 @@ def cases(kiln_opt, sweep):
             usable = sweep and item["name"].startswith("b_") and item["epilogue"] == "none"
             item[key] = wgmma_text(item, splits, bn, stages) if usable else None
         # The contraction split over a cluster instead of a second kernel (k_splits), beside the split the default
-        # makes: the same column tiles and chunk counts, in every run.
+        # makes: its column tiles (256 up to 16 rows, else 128) and chunk counts around its own, in every run.
         for splits, bn in ((2, 128), (4, 128), (8, 128), (4, 256), (8, 256)):
             key = f"mlir_cluster_s{splits}_bn{bn}"
             variants[key[5:]] = key
-            usable = item["name"].startswith("b_") and item["epilogue"] == "none" and item["k"] >= splits * 64
+            usable = item["name"].startswith("b_") and item["epilogue"] == "none" and item["k"] >= splits * 64 \
+                and (bn == 256) == (item["m"] <= 16)
             item[key] = cluster_text(item, splits, bn) if usable else None
         # Two blocks a multiprocessor: stages that fit half its shared memory, twice the chunks.
         for splits, bn, stages in ((8, 128, 2), (8, 64, 4), (4, 64, 4), (16, 128, 2)):
