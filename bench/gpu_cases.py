@@ -317,6 +317,9 @@ def correctness_cases():
         gemm_case("t_bf16_cluster_transposed_32x6144x4096_bias_silu", 32, 6144, 4096, "bf16", "bias_silu",
                   transpose_rhs=True, config=((64, 128, 64), 4, 6, "wgmma", 1, 4)),
         gemm_case("t_f16_cluster_100x520x1000", 100, 520, 1000, "f16", config=((64, 128, 64), 4, 4, "wgmma", 1, 2)),
+        # K = 128 in 4 chunks of one 64-deep k-tile: the last two blocks of each cluster start past K and add zeros.
+        gemm_case("t_bf16_cluster_chunks_past_k_3x256x128", 3, 256, 128, "bf16",
+                  config=((64, 256, 64), 4, 5, "wgmma", 1, 4)),
     ]
     # Every wgmma tile shape the sweep tries, on edges.
     for tile, warps, stages, lowering in SWEEP:

@@ -260,7 +260,9 @@ class BoundProgram:
             self.launch()
         torch.cuda.current_stream(self.device).wait_stream(side)
         self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
+        # On a stream of this program's device: torch's default capture stream is made on whichever device was
+        # current at a process's first capture, and a capture on another device's stream records nothing.
+        with torch.cuda.device(self.device), torch.cuda.graph(self.graph, stream=torch.cuda.Stream(self.device)):
             self.launch()
         return self
 

@@ -33,7 +33,7 @@ from .compiler import compile as kiln_compile
 from .gpu import chip_for
 from .rematerialize import rematerialize_input_data_movement
 from .torch_ops import _host, _torch
-from .whole_graph import GraphedGraph, mutated_inputs, on_one_gpu
+from .whole_graph import GraphedGraph, has_unknown_effects, mutated_inputs, on_one_gpu
 
 __all__ = ["kiln_backend", "reports", "KilnPartition", "GraphReport"]
 
@@ -344,7 +344,8 @@ def compile_graph(gm, example_inputs, options=None):
     report.cache_writes = write_caches_in_place(gm)
     report.causal_masks = fold_constant_causal_masks(gm)
     report.rematerialized = rematerialize_input_data_movement(gm)
-    device, mutated = on_one_gpu(gm), mutated_inputs(gm)
+    device = None if has_unknown_effects(gm) else on_one_gpu(gm)
+    mutated = mutated_inputs(gm)
     fused, calls = _partition(gm)
     for call in calls:
         partition = _compile_partition(fused, call, options)

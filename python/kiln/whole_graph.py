@@ -11,8 +11,10 @@ CUDA graph instead, captured at its second call (the first loads every kernel):
   moves is copied, before each replay, into a buffer the graph reads;
 - an input that the graph writes in place (a cache that ``index_copy_`` updates) is never copied, since the
   write must reach the caller's tensor: when it moves, the graph is captured again around its new address;
-- results are copied out of the graph's buffers, which the next replay overwrites; a result that views an input
-  is returned as the view it is;
+- an input that moves and is not contiguous is not copied into a buffer of another layout: that call runs node
+  by node;
+- results are copied out of the graph's buffers, which the next replay overwrites (aot_autograd makes a result
+  that views an input again from the input itself);
 - a graph whose capture fails (a node that waits for the host, such as ``.item()``) runs node by node from then
   on, with a warning, and its partitions replay their own graphs.
 """
@@ -22,7 +24,7 @@ import warnings
 import torch
 import torch.fx
 
-__all__ = ["GraphedGraph", "mutated_inputs", "on_one_gpu"]
+__all__ = ["GraphedGraph", "has_unknown_effects", "mutated_inputs", "on_one_gpu"]
 
 
 def mutated_inputs(gm):
@@ -46,6 +48,14 @@ def mutated_inputs(gm):
             if aliasing:
                 roots.setdefault(node, roots[value])
     return mutated
+
+
+def has_unknown_effects(gm):
+    """Whether a node of ``gm`` calls something without an aten schema (beyond ``operator.getitem``), whose writes
+    to its inputs mutated_inputs could not see."""
+    import operator
+    return any(n.op == "call_function" and n.target is not operator.getitem and
+               getattr(n.target, "_schema", None) is None for n in gm.graph.nodes)
 
 
 def on_one_gpu(gm):
@@ -83,6 +93,7 @@ class GraphedGraph:
         self.first = None  # the addresses the graph reads inputs at (those of the first call, or of a recapture)
         self.staged = frozenset()  # inputs copied into the graph's own buffers before each replay
         self.graph = self.inputs = self.outputs = None
+        self.stream = None  # the capture stream, on the graph's device
         self.failed = None  # why the graph runs node by node, once a capture failed
         self.captures = self.replays = 0
 
@@ -95,6 +106,8 @@ class GraphedGraph:
             return self.forward(*args)
         moved = {i for i, (now, then) in enumerate(zip(addresses, self.first)) if now != then}
         rebound = {i for i in moved if i in self.mutated or not isinstance(args[i], torch.Tensor)}
+        if any(not args[i].is_contiguous() for i in moved - rebound):
+            return self.forward(*args)
         if self.graph is None or rebound or not moved <= self.staged:
             for i in rebound:
                 self.first[i] = addresses[i]
@@ -104,7 +117,7 @@ class GraphedGraph:
             self.inputs[i].copy_(args[i])
         self.graph.replay()
         self.replays += 1
-        return self._results(args)
+        return self._results()
 
     def _capture(self, args, staged):
         """Captures the graph reading the inputs at ``staged`` from buffers of its own; False (and node-by-node
@@ -112,8 +125,11 @@ class GraphedGraph:
         self.graph = self.inputs = self.outputs = None
         inputs = [a.clone() if i in staged else a for i, a in enumerate(args)]
         graph = torch.cuda.CUDAGraph()
+        # A stream of the graph's device (torch's default capture stream belongs to the device that was current
+        # at the process's first capture).
+        self.stream = self.stream or torch.cuda.Stream(self.device)
         try:
-            with torch.cuda.device(self.device), torch.cuda.graph(graph):
+            with torch.cuda.device(self.device), torch.cuda.graph(graph, stream=self.stream):
                 outputs = self.forward(*inputs)
         except (RuntimeError, OSError) as error:
             self.failed = f"{type(error).__name__}: {error}"
@@ -124,16 +140,11 @@ class GraphedGraph:
         self.captures += 1
         return True
 
-    def _results(self, args):
-        """This replay's results: copies of the graph's buffers, or the views of inputs read in place as they are
-        (a view of a staged input's buffer would show the next call's input: returned as a copy too)."""
-        read_in_place = {a.untyped_storage().data_ptr() for i, a in enumerate(self.inputs)
-                         if isinstance(a, torch.Tensor) and i not in self.staged}
-
+    def _results(self):
+        """This replay's results: copies of the graph's buffers (a partition may return an input's own buffer for a
+        clone it folded away, which must not reach the caller as that input)."""
         def out(value):
-            if not isinstance(value, torch.Tensor):
-                return value
-            return value if value.untyped_storage().data_ptr() in read_in_place else value.clone()
+            return value.clone() if isinstance(value, torch.Tensor) else value
 
         if isinstance(self.outputs, (tuple, list)):
             return type(self.outputs)(out(v) for v in self.outputs)

@@ -221,7 +221,8 @@ module {
 
 // A split matmul (k_chunk = 256): the chunk is the grid's slowest index (block / (N tiles) / (M tiles), never
 // reduced modulo the chunk count, so that kernels of any K share the code), its K loop starts at chunk * 256 and
-// counts the k-tiles up to min(start + 256, K) with K the size parameter; the f32 partial tile is stored at the
+// counts the k-tiles up to min(start + 256, K) with K the size parameter (clamped to the start: a chunk that
+// starts past K reads one zero-filled k-tile instead of wrapping the unsigned count); the f32 partial tile is stored at the
 // chunk's offset of the parts.
 // CHECK-LABEL: func.func private @k8_matmul
 // CHECK-SAME: grid = array<i64: 8, 1, 1>, sizes = array<i64: 32, 256, 1000>
@@ -233,7 +234,8 @@ module {
 // CHECK: %[[CHUNK:.*]] = arith.divui %[[REST]], %[[M_TILES]]
 // CHECK: %[[START:.*]] = arith.muli %[[CHUNK]], %c256
 // CHECK: %[[NEXT:.*]] = arith.addi %[[START]], %c256
-// CHECK: %[[END:.*]] = arith.minui %[[NEXT]], %[[K]]
+// CHECK: %[[CLAMPED:.*]] = arith.minui %[[NEXT]], %[[K]]
+// CHECK: %[[END:.*]] = arith.maxui %[[CLAMPED]], %[[START]]
 // CHECK: %[[LEN:.*]] = arith.subi %[[END]], %[[START]]
 // CHECK: %[[LEN_UP:.*]] = arith.addi %[[LEN]], %c127
 // CHECK: %[[K_TILES:.*]] = arith.divui %[[LEN_UP]], %c128

@@ -855,7 +855,8 @@ LogicalResult MmaAttentionLowering::lowerOp(Operation *op) {
     return success(); // whether the last key tile is reached, lowered with it
   if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op)) {
     if (auto it = rowValues.find(slice.getSource()); it != rowValues.end()) {
-      rowValues[slice.getResult()] = it->second;
+      auto copied = it->second;
+      rowValues[slice.getResult()] = std::move(copied);
       return success();
     }
   }

@@ -171,7 +171,8 @@ FailureOr<std::pair<GlobalTile, GlobalTile>> MmaMatmulLowering::kTileOperands(sc
       return failure();
     if (auto tensorCast = dyn_cast<tensor::CastOp>(op)) {
       if (auto it = globalTiles.find(tensorCast.getSource()); it != globalTiles.end()) {
-        globalTiles[tensorCast.getResult()] = it->second;
+        auto copied = it->second;
+        globalTiles[tensorCast.getResult()] = std::move(copied);
         continue;
       }
     }
@@ -323,8 +324,10 @@ Value MmaMatmulLowering::kTileCount(scf::ForOp loop) {
   // past its start or at K.
   Value upper = chunk ? loop.getUpperBound().getDefiningOp<arith::MinSIOp>().getRhs() : loop.getUpperBound();
   Value end = sizeK ? sizeK : im.c(*getConstantIntValue(upper));
+  // A chunk that starts past K (the last ones of a cluster split may) reads one zero-filled k-tile: the end is
+  // clamped to the start, so that the unsigned difference cannot wrap.
   if (chunk)
-    end = im.min(im.add(start, *chunk), end);
+    end = im.max(im.min(im.add(start, *chunk), end), start);
   return im.max(im.div(im.add(im.sub(end, start), bk - 1), bk), im.c(1));
 }
 
@@ -807,22 +810,31 @@ LogicalResult MmaMatmulLowering::lowerClusterSplit(scf::ForOp chunks) {
   auto partial = registers.find(part);
   if (partial == registers.end())
     return add.emitOpError() << kWhat << ": a chunk's partial tile must be in registers";
-  registers[chunks.getResult(0)] = partial->second;
+  auto copied = partial->second;
+  registers[chunks.getResult(0)] = std::move(copied);
   clusterSummed.insert(chunks.getResult(0));
   return success();
 }
 
 LogicalResult MmaMatmulLowering::lowerOp(Operation *op) {
+  // A cluster-summed tile's registers hold this block's partial sum: only the store may read them (through a
+  // slice, a cast or an epilogue), where the sum over the cluster is computed.
+  if (!isa<tensor::ExtractSliceOp, CastOp, linalg::GenericOp>(op) &&
+      llvm::any_of(op->getOperands(), [&](Value operand) { return clusterSummed.contains(operand); }))
+    return op->emitOpError() << kWhat << ": a tile summed over a cluster is only sliced, cast, run through an "
+                                         "epilogue and stored";
   if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op)) {
     // The valid part of a register tile is the same registers.
     if (auto it = registers.find(slice.getSource()); it != registers.end()) {
-      registers[slice.getResult()] = it->second;
+      auto copied = it->second;
+      registers[slice.getResult()] = std::move(copied);
       if (clusterSummed.contains(slice.getSource()))
         clusterSummed.insert(slice.getResult());
       return success();
     }
     if (auto it = epilogues.find(slice.getSource()); it != epilogues.end()) {
-      epilogues[slice.getResult()] = it->second;
+      auto copied = it->second;
+      epilogues[slice.getResult()] = std::move(copied);
       return success();
     }
   }
@@ -849,7 +861,8 @@ LogicalResult MmaMatmulLowering::lowerOp(Operation *op) {
       return op->emitOpError() << kWhat << ": only a tile in registers is cast";
     if (clusterSummed.contains(castOp.getInput())) {
       // Rounded where the sum is stored (lowerStagedInsert narrows every stored value to the output's type).
-      registers[castOp.getResult()] = it->second;
+      auto copied = it->second;
+      registers[castOp.getResult()] = std::move(copied);
       clusterSummed.insert(castOp.getResult());
       return success();
     }

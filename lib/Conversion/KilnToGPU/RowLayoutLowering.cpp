@@ -319,7 +319,8 @@ LogicalResult RowKernelLowering::lowerOp(Operation *op) {
   // The valid part of a register tile is the same registers.
   if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op)) {
     if (auto it = tiles.find(slice.getSource()); it != tiles.end()) {
-      tiles[slice.getResult()] = it->second;
+      auto copied = it->second;
+      tiles[slice.getResult()] = std::move(copied);
       return success();
     }
   }

@@ -113,6 +113,7 @@ def test_gpt_fast_decode_layer_with_a_static_cache(write):
     x = torch.randn(batch, hidden, device="cuda")
     previous = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = False
+    kept = []
     try:
         for position in (max_len - 50, max_len - 49, max_len - 48):
             angles = position / 10000.0 ** (torch.arange(32, device="cuda") * 2 / 64)
@@ -120,7 +121,10 @@ def test_gpt_fast_decode_layer_with_a_static_cache(write):
             mask = (torch.arange(max_len, device="cuda") <= position)[None, None, None]
             index = torch.tensor([position], device="cuda")
             reference = reference_layer(x, cos, sin, index, mask)
-            out = step(x.bfloat16(), cos.bfloat16(), sin.bfloat16(), index, mask)
+            # Each step's inputs stay alive, so that no later step's input reuses an earlier one's address (the
+            # whole graph would read it in place and capture again when it moved).
+            kept.append((x.bfloat16(), cos.bfloat16(), sin.bfloat16(), index, mask))
+            out = step(*kept[-1])
             error = relative_error(out, reference)
             rows = [relative_error(mine[:, :, position], theirs[:, :, position])
                     for mine, theirs in ((model.k_cache, reference_layer.k_cache),
@@ -237,22 +241,30 @@ def test_llama_spellings_fuse_to_at_most_ten_launches(norm, gqa, mask):
     assert report.kernels <= 10 and sum("rope" in n for n in names) == 1 and not any("transpose" in n for n in names)
 
 
+@pytest.mark.parametrize("graphs", ["partitions", True])
 @pytest.mark.parametrize("kind", ["gpt2", "llama"])
-def test_cuda_graph_replays_with_new_inputs(kind):
-    """From the second call on, the partition replays a CUDA graph: new activations are copied in, weights read
-    in place, and a result kept from an earlier call is not overwritten by a later replay."""
+def test_cuda_graph_replays_with_new_inputs(kind, graphs):
+    """From the second call on, the partition's own CUDA graph (cuda_graphs="partitions") or the whole graph's
+    (the default) replays: new activations are copied in, weights read in place, and a result kept from an
+    earlier call is not overwritten by a later replay."""
     shapes = GPT2_SHAPES if kind == "gpt2" else LLAMA_SHAPES
     block, _, extra = build(kind, shapes["small"], torch.bfloat16)
     block = block.to(torch.bfloat16)
     extra = [t.to(torch.bfloat16) for t in extra]
-    fast = torch.compile(block, backend="kiln", dynamic=False)
+    fast = torch.compile(block, backend="kiln", dynamic=False, options={"cuda_graphs": graphs})
     xs = [torch.randn(*shapes["small"][4:], shapes["small"][0], device="cuda", dtype=torch.bfloat16)
           for _ in range(4)]
     outs = [fast(x, *extra) for x in xs]
     torch.cuda.synchronize()
     (report,) = backend.reports()
     (partition,) = report.partitions
-    assert partition.calls == 4 and partition._graphed is not None and partition._graphed.bound is not None
+    if graphs == "partitions":
+        assert report.whole_graph is None
+        assert partition.calls == 4 and partition._graphed is not None and partition._graphed.bound is not None
+    else:
+        # The warm call and the capture run the partition; the third and fourth calls replay the whole graph.
+        whole = report.whole_graph
+        assert partition.calls == 2 and whole.failed is None and (whole.captures, whole.replays) == (1, 3)
     for x, out in zip(xs, outs):
         assert relative_error(out, block(x, *extra)) <= TOLERANCE[torch.bfloat16]
     assert len({o.data_ptr() for o in outs}) == len(outs)

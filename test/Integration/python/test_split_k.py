@@ -141,7 +141,8 @@ func.func @clustered({args}) -> {out} {{
 CLUSTER_CASES = [
     pytest.param((40, 1000), (200, 1000), 3, np.float32, True, False, id="k1000-3-chunks-f32"),
     pytest.param((70, 4096), (4096, 130), 8, np.float32, False, True, id="two-tile-rows-8-chunks-epilogue-f32"),
-    pytest.param((5, 200), (72, 200), 4, ml_dtypes.bfloat16, True, True, id="bf16-last-chunk-empty-epilogue"),
+    pytest.param((5, 200), (72, 200), 4, ml_dtypes.bfloat16, True, True, id="bf16-partial-last-chunk-epilogue"),
+    pytest.param((9, 128), (128, 40), 4, np.float32, False, False, id="two-chunks-past-k-f32"),
     pytest.param((1, 640), (640, 300), 2, ml_dtypes.bfloat16, False, False, id="bf16-one-row"),
 ]
 
@@ -151,7 +152,8 @@ def test_cluster_split_matmul_matches_float64(lhs_shape, rhs_shape, splits, dtyp
                                               record_error):
     """A config's k_splits on the host backend: each output tile's chunks run in the tiled loop the GPU runs as a
     cluster (kiln.cluster_split), added up in chunk order, against float64; shapes that no tile divides, a last
-    chunk past K (200 = 3 k-tiles + 8 in 4 chunks of 64) and an epilogue after the sum."""
+    chunk that ends at K (200 = 3 k-tiles + 8 in 4 chunks of 64), chunks that start past it (K = 128 in 4 chunks
+    of 64: the last two add nothing) and an epilogue after the sum."""
     rng, seed = fresh_rng()
     x = rng.standard_normal(lhs_shape).astype(dtype)
     w = rng.standard_normal(rhs_shape).astype(dtype)

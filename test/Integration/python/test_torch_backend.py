@@ -174,7 +174,7 @@ def test_whole_graph_capture_sees_the_cache_writes_and_stays_off_the_host():
     CPU tensors: the inputs the graph writes in place are the two caches (index_copy_ on them, or index_put_
     through the same placeholders), and a graph on the host gets no CUDA graph (its partitions run on the host
     backend)."""
-    from kiln.whole_graph import mutated_inputs, on_one_gpu
+    from kiln.whole_graph import has_unknown_effects, mutated_inputs, on_one_gpu
     for write in ("index_copy_", "index_put_"):
         torch._dynamo.reset()
         layer = GptFastDecodeLayer(64, 4, 2, 96, 2, 24, write=write)
@@ -187,6 +187,10 @@ def test_whole_graph_capture_sees_the_cache_writes_and_stays_off_the_host():
         caches = {i for i, n in enumerate(placeholders) if tuple(n.meta["val"].shape) == (2, 2, 24, 16)}
         assert len(caches) == 2 and mutated_inputs(report.graph) == caches
         assert on_one_gpu(report.graph) is None and report.whole_graph is None
+        assert not has_unknown_effects(report.graph)
+    # A call without an aten schema (here torch.relu, as a plain FX trace records it) could write its inputs
+    # unseen: such a graph gets no whole-graph CUDA graph.
+    assert has_unknown_effects(torch.fx.symbolic_trace(lambda x: torch.relu(x) + 1))
 
 
 def test_backend_options_are_checked():
