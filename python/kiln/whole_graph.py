@@ -41,12 +41,14 @@ def mutated_inputs(gm):
         aliasing = any(r.alias_info is not None for r in schema.returns)
         for argument in schema.arguments:
             value = bound.get(argument.name)
-            if argument.alias_info is None or not isinstance(value, torch.fx.Node) or value not in roots:
-                continue
-            if argument.alias_info.is_write:
-                mutated.add(roots[value])
-            if aliasing:
-                roots.setdefault(node, roots[value])
+            # A Tensor(a!)[] argument (the _foreach_ ops) aliases, and may write, each tensor of its list.
+            for item in value if isinstance(value, (list, tuple)) else [value]:
+                if argument.alias_info is None or not isinstance(item, torch.fx.Node) or item not in roots:
+                    continue
+                if argument.alias_info.is_write:
+                    mutated.add(roots[item])
+                if aliasing:
+                    roots.setdefault(node, roots[item])
     return mutated
 
 

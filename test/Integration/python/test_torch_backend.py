@@ -193,6 +193,19 @@ def test_whole_graph_capture_sees_the_cache_writes_and_stays_off_the_host():
     assert has_unknown_effects(torch.fx.symbolic_trace(lambda x: torch.relu(x) + 1))
 
 
+def test_mutated_inputs_are_found_through_views_and_lists():
+    """The inputs a graph writes in place (which the whole-graph CUDA graph must never stage) include those written
+    through a view and each tensor of a Tensor(a!)[] list (_foreach_add_), not an input only read."""
+    from kiln.whole_graph import mutated_inputs
+    graph = torch.fx.Graph()
+    a, b, c, read = (graph.placeholder(name) for name in ("a", "b", "c", "read"))
+    graph.call_function(aten._foreach_add_.Scalar, ([a, c], 1.0))
+    view = graph.call_function(aten.view.default, (b, [4]))
+    graph.call_function(aten.add_.Tensor, (view, graph.call_function(aten.neg.default, (read,))))
+    graph.output(None)
+    assert mutated_inputs(torch.fx.GraphModule(torch.nn.Module(), graph)) == {0, 1, 2}
+
+
 def test_backend_options_are_checked():
     """A cuda_graphs option other than True, False or "partitions" is refused, naming the option."""
     with pytest.raises(Exception, match="cuda_graphs"):
