@@ -25,6 +25,20 @@ def tensor(shape, dtype):
     return "tensor<" + "x".join(str(s) for s in shape) + "x" + dtype + ">"
 
 
+def bias_silu_epilogue(n, e):
+    """An epilogue region adding a bias of `n` elements of type `e` and applying SiLU."""
+    return f"""epilogue(%b : {tensor((n,), e)}) {{
+  ^bb0(%acc: f32, %bias: f32):
+    %s = arith.addf %acc, %bias : f32
+    %neg = arith.negf %s : f32
+    %ex = math.exp %neg : f32
+    %one = arith.constant 1.0 : f32
+    %den = arith.addf %one, %ex : f32
+    %silu = arith.divf %s, %den : f32
+    kiln.yield %silu : f32
+  }}"""
+
+
 def split_source(lhs_shape, rhs_shape, chunk, dtype, transpose_rhs=False, epilogue=False):
     """A function returning the split matmul's parts and their sum (with a bias + SiLU epilogue if asked)."""
     e = element(dtype)
@@ -37,16 +51,7 @@ def split_source(lhs_shape, rhs_shape, chunk, dtype, transpose_rhs=False, epilog
     finish = ""
     if epilogue:
         args += f", %b: {tensor((n,), e)}"
-        finish = f"""epilogue(%b : {tensor((n,), e)}) {{
-  ^bb0(%acc: f32, %bias: f32):
-    %s = arith.addf %acc, %bias : f32
-    %neg = arith.negf %s : f32
-    %ex = math.exp %neg : f32
-    %one = arith.constant 1.0 : f32
-    %den = arith.addf %one, %ex : f32
-    %silu = arith.divf %s, %den : f32
-    kiln.yield %silu : f32
-  }}"""
+        finish = bias_silu_epilogue(n, e)
     return f"""
 func.func @split({args}) -> ({tensor(out_shape, e)}, {parts}) {{
   %p = kiln.matmul %x, %w {"transpose_rhs" if transpose_rhs else ""} {{k_chunk = {chunk} : i64}}
@@ -117,16 +122,7 @@ def cluster_source(lhs_shape, rhs_shape, splits, dtype, transpose_rhs=False, epi
     finish = ""
     if epilogue:
         args += f", %b: {tensor((n,), e)}"
-        finish = f"""epilogue(%b : {tensor((n,), e)}) {{
-  ^bb0(%acc: f32, %bias: f32):
-    %s = arith.addf %acc, %bias : f32
-    %neg = arith.negf %s : f32
-    %ex = math.exp %neg : f32
-    %one = arith.constant 1.0 : f32
-    %den = arith.addf %one, %ex : f32
-    %silu = arith.divf %s, %den : f32
-    kiln.yield %silu : f32
-  }}"""
+        finish = bias_silu_epilogue(n, e)
     config = (f'#kiln.config<tile = [64, 128, 64], warps = 4, stages = 4, lowering = "wgmma", '
               f'k_splits = {splits}>')
     return f"""
