@@ -117,8 +117,8 @@ FailureOr<Value> kiln::tileMatmul(RewriterBase &rewriter, MatmulOp op) {
     Value sum = AddOp::create(b, l, accType, iterArgs[0], product);
     scf::YieldOp::create(b, l, sum);
   };
-  // A zeroed accumulator and the K loop into it over [kStart, kEnd) (or, with a chunk index n of chunks of C,
-  // over [n * C, min(n * C + C, K))), at the builder's insertion point.
+  // A zeroed accumulator and the K loop into it over [0, K) (or, with a chunk index n of chunks of C, over
+  // [n * C, min(n * C + C, K))), at the builder's insertion point.
   auto contraction = [&](OpBuilder &b, Location l, Value chunkIndex, int64_t chunkSize) {
     Value accInit =
         linalg::FillOp::create(b, l, ValueRange{zero},
