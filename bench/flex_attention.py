@@ -115,10 +115,21 @@ def describe(entry):
                 head_dim=d, dtype=dtype)
 
 
-#: The shares of exp2s (of every 16) that --fma-exp2-sweep moves onto the FMA units (kiln.fma_exp2), and their
-#: timing labels.
+#: The shares of exp2s (of every 16) that --fma-exp2-sweep moves onto the FMA units (kiln.fma_exp2).
 FMA_EXP2_SHARES = (4, 8, 12)
-SWEPT = tuple(f"fma_exp2_{share}" for share in FMA_EXP2_SHARES)
+#: The wgmma tiles (query rows x keys, stages) that --tile-sweep pins on the variants: one warpgroup's 64 rows
+#: against the default two, for masks that leave each query tile a short run of keys.
+SWEPT_TILES = ((64, 64, 1), (64, 64, 2), (128, 64, 1), (128, 128, 2))
+#: Each sweep's variants: timing label -> (the attribute pinned on the kiln.attention, the table's title).
+SWEEPS = {
+    "fma-exp2-sweep": {f"fma_exp2_{share}": (f"kiln.fma_exp2 = {share} : i64", f"{share}/16 exp2 on FMA")
+                       for share in FMA_EXP2_SHARES},
+    "tile-sweep": {f"tiles_{bq}x{bk}_s{stages}": (
+        f'kiln.config = #kiln.config<tile = [{bq}, {bk}], warps = {bq // 16}, stages = {stages}, lowering = "wgmma">',
+        f"{bq}x{bk} tiles, {stages} stage{'s' if stages > 1 else ''}") for bq, bk, stages in SWEPT_TILES},
+}
+SWEPT = tuple(label for sweep in SWEEPS.values() for label in sweep)
+TITLES = {label: title for sweep in SWEEPS.values() for label, (_, title) in sweep.items()}
 
 
 def with_attention_attribute(text, attribute):
@@ -169,16 +180,28 @@ def prepare(args):
             template.mkdir(parents=True, exist_ok=True)
             if not compile_graph(args.template_kilnc, folder / "graph.mlir", template, "sm_90a", item["name"]):
                 return 1
-        for share in FMA_EXP2_SHARES if args.fma_exp2_sweep and item["name"].startswith("b_") else ():
-            swept = out / f"fma_exp2_{share}" / item["name"]
+        for label, attribute in swept_variants(args, item):
+            swept = out / label / item["name"]
             swept.mkdir(parents=True, exist_ok=True)
-            (swept / "graph.mlir").write_text(with_attention_attribute(text, f"kiln.fma_exp2 = {share} : i64"))
-            if not compile_graph(args.kilnc, swept / "graph.mlir", swept, "sm_90a", f"{item['name']} fma {share}"):
+            (swept / "graph.mlir").write_text(with_attention_attribute(text, attribute))
+            if not compile_graph(args.kilnc, swept / "graph.mlir", swept, "sm_90a", f"{item['name']} {label}"):
                 return 1
         listed.append(item)
     (out / "cases.json").write_text(json.dumps(listed, indent=1))
     print(f"compiled {len(listed)} cases into {out}")
     return 0
+
+
+def swept_variants(args, item):
+    """(label, attribute) of each swept variant that ``prepare`` compiles for ``item``: every b_ case for the
+    exp2 sweep, the b_ cases with a score_mod or mask_mod for the tile sweep (plain ones keep their own tiles)."""
+    if not item["name"].startswith("b_"):
+        return []
+    chosen = []
+    for flag, sweep in SWEEPS.items():
+        if getattr(args, flag.replace("-", "_")) and (flag != "tile-sweep" or not item["variant"].startswith("plain")):
+            chosen += [(label, attribute) for label, (attribute, _) in sweep.items()]
+    return chosen
 
 
 def visible_pairs(item, visible):
@@ -249,9 +272,9 @@ def visit(args):
                 launch_template, _ = launcher(template, [q, k, v] + [tables[name] for name in item["tables"]],
                                               [torch.full_like(q, float("nan"))])
                 timings["template"] = time_ms(launch_template)
-            # The same kernel with a share of its exp2s on the FMA units (--fma-exp2-sweep), checked like it.
-            for share in FMA_EXP2_SHARES:
-                swept = build / f"fma_exp2_{share}" / item["name"]
+            # The same attention with an attribute pinned (the sweeps), checked like it.
+            for label in SWEPT:
+                swept = build / label / item["name"]
                 if not (swept / "manifest.json").exists():
                     continue
                 launch_swept, (swept_out,) = launcher(swept, [q, k, v] + [tables[name] for name in item["tables"]],
@@ -259,9 +282,9 @@ def visit(args):
                 torch.cuda.synchronize()
                 swept_error = ((swept_out[:1, :1].double() - ref).abs().max() / ref.abs().max()).item()
                 swept_ok = swept_error <= LIMITS[item["dtype"]] and not torch.isnan(swept_out[:1, :1]).any().item()
-                row[f"fma_exp2_{share}_error"], row[f"fma_exp2_{share}_ok"] = swept_error, swept_ok
+                row[f"{label}_error"], row[f"{label}_ok"] = swept_error, swept_ok
                 failures, checks = failures + (not swept_ok), checks + 1
-                timings[f"fma_exp2_{share}"] = time_ms(launch_swept)
+                timings[label] = time_ms(launch_swept)
             key = (b, h, sq, sk, d, item["causal"])
             if item["variant"] == "plain_default":
                 plain_ms[key] = timings["generated"]
@@ -346,7 +369,7 @@ def write_table(rows, path):
     compared = ("template", "plain", "flex") if any("template_tflops" in r for r in rows) else ("plain", "flex")
     compared += tuple(label for label in SWEPT if any(f"{label}_tflops" in r for r in rows))
     titles = {"template": "before (template compiler)", "plain": "plain kiln", "flex": "flex (compiled)",
-              **{label: f"{label.split('_')[-1]}/16 exp2 on FMA" for label in SWEPT}}
+              **TITLES}
     header = ["case", "kiln TFLOP/s"]
     for label in compared:
         header += [titles[label], "vs " + label]
@@ -379,7 +402,9 @@ def main():
     from row_kernels import command_line
     return command_line(__doc__, "gpu_build/flex", prepare, visit, plot,
                         prepare_flags=(("fma-exp2-sweep", "also compile each b_ case with kiln.fma_exp2 = "
-                                        + ", ".join(map(str, FMA_EXP2_SHARES)) + " (timed beside it)"),))
+                                        + ", ".join(map(str, FMA_EXP2_SHARES)) + " (timed beside it)"),
+                                       ("tile-sweep", "also compile each b_ variant with its tiles pinned: "
+                                        + ", ".join(SWEEPS["tile-sweep"]) + " (timed beside it)")))
 
 
 if __name__ == "__main__":
