@@ -9,9 +9,10 @@
 // 2 x 64 x 72 + 2 x 64 x 72) = 46080 bytes. The kernel is size-generic: its buffers are typed 2^40 elements long
 // and Sq and Sk are its two index parameters (300 and 300 in the launch's sizes); the block's query tile, the
 // causal key bound min(Sk, i + 64 + Sk - Sq) and the split point (the first key tile at or past maskFrom) are
-// computed from them. Q is copied by cp.async and read once as ldmatrix A fragments; the first K/V tile is in
-// flight before the loops, and each iteration issues the next tile's copies into the other slot before waiting
-// for its own. Two key loops (kiln-split-masked-tiles; causal over many query rows, several key tiles may cross
+// computed from them. Q's copy (cp.async) starts as soon as its slice is known, before the key bounds are
+// computed (a mask's table searches run while it lands), and Q is read once as ldmatrix A fragments; the first
+// K/V tile is in flight before the loops, and each iteration issues the next tile's copies into the other slot
+// before waiting for its own. Two key loops (kiln-split-masked-tiles; causal over many query rows, several key tiles may cross
 // the diagonal): up to the split point with no mask arithmetic, then to the key bound with the position mask
 // (keys >= Sk or beyond the diagonal Sk - Sq: -inf). In both: K by ldmatrix, S = Q K^T by mma.sync m16n8k16,
 // scaled by 1/8 * log2(e) (the row max taken before the scale and scaled once, the scale contracting into the
@@ -29,11 +30,11 @@
 // CHECK-NOT: nvvm.minctasm
 // CHECK: gpu.block_id x
 // CHECK: arith.addi %[[SQ]], %{{.*}} : index
+// CHECK: nvgpu.device_async_copy {{.*}}, 8, %{{.*}} {bypassL1} : memref<1099511627776xbf16> to memref<{{.*}}xbf16, #gpu.address_space<workgroup>>
+// CHECK: nvgpu.device_async_create_group
 // CHECK: %[[KEY_END:[a-zA-Z0-9_]+]] = arith.minsi %[[SK]], %{{.*}} : index
 // CHECK: %[[SPLIT:[a-zA-Z0-9_]+]] = arith.minsi %{{.*}}, %[[KEY_END]] : index
 // CHECK-NOT: scf.for
-// CHECK: nvgpu.device_async_copy {{.*}}, 8, %{{.*}} {bypassL1} : memref<1099511627776xbf16> to memref<{{.*}}xbf16, #gpu.address_space<workgroup>>
-// CHECK: nvgpu.device_async_create_group
 // CHECK: nvgpu.device_async_copy
 // CHECK: nvgpu.device_async_create_group
 // CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false}
@@ -331,6 +332,35 @@ module {
     } {scale = 0.125 : f32, kiln.config = #kiln.config<tile = [16, 32], warps = 1, stages = 2, lowering = "mma_sync">} : tensor<2x8x4x128xbf16>, tensor<2x8x512x128xbf16>, tensor<2x8x512x128xbf16> -> tensor<2x8x4x128xbf16>
     %r = bufferization.materialize_in_destination %o in %out : (tensor<2x8x4x128xbf16>, tensor<2x8x4x128xbf16>) -> tensor<2x8x4x128xbf16>
     return %r : tensor<2x8x4x128xbf16>
+  }
+}
+
+// -----
+
+// Sorted document ids: the block searches the table for its documents' keys (MaskBounds.cpp) before it knows
+// which key tile to copy first. Q's copy does not wait for that: it is in flight before the table's first read,
+// so the search's rounds of loads run while Q lands.
+// CHECK-LABEL: gpu.func @k0_document_ids
+// CHECK-SAME: (%[[Q:[a-z0-9]+]]: memref<1099511627776xbf16>, %[[K:[a-z0-9]+]]: memref<1099511627776xbf16>, %{{[a-z0-9]+}}: memref<1099511627776xbf16>, %[[DOCS:[a-z0-9]+]]: memref<1099511627776xi32>
+// CHECK-NOT: memref.load %[[DOCS]]
+// CHECK: nvgpu.device_async_copy %[[Q]]
+// CHECK: nvgpu.device_async_create_group
+// CHECK: memref.load %[[DOCS]]
+// CHECK: scf.while
+// CHECK-COUNT-32: memref.load %[[DOCS]]
+// CHECK: scf.yield
+// CHECK: nvgpu.device_async_copy %[[K]]
+module {
+  func.func private @k0_document_ids(%q: tensor<1x2x300x64xbf16>, %k: tensor<1x2x300x64xbf16>, %v: tensor<1x2x300x64xbf16>, %docs: tensor<300xi32>, %out: tensor<1x2x300x64xbf16>) -> tensor<1x2x300x64xbf16> attributes {kiln.kernel} {
+    %o = kiln.attention %q, %k, %v mod_operands(%docs : tensor<300xi32>) mask_mod {
+    ^bb0(%b: index, %h: index, %i: index, %j: index, %d: tensor<300xi32>):
+      %di = tensor.extract %d[%i] : tensor<300xi32>
+      %dj = tensor.extract %d[%j] : tensor<300xi32>
+      %same = arith.cmpi eq, %di, %dj : i32
+      kiln.yield %same : i1
+    } {nondecreasing_tables = array<i64: 0>, kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "mma_sync">} : tensor<1x2x300x64xbf16>, tensor<1x2x300x64xbf16>, tensor<1x2x300x64xbf16> -> tensor<1x2x300x64xbf16>
+    %r = bufferization.materialize_in_destination %o in %out : (tensor<1x2x300x64xbf16>, tensor<1x2x300x64xbf16>) -> tensor<1x2x300x64xbf16>
+    return %r : tensor<1x2x300x64xbf16>
   }
 }
 

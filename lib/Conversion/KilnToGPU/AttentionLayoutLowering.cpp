@@ -151,6 +151,12 @@ private:
   /// A scalar scf.while before the key loops (a mask's search of a sorted table, MaskBounds.cpp): the same loop
   /// on every thread, its ops lowered as the rest of the scalar prologue.
   LogicalResult lowerScalarWhile(scf::WhileOp loop);
+  /// Starts the copy of the Q tile (the lhs of `scores`, Q K^T) into its slot (one cp.async group,
+  /// `queryGroup`). It starts as soon as Q's slice is lowered, before the scalar prologue, so that a mask's
+  /// table reads and searches run while it lands rather than before it is asked for.
+  LogicalResult startQueryCopy(MatmulOp scores);
+  /// The Q tile's cp.async group, once started.
+  Value queryGroup;
 
   /// The A fragments (per k16 step) of a matmul lhs read before the key loops.
   DenseMap<Value, SmallVector<SmallVector<Value>>> aFragments;
@@ -648,14 +654,9 @@ LogicalResult MmaAttentionLowering::lowerKeyLoops(SmallVector<scf::ForOp> loops)
   Value lastStart = im.mul(im.div(im.sub(im.max(end, im.c(1)), 1), bk), bk);
   Value truth = arith::ConstantIntOp::create(b, loc, 1, 1);
 
-  // Q and the first key tile, then Q's A fragments.
-  auto query = globalTiles.find(scores.getLhs());
-  if (query == globalTiles.end() || query->second.dims.size() != 2)
-    return scores.emitOpError() << kWhat << ": Q must be a [rows, features] tile of a kernel buffer";
-  SmallVector<Value> tokens;
-  copyTile(query->second, ringQ, im.c(0), truth, tokens);
-  Type tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
-  Value queryGroup = nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens);
+  // Q (started when its slice was lowered) and the first key tile, then Q's A fragments.
+  if (!queryGroup && failed(startQueryCopy(scores)))
+    return failure();
   Value start = index(loops.front().getLowerBound());
   FailureOr<Value> group = stageKeyTile(loops.front(), start, im.lt(start, end), slotOf(start));
   if (failed(group))
@@ -924,6 +925,17 @@ LogicalResult MmaAttentionLowering::lowerScalarWhile(scf::WhileOp loop) {
   return success();
 }
 
+LogicalResult MmaAttentionLowering::startQueryCopy(MatmulOp scores) {
+  auto tile = globalTiles.find(scores.getLhs());
+  if (tile == globalTiles.end() || tile->second.dims.size() != 2)
+    return scores.emitOpError() << kWhat << ": Q must be a [rows, features] tile of a kernel buffer";
+  SmallVector<Value> tokens;
+  copyTile(tile->second, ringQ, im.c(0), arith::ConstantIntOp::create(b, loc, 1, 1), tokens);
+  queryGroup =
+      nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, nvgpu::DeviceAsyncTokenType::get(b.getContext()), tokens);
+  return success();
+}
+
 LogicalResult MmaAttentionLowering::lowerRowInsert(tensor::ParallelInsertSliceOp op,
                                                    const GlobalTensor &destination) {
   auto rows = rowValues.find(op.getSource());
@@ -952,9 +964,19 @@ LogicalResult MmaAttentionLowering::lowerRowInsert(tensor::ParallelInsertSliceOp
 }
 
 LogicalResult MmaAttentionLowering::lowerAttentionBody(scf::ForallOp forall) {
-  for (Operation &op : forall.getBody()->without_terminator())
+  // Q is the Q K^T product's lhs, a slice of the forall's body.
+  MatmulOp scores;
+  forall.getBody()->walk([&](MatmulOp product) {
+    if (product.getTransposeRhs())
+      scores = product;
+  });
+  for (Operation &op : forall.getBody()->without_terminator()) {
     if (failed(lowerOp(&op)))
       return failure();
+    if (scores && !queryGroup && op.getNumResults() == 1 && op.getResult(0) == scores.getLhs() &&
+        globalTiles.count(scores.getLhs()) && failed(startQueryCopy(scores)))
+      return failure();
+  }
   for (Operation &op : forall.getTerminator().getYieldingOps()) {
     auto insert = dyn_cast<tensor::ParallelInsertSliceOp>(&op);
     auto destination = insert ? dyn_cast<BlockArgument>(insert.getDest()) : BlockArgument();
