@@ -217,11 +217,19 @@ def _weight(b):
     return (source, True) if source is not None else (b, False)
 
 
+def _fp32_precision(a):
+    """An f32 matmul's precision as torch would multiply it: "ieee" (f32 accuracy) while torch's float32 matmul
+    precision is "highest" (``allow_tf32`` off, its default), TF32 tensor cores where torch allows them."""
+    if a.element != "f32":
+        return None
+    return "ieee" if torch.get_float32_matmul_precision() == "highest" else "tf32"
+
+
 def _matrix(node, a, b, bias=None):
     if a.ndim < 2 or b.ndim < 2:
         raise Unsupported("a matmul of a vector")
     b, transposed = _weight(b)
-    return trace.matmul(a, b, bias=bias, transpose_b=transposed)
+    return trace.matmul(a, b, bias=bias, transpose_b=transposed, fp32_precision=_fp32_precision(a))
 
 
 def _mm(node, a):
@@ -243,7 +251,7 @@ def _linear(node, a):
     w = a["weight"]
     if w.ndim != 2:
         raise Unsupported("a linear weight that is not a matrix")
-    return trace.matmul(a["input"], w, bias=a.get("bias"), transpose_b=True)
+    return trace.matmul(a["input"], w, bias=a.get("bias"), transpose_b=True, fp32_precision=_fp32_precision(w))
 
 
 def _t(node, a):

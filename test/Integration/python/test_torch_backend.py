@@ -239,6 +239,23 @@ def test_rotary_table_computed_at_run_time_runs_in_kiln():
     assert "kiln.cos" in source and "kiln.sin" in source
 
 
+@pytest.mark.parametrize("precision, expected", [("highest", "ieee"), ("high", "tf32")])
+def test_f32_matmuls_multiply_as_torch_would(precision, expected):
+    """torch multiplies f32 matmuls in full f32 unless TF32 is allowed (torch.set_float32_matmul_precision,
+    backends.cuda.matmul.allow_tf32): each f32 matmul of a partition says which (fp32_precision), so that a GPU
+    runs 3xTF32 where torch would not round to TF32, and TF32 tensor cores where it would."""
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(precision)
+    try:
+        layer, x = torch.nn.Linear(32, 24), torch.randn(5, 32)
+        out = compiled(lambda t: torch.relu(layer(t)) @ layer.weight)(x)
+        assert relative_error(out, torch.relu(layer(x)) @ layer.weight) < TOLERANCE
+    finally:
+        torch.set_float32_matmul_precision(previous)
+    source = only_report().partitions[0].source
+    assert source.count("kiln.matmul") == 2 and source.count(f'fp32_precision = "{expected}"') == 2, source
+
+
 class RuntimePaddingMask(torch.nn.Module):
     """Attention scores masked by a padding mask computed at run time from an int64 attention_mask, the way
     Hugging Face builds it (a comparison with 0, or-ed with the future, masked_fill with the dtype's minimum),
