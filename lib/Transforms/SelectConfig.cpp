@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "MaskBounds.h"
 #include "Transforms/Passes.h"
 #include "Transforms/Transforms.h"
 
@@ -30,6 +31,19 @@ int64_t kiln::maxSharedBytesPerBlock(Target target) { return target == Target::S
 bool kiln::isKernelOp(Operation *op) { return isa<MatmulOp, AttentionOp>(op) || isRowOp(op); }
 
 ConfigAttr kiln::getConfig(Operation *op) { return op->getAttrOfType<ConfigAttr>(kConfigAttrName); }
+
+/// Whether the mask_mod of `op` gives each query a run of keys that starts where the query is (a sliding
+/// window's lower bound, a document's or a packed sequence's span, document ids): each query tile then sees a
+/// short run of keys, whatever the length.
+static bool masksToMovingSpans(AttentionOp op, int64_t seqQ, int64_t seqK) {
+  if (!op.hasMaskMod())
+    return false;
+  MaskBounds bounds = MaskBounds::analyze(op.getMaskMod(), op.getNondecreasingTables().value_or(ArrayRef<int64_t>{}),
+                                          seqQ, seqK);
+  return !bounds.runs.empty() || llvm::any_of(bounds.bounds, [](const LinearKeyBound &bound) {
+           return bound.kvCoefficient > 0 && (bound.qCoefficient != 0 || !bound.rowTables.empty());
+         });
+}
 
 /// Shrinks a default tile to fit a small dimension: to the dimension itself on the host, and to the next power
 /// of two (at least 16, the tensor-core fragment size) on the GPU.
@@ -248,12 +262,19 @@ static ConfigAttr configFromShapes(Operation *op, Target target) {
     // 1.04x the two-stage loop causal, as fast without the mask). Up to 1024 keys one-warpgroup 64-row tiles
     // run faster (a block of 128 rows gets too few key tiles to amortise its start), at head dim 128 and up to
     // 512 keys with 32-key tiles, at head dim 64 up to 160 keys too (bench/results/config_sweeps/attention_wgmma_short_keys.md).
-    // A score_mod or mask_mod takes 64-key tiles: the mods' arithmetic needs the registers.
+    // A score_mod or mask_mod takes 64-key tiles: the mods' arithmetic needs the registers. A mask that leaves
+    // each query a span of keys starting near it (windows, documents) takes one warpgroup's 64 rows, as short
+    // key ranges do: two blocks share a multiprocessor, one's start and end overlapping the other's key loop
+    // (bench/results/config_sweeps/attention_wgmma_variant_tiles.md, on the H100: d128 1024-key window 1.09x the
+    // 128-row tiles, documents by id 1.19x, document spans 1.14x; d64 documents 1.11x with two stages, spans
+    // 1.05x; a score_mod alone, softcap or ALiBi, 0.93-1.01x, so it keeps 128 rows).
     Type element = q.getElementType();
     int64_t valueDim = attention.getV().getType().getDimSize(3);
     bool mods = attention.hasScoreMod() || attention.hasMaskMod();
     if (target == Target::Sm90a && (element.isBF16() || element.isF16()) && bq % 64 == 0 &&
         headDim == valueDim && (headDim == 64 || headDim == 128)) {
+      if (masksToMovingSpans(attention, seqQ, seqK))
+        return make({64, fitTile(64, seqK, target)}, 4, headDim == 128 ? 1 : 2, "wgmma");
       if (mods)
         return make({bq, fitTile(64, seqK, target)}, bq / 16, headDim == 128 ? 2 : 1, "wgmma");
       if (seqK <= 1024)

@@ -227,6 +227,49 @@ func.func @attention_decode_step(%q: tensor<4x32x1x128xbf16>, %k: tensor<4x8x100
 
 // -----
 
+// Variants on sm_90a at 4096 keys. A mask that gives each query a span of keys starting near it (a 1024-key
+// sliding window, kv > q - 1024; document ids over a table promised nondecreasing) takes one warpgroup's 64 rows
+// and 64-key tiles, one stage at head dim 128 and two at 64. A score_mod alone (softcap) and a mask bounding keys
+// only from above (kv <= q: the causal frontier) keep 128 rows, two stages at head dim 128.
+// CHECK-LABEL: func.func @attention_variants
+// SM90: } {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 1, lowering = "wgmma">}
+// SM90: } {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "wgmma">, nondecreasing_tables = array<i64: 0>}
+// SM90: } {kiln.config = #kiln.config<tile = [128, 64], warps = 8, stages = 2, lowering = "wgmma">}
+// SM90: } {kiln.config = #kiln.config<tile = [128, 64], warps = 8, stages = 2, lowering = "wgmma">}
+func.func @attention_variants(%q: tensor<1x8x4096x128xbf16>, %q64: tensor<1x8x4096x64xbf16>, %docs: tensor<4096xi32>)
+    -> (tensor<1x8x4096x128xbf16>, tensor<1x8x4096x64xbf16>, tensor<1x8x4096x128xbf16>, tensor<1x8x4096x128xbf16>) {
+  %0 = kiln.attention %q, %q, %q causal mask_mod {
+  ^bb0(%b: index, %h: index, %i: index, %j: index):
+    %c1024 = arith.constant 1024 : index
+    %lo = arith.subi %i, %c1024 : index
+    %in = arith.cmpi sgt, %j, %lo : index
+    kiln.yield %in : i1
+  } : tensor<1x8x4096x128xbf16>, tensor<1x8x4096x128xbf16>, tensor<1x8x4096x128xbf16> -> tensor<1x8x4096x128xbf16>
+  %1 = kiln.attention %q64, %q64, %q64 causal mod_operands(%docs : tensor<4096xi32>) mask_mod {
+  ^bb0(%b: index, %h: index, %i: index, %j: index, %d: tensor<4096xi32>):
+    %di = tensor.extract %d[%i] : tensor<4096xi32>
+    %dj = tensor.extract %d[%j] : tensor<4096xi32>
+    %same = arith.cmpi eq, %di, %dj : i32
+    kiln.yield %same : i1
+  } {nondecreasing_tables = array<i64: 0>} : tensor<1x8x4096x64xbf16>, tensor<1x8x4096x64xbf16>, tensor<1x8x4096x64xbf16> -> tensor<1x8x4096x64xbf16>
+  %2 = kiln.attention %q, %q, %q causal score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %cap = arith.constant 30.0 : f32
+    %x = arith.divf %s, %cap : f32
+    %t = math.tanh %x : f32
+    %y = arith.mulf %t, %cap : f32
+    kiln.yield %y : f32
+  } : tensor<1x8x4096x128xbf16>, tensor<1x8x4096x128xbf16>, tensor<1x8x4096x128xbf16> -> tensor<1x8x4096x128xbf16>
+  %3 = kiln.attention %q, %q, %q mask_mod {
+  ^bb0(%b: index, %h: index, %i: index, %j: index):
+    %in = arith.cmpi sle, %j, %i : index
+    kiln.yield %in : i1
+  } : tensor<1x8x4096x128xbf16>, tensor<1x8x4096x128xbf16>, tensor<1x8x4096x128xbf16> -> tensor<1x8x4096x128xbf16>
+  return %0, %1, %2, %3 : tensor<1x8x4096x128xbf16>, tensor<1x8x4096x64xbf16>, tensor<1x8x4096x128xbf16>, tensor<1x8x4096x128xbf16>
+}
+
+// -----
+
 // Head dim 64 in bf16 on sm_90a: 64x64 wgmma tiles up to 1024 keys, 128x64 beyond, one stage.
 // CHECK-LABEL: func.func @attention_head_dim_64_bf16
 // SM90: kiln.attention {{.*}} {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 1, lowering = "wgmma">}
