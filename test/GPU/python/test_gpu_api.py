@@ -178,8 +178,9 @@ def test_paged_attention(case):
     out = kiln.ops.paged_attention(q, caches[0], caches[1], table, lens)
     torch.cuda.synchronize()
     assert out.shape == q.shape and out.dtype == q.dtype and out.device == q.device
-    expected = torch.cat([reference("attention", [q[b:b + 1], k[b:b + 1, :, :n], v[b:b + 1, :, :n]], {})
-                          for b, n in enumerate(lens.tolist())])
+    # Causal bottom-right within each sequence: its Sq newest tokens are its last Sq keys.
+    expected = torch.cat([reference("attention", [q[b:b + 1], k[b:b + 1, :, :n], v[b:b + 1, :, :n]],
+                                    {"causal": True}) for b, n in enumerate(lens.tolist())])
     check(name, out, expected, seeds[0])
     bad = table.clone()
     bad[batch - 1, 0] = num_pages
@@ -226,7 +227,7 @@ def test_append_kv_in_place(case):
         slots = torch.arange(n, device="cuda")
         pages = table[b, slots // page].long()
         keys, values = (cache[pages, slots % page].permute(1, 0, 2)[None] for cache in expected)
-        references.append(reference("attention", [q[b:b + 1], keys, values], {}))
+        references.append(reference("attention", [q[b:b + 1], keys, values], {"causal": True}))
     check(name, out, torch.cat(references), seeds[0])
 
     # One tensor for both caches: the in-place append would write v's rows over k's.
