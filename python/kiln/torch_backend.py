@@ -19,6 +19,7 @@ caches make those compiles cheap. A graph dynamo made dynamic is specialised per
 
 import operator
 import warnings
+import weakref
 
 import torch
 import torch.fx
@@ -275,17 +276,39 @@ def _is_view(target):
 # ----------------------------------------------------------------------------------------------------------------
 
 class GraphReport:
-    """What the backend did with one aten graph: its partitions, the kiln programs and what fell back."""
+    """What the backend did with one aten graph: its partitions, the kiln programs and what fell back.
+
+    The report reads the compiled graph without keeping it: the partitioned GraphModule, its partitions (with
+    their programs and CUDA graphs) and the whole-graph replay are held weakly, so that they go (with their GPU
+    memory) when torch drops the compiled function (torch._dynamo.reset(), a recompile past its cache) even
+    while the report stays; then ``graph`` and ``whole_graph`` are None and ``partitions`` is empty. The counts
+    and the names of what fell back stay."""
 
     def __init__(self):
-        self.partitions = []  # KilnPartition modules now in the graph
+        self._partitions = []  # weak references to the KilnPartition modules now in the graph
         self.fallbacks = []  # (partition name, reason) of partitions left to torch after a failed compile
         self.torch_nodes = []  # aten targets left to torch
-        self.graph = None  # the partitioned GraphModule
+        self._graph = None  # a weak reference to the partitioned GraphModule
         self.causal_masks = 0  # attentions whose constant mask was the causal triangle (now is_causal)
         self.cache_writes = 0  # buffer writes (index_copy_, index_put_) made in place again (cache_writes.py)
         self.rematerialized = 0  # copies of graph-input data movement given to its users (rematerialize.py)
-        self.whole_graph = None  # the GraphedGraph replaying the whole graph on its GPU, where it does
+        self._whole_graph = None  # a weak reference to the GraphedGraph replaying the whole graph, where one does
+
+    @property
+    def partitions(self):
+        """The KilnPartition modules in the graph, while it lives."""
+        alive = [ref() for ref in self._partitions]
+        return [p for p in alive if p is not None]
+
+    @property
+    def graph(self):
+        """The partitioned GraphModule, while it lives."""
+        return self._graph() if self._graph is not None else None
+
+    @property
+    def whole_graph(self):
+        """The GraphedGraph that replays the whole graph on its GPU (kiln/whole_graph.py), while it lives."""
+        return self._whole_graph() if self._whole_graph is not None else None
 
     @property
     def kernels(self):
@@ -338,7 +361,8 @@ def _compile_partition(fused, call, options):
 
 
 def compile_graph(gm, example_inputs, options=None):
-    """The aten graph ``gm`` with its Kiln partitions compiled (the forward compiler given to aot_autograd)."""
+    """The aten graph ``gm`` with its Kiln partitions compiled (the forward compiler given to aot_autograd), and
+    the GraphedGraph that replays it whole where it runs on one GPU (else None)."""
     options = options or {}
     report = GraphReport()
     report.cache_writes = write_caches_in_place(gm)
@@ -354,15 +378,17 @@ def compile_graph(gm, example_inputs, options=None):
             warnings.warn(f"kiln: partition {call.target} runs in torch ({partition})", stacklevel=2)
             continue
         setattr(fused, call.target, partition)
-        report.partitions.append(partition)
+        report._partitions.append(weakref.ref(partition))
     report.torch_nodes = [n.target for n in fused.graph.nodes
                           if n.op == "call_function" and n.target is not operator.getitem]
-    report.graph = fused
+    report._graph = weakref.ref(fused)
     fused.recompile()
+    replay = None
     if device is not None and options.get("cuda_graphs", True) is True and report.partitions:
-        report.whole_graph = GraphedGraph(fused.forward, mutated, device)
+        replay = GraphedGraph(fused.forward, mutated, device)
+        report._whole_graph = weakref.ref(replay)
     _REPORTS.append(report)
-    return fused
+    return fused, replay
 
 
 def _aot_backend(options):
@@ -370,8 +396,8 @@ def _aot_backend(options):
     from torch._dynamo.backends.common import aot_autograd
 
     def forward(gm, example_inputs):
-        fused = compile_graph(gm, example_inputs, options)
-        return make_boxed_func(_REPORTS[-1].whole_graph or fused.forward)
+        fused, replay = compile_graph(gm, example_inputs, options)
+        return make_boxed_func(replay or fused.forward)
 
     def backward(gm, example_inputs):  # gradients stay in torch
         return make_boxed_func(gm.forward)

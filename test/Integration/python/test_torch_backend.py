@@ -6,7 +6,9 @@ graph (kiln.torch_backend.reports()) names the partitions Kiln runs and the aten
 partition counts the calls it ran, so a model that silently ran in torch fails.
 """
 
+import gc
 import secrets
+import weakref
 
 import pytest
 
@@ -237,6 +239,24 @@ def test_rotary_table_computed_at_run_time_runs_in_kiln():
     assert report.torch_nodes == [] and report.fallbacks == [] and len(report.partitions) == 1
     source = report.partitions[0].source
     assert "kiln.cos" in source and "kiln.sin" in source
+
+
+def test_reports_do_not_keep_compiled_graphs_alive():
+    """A report keeps what the backend did (its counts, its fallbacks) but not the compiled graph: once torch
+    drops the compiled function, its GraphModule and partitions (their programs, their CUDA graphs on a GPU) are
+    freed while the report stays, reading None and no partitions."""
+    layer = torch.nn.Linear(16, 8)
+    step = compiled(lambda x: torch.relu(layer(x)))
+    step(torch.randn(3, 16))
+    report = only_report()
+    graph, partition = weakref.ref(report.graph), weakref.ref(report.partitions[0])
+    assert report.kernels is None and report.torch_nodes == []  # host partitions
+    del step
+    torch._dynamo.reset()
+    gc.collect()
+    assert graph() is None and partition() is None
+    assert report.graph is None and report.partitions == [] and report.whole_graph is None
+    assert report.fallbacks == [] and backend.reports() == [report]
 
 
 @pytest.mark.parametrize("precision, expected", [("highest", "ieee"), ("high", "tf32")])
