@@ -117,7 +117,7 @@ def Kiln_MatmulOp : Kiln_Op<"matmul", [Pure, IsolatedFromAbove]> {
     /// The contraction size K (from the lhs, as stored).
     int64_t getContractionSize();
     /// The number of contraction chunks with `k_chunk` (the leading dimension of the result), else 0.
-    int64_t getKSplits();
+    int64_t getKChunkCount();
   }];
   let hasVerifier = 1;
   let hasRegionVerifier = 1;

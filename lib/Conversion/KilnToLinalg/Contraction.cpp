@@ -95,7 +95,7 @@ struct MatmulLowering : OpConversionPattern<MatmulOp> {
     RankedTensorType lhsType = op.getLhs().getType(), rhsType = op.getRhs().getType();
     if (chunk) {
       contracted = {0, k};
-      int64_t splits = op.getKSplits();
+      int64_t splits = op.getKChunkCount();
       lhs = splitDim(rewriter, loc, lhs, op.getTransposeLhs() ? lhsType.getRank() - 2 : lhsType.getRank() - 1,
                      splits, *chunk);
       rhs = splitDim(rewriter, loc, rhs, op.getTransposeRhs() ? rhsType.getRank() - 1 : rhsType.getRank() - 2,

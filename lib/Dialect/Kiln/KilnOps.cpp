@@ -133,7 +133,7 @@ LogicalResult MatmulOp::verify() {
                               "to the kiln.sum_splits";
     auto unsplit = cast<RankedTensorType>(
         inferMatmulType(lhs, rhs, getTransposeLhs(), getTransposeRhs(), Float32Type::get(getContext())));
-    SmallVector<int64_t> shape{getKSplits()};
+    SmallVector<int64_t> shape{getKChunkCount()};
     llvm::append_range(shape, unsplit.getShape());
     return verifyResultType(*this, result, RankedTensorType::get(shape, unsplit.getElementType()));
   }
@@ -149,7 +149,7 @@ int64_t MatmulOp::getContractionSize() {
   return lhs.getDimSize(getTransposeLhs() ? lhs.getRank() - 2 : lhs.getRank() - 1);
 }
 
-int64_t MatmulOp::getKSplits() {
+int64_t MatmulOp::getKChunkCount() {
   std::optional<int64_t> chunk = getKChunk();
   if (!chunk || *chunk < 1)
     return 0;
