@@ -218,10 +218,17 @@ def _weight(b):
 
 
 def _fp32_precision(a):
-    """An f32 matmul's precision as torch would multiply it: "ieee" (f32 accuracy) while torch's float32 matmul
-    precision is "highest" (``allow_tf32`` off, its default), TF32 tensor cores where torch allows them."""
+    """An f32 matmul's precision as torch would multiply it on a GPU: "ieee" (f32 accuracy) where torch does
+    (``allow_tf32`` off, its default), TF32 tensor cores where torch allows them. torch's CUDA matmul setting
+    (``torch.backends.cuda.matmul.fp32_precision``, which the legacy ``allow_tf32`` and
+    ``set_float32_matmul_precision`` set too) says which; "none" (never set) leaves the legacy default, and
+    ``torch.get_float32_matmul_precision()`` raises once the generic new setting has been used, so it is read
+    only then."""
     if a.element != "f32":
         return None
+    precision = getattr(torch.backends.cuda.matmul, "fp32_precision", "none")
+    if precision in ("ieee", "tf32"):
+        return precision
     return "ieee" if torch.get_float32_matmul_precision() == "highest" else "tf32"
 
 

@@ -259,20 +259,38 @@ def test_reports_do_not_keep_compiled_graphs_alive():
     assert report.fallbacks == [] and backend.reports() == [report]
 
 
-@pytest.mark.parametrize("precision, expected", [("highest", "ieee"), ("high", "tf32")])
-def test_f32_matmuls_multiply_as_torch_would(precision, expected):
-    """torch multiplies f32 matmuls in full f32 unless TF32 is allowed (torch.set_float32_matmul_precision,
-    backends.cuda.matmul.allow_tf32): each f32 matmul of a partition says which (fp32_precision), so that a GPU
-    runs 3xTF32 where torch would not round to TF32, and TF32 tensor cores where it would."""
+def _set_generic_fp32_precision(value):
+    """torch's generic fp32 precision, which the CUDA matmul setting inherits while that one is "none"."""
+    torch.backends.fp32_precision = value
+    torch.backends.cuda.matmul.fp32_precision = "none"
+
+
+@pytest.mark.parametrize("setting, expected", [
+    (lambda: torch.set_float32_matmul_precision("highest"), "ieee"),
+    (lambda: torch.set_float32_matmul_precision("high"), "tf32"),
+    (lambda: setattr(torch.backends.cuda.matmul, "allow_tf32", True), "tf32"),
+    (lambda: _set_generic_fp32_precision("tf32"), "tf32"),
+    (lambda: setattr(torch.backends.cuda.matmul, "fp32_precision", "ieee"), "ieee"),
+], ids=["highest", "high", "allow_tf32", "generic_tf32", "matmul_ieee"])
+def test_f32_matmuls_multiply_as_torch_would(setting, expected):
+    """torch multiplies f32 matmuls in full f32 unless TF32 is allowed (set_float32_matmul_precision, the legacy
+    allow_tf32, or the newer fp32_precision settings, generic or per backend): each f32 matmul of a partition
+    says which (fp32_precision), so that a GPU runs 3xTF32 where torch would not round to TF32, and TF32 tensor
+    cores where it would. Every spelling of the setting is read, none makes the matmuls fall back to torch."""
     previous = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision(precision)
+    setting()
     try:
         layer, x = torch.nn.Linear(32, 24), torch.randn(5, 32)
         out = compiled(lambda t: torch.relu(layer(t)) @ layer.weight)(x)
         assert relative_error(out, torch.relu(layer(x)) @ layer.weight) < TOLERANCE
     finally:
+        # Back through the legacy call as well: restoring the new settings alone leaves torch's legacy getters
+        # refusing a "mix" of the two APIs.
+        torch.backends.fp32_precision = "none"
         torch.set_float32_matmul_precision(previous)
-    source = only_report().partitions[0].source
+    report = only_report()
+    source = report.partitions[0].source
+    assert report.torch_nodes == [] and report.fallbacks == []
     assert source.count("kiln.matmul") == 2 and source.count(f'fp32_precision = "{expected}"') == 2, source
 
 
