@@ -221,9 +221,11 @@ def visit(args):
     # recompiles of one function, beyond which dynamo runs it eagerly: unfused, the whole score matrix in memory
     # (the 16384-token window asked for 32 GiB on an H100). A higher limit keeps every case compiled, and a hit
     # limit raises (reported as flex refused) rather than timing eager flex.
-    for name, value in (("recompile_limit", 1024), ("accumulated_recompile_limit", 4096),
-                        ("fail_on_recompile_limit_hit", True)):
-        if hasattr(torch._dynamo.config, name):
+    for names, value in ((("recompile_limit", "cache_size_limit"), 1024),
+                         (("accumulated_recompile_limit", "accumulated_cache_size_limit"), 4096),
+                         (("fail_on_recompile_limit_hit", "fail_on_cache_limit_hit"), True)):
+        name = next((n for n in names if hasattr(torch._dynamo.config, n)), None)  # the older name before 2.7
+        if name is not None:
             setattr(torch._dynamo.config, name, value)
     flex = torch.compile(flex_attention, dynamic=False)
     dtypes = {"bf16": torch.bfloat16, "f16": torch.float16}
@@ -298,15 +300,16 @@ def visit(args):
                 plain_ms[key] = timings["generated"]
             elif key in plain_ms:
                 timings["plain"] = plain_ms[key]
-            block_mask = None
-            if mask_mod is not None or item["causal"]:
-                def flex_mask(bb, hh, qq, kk, causal=item["causal"], mm=mask_mod, shift=sk - sq):
-                    seen = (kk <= qq + shift) if causal else (kk >= 0)
-                    return seen & mm(bb, hh, qq, kk) if mm is not None else seen
-                # Compiled, so that the mask is evaluated block by block rather than on the whole [Sq, Sk] grid.
-                torch.cuda.empty_cache()
-                block_mask = create_block_mask(flex_mask, None, None, sq, sk, device="cuda", _compile=True)
+            def flex_mask(bb, hh, qq, kk, causal=item["causal"], mm=mask_mod, shift=sk - sq):
+                seen = (kk <= qq + shift) if causal else (kk >= 0)
+                return seen & mm(bb, hh, qq, kk) if mm is not None else seen
+
             try:
+                block_mask = None
+                if mask_mod is not None or item["causal"]:
+                    # Compiled, so that the mask is evaluated block by block rather than on the whole grid.
+                    torch.cuda.empty_cache()
+                    block_mask = create_block_mask(flex_mask, None, None, sq, sk, device="cuda", _compile=True)
                 flex(q, k, v, score_mod=score_mod, block_mask=block_mask, enable_gqa=h != hkv)
                 timings["flex"] = time_ms(lambda: flex(q, k, v, score_mod=score_mod, block_mask=block_mask,
                                                        enable_gqa=h != hkv))
