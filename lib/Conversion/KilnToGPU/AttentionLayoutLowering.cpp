@@ -964,17 +964,17 @@ LogicalResult MmaAttentionLowering::lowerRowInsert(tensor::ParallelInsertSliceOp
 }
 
 LogicalResult MmaAttentionLowering::lowerAttentionBody(scf::ForallOp forall) {
-  // Q is the Q K^T product's lhs, a slice of the forall's body.
+  // Q is the Q K^T product's lhs: its copy starts once the op that slices it from its buffer is lowered.
   MatmulOp scores;
   forall.getBody()->walk([&](MatmulOp product) {
     if (product.getTransposeRhs())
       scores = product;
   });
+  Operation *querySlice = scores ? scores.getLhs().getDefiningOp() : nullptr;
   for (Operation &op : forall.getBody()->without_terminator()) {
     if (failed(lowerOp(&op)))
       return failure();
-    if (scores && !queryGroup && op.getNumResults() == 1 && op.getResult(0) == scores.getLhs() &&
-        globalTiles.count(scores.getLhs()) && failed(startQueryCopy(scores)))
+    if (&op == querySlice && globalTiles.count(scores.getLhs()) && failed(startQueryCopy(scores)))
       return failure();
   }
   for (Operation &op : forall.getTerminator().getYieldingOps()) {
