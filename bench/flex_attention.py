@@ -115,15 +115,11 @@ def describe(entry):
                 head_dim=d, dtype=dtype)
 
 
-#: The shares of exp2s (of every 16) that --fma-exp2-sweep moves onto the FMA units (kiln.fma_exp2).
-FMA_EXP2_SHARES = (4, 8, 12)
 #: The wgmma tiles (query rows x keys, stages) that --tile-sweep pins on the variants: one warpgroup's 64 rows
 #: against the default two, for masks that leave each query tile a short run of keys.
 SWEPT_TILES = ((64, 64, 1), (64, 64, 2), (128, 64, 1), (128, 128, 2))
 #: Each sweep's variants: timing label -> (the attribute pinned on the kiln.attention, the table's title).
 SWEEPS = {
-    "fma-exp2-sweep": {f"fma_exp2_{share}": (f"kiln.fma_exp2 = {share} : i64", f"{share}/16 exp2 on FMA")
-                       for share in FMA_EXP2_SHARES},
     "tile-sweep": {f"tiles_{bq}x{bk}_s{stages}": (
         f'kiln.config = #kiln.config<tile = [{bq}, {bk}], warps = {bq // 16}, stages = {stages}, lowering = "wgmma">',
         f"{bq}x{bk} tiles, {stages} stage{'s' if stages > 1 else ''}") for bq, bk, stages in SWEPT_TILES},
@@ -193,13 +189,13 @@ def prepare(args):
 
 
 def swept_variants(args, item):
-    """(label, attribute) of each swept variant that ``prepare`` compiles for ``item``: every b_ case for the
-    exp2 sweep, the b_ cases with a score_mod or mask_mod for the tile sweep (plain ones keep their own tiles)."""
+    """(label, attribute) of each swept variant that ``prepare`` compiles for ``item``: the b_ cases with a
+    score_mod or mask_mod (plain ones keep their own tiles)."""
     if not item["name"].startswith("b_"):
         return []
     chosen = []
     for flag, sweep in SWEEPS.items():
-        if getattr(args, flag.replace("-", "_")) and (flag != "tile-sweep" or not item["variant"].startswith("plain")):
+        if getattr(args, flag.replace("-", "_")) and not item["variant"].startswith("plain"):
             chosen += [(label, attribute) for label, (attribute, _) in sweep.items()]
     return chosen
 
@@ -405,19 +401,18 @@ def write_table(rows, path):
 
 def plot(args):
     from row_kernels import bar_chart
+    device = json.loads(Path(args.json).read_text()).get("device", "GPU").removeprefix("NVIDIA ")
     bar_chart(args.json, (("generated", "Kiln (variant)"), ("plain", "Kiln plain causal (default kernel)"),
                           ("flex", "flex_attention (torch.compile)"), ("cudnn", "SDPA cuDNN")),
-              "attention variants on the H200, bf16 d128 and d64 (useful TFLOP/s)")
+              f"attention variants on the {device}, bf16 d128 and d64 (useful TFLOP/s)")
     return 0
 
 
 def main():
     from row_kernels import command_line
     return command_line(__doc__, "gpu_build/flex", prepare, visit, plot,
-                        prepare_flags=(("fma-exp2-sweep", "also compile each b_ case with kiln.fma_exp2 = "
-                                        + ", ".join(map(str, FMA_EXP2_SHARES)) + " (timed beside it)"),
-                                       ("tile-sweep", "also compile each b_ variant with its tiles pinned: "
-                                        + ", ".join(SWEEPS["tile-sweep"]) + " (timed beside it)")))
+                        prepare_flags=(("tile-sweep", "also compile each b_ variant with its tiles pinned: "
+                                        + ", ".join(SWEEPS["tile-sweep"]) + " (timed beside it)"),))
 
 
 if __name__ == "__main__":

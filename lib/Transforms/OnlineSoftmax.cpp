@@ -216,7 +216,6 @@ LogicalResult kiln::rewriteOnlineSoftmax(RewriterBase &rewriter, SoftmaxOp softm
                                          Value shifted = arith::SubFOp::create(nb, nl, x[0], safeMax(nb, nl, x[1]));
                                          return math::Exp2Op::create(nb, nl, shifted);
                                        });
-        probs.getDefiningOp()->setAttr(kProbabilitiesAttrName, b.getUnitAttr());
         Value alpha = buildElementwise(b, l, {rows}, f32, ValueRange{m, mNew}, {rowId, rowId},
                                        [](OpBuilder &nb, Location nl, ValueRange x) -> Value {
                                          Value shifted = arith::SubFOp::create(nb, nl, x[0], safeMax(nb, nl, x[1]));

@@ -271,8 +271,6 @@ FailureOr<SmallVector<Value>> kiln::tileAttention(RewriterBase &rewriter, Attent
   if (gpu) {
     forall->setAttr(kConfigAttrName, config);
     forall->setAttr(kTiledOpAttrName, rewriter.getStringAttr(AttentionOp::getOperationName()));
-    if (Attribute fmaExp2 = op->getAttr(kFmaExp2AttrName))
-      forall->setAttr(kFmaExp2AttrName, fmaExp2);
   }
 
   OpBuilder::InsertionGuard guard(rewriter);

@@ -34,13 +34,6 @@ inline constexpr llvm::StringLiteral kClusterSplitAttrName = "kiln.cluster_split
 inline constexpr llvm::StringLiteral kUpdatesInPlaceAttrName = "kiln.updates_in_place";
 /// Name of the discardable attribute that carries the register layout (#kiln.row_layout) of a tile op's result.
 inline constexpr llvm::StringLiteral kLayoutAttrName = "kiln.layout";
-/// Name of the discardable attribute of a bf16/f16 kiln.attention (copied onto its tiled loop) that says how many
-/// of every 16 score registers compute the softmax's exp2 by a polynomial on the FMA units instead of the
-/// special-function unit (0 to 16; absent: 0): where the exp2s and a softcap's tanh saturate that unit.
-inline constexpr llvm::StringLiteral kFmaExp2AttrName = "kiln.fma_exp2";
-/// Marks the linalg.generic of kiln-online-softmax's key loop that computes a tile's probabilities (exp2 of the
-/// scores less the running maximum, at most 1): the exps that kFmaExp2AttrName may move onto the FMA units.
-inline constexpr llvm::StringLiteral kProbabilitiesAttrName = "kiln.probabilities";
 } // namespace kiln
 } // namespace mlir
 

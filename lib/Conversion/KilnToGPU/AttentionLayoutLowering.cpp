@@ -98,9 +98,6 @@ public:
 
   /// The lengths compiled for (bindLengths), the launch's sizes.
   int64_t compiledSeqQ = 0, compiledSeqK = 0;
-  /// Of every 16 registers of a probability tile, how many compute their exp2 on the FMA units (exp2OnFma;
-  /// kFmaExp2AttrName), spread evenly over the registers.
-  int64_t fmaExp2 = 0;
 
 protected:
   LogicalResult lowerOp(Operation *op) override;
@@ -325,13 +322,6 @@ LogicalResult MmaAttentionLowering::lowerElementwise(Operation *op) {
       FailureOr<Value> value = epilogueValue(generic, r, frags);
       if (failed(value))
         return failure();
-      // A probability (kiln-online-softmax's exp2, of an argument at most 0) of one of the registers chosen to
-      // spare the special-function unit.
-      auto exp = value->getDefiningOp<math::Exp2Op>();
-      if (exp && generic->hasAttr(kProbabilitiesAttrName) && (r % 16 + 1) * fmaExp2 / 16 > (r % 16) * fmaExp2 / 16) {
-        *value = exp2OnFma(b, loc, exp.getOperand());
-        exp.erase();
-      }
       values.push_back(*value);
       continue;
     }
@@ -1070,8 +1060,6 @@ FailureOr<KernelLaunch> kiln::lowerMmaAttentionKernel(OpBuilder &builder, gpu::G
     lowering.descriptors.emplace(builder, loc, gpuKernel.sharedBytes);
     lowering.ringKBytes = 2 * sizeQ, lowering.ringVBytes = 2 * (sizeQ + slots * sizeK);
   }
-  if (auto share = forall->getAttrOfType<IntegerAttr>(kFmaExp2AttrName))
-    lowering.fmaExp2 = share.getInt();
   Block &entry = gpuKernel.func.getBody().front();
   if (failed(lowering.bindKernel(kernel, forall, entry, kWhat)))
     return failure();

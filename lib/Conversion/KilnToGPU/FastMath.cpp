@@ -10,9 +10,6 @@
 // flush-to-zero path, as Triton sets it and as nvcc's --use_fast_math (FlashAttention's build) does (so a
 // subnormal dividend of kiln.fmod or kiln.remainder reads as 0 on the GPU, not on the host).
 //
-// exp2OnFma computes 2^x without the special-function unit, for the share of a softmax's exponentials that a
-// kernel moves onto the FMA units.
-//
 // Why flush: without it, ptxas wraps each MUFU instruction in a subnormal rescaling sequence, about five more
 // SASS instructions per exp or division, and spends 40% of its time on them in a SiLU GEMM (39 against 24 ms);
 // assembling is the largest part of a cold JIT compile. What it changes: an exp or reciprocal below 2^-126
@@ -31,32 +28,6 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 
 using namespace mlir;
-
-Value kiln::exp2OnFma(OpBuilder &b, Location loc, Value x) {
-  // 2^f ~ 1 + f (c1 + f (c2 + f c3)) on [-0.5, 0.5], fitted for the least greatest relative error with the
-  // constant term held at 1.
-  constexpr float kC1 = 0.69328297f, kC2 = 0.24221097f, kC3 = 0.05500857f;
-  // Adding 1.5 * 2^23 rounds to the nearest integer, which then sits in the low bits of the sum.
-  constexpr float kRound = 12582912.0f;
-  Type f32 = b.getF32Type(), i32 = b.getI32Type();
-  auto constant = [&](float value) { return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(value)); };
-  Value clamped = arith::MaximumFOp::create(b, loc, x, constant(-127.0f));
-  Value round = constant(kRound);
-  Value rounded = arith::AddFOp::create(b, loc, clamped, round);
-  Value whole = arith::SubFOp::create(b, loc, rounded, round);
-  Value fraction = arith::SubFOp::create(b, loc, clamped, whole);
-  Value poly = constant(kC3);
-  for (float coefficient : {kC2, kC1, 1.0f})
-    poly = arith::AddFOp::create(b, loc, arith::MulFOp::create(b, loc, poly, fraction), constant(coefficient));
-  // 2^j's bits are (j + 127) << 23, and (bits of the sum) << 23 is j << 23 modulo 2^32 (the sum's bits above its
-  // 9 low ones shift out); j = -127 gives 0. A product rather than an integer add into the polynomial's bits keeps
-  // a NaN a NaN.
-  Value exponent = arith::ShLIOp::create(b, loc, arith::BitcastOp::create(b, loc, i32, rounded),
-                                         arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(23)));
-  Value scaleBits = arith::AddIOp::create(b, loc, exponent,
-                                          arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(127 << 23)));
-  return arith::MulFOp::create(b, loc, poly, arith::BitcastOp::create(b, loc, f32, scaleBits));
-}
 
 void kiln::approximateExpAndDivision(gpu::GPUModuleOp gpuModule) {
   SmallVector<arith::DivFOp> divisions;

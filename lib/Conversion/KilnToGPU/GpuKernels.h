@@ -98,14 +98,6 @@ void awaitPredecessorKernel(gpu::GPUFuncOp kernel);
 /// blocks placed beside the running predecessor end up unevenly spread.
 bool overlapsPredecessorWell(func::FuncOp kernel, const KernelLaunch &launch, Target target);
 
-/// 2^x for an f32 `x` <= 0 (a softmax's shifted score, -inf included) on the FMA and integer units alone: x
-/// clamped to -127, split into a nearest integer j and a fraction f in [-0.5, 0.5] by adding and subtracting
-/// 1.5 * 2^23, 2^f by a cubic (relative error 1.0e-4, exactly 1 at 0), times 2^j built from its exponent bits.
-/// Below -126.5 (-inf included) it gives exactly 0, to -126 a subnormal; NaN stays NaN; above 127 it is wrong.
-/// Where a kernel's exp2s and tanhs saturate the special-function unit (16 results a cycle per multiprocessor
-/// against 128 FMAs), computing part of them here balances the two (FlashAttention-4 does the same).
-Value exp2OnFma(OpBuilder &b, Location loc, Value x);
-
 /// Gives `gpuModule`'s f32 exp and division the hardware's approximations with subnormal results flushed to
 /// zero (FastMath.cpp): exp as libdevice's fast path, x / y as x times rcp.approx.ftz(y), and libdevice's
 /// flush-to-zero paths through the module's nvvm-reflect-ftz flag.

@@ -403,15 +403,6 @@ LogicalResult AttentionOp::verify() {
                                {"out_layout", getOutLayout()}})
     if (layout && *layout != "bhsd" && *layout != "bshd")
       return emitOpError() << name << " must be \"bhsd\" or \"bshd\", got \"" << *layout << "\"";
-  if (Attribute fmaExp2 = (*this)->getAttr(kFmaExp2AttrName)) {
-    auto count = dyn_cast<IntegerAttr>(fmaExp2);
-    if (!count || count.getInt() < 0 || count.getInt() > 16)
-      return emitOpError() << kFmaExp2AttrName << " must be an integer from 0 to 16 (of every 16 scores), got "
-                           << fmaExp2;
-    if (!getQ().getType().getElementType().isBF16() && !getQ().getType().getElementType().isF16())
-      return emitOpError() << kFmaExp2AttrName << " applies to bf16 and f16 attention only (its 1e-4 relative "
-                           << "error is below their rounding), got " << getQ().getType().getElementType();
-  }
   const int64_t headsDim = getHeadsDim(), seqDim = getSeqDim();
   StringRef layoutName = isSeqMajor() ? "[batch, seq, heads, head_dim]" : "[batch, heads, seq, head_dim]";
   for (auto [name, type] : {std::pair<StringRef, RankedTensorType>{"q", q}, {"k", k}, {"v", v}}) {

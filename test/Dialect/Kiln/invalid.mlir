@@ -1931,22 +1931,6 @@ func.func @attention_nondecreasing_table_float(%q: tensor<1x2x4x8xf32>, %t0: ten
 
 // -----
 
-func.func @attention_fma_exp2_out_of_range(%q: tensor<1x2x4x8xbf16>) -> tensor<1x2x4x8xbf16> {
-  // expected-error @+1 {{'kiln.attention' op kiln.fma_exp2 must be an integer from 0 to 16 (of every 16 scores), got 17 : i64}}
-  %0 = kiln.attention %q, %q, %q {kiln.fma_exp2 = 17 : i64} : tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16> -> tensor<1x2x4x8xbf16>
-  return %0 : tensor<1x2x4x8xbf16>
-}
-
-// -----
-
-func.func @attention_fma_exp2_f32(%q: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
-  // expected-error @+1 {{'kiln.attention' op kiln.fma_exp2 applies to bf16 and f16 attention only (its 1e-4 relative error is below their rounding), got 'f32'}}
-  %0 = kiln.attention %q, %q, %q {kiln.fma_exp2 = 8 : i64} : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32> -> tensor<1x2x4x8xf32>
-  return %0 : tensor<1x2x4x8xf32>
-}
-
-// -----
-
 func.func @attention_mod_operands_without_mod(%q: tensor<1x2x4x8xf32>, %t: tensor<2xf32>) -> tensor<1x2x4x8xf32> {
   // expected-error @+1 {{'kiln.attention' op has mod operands but no score_mod or mask_mod region}}
   %0 = kiln.attention %q, %q, %q mod_operands(%t : tensor<2xf32>) : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32> -> tensor<1x2x4x8xf32>
