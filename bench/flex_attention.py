@@ -88,10 +88,11 @@ def mods_for(variant, seq_q, seq_k, tanh, tables, promise=lambda fn, *tables: fn
 CASES = []
 for _dtype in ("bf16", "f16"):
     for _variant, _causal in (("softcap", False), ("alibi", True), ("relative_bias", False),
-                              ("sliding_window", True), ("document", False), ("document_spans", False),
-                              ("prefix_lm", False)):
-        CASES.append((f"t_{_dtype}_{_variant}_gqa_77x200_d64", _variant, _causal, 2, 4, 2, 77, 200, 64, _dtype))
-        CASES.append((f"t_{_dtype}_{_variant}_1200_d128", _variant, _causal, 1, 4, 4, 1200, 1200, 128, _dtype))
+                              ("sliding_window", True), ("document", False), ("document", True),
+                              ("document_spans", False), ("prefix_lm", False)):
+        _label = _variant + ("_causal" if _causal and _variant == "document" else "")
+        CASES.append((f"t_{_dtype}_{_label}_gqa_77x200_d64", _variant, _causal, 2, 4, 2, 77, 200, 64, _dtype))
+        CASES.append((f"t_{_dtype}_{_label}_1200_d128", _variant, _causal, 1, 4, 4, 1200, 1200, 128, _dtype))
 for _d in (128, 64):
     for _variant, _causal in (("plain_default", True), ("plain_tiled", True), ("softcap", True), ("alibi", True),
                               ("sliding_window", True), ("document", True), ("document_spans", True)):

@@ -18,6 +18,8 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Region.h"
 
+#include <optional>
+
 namespace mlir::kiln {
 
 /// Integer values of a mask_mod that depend on neither q_idx nor kv_idx (a sequence's length read from a table),
@@ -71,9 +73,12 @@ struct KeyRange {
 /// Builds the key ranges of `bounds` for a block of query rows; `hoisted` maps the bounds' symbols to their
 /// values outside the region (lowering::hoistInvariantOps hoists every one of them), `modOperands` are the op's
 /// tables, read at the block's first row and at its last one below `queries` (the query count), and an equal
-/// run's table searched for the first and last keys of the runs of those two rows.
+/// run's table searched for the first and last keys of the runs of those two rows. `causalDiagonal`: the op is
+/// causal and row q sees keys up to q + causalDiagonal; a run read at that same shift needs no search for its
+/// end (the keys past the last row's diagonal are hidden by the causal mask, not by these bounds).
 KeyRange buildKeyRange(OpBuilder &b, Location loc, const MaskBounds &bounds, Value firstRow, int64_t rows,
-                       Value queries, const IRMapping &hoisted, ValueRange modOperands);
+                       Value queries, const IRMapping &hoisted, ValueRange modOperands,
+                       std::optional<int64_t> causalDiagonal = std::nullopt);
 
 } // namespace mlir::kiln
 

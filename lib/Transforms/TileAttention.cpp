@@ -330,8 +330,12 @@ FailureOr<SmallVector<Value>> kiln::tileAttention(RewriterBase &rewriter, Attent
     MaskBounds bounds =
         MaskBounds::analyze(op.getMaskMod(), op.getNondecreasingTables().value_or(ArrayRef<int64_t>{}), t.seqQ,
                             t.seqK);
+    // Equal runs need static lengths, so the causal diagonal is a constant wherever one is searched.
+    std::optional<int64_t> causalDiagonal;
+    if (op.getCausal() && !ShapedType::isDynamic(t.seqQ) && !ShapedType::isDynamic(t.seqK))
+      causalDiagonal = t.seqK - t.seqQ;
     KeyRange range = buildKeyRange(rewriter, loc, bounds, t.queryStart, t.bq, t.seqQv, t.maskHoisted,
-                                   op.getModOperands());
+                                   op.getModOperands(), causalDiagonal);
     if (range.from) {
       Value from = arith::MaxSIOp::create(rewriter, loc, range.from, c0);
       firstKey = arith::MulIOp::create(rewriter, loc, arith::DivSIOp::create(rewriter, loc, from, cBK), cBK);

@@ -738,6 +738,41 @@ func.func @attention_document_ids(%q: tensor<1x1x100x32xf32>, %docs: tensor<100x
 
 // -----
 
+// The same ids under `causal`, whose diagonal is the row the table is read at (q against q + Sk - Sq, here 0):
+// a row's keys end at its own position, inside its own document, so the end of the last row's document bounds
+// nothing the diagonal does not. The tile searches for the first row's document's first key alone (16 reads a
+// round); the key loops end at the diagonal, and every row sees [first key, last row + 1) where the rows share
+// one document.
+// FOLD-LABEL: func.func @attention_document_ids_causal
+// FOLD-SAME: (%{{[a-zA-Z0-9_]+}}: tensor<1x1x100x32xf32>, %[[DOCS:[a-zA-Z0-9_]+]]: tensor<100xi32>)
+// FOLD: scf.forall (%[[Q0:[a-zA-Z0-9_]+]]) = (0) to (100) step (32)
+// FOLD: tensor.pad
+// FOLD: %[[DIAGONAL_END:.*]] = affine.min
+// FOLD: %[[LAST_ROW:.*]] = arith.minsi %{{.*}}, %c99 : index
+// FOLD: %[[AFTER_LAST:.*]] = arith.addi %[[LAST_ROW]], %c1 : index
+// FOLD: %[[ONE_DOC:.*]] = arith.cmpi eq, %{{.*}}, %{{.*}} : index
+// FOLD: %[[FOUND:.*]]:2 = scf.while (%[[LO:.*]] = %c0, %[[HI:.*]] = %[[Q0]]) : (index, index) -> (index, index)
+// FOLD: arith.ceildivsi %{{.*}}, %c16 : index
+// FOLD-COUNT-16: tensor.extract %[[DOCS]]
+// FOLD-NOT: tensor.extract %[[DOCS]]
+// FOLD: scf.yield
+// FOLD: arith.select %[[ONE_DOC]], %[[FOUND]]#0, %[[AFTER_LAST]] : index
+// FOLD: arith.select %[[ONE_DOC]], %[[AFTER_LAST]], %[[FOUND]]#0 : index
+// FOLD: %[[END:.*]] = arith.minsi %[[DIAGONAL_END]], %[[AFTER_LAST]] : index
+// FOLD: scf.for %{{.*}} = %{{.*}} to %[[END]] step %c32
+func.func @attention_document_ids_causal(%q: tensor<1x1x100x32xf32>, %docs: tensor<100xi32>) -> tensor<1x1x100x32xf32> {
+  %0 = kiln.attention %q, %q, %q causal mod_operands(%docs : tensor<100xi32>) mask_mod {
+  ^bb0(%b: index, %h: index, %i: index, %j: index, %d: tensor<100xi32>):
+    %di = tensor.extract %d[%i] : tensor<100xi32>
+    %dj = tensor.extract %d[%j] : tensor<100xi32>
+    %same = arith.cmpi eq, %di, %dj : i32
+    kiln.yield %same : i1
+  } {nondecreasing_tables = array<i64: 0>, kiln.config = #kiln.config<tile = [32, 32], warps = 1, stages = 1, lowering = "host">} : tensor<1x1x100x32xf32>, tensor<1x1x100x32xf32>, tensor<1x1x100x32xf32> -> tensor<1x1x100x32xf32>
+  return %0 : tensor<1x1x100x32xf32>
+}
+
+// -----
+
 // The same equality written as a negated `!=` (and on i32 entries): an equal run too.
 // FOLD-LABEL: func.func @attention_document_ids_negated
 // FOLD: scf.while
