@@ -57,6 +57,8 @@
 #include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::kiln;
 using namespace mlir::kiln::gpukernel;
@@ -360,25 +362,58 @@ static void combineQuad(OpBuilder &b, Location loc, MutableArrayRef<Value> value
       value = apply(value, gpu::ShuffleOp::create(b, loc, value, offset, 32, gpu::ShuffleMode::XOR).getShuffleResult());
 }
 
-/// If `combine` takes a maximum and every register of `registers` multiplies a value by one positive constant:
-/// replaces each by that value and returns the constant; else null.
-static Value scaledMaximumFactor(Operation *combine, SmallVectorImpl<Value> &registers) {
-  if (!isa<arith::MaximumFOp, arith::MaxNumFOp>(combine))
+/// `value` as (x, factor) when it is x scaled by a chain of multiplies (either operand order) and divisions by
+/// positive f32 constants, x the first value of the chain that is no such scaling; factor is then the product of
+/// the chain's factors (1 when `value` is no scaling).
+static std::pair<Value, double> positiveScaling(Value value) {
+  double factor = 1;
+  while (Operation *op = value.getDefiningOp()) {
+    auto constantOf = [](Value operand) -> std::optional<double> {
+      FloatAttr constant;
+      if (!matchPattern(operand, m_Constant(&constant)) || !(constant.getValueAsDouble() > 0))
+        return std::nullopt;
+      return constant.getValueAsDouble();
+    };
+    if (auto mul = dyn_cast<arith::MulFOp>(op)) {
+      if (std::optional<double> c = constantOf(mul.getRhs())) {
+        factor *= *c, value = mul.getLhs();
+        continue;
+      }
+      if (std::optional<double> c = constantOf(mul.getLhs())) {
+        factor *= *c, value = mul.getRhs();
+        continue;
+      }
+    } else if (auto div = dyn_cast<arith::DivFOp>(op)) {
+      if (std::optional<double> c = constantOf(div.getRhs())) {
+        factor /= *c, value = div.getLhs();
+        continue;
+      }
+    }
+    break;
+  }
+  return {value, factor};
+}
+
+/// If `combine` takes a maximum and every register of `registers` is a value scaled by constants (a chain of
+/// multiplies and divisions by positive constants: the softmax scale and log2(e), a softcap's cap) whose
+/// product is the same for all: replaces each by that value and returns the product as an f32 constant; else
+/// null. A register that is no scaling at all leaves them as they are.
+static Value scaledMaximumFactor(OpBuilder &b, Location loc, Operation *combine, SmallVectorImpl<Value> &registers) {
+  if (!isa<arith::MaximumFOp, arith::MaxNumFOp>(combine) || registers.empty())
     return Value();
-  Value factor;
-  FloatAttr factorValue;
+  std::optional<float> factor;
   SmallVector<Value> unscaled;
   for (Value reg : registers) {
-    auto product = reg.getDefiningOp<arith::MulFOp>();
-    FloatAttr constant;
-    if (!product || !matchPattern(product.getRhs(), m_Constant(&constant)) ||
-        !(constant.getValueAsDouble() > 0) || (factorValue && factorValue != constant))
+    auto [base, scale] = positiveScaling(reg);
+    if (base == reg || (factor && *factor != static_cast<float>(scale)))
       return Value();
-    factor = product.getRhs(), factorValue = constant;
-    unscaled.push_back(product.getLhs());
+    factor = static_cast<float>(scale);
+    unscaled.push_back(base);
   }
+  if (!std::isnormal(*factor))
+    return Value();
   registers.assign(unscaled.begin(), unscaled.end());
-  return factor;
+  return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(*factor));
 }
 
 /// The one combining op of a reduction's body (its result yielded, its operands the two block arguments).
@@ -416,7 +451,7 @@ LogicalResult MmaAttentionLowering::lowerRowReduction(linalg::GenericOp op) {
   // rows' maxima of the unscaled registers, scaled once, leave the scaled registers to the exponent's
   // subtraction alone, which they then contract into.
   SmallVector<Value> registersIn = tile->second;
-  Value scale = scaledMaximumFactor(combine, registersIn);
+  Value scale = scaledMaximumFactor(b, loc, combine, registersIn);
   // The thread's registers in order, each into its row's partial (the rows' chains interleave).
   SmallVector<Value> partials(fragsM * 2), result;
   for (int64_t r = 0, count = fragsM * frags * 4; r < count; ++r) {
@@ -1070,6 +1105,9 @@ FailureOr<KernelLaunch> kiln::lowerMmaAttentionKernel(OpBuilder &builder, gpu::G
     return failure();
   gpu::ReturnOp::create(builder, loc);
   eraseDeadOps(gpuKernel.func);
+  // The constant scalings around a score_mod (the softmax scale, a softcap's 1 / cap and cap, log2(e)) in as
+  // few multiplies as they fold into.
+  foldConstantScales(gpuKernel.func);
   // A kernel of bf16/f16 inputs: its f32 tanh (a softcap, an epilogue's GELU) may take the hardware's
   // approximation (kiln::approximateExpAndDivision); with f32 inputs it stays exact.
   // Its f32 products and sums may contract into fused multiply-adds, as nvcc's and Triton's defaults let them:

@@ -127,6 +127,11 @@ protected:
 /// size, as the kernel cache's key needs.
 void eraseDeadOps(gpu::GPUFuncOp func);
 
+/// Folds each f32 multiply or division by a constant whose operand is itself such a scaling (used nowhere else)
+/// into one multiply by the product of the constants, and turns any other division by a constant into a
+/// multiply by its reciprocal (ConstantScales.cpp): `(x * a) / b * c` costs one multiply.
+void foldConstantScales(gpu::GPUFuncOp func);
+
 /// Loads `count` elements of `buffer` from `at` (one vector load when `count` > 1; `at` must then be a multiple
 /// of `count`), or `pad` where `valid` is false (the load then reads element 0, always in bounds).
 SmallVector<Value> loadElements(OpBuilder &b, Location loc, IndexMath &im, Value buffer, Value at, int64_t count,
