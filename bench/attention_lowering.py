@@ -182,7 +182,7 @@ def visit(args):
 def plot(args):
     from row_kernels import bar_chart
     bar_chart(args.json, (("generated", "generated (tiled IR)"), ("template", "template"), ("flash", "SDPA flash"),
-                          ("cudnn", "SDPA cuDNN")), "attention on the H200, bf16")
+                          ("cudnn", "SDPA cuDNN")), "attention on the {device}, bf16")
     write_table(json.loads(Path(args.json).read_text())["rows"], Path(args.json).with_suffix(".md"))
     return 0
 

@@ -186,7 +186,7 @@ def visit(args):
 def plot(args):
     from row_kernels import bar_chart
     bar_chart(args.json, (("generated", "Kiln split-KV"), ("whole", "Kiln unsplit"), ("flash", "SDPA flash"),
-                          ("cudnn", "SDPA cuDNN")), "decode attention on the H200, bf16, GQA 32/8, d128", unit="TB/s")
+                          ("cudnn", "SDPA cuDNN")), "decode attention on the {device}, bf16, GQA 32/8, d128", unit="TB/s")
     write_table(json.loads(Path(args.json).read_text())["rows"], Path(args.json).with_suffix(".md"))
     return 0
 

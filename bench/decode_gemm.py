@@ -302,7 +302,7 @@ def cluster_cells(row):
 def plot(args):
     from row_kernels import bar_chart
     bar_chart(args.json, (("generated", "Kiln (split-K where chosen)"), ("unsplit", "Kiln unsplit"),
-                          ("cublas", "cuBLAS")), "decode-step GEMMs on the H200, bf16", unit="TB/s")
+                          ("cublas", "cuBLAS")), "decode-step GEMMs on the {device}, bf16", unit="TB/s")
     write_table(json.loads(Path(args.json).read_text())["rows"], Path(args.json).with_suffix(".md"))
     return 0
 

@@ -406,7 +406,9 @@ def plot(args):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    rows = [r for r in json.loads(Path(args.json).read_text())["rows"] if "kiln_ms" in r]
+    from row_kernels import device_name
+    visit = json.loads(Path(args.json).read_text())
+    rows = [r for r in visit["rows"] if "kiln_ms" in r]
     series = (("kiln_ms", "Kiln"), ("baseline_ms", "Kiln, baseline build"), ("eager_ms", "torch eager"),
               ("inductor_ms", "torch.compile"), ("inductor_cudagraphs_ms", "torch.compile, reduce-overhead"))
     fig, ax = plt.subplots(figsize=(11, 5))
@@ -420,7 +422,7 @@ def plot(args):
     ax.set_xticks(list(range(len(rows))), [r["name"] for r in rows])
     ax.set_ylabel("ms per layer")
     ax.set_yscale("log")
-    ax.set_title("Llama decode layer over a paged KV cache on the H200, bf16")
+    ax.set_title(f"Llama decode layer over a paged KV cache on the {device_name(visit)}, bf16")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(Path(args.json).with_suffix(".png"), dpi=110)

@@ -147,7 +147,7 @@ def plot(args):
     from row_kernels import bar_chart
     bar_chart(args.json, (("generated", "Kiln"), ("template", "Kiln before (template compiler)"),
                           ("torch", "torch eager"), ("inductor", "torch.compile")),
-              "glue kernels on the H200, bf16 (TB/s of bytes read and written once)", unit="TB/s")
+              "glue kernels on the {device}, bf16 (TB/s of bytes read and written once)", unit="TB/s")
     return 0
 
 

@@ -280,7 +280,7 @@ def visit(args):
 def plot(args):
     from row_kernels import bar_chart
     bar_chart(args.json, (("generated", "generated (tiled IR)"), ("template", "template"), ("cublas", "cuBLAS")),
-              "matmuls on the H200, bf16 and f32 as TF32 (no bar: the template does not take the shape)")
+              "matmuls on the {device}, bf16 and f32 as TF32 (no bar: the template does not take the shape)")
     write_table(json.loads(Path(args.json).read_text())["rows"], Path(args.json).with_suffix(".md"))
     return 0
 

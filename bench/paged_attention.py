@@ -193,7 +193,7 @@ def plot(args):
     from row_kernels import bar_chart
     series = (("generated", "Kiln paged"), ("contiguous", "Kiln contiguous"),
               ("masked", "Kiln contiguous + length mask"), ("flash", "SDPA flash"), ("cudnn", "SDPA cuDNN"))
-    bar_chart(args.json, series, "paged decode attention on the H200, bf16, GQA 32/8, d128", unit="TB/s")
+    bar_chart(args.json, series, "paged decode attention on the {device}, bf16, GQA 32/8, d128", unit="TB/s")
     write_table(json.loads(Path(args.json).read_text())["rows"], Path(args.json).with_suffix(".md"))
     return 0
 

@@ -290,15 +290,22 @@ def visit(args):
     return 1 if failures else 0
 
 
+def device_name(visit):
+    """The GPU a visit's JSON says it ran on, without the vendor ("H100 80GB HBM3"; "H200" for the older JSON
+    files, which all ran there and did not say)."""
+    return visit.get("device", "H200").removeprefix("NVIDIA ")
+
+
 def bar_chart(path, series, title, unit="TFLOP/s"):
     """Draws the benchmark rows of a visit's JSON at ``path`` (those the generated kernel was timed on) as
     grouped bars beside it (.png): ``series`` lists (key, label) pairs, a row's ``<key>_<unit>`` each bar's
-    height (none where the row lacks it)."""
+    height (none where the row lacks it); ``{device}`` in ``title`` names the GPU the JSON says it ran on."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     key = {label: name for name, label in UNITS.items()}[unit]
-    rows = [r for r in json.loads(Path(path).read_text())["rows"] if f"generated_{key}" in r]
+    visit = json.loads(Path(path).read_text())
+    rows = [r for r in visit["rows"] if f"generated_{key}" in r]
     x = range(len(rows))
     width = 0.8 / len(series)
     fig, ax = plt.subplots(figsize=(14, 6))
@@ -307,7 +314,7 @@ def bar_chart(path, series, title, unit="TFLOP/s"):
         ax.bar([j + offset for j in x], [r.get(f"{name}_{key}", 0) for r in rows], width, label=label)
     ax.set_xticks(list(x), [r["name"][len("b_"):] for r in rows], rotation=30, ha="right", fontsize=8)
     ax.set_ylabel(unit)
-    ax.set_title(title)
+    ax.set_title(title.format(device=device_name(visit)))
     ax.legend()
     fig.tight_layout()
     fig.savefig(Path(path).with_suffix(".png"), dpi=110)
