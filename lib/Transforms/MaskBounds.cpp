@@ -9,10 +9,11 @@
 // equal run: the keys a query sees are those whose entries equal its own, one run of the table. The key ranges
 // of a query block follow from the bounds at its first and last row, since each bound kept is monotone in q (its
 // row terms and q share one sign), and from the runs of those two rows, which the block finds by searching the
-// table (16 reads at a time per search, the searches in one loop: three rounds for 4096 entries). Under a causal
+// table (4 reads at a time per search, the searches in one loop: six rounds for 4096 entries). Under a causal
 // mask whose diagonal is the row at which the table is read, a row's keys end within its own run, so only the
-// run's first key is searched for. (64 reads a round for that one search, two rounds instead of three for 4096
-// entries, was slower: 0.98x at d128 and 0.94x at d64 on the H100.)
+// run's first key is searched for. Every thread of the block runs the search, beside other blocks' key loops,
+// so its instructions cost more than its rounds' latency: on the H100, 4 reads a round were 1.05x faster than
+// 16 (documents by id, d64 and d128), 8 reads 1.04-1.05x, and 64 (two rounds) 0.94-0.98x.
 //
 //===----------------------------------------------------------------------===//
 
@@ -292,12 +293,12 @@ struct TableSearch {
   bool strictly;
 };
 
-/// The answers of `searches`, found together: each round reads 16 entries of every search whose range is still
+/// The answers of `searches`, found together: each round reads 4 entries of every search whose range is still
 /// open (independent loads, all issued before any is compared) and keeps the part of its range between the last
 /// entry that falls short and the first that does not. One loop for all of them, so a block waits for one
-/// round's loads at a time, not one search's after another's (three rounds for 4096 entries, not six for two).
+/// round's loads at a time, not one search's after another's (six rounds for 4096 entries, not twelve for two).
 SmallVector<Value> searchTables(OpBuilder &b, Location loc, ArrayRef<TableSearch> searches) {
-  constexpr int64_t kWays = 16;
+  constexpr int64_t kWays = 4;
   Type index = b.getIndexType();
   SmallVector<Value> inits;
   for (const TableSearch &search : searches)

@@ -690,7 +690,7 @@ func.func @attention_packed_sequences(%q: tensor<1x1x100x32xf32>, %first: tensor
 
 // Document ids: each query sees the keys whose id equals its own (`docs[q] == docs[kv]`) in a table the op
 // promises is nondecreasing, so a query's keys are its document's run of the table. The tile reads the ids of
-// its first and last rows and searches the table (one scf.while for both searches, 16 reads of each a round) for
+// its first and last rows and searches the table (one scf.while for both searches, 4 reads of each a round) for
 // the first key of the first row's document (at most the first row: its own id) and the end of the last row's
 // (after the last row); the key loops run between them, and every row sees the keys in between only where both
 // ids are one document. A search whose range has closed keeps it and clamps its probes into the table.
@@ -710,10 +710,10 @@ func.func @attention_packed_sequences(%q: tensor<1x1x100x32xf32>, %first: tensor
 // FOLD: %[[OPEN2:.*]] = arith.cmpi slt, %[[LO2]], %[[HI2]] : index
 // FOLD: %[[EITHER:.*]] = arith.ori %[[OPEN]], %[[OPEN2]] : i1
 // FOLD: scf.condition(%[[EITHER]])
-// FOLD: arith.ceildivsi %{{.*}}, %c16 : index
-// FOLD-COUNT-16: tensor.extract %[[DOCS]]
-// FOLD: arith.ceildivsi %{{.*}}, %c16 : index
-// FOLD-COUNT-16: arith.cmpi sle
+// FOLD: arith.ceildivsi %{{.*}}, %c4 : index
+// FOLD-COUNT-4: tensor.extract %[[DOCS]]
+// FOLD: arith.ceildivsi %{{.*}}, %c4 : index
+// FOLD-COUNT-4: arith.cmpi sle
 // FOLD-NOT: tensor.extract %[[DOCS]]
 // FOLD: scf.yield
 // FOLD: %[[EVERY_FROM:.*]] = arith.select %[[ONE_DOC]], %[[FOUND]]#0, %[[FOUND]]#2 : index
@@ -740,7 +740,7 @@ func.func @attention_document_ids(%q: tensor<1x1x100x32xf32>, %docs: tensor<100x
 
 // The same ids under `causal`, whose diagonal is the row the table is read at (q against q + Sk - Sq, here 0):
 // a row's keys end at its own position, inside its own document, so the end of the last row's document bounds
-// nothing the diagonal does not. The tile searches for the first row's document's first key alone (16 reads a
+// nothing the diagonal does not. The tile searches for the first row's document's first key alone (4 reads a
 // round); the key loops end at the diagonal, and every row sees [first key, last row + 1) where the rows share
 // one document.
 // FOLD-LABEL: func.func @attention_document_ids_causal
@@ -752,8 +752,8 @@ func.func @attention_document_ids(%q: tensor<1x1x100x32xf32>, %docs: tensor<100x
 // FOLD: %[[AFTER_LAST:.*]] = arith.addi %[[LAST_ROW]], %c1 : index
 // FOLD: %[[ONE_DOC:.*]] = arith.cmpi eq, %{{.*}}, %{{.*}} : index
 // FOLD: %[[FOUND:.*]]:2 = scf.while (%[[LO:.*]] = %c0, %[[HI:.*]] = %[[Q0]]) : (index, index) -> (index, index)
-// FOLD: arith.ceildivsi %{{.*}}, %c16 : index
-// FOLD-COUNT-16: tensor.extract %[[DOCS]]
+// FOLD: arith.ceildivsi %{{.*}}, %c4 : index
+// FOLD-COUNT-4: tensor.extract %[[DOCS]]
 // FOLD-NOT: tensor.extract %[[DOCS]]
 // FOLD: scf.yield
 // FOLD: arith.select %[[ONE_DOC]], %[[FOUND]]#0, %[[AFTER_LAST]] : index
