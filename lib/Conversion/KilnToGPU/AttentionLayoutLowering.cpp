@@ -363,28 +363,29 @@ static void combineQuad(OpBuilder &b, Location loc, MutableArrayRef<Value> value
 }
 
 /// `value` as (x, factor) when it is x scaled by a chain of multiplies (either operand order) and divisions by
-/// positive f32 constants, x the first value of the chain that is no such scaling; factor is then the product of
-/// the chain's factors (1 when `value` is no scaling).
+/// positive normal f32 constants whose running product stays a normal f32, x the first value of the chain that
+/// is no such scaling; factor is then the product of the chain's factors (1 when `value` is no scaling).
 static std::pair<Value, double> positiveScaling(Value value) {
   double factor = 1;
   while (Operation *op = value.getDefiningOp()) {
-    auto constantOf = [](Value operand) -> std::optional<double> {
-      FloatAttr constant;
-      if (!matchPattern(operand, m_Constant(&constant)) || !(constant.getValueAsDouble() > 0))
+    auto constantOf = [&](Value operand, bool reciprocal) -> std::optional<double> {
+      std::optional<double> constant = normalF32Constant(operand);
+      if (!constant || !(*constant > 0) || !std::isnormal(static_cast<float>(reciprocal ? factor / *constant
+                                                                                           : factor * *constant)))
         return std::nullopt;
-      return constant.getValueAsDouble();
+      return constant;
     };
     if (auto mul = dyn_cast<arith::MulFOp>(op)) {
-      if (std::optional<double> c = constantOf(mul.getRhs())) {
+      if (std::optional<double> c = constantOf(mul.getRhs(), false)) {
         factor *= *c, value = mul.getLhs();
         continue;
       }
-      if (std::optional<double> c = constantOf(mul.getLhs())) {
+      if (std::optional<double> c = constantOf(mul.getLhs(), false)) {
         factor *= *c, value = mul.getRhs();
         continue;
       }
     } else if (auto div = dyn_cast<arith::DivFOp>(op)) {
-      if (std::optional<double> c = constantOf(div.getRhs())) {
+      if (std::optional<double> c = constantOf(div.getRhs(), true)) {
         factor /= *c, value = div.getLhs();
         continue;
       }
@@ -396,8 +397,10 @@ static std::pair<Value, double> positiveScaling(Value value) {
 
 /// If `combine` takes a maximum and every register of `registers` is a value scaled by constants (a chain of
 /// multiplies and divisions by positive constants: the softmax scale and log2(e), a softcap's cap) whose
-/// product is the same for all: replaces each by that value and returns the product as an f32 constant; else
-/// null. A register that is no scaling at all leaves them as they are.
+/// product, rounded to f32, is the same for all: replaces each by that value and returns the product as an f32
+/// constant; else null. A register that is no scaling at all leaves them as they are. (foldConstantScales then
+/// multiplies each register's value by the same rounded product where the chain has two constants; a longer
+/// chain it folds step by step, an ulp or so apart, which leaves a probability at most an ulp or so above 1.)
 static Value scaledMaximumFactor(OpBuilder &b, Location loc, Operation *combine, SmallVectorImpl<Value> &registers) {
   if (!isa<arith::MaximumFOp, arith::MaxNumFOp>(combine) || registers.empty())
     return Value();

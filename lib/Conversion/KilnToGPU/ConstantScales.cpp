@@ -5,8 +5,10 @@
 // is multiplied by the cap and then by log2(e) for the exponent. Per score that is four multiplies around the
 // tanh where two do: the scale and 1/cap make one constant, and cap * log2(e) another, which then contracts
 // with the exponent's subtraction into one FFMA. At head dim 64 the softmax's instructions, not the tensor
-// cores, bound an attention kernel, so each instruction per score costs time. Folding reorders the roundings of
-// two f32 products (at most an ulp), as contraction into FMAs already does.
+// cores, bound an attention kernel, so each instruction per score costs time. Folding changes the roundings, as
+// contraction into FMAs already does: the product of the constants is rounded once to f32 (an ulp or so of the
+// result), and an intermediate product that would have overflowed or underflowed no longer does (only normal
+// constants and normal products fold, so that such a case needs a score beyond 2^100 or so).
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +17,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/Matchers.h"
+#include "llvm/ADT/DenseSet.h"
 
 #include <cmath>
 #include <map>
@@ -24,34 +27,32 @@ using namespace mlir::kiln;
 
 namespace {
 
-/// The f32 constant `value` if it is a normal number (neither zero, subnormal, infinite nor NaN).
-std::optional<double> normalConstant(Value value) {
-  FloatAttr constant;
-  if (!value.getType().isF32() || !matchPattern(value, m_Constant(&constant)))
-    return std::nullopt;
-  double result = constant.getValueAsDouble();
-  float rounded = static_cast<float>(result);
-  if (!std::isnormal(rounded))
-    return std::nullopt;
-  return result;
-}
-
-/// `op` as (x, c) when it computes x * c (either operand order) or x / c, c a normal constant; c is then the
+/// `op` as (x, c) when it computes x * c (either operand order) or x / c, c a normal f32 constant; c is then the
 /// factor it scales x by (1 / c for a division).
 std::optional<std::pair<Value, double>> scalingOf(Operation *op) {
   if (auto mul = dyn_cast_if_present<arith::MulFOp>(op)) {
-    if (std::optional<double> c = normalConstant(mul.getRhs()))
+    if (std::optional<double> c = gpukernel::normalF32Constant(mul.getRhs()))
       return std::make_pair(mul.getLhs(), *c);
-    if (std::optional<double> c = normalConstant(mul.getLhs()))
+    if (std::optional<double> c = gpukernel::normalF32Constant(mul.getLhs()))
       return std::make_pair(mul.getRhs(), *c);
   }
   if (auto div = dyn_cast_if_present<arith::DivFOp>(op))
-    if (std::optional<double> c = normalConstant(div.getRhs()))
+    if (std::optional<double> c = gpukernel::normalF32Constant(div.getRhs()))
       return std::make_pair(div.getLhs(), 1.0 / *c);
   return std::nullopt;
 }
 
 } // namespace
+
+std::optional<double> gpukernel::normalF32Constant(Value value) {
+  FloatAttr constant;
+  if (!value.getType().isF32() || !matchPattern(value, m_Constant(&constant)))
+    return std::nullopt;
+  double result = constant.getValueAsDouble();
+  if (!std::isnormal(static_cast<float>(result)))
+    return std::nullopt;
+  return result;
+}
 
 void gpukernel::foldConstantScales(gpu::GPUFuncOp func) {
   SmallVector<Operation *> scalings;
@@ -68,14 +69,18 @@ void gpukernel::foldConstantScales(gpu::GPUFuncOp func) {
       constant = arith::ConstantOp::create(atEntry, loc, atEntry.getF32FloatAttr(value));
     return constant;
   };
-  // In order, so that a scaling whose operand was itself folded sees the folded one.
+  // In order, so that a scaling whose operand was itself folded sees the folded one; an inner scaling a fold
+  // leaves unused is erased at once (its one use was the op folded), and skipped if the list still holds it.
+  DenseSet<Operation *> erased;
   for (Operation *op : scalings) {
+    if (erased.contains(op))
+      continue;
     auto [x, factor] = *scalingOf(op);
     std::optional<std::pair<Value, double>> inner = scalingOf(x.getDefiningOp());
     bool fold = inner && x.hasOneUse() && std::isnormal(static_cast<float>(inner->second * factor));
     // A division by a constant becomes a multiply by its reciprocal even alone (the kernels divide by an
-    // approximate reciprocal anyway).
-    if (!fold && !isa<arith::DivFOp>(op))
+    // approximate reciprocal anyway), where that reciprocal is a normal number.
+    if (!fold && (!isa<arith::DivFOp>(op) || !std::isnormal(static_cast<float>(factor))))
       continue;
     OpBuilder b(op);
     Value base = fold ? inner->first : x;
@@ -84,8 +89,10 @@ void gpukernel::foldConstantScales(gpu::GPUFuncOp func) {
     op->getResult(0).replaceAllUsesWith(product);
     Operation *innerOp = fold ? x.getDefiningOp() : nullptr;
     op->erase();
-    if (innerOp && innerOp->use_empty())
+    if (innerOp && innerOp->use_empty()) {
+      erased.insert(innerOp);
       innerOp->erase();
+    }
   }
   // The factors the folds replaced.
   eraseDeadOps(func);
