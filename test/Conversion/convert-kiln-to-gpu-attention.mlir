@@ -434,3 +434,32 @@ module {
     return %r : tensor<1x1x512x128xbf16>
   }
 }
+
+// -----
+
+// Constant scalings fold (ConstantScales.cpp) whatever their sign: the softmax scale 1/8, * -2 and / 4 make one
+// multiply by -1/16 on each score. The division by zero stays a division (by an approximate reciprocal of 0):
+// its reciprocal is no normal number. The score with two users is left as it is.
+// CHECK-LABEL: gpu.func @k4_constant_scales
+// CHECK: %[[FOLDED:.*]] = arith.constant -6.250000e-02 : f32
+// CHECK: %[[Y:.*]] = arith.mulf %{{.*}}, %[[FOLDED]] fastmath<contract> : f32
+// CHECK-NEXT: %[[RCP:.*]] = nvvm.rcp.approx.ftz.f %{{.*}} : f32
+// CHECK-NEXT: %[[W:.*]] = arith.mulf %[[Y]], %[[RCP]] : f32
+// CHECK-NEXT: arith.addf %[[W]], %[[Y]] fastmath<contract> : f32
+module {
+  func.func private @k4_constant_scales(%q: tensor<1x1x64x64xbf16>, %k: tensor<1x1x64x64xbf16>, %v: tensor<1x1x64x64xbf16>, %out: tensor<1x1x64x64xbf16>) -> tensor<1x1x64x64xbf16> attributes {kiln.kernel} {
+    %o = kiln.attention %q, %k, %v score_mod {
+    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+      %m = arith.constant -2.0 : f32
+      %d = arith.constant 4.0 : f32
+      %z = arith.constant 0.0 : f32
+      %x = arith.mulf %s, %m : f32
+      %y = arith.divf %x, %d : f32
+      %w = arith.divf %y, %z : f32
+      %r = arith.addf %w, %y : f32
+      kiln.yield %r : f32
+    } {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "mma_sync">} : tensor<1x1x64x64xbf16>, tensor<1x1x64x64xbf16>, tensor<1x1x64x64xbf16> -> tensor<1x1x64x64xbf16>
+    %r = bufferization.materialize_in_destination %o in %out : (tensor<1x1x64x64xbf16>, tensor<1x1x64x64xbf16>) -> tensor<1x1x64x64xbf16>
+    return %r : tensor<1x1x64x64xbf16>
+  }
+}
