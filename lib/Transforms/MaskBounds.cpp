@@ -401,20 +401,19 @@ KeyRange kiln::buildKeyRange(OpBuilder &b, Location loc, const MaskBounds &bound
     int64_t entries = cast<RankedTensorType>(table.getType()).getDimSize(0);
     Value afterLast = arith::AddIOp::create(b, loc, last, arith::ConstantIndexOp::create(b, loc, 1));
     searches.push_back({table, firstEntry, arith::ConstantIndexOp::create(b, loc, 0), first, /*strictly=*/false});
-    if (causalDiagonal && *causalDiagonal == run.shift)
-      runEnds.push_back(afterLast);
-    else
+    bool endsAtDiagonal = causalDiagonal && *causalDiagonal == run.shift;
+    runEnds.push_back(endsAtDiagonal ? afterLast : Value());
+    if (!endsAtDiagonal)
       searches.push_back(
           {table, lastEntry, afterLast, arith::ConstantIndexOp::create(b, loc, entries), /*strictly=*/true});
     oneRun.push_back(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, firstEntry, lastEntry));
   }
   SmallVector<Value> found = searches.empty() ? SmallVector<Value>() : searchTables(b, loc, searches);
   // The searches' answers in order: each run's first key, then the key after it unless runEnds holds it.
-  size_t next = 0, nextEnd = 0;
-  for (auto [i, sameRun] : llvm::enumerate(oneRun)) {
-    const EqualRun &run = bounds.runs[i];
+  size_t next = 0;
+  for (auto [sameRun, runEnd] : llvm::zip(oneRun, runEnds)) {
     Value from = found[next++];
-    Value to = causalDiagonal && *causalDiagonal == run.shift ? runEnds[nextEnd++] : found[next++];
+    Value to = runEnd ? runEnd : found[next++];
     combine(range.from, from, /*greatest=*/true);
     combine(range.to, to, /*greatest=*/false);
     combine(range.visibleFrom, arith::SelectOp::create(b, loc, sameRun, from, to), /*greatest=*/true);

@@ -367,30 +367,11 @@ static void combineQuad(OpBuilder &b, Location loc, MutableArrayRef<Value> value
 /// is no such scaling; factor is then the product of the chain's factors (1 when `value` is no scaling).
 static std::pair<Value, double> positiveScaling(Value value) {
   double factor = 1;
-  while (Operation *op = value.getDefiningOp()) {
-    auto constantOf = [&](Value operand, bool reciprocal) -> std::optional<double> {
-      std::optional<double> constant = normalF32Constant(operand);
-      if (!constant || !(*constant > 0) || !std::isnormal(static_cast<float>(reciprocal ? factor / *constant
-                                                                                           : factor * *constant)))
-        return std::nullopt;
-      return constant;
-    };
-    if (auto mul = dyn_cast<arith::MulFOp>(op)) {
-      if (std::optional<double> c = constantOf(mul.getRhs(), false)) {
-        factor *= *c, value = mul.getLhs();
-        continue;
-      }
-      if (std::optional<double> c = constantOf(mul.getLhs(), false)) {
-        factor *= *c, value = mul.getRhs();
-        continue;
-      }
-    } else if (auto div = dyn_cast<arith::DivFOp>(op)) {
-      if (std::optional<double> c = constantOf(div.getRhs(), true)) {
-        factor /= *c, value = div.getLhs();
-        continue;
-      }
-    }
-    break;
+  while (std::optional<std::pair<Value, double>> scaling = constantScalingOf(value.getDefiningOp())) {
+    if (!(scaling->second > 0) || !std::isnormal(static_cast<float>(factor * scaling->second)))
+      break;
+    factor *= scaling->second;
+    value = scaling->first;
   }
   return {value, factor};
 }

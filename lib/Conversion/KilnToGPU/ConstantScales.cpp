@@ -27,24 +27,9 @@ using namespace mlir::kiln;
 
 namespace {
 
-/// `op` as (x, c) when it computes x * c (either operand order) or x / c, c a normal f32 constant; c is then the
-/// factor it scales x by (1 / c for a division).
-std::optional<std::pair<Value, double>> scalingOf(Operation *op) {
-  if (auto mul = dyn_cast_if_present<arith::MulFOp>(op)) {
-    if (std::optional<double> c = gpukernel::normalF32Constant(mul.getRhs()))
-      return std::make_pair(mul.getLhs(), *c);
-    if (std::optional<double> c = gpukernel::normalF32Constant(mul.getLhs()))
-      return std::make_pair(mul.getRhs(), *c);
-  }
-  if (auto div = dyn_cast_if_present<arith::DivFOp>(op))
-    if (std::optional<double> c = gpukernel::normalF32Constant(div.getRhs()))
-      return std::make_pair(div.getLhs(), 1.0 / *c);
-  return std::nullopt;
-}
-
-} // namespace
-
-std::optional<double> gpukernel::normalF32Constant(Value value) {
+/// The value of `value` if it is an f32 constant that is a normal number (neither zero, subnormal, infinite nor
+/// NaN).
+std::optional<double> normalF32Constant(Value value) {
   FloatAttr constant;
   if (!value.getType().isF32() || !matchPattern(value, m_Constant(&constant)))
     return std::nullopt;
@@ -54,10 +39,25 @@ std::optional<double> gpukernel::normalF32Constant(Value value) {
   return result;
 }
 
+} // namespace
+
+std::optional<std::pair<Value, double>> gpukernel::constantScalingOf(Operation *op) {
+  if (auto mul = dyn_cast_if_present<arith::MulFOp>(op)) {
+    if (std::optional<double> c = normalF32Constant(mul.getRhs()))
+      return std::make_pair(mul.getLhs(), *c);
+    if (std::optional<double> c = normalF32Constant(mul.getLhs()))
+      return std::make_pair(mul.getRhs(), *c);
+  }
+  if (auto div = dyn_cast_if_present<arith::DivFOp>(op))
+    if (std::optional<double> c = normalF32Constant(div.getRhs()))
+      return std::make_pair(div.getLhs(), 1.0 / *c);
+  return std::nullopt;
+}
+
 void gpukernel::foldConstantScales(gpu::GPUFuncOp func) {
   SmallVector<Operation *> scalings;
   func.walk([&](Operation *op) {
-    if (isa<arith::MulFOp, arith::DivFOp>(op) && scalingOf(op))
+    if (isa<arith::MulFOp, arith::DivFOp>(op) && constantScalingOf(op))
       scalings.push_back(op);
   });
   // One constant per factor, at the top of the kernel.
@@ -75,8 +75,8 @@ void gpukernel::foldConstantScales(gpu::GPUFuncOp func) {
   for (Operation *op : scalings) {
     if (erased.contains(op))
       continue;
-    auto [x, factor] = *scalingOf(op);
-    std::optional<std::pair<Value, double>> inner = scalingOf(x.getDefiningOp());
+    auto [x, factor] = *constantScalingOf(op);
+    std::optional<std::pair<Value, double>> inner = constantScalingOf(x.getDefiningOp());
     bool fold = inner && x.hasOneUse() && std::isnormal(static_cast<float>(inner->second * factor));
     // A division by a constant becomes a multiply by its reciprocal even alone (the kernels divide by an
     // approximate reciprocal anyway), where that reciprocal is a normal number.

@@ -132,9 +132,10 @@ void eraseDeadOps(gpu::GPUFuncOp func);
 /// multiply by its reciprocal (ConstantScales.cpp): `(x * a) / b * c` costs one multiply.
 void foldConstantScales(gpu::GPUFuncOp func);
 
-/// The value of `value` if it is an f32 constant that is a normal number (neither zero, subnormal, infinite nor
-/// NaN): a factor that foldConstantScales and a row maximum's scaling may move.
-std::optional<double> normalF32Constant(Value value);
+/// `op` as (x, c) when it computes x * c (either operand order) or x / c with c an f32 constant that is a normal
+/// number; c is then the factor it scales x by (1 / c for a division): a scaling that foldConstantScales and a
+/// row maximum's scaling may move.
+std::optional<std::pair<Value, double>> constantScalingOf(Operation *op);
 
 /// Loads `count` elements of `buffer` from `at` (one vector load when `count` > 1; `at` must then be a multiple
 /// of `count`), or `pad` where `valid` is false (the load then reads element 0, always in bounds).
