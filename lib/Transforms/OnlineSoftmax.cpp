@@ -9,6 +9,16 @@
 // is folded into the score scale when the tile is a scaled product, otherwise applied as one multiply. A row
 // whose running max is still -inf uses 0 in its place, so fully masked tiles contribute nothing instead of NaN.
 //
+// A score_mod whose results are bounded (a softcap: cap * tanh(x) lies in [-cap, cap]) needs no running max: its
+// upper bound U serves as a fixed one, P = exp2(S - U) <= 1, and the loop carries only l and acc, with neither
+// alpha nor the accumulator's rescale per tile (the work a softcap adds to each score is then paid for by work it
+// removes). It holds where no visible score's P underflows: the scores' whole range, in base 2, at most
+// kFixedMaxHeadroom below U, so the smallest P keeps 26 binary orders above f32's smallest normal, and P keeps
+// that range on its way to the tensor cores (rounded to bf16 or kept f32; f16's exponent is too short). Since
+// P V is then up to 2^-100 smaller than with a running maximum, an output whose magnitude is below about 2^-26
+// of its row's values (1.5e-8 for values of about 1) may lose bits to f32's subnormal range where the GPU
+// flushes it; everything larger is the running maximum's answer up to rounding.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Conversion/KilnToLinalg/LinalgBuilders.h"
@@ -23,6 +33,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Matchers.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -108,6 +119,94 @@ static Value toBase2(OpBuilder &b, Location loc, Value tile) {
   return MulOp::create(b, loc, cast<RankedTensorType>(tile.getType()), tile, scalarConstant(b, loc, kLog2E));
 }
 
+/// The most a fixed maximum may exceed the least visible score, in base 2 (see the file comment).
+static constexpr double kFixedMaxHeadroom = 100.0;
+
+/// The interval of a scalar f32 value computed in a score_mod's body from constants, tanh (whatever its
+/// argument) and products, quotients by constants, sums, differences and negations of bounded values; null for
+/// anything else (the score itself, a table read). `known` memoizes the values already bounded, so that a body
+/// whose values reuse each other costs one visit per value.
+using Interval = std::pair<double, double>;
+static std::optional<Interval> boundsOf(Value value, DenseMap<Value, std::optional<Interval>> &known) {
+  if (auto it = known.find(value); it != known.end())
+    return it->second;
+  auto bound = [&]() -> std::optional<Interval> {
+    FloatAttr constant;
+    if (matchPattern(value, m_Constant(&constant)) && std::isfinite(constant.getValueAsDouble()))
+      return Interval{constant.getValueAsDouble(), constant.getValueAsDouble()};
+    Operation *op = value.getDefiningOp();
+    if (!op)
+      return std::nullopt;
+    if (isa<math::TanhOp>(op))
+      return Interval{-1.0, 1.0};
+    if (auto negation = dyn_cast<arith::NegFOp>(op)) {
+      std::optional<Interval> x = boundsOf(negation.getOperand(), known);
+      return x ? std::optional<Interval>(Interval{-x->second, -x->first}) : std::nullopt;
+    }
+    if (!isa<arith::MulFOp, arith::DivFOp, arith::AddFOp, arith::SubFOp>(op))
+      return std::nullopt;
+    std::optional<Interval> x = boundsOf(op->getOperand(0), known);
+    if (!x)
+      return std::nullopt;
+    std::optional<Interval> y = boundsOf(op->getOperand(1), known);
+    if (!y)
+      return std::nullopt;
+    if (isa<arith::AddFOp>(op))
+      return Interval{x->first + y->first, x->second + y->second};
+    if (isa<arith::SubFOp>(op))
+      return Interval{x->first - y->second, x->second - y->first};
+    if (isa<arith::MulFOp>(op)) {
+      double corners[] = {x->first * y->first, x->first * y->second, x->second * y->first, x->second * y->second};
+      return Interval{*std::min_element(std::begin(corners), std::end(corners)),
+                      *std::max_element(std::begin(corners), std::end(corners))};
+    }
+    // A quotient by a constant other than zero only.
+    if (y->first != y->second || y->first == 0)
+      return std::nullopt;
+    return Interval{std::min(x->first / y->first, x->second / y->first),
+                    std::max(x->first / y->first, x->second / y->first)};
+  }();
+  // Bounds that overflowed a double (or became NaN) bound nothing.
+  if (bound && (!std::isfinite(bound->first) || !std::isfinite(bound->second)))
+    bound = std::nullopt;
+  known[value] = bound;
+  return bound;
+}
+
+/// The fixed base-2 maximum for a row of `scores` (a score tile of the row loop, before toBase2) whose
+/// probabilities reach the tensor cores with f32's exponent range (`pKeepsRange`): U log2(e), where the tile is a score_mod's generic (seen
+/// through the position masking, whose -inf hides a score) bounded above by U and below by L with (U - L) log2(e)
+/// within kFixedMaxHeadroom; null otherwise.
+static std::optional<double> fixedMaxOf(Value scores, bool pKeepsRange) {
+  if (!pKeepsRange)
+    return std::nullopt;
+  Value v = scores;
+  while (true) {
+    if (auto ifOp = v.getDefiningOp<scf::IfOp>()) {
+      unsigned index = cast<OpResult>(v).getResultNumber();
+      auto masking = ifOp.thenYield().getOperand(index).getDefiningOp<linalg::GenericOp>();
+      Value elseValue = ifOp.elseYield().getOperand(index);
+      if (!masking || !masking->hasAttr("kiln.position_mask") || masking.getDpsInputs()[0] != elseValue)
+        return std::nullopt;
+      v = elseValue;
+      continue;
+    }
+    if (auto masking = v.getDefiningOp<linalg::GenericOp>(); masking && masking->hasAttr("kiln.position_mask")) {
+      v = masking.getDpsInputs()[0];
+      continue;
+    }
+    break;
+  }
+  auto scoreMod = v.getDefiningOp<linalg::GenericOp>();
+  if (!scoreMod || scoreMod.getNumResults() != 1)
+    return std::nullopt;
+  DenseMap<Value, std::optional<Interval>> known;
+  std::optional<Interval> bounds = boundsOf(scoreMod.getBody()->getTerminator()->getOperand(0), known);
+  if (!bounds || !((bounds->second - bounds->first) * kLog2E <= kFixedMaxHeadroom))
+    return std::nullopt;
+  return bounds->second * kLog2E;
+}
+
 /// max(x, -inf -> 0): the running max used as the exponent offset.
 static Value safeMax(OpBuilder &b, Location loc, Value m) {
   Value negInf = floatConstant(b, loc, m.getType(), -std::numeric_limits<double>::infinity());
@@ -185,19 +284,30 @@ LogicalResult kiln::rewriteOnlineSoftmax(RewriterBase &rewriter, SoftmaxOp softm
 
   Location loc = softmax.getLoc();
   Type f32 = rewriter.getF32Type();
+  // P reaches the tensor cores as f32 or rounded by a cast; every such rounding must keep f32's exponent range.
+  bool pKeepsRange = true;
+  for (tensor::ExtractSliceOp read : reads)
+    for (Operation *user : read->getUsers())
+      if (auto rounding = dyn_cast<CastOp>(user)) {
+        Type type = rounding.getType().getElementType();
+        pKeepsRange &= type.isF32() || type.isBF16();
+      }
+  std::optional<double> fixedMax = fixedMaxOf(insert.getSource(), pKeepsRange);
   MLIRContext *ctx = rewriter.getContext();
   auto accType = cast<RankedTensorType>(acc.getType());
   AffineMap tileId = rewriter.getMultiDimIdentityMap(2), rowOfTile = getDroppedAxesMap(2, {1}, ctx);
   AffineMap rowId = rewriter.getMultiDimIdentityMap(1);
 
   rewriter.setInsertionPoint(consumer);
-  Value mInit = createFilled(rewriter, loc, {rows}, f32, -std::numeric_limits<double>::infinity());
-  Value lInit = createFilled(rewriter, loc, {rows}, f32, 0.0);
+  SmallVector<Value> inits;
+  if (!fixedMax)
+    inits.push_back(createFilled(rewriter, loc, {rows}, f32, -std::numeric_limits<double>::infinity()));
+  inits.push_back(createFilled(rewriter, loc, {rows}, f32, 0.0));
+  inits.push_back(consumer.getInitArgs()[0]);
   auto fused = scf::ForOp::create(
-      rewriter, loc, producer.getLowerBound(), producer.getUpperBound(), producer.getStep(),
-      ValueRange{mInit, lInit, consumer.getInitArgs()[0]},
+      rewriter, loc, producer.getLowerBound(), producer.getUpperBound(), producer.getStep(), inits,
       [&](OpBuilder &b, Location l, Value iv, ValueRange carried) {
-        Value m = carried[0], sum = carried[1], accIn = carried[2];
+        Value m = fixedMax ? Value() : carried[0], sum = carried[carried.size() - 2], accIn = carried.back();
         IRMapping scoreMapping;
         scoreMapping.map(producer.getInductionVar(), iv);
         for (Operation &op : producer.getBody()->without_terminator())
@@ -206,6 +316,33 @@ LogicalResult kiln::rewriteOnlineSoftmax(RewriterBase &rewriter, SoftmaxOp softm
         Value scores = toBase2(b, l, scoreMapping.lookupOrDefault(insert.getSource()));
 
         auto first = [](OpBuilder &, Location, ValueRange x) { return x[0]; };
+        auto accumulate = [&](Value probs, Value accStart) {
+          IRMapping valueMapping;
+          valueMapping.map(consumer.getInductionVar(), iv);
+          valueMapping.map(acc, accStart);
+          for (tensor::ExtractSliceOp read : reads)
+            valueMapping.map(read.getResult(), probs);
+          for (Operation &op : consumer.getBody()->without_terminator())
+            if (!llvm::is_contained(reads, dyn_cast<tensor::ExtractSliceOp>(&op)))
+              b.clone(op, valueMapping);
+          return valueMapping.lookup(update.getResult());
+        };
+        if (fixedMax) {
+          // P = exp2(S - U) against the fixed maximum; l and acc add this tile's terms unscaled.
+          double offset = *fixedMax;
+          Value probs = buildElementwise(b, l, {rows, width}, f32, ValueRange{scores}, {tileId},
+                                         [&](OpBuilder &nb, Location nl, ValueRange x) -> Value {
+                                           Value shifted = arith::SubFOp::create(nb, nl, x[0], floatConstant(nb, nl, f32, offset));
+                                           return math::Exp2Op::create(nb, nl, shifted);
+                                         });
+          Value tileSum = buildReduction(b, l, {rows, width}, {1}, Combiner::Sum, probs, tileId, first);
+          Value sumNew = buildElementwise(b, l, {rows}, f32, ValueRange{sum, tileSum}, {rowId, rowId},
+                                          [](OpBuilder &nb, Location nl, ValueRange x) -> Value {
+                                            return arith::AddFOp::create(nb, nl, x[0], x[1]);
+                                          });
+          scf::YieldOp::create(b, l, ValueRange{sumNew, accumulate(probs, accIn)});
+          return;
+        }
         Value tileMax = buildReduction(b, l, {rows, width}, {1}, Combiner::Max, scores, tileId, first);
         Value mNew = buildElementwise(b, l, {rows}, f32, ValueRange{m, tileMax}, {rowId, rowId},
                                       [](OpBuilder &nb, Location nl, ValueRange x) -> Value {
@@ -235,19 +372,12 @@ LogicalResult kiln::rewriteOnlineSoftmax(RewriterBase &rewriter, SoftmaxOp softm
                                              return arith::MulFOp::create(nb, nl, x[0], x[1]);
                                            });
 
-        IRMapping valueMapping;
-        valueMapping.map(consumer.getInductionVar(), iv);
-        valueMapping.map(acc, accScaled);
-        for (tensor::ExtractSliceOp read : reads)
-          valueMapping.map(read.getResult(), probs);
-        for (Operation &op : consumer.getBody()->without_terminator())
-          if (!llvm::is_contained(reads, dyn_cast<tensor::ExtractSliceOp>(&op)))
-            b.clone(op, valueMapping);
-        Value accOut = valueMapping.lookup(update.getResult());
-        scf::YieldOp::create(b, l, ValueRange{mNew, sumNew, accOut});
+        scf::YieldOp::create(b, l, ValueRange{mNew, sumNew, accumulate(probs, accScaled)});
       });
 
-  Value finalMax = fused.getResult(0), finalSum = fused.getResult(1), finalAcc = fused.getResult(2);
+  unsigned results = fused.getNumResults();
+  Value finalSum = fused.getResult(results - 2), finalAcc = fused.getResult(results - 1);
+  Value finalMax = fixedMax ? Value() : fused.getResult(0);
   bool zeroEmptyRows = softmax.getZeroEmptyRows();
   AffineMap accId = rewriter.getMultiDimIdentityMap(accType.getRank());
   AffineMap accRow = AffineMap::get(accType.getRank(), 0, getAffineDimExpr(0, ctx));
@@ -259,6 +389,8 @@ LogicalResult kiln::rewriteOnlineSoftmax(RewriterBase &rewriter, SoftmaxOp softm
                                       });
   rewriter.replaceAllUsesWith(consumer.getResult(0), normalised);
   if (logSumExp) {
+    if (!finalMax)
+      finalMax = createFilled(rewriter, loc, {rows}, f32, *fixedMax);
     Value lse = buildElementwise(rewriter, loc, {rows}, f32, ValueRange{finalMax, finalSum}, {rowId, rowId},
                                  [](OpBuilder &b, Location l, ValueRange x) -> Value {
                                    Value natural = arith::MulFOp::create(b, l, x[0], floatConstant(b, l, x[0].getType(), kLn2));

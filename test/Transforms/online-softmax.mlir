@@ -502,3 +502,62 @@ func.func @tile_from_outside(%t: tensor<4x16xf32>, %v: tensor<64x8xf32>) -> tens
   }
   return %out : tensor<4x8xf32>
 }
+
+// -----
+
+// A softcapped score (cap * tanh(s / cap), cap 30) lies in [-30, 30], and P reaches the tensor cores as bf16,
+// which keeps f32's exponent range: the loop takes 30 log2(e) as a fixed maximum and carries only the row sum
+// and the accumulator, with no row maximum, no alpha and no rescale; each probability is the exp2 of the score
+// in base 2 less that constant.
+// CHECK-LABEL: func.func @attention_softcap_fixed_max
+// CHECK: %[[L:.*]]:2 = scf.for {{.*}} iter_args(%[[SUM:.*]] = %{{.*}}, %[[ACC:.*]] = %{{.*}}) -> (tensor<32xf32>, tensor<32x16xf32>)
+// CHECK-NOT: arith.maximumf
+// CHECK: arith.constant 43.2808495 : f32
+// CHECK-NEXT: arith.subf
+// CHECK-NEXT: math.exp2
+// CHECK-NOT: arith.maximumf
+// CHECK: scf.yield
+func.func @attention_softcap_fixed_max(%q: tensor<1x1x64x16xbf16>) -> tensor<1x1x64x16xbf16> {
+  %0 = kiln.attention %q, %q, %q causal score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %cap = arith.constant 30.0 : f32
+    %x = arith.divf %s, %cap : f32
+    %t = math.tanh %x : f32
+    %r = arith.mulf %t, %cap : f32
+    kiln.yield %r : f32
+  } {kiln.config = #kiln.config<tile = [32, 32], warps = 1, stages = 1, lowering = "host">} : tensor<1x1x64x16xbf16>, tensor<1x1x64x16xbf16>, tensor<1x1x64x16xbf16> -> tensor<1x1x64x16xbf16>
+  return %0 : tensor<1x1x64x16xbf16>
+}
+
+// -----
+
+// The same softcap at cap 50 spans 100 log2(e) = 144 binary orders, past the 100 a fixed maximum may leave
+// below it, and with f16 P (whose exponent is short) any bound is too wide: both keep the running maximum.
+// CHECK-LABEL: func.func @attention_softcap_wide
+// CHECK: scf.for {{.*}} -> (tensor<32xf32>, tensor<32xf32>, tensor<32x16xf32>)
+// CHECK: arith.maximumf
+// CHECK-LABEL: func.func @attention_softcap_f16
+// CHECK: scf.for {{.*}} -> (tensor<32xf32>, tensor<32xf32>, tensor<32x16xf32>)
+// CHECK: arith.maximumf
+func.func @attention_softcap_wide(%q: tensor<1x1x64x16xbf16>) -> tensor<1x1x64x16xbf16> {
+  %0 = kiln.attention %q, %q, %q causal score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %cap = arith.constant 50.0 : f32
+    %x = arith.divf %s, %cap : f32
+    %t = math.tanh %x : f32
+    %r = arith.mulf %t, %cap : f32
+    kiln.yield %r : f32
+  } {kiln.config = #kiln.config<tile = [32, 32], warps = 1, stages = 1, lowering = "host">} : tensor<1x1x64x16xbf16>, tensor<1x1x64x16xbf16>, tensor<1x1x64x16xbf16> -> tensor<1x1x64x16xbf16>
+  return %0 : tensor<1x1x64x16xbf16>
+}
+func.func @attention_softcap_f16(%q: tensor<1x1x64x16xf16>) -> tensor<1x1x64x16xf16> {
+  %0 = kiln.attention %q, %q, %q causal score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %cap = arith.constant 30.0 : f32
+    %x = arith.divf %s, %cap : f32
+    %t = math.tanh %x : f32
+    %r = arith.mulf %t, %cap : f32
+    kiln.yield %r : f32
+  } {kiln.config = #kiln.config<tile = [32, 32], warps = 1, stages = 1, lowering = "host">} : tensor<1x1x64x16xf16>, tensor<1x1x64x16xf16>, tensor<1x1x64x16xf16> -> tensor<1x1x64x16xf16>
+  return %0 : tensor<1x1x64x16xf16>
+}

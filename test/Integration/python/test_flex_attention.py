@@ -284,3 +284,35 @@ def test_a_query_row_that_sees_no_key_gives_zeros(sq, sk, dtype, record_error):
         assert empty.any(), name
         assert np.array_equal(out[:, :, empty], np.zeros_like(out[:, :, empty])), f"{name}: rows without keys"
         check(record_error, f"flex attention: rows without keys, {name}", out, expected, seed, tolerance)
+
+
+@pytest.mark.parametrize("cap", [30.0, 50.0])
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_softcap_rows_far_below_their_bound(cap, dtype, record_error):
+    """A softcap bounds the scores to [-cap, cap], so kiln-online-softmax takes cap as a fixed maximum where that
+    range fits f32 (cap 30; cap 50 keeps the running maximum: test/Transforms/online-softmax.mlir). Rows whose
+    scores all sit near -cap, 2 cap below that maximum, must still normalise: queries against keys pointing
+    the other way (every score saturated), half the rows also seeing one key near +cap, and a fully masked row
+    (a window before its keys) giving zeros."""
+    rng, seed = fresh_rng()
+    b, h, sq, sk, d = 1, 2, 40, 96, 32
+    direction = rng.standard_normal(d)
+    direction /= np.linalg.norm(direction)
+    q = np.broadcast_to(8 * np.sqrt(d) * direction, (b, h, sq, d)) + 0.1 * randn(rng, b, h, sq, d)
+    k = np.broadcast_to(-8 * direction, (b, h, sk, d)) + 0.1 * randn(rng, b, h, sk, d)
+    k[:, :, sk - sq // 2] = 8 * direction  # one key with a score near +cap, seen by the rows from sq // 2 on
+    v = randn(rng, b, h, sk, d)
+    tanh = kiln.tanh
+    score_mod = lambda s, bi, hi, qi, kv: cap * tanh(s / cap)  # noqa: E731
+    # Row 0 sees no key (its window ends before key 0); the others see keys up to their diagonal.
+    mask_mod = lambda bi, hi, qi, kv: (kv <= qi + (sk - sq)) & (qi > 0)  # noqa: E731
+    visible = lambda bi, hi, qi, kv: (kv <= qi + (sk - sq)) & (qi > 0)  # noqa: E731
+    score = lambda s, bi, hi, qi, kv: cap * np.tanh(s / cap)  # noqa: E731
+    q, k = np.ascontiguousarray(q, dtype=np.float32), np.ascontiguousarray(k, dtype=np.float32)
+    if dtype == "bf16":
+        q, k, v = (x.astype(ml_dtypes.bfloat16) for x in (q, k, v))
+    out = kiln.ops.attention(q, k, v, score_mod=score_mod, mask_mod=mask_mod)
+    expected = reference(q, k, v, score=score, visible=visible)
+    assert np.all(out[:, :, 0].astype(np.float32) == 0), "the row that sees no key must be zeros"
+    check(record_error, f"flex attention: softcap {cap:g} far below its bound {dtype}", out.astype(np.float32),
+          expected, seed, tolerance=2e-2 if dtype == "bf16" else 1e-4)
