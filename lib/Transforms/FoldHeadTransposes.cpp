@@ -81,8 +81,8 @@ static FailureOr<AttentionOp> storeOutputSeqMajor(RewriterBase &rewriter, Attent
   auto attention = AttentionOp::create(rewriter, op.getLoc(), swapHeads(op.getOut().getType()), lseType, op.getQ(),
                                        op.getK(), op.getV(), op.getMask(), op.getScaleAttr(), op.getCausal(),
                                        op.getLayoutAttr(), rewriter.getStringAttr("bshd"), ValueRange{},
-                                       ValueRange{}, IntegerAttr(), DenseI64ArrayAttr());
-  attention.takeModsFrom(op); // the mods see logical positions, whatever the layout
+                                       ValueRange{}, IntegerAttr(), DenseI64ArrayAttr(), StringAttr());
+  attention.takeVariantFrom(op); // the mods see logical positions, whatever the layout
   attention->setDiscardableAttrs(op->getDiscardableAttrDictionary());
   for (Operation *user : llvm::to_vector(op.getOut().getUsers()))
     rewriter.replaceOp(user, attention.getOut());
@@ -114,8 +114,8 @@ FailureOr<AttentionOp> kiln::foldHeadTransposes(RewriterBase &rewriter, Attentio
   auto attention = AttentionOp::create(rewriter, op.getLoc(), outputMoves ? swapHeads(outType) : outType, lseType, q, k,
                                        v, op.getMask(), op.getScaleAttr(), op.getCausal(),
                                        rewriter.getStringAttr("bshd"), outLayout, ValueRange{}, ValueRange{},
-                                       IntegerAttr(), DenseI64ArrayAttr());
-  attention.takeModsFrom(op);
+                                       IntegerAttr(), DenseI64ArrayAttr(), StringAttr());
+  attention.takeVariantFrom(op);
   attention->setDiscardableAttrs(op->getDiscardableAttrDictionary());
   SmallVector<Value> replacements{attention.getOut()};
   if (outputMoves)

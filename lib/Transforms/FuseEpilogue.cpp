@@ -151,8 +151,8 @@ FailureOr<Operation *> kiln::fuseEpilogue(RewriterBase &rewriter, Operation *pro
     fused = AttentionOp::create(rewriter, loc, resultType, lseType, attention.getQ(), attention.getK(),
                                 attention.getV(), attention.getMask(), attention.getScaleAttr(),
                                 attention.getCausal(), attention.getLayoutAttr(), attention.getOutLayoutAttr(),
-                                operands, ValueRange{}, IntegerAttr(), DenseI64ArrayAttr());
-    cast<AttentionOp>(fused).takeModsFrom(attention);
+                                operands, ValueRange{}, IntegerAttr(), DenseI64ArrayAttr(), StringAttr());
+    cast<AttentionOp>(fused).takeVariantFrom(attention);
   }
   // A config pinned on the producer (#kiln.config) pins the fused kernel.
   fused->setDiscardableAttrs(producer->getDiscardableAttrDictionary());

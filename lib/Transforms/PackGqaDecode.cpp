@@ -60,6 +60,7 @@ FailureOr<AttentionOp> kiln::packGqaDecode(RewriterBase &rewriter, AttentionOp o
   auto packed = AttentionOp::create(rewriter, loc, packedOutType, lseType, q, op.getK(), op.getV(), Value(),
                                     op.getScaleAttr(), /*causal=*/false);
   packed->setDiscardableAttrs(op->getDiscardableAttrDictionary());
+  packed.setFp32PrecisionAttr(op.getFp32PrecisionAttr());
   packed.getModOperandsMutable().assign(op.getModOperands());
   if (op.hasMaskMod())
     rewriter.inlineRegionBefore(op.getMaskMod(), packed.getMaskMod(), packed.getMaskMod().end());

@@ -381,9 +381,10 @@ FailureOr<SmallVector<Value>> kiln::tileAttention(RewriterBase &rewriter, Attent
                                : extractPaddedTile(b, l, op.getK(), t.inLayout(t.b, t.kvHead, keyStart, zeroIndex),
                                                    t.inLayout(one, one, keyCols, b.getIndexAttr(t.headDim)),
                                                    {t.bk, t.headDim}, 0.0);
-        Value scores = MatmulOp::create(b, l, scoreTileType, qTile, kTile, /*transposeLhs=*/false,
+        auto product = MatmulOp::create(b, l, scoreTileType, qTile, kTile, /*transposeLhs=*/false,
                                         /*transposeRhs=*/true);
-        scores = MulOp::create(b, l, scoreTileType, scores, scalarConstant(b, l, scale));
+        product.setFp32PrecisionAttr(op.getFp32PrecisionAttr());
+        Value scores = MulOp::create(b, l, scoreTileType, product, scalarConstant(b, l, scale));
         if (op.getMask())
           scores = AddOp::create(b, l, scoreTileType, scores, maskTile(b, l, t, keyStart, keyCols));
         if (op.hasScoreMod())
@@ -438,7 +439,8 @@ FailureOr<SmallVector<Value>> kiln::tileAttention(RewriterBase &rewriter, Attent
         Type vElement = vType.getElementType();
         if (!vElement.isF32())
           pTile = CastOp::create(b, l, RankedTensorType::get({t.bq, t.bk}, vElement), pTile);
-        Value pv = MatmulOp::create(b, l, accType, pTile, vTile, false, false);
+        auto pv = MatmulOp::create(b, l, accType, pTile, vTile, false, false);
+        pv.setFp32PrecisionAttr(op.getFp32PrecisionAttr());
         scf::YieldOp::create(b, l, AddOp::create(b, l, accType, iterArgs[0], pv).getResult());
       });
 

@@ -184,7 +184,8 @@ def _attention(node, a):
         mask_mod, mask = _table_mask_mod(keep), None
     elif mask is not None:
         mask = trace.cast(mask, q.element)
-    out = trace.attention(q, k, v, causal=causal, scale=a.get("scale"), mask=mask, mask_mod=mask_mod)
+    out = trace.attention(q, k, v, causal=causal, scale=a.get("scale"), mask=mask, mask_mod=mask_mod,
+                          fp32_precision=_fp32_precision(q))
     results = ATTENTION_RESULTS[node.target]
     return out if results == 1 else (out,) + (None,) * (results - 1)
 
@@ -218,7 +219,7 @@ def _weight(b):
 
 
 def _fp32_precision(a):
-    """An f32 matmul's precision as torch would multiply it on a GPU: "ieee" (f32 accuracy) where torch does
+    """An f32 matmul's (or attention's products') precision as torch would multiply it on a GPU: "ieee" (f32 accuracy) where torch does
     (``allow_tf32`` off, its default), TF32 tensor cores where torch allows them. torch's CUDA matmul setting
     (``torch.backends.cuda.matmul.fp32_precision``, which the legacy ``allow_tf32`` and
     ``set_float32_matmul_precision`` set too) says which; "none" (never set) leaves the legacy default, and

@@ -24,8 +24,8 @@ def matmul(a, b, *, bias=None, activation=None, fp32_precision=None):
 
 
 @jit
-def _attention(q, k, v, *, causal=False, scale=None, mask=None):
-    return trace.attention(q, k, v, causal=causal, scale=scale, mask=mask)
+def _attention(q, k, v, *, causal=False, scale=None, mask=None, fp32_precision=None):
+    return trace.attention(q, k, v, causal=causal, scale=scale, mask=mask, fp32_precision=fp32_precision)
 
 
 #: The jitted attention of each pair of mod functions, by what their regions depend on (_mod_key).
@@ -33,7 +33,7 @@ _MOD_ATTENTIONS = {}
 
 
 def attention(q, k, v, *, causal=False, scale=None, mask=None, score_mod=None, mask_mod=None, cu_seqlens_q=None,
-              cu_seqlens_k=None):
+              cu_seqlens_k=None, fp32_precision=None):
     """Scaled dot-product attention on [B, H, S, D] (GQA/MQA from the head counts, causal bottom-right).
 
     ``score_mod(score, b, h, q_idx, kv_idx)`` and ``mask_mod(b, h, q_idx, kv_idx)`` are torch flex_attention's
@@ -43,7 +43,9 @@ def attention(q, k, v, *, causal=False, scale=None, mask=None, score_mod=None, m
     With ``cu_seqlens_q`` and ``cu_seqlens_k`` (int32 [B + 1], as flash_attn_varlen takes them) q [Tq, Hq, D], k
     and v [Tk, Hkv, D] hold B sequences packed along the token axis, sequence b in rows ``cu_seqlens[b]`` to
     ``cu_seqlens[b + 1]``; each attends only within itself (causal bottom-right per sequence), and the result is
-    [Tq, Hq, Dv] (kiln/varlen.py)."""
+    [Tq, Hq, Dv] (kiln/varlen.py).
+
+    f32 q, k, v multiply on a GPU's TF32 tensor cores unless ``fp32_precision="ieee"`` (f32 accuracy, 3xTF32)."""
     if cu_seqlens_q is not None or cu_seqlens_k is not None:
         if cu_seqlens_q is None or cu_seqlens_k is None:
             raise ValueError("attention: variable-length attention takes both 'cu_seqlens_q' and 'cu_seqlens_k'")
@@ -51,15 +53,17 @@ def attention(q, k, v, *, causal=False, scale=None, mask=None, score_mod=None, m
             raise ValueError("attention: 'cu_seqlens_q'/'cu_seqlens_k' do not combine with 'mask', 'score_mod' or "
                              "'mask_mod'")
         return varlen.attention(q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale,
-                                lambda q, k, v, causal, scale, mask_mod: attention(q, k, v, causal=causal,
-                                                                                   scale=scale, mask_mod=mask_mod))
-    function, args, kwargs = _attention_call(q, k, v, causal, scale, mask, score_mod, mask_mod)
+                                lambda q, k, v, causal, scale, mask_mod: attention(
+                                    q, k, v, causal=causal, scale=scale, mask_mod=mask_mod,
+                                    fp32_precision=fp32_precision))
+    function, args, kwargs = _attention_call(q, k, v, causal, scale, mask, score_mod, mask_mod, fp32_precision)
     return function(*args, **kwargs)
 
 
-def _attention_source(q, k, v, *, causal=False, scale=None, mask=None, score_mod=None, mask_mod=None):
+def _attention_source(q, k, v, *, causal=False, scale=None, mask=None, score_mod=None, mask_mod=None,
+                      fp32_precision=None):
     """The kiln IR kiln.ops.attention traces for these arguments (without compiling it)."""
-    function, args, kwargs = _attention_call(q, k, v, causal, scale, mask, score_mod, mask_mod)
+    function, args, kwargs = _attention_call(q, k, v, causal, scale, mask, score_mod, mask_mod, fp32_precision)
     return function.source(*args, **kwargs)
 
 
@@ -68,17 +72,18 @@ attention.source = _attention_source
 attention.programs, attention._fast = _attention.programs, _attention._fast
 
 
-def _attention_call(q, k, v, causal, scale, mask, score_mod, mask_mod):
+def _attention_call(q, k, v, causal, scale, mask, score_mod, mask_mod, fp32_precision):
     """The jitted function that runs an attention, and its arguments."""
+    options = {"causal": causal, "scale": scale, "fp32_precision": fp32_precision}
     if score_mod is None and mask_mod is None:
-        return _attention, (q, k, v), {"causal": causal, "scale": scale, "mask": mask}
+        return _attention, (q, k, v), dict(options, mask=mask)
     tables = mods.captured((score_mod, mask_mod), mods.table_kinds(trace.Tensor))
     promised = mods.nondecreasing_positions(mask_mod, tables)
     key = _mod_key(score_mod, mask_mod, len(tables)) + (promised,)
     function = _MOD_ATTENTIONS.get(key)
     if function is None:
         function = _MOD_ATTENTIONS[key] = _mod_attention(score_mod, mask_mod, len(tables), promised)
-    return function, (q, k, v, mask, *tables), {"causal": causal, "scale": scale}
+    return function, (q, k, v, mask, *tables), options
 
 
 def _mod_key(score_mod, mask_mod, count):
@@ -108,7 +113,8 @@ def _mod_attention(score_mod, mask_mod, count, promised):
     names = [f"table{i}" for i in range(count)]
     positional = inspect.Parameter.POSITIONAL_OR_KEYWORD
     parameters = [inspect.Parameter(name, positional) for name in ["q", "k", "v", "mask"] + names]
-    parameters += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY) for name in ("causal", "scale")]
+    parameters += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY)
+                   for name in ("causal", "scale", "fp32_precision")]
 
     def attention(**arguments):
         # The tables of the functions traced, in the order captured() gives them, as the traced tensors.
@@ -116,7 +122,8 @@ def _mod_attention(score_mod, mask_mod, count, promised):
         tables = {id(value): arguments[name] for value, name in zip(found, names)}
         return trace.attention(arguments["q"], arguments["k"], arguments["v"], causal=arguments["causal"],
                                scale=arguments["scale"], mask=arguments["mask"], score_mod=score_mod,
-                               mask_mod=mask_mod, tables=tables, nondecreasing=promised)
+                               mask_mod=mask_mod, tables=tables, nondecreasing=promised,
+                               fp32_precision=arguments["fp32_precision"])
 
     attention.__signature__ = inspect.Signature(parameters)
     return jit(attention)

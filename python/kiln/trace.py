@@ -381,6 +381,14 @@ def gelu(x, approximate="none"):
 ACTIVATIONS = {"relu": relu, "silu": silu, "gelu": gelu, "gelu_tanh": lambda x: gelu(x, "tanh")}
 
 
+def check_fp32_precision(op, fp32_precision, element):
+    """Checks an op's ``fp32_precision``: None, or "tf32" / "ieee" with f32 operands."""
+    if fp32_precision not in (None, "tf32", "ieee"):
+        raise ValueError(f"{op}: fp32_precision must be 'tf32' or 'ieee', got {fp32_precision!r}")
+    if fp32_precision is not None and element != "f32":
+        raise ValueError(f"{op}: fp32_precision applies to f32 operands, got {element}")
+
+
 def matmul(a, b, *, bias=None, activation=None, fp32_precision=None, transpose_b=False):
     """``activation(a @ b + bias)`` with numpy batch broadcasting; a: [..., M, K], b: [..., K, N], bias: [N].
     ``fp32_precision`` (f32 operands): "tf32" (the default) multiplies on a GPU's TF32 tensor cores, "ieee" to
@@ -388,10 +396,7 @@ def matmul(a, b, *, bias=None, activation=None, fp32_precision=None, transpose_b
     ``transpose_b``: b is [..., N, K] (a linear layer's weight) and is read transposed, with no copy."""
     tensors = {"a": a, "b": b} if bias is None else {"a": a, "b": b, "bias": bias}
     element = check_floats("matmul", **tensors)
-    if fp32_precision not in (None, "tf32", "ieee"):
-        raise ValueError(f"matmul: fp32_precision must be 'tf32' or 'ieee', got {fp32_precision!r}")
-    if fp32_precision is not None and element != "f32":
-        raise ValueError(f"matmul: fp32_precision applies to f32 operands, got {element}")
+    check_fp32_precision("matmul", fp32_precision, element)
     if a.ndim < 2 or b.ndim < 2:
         raise ValueError(f"matmul: 'a' and 'b' need rank >= 2, got shapes {a.shape} and {b.shape}")
     k_axis, n_axis = (-1, -2) if transpose_b else (-2, -1)
@@ -419,16 +424,18 @@ def matmul(a, b, *, bias=None, activation=None, fp32_precision=None, transpose_b
 
 
 def attention(q, k, v, *, causal=False, scale=None, mask=None, score_mod=None, mask_mod=None, tables=None,
-              nondecreasing=None):
+              nondecreasing=None, fp32_precision=None):
     """Scaled dot-product attention on [B, H, S, D]; GQA/MQA when k and v have fewer heads than q; ``causal``
     aligned bottom-right when seq_q != seq_k; ``mask`` additive, broadcastable to [B, H, Sq, Sk]; ``score_mod``
     and ``mask_mod`` as torch's flex_attention takes them (kiln/mods.py), reading the tensors they close over.
     ``tables`` maps (by id) a value the mods close over to the tensor that stands for it (kiln.ops passes arrays
     that way), and ``nondecreasing`` gives the positions of the promised tables among them (by default those
     mask_mod's promise names: kiln.ops passes the positions of the call being traced, whose tables may be new
-    arrays behind the same closure)."""
+    arrays behind the same closure). ``fp32_precision`` (f32 q, k, v) as matmul takes it: "tf32" (the default)
+    multiplies q k^T and P v on a GPU's TF32 tensor cores, "ieee" to f32 accuracy (3xTF32)."""
     tensors = {"q": q, "k": k, "v": v} if mask is None else {"q": q, "k": k, "v": v, "mask": mask}
     element = check_floats("attention", **tensors)
+    check_fp32_precision("attention", fp32_precision, element)
     for name in ("q", "k", "v"):
         if tensors[name].ndim != 4:
             raise ValueError(f"attention: '{name}' must be [B, H, S, D], got shape {tensors[name].shape}")
@@ -470,6 +477,8 @@ def attention(q, k, v, *, causal=False, scale=None, mask=None, score_mod=None, m
     promised = mods.nondecreasing_positions(mask_mod, found) if nondecreasing is None else nondecreasing
     if promised:
         attributes.append(f"nondecreasing_tables = array<i64: {', '.join(map(str, promised))}>")
+    if fp32_precision:
+        attributes.append(f'fp32_precision = "{fp32_precision}"')
     flags += f" {{{', '.join(attributes)}}}" if attributes else ""
     return q.graph.emit(f"kiln.attention {q.name}, {k.name}, {v.name}{masked}{flags} : {q.type}, {k.type}, "
                         f"{v.type} -> {tensor_type(shape, element)}", shape, element)

@@ -252,11 +252,36 @@ module {
 // CHECK: nvgpu.ldmatrix %[[K]]
 // CHECK: nvvm.mma.sync {{.*}}multiplicandAPtxType = #nvvm.mma_type<tf32>, multiplicandBPtxType = #nvvm.mma_type<tf32>, shape = #nvvm.shape<m = 16, n = 8, k = 8>
 // CHECK: %[[VE:[a-zA-Z0-9_]+]] = memref.load %[[V]][%{{.*}}] : memref<8704xf32, #gpu.address_space<workgroup>>
-// CHECK-NEXT: nvvm.convert.float.to.tf32 %[[VE]] {rnd = #nvvm.fp_rnd_mode<rna>}
+// CHECK: nvvm.convert.float.to.tf32 %[[VE]] {rnd = #nvvm.fp_rnd_mode<rna>}
 // CHECK: nvvm.mma.sync {{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 8>
 module {
   func.func private @k5_attention_f32(%q: tensor<1x2x100x64xf32>, %out: tensor<1x2x100x64xf32>) -> tensor<1x2x100x64xf32> attributes {kiln.kernel} {
     %o = kiln.attention %q, %q, %q causal {kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "mma_sync">} : tensor<1x2x100x64xf32>, tensor<1x2x100x64xf32>, tensor<1x2x100x64xf32> -> tensor<1x2x100x64xf32>
+    %r = bufferization.materialize_in_destination %o in %out : (tensor<1x2x100x64xf32>, tensor<1x2x100x64xf32>) -> tensor<1x2x100x64xf32>
+    return %r : tensor<1x2x100x64xf32>
+  }
+}
+
+// -----
+
+// With fp32_precision = "ieee" both products run as 3xTF32: Q's fragments split once before the loops (each
+// value rounded to TF32 and what that left, rounded too), then per 8-deep step three mma.sync from zero (the
+// remainders' products first) whose sum joins the accumulator by an f32 add.
+// CHECK-LABEL: gpu.func @k5_attention_f32_ieee
+// CHECK: nvgpu.ldmatrix %{{.*}} -> vector<4x1xf32>
+// CHECK: %[[QBIG:[a-zA-Z0-9_]+]] = nvvm.convert.float.to.tf32 %[[QE:[a-zA-Z0-9_]+]]
+// CHECK-NEXT: %[[QBIGF:[a-zA-Z0-9_]+]] = arith.bitcast %[[QBIG]] : i32 to f32
+// CHECK-NEXT: %[[QREST:[a-zA-Z0-9_]+]] = arith.subf %[[QE]], %[[QBIGF]]
+// CHECK-NEXT: %[[QRESTR:[a-zA-Z0-9_]+]] = nvvm.convert.float.to.tf32 %[[QREST]]
+// CHECK: scf.for
+// CHECK: %[[ZERO:[a-zA-Z0-9_]+]] = arith.constant dense<0.000000e+00> : vector<4xf32>
+// CHECK: nvvm.mma.sync A[%[[QRESTR]], {{.*}}multiplicandAPtxType = #nvvm.mma_type<tf32>
+// CHECK: nvvm.mma.sync A[%[[QBIG]], {{.*}}multiplicandAPtxType = #nvvm.mma_type<tf32>
+// CHECK: nvvm.mma.sync A[%[[QBIG]], {{.*}}multiplicandAPtxType = #nvvm.mma_type<tf32>
+// CHECK: arith.addf %[[ZERO]], %{{.*}} : vector<4xf32>
+module {
+  func.func private @k5_attention_f32_ieee(%q: tensor<1x2x100x64xf32>, %out: tensor<1x2x100x64xf32>) -> tensor<1x2x100x64xf32> attributes {kiln.kernel} {
+    %o = kiln.attention %q, %q, %q causal {fp32_precision = "ieee", kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "mma_sync">} : tensor<1x2x100x64xf32>, tensor<1x2x100x64xf32>, tensor<1x2x100x64xf32> -> tensor<1x2x100x64xf32>
     %r = bufferization.materialize_in_destination %o in %out : (tensor<1x2x100x64xf32>, tensor<1x2x100x64xf32>) -> tensor<1x2x100x64xf32>
     return %r : tensor<1x2x100x64xf32>
   }

@@ -108,6 +108,21 @@ func.func @transpose_rhs(%q: tensor<1x4x4x16xf32>, %k: tensor<1x4x8x16xf32>, %v:
 
 // -----
 
+// f32 matmuls that ask for f32 accuracy make an attention that does: "ieee" over "tf32".
+// CHECK-LABEL: func.func @fp32_precision
+// CHECK: kiln.attention {{.*}} {fp32_precision = "ieee", scale = 2.500000e-01 : f32}
+func.func @fp32_precision(%q: tensor<1x4x4x16xf32>, %k: tensor<1x4x8x16xf32>, %v: tensor<1x4x8x32xf32>)
+    -> tensor<1x4x4x32xf32> {
+  %s = kiln.matmul %q, %k transpose_rhs {fp32_precision = "tf32"} : tensor<1x4x4x16xf32>, tensor<1x4x8x16xf32> -> tensor<1x4x4x8xf32>
+  %c = kiln.constant dense<4.0> : tensor<f32>
+  %scaled = kiln.div %s, %c : tensor<1x4x4x8xf32>, tensor<f32> -> tensor<1x4x4x8xf32>
+  %p = kiln.softmax %scaled axis 3 : tensor<1x4x4x8xf32>
+  %o = kiln.matmul %p, %v {fp32_precision = "ieee"} : tensor<1x4x4x8xf32>, tensor<1x4x8x32xf32> -> tensor<1x4x4x32xf32>
+  return %o : tensor<1x4x4x32xf32>
+}
+
+// -----
+
 // MQA: one kv head expanded to 4 q heads.
 // CHECK-LABEL: func.func @mqa
 // CHECK-SAME: (%[[Q:[a-zA-Z0-9_]+]]: tensor<1x4x8x16xf32>, %[[K:[a-zA-Z0-9_]+]]: tensor<1x1x8x16xf32>, %[[V:[a-zA-Z0-9_]+]]: tensor<1x1x8x16xf32>)

@@ -568,6 +568,17 @@ func.func @matmul_mma_sync_ieee(%a: tensor<100x96xf32>, %b: tensor<96x80xf32>) -
 
 // -----
 
+// So do an attention's two tile matmuls, Q K^T and P V.
+// CHECK-LABEL: func.func @attention_mma_sync_ieee
+// CHECK: kiln.matmul {{.*}} transpose_rhs {fp32_precision = "ieee"} : tensor<64x32xf32>, tensor<64x32xf32> -> tensor<64x64xf32>
+// CHECK: kiln.matmul {{.*}} {fp32_precision = "ieee"} : tensor<64x64xf32>, tensor<64x32xf32> -> tensor<64x32xf32>
+func.func @attention_mma_sync_ieee(%q: tensor<1x2x100x32xf32>) -> tensor<1x2x100x32xf32> {
+  %0 = kiln.attention %q, %q, %q {fp32_precision = "ieee", kiln.config = #kiln.config<tile = [64, 64], warps = 4, stages = 2, lowering = "mma_sync">} : tensor<1x2x100x32xf32>, tensor<1x2x100x32xf32>, tensor<1x2x100x32xf32> -> tensor<1x2x100x32xf32>
+  return %0 : tensor<1x2x100x32xf32>
+}
+
+// -----
+
 // A score_mod and a sliding-window mask_mod ((i - j < 40) & (j <= i), a conjunction of linear bounds). The key
 // loops start at the tile holding the first key a row of the query tile can see, floor(max(q0 - 39, 0) / 32) *
 // 32, and end after the last, min(Sk, q0 + 32); a tile takes the mask when it starts before the first key every

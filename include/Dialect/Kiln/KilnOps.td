@@ -216,6 +216,9 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure, IsolatedFromAbove, AttrSizedO
       sees no key of the chunk (its `out` is then 0). `kiln.merge_splits` combines them into the
       attention over all keys. Masks, mods and `causal` keep their meaning (positions count from the start of
       k); an epilogue and a seq-major output are not taken (they belong to the merge).
+    - `fp32_precision` (f32 q, k, v only) says how a GPU multiplies them, as on `kiln.matmul`: `"tf32"` (the
+      default) on TF32 tensor cores, `"ieee"` to f32 accuracy by 3xTF32 (both q k^T and P v). The host backend
+      multiplies in f32 either way.
 
     ```mlir
     %o = kiln.attention %q, %k, %v causal
@@ -246,7 +249,7 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure, IsolatedFromAbove, AttrSizedO
                        OptionalAttr<F32Attr>:$scale, UnitAttr:$causal, OptionalAttr<StrAttr>:$layout,
                        OptionalAttr<StrAttr>:$out_layout, Variadic<Kiln_FloatTensor>:$epilogue_operands,
                        Variadic<AnyRankedTensor>:$mod_operands, OptionalAttr<I64Attr>:$kv_chunk,
-                       OptionalAttr<DenseI64ArrayAttr>:$nondecreasing_tables);
+                       OptionalAttr<DenseI64ArrayAttr>:$nondecreasing_tables, OptionalAttr<StrAttr>:$fp32_precision);
   let results = (outs Kiln_FloatTensor:$out, Optional<StaticShapeTensorOf<[F32]>>:$lse);
   let regions = (region MaxSizedRegion<1>:$epilogue, MaxSizedRegion<1>:$score_mod, MaxSizedRegion<1>:$mask_mod);
   let assemblyFormat = [{
@@ -260,7 +263,8 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure, IsolatedFromAbove, AttrSizedO
     OpBuilder<(ins "::mlir::Type":$out, "::mlir::Type":$lse, "::mlir::Value":$q, "::mlir::Value":$k,
                    "::mlir::Value":$v, "::mlir::Value":$mask, "::mlir::FloatAttr":$scale, "bool":$causal), [{
       build($_builder, $_state, out, lse, q, k, v, mask, scale, causal, ::mlir::StringAttr(), ::mlir::StringAttr(),
-            ::mlir::ValueRange{}, ::mlir::ValueRange{}, ::mlir::IntegerAttr(), ::mlir::DenseI64ArrayAttr());
+            ::mlir::ValueRange{}, ::mlir::ValueRange{}, ::mlir::IntegerAttr(), ::mlir::DenseI64ArrayAttr(),
+            ::mlir::StringAttr());
     }]>
   ];
   let extraClassDeclaration = [{
@@ -269,8 +273,9 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure, IsolatedFromAbove, AttrSizedO
     /// True when a score_mod or mask_mod region modifies the scores.
     bool hasScoreMod() { return !getScoreMod().empty(); }
     bool hasMaskMod() { return !getMaskMod().empty(); }
-    /// Moves `from`'s score_mod and mask_mod regions and operands onto this op (a rewrite that rebuilds the op).
-    void takeModsFrom(AttentionOp from);
+    /// Moves `from`'s score_mod and mask_mod regions, their operands and its fp32_precision onto this op: what
+    /// a rewrite that rebuilds the op keeps beyond its operands.
+    void takeVariantFrom(AttentionOp from);
     /// The scale applied to q k^T: the attribute, or 1/sqrt(head_dim) when it is absent.
     double getEffectiveScale();
     /// Number of q heads that share one k/v head (1 for plain multi-head attention).

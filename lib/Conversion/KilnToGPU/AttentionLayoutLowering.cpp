@@ -511,9 +511,9 @@ FailureOr<SmallVector<SmallVector<Value>>> MmaAttentionLowering::productLhs(Matm
     // (lane = 4g + t) where the A fragment wants keys t and t + 4: the step's keys are taken in the order 0, 2,
     // 4, 6, 1, 3, 5, 7 (A column t is key 2t, column t + 4 key 2t + 1), and V's rows are read in the same order
     // (lowerProduct), which leaves the sum over the keys as it is.
+    bool split = product.getFp32Precision() == "ieee";
     for (int64_t kk = 0, steps = fragsOf(product.getLhs()); kk < steps; ++kk)
-      a.push_back({toTf32(b, loc, r[4 * kk]), toTf32(b, loc, r[4 * kk + 2]), toTf32(b, loc, r[4 * kk + 1]),
-                   toTf32(b, loc, r[4 * kk + 3])});
+      a.push_back(tf32Registers(b, loc, {r[4 * kk], r[4 * kk + 2], r[4 * kk + 1], r[4 * kk + 3]}, split));
     return a;
   }
   auto pair = [&](int64_t i) -> Value {
@@ -548,7 +548,7 @@ LogicalResult MmaAttentionLowering::lowerProduct(MatmulOp product, Value slot) {
   if (failed(a))
     return failure();
   Value base = im.mul(slot, ring->slotElements);
-  bool kMajor = !product.getTransposeRhs();
+  bool kMajor = !product.getTransposeRhs(), split = product.getFp32Precision() == "ieee";
   int64_t depth = stepDepth(element);
   for (int64_t kk = 0; kk < static_cast<int64_t>(a->size()); ++kk) {
     if (element.isF32() && kMajor) {
@@ -560,9 +560,9 @@ LogicalResult MmaAttentionLowering::lowerProduct(MatmulOp product, Value slot) {
         SmallVector<Value> fragment;
         for (int64_t next = 0; next < 2; ++next) {
           Value at = im.add(base, im.add(im.mul(im.add(key, next), ring->stride), column));
-          fragment.push_back(toTf32(b, loc, memref::LoadOp::create(b, loc, ring->shared, ValueRange{at})));
+          fragment.push_back(memref::LoadOp::create(b, loc, ring->shared, ValueRange{at}));
         }
-        accs[j] = mmaSync(b, loc, (*a)[kk], fragment, accs[j], element);
+        accs[j] = mmaSync(b, loc, (*a)[kk], tf32Registers(b, loc, fragment, split), accs[j], element);
       }
       continue;
     }
@@ -570,10 +570,8 @@ LogicalResult MmaAttentionLowering::lowerProduct(MatmulOp product, Value slot) {
       auto [first, second] = loadBFragmentPair(b, loc, im, ring->shared, base, ring->stride, lane, im.c(kk * depth),
                                                im.c(j * 8), kMajor);
       if (element.isF32()) {
-        for (Value &value : first)
-          value = toTf32(b, loc, value);
-        for (Value &value : second)
-          value = toTf32(b, loc, value);
+        first = tf32Registers(b, loc, first, split);
+        second = tf32Registers(b, loc, second, split);
       }
       accs[j] = mmaSync(b, loc, (*a)[kk], first, accs[j], element);
       if (j + 1 < frags)
@@ -684,8 +682,7 @@ LogicalResult MmaAttentionLowering::lowerKeyLoops(SmallVector<scf::ForOp> loops)
         b, loc,
         nvgpu::LdMatrixOp::create(b, loc, fragA, ringQ.shared, at, b.getBoolAttr(false), b.getI32IntegerAttr(4)));
     if (element.isF32())
-      for (Value &value : fragment)
-        value = toTf32(b, loc, value);
+      fragment = tf32Registers(b, loc, fragment, scores.getFp32Precision() == "ieee");
     q.push_back(fragment);
   }
   aFragments[scores.getLhs()] = q;

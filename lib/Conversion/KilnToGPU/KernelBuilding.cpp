@@ -36,16 +36,23 @@ Value gpukernel::broadcastLinearIndex(IndexMath &m, ArrayRef<int64_t> operandSha
   return linear ? linear : m.c(0);
 }
 
-Value gpukernel::toTf32(OpBuilder &b, Location loc, Value value) {
+/// An f32 value rounded to TF32 (to nearest, ties away from zero), in the i32 register mma.sync takes.
+static Value toTf32(OpBuilder &b, Location loc, Value value) {
   return NVVM::ConvertFloatToTF32Op::create(b, loc, b.getI32Type(), value, NVVM::FPRoundingMode::RNA,
                                             NVVM::SaturationMode::NONE, /*relu=*/false);
 }
 
-std::pair<Value, Value> gpukernel::splitTf32(OpBuilder &b, Location loc, Value value) {
-  Value big = toTf32(b, loc, value);
-  Value bigValue = arith::BitcastOp::create(b, loc, b.getF32Type(), big);
-  Value rest = arith::SubFOp::create(b, loc, value, bigValue);
-  return {big, toTf32(b, loc, rest)};
+SmallVector<Value> gpukernel::tf32Registers(OpBuilder &b, Location loc, ArrayRef<Value> values, bool split) {
+  SmallVector<Value> big, rests;
+  for (Value value : values) {
+    big.push_back(toTf32(b, loc, value));
+    if (!split)
+      continue;
+    Value bigValue = arith::BitcastOp::create(b, loc, b.getF32Type(), big.back());
+    rests.push_back(toTf32(b, loc, arith::SubFOp::create(b, loc, value, bigValue)));
+  }
+  big.append(rests);
+  return big;
 }
 
 SmallVector<Value> gpukernel::packFragment(OpBuilder &b, Location loc, Value fragment) {
@@ -70,6 +77,16 @@ SmallVector<Value> gpukernel::packFragment(OpBuilder &b, Location loc, Value fra
 
 Value gpukernel::mmaSync(OpBuilder &b, Location loc, ArrayRef<Value> a, ArrayRef<Value> bFragment, Value acc,
                          Type element) {
+  // A TF32 A fragment has four registers, a split one eight (values, then remainders); B two or four.
+  if (element.isF32() && a.size() == 8) {
+    ArrayRef<Value> aBig = a.take_front(4), aRest = a.drop_front(4);
+    ArrayRef<Value> bBig = bFragment.take_front(2), bRest = bFragment.drop_front(2);
+    Value step = arith::ConstantOp::create(b, loc, DenseElementsAttr::get(cast<VectorType>(acc.getType()), 0.0f));
+    step = mmaSync(b, loc, aRest, bBig, step, element);
+    step = mmaSync(b, loc, aBig, bRest, step, element);
+    step = mmaSync(b, loc, aBig, bBig, step, element);
+    return arith::AddFOp::create(b, loc, acc, step);
+  }
   MLIRContext *ctx = b.getContext();
   auto result = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(4, b.getF32Type()));
   SmallVector<Value> c;

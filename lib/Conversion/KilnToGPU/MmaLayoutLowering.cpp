@@ -208,35 +208,19 @@ SmallVector<Value> MmaMatmulLowering::multiplySlot(Value slot, ArrayRef<Value> a
   auto fragA = VectorType::get({4, tf32 ? 1 : 2}, element);
   Value baseA = im.mul(slot, ringA.slotElements), baseB = im.mul(slot, ringB.slotElements);
   Value laneRow16 = im.rem(lane, 16), laneHalf = im.mul(im.div(lane, 16), depth / 2);
-  // A fragment's registers, and the remainders' registers when f32 values are split.
-  auto toRegisters = [&](SmallVector<Value> values, SmallVectorImpl<SmallVector<Value>> &big,
-                         SmallVectorImpl<SmallVector<Value>> &small) {
-    if (!tf32) {
-      big.push_back(values);
-      return;
-    }
-    SmallVector<Value> bigParts, smallParts;
-    for (Value value : values) {
-      if (split) {
-        auto [high, low] = splitTf32(b, loc, value);
-        bigParts.push_back(high);
-        smallParts.push_back(low);
-      } else {
-        bigParts.push_back(toTf32(b, loc, value));
-      }
-    }
-    big.push_back(bigParts);
-    small.push_back(smallParts);
+  // A fragment's registers (with their remainders' when f32 values are split).
+  auto toRegisters = [&](SmallVector<Value> values, SmallVectorImpl<SmallVector<Value>> &into) {
+    into.push_back(tf32 ? tf32Registers(b, loc, values, split) : values);
   };
   SmallVector<Value> current(accs);
   for (int64_t kk = 0; kk < bk / depth; ++kk) {
-    SmallVector<SmallVector<Value>> aRegs, aRest, bRegs, bRest;
+    SmallVector<SmallVector<Value>> aRegs, bRegs;
     for (int64_t i = 0; i < fragsM; ++i) {
       Value row = im.add(wm0, im.add(laneRow16, i * 16)), col = im.add(laneHalf, kk * depth);
       Value at = im.add(baseA, im.add(im.mul(row, ringA.stride), col));
       Value fragment = nvgpu::LdMatrixOp::create(b, loc, fragA, ringA.shared, at, b.getBoolAttr(false),
                                                  b.getI32IntegerAttr(4));
-      toRegisters(packFragment(b, loc, fragment), aRegs, aRest);
+      toRegisters(packFragment(b, loc, fragment), aRegs);
     }
     if (tf32 && !transposedB) {
       // ldmatrix transposes only 16-bit elements: a [K, N] tile's TF32 fragments are read element by element,
@@ -250,7 +234,7 @@ SmallVector<Value> MmaMatmulLowering::multiplySlot(Value slot, ArrayRef<Value> a
           Value at = im.add(baseB, im.add(im.mul(im.add(k, half * 4), ringB.stride), n));
           fragment.push_back(memref::LoadOp::create(b, loc, ringB.shared, ValueRange{at}));
         }
-        toRegisters(fragment, bRegs, bRest);
+        toRegisters(fragment, bRegs);
       }
     } else {
       // One ldmatrix.x4 reads the B fragments of two adjacent 8-column blocks (an odd last one reads 8 columns
@@ -258,27 +242,13 @@ SmallVector<Value> MmaMatmulLowering::multiplySlot(Value slot, ArrayRef<Value> a
       for (int64_t j = 0; j < fragsN; j += 2) {
         auto [first, second] = loadBFragmentPair(b, loc, im, ringB.shared, baseB, ringB.stride, lane,
                                                  im.c(kk * depth), im.add(wn0, j * 8), /*kMajor=*/!transposedB);
-        toRegisters(first, bRegs, bRest);
-        toRegisters(second, bRegs, bRest);
+        toRegisters(first, bRegs);
+        toRegisters(second, bRegs);
       }
     }
     for (int64_t i = 0; i < fragsM; ++i)
-      for (int64_t j = 0; j < fragsN; ++j) {
-        Value &acc = current[i * fragsN + j];
-        if (!split) {
-          acc = mmaSync(b, loc, aRegs[i], bRegs[j], acc, element);
-          continue;
-        }
-        // The small products first, so that they are not lost against the large one, summed from zero: the
-        // tensor core truncates what it adds to its accumulator, a bias that grows with K (3.8e-4 relative at
-        // K = 50257 when the three products went straight into the accumulator, as TF32 alone), so each step's
-        // sum joins the accumulator by a rounded f32 add.
-        Value step = arith::ConstantOp::create(b, loc, DenseElementsAttr::get(cast<VectorType>(acc.getType()), 0.0f));
-        step = mmaSync(b, loc, aRest[i], bRegs[j], step, element);
-        step = mmaSync(b, loc, aRegs[i], bRest[j], step, element);
-        step = mmaSync(b, loc, aRegs[i], bRegs[j], step, element);
-        acc = arith::AddFOp::create(b, loc, acc, step);
-      }
+      for (int64_t j = 0; j < fragsN; ++j)
+        current[i * fragsN + j] = mmaSync(b, loc, aRegs[i], bRegs[j], current[i * fragsN + j], element);
   }
   return current;
 }

@@ -318,7 +318,8 @@ LogicalResult AttentionOp::verifyRegions() {
   return verifyEpilogue(*this, getEpilogue(), getEpilogueOperands(), getOut().getType());
 }
 
-void AttentionOp::takeModsFrom(AttentionOp from) {
+void AttentionOp::takeVariantFrom(AttentionOp from) {
+  setFp32PrecisionAttr(from.getFp32PrecisionAttr());
   getModOperandsMutable().assign(from.getModOperands());
   setNondecreasingTablesAttr(from.getNondecreasingTablesAttr());
   getScoreMod().takeBody(from.getScoreMod());
@@ -443,6 +444,12 @@ LogicalResult AttentionOp::verify() {
   if (getCausal() && seqQ > seqK)
     return emitOpError() << "causal attention aligns the mask bottom-right and needs seq_q <= seq_k, got seq_q = "
                          << seqQ << " and seq_k = " << seqK;
+  if (std::optional<StringRef> precision = getFp32Precision()) {
+    if (*precision != "tf32" && *precision != "ieee")
+      return emitOpError() << "fp32_precision must be \"tf32\" or \"ieee\", got \"" << *precision << "\"";
+    if (!q.getElementType().isF32())
+      return emitOpError() << "fp32_precision applies to f32 q, k and v, got " << q.getElementType();
+  }
   if (std::optional<APFloat> scale = getScale()) {
     if (!scale->isFiniteNonZero() || scale->isNegative())
       return emitOpError() << "scale must be a finite positive number, got " << scale->convertToDouble();

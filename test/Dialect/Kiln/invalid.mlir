@@ -176,6 +176,22 @@ func.func @matmul_fp32_precision_bf16(%a: tensor<4x8xbf16>, %b: tensor<8x16xbf16
 
 // -----
 
+func.func @attention_fp32_precision_value(%q: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  // expected-error @+1 {{'kiln.attention' op fp32_precision must be "tf32" or "ieee", got "fp64"}}
+  %o = kiln.attention %q, %q, %q {fp32_precision = "fp64"} : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32> -> tensor<1x2x4x8xf32>
+  return %o : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_fp32_precision_f16(%q: tensor<1x2x4x8xf16>) -> tensor<1x2x4x8xf16> {
+  // expected-error @+1 {{'kiln.attention' op fp32_precision applies to f32 q, k and v, got 'f16'}}
+  %o = kiln.attention %q, %q, %q {fp32_precision = "ieee"} : tensor<1x2x4x8xf16>, tensor<1x2x4x8xf16>, tensor<1x2x4x8xf16> -> tensor<1x2x4x8xf16>
+  return %o : tensor<1x2x4x8xf16>
+}
+
+// -----
+
 func.func @matmul_element_types(%a: tensor<4x8xf16>, %b: tensor<8x16xbf16>) -> tensor<4x16xf32> {
   // expected-error @+1 {{'kiln.matmul' op lhs element type 'f16' differs from rhs element type 'bf16'}}
   %0 = kiln.matmul %a, %b : tensor<4x8xf16>, tensor<8x16xbf16> -> tensor<4x16xf32>

@@ -7,6 +7,7 @@ bad argument is a Python exception naming the argument, raised before any IR is 
 
 import math
 import os
+import re
 
 import ml_dtypes
 import numpy as np
@@ -72,6 +73,41 @@ def test_matmul_fp32_precision_on_the_gpu(target, tmp_path, monkeypatch):
         assert "cvt.rna.tf32.f32" in ptx
         counts[precision] = ptx.count(mma)
     assert counts["tf32"] > 0 and counts["ieee"] == 3 * counts["tf32"], counts
+
+
+@pytest.mark.parametrize("fp32_precision", ["tf32", "ieee"])
+def test_attention_fp32_precision_on_the_host(fp32_precision, record_error):
+    """The host attends in f32 whatever the precision asked of a GPU."""
+    rng, seed = fresh_rng()
+    q, k, v = randn(rng, 1, 4, 19, 16), randn(rng, 1, 2, 23, 16), randn(rng, 1, 2, 23, 16)
+    out = kiln.ops.attention(q, k, v, causal=True, fp32_precision=fp32_precision)
+    check(record_error, f"ops: attention f32 {fp32_precision}", out,
+          attention_reference(q, k, v, True, None, None), seed)
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
+def test_attention_fp32_precision_on_the_gpu(target, tmp_path, monkeypatch):
+    """Compiled here (no GPU): an f32 attention runs mma.sync m16n8k8 on TF32, "ieee" three of them per fragment
+    pair in both products (3xTF32); the GPU suite checks the numerics (test/GPU/python/gpu_cases.py)."""
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
+    mma = "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"
+    counts = {}
+    q, k = np.zeros((1, 4, 70, 64), np.float32), np.zeros((1, 2, 90, 64), np.float32)
+    for precision in ("tf32", "ieee"):
+        source = kiln.ops.attention.source(q, k, k, causal=True, fp32_precision=precision)
+        assert f'fp32_precision = "{precision}"' in source
+        counts[precision] = kiln.compile(source, target=target).ptx.count(mma)
+    assert counts["tf32"] > 0 and counts["ieee"] == 3 * counts["tf32"], counts
+
+
+@pytest.mark.parametrize("fp32_precision, dtype, message", [
+    ("fp64", np.float32, "attention: fp32_precision must be 'tf32' or 'ieee', got 'fp64'"),
+    ("ieee", np.float16, "attention: fp32_precision applies to f32 operands, got f16"),
+])
+def test_attention_fp32_precision_refused(fp32_precision, dtype, message):
+    q = np.zeros((1, 2, 3, 8), dtype)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        kiln.ops.attention(q, q, q, fp32_precision=fp32_precision)
 
 
 @pytest.mark.parametrize("a_shape,b_shape", [((2, 3, 0), (0, 4)), ((3, 0), (0, 4)), ((2, 3, 0), (2, 0, 4))])

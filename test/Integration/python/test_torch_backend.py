@@ -294,6 +294,30 @@ def test_f32_matmuls_multiply_as_torch_would(setting, expected):
     assert source.count("kiln.matmul") == 2 and source.count(f'fp32_precision = "{expected}"') == 2, source
 
 
+@pytest.mark.parametrize("setting, expected", [
+    (lambda: torch.set_float32_matmul_precision("highest"), "ieee"),
+    (lambda: torch.set_float32_matmul_precision("high"), "tf32"),
+], ids=["highest", "high"])
+def test_f32_attention_multiplies_as_torch_would(setting, expected):
+    """An f32 attention's two products follow torch's matmul setting as the matmuls do: 3xTF32 ("ieee") at
+    torch's default, where a GPU's TF32 alone would leave errors near 1e-3 that torch's own f32 attention does
+    not have, TF32 where torch allows it."""
+    previous = torch.get_float32_matmul_precision()
+    setting()
+    try:
+        q, k, v = torch.randn(1, 4, 9, 16), torch.randn(1, 4, 11, 16), torch.randn(1, 4, 11, 16)
+
+        def attend(q, k, v):
+            return torch.nn.functional.scaled_dot_product_attention(q * 0.5, k, v) + q
+        out = compiled(attend)(q, k, v)
+        assert relative_error(out, attend(q, k, v)) < TOLERANCE
+    finally:
+        torch.backends.fp32_precision = "none"
+        torch.set_float32_matmul_precision(previous)
+    source = only_report().partitions[0].source
+    assert source.count("kiln.attention") == 1 and f'fp32_precision = "{expected}"' in source, source
+
+
 class RuntimePaddingMask(torch.nn.Module):
     """Attention scores masked by a padding mask computed at run time from an int64 attention_mask, the way
     Hugging Face builds it (a comparison with 0, or-ed with the future, masked_fill with the dtype's minimum),
