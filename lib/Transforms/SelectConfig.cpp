@@ -83,6 +83,10 @@ MmaOperandSlots kiln::mmaOperandSlots(int64_t bm, int64_t bn, int64_t bk, bool t
   return slots;
 }
 
+/// The shortest contraction a split matmul's chunk runs: four of mma_sync's 128-deep k-tiles, eight of wgmma's
+/// 64-deep ones (a shorter K loop does not fill its pipeline, nor repay the sum's kernel).
+static constexpr int64_t kMinChunk = 512;
+
 /// The column tile of a decode step's GEMM that a split into chunks takes (its config keeps it: the chunks bring
 /// enough tiles), and of its wgmma kernel.
 static constexpr int64_t kSplitColumnTile = 128;
@@ -143,8 +147,22 @@ static ConfigAttr getWgmmaConfig(MatmulOp matmul) {
     // At most 16 rows against a large weight: 256 columns a tile (five stages fit), split by chooseKChunk; on the
     // H200 against the mma_sync kernel (bench/results/decode/decode_gemm.md) M = 1: 1.05-1.11x (4096 x 14336:
     // 3.76 TB/s against 3.50, cuBLAS 3.85), M = 16: 1.07-1.26x.
-    if (result.getDimSize(result.getRank() - 2) <= 16)
+    int64_t rows = result.getDimSize(result.getRank() - 2);
+    if (rows <= 16)
       return ConfigAttr::get(matmul.getContext(), {64, kStreamingColumnTile, 64}, 4, /*stages=*/5, "wgmma");
+    // 33 to 64 rows whose tiles leave half the multiprocessors idle, against a contraction that chooseKChunk
+    // would split: the contraction split in two over a cluster (k_splits, summed through distributed shared
+    // memory, no second kernel), eight stages, 64-column tiles where twice their count still fits one wave, else
+    // 128. On the H200 against nn.Linear weights
+    // (bench/results/decode/decode_gemm.md) 1.15x the split into four chunks and a sum kernel at N = 4096 and
+    // 6144 (4096 x 4096: 2.72 TB/s against 2.26, cuBLAS 2.89); at 17-32 rows it gained 1.04x at most, and
+    // cluster kernels do not join grouped launches, so those keep the split.
+    int64_t sms = multiprocessorCount(Target::Sm90a);
+    if (rows > 32 && matmul.getContractionSize() >= 2 * kMinChunk)
+      for (int64_t bn : {int64_t(64), kSplitColumnTile})
+        if (2 * outputTiles(result, 64, bn) <= sms)
+          return ConfigAttr::get(matmul.getContext(), {64, bn, 64}, 4, /*stages=*/8, "wgmma", /*group=*/1,
+                                 /*k_splits=*/2);
     return ConfigAttr::get(matmul.getContext(), {64, kSplitColumnTile, 64}, 4, /*stages=*/6, "wgmma");
   }
   int64_t bm = 128, bk = 64;
@@ -337,9 +355,6 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
   return config;
 }
 
-/// The shortest contraction a split matmul's chunk runs: four of mma_sync's 128-deep k-tiles, eight of wgmma's
-/// 64-deep ones (a shorter K loop does not fill its pipeline, nor repay the sum's kernel).
-static constexpr int64_t kMinChunk = 512;
 
 /// The granule of a split attention's key chunks: a multiple of every key tile the configs take.
 static constexpr int64_t kKvChunkGranule = 256;
@@ -395,8 +410,9 @@ std::optional<int64_t> kiln::chooseKChunk(MatmulOp op, Target target) {
   if (target == Target::Host || op.getKChunk() || getConfig(op))
     return std::nullopt;
   ConfigAttr config = getDefaultConfig(op, target);
-  // The mma_sync kernel, and the wgmma one of a decode step (64-row tiles).
-  if (config.getLowering() == "wgmma" ? config.getTile()[0] != 64 : config.getLowering() != "mma_sync")
+  // The mma_sync kernel, and the wgmma one of a decode step (64-row tiles) unless a cluster splits it.
+  if (config.getLowering() == "wgmma" ? config.getTile()[0] != 64 || config.getKSplits() > 1
+                                      : config.getLowering() != "mma_sync")
     return std::nullopt;
   // Measured on the H200 (bench/results/decode/decode_gemm.md; M = 1..64 against the Llama block's weights): a
   // weight-streaming block takes a whole multiprocessor (five or six stages of 128-column tiles), the fastest

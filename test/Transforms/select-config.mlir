@@ -46,6 +46,28 @@ func.func @matmul_decode_wide(%a: tensor<32x4096xbf16>, %b: tensor<4096x14336xbf
 
 // -----
 
+// 33 to 64 rows on sm_90a whose 64 x 128 tiles leave half the chip idle: the contraction split in two over a
+// cluster (k_splits = 2), eight stages, 64-column tiles while twice their count fits one wave (N = 4096: 64
+// tiles), else 128 (N = 6144: 48); N = 14336 (112 tiles of 128) keeps the unsplit tiles, and so does a
+// contraction too short for kiln-split-k (K = 1000).
+// CHECK-LABEL: func.func @matmul_decode_cluster_split
+// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [64, 64, 64], warps = 4, stages = 8, lowering = "wgmma", k_splits = 2>}
+// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [64, 128, 64], warps = 4, stages = 8, lowering = "wgmma", k_splits = 2>}
+// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [64, 128, 64], warps = 4, stages = 6, lowering = "wgmma">}
+// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [64, 128, 64], warps = 4, stages = 6, lowering = "wgmma">}
+func.func @matmul_decode_cluster_split(%a: tensor<64x4096xbf16>, %b: tensor<4096x4096xbf16>,
+                                       %c: tensor<4096x6144xbf16>, %d: tensor<4096x14336xbf16>,
+                                       %e: tensor<40x1000xbf16>, %f: tensor<1000x1024xbf16>)
+    -> (tensor<64x4096xbf16>, tensor<64x6144xbf16>, tensor<64x14336xbf16>, tensor<40x1024xbf16>) {
+  %0 = kiln.matmul %a, %b : tensor<64x4096xbf16>, tensor<4096x4096xbf16> -> tensor<64x4096xbf16>
+  %1 = kiln.matmul %a, %c : tensor<64x4096xbf16>, tensor<4096x6144xbf16> -> tensor<64x6144xbf16>
+  %2 = kiln.matmul %a, %d : tensor<64x4096xbf16>, tensor<4096x14336xbf16> -> tensor<64x14336xbf16>
+  %3 = kiln.matmul %e, %f : tensor<40x1000xbf16>, tensor<1000x1024xbf16> -> tensor<40x1024xbf16>
+  return %0, %1, %2, %3 : tensor<64x4096xbf16>, tensor<64x6144xbf16>, tensor<64x14336xbf16>, tensor<40x1024xbf16>
+}
+
+// -----
+
 // Decode steps of 1 to 16 rows (bf16) against a weight of 4096 x 4096 or more: on sm_90a the wgmma kernel's
 // 64 x 256 tiles, five stages (kiln-split-k then splits K to fill the chip); a smaller weight (1000 x 3000) keeps
 // mma_sync's 16-row tiles, as does sm_80.

@@ -100,3 +100,17 @@ func.func @whole(%x: tensor<32x4096xbf16>, %w2: tensor<4096x14336xbf16>,
   %f = kiln.matmul %x, %w5 {k_chunk = 2048 : i64} : tensor<32x4096xbf16>, tensor<4096x4096xbf16> -> tensor<2x32x4096xf32>
   return %b, %c, %d, %e, %f : tensor<32x14336xbf16>, tensor<32x4096xbf16>, tensor<256x4096xbf16>, tensor<32x4096xbf16>, tensor<2x32x4096xf32>
 }
+
+// -----
+
+// 33 to 64 rows whose config splits the contraction over a cluster (kiln-select-config's k_splits = 2 on
+// sm_90a) are left whole: one kernel sums the two halves.
+// CHECK-LABEL: func.func @cluster_split
+// CHECK-NOT: kiln.sum_splits
+// CHECK: return
+// SM80-LABEL: func.func @cluster_split
+// SM80: kiln.sum_splits
+func.func @cluster_split(%x: tensor<64x4096xbf16>, %w: tensor<4096x4096xbf16>) -> tensor<64x4096xbf16> {
+  %y = kiln.matmul %x, %w : tensor<64x4096xbf16>, tensor<4096x4096xbf16> -> tensor<64x4096xbf16>
+  return %y : tensor<64x4096xbf16>
+}
