@@ -140,29 +140,37 @@ static int64_t tileGroup(RankedTensorType result, int64_t bm, int64_t bn, Target
 /// swizzle row); 4 stages (at most 4 x 48 KB, within the 227 KB a block may have).
 static ConfigAttr getWgmmaConfig(MatmulOp matmul) {
   RankedTensorType result = matmul.getType();
-  // 17 to 64 rows (a decode step's GEMM): one warpgroup's 64-row tiles of 128 columns, six stages; against the
-  // mma_sync kernel on the H200 (bench/results/decode/decode_gemm.md) 1.2-1.5x at M = 32 and 64, e.g. M = 64, N =
-  // 14336: 3.95 TB/s against 2.65 (cuBLAS 3.86).
+  // A decode step's GEMM (at most 64 rows): one warpgroup's 64-row tiles.
   if (result.getDimSize(result.getRank() - 2) <= 64) {
-    // At most 16 rows against a large weight: 256 columns a tile (five stages fit), split by chooseKChunk; on the
-    // H200 against the mma_sync kernel (bench/results/decode/decode_gemm.md) M = 1: 1.05-1.11x (4096 x 14336:
-    // 3.76 TB/s against 3.50, cuBLAS 3.85), M = 16: 1.07-1.26x.
     int64_t rows = result.getDimSize(result.getRank() - 2);
+    int64_t sms = multiprocessorCount(Target::Sm90a);
+    // A split matmul's tiles counted as before its split (its chunks are its leading dim), so that its config is
+    // the one chooseKChunk split it for.
+    RankedTensorType whole =
+        matmul.getKChunk() ? RankedTensorType::get(result.getShape().drop_front(), result.getElementType()) : result;
+    // At most 16 rows against a large weight, split by chooseKChunk: 128-column tiles on eight stages where twice
+    // their count fits one wave, else 256 columns on five (all that fit). On the H200 at 16 rows
+    // (bench/results/config_sweeps/decode_gemm_cluster_stages.md) 4096 x 4096 2.68 TB/s against the 256-column
+    // tiles' 2.46, 4096 x 14336 3.63 against 3.48; N = 14336 keeps 256 columns (3.49 against 3.01). The 256-column
+    // tiles against the mma_sync kernel (bench/results/decode/decode_gemm.md): M = 1 1.05-1.11x, M = 16 1.07-1.26x.
     if (rows <= 16)
-      return ConfigAttr::get(matmul.getContext(), {64, kStreamingColumnTile, 64}, 4, /*stages=*/5, "wgmma");
+      return 2 * outputTiles(whole, 64, kSplitColumnTile) <= sms
+                 ? ConfigAttr::get(matmul.getContext(), {64, kSplitColumnTile, 64}, 4, /*stages=*/8, "wgmma")
+                 : ConfigAttr::get(matmul.getContext(), {64, kStreamingColumnTile, 64}, 4, /*stages=*/5, "wgmma");
     // 33 to 64 rows whose tiles leave half the multiprocessors idle, against a contraction that chooseKChunk
     // would split: the contraction split in two over a cluster (k_splits, summed through distributed shared
     // memory, no second kernel), eight stages, 64-column tiles where twice their count still fits one wave, else
-    // 128. On the H200 against nn.Linear weights
-    // (bench/results/decode/decode_gemm.md) 1.15x the split into four chunks and a sum kernel at N = 4096 and
-    // 6144 (4096 x 4096: 2.72 TB/s against 2.26, cuBLAS 2.89); at 17-32 rows it gained 1.04x at most, and
+    // 128. On the H200 against nn.Linear weights 1.15x the split into four chunks and a sum kernel at N = 4096
+    // and 6144 (4096 x 4096: 2.72 TB/s against 2.26, cuBLAS 2.89); at 17-32 rows it gained 1.04x at most, and
     // cluster kernels do not join grouped launches, so those keep the split.
-    int64_t sms = multiprocessorCount(Target::Sm90a);
-    if (rows > 32 && matmul.getContractionSize() >= 2 * kMinChunk)
+    if (rows > 32 && !matmul.getKChunk() && matmul.getContractionSize() >= 2 * kMinChunk)
       for (int64_t bn : {int64_t(64), kSplitColumnTile})
         if (2 * outputTiles(result, 64, bn) <= sms)
           return ConfigAttr::get(matmul.getContext(), {64, bn, 64}, 4, /*stages=*/8, "wgmma", /*group=*/1,
                                  /*k_splits=*/2);
+    // 17 to 64 rows otherwise: one warpgroup's 64-row tiles of 128 columns, six stages; against the mma_sync
+    // kernel on the H200 (bench/results/decode/decode_gemm.md) 1.2-1.5x at M = 32 and 64, e.g. M = 64, N = 14336:
+    // 3.95 TB/s against 2.65 (cuBLAS 3.86).
     return ConfigAttr::get(matmul.getContext(), {64, kSplitColumnTile, 64}, 4, /*stages=*/6, "wgmma");
   }
   int64_t bm = 128, bk = 64;

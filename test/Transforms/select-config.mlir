@@ -68,13 +68,24 @@ func.func @matmul_decode_cluster_split(%a: tensor<64x4096xbf16>, %b: tensor<4096
 
 // -----
 
+// A matmul already split into chunks (k_chunk) takes no cluster split: its chunks are blocks of their own.
+// CHECK-LABEL: func.func @matmul_decode_split_no_cluster
+// SM90: kiln.matmul {{.*}} {k_chunk = 2048 : i64, kiln.config = #kiln.config<tile = [64, 128, 64], warps = 4, stages = 6, lowering = "wgmma">}
+func.func @matmul_decode_split_no_cluster(%a: tensor<64x4096xbf16>, %b: tensor<4096x4096xbf16>) -> tensor<2x64x4096xf32> {
+  %0 = kiln.matmul %a, %b {k_chunk = 2048 : i64} : tensor<64x4096xbf16>, tensor<4096x4096xbf16> -> tensor<2x64x4096xf32>
+  return %0 : tensor<2x64x4096xf32>
+}
+
+// -----
+
 // Decode steps of 1 to 16 rows (bf16) against a weight of 4096 x 4096 or more: on sm_90a the wgmma kernel's
-// 64 x 256 tiles, five stages (kiln-split-k then splits K to fill the chip); a smaller weight (1000 x 3000) keeps
-// mma_sync's 16-row tiles, as does sm_80.
+// 64 x 128 tiles on eight stages where twice their count fits one wave (N = 4096), else 64 x 256 on five (N =
+// 14336) (kiln-split-k then splits K to fill the chip); a smaller weight (1000 x 3000) keeps mma_sync's 16-row
+// tiles, as does sm_80.
 // CHECK-LABEL: func.func @matmul_decode_few_rows
 // SM80: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [16, 128, 128], warps = 4, stages = 3, lowering = "mma_sync">}
 // SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [64, 256, 64], warps = 4, stages = 5, lowering = "wgmma">}
-// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [64, 256, 64], warps = 4, stages = 5, lowering = "wgmma">}
+// SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [64, 128, 64], warps = 4, stages = 8, lowering = "wgmma">}
 // SM90: kiln.matmul {{.*}} {kiln.config = #kiln.config<tile = [16, {{[0-9]+}}, 128], warps = 4, stages = {{[0-9]}}, lowering = "mma_sync">}
 func.func @matmul_decode_few_rows(%a: tensor<1x4096xbf16>, %b: tensor<4096x14336xbf16>, %c: tensor<16x4096xbf16>,
                                   %d: tensor<4096x4096xbf16>, %e: tensor<7x3000xbf16>, %f: tensor<3000x1000xbf16>)

@@ -46,10 +46,10 @@ func.func @decode_projection(%x: tensor<32x4096xbf16>, %w: tensor<4096x4096xbf16
 // -----
 
 // The MLP's down projection at one row (K = 14336) against a transposed [N, K] weight, on the wgmma kernel's
-// 64 x 256 tiles: 16 tiles, so 8 chunks of 28 k-tiles of 64.
+// 64 x 128 tiles (twice their 32 fit one wave): 4 chunks of 56 k-tiles of 64.
 // CHECK-LABEL: func.func @down_projection
-// CHECK: kiln.matmul %{{.*}}, %{{.*}} transpose_rhs {k_chunk = 1792 : i64} : tensor<1x14336xbf16>, tensor<4096x14336xbf16> -> tensor<8x1x4096xf32>
-// CHECK: kiln.sum_splits %{{.*}} : tensor<8x1x4096xf32> -> tensor<1x4096xbf16>
+// CHECK: kiln.matmul %{{.*}}, %{{.*}} transpose_rhs {k_chunk = 3584 : i64} : tensor<1x14336xbf16>, tensor<4096x14336xbf16> -> tensor<4x1x4096xf32>
+// CHECK: kiln.sum_splits %{{.*}} : tensor<4x1x4096xf32> -> tensor<1x4096xbf16>
 // On sm_80 the mma_sync kernel's 32 tiles of 128 columns: 3 chunks.
 // SM80-LABEL: func.func @down_projection
 // SM80: kiln.matmul {{.*}}{k_chunk = 4864 : i64} : {{.*}} -> tensor<3x1x4096xf32>
@@ -70,11 +70,11 @@ func.func @qkv_projection(%x: tensor<32x4096xbf16>, %w: tensor<4096x6144xbf16>) 
 
 // -----
 
-// 1 to 16 rows against the 14336- and 6144-column weights, on 64 x 256 wgmma tiles: 56 tiles take 2 chunks, 24
-// take 5 (13 k-tiles each, the last 12).
+// 1 to 16 rows against the 14336- and 6144-column weights: 56 tiles of 64 x 256 take 2 chunks; the 6144 columns,
+// as 48 tiles of 64 x 128, take 2 too.
 // CHECK-LABEL: func.func @few_rows
 // CHECK: kiln.matmul {{.*}} {k_chunk = 2048 : i64} : tensor<1x4096xbf16>, tensor<4096x14336xbf16> -> tensor<2x1x14336xf32>
-// CHECK: kiln.matmul {{.*}} {k_chunk = 832 : i64} : tensor<16x4096xbf16>, tensor<4096x6144xbf16> -> tensor<5x16x6144xf32>
+// CHECK: kiln.matmul {{.*}} {k_chunk = 2048 : i64} : tensor<16x4096xbf16>, tensor<4096x6144xbf16> -> tensor<2x16x6144xf32>
 func.func @few_rows(%x: tensor<1x4096xbf16>, %w: tensor<4096x14336xbf16>, %x1: tensor<16x4096xbf16>,
                     %w1: tensor<4096x6144xbf16>) -> (tensor<1x14336xbf16>, tensor<16x6144xbf16>) {
   %a = kiln.matmul %x, %w : tensor<1x4096xbf16>, tensor<4096x14336xbf16> -> tensor<1x14336xbf16>

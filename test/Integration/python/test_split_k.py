@@ -179,3 +179,19 @@ def test_cluster_split_runs_the_tiled_chunk_loop(tmp_path):
     assert result.returncode == 0, result.stderr
     reports = [line for line in result.stdout.splitlines() + result.stderr.splitlines() if "vs the reference" in line]
     assert len(reports) == 1 and all("(ok," in line for line in reports), reports
+
+
+@pytest.mark.parametrize("rows", [1, 16, 64])
+def test_explicit_split_compiles_for_the_gpu(rows, tmp_path, monkeypatch):
+    """A matmul written already split (k_chunk) compiles for sm_90a at every decode row count: the configs that
+    split a 33-64-row contraction over a cluster (k_splits) are not given to a matmul whose chunks are blocks of
+    their own (kiln-tile refuses both at once)."""
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
+    source = (f"func.func @f(%a: tensor<{rows}x4096xbf16>, %b: tensor<4096x4096xbf16>) -> tensor<{rows}x4096xbf16> {{\n"
+              f"  %p = kiln.matmul %a, %b {{k_chunk = 2048 : i64}} : tensor<{rows}x4096xbf16>, tensor<4096x4096xbf16> "
+              f"-> tensor<2x{rows}x4096xf32>\n"
+              f"  %s = kiln.sum_splits %p : tensor<2x{rows}x4096xf32> -> tensor<{rows}x4096xbf16>\n"
+              f"  return %s : tensor<{rows}x4096xbf16>\n}}\n")
+    program = kiln.compile(source, target="sm_90a")
+    matmul = next(k for k in program.kernels if k.get("op") == "kiln.matmul")
+    assert "k_splits" not in matmul["config"] and matmul["grid"][0] == 2 * 4096 // matmul["config"]["tile"][1]
