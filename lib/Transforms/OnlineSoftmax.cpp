@@ -81,26 +81,30 @@ static bool isNegInfFill(Value value) {
          constant.getValue().isInfinity() && constant.getValue().isNegative();
 }
 
-/// Brings a score tile to base 2. When the tile is `s * c` with a scalar constant c, seen through the
-/// position masking (which commutes with a positive scale), c becomes c log2(e); otherwise one multiply.
-static Value toBase2(OpBuilder &b, Location loc, Value tile) {
-  Value v = tile;
+/// The score tile below its position masking: the scf.if that masks only the tiles needing it (its then
+/// branch a `kiln.position_mask` generic of the else value) and such generics, looked through.
+static Value belowPositionMasks(Value v) {
   while (true) {
     if (auto ifOp = v.getDefiningOp<scf::IfOp>()) {
       unsigned index = cast<OpResult>(v).getResultNumber();
       Value thenValue = ifOp.thenYield().getOperand(index), elseValue = ifOp.elseYield().getOperand(index);
       auto masking = thenValue.getDefiningOp<linalg::GenericOp>();
       if (!masking || !masking->hasAttr("kiln.position_mask") || masking.getDpsInputs()[0] != elseValue)
-        break;
+        return v;
       v = elseValue;
       continue;
     }
-    if (auto masking = v.getDefiningOp<linalg::GenericOp>(); masking && masking->hasAttr("kiln.position_mask")) {
-      v = masking.getDpsInputs()[0];
-      continue;
-    }
-    break;
+    auto masking = v.getDefiningOp<linalg::GenericOp>();
+    if (!masking || !masking->hasAttr("kiln.position_mask"))
+      return v;
+    v = masking.getDpsInputs()[0];
   }
+}
+
+/// Brings a score tile to base 2. When the tile is `s * c` with a scalar constant c, seen through the
+/// position masking (which commutes with a positive scale), c becomes c log2(e); otherwise one multiply.
+static Value toBase2(OpBuilder &b, Location loc, Value tile) {
+  Value v = belowPositionMasks(tile);
   if (auto mul = v.getDefiningOp<MulOp>()) {
     DenseElementsAttr scale;
     if (matchPattern(mul.getRhs(), m_Constant(&scale)) && scale.isSplat() &&
@@ -180,24 +184,7 @@ static std::optional<Interval> boundsOf(Value value, DenseMap<Value, std::option
 static std::optional<double> fixedMaxOf(Value scores, bool pKeepsRange) {
   if (!pKeepsRange)
     return std::nullopt;
-  Value v = scores;
-  while (true) {
-    if (auto ifOp = v.getDefiningOp<scf::IfOp>()) {
-      unsigned index = cast<OpResult>(v).getResultNumber();
-      auto masking = ifOp.thenYield().getOperand(index).getDefiningOp<linalg::GenericOp>();
-      Value elseValue = ifOp.elseYield().getOperand(index);
-      if (!masking || !masking->hasAttr("kiln.position_mask") || masking.getDpsInputs()[0] != elseValue)
-        return std::nullopt;
-      v = elseValue;
-      continue;
-    }
-    if (auto masking = v.getDefiningOp<linalg::GenericOp>(); masking && masking->hasAttr("kiln.position_mask")) {
-      v = masking.getDpsInputs()[0];
-      continue;
-    }
-    break;
-  }
-  auto scoreMod = v.getDefiningOp<linalg::GenericOp>();
+  auto scoreMod = belowPositionMasks(scores).getDefiningOp<linalg::GenericOp>();
   if (!scoreMod || scoreMod.getNumResults() != 1)
     return std::nullopt;
   DenseMap<Value, std::optional<Interval>> known;
