@@ -172,7 +172,8 @@ def _attention(node, a):
     causal = bool(a.get("is_causal", False))
     if causal and q.ndim == 4 and q.shape[2] != k.shape[2]:
         raise Unsupported("torch's causal mask is aligned top-left where seq_q != seq_k, Kiln's bottom-right")
-    if q.ndim == 4 and q.shape[1] != k.shape[1] and not a.get("enable_gqa", False):
+    # The fused spellings take no enable_gqa: torch hands them different head counts only once SDPA allowed them.
+    if q.ndim == 4 and q.shape[1] != k.shape[1] and not a.get("enable_gqa", not _takes_enable_gqa(node.target)):
         raise Unsupported("different head counts without enable_gqa")
     k_source, v_source = getattr(k, "gqa_source", None), getattr(v, "gqa_source", None)
     if k_source is not None and v_source is not None and k_source.shape[1] == v_source.shape[1]:
@@ -188,6 +189,13 @@ def _attention(node, a):
                           fp32_precision=_fp32_precision(q))
     results = ATTENTION_RESULTS[node.target]
     return out if results == 1 else (out,) + (None,) * (results - 1)
+
+
+def _takes_enable_gqa(target):
+    """Whether an attention spelling's schema has enable_gqa (scaled_dot_product_attention and the math one do;
+    the backends' fused kernels, such as _scaled_dot_product_flash_attention_for_cpu, take GQA's head counts as
+    they come)."""
+    return any(argument.name == "enable_gqa" for argument in target._schema.arguments)
 
 
 def _table_mask_mod(keep):

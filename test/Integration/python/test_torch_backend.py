@@ -294,6 +294,24 @@ def test_f32_matmuls_multiply_as_torch_would(setting, expected):
     assert source.count("kiln.matmul") == 2 and source.count(f'fp32_precision = "{expected}"') == 2, source
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_sdpa_with_enable_gqa_is_one_grouped_attention(causal):
+    """SDPA's own GQA (enable_gqa=True, 4 query heads on 2 key/value heads) reaches aten as a fused backend
+    kernel that takes no enable_gqa (on CPU tensors _scaled_dot_product_flash_attention_for_cpu): its different
+    head counts are GQA as torch computes it, one kiln.attention over the 2 heads, not a fallback to torch."""
+    q, k, v = torch.randn(2, 4, 13, 16), torch.randn(2, 2, 13, 16), torch.randn(2, 2, 13, 16)
+
+    def attend(q, k, v):
+        return torch.nn.functional.scaled_dot_product_attention(q * 0.5, k, v, is_causal=causal, enable_gqa=True) + q
+    out = compiled(attend)(q, k, v)
+    assert relative_error(out, attend(q, k, v)) < TOLERANCE
+    report = only_report()
+    (partition,) = report.partitions
+    assert report.torch_nodes == [] and report.fallbacks == []
+    (attention,) = [line for line in partition.source.splitlines() if "kiln.attention" in line]
+    assert attention.count("tensor<2x2x13x16xf32>") == 2 and ("causal" in attention) == causal
+
+
 @pytest.mark.parametrize("setting, expected", [
     (lambda: torch.set_float32_matmul_precision("highest"), "ieee"),
     (lambda: torch.set_float32_matmul_precision("high"), "tf32"),
