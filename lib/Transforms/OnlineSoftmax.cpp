@@ -14,10 +14,12 @@
 // alpha nor the accumulator's rescale per tile (the work a softcap adds to each score is then paid for by work it
 // removes). It holds where no visible score's P underflows: the scores' whole range, in base 2, at most
 // kFixedMaxHeadroom below U, so the smallest P keeps 26 binary orders above f32's smallest normal, and P keeps
-// that range on its way to the tensor cores (rounded to bf16 or kept f32; f16's exponent is too short). Since
-// P V is then up to 2^-100 smaller than with a running maximum, an output whose magnitude is below about 2^-26
-// of its row's values (1.5e-8 for values of about 1) may lose bits to f32's subnormal range where the GPU
-// flushes it; everything larger is the running maximum's answer up to rounding.
+// that range on its way to the tensor cores (rounded to bf16 or kept f32; f16's exponent is too short). The
+// bounds are those of the score_mod's f32 arithmetic, each result widened by its rounding, and at most 2^20 in
+// base 2. Since P V is then up to 2^-100 smaller than with a running maximum, in a row whose scores all sit near
+// the lower bound the products of values below about 2^-26 (1.5e-8) fall into f32's subnormal range, which the
+// GPU flushes: such an output may be off by up to about 2^-26 in absolute terms; elsewhere it is the running
+// maximum's answer up to rounding.
 //
 //===----------------------------------------------------------------------===//
 
@@ -155,20 +157,26 @@ static std::optional<Interval> boundsOf(Value value, DenseMap<Value, std::option
     std::optional<Interval> y = boundsOf(op->getOperand(1), known);
     if (!y)
       return std::nullopt;
-    if (isa<arith::AddFOp>(op))
-      return Interval{x->first + y->first, x->second + y->second};
-    if (isa<arith::SubFOp>(op))
-      return Interval{x->first - y->second, x->second - y->first};
-    if (isa<arith::MulFOp>(op)) {
+    Interval exact;
+    if (isa<arith::AddFOp>(op)) {
+      exact = {x->first + y->first, x->second + y->second};
+    } else if (isa<arith::SubFOp>(op)) {
+      exact = {x->first - y->second, x->second - y->first};
+    } else if (isa<arith::MulFOp>(op)) {
       double corners[] = {x->first * y->first, x->first * y->second, x->second * y->first, x->second * y->second};
-      return Interval{*std::min_element(std::begin(corners), std::end(corners)),
-                      *std::max_element(std::begin(corners), std::end(corners))};
+      exact = {*std::min_element(std::begin(corners), std::end(corners)),
+               *std::max_element(std::begin(corners), std::end(corners))};
+    } else {
+      // A quotient by a constant other than zero only.
+      if (y->first != y->second || y->first == 0)
+        return std::nullopt;
+      exact = {std::min(x->first / y->first, x->second / y->first),
+               std::max(x->first / y->first, x->second / y->first)};
     }
-    // A quotient by a constant other than zero only.
-    if (y->first != y->second || y->first == 0)
-      return std::nullopt;
-    return Interval{std::min(x->first / y->first, x->second / y->first),
-                    std::max(x->first / y->first, x->second / y->first)};
+    // The kernel rounds each result to f32: widened by one f32 ulp of its largest magnitude (2^-23 relative), so
+    // that a large intermediate that rounding moves far (x + 2^40 - 2^40) widens the interval as far.
+    double ulp = std::max(std::abs(exact.first), std::abs(exact.second)) * 0x1p-23;
+    return Interval{exact.first - ulp, exact.second + ulp};
   }();
   // Bounds that overflowed a double (or became NaN) bound nothing.
   if (bound && (!std::isfinite(bound->first) || !std::isfinite(bound->second)))
@@ -190,6 +198,10 @@ static std::optional<double> fixedMaxOf(Value scores, bool pKeepsRange) {
   DenseMap<Value, std::optional<Interval>> known;
   std::optional<Interval> bounds = boundsOf(scoreMod.getBody()->getTerminator()->getOperand(0), known);
   if (!bounds || !((bounds->second - bounds->first) * kLog2E <= kFixedMaxHeadroom))
+    return std::nullopt;
+  // Bounds of at most 2^20 in base 2, so that the f32 roundings of the fixed maximum and of each score in base 2
+  // stay within 2^-3 of exact.
+  if (std::max(std::abs(bounds->first), std::abs(bounds->second)) * kLog2E > 0x1p20)
     return std::nullopt;
   return bounds->second * kLog2E;
 }

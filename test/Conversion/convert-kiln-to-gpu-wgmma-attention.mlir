@@ -44,7 +44,7 @@
 // CHECK: %[[S:.*]] = arith.mulf %[[T]], %[[EXP_SCALE]] fastmath<contract> : f32
 // CHECK-NOT: arith.maximumf
 // CHECK-NOT: gpu.shuffle
-// CHECK: %[[FIXED_MAX:.*]] = arith.constant 43.2808495 : f32
+// CHECK: %[[FIXED_MAX:.*]] = arith.constant 43.2808571 : f32
 // CHECK-NEXT: %[[SHIFTED:.*]] = arith.subf %[[S]], %[[FIXED_MAX]] fastmath<contract> : f32
 // CHECK-NEXT: math.exp2 %[[SHIFTED]] : f32
 // CHECK: nvvm.wgmma.fence.aligned

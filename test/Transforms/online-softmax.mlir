@@ -506,13 +506,14 @@ func.func @tile_from_outside(%t: tensor<4x16xf32>, %v: tensor<64x8xf32>) -> tens
 // -----
 
 // A softcapped score (cap * tanh(s / cap), cap 30) lies in [-30, 30], and P reaches the tensor cores as bf16,
-// which keeps f32's exponent range: the loop takes 30 log2(e) as a fixed maximum and carries only the row sum
+// which keeps f32's exponent range: the loop takes 30 log2(e) (30 widened by one f32 ulp, for the multiply's
+// rounding) as a fixed maximum and carries only the row sum
 // and the accumulator, with no row maximum, no alpha and no rescale; each probability is the exp2 of the score
 // in base 2 less that constant.
 // CHECK-LABEL: func.func @attention_softcap_fixed_max
 // CHECK: %[[L:.*]]:2 = scf.for {{.*}} iter_args(%[[SUM:.*]] = %{{.*}}, %[[ACC:.*]] = %{{.*}}) -> (tensor<32xf32>, tensor<32x16xf32>)
 // CHECK-NOT: arith.maximumf
-// CHECK: arith.constant 43.2808495 : f32
+// CHECK: arith.constant 43.2808571 : f32
 // CHECK-NEXT: arith.subf
 // CHECK-NEXT: math.exp2
 // CHECK-NOT: arith.maximumf
@@ -561,3 +562,26 @@ func.func @attention_softcap_f16(%q: tensor<1x1x64x16xf16>) -> tensor<1x1x64x16x
   } {kiln.config = #kiln.config<tile = [32, 32], warps = 1, stages = 1, lowering = "host">} : tensor<1x1x64x16xf16>, tensor<1x1x64x16xf16>, tensor<1x1x64x16xf16> -> tensor<1x1x64x16xf16>
   return %0 : tensor<1x1x64x16xf16>
 }
+
+// -----
+
+// Bounds in exact arithmetic would be [99, 101] here, but the kernel's f32 add of 2^40 rounds tanh(s) + 100 away
+// (one ulp there is 2^17): each result's interval is widened by its rounding, so this one spans 2^18 and the loop
+// keeps the running maximum.
+// CHECK-LABEL: func.func @attention_bound_lost_to_rounding
+// CHECK: scf.for {{.*}} -> (tensor<32xf32>, tensor<32xf32>, tensor<32x16xf32>)
+// CHECK: arith.maximumf
+func.func @attention_bound_lost_to_rounding(%q: tensor<1x1x64x16xbf16>) -> tensor<1x1x64x16xbf16> {
+  %0 = kiln.attention %q, %q, %q causal score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %c100 = arith.constant 100.0 : f32
+    %big = arith.constant 1099511627776.0 : f32
+    %t = math.tanh %s : f32
+    %a = arith.addf %t, %c100 : f32
+    %x = arith.addf %a, %big : f32
+    %r = arith.subf %x, %big : f32
+    kiln.yield %r : f32
+  } {kiln.config = #kiln.config<tile = [32, 32], warps = 1, stages = 1, lowering = "host">} : tensor<1x1x64x16xbf16>, tensor<1x1x64x16xbf16>, tensor<1x1x64x16xbf16> -> tensor<1x1x64x16xbf16>
+  return %0 : tensor<1x1x64x16xbf16>
+}
+

@@ -78,6 +78,8 @@ SmallVector<Value> gpukernel::packFragment(OpBuilder &b, Location loc, Value fra
 Value gpukernel::mmaSync(OpBuilder &b, Location loc, ArrayRef<Value> a, ArrayRef<Value> bFragment, Value acc,
                          Type element) {
   // A TF32 A fragment has four registers, a split one eight (values, then remainders); B two or four.
+  assert((!element.isF32() || bFragment.size() == (a.size() == 8 ? 4 : 2)) &&
+         "mmaSync: A and B are both split (3xTF32) or both not");
   if (element.isF32() && a.size() == 8) {
     ArrayRef<Value> aBig = a.take_front(4), aRest = a.drop_front(4);
     ArrayRef<Value> bBig = bFragment.take_front(2), bRest = bFragment.drop_front(2);
