@@ -226,19 +226,22 @@ def _weight(b):
     return (source, True) if source is not None else (b, False)
 
 
-def _fp32_precision(a):
-    """An f32 matmul's (or attention's products') precision as torch would multiply it on a GPU: "ieee" (f32 accuracy) where torch does
-    (``allow_tf32`` off, its default), TF32 tensor cores where torch allows them. torch's CUDA matmul setting
-    (``torch.backends.cuda.matmul.fp32_precision``, which the legacy ``allow_tf32`` and
-    ``set_float32_matmul_precision`` set too) says which; "none" (never set) leaves the legacy default, and
-    ``torch.get_float32_matmul_precision()`` raises once the generic new setting has been used, so it is read
-    only then."""
-    if a.element != "f32":
-        return None
+def torch_fp32_precision():
+    """How torch multiplies f32 matrices on a GPU: "ieee" (f32 accuracy; torch's default, allow_tf32 off) or
+    "tf32" where torch allows TF32. torch's CUDA matmul setting (``torch.backends.cuda.matmul.fp32_precision``,
+    which the legacy ``allow_tf32`` and ``set_float32_matmul_precision`` set too) says which; "none" (never set)
+    leaves the legacy default, and ``torch.get_float32_matmul_precision()`` raises once the generic new setting has
+    been used, so it is read only then."""
     precision = getattr(torch.backends.cuda.matmul, "fp32_precision", "none")
     if precision in ("ieee", "tf32"):
         return precision
     return "ieee" if torch.get_float32_matmul_precision() == "highest" else "tf32"
+
+
+def _fp32_precision(a):
+    """An f32 matmul's (or attention's products') precision as torch would multiply it (torch_fp32_precision);
+    None for other element types."""
+    return torch_fp32_precision() if a.element == "f32" else None
 
 
 def _matrix(node, a, b, bias=None):

@@ -17,6 +17,7 @@ from typing import Optional
 import torch
 
 from . import ops
+from .aten_converters import torch_fp32_precision
 
 __all__ = ["matmul", "attention", "softmax", "rms_norm", "layer_norm", "rope"]
 
@@ -51,29 +52,42 @@ def _run(kernel, tensors, **attributes):
     return out.clone() if any(out is t for t in tensors) else out
 
 
+def _precision(fp32_precision, tensor):
+    """An f32 op's precision: the one asked for, else torch's own for f32 matmuls (f32 accuracy unless TF32 is
+    allowed), so that the op multiplies as torch.matmul would; None for other dtypes."""
+    if fp32_precision is not None or tensor.dtype != torch.float32:
+        return fp32_precision
+    return torch_fp32_precision()
+
+
 @torch.library.custom_op("kiln::matmul", mutates_args=())
 def matmul(a: torch.Tensor, b: torch.Tensor, bias: Optional[torch.Tensor] = None,
-           activation: Optional[str] = None) -> torch.Tensor:
-    """``activation(a @ b + bias)`` with batch broadcasting (kiln.ops.matmul)."""
-    return _run(ops.matmul, [a, b], bias=bias, activation=activation)
+           activation: Optional[str] = None, fp32_precision: Optional[str] = None) -> torch.Tensor:
+    """``activation(a @ b + bias)`` with batch broadcasting (kiln.ops.matmul); f32 operands multiply as
+    ``fp32_precision`` says ("tf32" or "ieee"), by default as torch's own matmul setting does."""
+    return _run(ops.matmul, [a, b], bias=bias, activation=activation,
+                fp32_precision=_precision(fp32_precision, a))
 
 
 @matmul.register_fake
-def _(a, b, bias=None, activation=None):
+def _(a, b, bias=None, activation=None, fp32_precision=None):
     batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     return a.new_empty((*batch, a.shape[-2], b.shape[-1]))
 
 
 @torch.library.custom_op("kiln::attention", mutates_args=())
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
-              scale: Optional[float] = None, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+              scale: Optional[float] = None, mask: Optional[torch.Tensor] = None,
+              fp32_precision: Optional[str] = None) -> torch.Tensor:
     """Scaled dot-product attention on [B, H, S, D] (kiln.ops.attention: GQA from the head counts, causal
-    aligned bottom-right, an optional additive mask)."""
-    return _run(ops.attention, [q, k, v], causal=causal, scale=scale, mask=mask)
+    aligned bottom-right, an optional additive mask); f32 q, k, v multiply as ``fp32_precision`` says, by default
+    as torch's matmul setting does."""
+    return _run(ops.attention, [q, k, v], causal=causal, scale=scale, mask=mask,
+                fp32_precision=_precision(fp32_precision, q))
 
 
 @attention.register_fake
-def _(q, k, v, causal=False, scale=None, mask=None):
+def _(q, k, v, causal=False, scale=None, mask=None, fp32_precision=None):
     return q.new_empty((*q.shape[:-1], v.shape[-1]))
 
 

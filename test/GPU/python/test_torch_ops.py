@@ -86,6 +86,19 @@ def test_export(generator):
     close(program.module()(x), F.rms_norm(x.float(), (512,), None, 1e-6))
 
 
+def test_f32_ops_multiply_as_torch_does(generator):
+    """At torch's default (no TF32), f32 ops run 3xTF32 and stay within f32's 1e-4 of torch in f32, where TF32
+    alone leaves errors near 1e-3; fp32_precision="tf32" asks for TF32."""
+    q = randn(generator, 2, 8, 77, 64, dtype=torch.float32)
+    k, v = randn(generator, 2, 2, 150, 64, dtype=torch.float32), randn(generator, 2, 2, 150, 64, dtype=torch.float32)
+    reference = F.scaled_dot_product_attention(q, k.repeat_interleave(4, 1), v.repeat_interleave(4, 1))
+    close(torch.ops.kiln.attention(q, k, v), reference)
+    a, b = randn(generator, 77, 1000, dtype=torch.float32), randn(generator, 1000, 200, dtype=torch.float32)
+    close(torch.ops.kiln.matmul(a, b), a @ b)
+    tf32 = torch.ops.kiln.attention(q, k, v, fp32_precision="tf32")
+    assert ((tf32 - reference).abs().max() / reference.abs().max()).item() <= 2e-3
+
+
 def test_cpu_tensors_run_on_the_host():
     pytest.importorskip("kiln._kiln_host", reason="this install has no CPU host backend (a package folder from prepare.py)")
     x = torch.randn(4, 33)
