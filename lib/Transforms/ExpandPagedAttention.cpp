@@ -39,6 +39,7 @@ FailureOr<AttentionOp> kiln::expandPagedAttention(RewriterBase &rewriter, PagedA
   auto attention = AttentionOp::create(rewriter, loc, op.getOut().getType(), /*lse=*/Type(), op.getQ(), keys, values,
                                        /*mask=*/Value(), rewriter.getF32FloatAttr(op.getEffectiveScale()),
                                        /*causal=*/false);
+  attention.setFp32PrecisionAttr(op.getFp32PrecisionAttr());
   attention.getModOperandsMutable().assign(op.getSeqLens());
 
   // Query i of sequence b sees the keys j <= seq_lens[b] - Sq + i. With one query row that is j < seq_lens[b],

@@ -155,8 +155,9 @@ def rope(x, cos, sin, *, interleaved=False, seq_dim=None):
 
 
 @jit
-def _paged_attention(q, k_cache, v_cache, block_table, seq_lens, scale):
-    return trace.paged_attention(q, k_cache, v_cache, block_table, seq_lens, scale=scale)
+def _paged_attention(q, k_cache, v_cache, block_table, seq_lens, scale, fp32_precision=None):
+    return trace.paged_attention(q, k_cache, v_cache, block_table, seq_lens, scale=scale,
+                                 fp32_precision=fp32_precision)
 
 
 @jit
@@ -192,7 +193,8 @@ def _tables_to_check(*tables):
     return arrays
 
 
-def paged_attention(q, k_cache, v_cache, block_table, seq_lens, *, scale=None, check_tables=True):
+def paged_attention(q, k_cache, v_cache, block_table, seq_lens, *, scale=None, check_tables=True,
+                    fp32_precision=None):
     """Attention of each sequence's ``Sq`` newest tokens over its paged KV cache.
 
     ``q`` [B, Hq, Sq, D] (the new tokens, already appended), ``k_cache``, ``v_cache`` [num_pages, page_size, Hkv,
@@ -203,8 +205,9 @@ def paged_attention(q, k_cache, v_cache, block_table, seq_lens, *, scale=None, c
     ``1/sqrt(D)``. Only the table entries a sequence's length reaches are read, so unused ones may hold anything.
     The tables' values are checked before the launch (a ValueError naming the entry); on a GPU that copies them to
     the host, which ``check_tables=False`` skips (a bad entry then reads the wrong keys, never outside the caches).
+    f32 q and caches multiply on a GPU's TF32 tensor cores unless ``fp32_precision="ieee"`` (3xTF32).
     """
-    _paged_attention.source(q, k_cache, v_cache, block_table, seq_lens, scale)  # types and shapes, named
+    _paged_attention.source(q, k_cache, v_cache, block_table, seq_lens, scale, fp32_precision)  # types, shapes
     tables = _tables_to_check(block_table, seq_lens) if check_tables else None
     if tables is not None:
         table_host, lens_host = tables
@@ -221,7 +224,7 @@ def paged_attention(q, k_cache, v_cache, block_table, seq_lens, *, scale=None, c
                 raise ValueError(f"{op}: 'seq_lens'[{b}] = {length} is past the end of 'block_table', which holds "
                                  f"{capacity} positions per sequence (max_pages * page_size)")
             _check_pages(op, table_host, num_pages, page_size, b, 0, length)
-    return _paged_attention(q, k_cache, v_cache, block_table, seq_lens, scale)
+    return _paged_attention(q, k_cache, v_cache, block_table, seq_lens, scale, fp32_precision)
 
 
 def append_kv(k_cache, v_cache, k, v, block_table, positions):

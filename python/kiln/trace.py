@@ -561,12 +561,13 @@ def _check_tables(op, block_table, lengths_name, lengths, batch, page_size):
     return block_table.shape[1] * page_size
 
 
-def paged_attention(q, k_cache, v_cache, block_table, seq_lens, *, scale=None):
+def paged_attention(q, k_cache, v_cache, block_table, seq_lens, *, scale=None, fp32_precision=None):
     """Attention of each sequence's ``Sq`` newest tokens ``q`` [B, Hq, Sq, D] over its keys in the paged caches
     [num_pages, page_size, Hkv, D], found through ``block_table`` [B, max_pages] (int32), ``seq_lens`` [B] (int32)
-    long; causal bottom-right within each sequence."""
+    long; causal bottom-right within each sequence. ``fp32_precision`` as attention takes it."""
     op = "paged_attention"
     element = check_floats(op, q=q, k_cache=k_cache, v_cache=v_cache)
+    check_fp32_precision(op, fp32_precision, element)
     check_i32(op, block_table=block_table, seq_lens=seq_lens)
     if q.ndim != 4:
         raise ValueError(f"{op}: 'q' must be [B, H, S, D], got shape {q.shape}")
@@ -586,7 +587,10 @@ def paged_attention(q, k_cache, v_cache, block_table, seq_lens, *, scale=None):
             raise TypeError(f"{op}: 'scale' must be a number, got {type(scale).__name__}")
         if not (math.isfinite(scale) and scale > 0):
             raise ValueError(f"{op}: 'scale' must be a finite positive number, got {scale}")
-    flags = f" {{scale = {float_literal(scale)} : f32}}" if scale is not None else ""
+    attributes = [f"scale = {float_literal(scale)} : f32"] if scale is not None else []
+    if fp32_precision:
+        attributes.append(f'fp32_precision = "{fp32_precision}"')
+    flags = f" {{{', '.join(attributes)}}}" if attributes else ""
     tensors = (q, k_cache, v_cache, block_table, seq_lens)
     return q.graph.emit(f"kiln.paged_attention {', '.join(t.name for t in tensors)}{flags} : "
                         f"{', '.join(t.type for t in tensors)} -> {q.type}", q.shape, element)

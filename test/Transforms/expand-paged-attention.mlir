@@ -44,3 +44,17 @@ func.func @chunk(%q: tensor<2x4x3x8xf32>, %kc: tensor<5x16x2x8xf32>, %vc: tensor
       tensor<5x16x2x8xf32>, tensor<2x3xi32>, tensor<2xi32> -> tensor<2x4x3x8xf32>
   return %o : tensor<2x4x3x8xf32>
 }
+
+// -----
+
+// An f32 attention's fp32_precision moves to the attention over the page views.
+// CHECK-LABEL: func.func @f32_precision
+// CHECK: kiln.attention
+// CHECK: } {fp32_precision = "ieee", scale = 0.353553385 : f32} : tensor<1x4x1x8xf32>
+func.func @f32_precision(%q: tensor<1x4x1x8xf32>, %kc: tensor<4x16x2x8xf32>, %vc: tensor<4x16x2x8xf32>,
+                         %t: tensor<1x4xi32>, %l: tensor<1xi32>) -> tensor<1x4x1x8xf32> {
+  %o = kiln.paged_attention %q, %kc, %vc, %t, %l {fp32_precision = "ieee"} : tensor<1x4x1x8xf32>,
+      tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>, tensor<1x4xi32>, tensor<1xi32> -> tensor<1x4x1x8xf32>
+  return %o : tensor<1x4x1x8xf32>
+}
+

@@ -35,6 +35,11 @@ inline bool isPlanView(Operation *op) { return planViewOffset(op).has_value(); }
 /// The value whose bytes `value` shares: through plan views to the first value that is not one's result.
 Value viewedStorage(Value value);
 
+/// Verifies an op's `fp32_precision`: absent, or "tf32" / "ieee" where `element`, the type of the operands
+/// `operands` names (for the message), is f32.
+LogicalResult verifyFp32Precision(Operation *op, std::optional<StringRef> precision, Type element,
+                                  StringRef operands);
+
 } // namespace kiln
 } // namespace mlir
 

@@ -775,8 +775,8 @@ def Kiln_PagedAttentionOp : Kiln_Op<"paged_attention", [Pure]> {
     - `out : [B, Hq, Sq, D]`, element type of `q`. Query `i` of sequence `b` attends to the keys
       `0 <= j <= seq_lens[b] - Sq + i` (causal, aligned bottom-right within each sequence); a row that sees no
       key (`seq_lens[b] < Sq - i`) is 0, as in `kiln.attention`.
-    - GQA/MQA from the head counts (`Hq` a multiple of `Hkv`), `scale` defaulting to `1 / sqrt(D)`, as in
-      `kiln.attention`.
+    - GQA/MQA from the head counts (`Hq` a multiple of `Hkv`), `scale` defaulting to `1 / sqrt(D)`, and
+      `fp32_precision` (f32 only), as in `kiln.attention`.
 
     The tables are data: a page id outside `[0, num_pages)` or a length outside `[0, max_pages * page_size]`
     is the caller's error, which the Python API refuses before running. Lowerings never read outside the
@@ -789,7 +789,8 @@ def Kiln_PagedAttentionOp : Kiln_Op<"paged_attention", [Pure]> {
     ```
   }];
   let arguments = (ins Kiln_FloatTensor:$q, Kiln_FloatTensor:$k_cache, Kiln_FloatTensor:$v_cache,
-                       Kiln_AnyTensor:$block_table, Kiln_AnyTensor:$seq_lens, OptionalAttr<F32Attr>:$scale);
+                       Kiln_AnyTensor:$block_table, Kiln_AnyTensor:$seq_lens, OptionalAttr<F32Attr>:$scale,
+                       OptionalAttr<StrAttr>:$fp32_precision);
   let results = (outs Kiln_FloatTensor:$out);
   let assemblyFormat = [{
     $q `,` $k_cache `,` $v_cache `,` $block_table `,` $seq_lens attr-dict

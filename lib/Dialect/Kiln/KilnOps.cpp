@@ -117,12 +117,8 @@ LogicalResult MatmulOp::verify() {
                          << conflict->lhsSize << " vs " << conflict->rhsSize << " at batch dimension "
                          << conflict->resultDim;
 
-  if (std::optional<StringRef> precision = getFp32Precision()) {
-    if (*precision != "tf32" && *precision != "ieee")
-      return emitOpError() << "fp32_precision must be \"tf32\" or \"ieee\", got \"" << *precision << "\"";
-    if (!lhs.getElementType().isF32())
-      return emitOpError() << "fp32_precision applies to f32 operands, got " << lhs.getElementType();
-  }
+  if (failed(verifyFp32Precision(*this, getFp32Precision(), lhs.getElementType(), "operands")))
+    return failure();
 
   RankedTensorType result = getType();
   if (std::optional<int64_t> chunk = getKChunk()) {
@@ -288,6 +284,17 @@ static LogicalResult verifyMod(AttentionOp op, Region &region, StringRef name, A
   return success();
 }
 
+LogicalResult kiln::verifyFp32Precision(Operation *op, std::optional<StringRef> precision, Type element,
+                                        StringRef operands) {
+  if (!precision)
+    return success();
+  if (*precision != "tf32" && *precision != "ieee")
+    return op->emitOpError() << "fp32_precision must be \"tf32\" or \"ieee\", got \"" << *precision << "\"";
+  if (!element.isF32())
+    return op->emitOpError() << "fp32_precision applies to f32 " << operands << ", got " << element;
+  return success();
+}
+
 LogicalResult AttentionOp::verifyRegions() {
   if (!getModOperands().empty() && !hasScoreMod() && !hasMaskMod())
     return emitOpError() << "has mod operands but no score_mod or mask_mod region";
@@ -444,12 +451,8 @@ LogicalResult AttentionOp::verify() {
   if (getCausal() && seqQ > seqK)
     return emitOpError() << "causal attention aligns the mask bottom-right and needs seq_q <= seq_k, got seq_q = "
                          << seqQ << " and seq_k = " << seqK;
-  if (std::optional<StringRef> precision = getFp32Precision()) {
-    if (*precision != "tf32" && *precision != "ieee")
-      return emitOpError() << "fp32_precision must be \"tf32\" or \"ieee\", got \"" << *precision << "\"";
-    if (!q.getElementType().isF32())
-      return emitOpError() << "fp32_precision applies to f32 q, k and v, got " << q.getElementType();
-  }
+  if (failed(verifyFp32Precision(*this, getFp32Precision(), q.getElementType(), "q, k and v")))
+    return failure();
   if (std::optional<APFloat> scale = getScale()) {
     if (!scale->isFiniteNonZero() || scale->isNegative())
       return emitOpError() << "scale must be a finite positive number, got " << scale->convertToDouble();

@@ -95,6 +95,8 @@ LogicalResult PagedAttentionOp::verify() {
     return emitOpError() << "operand 'q' must have rank 4 [batch, heads, seq, head_dim], got " << q;
   if (failed(verifyCaches(*this, getKCache(), getVCache())))
     return failure();
+  if (failed(verifyFp32Precision(*this, getFp32Precision(), q.getElementType(), "q, k_cache and v_cache")))
+    return failure();
   RankedTensorType cache = getKCache().getType();
   if (cache.getElementType() != q.getElementType())
     return emitOpError() << "element type of 'k_cache' (" << cache.getElementType() << ") differs from 'q' ("

@@ -1635,6 +1635,14 @@ func.func @attention_narrow_output_without_epilogue(%q: tensor<1x2x4x8xf32>) -> 
 // Paged KV cache
 //===----------------------------------------------------------------------===//
 
+func.func @paged_fp32_precision(%q: tensor<2x4x1x8xbf16>, %kc: tensor<4x16x2x8xbf16>, %vc: tensor<4x16x2x8xbf16>, %t: tensor<2x3xi32>, %l: tensor<2xi32>) -> tensor<2x4x1x8xbf16> {
+  // expected-error @+1 {{'kiln.paged_attention' op fp32_precision applies to f32 q, k_cache and v_cache, got 'bf16'}}
+  %0 = kiln.paged_attention %q, %kc, %vc, %t, %l {fp32_precision = "ieee"} : tensor<2x4x1x8xbf16>, tensor<4x16x2x8xbf16>, tensor<4x16x2x8xbf16>, tensor<2x3xi32>, tensor<2xi32> -> tensor<2x4x1x8xbf16>
+  return %0 : tensor<2x4x1x8xbf16>
+}
+
+// -----
+
 func.func @paged_q_rank(%q: tensor<2x4x8xf32>, %kc: tensor<4x16x2x8xf32>, %vc: tensor<4x16x2x8xf32>, %t: tensor<2x3xi32>, %l: tensor<2xi32>) -> tensor<2x4x8xf32> {
   // expected-error @+1 {{'kiln.paged_attention' op operand 'q' must have rank 4 [batch, heads, seq, head_dim], got 'tensor<2x4x8xf32>'}}
   %0 = kiln.paged_attention %q, %kc, %vc, %t, %l : tensor<2x4x8xf32>, tensor<4x16x2x8xf32>, tensor<4x16x2x8xf32>, tensor<2x3xi32>, tensor<2xi32> -> tensor<2x4x8xf32>

@@ -220,6 +220,20 @@ def test_paged_attention_accepts_the_clean_inputs():
     assert kiln.ops.paged_attention(**decode_inputs()).shape == (2, 4, 1, 64)
 
 
+def test_paged_attention_f32_precision(record_error):
+    """fp32_precision reaches the attention (3xTF32 on a GPU); the host attends in f32 either way, and a value
+    other than "tf32" / "ieee" is refused, naming it."""
+    arguments = decode_inputs()
+    assert 'fp32_precision = "ieee"' in kiln.ops._paged_attention.source(*arguments.values(), None, "ieee")
+    out = kiln.ops.paged_attention(**arguments, fp32_precision="ieee")
+    lens = arguments["seq_lens"].tolist()
+    reference = paged_reference(arguments["q"], arguments["k_cache"], arguments["v_cache"], arguments["block_table"],
+                                lens, 1 / math.sqrt(arguments["q"].shape[-1]))
+    check(record_error, "paged_attention float32", out, reference, "fp32_precision ieee")
+    with pytest.raises(ValueError, match="paged_attention: fp32_precision must be 'tf32' or 'ieee', got 'x'"):
+        kiln.ops.paged_attention(**arguments, fp32_precision="x")
+
+
 @pytest.mark.parametrize("change,error,match", [
     (lambda a: a.update(block_table=a["block_table"].astype(np.int64)), TypeError, "'block_table' has dtype int64"),
     (lambda a: a.update(seq_lens=a["seq_lens"].astype(np.float32)), TypeError, "'seq_lens' has dtype float32"),
