@@ -378,10 +378,10 @@ FailureOr<AttentionOp> kiln::fuseAttention(RewriterBase &rewriter, MatmulOp outp
   FloatAttr scaleAttr = rewriter.getF32FloatAttr(form->scale);
   auto attention = AttentionOp::create(rewriter, output.getLoc(), output.getType(), /*lse=*/Type(), q, k, v,
                                        form->mask, scaleAttr, form->causal);
-  // f32 products as precise as the more precise of the two matmuls asked ("ieee" over "tf32").
+  // f32 products as precise as the more precise of the two matmuls asked ("ieee" over "tf32" over none).
   StringAttr precision = output.getFp32PrecisionAttr();
   if (!precision || scores.getFp32Precision() == "ieee")
-    precision = scores.getFp32PrecisionAttr() ? scores.getFp32PrecisionAttr() : precision;
+    precision = scores.getFp32PrecisionAttr();
   attention.setFp32PrecisionAttr(precision);
   addRecognisedMods(rewriter, attention, *form);
   SmallVector<Operation *> unfused{softmax};

@@ -363,7 +363,6 @@ ConfigAttr kiln::getDefaultConfig(Operation *op, Target target) {
   return config;
 }
 
-
 /// The granule of a split attention's key chunks: a multiple of every key tile the configs take.
 static constexpr int64_t kKvChunkGranule = 256;
 
