@@ -414,6 +414,29 @@ def KilnUpdateCachesInPlace : Pass<"kiln-update-caches-in-place", "::mlir::Modul
   let dependentDialects = ["::mlir::func::FuncDialect", "::mlir::tensor::TensorDialect"];
 }
 
+def KilnFuseSplitSums : Pass<"kiln-fuse-split-sums", "::mlir::ModuleOp"> {
+  let summary = "Sum a split matmul's chunks in the glue kernel that reads the sum, not a kernel of its own (GPU plans)";
+  let description = [{
+    In a plan (after kiln-outline-kernels), the call of a kiln.sum_splits kernel whose result (through reshapes)
+    only one kernel reads, as RoPE's input, the KV append's new rows or a sum's epilogue operand, goes: that
+    kernel takes the sum's inputs (the chunks, the epilogue's operands) instead, and its body computes the sum
+    and the reshapes before its op. The GPU glue kernels compute such an operand per element in the thread that
+    reads it, with the sum kernel's arithmetic (chunks added in order, the epilogue, rounding to the sum's
+    element type). A sum read by anything else, read twice, or whose inputs an in-place append between the two
+    calls may write, stays.
+
+    ```mlir
+    // before
+    %s = call @step_k2_sum_splits(%parts, %e0) : (tensor<4x1x4096xf32>, tensor<1x4096xbf16>) -> tensor<1x4096xbf16>
+    %q = kiln.reshape %s : tensor<1x4096xbf16> -> tensor<1x32x128xbf16>
+    %r = call @step_k3_rope(%q, %cos, %sin, %e1) : ...
+    // after: @step_k3_rope(%parts, %cos, %sin, %e1) computes kiln.sum_splits and kiln.reshape before kiln.rope
+    %r = call @step_k3_rope(%parts, %cos, %sin, %e1) : ...
+    ```
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect", "::mlir::tensor::TensorDialect"];
+}
+
 def KilnSelectConfig : Pass<"kiln-select-config"> {
   let summary = "Attach a #kiln.config (tiles, warps, stages, lowering) to every kernel op";
   let description = [{

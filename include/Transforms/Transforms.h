@@ -167,8 +167,23 @@ FailureOr<func::FuncOp> outlineKernel(RewriterBase &rewriter, Operation *op, llv
 LogicalResult updateCachesInPlace(RewriterBase &rewriter, func::CallOp call, AppendKvOp append);
 
 /// The kernel op of an outlined kernel function: its tiled loop (an scf.forall that kiln-tile marked with the
-/// op it computes, kiln.tiled_op), or else its first kiln op; null when it has neither.
+/// op it computes, kiln.tiled_op), or else the kiln op whose result it writes (a sum that kiln-fuse-split-sums
+/// moved in before it is not), or else its first kiln op; null when it has none.
 Operation *kernelOpOf(func::FuncOp kernel);
+
+/// Whether `op`, in an outlined kernel function, computes one of the kernel's results (writes a destination).
+bool writesKernelResult(Operation *op);
+
+/// Whether operand `operand` of `reader`, the op of an untiled GPU glue kernel, may be a split matmul's sum
+/// computed in the reader's thread: RoPE's input, the KV append's new rows, a sum's epilogue operands.
+bool readsFusedSplitSum(Operation *reader, unsigned operand);
+
+/// Moves the kiln.sum_splits kernel that `sumCall` calls into the one kernel that reads its result (through
+/// reshapes only) where that kernel computes the sum per element (readsFusedSplitSum): the reader's kernel takes
+/// the sum's inputs instead and computes the sum and the reshapes in its body; the plan drops the call. Fails,
+/// changing nothing, otherwise, and when a kernel between the two writes in place what the sum reads. Returns
+/// the reader's call.
+FailureOr<func::CallOp> fuseSplitSum(RewriterBase &rewriter, func::CallOp sumCall);
 
 /// The name of the op that a kernel op computes: the tiled op's for a tiled loop, else its own.
 StringRef kernelOpName(Operation *kernelOp);

@@ -310,11 +310,12 @@ llvm::json::Array kiln::describeKernels(ModuleOp module) {
     // The kernel op and its config; a grouped kernel (kiln-group-kernels) runs several ops of one kind and lists
     // every member's config in order.
     llvm::json::Array configs;
-    // A kernel of tiled loops counts its loops (the kiln ops beside them are views); others their kiln ops.
+    // A kernel of tiled loops counts its loops (the kiln ops beside them are views); others the kiln ops that
+    // write its results (not a split matmul's sum computed in them, kiln-fuse-split-sums).
     Operation *first = kernelOpOf(func);
     bool tiled = first && first->hasAttr(kTiledOpAttrName);
     for (Operation &op : func.getBody().front()) {
-      if (tiled ? !op.hasAttr(kTiledOpAttrName) : !isa<KilnDialect>(op.getDialect()))
+      if (tiled ? !op.hasAttr(kTiledOpAttrName) : !isa<KilnDialect>(op.getDialect()) || !writesKernelResult(&op))
         continue;
       entry["op"] = kernelOpName(&op).str();
       ConfigAttr config = getConfig(&op);

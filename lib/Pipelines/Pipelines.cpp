@@ -63,6 +63,7 @@ void kiln::buildGpuKernelPipeline(OpPassManager &pm, const NvvmPipelineOptions &
   KernelPipelineOptions kernelOptions;
   kernelOptions.target = options.chip;
   buildKernelPipeline(pm, kernelOptions);
+  pm.addPass(createKilnFuseSplitSums());
   pm.addPass(createKilnUpdateCachesInPlace());
   pm.addPass(createKilnSplitMaskedTiles());
   pm.addPass(createKilnAssignLayouts());

@@ -98,15 +98,25 @@ FailureOr<func::FuncOp> kiln::outlineKernel(RewriterBase &rewriter, Operation *o
   return kernel;
 }
 
+bool kiln::writesKernelResult(Operation *op) {
+  return llvm::any_of(op->getUsers(), [](Operation *user) {
+    return isa<bufferization::MaterializeInDestinationOp>(user);
+  });
+}
+
 Operation *kiln::kernelOpOf(func::FuncOp kernel) {
-  Operation *first = nullptr;
+  Operation *first = nullptr, *writer = nullptr;
   for (Operation &op : kernel.getBody().front()) {
     if (isa<scf::ForallOp>(op) && op.hasAttr(kTiledOpAttrName))
       return &op;
-    if (!first && isa<KilnDialect>(op.getDialect()))
+    if (!isa<KilnDialect>(op.getDialect()))
+      continue;
+    if (!first)
       first = &op;
+    if (!writer && writesKernelResult(&op))
+      writer = &op;
   }
-  return first;
+  return writer ? writer : first;
 }
 
 StringRef kiln::kernelOpName(Operation *kernelOp) {

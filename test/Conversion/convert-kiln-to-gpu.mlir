@@ -571,3 +571,72 @@ module {
     return %1, %2 : tensor<32x16x2x64xbf16>, tensor<32x16x2x64xbf16>
   }
 }
+
+// -----
+
+// A split matmul's sum that kiln-fuse-split-sums moved into RoPE's kernel (through a reshape): the thread adds up
+// the two chunks of its 8 elements (one 8-wide f32 load a chunk, in chunk order from zero), runs the sum's
+// epilogue on each element's bias, and rounds to bf16 and back, as the sum's own kernel stored it; then rotates.
+// CHECK-LABEL: gpu.func @k20_rope
+// CHECK-SAME: (%[[COS:[^:]*]]: memref<64xbf16>, %[[SIN:[^:]*]]: memref<64xbf16>, %[[PARTS:[^:]*]]: memref<512xf32>, %[[BIAS:[^:]*]]: memref<256xbf16>, %[[OUT:[^:]*]]: memref<256xbf16>)
+// CHECK: %[[FIRST:[0-9]+]] = arith.addi %{{[0-9]+}}, %{{[0-9]+}} : index
+// CHECK-NEXT: arith.addi %[[FIRST]], %c64
+// CHECK-NEXT: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT: %[[SUMS:[0-9]+]]:8 = scf.for %[[CHUNK:[a-z0-9]+]] = %c0 to %c2 step %c1 iter_args(%[[ACC:[a-z0-9]+]] = %[[ZERO]],
+// CHECK-NEXT: %[[AT0:[0-9]+]] = arith.muli %[[CHUNK]], %c256
+// CHECK-NEXT: %[[AT:[0-9]+]] = arith.addi %[[AT0]], %[[FIRST]]
+// CHECK-NEXT: %[[LOADED:[0-9]+]] = vector.load %[[PARTS]][%[[AT]]] {alignment = 16 : i64} : memref<512xf32>, vector<8xf32>
+// CHECK-NEXT: %[[PART:[0-9]+]] = vector.extract %[[LOADED]][0]
+// CHECK-NEXT: arith.addf %[[ACC]], %[[PART]]
+// CHECK: scf.yield
+// CHECK: %[[B16:[0-9]+]] = memref.load %[[BIAS]]
+// CHECK-NEXT: %[[B:[0-9]+]] = arith.extf %[[B16]]
+// CHECK-NEXT: %[[WITHBIAS:[0-9]+]] = arith.addf %[[SUMS]]#0, %[[B]]
+// CHECK-NEXT: %[[ROUNDED:[0-9]+]] = arith.truncf %[[WITHBIAS]] : f32 to bf16
+// CHECK-NEXT: arith.extf %[[ROUNDED]] : bf16 to f32
+// CHECK: vector.store {{.*}}, %[[OUT]][%[[FIRST]]]
+module {
+  func.func private @k20_rope(%c: tensor<1x64xbf16>, %s: tensor<1x64xbf16>, %p: tensor<2x1x256xf32>, %b: tensor<1x256xbf16>, %out: tensor<1x2x128xbf16>) -> tensor<1x2x128xbf16> attributes {kiln.kernel} {
+    %sum = kiln.sum_splits %p epilogue(%b : tensor<1x256xbf16>) {
+    ^bb0(%acc: f32, %bias: f32):
+      %t = arith.addf %acc, %bias : f32
+      kiln.yield %t : f32
+    } : tensor<2x1x256xf32> -> tensor<1x256xbf16>
+    %x = kiln.reshape %sum : tensor<1x256xbf16> -> tensor<1x2x128xbf16>
+    %r = kiln.rope %x, %c, %s {seq_dim = 0 : i64} : tensor<1x2x128xbf16>, tensor<1x64xbf16>, tensor<1x64xbf16>
+    %o = bufferization.materialize_in_destination %r in %out : (tensor<1x2x128xbf16>, tensor<1x2x128xbf16>) -> tensor<1x2x128xbf16>
+    return %o : tensor<1x2x128xbf16>
+  }
+}
+
+// -----
+
+// The append's v rows as a fused sum (no epilogue): each thread adds up its element's three chunks, one f32 load
+// a chunk, rounds to bf16 and stores it in its page; k is read as before.
+// CHECK-LABEL: gpu.func @k21_append_kv
+// CHECK-SAME: (%[[KC:[^:]*]]: memref<{{.*}}xbf16>, %[[VC:[^:]*]]: memref<{{.*}}xbf16>, %[[K:[^:]*]]: memref<256xbf16>, %[[T:[^:]*]]: memref<{{.*}}xi32>, %[[POS:[^:]*]]: memref<2xi32>, %[[VP:[^:]*]]: memref<768xf32>
+// CHECK: scf.if
+// CHECK: %[[KV:.*]] = memref.load %[[K]]
+// CHECK: memref.store %[[KV]]
+// CHECK: %[[V:.*]] = scf.for %{{.*}} = %c0 to %c3 step %c1 iter_args(%[[ACC:.*]] = %{{.*}}) -> (f32)
+// CHECK: %[[PART:.*]] = memref.load %[[VP]]
+// CHECK: arith.addf %[[ACC]], %[[PART]]
+// CHECK: %[[V16:.*]] = arith.truncf %[[V]] : f32 to bf16
+// CHECK: %[[V32:.*]] = arith.extf %[[V16]] : bf16 to f32
+// CHECK: %[[VROW:.*]] = arith.truncf %[[V32]] : f32 to bf16
+// CHECK: memref.store %[[VROW]]
+module {
+  func.func private @k21_append_kv(%kc: tensor<32x16x2x64xbf16>, %vc: tensor<32x16x2x64xbf16>,
+      %k: tensor<2x2x1x64xbf16>, %table: tensor<2x16xi32>, %pos: tensor<2xi32>, %vp: tensor<3x2x128xf32>,
+      %kd: tensor<32x16x2x64xbf16>, %vd: tensor<32x16x2x64xbf16>) -> (tensor<32x16x2x64xbf16>, tensor<32x16x2x64xbf16>)
+      attributes {kiln.kernel, kiln.updates_in_place} {
+    %vs = kiln.sum_splits %vp : tensor<3x2x128xf32> -> tensor<2x128xbf16>
+    %v = kiln.reshape %vs : tensor<2x128xbf16> -> tensor<2x2x1x64xbf16>
+    %0:2 = kiln.append_kv %kc, %vc, %k, %v, %table, %pos : tensor<32x16x2x64xbf16>, tensor<32x16x2x64xbf16>,
+        tensor<2x2x1x64xbf16>, tensor<2x2x1x64xbf16>, tensor<2x16xi32>, tensor<2xi32>
+        -> tensor<32x16x2x64xbf16>, tensor<32x16x2x64xbf16>
+    %1 = bufferization.materialize_in_destination %0#0 in %kd : (tensor<32x16x2x64xbf16>, tensor<32x16x2x64xbf16>) -> tensor<32x16x2x64xbf16>
+    %2 = bufferization.materialize_in_destination %0#1 in %vd : (tensor<32x16x2x64xbf16>, tensor<32x16x2x64xbf16>) -> tensor<32x16x2x64xbf16>
+    return %1, %2 : tensor<32x16x2x64xbf16>, tensor<32x16x2x64xbf16>
+  }
+}

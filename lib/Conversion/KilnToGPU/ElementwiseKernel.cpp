@@ -14,7 +14,8 @@
 // as one broadcast element, takes a run per thread: one 16-byte load per operand and one store, where element by
 // element GPT-2's q/k/v slices moved 0.66 TB/s. Integer and bool tensors are moved, compared, chosen between and
 // cast as they are, and integers computed on in their own type (a bool is a byte in memory, so an op that reads
-// or writes one takes an element a thread).
+// or writes one takes an element a thread). A split matmul's sum that kiln-fuse-split-sums moved into RoPE's, the
+// KV append's or another sum's kernel is computed by the thread that reads an element of it, from the chunks.
 //
 //===----------------------------------------------------------------------===//
 
@@ -47,6 +48,16 @@ bool kiln::isElementwiseKernelOp(Operation *op) {
   return lowering::hasScalarFormula(op) || isa<SelectOp, CompareOp, ElementwiseOp>(op);
 }
 
+/// The multi-index in `shape` of row-major index `linear`.
+static SmallVector<Value> delinearize(IndexMath &m, ArrayRef<int64_t> shape, Value linear) {
+  SmallVector<Value> index(shape.size());
+  for (int64_t d = shape.size() - 1; d >= 0; --d) {
+    index[d] = m.rem(linear, shape[d]);
+    linear = m.div(linear, shape[d]);
+  }
+  return index;
+}
+
 /// Row-major linear index of `indices` in `shape`.
 static Value linearize(IndexMath &m, ArrayRef<int64_t> shape, ArrayRef<Value> indices) {
   Value linear = m.c(0);
@@ -58,23 +69,115 @@ static Value linearize(IndexMath &m, ArrayRef<int64_t> shape, ArrayRef<Value> in
   return linear;
 }
 
+/// An operand of a glue kernel's op that its thread computes instead of reading: a split matmul's sum that
+/// kiln-fuse-split-sums moved into the kernel, read through reshapes (which keep each element's row-major index).
+struct FusedSum {
+  SumSplitsOp sum;
+  /// The kernel parameter of the sum's chunks, and of each of its epilogue operands.
+  unsigned parts;
+  SmallVector<unsigned> epilogue;
+};
+
+/// The fused sum `value` is, in `kernel`: a kiln.sum_splits of the kernel's arguments, through reshapes.
+static std::optional<FusedSum> fusedSumOf(Value value, func::FuncOp kernel) {
+  while (auto reshape = value.getDefiningOp<ReshapeOp>())
+    value = reshape.getInput();
+  auto sum = value.getDefiningOp<SumSplitsOp>();
+  if (!sum)
+    return std::nullopt;
+  FusedSum fused{sum, 0, {}};
+  for (auto [index, operand] : llvm::enumerate(sum->getOperands())) {
+    auto argument = dyn_cast<BlockArgument>(operand);
+    if (!argument || argument.getOwner() != &kernel.getBody().front())
+      return std::nullopt;
+    if (index == 0)
+      fused.parts = argument.getArgNumber();
+    else
+      fused.epilogue.push_back(argument.getArgNumber());
+  }
+  return fused;
+}
+
+/// The fused sums among the operands of a glue kernel's op, by operand number.
+using FusedSums = llvm::SmallDenseMap<unsigned, FusedSum, 2>;
+
 /// The parameters of `op`'s kernel, which are its function's arguments (an operand passed twice is one argument;
 /// the destinations last), and in `parameterOf` the parameter that holds each operand of `op`; an error on `op`
-/// when an operand is not an argument of the function.
-static FailureOr<SmallVector<RankedTensorType>> kernelParameters(Operation *op, SmallVectorImpl<unsigned> &parameterOf) {
+/// when an operand is not an argument of the function, unless `fused` is given and the operand is a split
+/// matmul's sum that `op` reads per element (kiln::readsFusedSplitSum): then `fused` holds it.
+static FailureOr<SmallVector<RankedTensorType>> kernelParameters(Operation *op, SmallVectorImpl<unsigned> &parameterOf,
+                                                                 FusedSums *fused = nullptr) {
   auto kernel = op->getParentOfType<func::FuncOp>();
   if (!kernel)
     return op->emitOpError() << "is not inside an outlined kernel function";
-  for (Value operand : op->getOperands()) {
+  for (auto [index, operand] : llvm::enumerate(op->getOperands())) {
     auto argument = dyn_cast<BlockArgument>(operand);
-    if (!argument || argument.getOwner() != &kernel.getBody().front())
-      return op->emitOpError() << "the GPU glue kernels read only their function's arguments";
-    parameterOf.push_back(argument.getArgNumber());
+    if (argument && argument.getOwner() == &kernel.getBody().front()) {
+      parameterOf.push_back(argument.getArgNumber());
+      continue;
+    }
+    std::optional<FusedSum> sum =
+        fused && readsFusedSplitSum(op, index) ? fusedSumOf(operand, kernel) : std::nullopt;
+    if (!sum)
+      return op->emitOpError() << "the GPU glue kernels read only their function's arguments (and a split "
+                                  "matmul's sum where kiln-fuse-split-sums put one)";
+    fused->try_emplace(index, *sum);
+    parameterOf.push_back(std::numeric_limits<unsigned>::max());
   }
   SmallVector<RankedTensorType> parameters;
   for (Type type : kernel.getArgumentTypes())
     parameters.push_back(cast<RankedTensorType>(type));
   return parameters;
+}
+
+/// `width` consecutive elements of a fused sum from row-major index `at` (a multiple of `width`, as the sum's
+/// element count is), widened to f32, as the sum's own kernel computes and stores them: its chunks added in
+/// order from zero (one `width`-wide load a chunk), the epilogue on each element's epilogue operands, rounded to
+/// the sum's element type.
+static SmallVector<Value, 8> fusedSumElements(OpBuilder &builder, Location loc, IndexMath &im, Block &entry,
+                                              const FusedSum &fused, Value at, int64_t width) {
+  SumSplitsOp sum = fused.sum;
+  RankedTensorType result = sum.getType();
+  int64_t chunks = sum.getParts().getType().getDimSize(0), count = result.getNumElements();
+  Value parts = entry.getArgument(fused.parts);
+  Value zero = arith::ConstantOp::create(builder, loc, builder.getF32FloatAttr(0.0f));
+  auto loop = scf::ForOp::create(
+      builder, loc, im.c(0), im.c(chunks), im.c(1), SmallVector<Value>(width, zero),
+      [&](OpBuilder &nested, Location, Value n, ValueRange acc) {
+        OpBuilder::InsertionGuard loopGuard(builder);
+        builder.setInsertionPoint(nested.getInsertionBlock(), nested.getInsertionPoint());
+        Value from = im.add(im.mul(n, count), at);
+        SmallVector<Value> next;
+        if (width == 1) {
+          next.push_back(arith::AddFOp::create(builder, loc, acc[0], memref::LoadOp::create(builder, loc, parts, from)));
+        } else {
+          Value loaded = vector::LoadOp::create(builder, loc, VectorType::get({width}, builder.getF32Type()), parts,
+                                                ValueRange{from}, /*nontemporal=*/false, llvm::MaybeAlign(16));
+          for (int64_t i = 0; i < width; ++i)
+            next.push_back(arith::AddFOp::create(builder, loc, acc[i],
+                                                 vector::ExtractOp::create(builder, loc, loaded, ArrayRef<int64_t>{i})));
+        }
+        scf::YieldOp::create(builder, loc, next);
+      });
+  SmallVector<Value, 8> values;
+  for (int64_t i = 0; i < width; ++i) {
+    Value value = loop.getResult(i);
+    if (sum.hasEpilogue()) {
+      ArrayRef<int64_t> shape = result.getShape();
+      SmallVector<Value> index = delinearize(im, shape, i == 0 ? at : im.add(at, i));
+      SmallVector<Value> args{value};
+      for (auto [operand, parameter] : llvm::zip(sum.getEpilogueOperands(), fused.epilogue)) {
+        ArrayRef<int64_t> operandShape = cast<RankedTensorType>(operand.getType()).getShape();
+        Value from = broadcastLinearIndex(im, operandShape, shape, index);
+        args.push_back(
+            lowering::widen(builder, loc, memref::LoadOp::create(builder, loc, entry.getArgument(parameter), from)));
+      }
+      value = lowering::inlineScalarRegion(builder, sum.getEpilogue(), args);
+    }
+    values.push_back(
+        lowering::widen(builder, loc, lowering::narrow(builder, loc, value, result.getElementType())));
+  }
+  return values;
 }
 
 /// A kernel of one thread per item, 256 to a block, over `buffers` (its parameters: flat, bare pointers): `body` builds, at the
@@ -107,7 +210,8 @@ static KernelLaunch buildThreadPerItemKernel(
 static FailureOr<KernelLaunch> buildRopeKernel(OpBuilder &builder, gpu::GPUModuleOp module, RopeOp rope,
                                                StringRef name) {
   SmallVector<unsigned> parameterOf;
-  FailureOr<SmallVector<RankedTensorType>> buffers = kernelParameters(rope, parameterOf);
+  FusedSums fused;
+  FailureOr<SmallVector<RankedTensorType>> buffers = kernelParameters(rope, parameterOf, &fused);
   if (failed(buffers))
     return failure();
   RankedTensorType type = rope.getInput().getType();
@@ -132,6 +236,8 @@ static FailureOr<KernelLaunch> buildRopeKernel(OpBuilder &builder, gpu::GPUModul
     Value second = im.add(first, rope.getInterleaved() ? 1 : half);
     // `width` consecutive elements of operand `operand` from `at`, widened to f32.
     auto load = [&](unsigned operand, Value at) {
+      if (auto sum = fused.find(operand); sum != fused.end())
+        return fusedSumElements(builder, loc, im, entry, sum->second, at, width);
       Value buffer = entry.getArgument(parameterOf[operand]);
       SmallVector<Value, 8> values;
       if (width == 1) {
@@ -194,10 +300,11 @@ FailureOr<KernelLaunch> kiln::buildAppendKvKernel(OpBuilder &builder, gpu::GPUMo
   int64_t numPages = cacheType.getDimSize(0), pageSize = cacheType.getDimSize(1);
   int64_t maxPages = append.getBlockTable().getType().getDimSize(1), capacity = maxPages * pageSize;
   SmallVector<unsigned> parameterOf;
-  FailureOr<SmallVector<RankedTensorType>> buffers = kernelParameters(append, parameterOf);
+  FusedSums fused;
+  FailureOr<SmallVector<RankedTensorType>> buffers = kernelParameters(append, parameterOf, &fused);
   if (failed(buffers))
     return failure();
-  unsigned kArg = parameterOf[2], vArg = parameterOf[3], tableArg = parameterOf[4], positionsArg = parameterOf[5];
+  unsigned tableArg = parameterOf[4], positionsArg = parameterOf[5];
   unsigned kDestination = buffers->size() - 2, vDestination = buffers->size() - 1;
   auto thread = [&](Block &entry, IndexMath &im, Value linear) {
     // Element (b, h, s, d) of the new rows goes to position p = positions[b] + s: page block_table[b, p / page],
@@ -219,10 +326,15 @@ FailureOr<KernelLaunch> kiln::buildAppendKvKernel(OpBuilder &builder, gpu::GPUMo
       builder.setInsertionPoint(thenBuilder.getInsertionBlock(), thenBuilder.getInsertionPoint());
       Value slot = im.add(im.mul(im.add(im.mul(page, pageSize), im.rem(position, pageSize)), rows[1]), head);
       Value at = im.add(im.mul(slot, rows[3]), d);
-      for (auto [source, destination] : {std::pair{kArg, kDestination}, std::pair{vArg, vDestination}})
-        memref::StoreOp::create(builder, loc,
-                                memref::LoadOp::create(builder, loc, entry.getArgument(source), linear),
-                                entry.getArgument(destination), at);
+      for (auto [operand, destination] : {std::pair{2u, kDestination}, std::pair{3u, vDestination}}) {
+        Value row;
+        if (auto sum = fused.find(operand); sum != fused.end())
+          row = lowering::narrow(builder, loc, fusedSumElements(builder, loc, im, entry, sum->second, linear, 1)[0],
+                                 rowsType.getElementType());
+        else
+          row = memref::LoadOp::create(builder, loc, entry.getArgument(parameterOf[operand]), linear);
+        memref::StoreOp::create(builder, loc, row, entry.getArgument(destination), at);
+      }
       scf::YieldOp::create(builder, loc);
     });
     scf::YieldOp::create(builder, loc);
@@ -293,7 +405,8 @@ FailureOr<KernelLaunch> kiln::buildElementwiseKernel(OpBuilder &builder, gpu::GP
   int64_t count = resultType.getNumElements();
   Location loc = op->getLoc();
   SmallVector<unsigned> parameterOf;
-  FailureOr<SmallVector<RankedTensorType>> parameters = kernelParameters(op, parameterOf);
+  FusedSums fused;
+  FailureOr<SmallVector<RankedTensorType>> parameters = kernelParameters(op, parameterOf, &fused);
   if (failed(parameters))
     return failure();
   // Each operand's type, by operand number.
@@ -305,12 +418,7 @@ FailureOr<KernelLaunch> kiln::buildElementwiseKernel(OpBuilder &builder, gpu::GP
   auto thread = [&](Block &entry, IndexMath &im, Value item) {
     Value linear = im.mul(item, run);
     ArrayRef<int64_t> shape = resultType.getShape();
-    SmallVector<Value> index(shape.size());
-    Value remaining = linear;
-    for (int64_t d = shape.size() - 1; d >= 0; --d) {
-      index[d] = im.rem(remaining, shape[d]);
-      remaining = im.div(remaining, shape[d]);
-    }
+    SmallVector<Value> index = delinearize(im, shape, linear);
     // Where each operand is read for this output element.
     auto sourceIndex = [&](unsigned operand) -> Value {
       ArrayRef<int64_t> operandShape = buffers[operand].getShape();
@@ -468,8 +576,12 @@ FailureOr<KernelLaunch> kiln::buildElementwiseKernel(OpBuilder &builder, gpu::GP
       if (!sum.hasEpilogue())
         return store(loop.getResult(0));
       SmallVector<Value> args{loop.getResult(0)};
-      for (unsigned i = 1; i < op->getNumOperands(); ++i)
-        args.push_back(load(i, sourceIndex(i)));
+      for (unsigned i = 1; i < op->getNumOperands(); ++i) {
+        auto fusedSum = fused.find(i);
+        args.push_back(fusedSum == fused.end()
+                           ? load(i, sourceIndex(i))
+                           : fusedSumElements(builder, loc, im, entry, fusedSum->second, sourceIndex(i), 1)[0]);
+      }
       return store(lowering::inlineScalarRegion(builder, sum.getEpilogue(), args));
     }
     if (isa<SoftmaxOp, LogSumExpOp>(op)) {

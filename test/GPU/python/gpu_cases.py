@@ -190,6 +190,44 @@ def append_sources(case):
             decode_step.source(q, k, v, k_cache, v_cache, table, positions, lens)]
 
 
+@kiln.jit
+def projections_step(x, cos, sin, k_cache, v_cache, block_table, positions, wq, wk, wv, w1, w3, w2):
+    """A decode step's projections, whose contractions kiln-split-k splits at a few rows, each sum read by a glue
+    kernel that computes it (kiln-fuse-split-sums): q and k through RoPE, k and v appended into their pages, the
+    MLP's gate by the up projection's sum. Returns q, the caches and the MLP's output."""
+    batch, head_dim = x.shape[0], 2 * cos.shape[1]
+    heads, kv_heads = wq.shape[1] // head_dim, wk.shape[1] // head_dim
+    q = kiln.rope(kiln.reshape(kiln.matmul(x, wq), (batch, heads, head_dim)), cos, sin, seq_dim=0)
+    k = kiln.rope(kiln.reshape(kiln.matmul(x, wk), (batch, kv_heads, head_dim)), cos, sin, seq_dim=0)
+    v = kiln.matmul(x, wv)
+    k_cache, v_cache = kiln.append_kv(k_cache, v_cache, kiln.reshape(k, (batch, kv_heads, 1, head_dim)),
+                                      kiln.reshape(v, (batch, kv_heads, 1, head_dim)), block_table, positions)
+    return q, k_cache, v_cache, kiln.matmul(kiln.silu(kiln.matmul(x, w1)) * kiln.matmul(x, w3), w2)
+
+
+#: projections_step on CUDA tensors: (name, batch, hidden, heads, kv_heads, head dim, MLP width, page size,
+#: max_pages, num_pages, dtype).
+PROJECTION_CASES = [
+    ("projections_split_b3_bf16", 3, 2048, 16, 4, 128, 4096, 16, 8, 40, "bfloat16"),
+    ("projections_split_b1_f16", 1, 2048, 8, 2, 64, 2816, 64, 4, 9, "float16"),
+]
+
+
+def projection_placeholders(case):
+    """Zero arrays of a projections case's arguments, in projections_step's order."""
+    _, batch, hidden, heads, kv_heads, head_dim, ffn, page, max_pages, num_pages, dtype = case
+    import ml_dtypes
+    element = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16}[dtype]
+    shapes = [(batch, hidden), (batch, head_dim // 2), (batch, head_dim // 2),
+              (num_pages, page, kv_heads, head_dim), (num_pages, page, kv_heads, head_dim)]
+    arrays = [np.zeros(shape, element) for shape in shapes]
+    arrays += [np.zeros((batch, max_pages), np.int32), np.zeros(batch, np.int32)]
+    for shape in [(hidden, heads * head_dim), (hidden, kv_heads * head_dim), (hidden, kv_heads * head_dim),
+                  (hidden, ffn), (hidden, ffn), (ffn, hidden)]:
+        arrays.append(np.zeros(shape, element))
+    return arrays
+
+
 SOURCE_CASES = [("gpu_attention_block", ROOT / "examples" / "gpu_attention_block.mlir")]
 
 

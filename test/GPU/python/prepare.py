@@ -63,6 +63,10 @@ def main():
         for source in gpu_cases.append_sources(case):
             kiln.compile(source, target="sm_90a")
         timings[case[0]] = time.perf_counter() - start
+    for case in gpu_cases.PROJECTION_CASES:
+        start = time.perf_counter()
+        kiln.compile(gpu_cases.projections_step.source(*gpu_cases.projection_placeholders(case)), target="sm_90a")
+        timings[case[0]] = time.perf_counter() - start
     for name, path in gpu_cases.SOURCE_CASES:
         start = time.perf_counter()
         kiln.compile(path.read_text(), target="sm_90a")

@@ -240,6 +240,52 @@ def test_append_kv_in_place(case):
         kiln.ops.append_kv(caches[0], caches[1], k, v, table, bad)
 
 
+@pytest.mark.parametrize("case", gpu_cases.PROJECTION_CASES, ids=[c[0] for c in gpu_cases.PROJECTION_CASES])
+def test_split_sums_computed_by_their_readers(case):
+    """projections_step on CUDA tensors: the split projections' sums computed by RoPE's kernel (q, k), the
+    append's (v) and the up projection's sum (the gate), in a program that runs no kernel for those sums; q, the
+    MLP's output and each sequence's new cache rows against torch in float32, every other cache slot as it was."""
+    name, batch, hidden, heads, kv_heads, head_dim, ffn, page, max_pages, num_pages, dtype = case
+    seeds = []
+    generator = fresh(seeds)
+    x = tensor(((batch, hidden), dtype), generator)
+    positions = torch.randint(0, max_pages * page, (batch,), generator=generator, device="cuda").to(torch.int32)
+    angles = positions[:, None].float() / 10000.0 ** (torch.arange(head_dim // 2, device="cuda") * 2 / head_dim)
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    table = torch.randperm(num_pages, generator=generator, device="cuda")[:batch * max_pages]
+    table = table.view(batch, max_pages).to(torch.int32)
+    caches = [tensor(((num_pages, page, kv_heads, head_dim), dtype), generator) for _ in range(2)]
+    before = [cache.clone() for cache in caches]
+    weights = [tensor(((rows, cols), dtype), generator, scale=rows ** -0.5)
+               for rows, cols in [(hidden, heads * head_dim), (hidden, kv_heads * head_dim),
+                                  (hidden, kv_heads * head_dim), (hidden, ffn), (hidden, ffn), (ffn, hidden)]]
+    program = kiln.compile(gpu_cases.projections_step.source(*gpu_cases.projection_placeholders(case)),
+                           target="sm_90a")
+    assert [kernel.get("op") for kernel in program.kernels] == ["kiln.matmul", "kiln.rope", "kiln.append_kv",
+                                                                "kiln.matmul", "kiln.sum_splits", "kiln.matmul",
+                                                                "kiln.sum_splits"], program.kernels
+    q, k_cache, v_cache, out = gpu_cases.projections_step(x, cos, sin, *caches, table, positions, *weights)
+    torch.cuda.synchronize()
+    f = [value.float() for value in [x, cos, sin, *weights]]
+    wq, wk, wv, w1, w3, w2 = f[3:]
+
+    def rope(rows):
+        half = head_dim // 2
+        a, b = rows[..., :half], rows[..., half:]
+        c, s = f[1][:, None], f[2][:, None]
+        return torch.cat([a * c - b * s, a * s + b * c], -1)
+
+    check(name + " q", q, rope((f[0] @ wq).view(batch, heads, head_dim)), seeds[0])
+    check(name + " mlp", out, (torch.nn.functional.silu(f[0] @ w1) * (f[0] @ w3)) @ w2, seeds[0])
+    slots = table[torch.arange(batch, device="cuda"), positions // page].long(), (positions % page).long()
+    check(name + " k rows", k_cache[slots], rope((f[0] @ wk).view(batch, kv_heads, head_dim)), seeds[0])
+    check(name + " v rows", v_cache[slots], (f[0] @ wv).view(batch, kv_heads, head_dim), seeds[0])
+    for cache, old in zip((k_cache, v_cache), before):
+        untouched = torch.ones(cache.shape[:2], dtype=torch.bool, device="cuda")
+        untouched[slots] = False
+        assert torch.equal(cache[untouched], old[untouched]), f"{name}: a slot not appended to changed"
+
+
 @kiln.jit
 def slots_and_gate(positions, ids, x, y):
     """Integer arithmetic on positions (a page and a slot; // and % floored), and a chain of bf16 ops selected by

@@ -195,3 +195,41 @@ def test_explicit_split_compiles_for_the_gpu(rows, tmp_path, monkeypatch):
     program = kiln.compile(source, target="sm_90a")
     matmul = next(k for k in program.kernels if k.get("op") == "kiln.matmul")
     assert "k_splits" not in matmul["config"] and matmul["grid"][0] == 2 * 4096 // matmul["config"]["tile"][1]
+
+
+@kiln.jit
+def rope_and_gate(x, cos, sin, wq, w1, w3):
+    """q through RoPE (heads of the tables' width) and a SwiGLU gate, from projections of a few rows."""
+    head_dim = 2 * cos.shape[1]
+    q = kiln.matmul(x, wq)
+    q = kiln.rope(kiln.reshape(q, (x.shape[0], wq.shape[1] // head_dim, head_dim)), cos, sin, seq_dim=0)
+    return q, kiln.silu(kiln.matmul(x, w1)) * kiln.matmul(x, w3)
+
+
+def test_split_sums_run_in_their_readers_on_the_gpu(tmp_path, monkeypatch, record_error):
+    """On sm_90a kiln-split-k splits the three projections of two rows, and kiln-fuse-split-sums moves q's sum
+    into the RoPE kernel and the gate's into the up projection's sum (its epilogue operand): the plan runs the
+    grouped matmuls, RoPE reading q's f32 chunks, and one sum reading both MLP halves' chunks. On the host (no
+    split) the same program matches float64."""
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
+    bf16 = ml_dtypes.bfloat16
+    shapes = [(2, 2048), (2, 32), (2, 32), (2048, 512), (2048, 1024), (2048, 1024)]
+    program = kiln.compile(rope_and_gate.source(*[np.zeros(shape, bf16) for shape in shapes]), target="sm_90a")
+    ops = [kernel.get("op") for kernel in program.kernels]
+    assert ops == ["kiln.matmul", "kiln.rope", "kiln.sum_splits"], ops
+    chunks = [[param["shape"] for param in kernel["params"] if param["dtype"] == "f32"]
+              for kernel in program.kernels[1:]]
+    assert len(chunks[0]) == 1 and chunks[0][0][1:] == [2, 512], chunks
+    assert len(chunks[1]) == 2 and all(shape[1:] == [2, 1024] for shape in chunks[1]), chunks
+
+    rng, seed = fresh_rng()
+    x, cos, sin, wq, w1, w3 = (rng.standard_normal(shape).astype(np.float32) / (16 if shape[0] == 256 else 1)
+                               for shape in [(2, 256), (2, 32), (2, 32), (256, 128), (256, 96), (256, 96)])
+    q, gate = rope_and_gate(x, cos, sin, wq, w1, w3)
+    f = [value.astype(np.float64) for value in (x, cos, sin, wq, w1, w3)]
+    heads = (f[0] @ f[3]).reshape(2, 2, 64)
+    a, b = heads[..., :32], heads[..., 32:]
+    c, s = f[1][:, None], f[2][:, None]
+    check(record_error, "rope_and_gate q", q, np.concatenate([a * c - b * s, a * s + b * c], -1), seed)
+    up = f[0] @ f[4]
+    check(record_error, "rope_and_gate gate", gate, up / (1 + np.exp(-up)) * (f[0] @ f[5]), seed)
