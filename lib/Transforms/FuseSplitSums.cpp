@@ -100,12 +100,18 @@ FailureOr<func::CallOp> kiln::fuseSplitSum(RewriterBase &rewriter, func::CallOp 
   if (value.use_empty())
     return rewriter.notifyMatchFailure(sumCall, "nothing reads the sum");
   auto reader = dyn_cast<func::CallOp>(*value.getUsers().begin());
-  if (!reader || llvm::any_of(value.getUsers(), [&](Operation *user) { return user != reader; }))
-    return rewriter.notifyMatchFailure(sumCall, "the sum has another reader than one kernel");
+  if (!reader || reader->getBlock() != sumCall->getBlock() ||
+      llvm::any_of(value.getUsers(), [&](Operation *user) { return user != reader; }))
+    return rewriter.notifyMatchFailure(sumCall, "the sum has another reader than one kernel of its plan");
   func::FuncOp readerKernel = kernelCalledBy(reader);
   Operation *readerOp = readerKernel ? kernelOpOf(readerKernel) : nullptr;
   if (!readerOp || readerOp->hasAttr(kTiledOpAttrName) || readerKernel->hasAttr(kUpdatesInPlaceAttrName))
     return rewriter.notifyMatchFailure(sumCall, "the reader is not an untiled glue kernel");
+  // The reader's kernel changes its signature: no other call may share it.
+  std::optional<SymbolTable::UseRange> readerCalls =
+      SymbolTable::getSymbolUses(readerKernel, readerKernel->getParentOp());
+  if (!readerCalls || !llvm::hasSingleElement(*readerCalls))
+    return rewriter.notifyMatchFailure(sumCall, "another call shares the reader's kernel");
   unsigned numInputs = reader.getNumOperands() - reader.getNumResults();
   Block &readerBody = readerKernel.getBody().front();
   llvm::BitVector replaced(readerKernel.getNumArguments());

@@ -580,7 +580,7 @@ module {
 // CHECK-LABEL: gpu.func @k20_rope
 // CHECK-SAME: (%[[COS:[^:]*]]: memref<64xbf16>, %[[SIN:[^:]*]]: memref<64xbf16>, %[[PARTS:[^:]*]]: memref<512xf32>, %[[BIAS:[^:]*]]: memref<256xbf16>, %[[OUT:[^:]*]]: memref<256xbf16>)
 // CHECK: %[[FIRST:[0-9]+]] = arith.addi %{{[0-9]+}}, %{{[0-9]+}} : index
-// CHECK-NEXT: arith.addi %[[FIRST]], %c64
+// CHECK-NEXT: %[[SECOND:[0-9]+]] = arith.addi %[[FIRST]], %c64
 // CHECK-NEXT: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
 // CHECK-NEXT: %[[SUMS:[0-9]+]]:8 = scf.for %[[CHUNK:[a-z0-9]+]] = %c0 to %c2 step %c1 iter_args(%[[ACC:[a-z0-9]+]] = %[[ZERO]],
 // CHECK-NEXT: %[[AT0:[0-9]+]] = arith.muli %[[CHUNK]], %c256
@@ -594,7 +594,17 @@ module {
 // CHECK-NEXT: %[[WITHBIAS:[0-9]+]] = arith.addf %[[SUMS]]#0, %[[B]]
 // CHECK-NEXT: %[[ROUNDED:[0-9]+]] = arith.truncf %[[WITHBIAS]] : f32 to bf16
 // CHECK-NEXT: arith.extf %[[ROUNDED]] : bf16 to f32
+// CHECK-NEXT: %[[AT1:[0-9]+]] = arith.addi %[[FIRST]], %c1
+// CHECK-NEXT: %[[COLUMN1:[0-9]+]] = arith.remui %[[AT1]], %c256
+// CHECK: %[[B1:[0-9]+]] = memref.load %[[BIAS]][%[[COLUMN1]]]
+// CHECK-NEXT: %[[B1F:[0-9]+]] = arith.extf %[[B1]]
+// CHECK-NEXT: arith.addf %[[SUMS]]#1, %[[B1F]]
+// CHECK: scf.for %[[CHUNK2:[a-z0-9]+]] = %c0 to %c2
+// CHECK-NEXT: %[[AT20:[0-9]+]] = arith.muli %[[CHUNK2]], %c256
+// CHECK-NEXT: %[[AT2:[0-9]+]] = arith.addi %[[AT20]], %[[SECOND]]
+// CHECK-NEXT: vector.load %[[PARTS]][%[[AT2]]]
 // CHECK: vector.store {{.*}}, %[[OUT]][%[[FIRST]]]
+// CHECK: vector.store {{.*}}, %[[OUT]][%[[SECOND]]]
 module {
   func.func private @k20_rope(%c: tensor<1x64xbf16>, %s: tensor<1x64xbf16>, %p: tensor<2x1x256xf32>, %b: tensor<1x256xbf16>, %out: tensor<1x2x128xbf16>) -> tensor<1x2x128xbf16> attributes {kiln.kernel} {
     %sum = kiln.sum_splits %p epilogue(%b : tensor<1x256xbf16>) {

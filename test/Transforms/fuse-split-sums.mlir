@@ -214,3 +214,90 @@ func.func @step(%parts: tensor<4x1x256xf32>, %cos: tensor<1x64xbf16>, %sin: tens
   return %4, %6, %10, %12, %17#0, %17#1, %19 : tensor<1x2x128xbf16>, tensor<1x2x128xbf16>, tensor<1x64xbf16>,
       tensor<1x256xbf16>, tensor<8x16x2x64xbf16>, tensor<8x16x2x64xbf16>, tensor<8x16x2x64xbf16>
 }
+
+// -----
+
+// Both of an append's new rows from sums: each moves in. A sum read as RoPE's table, and one read by a RoPE
+// kernel that another call shares (its signature would change under that call), stay.
+
+// CHECK-LABEL: func.func private @step_k2_append_kv
+// CHECK-SAME: %[[KP:[^:]*]]: tensor<2x1x128xf32>, %[[VP:[^:]*]]: tensor<2x1x128xf32>, %{{[^:]*}}: tensor<8x16x2x64xbf16>, %{{[^:]*}}: tensor<8x16x2x64xbf16>)
+// CHECK-NEXT: %[[V:.*]] = kiln.sum_splits %[[VP]]
+// CHECK-NEXT: %[[VR:.*]] = kiln.reshape %[[V]]
+// CHECK-NEXT: %[[K:.*]] = kiln.sum_splits %[[KP]]
+// CHECK-NEXT: %[[KR:.*]] = kiln.reshape %[[K]]
+// CHECK-NEXT: kiln.append_kv %{{.*}}, %{{.*}}, %[[KR]], %[[VR]],
+// CHECK-LABEL: func.func @step
+// CHECK-NOT: call @step_k0_sum_splits(%kparts
+// CHECK: call @step_k2_append_kv
+// CHECK: call @step_k1_sum_splits
+// CHECK: call @step_k3_rope
+// CHECK: call @step_k0_sum_splits
+// CHECK: call @step_k4_rope
+// CHECK: call @step_k4_rope
+func.func private @step_k0_sum_splits(%parts: tensor<2x1x128xf32>, %out: tensor<1x128xbf16>) -> tensor<1x128xbf16>
+    attributes {kiln.kernel} {
+  %0 = kiln.sum_splits %parts : tensor<2x1x128xf32> -> tensor<1x128xbf16>
+  %1 = bufferization.materialize_in_destination %0 in %out : (tensor<1x128xbf16>, tensor<1x128xbf16>) -> tensor<1x128xbf16>
+  return %1 : tensor<1x128xbf16>
+}
+func.func private @step_k1_sum_splits(%parts: tensor<2x1x64xf32>, %out: tensor<1x64xbf16>) -> tensor<1x64xbf16>
+    attributes {kiln.kernel} {
+  %0 = kiln.sum_splits %parts : tensor<2x1x64xf32> -> tensor<1x64xbf16>
+  %1 = bufferization.materialize_in_destination %0 in %out : (tensor<1x64xbf16>, tensor<1x64xbf16>) -> tensor<1x64xbf16>
+  return %1 : tensor<1x64xbf16>
+}
+func.func private @step_k2_append_kv(%kc: tensor<8x16x2x64xbf16>, %vc: tensor<8x16x2x64xbf16>,
+    %k: tensor<1x2x1x64xbf16>, %v: tensor<1x2x1x64xbf16>, %table: tensor<1x4xi32>, %pos: tensor<1xi32>,
+    %kd: tensor<8x16x2x64xbf16>, %vd: tensor<8x16x2x64xbf16>) -> (tensor<8x16x2x64xbf16>, tensor<8x16x2x64xbf16>)
+    attributes {kiln.kernel} {
+  %0:2 = kiln.append_kv %kc, %vc, %k, %v, %table, %pos : tensor<8x16x2x64xbf16>, tensor<8x16x2x64xbf16>,
+      tensor<1x2x1x64xbf16>, tensor<1x2x1x64xbf16>, tensor<1x4xi32>, tensor<1xi32>
+      -> tensor<8x16x2x64xbf16>, tensor<8x16x2x64xbf16>
+  %1 = bufferization.materialize_in_destination %0#0 in %kd : (tensor<8x16x2x64xbf16>, tensor<8x16x2x64xbf16>) -> tensor<8x16x2x64xbf16>
+  %2 = bufferization.materialize_in_destination %0#1 in %vd : (tensor<8x16x2x64xbf16>, tensor<8x16x2x64xbf16>) -> tensor<8x16x2x64xbf16>
+  return %1, %2 : tensor<8x16x2x64xbf16>, tensor<8x16x2x64xbf16>
+}
+func.func private @step_k3_rope(%x: tensor<1x2x128xbf16>, %cos: tensor<1x64xbf16>, %sin: tensor<1x64xbf16>,
+    %out: tensor<1x2x128xbf16>) -> tensor<1x2x128xbf16> attributes {kiln.kernel} {
+  %0 = kiln.rope %x, %cos, %sin {seq_dim = 0 : i64} : tensor<1x2x128xbf16>, tensor<1x64xbf16>, tensor<1x64xbf16>
+  %1 = bufferization.materialize_in_destination %0 in %out : (tensor<1x2x128xbf16>, tensor<1x2x128xbf16>) -> tensor<1x2x128xbf16>
+  return %1 : tensor<1x2x128xbf16>
+}
+func.func private @step_k4_rope(%x: tensor<1x1x128xbf16>, %cos: tensor<1x64xbf16>, %sin: tensor<1x64xbf16>,
+    %out: tensor<1x1x128xbf16>) -> tensor<1x1x128xbf16> attributes {kiln.kernel} {
+  %0 = kiln.rope %x, %cos, %sin {seq_dim = 0 : i64} : tensor<1x1x128xbf16>, tensor<1x64xbf16>, tensor<1x64xbf16>
+  %1 = bufferization.materialize_in_destination %0 in %out : (tensor<1x1x128xbf16>, tensor<1x1x128xbf16>) -> tensor<1x1x128xbf16>
+  return %1 : tensor<1x1x128xbf16>
+}
+func.func @step(%kc: tensor<8x16x2x64xbf16>, %vc: tensor<8x16x2x64xbf16>, %kparts: tensor<2x1x128xf32>,
+    %vparts: tensor<2x1x128xf32>, %table: tensor<1x4xi32>, %pos: tensor<1xi32>, %x: tensor<1x2x128xbf16>,
+    %tparts: tensor<2x1x64xf32>, %sin: tensor<1x64xbf16>, %y: tensor<1x1x128xbf16>, %cos: tensor<1x64xbf16>)
+    -> (tensor<8x16x2x64xbf16>, tensor<8x16x2x64xbf16>, tensor<1x2x128xbf16>, tensor<1x1x128xbf16>, tensor<1x1x128xbf16>) {
+  %0 = tensor.empty() : tensor<1x128xbf16>
+  %1 = call @step_k0_sum_splits(%kparts, %0) : (tensor<2x1x128xf32>, tensor<1x128xbf16>) -> tensor<1x128xbf16>
+  %2 = kiln.reshape %1 : tensor<1x128xbf16> -> tensor<1x2x1x64xbf16>
+  %3 = tensor.empty() : tensor<1x128xbf16>
+  %4 = call @step_k0_sum_splits(%vparts, %3) : (tensor<2x1x128xf32>, tensor<1x128xbf16>) -> tensor<1x128xbf16>
+  %5 = kiln.reshape %4 : tensor<1x128xbf16> -> tensor<1x2x1x64xbf16>
+  %6 = tensor.empty() : tensor<8x16x2x64xbf16>
+  %7 = tensor.empty() : tensor<8x16x2x64xbf16>
+  %8:2 = call @step_k2_append_kv(%kc, %vc, %2, %5, %table, %pos, %6, %7) : (tensor<8x16x2x64xbf16>,
+      tensor<8x16x2x64xbf16>, tensor<1x2x1x64xbf16>, tensor<1x2x1x64xbf16>, tensor<1x4xi32>, tensor<1xi32>,
+      tensor<8x16x2x64xbf16>, tensor<8x16x2x64xbf16>) -> (tensor<8x16x2x64xbf16>, tensor<8x16x2x64xbf16>)
+  // The sum as RoPE's cos table.
+  %9 = tensor.empty() : tensor<1x64xbf16>
+  %13 = call @step_k1_sum_splits(%tparts, %9) : (tensor<2x1x64xf32>, tensor<1x64xbf16>) -> tensor<1x64xbf16>
+  %14 = tensor.empty() : tensor<1x2x128xbf16>
+  %15 = call @step_k3_rope(%x, %13, %sin, %14) : (tensor<1x2x128xbf16>, tensor<1x64xbf16>, tensor<1x64xbf16>, tensor<1x2x128xbf16>) -> tensor<1x2x128xbf16>
+  // A RoPE kernel two calls share, one of them reading a sum.
+  %16 = tensor.empty() : tensor<1x128xbf16>
+  %17 = call @step_k0_sum_splits(%kparts, %16) : (tensor<2x1x128xf32>, tensor<1x128xbf16>) -> tensor<1x128xbf16>
+  %18 = kiln.reshape %17 : tensor<1x128xbf16> -> tensor<1x1x128xbf16>
+  %19 = tensor.empty() : tensor<1x1x128xbf16>
+  %20 = call @step_k4_rope(%18, %cos, %sin, %19) : (tensor<1x1x128xbf16>, tensor<1x64xbf16>, tensor<1x64xbf16>, tensor<1x1x128xbf16>) -> tensor<1x1x128xbf16>
+  %21 = tensor.empty() : tensor<1x1x128xbf16>
+  %22 = call @step_k4_rope(%y, %cos, %sin, %21) : (tensor<1x1x128xbf16>, tensor<1x64xbf16>, tensor<1x64xbf16>, tensor<1x1x128xbf16>) -> tensor<1x1x128xbf16>
+  return %8#0, %8#1, %15, %20, %22 : tensor<8x16x2x64xbf16>, tensor<8x16x2x64xbf16>, tensor<1x2x128xbf16>,
+      tensor<1x1x128xbf16>, tensor<1x1x128xbf16>
+}

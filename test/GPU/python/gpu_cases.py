@@ -191,18 +191,21 @@ def append_sources(case):
 
 
 @kiln.jit
-def projections_step(x, cos, sin, k_cache, v_cache, block_table, positions, wq, wk, wv, w1, w3, w2):
+def projections_step(x, cos, sin, k_cache, v_cache, block_table, positions, wq, bq, wk, wv, w1, w3, w2,
+                     keep_sums=False):
     """A decode step's projections, whose contractions kiln-split-k splits at a few rows, each sum read by a glue
-    kernel that computes it (kiln-fuse-split-sums): q and k through RoPE, k and v appended into their pages, the
-    MLP's gate by the up projection's sum. Returns q, the caches and the MLP's output."""
+    kernel that computes it (kiln-fuse-split-sums): q (with a bias, which the sum adds) and k through RoPE, k and
+    v appended into their pages, the MLP's gate by the up projection's sum. Returns q, the caches and the MLP's
+    output; with ``keep_sums`` also the four sums, which then run as kernels of their own (two readers each)."""
     batch, head_dim = x.shape[0], 2 * cos.shape[1]
     heads, kv_heads = wq.shape[1] // head_dim, wk.shape[1] // head_dim
-    q = kiln.rope(kiln.reshape(kiln.matmul(x, wq), (batch, heads, head_dim)), cos, sin, seq_dim=0)
-    k = kiln.rope(kiln.reshape(kiln.matmul(x, wk), (batch, kv_heads, head_dim)), cos, sin, seq_dim=0)
-    v = kiln.matmul(x, wv)
+    sums = [kiln.matmul(x, wq) + bq, kiln.matmul(x, wk), kiln.matmul(x, wv), kiln.matmul(x, w3)]
+    q = kiln.rope(kiln.reshape(sums[0], (batch, heads, head_dim)), cos, sin, seq_dim=0)
+    k = kiln.rope(kiln.reshape(sums[1], (batch, kv_heads, head_dim)), cos, sin, seq_dim=0)
     k_cache, v_cache = kiln.append_kv(k_cache, v_cache, kiln.reshape(k, (batch, kv_heads, 1, head_dim)),
-                                      kiln.reshape(v, (batch, kv_heads, 1, head_dim)), block_table, positions)
-    return q, k_cache, v_cache, kiln.matmul(kiln.silu(kiln.matmul(x, w1)) * kiln.matmul(x, w3), w2)
+                                      kiln.reshape(sums[2], (batch, kv_heads, 1, head_dim)), block_table, positions)
+    out = kiln.matmul(kiln.silu(kiln.matmul(x, w1)) * sums[3], w2)
+    return (q, k_cache, v_cache, out, *sums) if keep_sums else (q, k_cache, v_cache, out)
 
 
 #: projections_step on CUDA tensors: (name, batch, hidden, heads, kv_heads, head dim, MLP width, page size,
@@ -222,8 +225,8 @@ def projection_placeholders(case):
               (num_pages, page, kv_heads, head_dim), (num_pages, page, kv_heads, head_dim)]
     arrays = [np.zeros(shape, element) for shape in shapes]
     arrays += [np.zeros((batch, max_pages), np.int32), np.zeros(batch, np.int32)]
-    for shape in [(hidden, heads * head_dim), (hidden, kv_heads * head_dim), (hidden, kv_heads * head_dim),
-                  (hidden, ffn), (hidden, ffn), (ffn, hidden)]:
+    for shape in [(hidden, heads * head_dim), (heads * head_dim,), (hidden, kv_heads * head_dim),
+                  (hidden, kv_heads * head_dim), (hidden, ffn), (hidden, ffn), (ffn, hidden)]:
         arrays.append(np.zeros(shape, element))
     return arrays
 

@@ -65,7 +65,9 @@ def main():
         timings[case[0]] = time.perf_counter() - start
     for case in gpu_cases.PROJECTION_CASES:
         start = time.perf_counter()
-        kiln.compile(gpu_cases.projections_step.source(*gpu_cases.projection_placeholders(case)), target="sm_90a")
+        for keep_sums in (False, True):
+            kiln.compile(gpu_cases.projections_step.source(*gpu_cases.projection_placeholders(case),
+                                                           keep_sums=keep_sums), target="sm_90a")
         timings[case[0]] = time.perf_counter() - start
     for name, path in gpu_cases.SOURCE_CASES:
         start = time.perf_counter()

@@ -242,9 +242,10 @@ def test_append_kv_in_place(case):
 
 @pytest.mark.parametrize("case", gpu_cases.PROJECTION_CASES, ids=[c[0] for c in gpu_cases.PROJECTION_CASES])
 def test_split_sums_computed_by_their_readers(case):
-    """projections_step on CUDA tensors: the split projections' sums computed by RoPE's kernel (q, k), the
-    append's (v) and the up projection's sum (the gate), in a program that runs no kernel for those sums; q, the
-    MLP's output and each sequence's new cache rows against torch in float32, every other cache slot as it was."""
+    """projections_step on CUDA tensors: the split projections' sums computed by RoPE's kernel (q with its bias,
+    k), the append's (v) and the up projection's sum (the gate), in a program that runs no kernel for those sums;
+    q, the MLP's output and each sequence's new cache rows against torch in float32, every other cache slot as it
+    was; then bit for bit the same as the program that runs the sums as kernels of their own (keep_sums)."""
     name, batch, hidden, heads, kv_heads, head_dim, ffn, page, max_pages, num_pages, dtype = case
     seeds = []
     generator = fresh(seeds)
@@ -259,15 +260,17 @@ def test_split_sums_computed_by_their_readers(case):
     weights = [tensor(((rows, cols), dtype), generator, scale=rows ** -0.5)
                for rows, cols in [(hidden, heads * head_dim), (hidden, kv_heads * head_dim),
                                   (hidden, kv_heads * head_dim), (hidden, ffn), (hidden, ffn), (ffn, hidden)]]
+    bias = tensor(((heads * head_dim,), dtype), generator)
+    arguments = [x, cos, sin, *caches, table, positions, weights[0], bias, *weights[1:]]
     program = kiln.compile(gpu_cases.projections_step.source(*gpu_cases.projection_placeholders(case)),
                            target="sm_90a")
     assert [kernel.get("op") for kernel in program.kernels] == ["kiln.matmul", "kiln.rope", "kiln.append_kv",
                                                                 "kiln.matmul", "kiln.sum_splits", "kiln.matmul",
                                                                 "kiln.sum_splits"], program.kernels
-    q, k_cache, v_cache, out = gpu_cases.projections_step(x, cos, sin, *caches, table, positions, *weights)
+    q, k_cache, v_cache, out = gpu_cases.projections_step(*arguments)
     torch.cuda.synchronize()
-    f = [value.float() for value in [x, cos, sin, *weights]]
-    wq, wk, wv, w1, w3, w2 = f[3:]
+    f = [value.float() for value in [x, cos, sin, bias, *weights]]
+    wq, wk, wv, w1, w3, w2 = f[4:]
 
     def rope(rows):
         half = head_dim // 2
@@ -275,15 +278,21 @@ def test_split_sums_computed_by_their_readers(case):
         c, s = f[1][:, None], f[2][:, None]
         return torch.cat([a * c - b * s, a * s + b * c], -1)
 
-    check(name + " q", q, rope((f[0] @ wq).view(batch, heads, head_dim)), seeds[0])
+    check(name + " q", q, rope((f[0] @ wq + f[3]).view(batch, heads, head_dim)), seeds[0])
     check(name + " mlp", out, (torch.nn.functional.silu(f[0] @ w1) * (f[0] @ w3)) @ w2, seeds[0])
     slots = table[torch.arange(batch, device="cuda"), positions // page].long(), (positions % page).long()
-    check(name + " k rows", k_cache[slots], rope((f[0] @ wk).view(batch, kv_heads, head_dim)), seeds[0])
-    check(name + " v rows", v_cache[slots], (f[0] @ wv).view(batch, kv_heads, head_dim), seeds[0])
+    new_rows = [k_cache[slots].clone(), v_cache[slots].clone()]
+    check(name + " k rows", new_rows[0], rope((f[0] @ wk).view(batch, kv_heads, head_dim)), seeds[0])
+    check(name + " v rows", new_rows[1], (f[0] @ wv).view(batch, kv_heads, head_dim), seeds[0])
     for cache, old in zip((k_cache, v_cache), before):
         untouched = torch.ones(cache.shape[:2], dtype=torch.bool, device="cuda")
         untouched[slots] = False
         assert torch.equal(cache[untouched], old[untouched]), f"{name}: a slot not appended to changed"
+    # The sums as kernels of their own (each has a second reader): the same bits everywhere.
+    q_kept, k_kept, v_kept, out_kept, *_ = gpu_cases.projections_step(*arguments, keep_sums=True)
+    torch.cuda.synchronize()
+    assert torch.equal(q, q_kept) and torch.equal(out, out_kept), f"{name}: fused sums changed bits (seed {seeds[0]})"
+    assert torch.equal(k_kept[slots], new_rows[0]) and torch.equal(v_kept[slots], new_rows[1]), name
 
 
 @kiln.jit
