@@ -418,12 +418,13 @@ def KilnFuseSplitSums : Pass<"kiln-fuse-split-sums", "::mlir::ModuleOp"> {
   let summary = "Sum a split matmul's chunks in the glue kernel that reads the sum, not a kernel of its own (GPU plans)";
   let description = [{
     In a plan (after kiln-outline-kernels), the call of a kiln.sum_splits kernel whose result (through reshapes)
-    only one kernel reads, as RoPE's input, the KV append's new rows or a sum's epilogue operand, goes: that
-    kernel takes the sum's inputs (the chunks, the epilogue's operands) instead, and its body computes the sum
-    and the reshapes before its op. The GPU glue kernels compute such an operand per element in the thread that
-    reads it, with the sum kernel's arithmetic (chunks added in order, the epilogue, rounding to the sum's
-    element type). A sum read by anything else, read twice, or whose inputs an in-place append between the two
-    calls may write, stays.
+    only kernels read, each per element, goes: as RoPE's input, the KV append's new rows, a sum's epilogue
+    operand, or the row tiles of a row kernel (a norm). Each reader's kernel takes the sum's inputs (the chunks,
+    the epilogue's operands) instead, and its body computes the sum and the reshapes before its op. The GPU
+    kernels compute such an operand per element in the thread that reads it, with the sum kernel's arithmetic
+    (chunks added in order, the epilogue, rounding to the sum's element type). Several readers each add up the
+    chunks again, so they may read at most 16 chunks between them. A sum read by anything else (the plan's
+    result, a matmul), or whose inputs an in-place append between the sum and a reader may write, stays.
 
     ```mlir
     // before

@@ -178,12 +178,12 @@ bool writesKernelResult(Operation *op);
 /// computed in the reader's thread: RoPE's input, the KV append's new rows, a sum's epilogue operands.
 bool readsFusedSplitSum(Operation *reader, unsigned operand);
 
-/// Moves the kiln.sum_splits kernel that `sumCall` calls into the one kernel that reads its result (through
-/// reshapes only) where that kernel computes the sum per element (readsFusedSplitSum): the reader's kernel takes
-/// the sum's inputs instead and computes the sum and the reshapes in its body; the plan drops the call. Fails,
-/// changing nothing, otherwise, and when a kernel between the two writes in place what the sum reads. Returns
-/// the reader's call.
-FailureOr<func::CallOp> fuseSplitSum(RewriterBase &rewriter, func::CallOp sumCall);
+/// Moves the kiln.sum_splits kernel that `sumCall` calls into the kernels that read its result (through reshapes
+/// only) where each computes the sum per element (readsFusedSplitSum, or a row kernel's row tiles): each reader's
+/// kernel takes the sum's inputs instead and computes the sum and the reshapes in its body; the plan drops the
+/// call. Fails, changing nothing, otherwise, when several readers would read too many chunks between them, and
+/// when a kernel between the sum and a reader writes in place what the sum reads. Returns the readers' calls.
+FailureOr<SmallVector<func::CallOp>> fuseSplitSum(RewriterBase &rewriter, func::CallOp sumCall);
 
 /// The name of the op that a kernel op computes: the tiled op's for a tiled loop, else its own.
 StringRef kernelOpName(Operation *kernelOp);

@@ -1,15 +1,17 @@
 //===- FuseSplitSums.cpp - The kiln-fuse-split-sums pass -------------------===//
 //
-// A split matmul (kiln-split-k) leaves its chunks' sum to a kernel of its own, kiln.sum_splits, whose one reader
-// is often another small glue kernel: a decode step's q and k projections go on to RoPE, v to the KV append, and
-// the MLP's gate to the epilogue of the up projection's sum. Each such kernel costs a launch and a dependency wait
+// A split matmul (kiln-split-k) leaves its chunks' sum to a kernel of its own, kiln.sum_splits, whose readers
+// are often small kernels that read it element by element: a decode step's q and k projections go on to RoPE, v
+// to the KV append, the MLP's gate to the epilogue of the up projection's sum, the output projection's residual
+// sum to the next RMSNorm and to the next residual add. Each such kernel costs a launch and a dependency wait
 // (1-2 us on the H200, about 1% of a decode layer each) to move a few kilobytes. On a GPU plan the sum can run
-// in its reader instead: the reader's kernel takes the sum's operands (the chunks and the epilogue's operands)
-// in place of the sum, and its thread adds up the chunks of each element it reads, runs the epilogue and rounds
-// to the sum's element type, the same arithmetic in the same order as the sum's kernel, so the bits do not
-// change. Only reshapes may lie between the sum and its reader (a reshape keeps each element's row-major index,
-// which is how the reader's thread finds the element's chunks); the readers are those whose GPU kernels compute
-// such an operand per element: RoPE's input, the KV append's new rows, a sum's epilogue operands.
+// in its readers instead: each reader's kernel takes the sum's operands (the chunks and the epilogue's operands)
+// in place of the sum, and the thread that reads an element adds up its chunks, runs the epilogue and rounds to
+// the sum's element type, the same arithmetic in the same order as the sum's kernel, so the bits do not change.
+// Only reshapes may lie between the sum and a reader (a reshape keeps each element's row-major index, which is
+// how the reader finds the element's chunks); the readers are those whose GPU kernels compute such an operand
+// per element: RoPE's input, the KV append's new rows, a sum's epilogue operands, and the row tiles of a row
+// kernel (a norm). With several readers each adds up the chunks again, so they may read a few chunks only.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,10 +20,12 @@
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/BitVector.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace mlir {
 namespace kiln {
@@ -32,6 +36,10 @@ namespace kiln {
 
 using namespace mlir;
 using namespace mlir::kiln;
+
+/// The most chunk reads per element that the readers of one sum may make between them when there are several
+/// (each adds up every chunk): a residual sum of four chunks read by a norm and the next residual add.
+static constexpr int64_t kMaxFusedSumReads = 16;
 
 bool kiln::readsFusedSplitSum(Operation *reader, unsigned operand) {
   if (isa<RopeOp>(reader))
@@ -77,103 +85,184 @@ static bool writtenBetween(ValueRange inputs, Operation *from, Operation *to) {
   return false;
 }
 
-FailureOr<func::CallOp> kiln::fuseSplitSum(RewriterBase &rewriter, func::CallOp sumCall) {
-  func::FuncOp sumKernel = kernelCalledBy(sumCall);
-  auto sum = sumKernel ? dyn_cast_or_null<SumSplitsOp>(kernelOpOf(sumKernel)) : SumSplitsOp();
-  if (!sum || sumCall.getNumResults() != 1)
-    return rewriter.notifyMatchFailure(sumCall, "not the call of a kiln.sum_splits kernel");
-  // The sum must read only its kernel's inputs, which the reader's kernel can then take.
-  Block &sumBody = sumKernel.getBody().front();
-  for (Value operand : sum->getOperands()) {
-    auto argument = dyn_cast<BlockArgument>(operand);
-    if (!argument || argument.getOwner() != &sumBody)
-      return rewriter.notifyMatchFailure(sumCall, "the sum reads a value computed in its kernel");
-  }
-
-  // The sum's one reader, through a chain of reshapes that nothing else reads.
+namespace {
+/// A call that reads a sum: the value it is passed, which is the sum's result through `views` (reshapes).
+struct SumReader {
+  func::CallOp call;
+  Value value;
   SmallVector<Operation *> views;
-  Value value = sumCall.getResult(0);
-  while (value.hasOneUse() && isa<ReshapeOp>(*value.getUsers().begin())) {
-    views.push_back(*value.getUsers().begin());
-    value = views.back()->getResult(0);
-  }
-  if (value.use_empty())
-    return rewriter.notifyMatchFailure(sumCall, "nothing reads the sum");
-  auto reader = dyn_cast<func::CallOp>(*value.getUsers().begin());
-  if (!reader || reader->getBlock() != sumCall->getBlock() ||
-      llvm::any_of(value.getUsers(), [&](Operation *user) { return user != reader; }))
-    return rewriter.notifyMatchFailure(sumCall, "the sum has another reader than one kernel of its plan");
-  func::FuncOp readerKernel = kernelCalledBy(reader);
-  Operation *readerOp = readerKernel ? kernelOpOf(readerKernel) : nullptr;
-  if (!readerOp || readerOp->hasAttr(kTiledOpAttrName) || readerKernel->hasAttr(kUpdatesInPlaceAttrName))
-    return rewriter.notifyMatchFailure(sumCall, "the reader is not an untiled glue kernel");
-  // The reader's kernel changes its signature: no other call may share it.
-  std::optional<SymbolTable::UseRange> readerCalls =
-      SymbolTable::getSymbolUses(readerKernel, readerKernel->getParentOp());
-  if (!readerCalls || !llvm::hasSingleElement(*readerCalls))
-    return rewriter.notifyMatchFailure(sumCall, "another call shares the reader's kernel");
-  unsigned numInputs = reader.getNumOperands() - reader.getNumResults();
-  Block &readerBody = readerKernel.getBody().front();
-  llvm::BitVector replaced(readerKernel.getNumArguments());
-  for (OpOperand &use : value.getUses()) {
-    if (use.getOperandNumber() >= numInputs)
-      return rewriter.notifyMatchFailure(sumCall, "the sum is the reader's destination");
-    BlockArgument argument = readerBody.getArgument(use.getOperandNumber());
-    for (OpOperand &read : argument.getUses())
-      if (read.getOwner() != readerOp || !readsFusedSplitSum(readerOp, read.getOperandNumber()))
-        return rewriter.notifyMatchFailure(sumCall, "the reader's kernel reads the sum other than per element");
-    replaced.set(use.getOperandNumber());
-  }
-  SmallVector<Value> sumInputs(sumCall.getOperands().drop_back());
-  if (writtenBetween(sumInputs, sumCall, reader))
-    return rewriter.notifyMatchFailure(sumCall, "a kernel between the sum and its reader writes what the sum reads");
+};
+} // namespace
 
-  // The reader's kernel takes the sum's inputs (each once) before its destinations and computes the sum, and the
-  // reshapes, where it read their result.
-  SmallVector<Value> operands(reader.getOperands().take_front(numInputs));
+/// Every call that reads `result` through reshapes; failure when anything else reads it (the plan's return, a
+/// view other than a reshape) or one call reads it through two different views.
+static FailureOr<SmallVector<SumReader>> readersOf(Value result) {
+  SmallVector<SumReader> readers;
+  SmallVector<std::pair<Value, SmallVector<Operation *>>> pending{{result, {}}};
+  while (!pending.empty()) {
+    auto [value, views] = pending.pop_back_val();
+    for (Operation *user : value.getUsers()) {
+      if (isa<ReshapeOp>(user)) {
+        SmallVector<Operation *> longer(views);
+        longer.push_back(user);
+        pending.push_back({user->getResult(0), std::move(longer)});
+        continue;
+      }
+      auto call = dyn_cast<func::CallOp>(user);
+      if (!call)
+        return failure();
+      auto same = llvm::find_if(readers, [&](const SumReader &reader) { return reader.call == call; });
+      if (same == readers.end())
+        readers.push_back({call, value, views});
+      else if (same->value != value)
+        return failure();
+    }
+  }
+  return readers;
+}
+
+/// Whether `argument` of the tiled row kernel `forall` lives in is read only as [rows, columns] tiles in the
+/// loop (tensor.extract_slice, or the whole argument by the kiln ops of a one-block loop), which the row
+/// lowering loads element by element.
+static bool readAsRowTiles(BlockArgument argument, scf::ForallOp forall) {
+  auto config = forall->getAttrOfType<ConfigAttr>("kiln.config");
+  if (!config || config.getLowering() != "rows" || cast<RankedTensorType>(argument.getType()).getRank() != 2)
+    return false;
+  return llvm::all_of(argument.getUsers(), [&](Operation *user) {
+    return (isa<tensor::ExtractSliceOp>(user) || isa<KilnDialect>(user->getDialect())) &&
+           forall->isProperAncestor(user);
+  });
+}
+
+/// Why `reader` cannot compute the sum where it reads it, or null: it must be the one call of an outlined kernel
+/// in the sum's block, and its kernel must read the value only per element (an untiled glue op at a position
+/// readsFusedSplitSum allows, or a row kernel's row tiles).
+static const char *whyNotReader(func::CallOp sumCall, const SumReader &reader) {
+  func::CallOp call = reader.call;
+  if (call->getBlock() != sumCall->getBlock())
+    return "a reader lies in another block";
+  func::FuncOp kernel = kernelCalledBy(call);
+  Operation *kernelOp = kernel ? kernelOpOf(kernel) : nullptr;
+  if (!kernelOp || kernel->hasAttr(kUpdatesInPlaceAttrName))
+    return "a reader is not an outlined kernel";
+  std::optional<SymbolTable::UseRange> calls = SymbolTable::getSymbolUses(kernel, kernel->getParentOp());
+  if (!calls || !llvm::hasSingleElement(*calls))
+    return "another call shares a reader's kernel (whose signature changes)";
+  unsigned numInputs = call.getNumOperands() - call.getNumResults();
+  auto tiled = dyn_cast<scf::ForallOp>(kernelOp);
+  for (OpOperand &use : reader.value.getUses()) {
+    if (use.getOwner() != call)
+      continue;
+    if (use.getOperandNumber() >= numInputs)
+      return "the sum is a reader's destination";
+    BlockArgument argument = kernel.getArgument(use.getOperandNumber());
+    bool perElement = tiled ? tiled->hasAttr(kTiledOpAttrName) && readAsRowTiles(argument, tiled)
+                            : llvm::all_of(argument.getUses(), [&](OpOperand &read) {
+                                return read.getOwner() == kernelOp &&
+                                       readsFusedSplitSum(kernelOp, read.getOperandNumber());
+                              });
+    if (!perElement)
+      return "a reader's kernel reads the sum other than per element";
+  }
+  return nullptr;
+}
+
+/// Makes `reader`'s kernel take the inputs of the sum that `sumCall` computes (each once, before its
+/// destinations) and compute the sum, and the reshapes, where it read their result.
+static LogicalResult moveSumInto(RewriterBase &rewriter, func::CallOp sumCall, SumSplitsOp sum,
+                                 const SumReader &reader) {
+  func::CallOp call = reader.call;
+  func::FuncOp kernel = kernelCalledBy(call);
+  Block &body = kernel.getBody().front();
+  Block &sumBody = *sum->getBlock();
+  unsigned numInputs = call.getNumOperands() - call.getNumResults();
+  llvm::BitVector replaced(kernel.getNumArguments());
+  for (OpOperand &use : reader.value.getUses())
+    if (use.getOwner() == call)
+      replaced.set(use.getOperandNumber());
+  SmallVector<Value> operands(call.getOperands().take_front(numInputs));
   IRMapping mapping;
-  for (auto [index, input] : llvm::enumerate(sumInputs)) {
+  for (auto [index, input] : llvm::enumerate(sumCall.getOperands().drop_back())) {
     auto at = llvm::find(operands, input);
     if (at != operands.end() && !replaced.test(at - operands.begin())) {
-      mapping.map(sumBody.getArgument(index), readerBody.getArgument(at - operands.begin()));
+      mapping.map(sumBody.getArgument(index), body.getArgument(at - operands.begin()));
       continue;
     }
     unsigned position = operands.size();
-    if (failed(readerKernel.insertArgument(position, input.getType(), DictionaryAttr(), sumCall.getLoc())))
+    if (failed(kernel.insertArgument(position, input.getType(), DictionaryAttr(), sumCall.getLoc())))
       return failure();
     operands.push_back(input);
-    replaced.resize(readerKernel.getNumArguments());
-    mapping.map(sumBody.getArgument(index), readerBody.getArgument(position));
+    replaced.resize(kernel.getNumArguments());
+    mapping.map(sumBody.getArgument(index), body.getArgument(position));
   }
   OpBuilder::InsertionGuard guard(rewriter);
-  rewriter.setInsertionPointToStart(&readerBody);
+  rewriter.setInsertionPointToStart(&body);
   Value computed = rewriter.clone(*sum, mapping)->getResult(0);
-  for (Operation *view : views) {
+  for (Operation *view : reader.views) {
     IRMapping viewMapping;
     viewMapping.map(view->getOperand(0), computed);
     computed = rewriter.clone(*view, viewMapping)->getResult(0);
   }
   for (unsigned index : replaced.set_bits())
-    rewriter.replaceAllUsesWith(readerBody.getArgument(index), computed);
-  if (failed(readerKernel.eraseArguments(replaced)))
+    rewriter.replaceAllUsesWith(body.getArgument(index), computed);
+  if (failed(kernel.eraseArguments(replaced)))
     return failure();
   SmallVector<Value> kept;
   for (auto [index, operand] : llvm::enumerate(operands))
     if (index >= replaced.size() || !replaced.test(index))
       kept.push_back(operand);
-  llvm::append_range(kept, reader.getOperands().drop_front(numInputs));
-  rewriter.modifyOpInPlace(reader, [&] { reader->setOperands(kept); });
+  llvm::append_range(kept, call.getOperands().drop_front(numInputs));
+  rewriter.modifyOpInPlace(call, [&] { call->setOperands(kept); });
+  return success();
+}
 
-  // The plan no longer computes the sum; its kernel goes when nothing else calls it.
+FailureOr<SmallVector<func::CallOp>> kiln::fuseSplitSum(RewriterBase &rewriter, func::CallOp sumCall) {
+  func::FuncOp sumKernel = kernelCalledBy(sumCall);
+  auto sum = sumKernel ? dyn_cast_or_null<SumSplitsOp>(kernelOpOf(sumKernel)) : SumSplitsOp();
+  if (!sum || sumCall.getNumResults() != 1)
+    return rewriter.notifyMatchFailure(sumCall, "not the call of a kiln.sum_splits kernel");
+  // The sum must read only its kernel's inputs, which the readers' kernels can then take.
+  for (Value operand : sum->getOperands()) {
+    auto argument = dyn_cast<BlockArgument>(operand);
+    if (!argument || argument.getOwner() != sum->getBlock())
+      return rewriter.notifyMatchFailure(sumCall, "the sum reads a value computed in its kernel");
+  }
+  FailureOr<SmallVector<SumReader>> readers = readersOf(sumCall.getResult(0));
+  if (failed(readers) || readers->empty())
+    return rewriter.notifyMatchFailure(sumCall, "the sum has no readers, or one that is not a kernel call");
+  // Each reader adds up the chunks again: a few readers of a few chunks cost less than a kernel.
+  int64_t chunks = sum.getParts().getType().getDimSize(0);
+  if (readers->size() > 1 && chunks * static_cast<int64_t>(readers->size()) > kMaxFusedSumReads)
+    return rewriter.notifyMatchFailure(sumCall, "too many readers would each add up the chunks");
+  SmallVector<Value> sumInputs(sumCall.getOperands().drop_back());
+  for (const SumReader &reader : *readers) {
+    if (const char *why = whyNotReader(sumCall, reader))
+      return rewriter.notifyMatchFailure(sumCall, why);
+    if (writtenBetween(sumInputs, sumCall, reader.call))
+      return rewriter.notifyMatchFailure(sumCall, "a kernel between the sum and a reader writes what the sum reads");
+  }
+  SmallVector<func::CallOp> calls;
+  for (const SumReader &reader : *readers) {
+    if (failed(moveSumInto(rewriter, sumCall, sum, reader)))
+      return failure();
+    calls.push_back(reader.call);
+  }
+
+  // The plan no longer computes the sum; its views, and its kernel when nothing else calls it, go.
   Value destination = sumCall.getOperands().back();
-  for (Operation *view : llvm::reverse(views))
+  llvm::SetVector<Operation *> views;
+  for (const SumReader &reader : *readers)
+    views.insert(reader.views.begin(), reader.views.end());
+  // Each reshape after the ones that read it (they come later in its readers' chains).
+  SmallVector<Operation *> unused = views.takeVector();
+  for (Operation *view : llvm::reverse(unused))
     rewriter.eraseOp(view);
   rewriter.eraseOp(sumCall);
   if (auto empty = destination.getDefiningOp<tensor::EmptyOp>(); empty && empty->use_empty())
     rewriter.eraseOp(empty);
   if (SymbolTable::symbolKnownUseEmpty(sumKernel, sumKernel->getParentOp()))
     rewriter.eraseOp(sumKernel);
-  return reader;
+  return calls;
 }
 
 namespace {

@@ -23,6 +23,7 @@
 
 #include "Conversion/KilnToLinalg/LinalgBuilders.h"
 #include "KernelBuilding.h"
+#include "TiledLoopLowering.h"
 #include "Transforms/Transforms.h"
 
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -48,16 +49,6 @@ bool kiln::isElementwiseKernelOp(Operation *op) {
   return lowering::hasScalarFormula(op) || isa<SelectOp, CompareOp, ElementwiseOp>(op);
 }
 
-/// The multi-index in `shape` of row-major index `linear`.
-static SmallVector<Value> delinearize(IndexMath &m, ArrayRef<int64_t> shape, Value linear) {
-  SmallVector<Value> index(shape.size());
-  for (int64_t d = shape.size() - 1; d >= 0; --d) {
-    index[d] = m.rem(linear, shape[d]);
-    linear = m.div(linear, shape[d]);
-  }
-  return index;
-}
-
 /// Row-major linear index of `indices` in `shape`.
 static Value linearize(IndexMath &m, ArrayRef<int64_t> shape, ArrayRef<Value> indices) {
   Value linear = m.c(0);
@@ -72,30 +63,25 @@ static Value linearize(IndexMath &m, ArrayRef<int64_t> shape, ArrayRef<Value> in
 /// An operand of a glue kernel's op that its thread computes instead of reading: a split matmul's sum that
 /// kiln-fuse-split-sums moved into the kernel, read through reshapes (which keep each element's row-major index).
 struct FusedSum {
-  SumSplitsOp sum;
-  /// The kernel parameter of the sum's chunks, and of each of its epilogue operands.
+  FusedSumSource source;
+  /// The kernel parameter of the sum's chunks.
   unsigned parts;
-  SmallVector<unsigned> epilogue;
 };
 
-/// The fused sum `value` is, in `kernel`: a kiln.sum_splits of the kernel's arguments, through reshapes.
+/// The fused sum `value` is, in `kernel`: a kiln.sum_splits of the kernel's arguments, through reshapes; its
+/// epilogue operands are bound to the parameters of `entry` when the kernel is built (fusedSumElements).
 static std::optional<FusedSum> fusedSumOf(Value value, func::FuncOp kernel) {
   while (auto reshape = value.getDefiningOp<ReshapeOp>())
     value = reshape.getInput();
   auto sum = value.getDefiningOp<SumSplitsOp>();
   if (!sum)
     return std::nullopt;
-  FusedSum fused{sum, 0, {}};
-  for (auto [index, operand] : llvm::enumerate(sum->getOperands())) {
+  for (Value operand : sum->getOperands()) {
     auto argument = dyn_cast<BlockArgument>(operand);
     if (!argument || argument.getOwner() != &kernel.getBody().front())
       return std::nullopt;
-    if (index == 0)
-      fused.parts = argument.getArgNumber();
-    else
-      fused.epilogue.push_back(argument.getArgNumber());
   }
-  return fused;
+  return FusedSum{FusedSumSource{sum, {}}, cast<BlockArgument>(sum.getParts()).getArgNumber()};
 }
 
 /// The fused sums among the operands of a glue kernel's op, by operand number.
@@ -130,53 +116,15 @@ static FailureOr<SmallVector<RankedTensorType>> kernelParameters(Operation *op, 
   return parameters;
 }
 
-/// `width` consecutive elements of a fused sum from row-major index `at` (a multiple of `width`, as the sum's
-/// element count is), widened to f32, as the sum's own kernel computes and stores them: its chunks added in
-/// order from zero (one `width`-wide load a chunk), the epilogue on each element's epilogue operands, rounded to
-/// the sum's element type.
+/// `width` consecutive elements of a fused sum from row-major index `at` (loadFusedSum), widened to f32.
 static SmallVector<Value, 8> fusedSumElements(OpBuilder &builder, Location loc, IndexMath &im, Block &entry,
                                               const FusedSum &fused, Value at, int64_t width) {
-  SumSplitsOp sum = fused.sum;
-  RankedTensorType result = sum.getType();
-  int64_t chunks = sum.getParts().getType().getDimSize(0), count = result.getNumElements();
-  Value parts = entry.getArgument(fused.parts);
-  Value zero = arith::ConstantOp::create(builder, loc, builder.getF32FloatAttr(0.0f));
-  auto loop = scf::ForOp::create(
-      builder, loc, im.c(0), im.c(chunks), im.c(1), SmallVector<Value>(width, zero),
-      [&](OpBuilder &nested, Location, Value n, ValueRange acc) {
-        OpBuilder::InsertionGuard loopGuard(builder);
-        builder.setInsertionPoint(nested.getInsertionBlock(), nested.getInsertionPoint());
-        Value from = im.add(im.mul(n, count), at);
-        SmallVector<Value> next;
-        if (width == 1) {
-          next.push_back(arith::AddFOp::create(builder, loc, acc[0], memref::LoadOp::create(builder, loc, parts, from)));
-        } else {
-          Value loaded = vector::LoadOp::create(builder, loc, VectorType::get({width}, builder.getF32Type()), parts,
-                                                ValueRange{from}, /*nontemporal=*/false, llvm::MaybeAlign(16));
-          for (int64_t i = 0; i < width; ++i)
-            next.push_back(arith::AddFOp::create(builder, loc, acc[i],
-                                                 vector::ExtractOp::create(builder, loc, loaded, ArrayRef<int64_t>{i})));
-        }
-        scf::YieldOp::create(builder, loc, next);
-      });
+  FusedSumSource source = fused.source;
+  for (Value operand : source.sum.getEpilogueOperands())
+    source.epilogue.push_back(entry.getArgument(cast<BlockArgument>(operand).getArgNumber()));
   SmallVector<Value, 8> values;
-  for (int64_t i = 0; i < width; ++i) {
-    Value value = loop.getResult(i);
-    if (sum.hasEpilogue()) {
-      ArrayRef<int64_t> shape = result.getShape();
-      SmallVector<Value> index = delinearize(im, shape, i == 0 ? at : im.add(at, i));
-      SmallVector<Value> args{value};
-      for (auto [operand, parameter] : llvm::zip(sum.getEpilogueOperands(), fused.epilogue)) {
-        ArrayRef<int64_t> operandShape = cast<RankedTensorType>(operand.getType()).getShape();
-        Value from = broadcastLinearIndex(im, operandShape, shape, index);
-        args.push_back(
-            lowering::widen(builder, loc, memref::LoadOp::create(builder, loc, entry.getArgument(parameter), from)));
-      }
-      value = lowering::inlineScalarRegion(builder, sum.getEpilogue(), args);
-    }
-    values.push_back(
-        lowering::widen(builder, loc, lowering::narrow(builder, loc, value, result.getElementType())));
-  }
+  for (Value value : loadFusedSum(builder, loc, im, source, entry.getArgument(fused.parts), at, width))
+    values.push_back(lowering::widen(builder, loc, value));
   return values;
 }
 

@@ -36,6 +36,15 @@ Value gpukernel::broadcastLinearIndex(IndexMath &m, ArrayRef<int64_t> operandSha
   return linear ? linear : m.c(0);
 }
 
+SmallVector<Value> gpukernel::delinearize(IndexMath &m, ArrayRef<int64_t> shape, Value linear) {
+  SmallVector<Value> index(shape.size());
+  for (int64_t d = shape.size() - 1; d >= 0; --d) {
+    index[d] = m.rem(linear, shape[d]);
+    linear = m.div(linear, shape[d]);
+  }
+  return index;
+}
+
 /// An f32 value rounded to TF32 (to nearest, ties away from zero), in the i32 register mma.sync takes.
 static Value toTf32(OpBuilder &b, Location loc, Value value) {
   return NVVM::ConvertFloatToTF32Op::create(b, loc, b.getI32Type(), value, NVVM::FPRoundingMode::RNA,

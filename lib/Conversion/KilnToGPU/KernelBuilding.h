@@ -26,6 +26,9 @@ namespace gpukernel {
 Value broadcastLinearIndex(IndexMath &m, ArrayRef<int64_t> operandShape, ArrayRef<int64_t> resultShape,
                            ArrayRef<Value> indices, ArrayRef<Value> runtimeExtents = {});
 
+/// The multi-index in `shape` of row-major index `linear`.
+SmallVector<Value> delinearize(IndexMath &m, ArrayRef<int64_t> shape, Value linear);
+
 /// The TF32 registers of an f32 fragment's elements `values` (the i32 registers mma.sync takes): each rounded to
 /// TF32 (to nearest, ties away from zero), or with `split` (3xTF32, f32 accuracy) the rounded values followed by
 /// what each rounding left, rounded to TF32 too: twice the registers.

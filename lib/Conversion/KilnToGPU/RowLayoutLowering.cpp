@@ -101,7 +101,8 @@ RegisterTile RowKernelLowering::loadTile(const GlobalTile &tile, int64_t width) 
       Value valid = im.andi(rowValid, im.lt(column, tile.sizes[columnDim]));
       Value at = elementIndex(source, tile.offsets, {rowDim, columnDim}, {row, column});
       llvm::append_range(result.registers,
-                         loadElements(b, loc, im, source.buffer, at, run, valid, tile.pad));
+                         source.fused ? loadFusedSum(b, loc, im, *source.fused, source.buffer, at, run, valid, tile.pad)
+                                      : loadElements(b, loc, im, source.buffer, at, run, valid, tile.pad));
     }
   }
   return result;
@@ -139,6 +140,8 @@ FailureOr<RegisterTile> RowKernelLowering::registersOf(Value value, Operation *u
     result.registers.push_back(arith::ConstantOp::create(b, loc, cast<TypedAttr>(elements.getSplatValue<Attribute>())));
   } else if (auto it = globals.find(value); it != globals.end()) {
     const GlobalTensor &global = it->second;
+    if (global.fused && type.getRank() != 2)
+      return user->emitOpError() << "row-layout lowering: a split matmul's sum is read only as row tiles";
     if (type.getRank() == 0)
       result.registers.push_back(memref::LoadOp::create(b, loc, global.buffer, ValueRange{im.c(0)}));
     else if (type.getRank() == 1)
@@ -392,7 +395,8 @@ FailureOr<KernelLaunch> kiln::lowerRowKernel(OpBuilder &builder, gpu::GPUModuleO
   OpBuilder::InsertionGuard guard(builder);
   KernelFunction gpuKernel = startKernel(builder, module, loc, name, buffers, threads, sharedBytes);
   RowKernelLowering lowering(builder, loc, layout, rowsPerBlock, gpuKernel.sharedBytes);
-  if (failed(lowering.bindKernel(kernel, forall, gpuKernel.func.getBody().front(), "row-layout lowering")))
+  if (failed(lowering.bindKernel(kernel, forall, gpuKernel.func.getBody().front(), "row-layout lowering",
+                                 /*fusedSums=*/true)))
     return failure();
   FailureOr<int64_t> blocks = lowering.mapIterationToBlock(forall, "row-layout lowering");
   if (failed(blocks) || failed(lowering.lowerBody(forall)))

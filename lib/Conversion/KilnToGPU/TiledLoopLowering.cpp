@@ -7,6 +7,8 @@
 
 #include "TiledLoopLowering.h"
 
+#include "KernelBuilding.h"
+
 #include "Conversion/KilnToLinalg/LinalgBuilders.h"
 #include "Dialect/Kiln/KilnOps.h"
 
@@ -45,7 +47,7 @@ Value TiledLoopLowering::tileSize(const GlobalTensor &global, int64_t d, Value o
 }
 
 LogicalResult TiledLoopLowering::bindKernel(func::FuncOp kernel, scf::ForallOp forall, Block &entry,
-                                            StringRef what) {
+                                            StringRef what, bool fusedSums) {
   if (forall.getNumResults() == 0)
     return forall.emitError() << what << ": a tiled kernel has a result";
   DenseMap<Value, GlobalTensor> views;
@@ -58,7 +60,21 @@ LogicalResult TiledLoopLowering::bindKernel(func::FuncOp kernel, scf::ForallOp f
     } else if (auto reshape = dyn_cast<ReshapeOp>(&op)) {
       auto source = views.find(reshape.getInput());
       if (source != views.end())
-        views[reshape.getResult()] = GlobalTensor{source->second.buffer, llvm::to_vector(reshape.getType().getShape())};
+        views[reshape.getResult()] = GlobalTensor{source->second.buffer, llvm::to_vector(reshape.getType().getShape()),
+                                                  {}, source->second.fused};
+    } else if (auto sum = dyn_cast<SumSplitsOp>(&op)) {
+      // A split matmul's sum moved in by kiln-fuse-split-sums: of whole kernel buffers, computed where read.
+      auto wholeBuffer = [&](Value value) -> Value {
+        auto it = views.find(value);
+        return it != views.end() && !it->second.fused && it->second.extents.empty() ? it->second.buffer : Value();
+      };
+      FusedSumSource source{sum, {}};
+      Value parts = wholeBuffer(sum.getParts());
+      for (Value operand : sum.getEpilogueOperands())
+        source.epilogue.push_back(wholeBuffer(operand));
+      if (!fusedSums || !parts || llvm::is_contained(source.epilogue, Value()))
+        return sum.emitOpError() << what << ": cannot read a split matmul's sum computed in the kernel";
+      views[sum.getResult()] = GlobalTensor{parts, llvm::to_vector(sum.getType().getShape()), {}, source};
     } else if (auto write = dyn_cast<bufferization::MaterializeInDestinationOp>(&op)) {
       Value written = write.getSource();
       if (auto reshape = written.getDefiningOp<ReshapeOp>())
@@ -318,5 +334,57 @@ SmallVector<Value> gpukernel::loadElements(OpBuilder &b, Location loc, IndexMath
   }
   for (Value &value : values)
     value = arith::SelectOp::create(b, loc, valid, value, padValue);
+  return values;
+}
+
+SmallVector<Value> gpukernel::loadFusedSum(OpBuilder &b, Location loc, IndexMath &im, const FusedSumSource &source,
+                                           Value parts, Value at, int64_t count, Value valid, double pad) {
+  SumSplitsOp sum = source.sum;
+  RankedTensorType result = sum.getType();
+  int64_t chunks = sum.getParts().getType().getDimSize(0), elements = result.getNumElements();
+  // `count` elements of `buffer` from `from` as stored (a vector load when more than one), guarded by `valid`.
+  auto load = [&](Value buffer, Value from, int64_t width) -> SmallVector<Value> {
+    if (valid)
+      return loadElements(b, loc, im, buffer, from, width, valid, 0.0);
+    if (width == 1)
+      return {memref::LoadOp::create(b, loc, buffer, ValueRange{from})};
+    Type element = cast<MemRefType>(buffer.getType()).getElementType();
+    Value loaded = vector::LoadOp::create(b, loc, VectorType::get({width}, element), buffer, ValueRange{from},
+                                          /*nontemporal=*/false, llvm::MaybeAlign(16));
+    SmallVector<Value> values;
+    for (int64_t i = 0; i < width; ++i)
+      values.push_back(vector::ExtractOp::create(b, loc, loaded, ArrayRef<int64_t>{i}));
+    return values;
+  };
+  Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
+  auto loop = scf::ForOp::create(
+      b, loc, im.c(0), im.c(chunks), im.c(1), SmallVector<Value>(count, zero),
+      [&](OpBuilder &nested, Location, Value n, ValueRange acc) {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPoint(nested.getInsertionBlock(), nested.getInsertionPoint());
+        SmallVector<Value> next;
+        for (auto [sum, part] : llvm::zip(acc, load(parts, im.add(im.mul(n, elements), at), count)))
+          next.push_back(arith::AddFOp::create(b, loc, sum, part));
+        scf::YieldOp::create(b, loc, next);
+      });
+  SmallVector<Value> values;
+  Type element = result.getElementType();
+  for (int64_t i = 0; i < count; ++i) {
+    Value value = loop.getResult(i);
+    if (sum.hasEpilogue()) {
+      ArrayRef<int64_t> shape = result.getShape();
+      SmallVector<Value> index = delinearize(im, shape, i == 0 ? at : im.add(at, i));
+      SmallVector<Value> args{value};
+      for (auto [operand, buffer] : llvm::zip(sum.getEpilogueOperands(), source.epilogue)) {
+        ArrayRef<int64_t> operandShape = cast<RankedTensorType>(operand.getType()).getShape();
+        args.push_back(lowering::widen(b, loc, load(buffer, broadcastLinearIndex(im, operandShape, shape, index), 1)[0]));
+      }
+      value = lowering::inlineScalarRegion(b, sum.getEpilogue(), args);
+    }
+    value = lowering::narrow(b, loc, value, element);
+    if (valid)
+      value = arith::SelectOp::create(b, loc, valid, value, lowering::floatConstant(b, loc, element, pad));
+    values.push_back(value);
+  }
   return values;
 }

@@ -15,6 +15,8 @@
 
 #include "IndexMath.h"
 
+#include "Dialect/Kiln/KilnOps.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -27,13 +29,22 @@ namespace mlir {
 namespace kiln {
 namespace gpukernel {
 
+/// A split matmul's sum that kiln-fuse-split-sums moved into the kernel: its elements are computed where they
+/// are read (loadFusedSum), from its chunks and its epilogue's operands (kernel parameters, in order).
+struct FusedSumSource {
+  SumSplitsOp sum;
+  SmallVector<Value> epilogue;
+};
+
 /// A kernel buffer seen with a shape: a kernel parameter, or a reshape of one (buffers are flat and row-major,
 /// so a reshape is only a new shape). In a size-generic kernel some extents are kernel parameters (`extents`,
-/// one per dimension, null where the extent is the static one).
+/// one per dimension, null where the extent is the static one). A fused sum's tensor (`fused`) has its chunks
+/// as its buffer.
 struct GlobalTensor {
   Value buffer;
   SmallVector<int64_t> shape;
   SmallVector<Value> extents = {};
+  std::optional<FusedSumSource> fused = std::nullopt;
 };
 
 /// A slice of a global tensor that is read when an op first uses it: `offsets` and valid `sizes` per source
@@ -58,9 +69,12 @@ public:
 
   /// Binds the arguments of `kernel` (the outlined function whose tiled loop is `forall`) and their reshapes to
   /// the parameters of the gpu.func whose entry block is `entry`, recreates the function's top-level constants,
-  /// and finds the arguments the loop's results are written to (through a reshape, for a single row). `what` names
-  /// the lowering in errors.
-  LogicalResult bindKernel(func::FuncOp kernel, scf::ForallOp forall, Block &entry, StringRef what);
+  /// and finds the arguments the loop's results are written to (through a reshape, for a single row). With
+  /// `fusedSums`, a kiln.sum_splits of arguments before the loop (kiln-fuse-split-sums) is a global tensor whose
+  /// elements the lowering computes (GlobalTensor::fused); without, it is an error. `what` names the lowering in
+  /// errors.
+  LogicalResult bindKernel(func::FuncOp kernel, scf::ForallOp forall, Block &entry, StringRef what,
+                           bool fusedSums = false);
 
   /// Maps the induction variables of `forall` (constant bounds and steps) to this block's iteration: one block
   /// per iteration of a 1-D grid, the loop's last dimension fastest, or with `groupRows` > 1 its last two
@@ -141,6 +155,14 @@ std::optional<std::pair<Value, double>> constantScalingOf(Operation *op);
 /// of `count`), or `pad` where `valid` is false (the load then reads element 0, always in bounds).
 SmallVector<Value> loadElements(OpBuilder &b, Location loc, IndexMath &im, Value buffer, Value at, int64_t count,
                                 Value valid, double pad);
+
+/// `count` consecutive elements of a fused sum (`source`, whose chunks are in `parts`) from row-major index
+/// `at` (a multiple of `count`, as the sum's element count is), as the sum's own kernel computes and stores
+/// them: the chunks added in order from zero (one `count`-wide load a chunk), the epilogue on each element's
+/// epilogue operands, rounded to the sum's element type. Where `valid` (when given) is false nothing is read
+/// and the element is `pad`.
+SmallVector<Value> loadFusedSum(OpBuilder &b, Location loc, IndexMath &im, const FusedSumSource &source,
+                                Value parts, Value at, int64_t count, Value valid = nullptr, double pad = 0.0);
 
 } // namespace gpukernel
 } // namespace kiln

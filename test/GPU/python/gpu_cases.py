@@ -216,6 +216,32 @@ PROJECTION_CASES = [
 ]
 
 
+@kiln.jit
+def residual_norm_step(o, wo, x, norm_weight, w2, keep_sums=False):
+    """The output projection with the residual, whose split sum the norm's row tiles and the next projection's
+    sum both compute (kiln-fuse-split-sums), then that projection with the residual again; with ``keep_sums``
+    also the residual sum itself, which then runs as a kernel of its own."""
+    h = kiln.matmul(o, wo) + x
+    out = kiln.matmul(kiln.rms_norm(h, norm_weight, eps=1e-5), w2) + h
+    return (out, h) if keep_sums else out
+
+
+#: residual_norm_step on CUDA tensors: (name, rows, projection input width, hidden, dtype).
+RESIDUAL_NORM_CASES = [
+    ("residual_norm_split_b3_bf16", 3, 4096, 2048, "bfloat16"),
+    ("residual_norm_split_b1_f16", 1, 4096, 1536, "float16"),
+]
+
+
+def residual_norm_placeholders(case):
+    """Zero arrays of a residual-norm case's arguments, in residual_norm_step's order."""
+    _, rows, width, hidden, dtype = case
+    import ml_dtypes
+    element = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16}[dtype]
+    return [np.zeros(shape, element) for shape in [(rows, width), (width, hidden), (rows, hidden), (hidden,),
+                                                   (hidden, hidden)]]
+
+
 def projection_placeholders(case):
     """Zero arrays of a projections case's arguments, in projections_step's order."""
     _, batch, hidden, heads, kv_heads, head_dim, ffn, page, max_pages, num_pages, dtype = case

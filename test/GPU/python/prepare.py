@@ -63,12 +63,16 @@ def main():
         for source in gpu_cases.append_sources(case):
             kiln.compile(source, target="sm_90a")
         timings[case[0]] = time.perf_counter() - start
-    for case in gpu_cases.PROJECTION_CASES:
-        start = time.perf_counter()
-        for keep_sums in (False, True):
-            kiln.compile(gpu_cases.projections_step.source(*gpu_cases.projection_placeholders(case),
-                                                           keep_sums=keep_sums), target="sm_90a")
-        timings[case[0]] = time.perf_counter() - start
+    # The split sums computed by their readers, and the same programs with the sums as kernels (keep_sums).
+    for cases, step, placeholders in ((gpu_cases.PROJECTION_CASES, gpu_cases.projections_step,
+                                       gpu_cases.projection_placeholders),
+                                      (gpu_cases.RESIDUAL_NORM_CASES, gpu_cases.residual_norm_step,
+                                       gpu_cases.residual_norm_placeholders)):
+        for case in cases:
+            start = time.perf_counter()
+            for keep_sums in (False, True):
+                kiln.compile(step.source(*placeholders(case), keep_sums=keep_sums), target="sm_90a")
+            timings[case[0]] = time.perf_counter() - start
     for name, path in gpu_cases.SOURCE_CASES:
         start = time.perf_counter()
         kiln.compile(path.read_text(), target="sm_90a")

@@ -295,6 +295,32 @@ def test_split_sums_computed_by_their_readers(case):
     assert torch.equal(k_kept[slots], new_rows[0]) and torch.equal(v_kept[slots], new_rows[1]), name
 
 
+@pytest.mark.parametrize("case", gpu_cases.RESIDUAL_NORM_CASES, ids=[c[0] for c in gpu_cases.RESIDUAL_NORM_CASES])
+def test_residual_sum_computed_by_the_norm_and_the_next_add(case):
+    """residual_norm_step on CUDA tensors: the split output projection's sum with the residual, computed by the
+    norm's row tiles and by the next projection's sum (no kernel of its own), against torch in float32; then bit
+    for bit the same as the program that runs that sum as a kernel (keep_sums)."""
+    name, rows, width, hidden, dtype = case
+    seeds = []
+    generator = fresh(seeds)
+    o, x = tensor(((rows, width), dtype), generator), tensor(((rows, hidden), dtype), generator)
+    wo = tensor(((width, hidden), dtype), generator, scale=width ** -0.5)
+    norm_weight = 1 + tensor(((hidden,), dtype), generator, scale=0.1)
+    w2 = tensor(((hidden, hidden), dtype), generator, scale=hidden ** -0.5)
+    program = kiln.compile(gpu_cases.residual_norm_step.source(*gpu_cases.residual_norm_placeholders(case)),
+                           target="sm_90a")
+    ops = [kernel.get("op") for kernel in program.kernels]
+    assert ops == ["kiln.matmul", "kiln.rms_norm", "kiln.matmul", "kiln.sum_splits"], ops
+    out = gpu_cases.residual_norm_step(o, wo, x, norm_weight, w2)
+    torch.cuda.synchronize()
+    h = o.float() @ wo.float() + x.float()
+    normed = h * torch.rsqrt((h * h).mean(-1, keepdim=True) + 1e-5) * norm_weight.float()
+    check(name, out, normed @ w2.float() + h, seeds[0])
+    kept, _ = gpu_cases.residual_norm_step(o, wo, x, norm_weight, w2, keep_sums=True)
+    torch.cuda.synchronize()
+    assert torch.equal(out, kept), f"{name}: the fused residual sum changed bits (seed {seeds[0]})"
+
+
 @kiln.jit
 def slots_and_gate(positions, ids, x, y):
     """Integer arithmetic on positions (a page and a slot; // and % floored), and a chain of bf16 ops selected by

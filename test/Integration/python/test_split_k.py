@@ -233,3 +233,34 @@ def test_split_sums_run_in_their_readers_on_the_gpu(tmp_path, monkeypatch, recor
     check(record_error, "rope_and_gate q", q, np.concatenate([a * c - b * s, a * s + b * c], -1), seed)
     up = f[0] @ f[4]
     check(record_error, "rope_and_gate gate", gate, up / (1 + np.exp(-up)) * (f[0] @ f[5]), seed)
+
+
+@kiln.jit
+def residual_norm(o, wo, x, norm_weight, w2):
+    """A residual add after a projection, the norm of the sum, and the next projection with the residual."""
+    h = kiln.matmul(o, wo) + x
+    return kiln.matmul(kiln.rms_norm(h, norm_weight, eps=1e-5), w2) + h
+
+
+def test_residual_sum_runs_in_the_norm_and_the_next_add_on_the_gpu(tmp_path, monkeypatch, record_error):
+    """On sm_90a the output projection of two rows is split, and its sum (with the residual) is read by the norm's
+    row tiles and by the next projection's sum: kiln-fuse-split-sums has both compute it, so the plan runs the
+    two matmuls, the norm and one sum, the norm and that sum each reading the first projection's f32 chunks. On
+    the host (no split) the same program matches float64."""
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
+    bf16 = ml_dtypes.bfloat16
+    shapes = [(2, 4096), (4096, 2048), (2, 2048), (2048,), (2048, 2048)]
+    program = kiln.compile(residual_norm.source(*[np.zeros(shape, bf16) for shape in shapes]), target="sm_90a")
+    ops = [kernel.get("op") for kernel in program.kernels]
+    assert ops == ["kiln.matmul", "kiln.rms_norm", "kiln.matmul", "kiln.sum_splits"], ops
+    parts = [param["shape"] for param in program.kernels[0]["params"] if param["role"] == "output"][0]
+    for kernel in program.kernels[1::2]:
+        assert parts in [param["shape"] for param in kernel["params"] if param["role"] == "input"], kernel
+
+    rng, seed = fresh_rng()
+    o, wo, x, norm_weight, w2 = (rng.standard_normal(shape).astype(np.float32) for shape in
+                                 [(2, 96), (96, 64), (2, 64), (64,), (64, 64)])
+    out = residual_norm(o, wo / 10, x, norm_weight, w2 / 8)
+    h = o.astype(np.float64) @ (wo / 10) + x
+    normed = h / np.sqrt((h * h).mean(-1, keepdims=True) + 1e-5) * norm_weight
+    check(record_error, "residual_norm", out, normed @ (w2.astype(np.float64) / 8) + h, seed)
