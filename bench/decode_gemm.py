@@ -9,6 +9,7 @@ and adds them up in a second small kernel that runs the epilogue. This script ho
 - ``prepare`` (here, where the compiler is): compiles, per shape, ``generated`` (the default pipeline: split
   where kiln::chooseKChunk says), ``unsplit`` (the same matmul pinned to the default config, so not split) and,
   with ``--sweep``, explicit splits (``k_chunk`` and a pinned mma_sync config) over chunk counts and column tiles,
+  with ``--deep``, narrow column tiles on wgmma rings of up to 16 stages (DEEP_RINGS),
   and always ``cluster_s<S>_bn<BN>``, the contraction split over a thread-block cluster of S blocks in the same
   kernel (``k_splits``), into ``<out>/<variant>/<case>``, plus ``<out>/cases.json``; and ``generated_ordinary_launch``, the generated
   kernels with their manifest's ``dependent_launch`` dropped (launched without programmatic dependent launch);
@@ -101,7 +102,15 @@ def default_config(kiln_opt, text):
     return re.search(r"kiln\.config = (#kiln\.config<[^>]*>)", result.stdout).group(1)
 
 
-def cases(kiln_opt, sweep):
+#: Narrow column tiles on deep rings (wgmma, up to 16 stages; a 64-row warpgroup tile of the activations): (splits
+#: over a cluster, column tile, stages). The split-in-two-kernels variants above hold 6-8 stages of 128 columns;
+#: cuBLAS's decode kernels hold 16 of 64-deep k-tiles, and these fill one wave of the H200 (N = 6144 in 48-column
+#: tiles is 128 blocks). Column tiles of nn.Linear's [N, K] weights narrow in 16-column steps, of [K, N] ones in
+#: 64-column panels.
+DEEP_RINGS = ((1, 32, 16), (1, 48, 16), (1, 64, 14), (2, 64, 14), (2, 96, 11), (2, 128, 10))
+
+
+def cases(kiln_opt, sweep, deep=False):
     listed = []
     for m in ROWS:
         for n, k in SHAPES:
@@ -156,6 +165,13 @@ def cases(kiln_opt, sweep):
             usable = item["name"].startswith("b_") and item["epilogue"] == "none" and item["k"] >= splits * 64 \
                 and (bn == 256) == (item["m"] <= 16)
             item[key] = cluster_text(item, splits, bn) if usable else None
+        for splits, bn, stages in DEEP_RINGS:
+            key = f"mlir_deep_s{splits}_bn{bn}_st{stages}"
+            variants[key[5:]] = key
+            usable = deep and item["name"].startswith("b_") and item["epilogue"] == "none" and \
+                bn % (16 if "_linear_" in item["name"] else 64) == 0 and item["k"] >= splits * 64
+            item[key] = (cluster_text(item, splits, bn, stages) if splits > 1 else wgmma_text(item, 1, bn, stages)) \
+                if usable else None
         # Two blocks a multiprocessor: stages that fit half its shared memory, twice the chunks.
         for splits, bn, stages in ((8, 128, 2), (8, 64, 4), (4, 64, 4), (16, 128, 2)):
             key = f"mlir_s{splits}_bn{bn}_st{stages}"
@@ -169,7 +185,7 @@ def cases(kiln_opt, sweep):
 
 def prepare(args):
     kiln_opt = Path(args.kilnc).with_name("kiln-opt")
-    listed, variants = cases(kiln_opt, args.sweep)
+    listed, variants = cases(kiln_opt, args.sweep, args.deep)
     status = compile_variants(args, listed, variants)
     # The same kernels launched the ordinary way (no programmatic dependent launch): what overlapping each kernel's
     # launch with its predecessor gains, in the same run.
@@ -309,7 +325,8 @@ def plot(args):
 
 def main():
     return command_line(__doc__, "gpu_build/decode_gemm", prepare, visit, plot,
-                        prepare_flags=[("sweep", "also compile explicit splits over chunk counts and column tiles")])
+                        prepare_flags=[("sweep", "also compile explicit splits over chunk counts and column tiles"),
+                                       ("deep", "also compile narrow column tiles on deep wgmma rings (DEEP_RINGS)")])
 
 
 if __name__ == "__main__":

@@ -95,7 +95,8 @@ struct SumReader {
 } // namespace
 
 /// Every call that reads `result` through reshapes; failure when anything else reads it (the plan's return, a
-/// view other than a reshape) or one call reads it through two different views.
+/// view other than a reshape), a reshape of it is read by nothing, or one call reads it through two different
+/// views.
 static FailureOr<SmallVector<SumReader>> readersOf(Value result) {
   SmallVector<SumReader> readers;
   SmallVector<std::pair<Value, SmallVector<Operation *>>> pending{{result, {}}};
@@ -103,6 +104,8 @@ static FailureOr<SmallVector<SumReader>> readersOf(Value result) {
     auto [value, views] = pending.pop_back_val();
     for (Operation *user : value.getUsers()) {
       if (isa<ReshapeOp>(user)) {
+        if (user->use_empty())
+          return failure(); // a dead view of the sum would outlive it
         SmallVector<Operation *> longer(views);
         longer.push_back(user);
         pending.push_back({user->getResult(0), std::move(longer)});

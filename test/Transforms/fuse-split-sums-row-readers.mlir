@@ -64,3 +64,31 @@ func.func @block(%o: tensor<2x1024xbf16>, %wo: tensor<1024x256xbf16>, %x: tensor
   } : tensor<2x2x256xf32> -> tensor<2x256xbf16>
   return %y, %g : tensor<2x256xbf16>, tensor<2x256xbf16>
 }
+
+// -----
+
+// Eight chunks read by two kernels: 16 chunk reads an element, the most the pass allows; the sum moves into both.
+
+// CHECK-LABEL: func.func private @block_k2_rms_norm
+// CHECK-SAME: tensor<8x2x256xf32>
+// CHECK-LABEL: func.func private @block_k4_sum_splits
+// CHECK-SAME: tensor<8x2x256xf32>
+// CHECK-LABEL: func.func @block
+// CHECK-NOT: call @block_k1_sum_splits
+func.func @block(%o: tensor<2x1024xbf16>, %wo: tensor<1024x256xbf16>, %x: tensor<2x256xbf16>, %nw: tensor<256xbf16>,
+                 %w2: tensor<256x256xbf16>) -> tensor<2x256xbf16> {
+  %p = kiln.matmul %o, %wo {k_chunk = 128 : i64} : tensor<2x1024xbf16>, tensor<1024x256xbf16> -> tensor<8x2x256xf32>
+  %r = kiln.sum_splits %p epilogue(%x : tensor<2x256xbf16>) {
+  ^bb0(%acc: f32, %res: f32):
+    %s = arith.addf %acc, %res : f32
+    kiln.yield %s : f32
+  } : tensor<8x2x256xf32> -> tensor<2x256xbf16>
+  %h = kiln.rms_norm %r, %nw epsilon 1.0E-5 : tensor<2x256xbf16>, tensor<256xbf16>
+  %q = kiln.matmul %h, %w2 {k_chunk = 128 : i64} : tensor<2x256xbf16>, tensor<256x256xbf16> -> tensor<2x2x256xf32>
+  %y = kiln.sum_splits %q epilogue(%r : tensor<2x256xbf16>) {
+  ^bb0(%acc: f32, %res: f32):
+    %s = arith.addf %acc, %res : f32
+    kiln.yield %s : f32
+  } : tensor<2x2x256xf32> -> tensor<2x256xbf16>
+  return %y : tensor<2x256xbf16>
+}

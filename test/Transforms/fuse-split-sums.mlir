@@ -118,8 +118,9 @@ func.func @step(%kc: tensor<8x16x2x64xbf16>, %vc: tensor<8x16x2x64xbf16>, %k: te
 
 // -----
 
-// A sum read by two kernels, by a matmul, or returned by the plan stays a kernel of its own; so does a sum whose
-// epilogue reads a cache that an append between the two calls writes (in place on the GPU).
+// A sum read by two calls of one kernel (whose signature would change under both), by a matmul, or returned by
+// the plan stays a kernel of its own; so does a sum whose epilogue reads a cache that an append between the two
+// calls writes (in place on the GPU).
 
 // CHECK-LABEL: func.func @step
 // CHECK: call @step_k0_sum_splits
@@ -300,4 +301,65 @@ func.func @step(%kc: tensor<8x16x2x64xbf16>, %vc: tensor<8x16x2x64xbf16>, %kpart
   %22 = call @step_k4_rope(%y, %cos, %sin, %21) : (tensor<1x1x128xbf16>, tensor<1x64xbf16>, tensor<1x64xbf16>, tensor<1x1x128xbf16>) -> tensor<1x1x128xbf16>
   return %8#0, %8#1, %15, %20, %22 : tensor<8x16x2x64xbf16>, tensor<8x16x2x64xbf16>, tensor<1x2x128xbf16>,
       tensor<1x1x128xbf16>, tensor<1x1x128xbf16>
+}
+
+// -----
+
+// One sum read by two RoPE kernels: each computes it (4 chunks, 8 chunk reads an element between them). A dead
+// reshape of a sum keeps that sum's kernel.
+
+// CHECK-LABEL: func.func private @step_k1_rope
+// CHECK-SAME: %[[P1:[^:]*]]: tensor<4x1x256xf32>
+// CHECK-NEXT: kiln.sum_splits %[[P1]]
+// CHECK-LABEL: func.func private @step_k2_rope
+// CHECK-SAME: %[[P2:[^:]*]]: tensor<4x1x256xf32>
+// CHECK-NEXT: kiln.sum_splits %[[P2]]
+// CHECK-LABEL: func.func @step
+// CHECK-NEXT: tensor.empty
+// CHECK-NEXT: call @step_k1_rope
+// CHECK: call @step_k2_rope
+// CHECK: call @step_k0_sum_splits
+// CHECK-NEXT: kiln.reshape
+// CHECK-NEXT: kiln.reshape
+// CHECK: call @step_k3_rope
+func.func private @step_k0_sum_splits(%parts: tensor<4x1x256xf32>, %out: tensor<1x256xbf16>) -> tensor<1x256xbf16>
+    attributes {kiln.kernel} {
+  %0 = kiln.sum_splits %parts : tensor<4x1x256xf32> -> tensor<1x256xbf16>
+  %1 = bufferization.materialize_in_destination %0 in %out : (tensor<1x256xbf16>, tensor<1x256xbf16>) -> tensor<1x256xbf16>
+  return %1 : tensor<1x256xbf16>
+}
+func.func private @step_k1_rope(%x: tensor<1x2x128xbf16>, %cos: tensor<1x64xbf16>, %sin: tensor<1x64xbf16>,
+    %out: tensor<1x2x128xbf16>) -> tensor<1x2x128xbf16> attributes {kiln.kernel} {
+  %0 = kiln.rope %x, %cos, %sin {seq_dim = 0 : i64} : tensor<1x2x128xbf16>, tensor<1x64xbf16>, tensor<1x64xbf16>
+  %1 = bufferization.materialize_in_destination %0 in %out : (tensor<1x2x128xbf16>, tensor<1x2x128xbf16>) -> tensor<1x2x128xbf16>
+  return %1 : tensor<1x2x128xbf16>
+}
+func.func private @step_k2_rope(%x: tensor<1x2x128xbf16>, %cos: tensor<1x64xbf16>, %sin: tensor<1x64xbf16>,
+    %out: tensor<1x2x128xbf16>) -> tensor<1x2x128xbf16> attributes {kiln.kernel} {
+  %0 = kiln.rope %x, %cos, %sin {seq_dim = 0 : i64} : tensor<1x2x128xbf16>, tensor<1x64xbf16>, tensor<1x64xbf16>
+  %1 = bufferization.materialize_in_destination %0 in %out : (tensor<1x2x128xbf16>, tensor<1x2x128xbf16>) -> tensor<1x2x128xbf16>
+  return %1 : tensor<1x2x128xbf16>
+}
+func.func private @step_k3_rope(%x: tensor<1x2x128xbf16>, %cos: tensor<1x64xbf16>, %sin: tensor<1x64xbf16>,
+    %out: tensor<1x2x128xbf16>) -> tensor<1x2x128xbf16> attributes {kiln.kernel} {
+  %0 = kiln.rope %x, %cos, %sin {seq_dim = 0 : i64} : tensor<1x2x128xbf16>, tensor<1x64xbf16>, tensor<1x64xbf16>
+  %1 = bufferization.materialize_in_destination %0 in %out : (tensor<1x2x128xbf16>, tensor<1x2x128xbf16>) -> tensor<1x2x128xbf16>
+  return %1 : tensor<1x2x128xbf16>
+}
+func.func @step(%parts: tensor<4x1x256xf32>, %cos: tensor<1x64xbf16>, %sin: tensor<1x64xbf16>)
+    -> (tensor<1x2x128xbf16>, tensor<1x2x128xbf16>, tensor<1x2x128xbf16>) {
+  %0 = tensor.empty() : tensor<1x256xbf16>
+  %1 = call @step_k0_sum_splits(%parts, %0) : (tensor<4x1x256xf32>, tensor<1x256xbf16>) -> tensor<1x256xbf16>
+  %2 = kiln.reshape %1 : tensor<1x256xbf16> -> tensor<1x2x128xbf16>
+  %3 = tensor.empty() : tensor<1x2x128xbf16>
+  %4 = call @step_k1_rope(%2, %cos, %sin, %3) : (tensor<1x2x128xbf16>, tensor<1x64xbf16>, tensor<1x64xbf16>, tensor<1x2x128xbf16>) -> tensor<1x2x128xbf16>
+  %5 = tensor.empty() : tensor<1x2x128xbf16>
+  %6 = call @step_k2_rope(%2, %cos, %sin, %5) : (tensor<1x2x128xbf16>, tensor<1x64xbf16>, tensor<1x64xbf16>, tensor<1x2x128xbf16>) -> tensor<1x2x128xbf16>
+  %7 = tensor.empty() : tensor<1x256xbf16>
+  %8 = call @step_k0_sum_splits(%parts, %7) : (tensor<4x1x256xf32>, tensor<1x256xbf16>) -> tensor<1x256xbf16>
+  %dead = kiln.reshape %8 : tensor<1x256xbf16> -> tensor<256xbf16>
+  %9 = kiln.reshape %8 : tensor<1x256xbf16> -> tensor<1x2x128xbf16>
+  %10 = tensor.empty() : tensor<1x2x128xbf16>
+  %11 = call @step_k3_rope(%9, %cos, %sin, %10) : (tensor<1x2x128xbf16>, tensor<1x64xbf16>, tensor<1x64xbf16>, tensor<1x2x128xbf16>) -> tensor<1x2x128xbf16>
+  return %4, %6, %11 : tensor<1x2x128xbf16>, tensor<1x2x128xbf16>, tensor<1x2x128xbf16>
 }

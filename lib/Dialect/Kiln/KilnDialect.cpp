@@ -45,8 +45,11 @@ LogicalResult ConfigAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitEr
       return emitError() << "#kiln.config tile sizes must be positive, got " << size;
   if (warps <= 0 || warps > 32)
     return emitError() << "#kiln.config warps must be in [1, 32], got " << warps;
-  if (stages <= 0 || stages > 8)
-    return emitError() << "#kiln.config stages must be in [1, 8], got " << stages;
+  // A wgmma ring's slots are mbarrier-tracked, any number of them; cp.async groups are waited on by count.
+  int64_t maxStages = lowering == "wgmma" ? 16 : 8;
+  if (stages <= 0 || stages > maxStages)
+    return emitError() << "#kiln.config stages must be in [1, " << maxStages << "] for lowering \"" << lowering
+                       << "\", got " << stages;
   if (lowering != "host" && lowering != "mma_sync" && lowering != "wgmma" && lowering != "rows")
     return emitError() << "#kiln.config lowering must be \"host\", \"mma_sync\", \"wgmma\" or \"rows\", got \""
                        << lowering << "\"";

@@ -1461,9 +1461,26 @@ func.func @config_bad_warps(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
 // -----
 
 func.func @config_bad_stages(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
-  // expected-error @+1 {{#kiln.config stages must be in [1, 8], got 0}}
+  // expected-error @+1 {{#kiln.config stages must be in [1, 8] for lowering "host", got 0}}
   %0 = kiln.softmax %x axis 1 {kiln.config = #kiln.config<tile = [4], warps = 1, stages = 0, lowering = "host">} : tensor<4x8xf32>
   return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+// A wgmma ring takes up to 16 stages, a cp.async one 8.
+func.func @config_too_many_stages(%a: tensor<64x64xbf16>, %b: tensor<64x64xbf16>) -> tensor<64x64xbf16> {
+  // expected-error @+1 {{#kiln.config stages must be in [1, 8] for lowering "mma_sync", got 9}}
+  %0 = kiln.matmul %a, %b {kiln.config = #kiln.config<tile = [64, 64, 32], warps = 4, stages = 9, lowering = "mma_sync">} : tensor<64x64xbf16>, tensor<64x64xbf16> -> tensor<64x64xbf16>
+  return %0 : tensor<64x64xbf16>
+}
+
+// -----
+
+func.func @config_too_many_wgmma_stages(%a: tensor<64x64xbf16>, %b: tensor<64x64xbf16>) -> tensor<64x64xbf16> {
+  // expected-error @+1 {{#kiln.config stages must be in [1, 16] for lowering "wgmma", got 17}}
+  %0 = kiln.matmul %a, %b {kiln.config = #kiln.config<tile = [64, 64, 64], warps = 4, stages = 17, lowering = "wgmma">} : tensor<64x64xbf16>, tensor<64x64xbf16> -> tensor<64x64xbf16>
+  return %0 : tensor<64x64xbf16>
 }
 
 // -----
