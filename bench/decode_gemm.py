@@ -107,7 +107,7 @@ def default_config(kiln_opt, text):
 #: cuBLAS's decode kernels hold 16 of 64-deep k-tiles, and these fill one wave of the H200 (N = 6144 in 48-column
 #: tiles is 128 blocks). Column tiles of nn.Linear's [N, K] weights narrow in 16-column steps, of [K, N] ones in
 #: 64-column panels.
-DEEP_RINGS = ((1, 32, 16), (1, 48, 16), (1, 64, 14), (2, 64, 14), (2, 96, 11), (2, 128, 10))
+DEEP_RINGS = ((1, 32, 16), (1, 48, 16), (1, 64, 14), (2, 64, 14), (2, 96, 11), (2, 128, 9))
 
 
 def cases(kiln_opt, sweep, deep=False):
