@@ -131,16 +131,18 @@ HIDDEN, HEADS, KV_HEADS, HEAD_DIM, FFN = 64, 4, 2, 16, 96
 @kiln.jit
 def decode_layer(x, cos, sin, k_cache, v_cache, block_table, positions, seq_lens, attn_norm, wq, wk, wv, wo,
                  ffn_norm, w1, w3, w2):
-    """A Llama-style decode layer over a paged cache (bench/decode_layer.py's, at small sizes)."""
-    batch = x.shape[0]
+    """A Llama-style decode layer over a paged cache (bench/decode_layer.py's; its sizes from the arguments': the
+    head dim twice the rotary tables' width)."""
+    batch, head_dim = x.shape[0], 2 * cos.shape[1]
+    heads, kv_heads = wq.shape[1] // head_dim, wk.shape[1] // head_dim
     h = kiln.rms_norm(x, attn_norm, eps=1e-5)
-    q = kiln.rope(kiln.reshape(kiln.matmul(h, wq), (batch, HEADS, HEAD_DIM)), cos, sin, seq_dim=0)
-    k = kiln.rope(kiln.reshape(kiln.matmul(h, wk), (batch, KV_HEADS, HEAD_DIM)), cos, sin, seq_dim=0)
+    q = kiln.rope(kiln.reshape(kiln.matmul(h, wq), (batch, heads, head_dim)), cos, sin, seq_dim=0)
+    k = kiln.rope(kiln.reshape(kiln.matmul(h, wk), (batch, kv_heads, head_dim)), cos, sin, seq_dim=0)
     v = kiln.matmul(h, wv)
-    k_cache, v_cache = kiln.append_kv(k_cache, v_cache, kiln.reshape(k, (batch, KV_HEADS, 1, HEAD_DIM)),
-                                      kiln.reshape(v, (batch, KV_HEADS, 1, HEAD_DIM)), block_table, positions)
-    o = kiln.paged_attention(kiln.reshape(q, (batch, HEADS, 1, HEAD_DIM)), k_cache, v_cache, block_table, seq_lens)
-    x = kiln.matmul(kiln.reshape(o, (batch, HEADS * HEAD_DIM)), wo) + x
+    k_cache, v_cache = kiln.append_kv(k_cache, v_cache, kiln.reshape(k, (batch, kv_heads, 1, head_dim)),
+                                      kiln.reshape(v, (batch, kv_heads, 1, head_dim)), block_table, positions)
+    o = kiln.paged_attention(kiln.reshape(q, (batch, heads, 1, head_dim)), k_cache, v_cache, block_table, seq_lens)
+    x = kiln.matmul(kiln.reshape(o, (batch, heads * head_dim)), wo) + x
     h = kiln.rms_norm(x, ffn_norm, eps=1e-5)
     g = kiln.silu(kiln.matmul(h, w1)) * kiln.matmul(h, w3)
     return kiln.matmul(g, w2) + x, k_cache, v_cache
@@ -295,3 +297,30 @@ def test_append_kv_refuses(change, error, match):
     change(arguments)
     with pytest.raises(error, match=match):
         kiln.ops.append_kv(**arguments)
+
+
+@pytest.mark.parametrize("batch,keys,kernels", [(1, 8192, ["kiln.rms_norm", "kiln.matmul", "kiln.rope",
+                                                           "kiln.append_kv", "kiln.attention", "kiln.merge_splits",
+                                                           "kiln.matmul", "kiln.rms_norm", "kiln.matmul",
+                                                           "kiln.sum_splits", "kiln.matmul", "kiln.sum_splits"]),
+                                                (32, 4096, ["kiln.rms_norm", "kiln.matmul", "kiln.rope",
+                                                            "kiln.append_kv", "kiln.attention", "kiln.matmul",
+                                                            "kiln.rms_norm", "kiln.matmul", "kiln.matmul",
+                                                            "kiln.matmul", "kiln.sum_splits"])],
+                         ids=["b1_kv8192", "b32_kv4096"])
+def test_decode_layer_plan_for_the_gpu(batch, keys, kernels, tmp_path, monkeypatch):
+    """The Llama decode layer at bench/decode_layer.py's sizes (4096 hidden, 32/8 heads of 128, 14336 MLP, bf16,
+    128-row pages) compiles for sm_90a to its run plan: at batch 1 twelve kernels (the split attention and its
+    merge; the split projections' sums computed by RoPE, the append, the next norm and the next sums), at batch
+    32 eleven. Pins the plan that the decode-layer benchmark times."""
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
+    bf16, i32 = ml_dtypes.bfloat16, np.int32
+    pages = batch * keys // 128 + 7
+    shapes = [((batch, 4096), bf16), ((batch, 64), bf16), ((batch, 64), bf16), ((pages, 128, 8, 128), bf16),
+              ((pages, 128, 8, 128), bf16), ((batch, keys // 128), i32), ((batch,), i32), ((batch,), i32),
+              ((4096,), bf16), ((4096, 4096), bf16), ((4096, 1024), bf16), ((4096, 1024), bf16),
+              ((4096, 4096), bf16), ((4096,), bf16), ((4096, 14336), bf16), ((4096, 14336), bf16),
+              ((14336, 4096), bf16)]
+    program = kiln.compile(decode_layer.source(*[np.zeros(shape, dtype) for shape, dtype in shapes]),
+                           target="sm_90a")
+    assert [kernel.get("op") for kernel in program.kernels] == kernels, program.kernels
