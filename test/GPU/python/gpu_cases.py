@@ -226,10 +226,25 @@ def residual_norm_step(o, wo, x, norm_weight, w2, keep_sums=False):
     return (out, h) if keep_sums else out
 
 
+@kiln.jit
+def residual_two_norms(o, wo, x, first_weight, second_weight, keep_sums=False):
+    """The output projection with the residual, whose split sum two norms compute for their rows (one grouped
+    launch; several rows a block, the last block's partly past the rows); with ``keep_sums`` also the sum."""
+    h = kiln.matmul(o, wo) + x
+    normed = (kiln.rms_norm(h, first_weight, eps=1e-5), kiln.rms_norm(h, second_weight, eps=1e-6))
+    return (*normed, h) if keep_sums else normed
+
+
 #: residual_norm_step on CUDA tensors: (name, rows, projection input width, hidden, dtype).
 RESIDUAL_NORM_CASES = [
     ("residual_norm_split_b3_bf16", 3, 4096, 2048, "bfloat16"),
     ("residual_norm_split_b1_f16", 1, 4096, 1536, "float16"),
+]
+
+#: residual_two_norms on CUDA tensors, in RESIDUAL_NORM_CASES' form: rows that two-row blocks do not divide.
+TWO_NORMS_CASES = [
+    ("residual_two_norms_split_b5_bf16", 5, 4096, 1024, "bfloat16"),
+    ("residual_two_norms_split_b7_f16", 7, 4096, 1024, "float16"),
 ]
 
 
@@ -240,6 +255,12 @@ def residual_norm_placeholders(case):
     element = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16}[dtype]
     return [np.zeros(shape, element) for shape in [(rows, width), (width, hidden), (rows, hidden), (hidden,),
                                                    (hidden, hidden)]]
+
+
+def two_norms_placeholders(case):
+    """Zero arrays of a two-norms case's arguments, in residual_two_norms' order."""
+    *arrays, _ = residual_norm_placeholders(case)
+    return arrays + [arrays[-1]]
 
 
 def projection_placeholders(case):

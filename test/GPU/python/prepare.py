@@ -67,7 +67,9 @@ def main():
     for cases, step, placeholders in ((gpu_cases.PROJECTION_CASES, gpu_cases.projections_step,
                                        gpu_cases.projection_placeholders),
                                       (gpu_cases.RESIDUAL_NORM_CASES, gpu_cases.residual_norm_step,
-                                       gpu_cases.residual_norm_placeholders)):
+                                       gpu_cases.residual_norm_placeholders),
+                                      (gpu_cases.TWO_NORMS_CASES, gpu_cases.residual_two_norms,
+                                       gpu_cases.two_norms_placeholders)):
         for case in cases:
             start = time.perf_counter()
             for keep_sums in (False, True):

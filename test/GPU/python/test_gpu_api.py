@@ -321,6 +321,31 @@ def test_residual_sum_computed_by_the_norm_and_the_next_add(case):
     assert torch.equal(out, kept), f"{name}: the fused residual sum changed bits (seed {seeds[0]})"
 
 
+@pytest.mark.parametrize("case", gpu_cases.TWO_NORMS_CASES, ids=[c[0] for c in gpu_cases.TWO_NORMS_CASES])
+def test_residual_sum_computed_by_two_norms(case):
+    """residual_two_norms on CUDA tensors: the split projection's residual sum computed by two norms' row tiles in
+    one grouped launch, rows past the last block's valid ones guarded, against torch in float32; then bit for
+    bit the same as the program that runs the sum as a kernel (keep_sums)."""
+    name, rows, width, hidden, dtype = case
+    seeds = []
+    generator = fresh(seeds)
+    o, x = tensor(((rows, width), dtype), generator), tensor(((rows, hidden), dtype), generator)
+    wo = tensor(((width, hidden), dtype), generator, scale=width ** -0.5)
+    weights = [1 + tensor(((hidden,), dtype), generator, scale=0.1) for _ in range(2)]
+    program = kiln.compile(gpu_cases.residual_two_norms.source(*gpu_cases.two_norms_placeholders(case)),
+                           target="sm_90a")
+    assert [kernel.get("op") for kernel in program.kernels] == ["kiln.matmul", "kiln.rms_norm"], program.kernels
+    first, second = gpu_cases.residual_two_norms(o, wo, x, *weights)
+    torch.cuda.synchronize()
+    h = o.float() @ wo.float() + x.float()
+    for out, weight, eps in ((first, weights[0], 1e-5), (second, weights[1], 1e-6)):
+        check(name, out, h * torch.rsqrt((h * h).mean(-1, keepdim=True) + eps) * weight.float(), seeds[0])
+    kept_first, kept_second, _ = gpu_cases.residual_two_norms(o, wo, x, *weights, keep_sums=True)
+    torch.cuda.synchronize()
+    assert torch.equal(first, kept_first) and torch.equal(second, kept_second), \
+        f"{name}: the fused residual sum changed bits (seed {seeds[0]})"
+
+
 @kiln.jit
 def slots_and_gate(positions, ids, x, y):
     """Integer arithmetic on positions (a page and a slot; // and % floored), and a chain of bf16 ops selected by
