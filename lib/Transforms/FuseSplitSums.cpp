@@ -59,16 +59,6 @@ static func::FuncOp kernelCalledBy(func::CallOp call) {
   return kernel;
 }
 
-/// The plan value whose bytes `value` views (through reshapes and contiguous slices).
-static Value storageOf(Value value) {
-  while (Operation *view = value.getDefiningOp()) {
-    if (!isPlanView(view))
-      break;
-    value = view->getOperand(0);
-  }
-  return value;
-}
-
 /// Whether a call in [from, to] may write a buffer that `inputs` read: an append kernel writes its caches in place
 /// on the GPU (kiln-update-caches-in-place), so moving a read of a cache past it would read the new rows.
 static bool writtenBetween(ValueRange inputs, Operation *from, Operation *to) {
@@ -79,7 +69,7 @@ static bool writtenBetween(ValueRange inputs, Operation *from, Operation *to) {
       continue;
     for (Value input : inputs)
       for (unsigned cache : {0u, 1u})
-        if (cache < call.getNumOperands() && storageOf(input) == storageOf(call.getOperand(cache)))
+        if (cache < call.getNumOperands() && viewedStorage(input) == viewedStorage(call.getOperand(cache)))
           return true;
   }
   return false;
